@@ -1,0 +1,200 @@
+// The tape and the backward pass: record() appends a Node when an op runs, run_backward() walks the
+// nodes reachable from the root in decreasing seq_nr (reverse creation order) and hands each node
+// the sum of the gradients its consumers sent it. No recursion anywhere, so graph depth is unlimited.
+#include "autograd/engine.h"
+
+#include <algorithm>
+#include <atomic>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
+
+namespace relgrad {
+
+namespace {
+thread_local bool grad_mode_enabled = true;
+thread_local const char* running_node = "backward";  // named in SavedTensor's error
+std::atomic<uint64_t> next_seq_nr{0};
+}  // namespace
+
+bool GradMode::is_enabled() { return grad_mode_enabled; }
+void GradMode::set_enabled(bool enabled) { grad_mode_enabled = enabled; }
+
+// ---- Node and SavedTensor ---------------------------------------------------------------------
+Node::~Node() {
+  // Destroying a node drops its edges, which may destroy the next node, and so on: a long chain
+  // would recurse once per node. Instead the first destructor on this thread drains a work list.
+  thread_local std::vector<std::shared_ptr<Node>> to_free;
+  thread_local bool draining = false;
+  for (Edge& e : inputs)
+    if (e.node) to_free.push_back(std::move(e.node));
+  if (draining) return;
+  draining = true;
+  while (!to_free.empty()) {
+    std::shared_ptr<Node> n = std::move(to_free.back());
+    to_free.pop_back();
+    n.reset();  // may run ~Node, which only appends to to_free
+  }
+  draining = false;
+}
+
+SavedTensor::SavedTensor(const Tensor& t) {
+  if (!t.defined()) return;
+  data_ = t.detach();
+  version_ = t.version();
+}
+
+const Tensor& SavedTensor::get() const {
+  if (data_.defined())
+    RG_CHECK(data_.version() == version_, running_node,
+             "a tensor saved for backward was modified by an in-place operation (its version is ", data_.version(),
+             ", it was ", version_, " when saved); clone() it before modifying, or modify it out of place");
+  return data_;
+}
+
+bool needs_grad(const TensorList& inputs) {
+  if (!GradMode::is_enabled()) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+Tensor record(Tensor output, const char* name, const TensorList& inputs, BackwardFn backward) {
+  auto node = std::make_shared<Node>();
+  node->name = name;
+  node->seq_nr = next_seq_nr++;
+  for (const Tensor& in : inputs) {
+    Edge e;
+    if (in.defined() && in.requires_grad()) {
+      e.shape = in.shape();
+      if (in.grad_fn()) e.node = in.grad_fn();
+      else e.leaf = in.impl_ptr();
+    }
+    node->inputs.push_back(std::move(e));
+  }
+  node->backward = std::move(backward);
+  output.impl()->grad_fn = std::move(node);
+  output.impl()->requires_grad = true;
+  return output;
+}
+
+Tensor sum_to(const Tensor& grad, const Shape& shape) {
+  if (grad.shape() == shape) return grad;
+  const int64_t lead = grad.dim() - static_cast<int64_t>(shape.size());
+  RG_CHECK_T(ShapeError, lead >= 0, "sum_to", "cannot reduce gradient of shape ", shape_str(grad.shape()), " to ",
+             shape_str(shape));
+  Shape dims;
+  for (int64_t d = 0; d < grad.dim(); ++d)
+    if (d < lead || (shape[d - lead] == 1 && grad.shape()[d] != 1)) dims.push_back(d);
+  Tensor reduced = dims.empty() ? grad : sum(grad, dims, /*keepdim=*/true);
+  return reduced.reshape(shape);
+}
+
+// ---- backward ---------------------------------------------------------------------------------
+namespace {
+
+// Nodes reachable from `root`, sorted in decreasing seq_nr: every consumer comes before its producers.
+std::vector<Node*> tape_order(Node* root) {
+  std::vector<Node*> order, stack{root};
+  std::unordered_set<Node*> seen{root};
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    order.push_back(n);
+    for (const Edge& e : n->inputs)
+      if (e.node && seen.insert(e.node.get()).second) stack.push_back(e.node.get());
+  }
+  std::sort(order.begin(), order.end(), [](Node* a, Node* b) { return a->seq_nr > b->seq_nr; });
+  return order;
+}
+
+void accumulate(Tensor& slot, const Tensor& g) { slot = slot.defined() ? add(slot, g) : g; }
+
+// The common walk of backward() and grad(): `deliver(leaf, g)` receives each leaf's gradient;
+// `captured` (may be null) receives the total gradient reaching the listed nodes.
+template <class Deliver>
+void walk(const Tensor& root, const Tensor& grad_root, bool retain_graph, Deliver deliver,
+          std::unordered_map<Node*, Tensor>* captured) {
+  RG_CHECK(root.requires_grad(), "backward", "the tensor does not require grad and has no grad_fn");
+  Tensor g0 = grad_root;
+  if (!g0.defined()) {
+    RG_CHECK_T(ShapeError, root.numel() == 1, "backward",
+               "grad can be implicitly created only for one-element outputs; got shape ", shape_str(root.shape()),
+               ", pass a gradient");
+    g0 = ones_like(root);
+  }
+  RG_CHECK_T(ShapeError, g0.shape() == root.shape(), "backward", "gradient shape ", shape_str(g0.shape()),
+             " differs from output shape ", shape_str(root.shape()));
+  RG_CHECK_T(DTypeError, g0.dtype() == root.dtype(), "backward", "gradient dtype ", dtype_name(g0.dtype()),
+             " differs from output dtype ", dtype_name(root.dtype()));
+  NoGradGuard no_grad;  // the backward pass itself records nothing
+  running_node = "backward";
+  if (!root.grad_fn()) {  // backward on a leaf: its gradient is grad_root itself
+    deliver(root.impl_ptr(), g0);
+    return;
+  }
+  std::unordered_map<Node*, Tensor> pending;
+  pending[root.grad_fn().get()] = g0;
+  for (Node* node : tape_order(root.grad_fn().get())) {
+    auto it = pending.find(node);
+    Tensor g_out = it == pending.end() ? Tensor() : std::move(it->second);
+    if (it != pending.end()) pending.erase(it);
+    if (captured && captured->count(node)) (*captured)[node] = g_out;
+    if (g_out.defined()) {
+      RG_CHECK(node->backward != nullptr, "backward",
+               "trying to backward through the graph a second time (its saved tensors were freed after the first "
+               "backward, at op '", node->name, "'); call backward with retain_graph=true the first time");
+      running_node = node->name;
+      TensorList g_in = node->backward(g_out);
+      running_node = "backward";
+      RG_CHECK(g_in.size() == node->inputs.size(), node->name, "backward returned ", g_in.size(),
+               " gradients for ", node->inputs.size(), " inputs");
+      for (size_t i = 0; i < g_in.size(); ++i) {
+        const Edge& e = node->inputs[i];
+        if (!e.needs_grad() || !g_in[i].defined()) continue;
+        RG_CHECK_T(ShapeError, g_in[i].shape() == e.shape, node->name, "backward produced a gradient of shape ",
+                   shape_str(g_in[i].shape()), " for input ", i, " of shape ", shape_str(e.shape));
+        if (e.node) accumulate(pending[e.node.get()], g_in[i]);
+        else deliver(e.leaf, g_in[i]);
+      }
+    }
+    if (!retain_graph) node->backward = nullptr;  // frees the saved tensors
+  }
+}
+
+}  // namespace
+
+void run_backward(const Tensor& root, const Tensor& grad_root, bool retain_graph) {
+  walk(root, grad_root, retain_graph,
+       [](const std::shared_ptr<TensorImpl>& leaf, const Tensor& g) {
+         // .grad accumulates across backward calls; a fresh tensor, never an alias of g.
+         Tensor slot(leaf->grad);
+         slot = slot.defined() ? add(slot, g) : g.clone();
+         leaf->grad = slot.impl_ptr();
+       },
+       nullptr);
+}
+
+TensorList grad(const Tensor& root, const TensorList& inputs, const Tensor& grad_root, bool retain_graph) {
+  std::unordered_map<TensorImpl*, size_t> leaf_index;
+  std::unordered_map<Node*, Tensor> captured;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    RG_CHECK(inputs[i].requires_grad(), "grad", "input ", i, " does not require grad");
+    if (inputs[i].grad_fn()) captured[inputs[i].grad_fn().get()] = Tensor();
+    else leaf_index[inputs[i].impl()] = i;
+  }
+  TensorList result(inputs.size());
+  walk(root, grad_root, retain_graph,
+       [&](const std::shared_ptr<TensorImpl>& leaf, const Tensor& g) {
+         auto it = leaf_index.find(leaf.get());
+         if (it != leaf_index.end()) accumulate(result[it->second], g);
+       },
+       &captured);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].grad_fn()) result[i] = captured[inputs[i].grad_fn().get()];
+  return result;
+}
+
+}  // namespace relgrad

@@ -1,0 +1,163 @@
+// The differentiable ops: PyTorch's names and behaviour. Each family lives in one file of
+// autograd/ops/ with each op's forward and backward side by side; the raw kernels they call are in
+// core/cpu/ (CPU) and cuda/ (GPU).
+//
+// Errors: every op throws relgrad::Error (or ShapeError, DTypeError, DeviceError, IndexError)
+// whose message starts with "[op_name]" and names the shapes involved.
+#pragma once
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "core/rng.h"
+#include "core/tensor.h"
+
+namespace relgrad {
+
+// ---- views (autograd/ops/view.cpp): no data copied, gradients flow back through the view ----
+Tensor reshape(const Tensor& x, const Shape& shape);  // one dim may be -1; copies only if the view is impossible
+Tensor view(const Tensor& x, const Shape& shape);     // like reshape, but never copies (throws instead)
+Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = -1);
+Tensor permute(const Tensor& x, const Shape& dims);
+Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1);
+Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);
+Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step = 1);  // clamps like Python
+Tensor select(const Tensor& x, int64_t dim, int64_t index);  // removes dim
+Tensor expand(const Tensor& x, const Shape& shape);          // -1 keeps a size
+Tensor squeeze(const Tensor& x);                              // all size-1 dims
+Tensor squeeze(const Tensor& x, int64_t dim);
+Tensor unsqueeze(const Tensor& x, int64_t dim);
+Tensor contiguous(const Tensor& x);  // x itself when already contiguous
+Tensor clone(const Tensor& x);       // always a fresh contiguous copy
+Tensor to_dtype(const Tensor& x, DType dtype);
+Tensor to_device(const Tensor& x, Device device);
+
+// ---- elementwise (autograd/ops/elementwise.cpp); binary ops broadcast as NumPy ----
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor add(const Tensor& a, double b);
+Tensor sub(const Tensor& a, double b);
+Tensor mul(const Tensor& a, double b);
+Tensor div(const Tensor& a, double b);
+Tensor rsub(const Tensor& a, double b);  // b - a
+Tensor rdiv(const Tensor& a, double b);  // b / a
+Tensor neg(const Tensor& x);
+Tensor pow(const Tensor& x, double exponent);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor relu(const Tensor& x);
+Tensor silu(const Tensor& x);
+Tensor gelu_erf(const Tensor& x);
+Tensor gelu_tanh(const Tensor& x);
+// approximate = "none" (exact erf form, PyTorch's default) or "tanh".
+Tensor gelu(const Tensor& x, const std::string& approximate = "none");
+// Comparisons give bool masks (no gradient).
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, double b);
+Tensor ne(const Tensor& a, double b);
+Tensor lt(const Tensor& a, double b);
+Tensor le(const Tensor& a, double b);
+Tensor gt(const Tensor& a, double b);
+Tensor ge(const Tensor& a, double b);
+// where(cond, a, b): a where cond (bool) is true, else b; all three broadcast.
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, double b);
+Tensor operator-(const Tensor& a, double b);
+Tensor operator*(const Tensor& a, double b);
+Tensor operator/(const Tensor& a, double b);
+Tensor operator+(double a, const Tensor& b);
+Tensor operator-(double a, const Tensor& b);
+Tensor operator*(double a, const Tensor& b);
+Tensor operator/(double a, const Tensor& b);
+Tensor operator-(const Tensor& x);
+
+// ---- matmul (autograd/ops/matmul.cpp) ----
+// PyTorch semantics: 1-D operands are promoted and the added dim removed; batch dims broadcast;
+// transposed operands (stride-1 along either matrix dim) go to the GEMM without a copy.
+Tensor matmul(const Tensor& a, const Tensor& b);
+Tensor bmm(const Tensor& a, const Tensor& b);  // strictly (B,n,k) @ (B,k,m)
+
+// ---- reductions (autograd/ops/reduce.cpp); dims may be negative; empty dims = all dims ----
+Tensor sum(const Tensor& x);
+Tensor sum(const Tensor& x, const Shape& dims, bool keepdim = false);
+Tensor mean(const Tensor& x);
+Tensor mean(const Tensor& x, const Shape& dims, bool keepdim = false);
+// Population variance with correction = 0, sample variance with correction = 1 (the default).
+Tensor var(const Tensor& x, const Shape& dims, int64_t correction = 1, bool keepdim = false);
+Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim = false);
+Tensor amax(const Tensor& x, const Shape& dims, bool keepdim = false);
+Tensor amin(const Tensor& x, const Shape& dims, bool keepdim = false);
+Tensor max(const Tensor& x);  // over all elements
+Tensor min(const Tensor& x);
+// (values, indices) along one dim; the gradient goes to the first index of each extremum.
+std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim = false);
+std::tuple<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);  // int64
+Tensor argmin(const Tensor& x, int64_t dim, bool keepdim = false);
+
+// ---- softmax family (autograd/ops/softmax.cpp) ----
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+enum class Reduction { None, Mean, Sum };
+struct CrossEntropyOptions {
+  int64_t ignore_index = -100;
+  double label_smoothing = 0.0;
+  Reduction reduction = Reduction::Mean;
+  CrossEntropyOptions& set_ignore_index(int64_t v) { ignore_index = v; return *this; }
+  CrossEntropyOptions& set_label_smoothing(double v) { label_smoothing = v; return *this; }
+  CrossEntropyOptions& set_reduction(Reduction r) { reduction = r; return *this; }
+};
+// logits (N, C) or (N, C, d1, ...) with int64 targets (N) or (N, d1, ...); fused with log_softmax.
+// Mean reduction divides by the number of non-ignored targets (as PyTorch).
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options = {});
+
+// ---- normalisation (autograd/ops/norm.cpp); normalises over the last dims given by `normalized_shape` ----
+// weight/bias may be undefined Tensor() (no affine). Saves mean and rstd for backward.
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5);
+// y = x / sqrt(mean(x^2) + eps) * weight. PyTorch's default eps (None) = machine epsilon of the dtype; -1 selects it.
+Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(), double eps = -1);
+
+// ---- indexing (autograd/ops/index.cpp); index tensors are int64 ----
+// weight (V, C), indices any shape (...) → (..., C). Backward: deterministic scatter-add into (V, C).
+// padding_idx (>= 0) rows get no gradient, as PyTorch.
+Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx = -1);
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);  // index 1-D
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);        // out[..i..] = x[..index[..i..]..]
+Tensor cat(const TensorList& tensors, int64_t dim = 0);
+Tensor stack(const TensorList& tensors, int64_t dim = 0);
+TensorList split(const Tensor& x, int64_t split_size, int64_t dim = 0);  // last chunk may be smaller
+TensorList split(const Tensor& x, const Shape& split_sizes, int64_t dim = 0);
+TensorList chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
+
+// ---- dropout (autograd/ops/dropout.cpp) ----
+// Zeroes each element with probability p and scales the rest by 1/(1-p) when training; identity
+// otherwise. The mask comes from `generator` (the default generator when null).
+Tensor dropout(const Tensor& x, double p, bool training, Generator* generator = nullptr);
+
+// ---- random factories (core/rng.h declares the Generator; these live in autograd/ops/random.cpp) ----
+Tensor rand(const Shape& shape, TensorOptions options = {}, Generator* generator = nullptr);   // U[0,1)
+Tensor randn(const Shape& shape, TensorOptions options = {}, Generator* generator = nullptr);  // N(0,1)
+// Uniform integers in [low, high); int64 unless options say otherwise.
+Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions options = TensorOptions(kInt64),
+               Generator* generator = nullptr);
+
+}  // namespace relgrad

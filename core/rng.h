@@ -1,0 +1,31 @@
+// Generator: the state of a Philox stream, (seed, offset). Each draw (rand, randn, dropout mask, ...)
+// uses the current offset for all its elements and then advances it by one, so a draw's numbers
+// depend only on the seed and on how many draws came before it, never on thread count or device.
+#pragma once
+#include <cstdint>
+
+namespace relgrad {
+
+class Generator {
+ public:
+  explicit Generator(uint64_t seed = 0) : seed_(seed) {}
+  void manual_seed(uint64_t seed) { seed_ = seed; offset_ = 0; }
+  uint64_t seed() const { return seed_; }
+  uint64_t offset() const { return offset_; }
+  // Restores a saved state (for checkpoints).
+  void set_state(uint64_t seed, uint64_t offset) { seed_ = seed; offset_ = offset; }
+  // The offset to use for the next draw; advances the state.
+  uint64_t next_offset() { return offset_++; }
+
+ private:
+  uint64_t seed_ = 0;
+  uint64_t offset_ = 0;
+};
+
+// The process-wide default generator (used when an op is given none). Not thread-safe: seed and
+// draw from one thread, as in PyTorch's default CPU generator usage.
+Generator& default_generator();
+// Seeds the default generator (torch.manual_seed).
+void manual_seed(uint64_t seed);
+
+}  // namespace relgrad

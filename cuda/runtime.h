@@ -1,0 +1,58 @@
+// The CUDA backend's raw interface: device memory, copies and kernels on plain pointers.
+// It knows nothing of Tensor or autograd; core/ calls it. It includes only core/base/ headers.
+// When relgrad is built without CUDA (RELGRAD_CUDA=OFF, or AUTO with no nvcc), cuda/stub.cpp
+// implements every function by throwing DeviceError, so callers need no #ifdefs.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "core/base/dtype.h"
+
+namespace relgrad::cuda {
+
+bool built();        // compiled with CUDA support
+int device_count();  // 0 when there is no usable GPU (never throws)
+
+// Device memory through the caching allocator (cuda/allocator.cu). Throws DeviceError naming the
+// byte count when the GPU is out of memory, or when CUDA is unavailable.
+void* device_malloc(size_t nbytes, int device);
+void device_free(void* ptr, int device);  // never throws
+struct MemoryStats {
+  size_t allocated_bytes = 0;       // handed out to tensors now
+  size_t peak_allocated_bytes = 0;  // high-water mark of allocated_bytes
+  size_t cached_bytes = 0;          // held by the allocator for reuse, not handed out
+};
+MemoryStats memory_stats(int device = 0);
+void empty_cache(int device = 0);  // returns cached blocks to the driver
+void synchronize(int device = 0);
+
+void memcpy_host_to_device(void* dst, const void* src, size_t nbytes, int device);
+void memcpy_device_to_host(void* dst, const void* src, size_t nbytes, int device);
+
+// dst[i] = convert(src[i]) for every index i of `shape`, both operands strided (in elements) on the
+// same device; dtypes may differ. Used for contiguous(), broadcast materialisation and to(dtype).
+void strided_copy(void* dst, DType dst_dtype, const std::vector<int64_t>& dst_strides, const void* src,
+                  DType src_dtype, const std::vector<int64_t>& src_strides, const std::vector<int64_t>& shape,
+                  int device);
+
+// Elementwise kernels over contiguous arrays of n elements, generated from core/base/functors.h.
+enum class UnaryOp {
+#define RG_UNARY(name, Functor) Functor,
+#include "core/base/unary_ops.def"
+#undef RG_UNARY
+};
+enum class BinaryOp {
+#define RG_BINARY(name, Functor, is_bool) Functor,
+#include "core/base/binary_ops.def"
+#undef RG_BINARY
+};
+void unary_forward(UnaryOp op, DType dtype, const void* x, void* y, int64_t n);                // y = f(x)
+void unary_backward(UnaryOp op, DType dtype, const void* x, const void* y, const void* gy, void* gx,
+                    int64_t n);                                                                 // gx = gy f'(x)
+void pow_forward(double p, DType dtype, const void* x, void* y, int64_t n);
+void pow_backward(double p, DType dtype, const void* x, const void* gy, void* gx, int64_t n);
+// out = a (op) b; out is bool for comparisons, else `dtype`.
+void binary_forward(BinaryOp op, DType dtype, const void* a, const void* b, void* out, int64_t n);
+
+}  // namespace relgrad::cuda

@@ -1,0 +1,8 @@
+// relgrad: include this one header for the whole public API.
+#pragma once
+#include "autograd/engine.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "autograd/ops.h"
+#include "core/rng.h"
+#include "core/tensor.h"

@@ -1,0 +1,22 @@
+#!/bin/sh
+# The one-way house: train -> layers -> autograd -> core -> cuda -> core/base.
+# A folder may include its own headers and those of the folders after it, never before it.
+# cuda/ sees only core/base/ (error, dtype, functors, philox), which include nothing else of relgrad.
+root="${1:-.}"
+fail=0
+check() {  # check FOLDER FORBIDDEN_PATTERN...
+  folder=$1; shift
+  for pattern in "$@"; do
+    hits=$(grep -rnE "#include \"($pattern)/" "$root/$folder" 2>/dev/null)
+    if [ -n "$hits" ]; then echo "layering violation: $folder/ includes $pattern/:"; echo "$hits"; fail=1; fi
+  done
+}
+check cuda 'autograd|layers|train'
+if grep -rnE '#include "core/' "$root/cuda" | grep -v '"core/base/'; then echo "cuda/ includes core/ outside core/base/"; fail=1; fi
+check core 'autograd|layers|train'
+check autograd 'layers|train'
+check layers 'train'
+# core/base headers may include only each other.
+if grep -nE '#include "' "$root"/core/base/*.h | grep -v '"core/base/'; then echo "core/base includes outside core/base"; fail=1; fi
+[ $fail -eq 0 ] && echo "layering ok"
+exit $fail

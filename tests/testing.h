@@ -1,0 +1,70 @@
+// Shared test helpers: closeness with a useful failure message, random inputs, error-message checks.
+#pragma once
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <sstream>
+#include <string>
+
+#include "relgrad.h"
+
+namespace relgrad::testing {
+
+// Tolerances per dtype, in one place.
+struct Tolerance { double atol, rtol; };
+inline Tolerance tolerance_for(DType dt) { return dt == kFloat64 ? Tolerance{1e-12, 1e-10} : Tolerance{1e-5, 1e-4}; }
+
+// Empty string when |a - b| <= atol + rtol |b| everywhere (shapes equal); else a report naming the
+// shape, the worst element and the first values.
+inline std::string compare(const Tensor& actual, const Tensor& expected, double atol, double rtol) {
+  std::ostringstream msg;
+  if (actual.shape() != expected.shape()) {
+    msg << "shape " << shape_str(actual.shape()) << " != expected " << shape_str(expected.shape());
+    return msg.str();
+  }
+  std::vector<double> a = actual.to(kFloat64).contiguous().to_vector<double>();
+  std::vector<double> e = expected.to(kFloat64).contiguous().to_vector<double>();
+  int64_t worst = -1;
+  double worst_excess = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    bool both_nan = std::isnan(a[i]) && std::isnan(e[i]);
+    bool same_inf = std::isinf(a[i]) && a[i] == e[i];
+    double excess = both_nan || same_inf ? 0 : std::fabs(a[i] - e[i]) - (atol + rtol * std::fabs(e[i]));
+    if (std::isnan(excess)) excess = INFINITY;
+    if (excess > worst_excess) { worst_excess = excess; worst = static_cast<int64_t>(i); }
+  }
+  if (worst < 0) return "";
+  msg << "shape " << shape_str(actual.shape()) << ": worst element " << worst << " actual " << a[worst]
+      << " expected " << e[worst] << " (atol " << atol << ", rtol " << rtol << "); first values:";
+  for (size_t i = 0; i < a.size() && i < 5; ++i) msg << " (" << a[i] << " vs " << e[i] << ")";
+  return msg.str();
+}
+
+#define CHECK_CLOSE(actual, expected, atol, rtol)                                  \
+  do {                                                                             \
+    std::string rg_report = ::relgrad::testing::compare(actual, expected, atol, rtol); \
+    CHECK_MESSAGE(rg_report.empty(), rg_report);                                   \
+  } while (0)
+
+// Uniform values in [lo, hi) from a fixed seed.
+inline Tensor uniform(const Shape& shape, double lo, double hi, DType dt = kFloat64, uint64_t seed = 1) {
+  Generator g(seed);
+  NoGradGuard no_grad;
+  return add(mul(rand(shape, dt, &g), hi - lo), lo);
+}
+
+// Runs `fn`, which must throw relgrad::Error whose message contains `expected`.
+template <class Fn>
+void check_throws_with(Fn&& fn, const std::string& expected) {
+  bool threw = false;
+  try {
+    fn();
+  } catch (const Error& e) {
+    threw = true;
+    std::string what = e.what();
+    CHECK_MESSAGE(what.find(expected) != std::string::npos, "message '" + what + "' lacks '" + expected + "'");
+  }
+  CHECK_MESSAGE(threw, "expected a relgrad::Error containing '" + expected + "'");
+}
+
+}  // namespace relgrad::testing
