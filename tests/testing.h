@@ -62,9 +62,11 @@ void check_throws_with(Fn&& fn, const std::string& expected) {
   } catch (const Error& e) {
     threw = true;
     std::string what = e.what();
-    CHECK_MESSAGE(what.find(expected) != std::string::npos, "message '" + what + "' lacks '" + expected + "'");
+    std::string report = "message '" + what + "' lacks '" + expected + "'";
+    CHECK_MESSAGE(what.find(expected) != std::string::npos, report);
   }
-  CHECK_MESSAGE(threw, "expected a relgrad::Error containing '" + expected + "'");
+  std::string report = "expected a relgrad::Error containing '" + expected + "'";
+  CHECK_MESSAGE(threw, report);
 }
 
 }  // namespace relgrad::testing
