@@ -171,7 +171,7 @@ template <class T>
 Tensor from_vector(const std::vector<T>& values, const Shape& shape, TensorOptions options) {
   RG_CHECK_T(ShapeError, static_cast<int64_t>(values.size()) == shape_numel(shape), "from_vector", "got ",
              values.size(), " values for shape ", shape_str(shape), " (", shape_numel(shape), " elements)");
-  return fill_with(shape, options.dtype(options.dtype_ == DType::Float32 ? dtype_of<T>::value : options.dtype_),
+  return fill_with(shape, options.dtype(options.dtype_given_ ? options.dtype_ : dtype_of<T>::value),
                    [&](int64_t i) { return static_cast<double>(values[i]); });
 }
 // from_vector<float>/<double>/<int64_t> default to the element type's dtype unless options say otherwise.

@@ -39,10 +39,11 @@ struct TensorOptions {
   DType dtype_ = DType::Float32;
   Device device_ = Device::cpu();
   bool requires_grad_ = false;
+  bool dtype_given_ = false;  // from_vector<T> uses T's dtype unless one was given
   TensorOptions() = default;
-  TensorOptions(DType dt) : dtype_(dt) {}  // NOLINT: implicit, so zeros({2}, kFloat64) reads naturally
+  TensorOptions(DType dt) : dtype_(dt), dtype_given_(true) {}  // NOLINT: implicit, so zeros({2}, kFloat64) reads naturally
   TensorOptions(Device d) : device_(d) {}  // NOLINT
-  TensorOptions dtype(DType dt) const { auto o = *this; o.dtype_ = dt; return o; }
+  TensorOptions dtype(DType dt) const { auto o = *this; o.dtype_ = dt; o.dtype_given_ = true; return o; }
   TensorOptions device(Device d) const { auto o = *this; o.device_ = d; return o; }
   TensorOptions requires_grad(bool r = true) const { auto o = *this; o.requires_grad_ = r; return o; }
 };

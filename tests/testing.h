@@ -6,6 +6,7 @@
 #include <sstream>
 #include <string>
 
+#include "core/base/philox.h"
 #include "relgrad.h"
 
 namespace relgrad::testing {

@@ -1,5 +1,9 @@
-// Reductions over any set of dims with keepdim: sum, mean (more in this family below).
-// Backward of a reduction broadcasts the output gradient back over the reduced dims.
+// Reductions over any set of dims with keepdim: sum, mean, var, logsumexp, amax/amin, max/min (all
+// elements, or along one dim with indices) and argmax/argmin. Forward calls a kernel from
+// core/cpu/reduce.h on the (outer, R, inner) layout that plan_reduce gives; backward broadcasts the
+// output gradient back over the reduced dims.
+#include <type_traits>
+
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "core/cpu/reduce.h"
@@ -11,6 +15,11 @@ namespace {
 void check_cpu(const Tensor& x, const char* op) {
   RG_CHECK_T(DeviceError, x.device().is_cpu(), op, "not implemented for ", x.device().str(),
              " tensors yet (shape ", shape_str(x.shape()), ")");
+}
+
+// The output gradient g (keepdim or not) seen with the input's shape: the reduced dims broadcast.
+Tensor expand_back(const Tensor& g, const Shape& keepdim_shape, const Shape& in_shape) {
+  return g.reshape(keepdim_shape).expand(in_shape);
 }
 
 // sum or mean (scale = 1/R) over dims.
@@ -30,11 +39,131 @@ Tensor sum_scaled(const Tensor& x, const Shape& dims, bool keepdim, bool mean_, 
   });
 }
 
+// max and min are defined for float and int64 tensors (ints get no gradient); bool is refused.
+template <class F>
+void dispatch_ordered(DType dt, const char* op, F f) {
+  RG_CHECK_T(DTypeError, dt != kBool, op, "not supported for bool tensors");
+  dispatch_all(dt, op, [&](auto zero) {
+    if constexpr (!std::is_same_v<decltype(zero), bool>) f(zero);
+  });
+}
+
+// The max (kMax) or min over `dims`: values and/or the first index of the extremum (the index is
+// meaningful only along one dim). Outputs have the keepdim or the reduced shape.
+struct Extremum {
+  Tensor values, indices;
+  Shape keepdim_shape;
+};
+template <bool kMax>
+Extremum extremum(const Tensor& x, const Shape& dims, bool keepdim, bool want_values, bool want_indices,
+                  const char* op) {
+  check_cpu(x, op);
+  cpu::ReducePlan p = cpu::plan_reduce(x, dims, op);
+  RG_CHECK_T(IndexError, p.R > 0, op, "cannot reduce over a dimension of size 0: input shape ", shape_str(x.shape()),
+             ", dims ", shape_str(p.dims));
+  const Shape& shape = keepdim ? p.keepdim_shape : p.out_shape;
+  Tensor values = want_values ? empty(shape, TensorOptions(x.dtype())) : Tensor();
+  Tensor indices = want_indices ? empty(shape, TensorOptions(kInt64)) : Tensor();
+  dispatch_ordered(x.dtype(), op, [&](auto zero) {
+    using T = decltype(zero);
+    cpu::extremum_kernel<kMax, T>(p.x.data_ptr<T>(), want_values ? values.data_ptr<T>() : nullptr,
+                                  want_indices ? indices.data_ptr<int64_t>() : nullptr, p.outer, p.R, p.inner);
+  });
+  return {values, indices, p.keepdim_shape};
+}
+
+// amax/amin, and max/min over all elements: the gradient is shared evenly among all elements equal
+// to the extremum (PyTorch's rule; a tie splits it rather than picking one arbitrarily).
+template <bool kMax>
+Tensor extremum_values(const Tensor& x, const Shape& dims, bool keepdim, const char* op) {
+  Extremum e = extremum<kMax>(x, dims, keepdim, true, false, op);
+  Tensor out = e.values;
+  if (!needs_grad({x})) return out;
+  return record(out, op, {x}, [ks = e.keepdim_shape, dims, x = SavedTensor(x), out = SavedTensor(out)](const Tensor& g) -> TensorList {
+    const Tensor& xv = x.get();
+    Tensor hit = to_dtype(eq(xv, out.get().reshape(ks)), xv.dtype());  // 1 where x is the extremum
+    Tensor count = sum(hit, dims, /*keepdim=*/true);
+    return {mul(hit, div(g.reshape(ks), count))};
+  });
+}
+
+// max/min along one dim with indices: the gradient goes to the returned (first) index only.
+template <bool kMax>
+std::tuple<Tensor, Tensor> extremum_dim(const Tensor& x, int64_t dim, bool keepdim, const char* op) {
+  Extremum e = extremum<kMax>(x, {dim}, keepdim, true, true, op);
+  if (!needs_grad({x})) return {e.values, e.indices};
+  // Gradient layout (outer, R, inner) around the reduced dim d of the (contiguous) input shape.
+  Shape in = x.shape();
+  int64_t d = normalize_dim(dim, x.dim(), op), outer = 1, R = 1, inner = 1;
+  for (int64_t k = 0; k < x.dim(); ++k) (k < d ? outer : k == d ? R : inner) *= in[k];
+  Tensor values = record(e.values, op, {x}, [=, indices = SavedTensor(e.indices)](const Tensor& g) -> TensorList {
+    Tensor gc = g.contiguous(), gx = empty(in, TensorOptions(g.dtype()));
+    dispatch_float(g.dtype(), op, [&](auto zero) {
+      using T = decltype(zero);
+      cpu::scatter_to_index_kernel<T>(gc.data_ptr<T>(), indices.get().contiguous().data_ptr<int64_t>(),
+                                      gx.data_ptr<T>(), outer, R, inner);
+    });
+    return {gx};
+  });
+  return {values, e.indices};
+}
+
 }  // namespace
 
 Tensor sum(const Tensor& x, const Shape& dims, bool keepdim) { return sum_scaled(x, dims, keepdim, false, "sum"); }
 Tensor sum(const Tensor& x) { return sum(x, {}, false); }
 Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) { return sum_scaled(x, dims, keepdim, true, "mean"); }
 Tensor mean(const Tensor& x) { return mean(x, {}, false); }
+
+Tensor var(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
+  const char* op = "var";
+  check_cpu(x, op);
+  cpu::ReducePlan p = cpu::plan_reduce(x, dims, op);
+  Tensor out = empty(keepdim ? p.keepdim_shape : p.out_shape, TensorOptions(x.dtype()));
+  Tensor mean_k = empty(p.keepdim_shape, TensorOptions(x.dtype()));  // (outer, inner) layout too
+  dispatch_float(x.dtype(), op, [&](auto zero) {
+    using T = decltype(zero);
+    cpu::var_kernel<T>(p.x.data_ptr<T>(), out.data_ptr<T>(), mean_k.data_ptr<T>(), p.outer, p.R, p.inner, correction);
+  });
+  if (!needs_grad({x})) return out;
+  // d var / d x = 2 (x - mean) / (R - correction): saves x and the (small) mean.
+  double scale = 2.0 / static_cast<double>(std::max<int64_t>(p.R - correction, 0));
+  return record(out, op, {x}, [scale, ks = p.keepdim_shape, x = SavedTensor(x),
+                               mean_k = SavedTensor(mean_k)](const Tensor& g) -> TensorList {
+    return {mul(sub(x.get(), mean_k.get()), mul(g.reshape(ks), scale))};
+  });
+}
+
+Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim) {
+  const char* op = "logsumexp";
+  check_cpu(x, op);
+  cpu::ReducePlan p = cpu::plan_reduce(x, dims, op);
+  Tensor out = empty(keepdim ? p.keepdim_shape : p.out_shape, TensorOptions(x.dtype()));
+  dispatch_float(x.dtype(), op, [&](auto zero) {
+    using T = decltype(zero);
+    cpu::logsumexp_kernel<T>(p.x.data_ptr<T>(), out.data_ptr<T>(), p.outer, p.R, p.inner);
+  });
+  if (!needs_grad({x})) return out;
+  // d lse / d x = exp(x - lse) = softmax(x) over dims: saves x and the (small) output.
+  return record(out, op, {x}, [ks = p.keepdim_shape, in_shape = x.shape(), x = SavedTensor(x),
+                               out = SavedTensor(out)](const Tensor& g) -> TensorList {
+    return {mul(exp(sub(x.get(), out.get().reshape(ks))), expand_back(g, ks, in_shape))};
+  });
+}
+
+Tensor amax(const Tensor& x, const Shape& dims, bool keepdim) { return extremum_values<true>(x, dims, keepdim, "amax"); }
+Tensor amin(const Tensor& x, const Shape& dims, bool keepdim) { return extremum_values<false>(x, dims, keepdim, "amin"); }
+Tensor max(const Tensor& x) { return extremum_values<true>(x, {}, false, "max"); }
+Tensor min(const Tensor& x) { return extremum_values<false>(x, {}, false, "min"); }
+
+std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) { return extremum_dim<true>(x, dim, keepdim, "max"); }
+std::tuple<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) { return extremum_dim<false>(x, dim, keepdim, "min"); }
+
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
+  return extremum<true>(x, {dim}, keepdim, false, true, "argmax").indices;
+}
+Tensor argmin(const Tensor& x, int64_t dim, bool keepdim) {
+  return extremum<false>(x, {dim}, keepdim, false, true, "argmin").indices;
+}
 
 }  // namespace relgrad

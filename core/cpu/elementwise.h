@@ -62,15 +62,14 @@ Tensor unary_grad(const Tensor& x, const Tensor& y, const Tensor& gy, F f, const
 // a and b must have the same dtype (checked by the caller).
 template <class F>
 Tensor binary(const Tensor& a, const Tensor& b, F f, bool bool_result, const char* op) {
+  RG_CHECK_T(DTypeError, bool_result || a.dtype() != DType::Bool, op,
+             "arithmetic on bool tensors is not supported; convert with .to()");
   Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
   Tensor out = empty(shape, TensorOptions(bool_result ? DType::Bool : a.dtype()));
   Shape sa = broadcast_strides(a, shape), sb = broadcast_strides(b, shape);
   dispatch_all(a.dtype(), op, [&](auto zero) {
     using T = decltype(zero);
     using R = std::conditional_t<std::is_same_v<decltype(f(T{}, T{})), bool>, bool, T>;
-    if constexpr (std::is_same_v<T, bool> && !std::is_same_v<decltype(f(T{}, T{})), bool>) {
-      throw DTypeError(detail::concat("[", op, "] arithmetic on bool tensors is not supported; convert with .to()"));
-    } else {
     const T* ap = static_cast<const T*>(a.raw_data());
     const T* bp = static_cast<const T*>(b.raw_data());
     R* op_ = static_cast<R*>(out.raw_data());
@@ -86,7 +85,6 @@ Tensor binary(const Tensor& a, const Tensor& b, F f, bool bool_result, const cha
                               op_[o[0] + i * s[0]] = f(ap[o[1] + i * s[1]], bp[o[2] + i * s[2]]);
                           }
                         });
-    }
   });
   return out;
 }

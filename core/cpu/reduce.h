@@ -3,8 +3,10 @@
 // tensor this is a free view; otherwise the reduced dims are permuted to the middle and copied once.
 #pragma once
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
+#include "core/cpu/strided.h"
 #include "core/tensor.h"
 
 namespace relgrad::cpu {
@@ -84,6 +86,93 @@ void sum_kernel(const T* x, T* out, int64_t outer, int64_t R, int64_t inner, dou
     }
     for (int64_t i = 0; i < inner; ++i) out[o * inner + i] = static_cast<T>(acc[i] * scale);
   }
+}
+
+// ---- the kernels below all walk "columns": one column is the R values x[o, :, i] that reduce to
+// out[o, i]. Columns are independent, so they are spread over OpenMP threads, and each column is
+// always summed in the same order by one thread: results do not depend on the thread count.
+
+// Calls f(o, i) for every column of an (outer, R, inner) block, in parallel once the block is big
+// enough to pay for starting threads. f must not throw (exceptions cannot leave an OpenMP region).
+template <class F>
+void for_each_column(int64_t outer, int64_t R, int64_t inner, F f) {
+  const int64_t columns = outer * inner;
+#pragma omp parallel for schedule(static) if (columns * R > kParallelGrain && columns > 1)
+  for (int64_t c = 0; c < columns; ++c) f(c / inner, c % inner);
+}
+
+// True when v should replace `best` as the running max (kMax) or min. NaN wins, as in PyTorch,
+// and ties keep the earlier value, so the index is the first one of the extremum.
+template <bool kMax, class T>
+bool beats(T v, T best) {
+  if (v != v) return best == best;  // v is NaN (never true for integers)
+  return kMax ? v > best : v < best;
+}
+
+// x (outer, R, inner) → values (outer, inner) = max (kMax) or min over r, and indices (outer, inner)
+// = the first r where it occurs. Either output may be null. R must be > 0.
+template <bool kMax, class T>
+void extremum_kernel(const T* x, T* values, int64_t* indices, int64_t outer, int64_t R, int64_t inner) {
+  for_each_column(outer, R, inner, [=](int64_t o, int64_t i) {
+    const T* col = x + o * R * inner + i;
+    T best = col[0];
+    int64_t best_r = 0;
+    for (int64_t r = 1; r < R; ++r)
+      if (beats<kMax>(col[r * inner], best)) {
+        best = col[r * inner];
+        best_r = r;
+      }
+    if (values) values[o * inner + i] = best;
+    if (indices) indices[o * inner + i] = best_r;
+  });
+}
+
+// x (outer, R, inner) → out (outer, inner) = log sum_r exp(x): shifted by the column max m so no
+// exp overflows (out = m + log sum exp(x - m)); accumulated in double.
+template <class T>
+void logsumexp_kernel(const T* x, T* out, int64_t outer, int64_t R, int64_t inner) {
+  for_each_column(outer, R, inner, [=](int64_t o, int64_t i) {
+    const T* col = x + o * R * inner + i;
+    double m = -INFINITY;
+    for (int64_t r = 0; r < R; ++r) m = std::max<double>(m, col[r * inner]);  // skips NaN ...
+    // ... which then reaches the sum: NaN in, NaN out. m = ±inf (all -inf, or some +inf) is the
+    // answer itself; x - m would be NaN.
+    if (std::isinf(m)) {
+      out[o * inner + i] = static_cast<T>(m);
+      return;
+    }
+    double s = 0;
+    for (int64_t r = 0; r < R; ++r) s += std::exp(col[r * inner] - m);
+    out[o * inner + i] = static_cast<T>(m + std::log(s));
+  });
+}
+
+// x (outer, R, inner) → var (outer, inner) = sum_r (x - mean)^2 / (R - correction), and mean
+// (outer, inner), kept for the backward. Two passes in double (mean first), which stays accurate
+// when the mean is large against the spread. R <= correction divides by 0 (inf or NaN), as PyTorch.
+template <class T>
+void var_kernel(const T* x, T* var, T* mean, int64_t outer, int64_t R, int64_t inner, int64_t correction) {
+  const double divisor = static_cast<double>(std::max<int64_t>(R - correction, 0));
+  for_each_column(outer, R, inner, [=](int64_t o, int64_t i) {
+    const T* col = x + o * R * inner + i;
+    double m = 0;
+    for (int64_t r = 0; r < R; ++r) m += col[r * inner];
+    m /= static_cast<double>(R);
+    double ss = 0;
+    for (int64_t r = 0; r < R; ++r) ss += (col[r * inner] - m) * (col[r * inner] - m);
+    var[o * inner + i] = static_cast<T>(ss / divisor);
+    mean[o * inner + i] = static_cast<T>(m);
+  });
+}
+
+// Backward of max/min along one dim: gx (outer, R, inner) is zero except
+// gx[o, indices[o, i], i] = g[o, i].
+template <class T>
+void scatter_to_index_kernel(const T* g, const int64_t* indices, T* gx, int64_t outer, int64_t R, int64_t inner) {
+  std::fill(gx, gx + outer * R * inner, T(0));
+  for_each_column(outer, 1, inner, [=](int64_t o, int64_t i) {
+    gx[(o * R + indices[o * inner + i]) * inner + i] = g[o * inner + i];
+  });
 }
 
 }  // namespace relgrad::cpu

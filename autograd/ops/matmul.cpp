@@ -1,0 +1,107 @@
+// matmul and bmm. Forward calls the Eigen GEMM kernel (core/cpu/matmul.h), which reads transposed
+// and broadcast operands in place. Backward is two more matmuls on transposed views:
+//   C = A @ B   →   dA = dC @ Bᵀ,   dB = Aᵀ @ dC,
+// each summed over the batch dims its operand was broadcast along (sum_to).
+#include <algorithm>
+
+#include "autograd/node.h"
+#include "autograd/ops.h"
+#include "core/cpu/matmul.h"
+
+namespace relgrad {
+
+namespace {
+
+void check_operands(const Tensor& a, const Tensor& b, const char* op) {
+  RG_CHECK(a.defined() && b.defined(), op, "called with an undefined tensor");
+  RG_CHECK_T(DeviceError, a.device() == b.device(), op, "tensors are on different devices: ", a.device().str(),
+             " and ", b.device().str());
+  RG_CHECK_T(DeviceError, a.device().is_cpu(), op, "not implemented for cuda tensors yet");
+  RG_CHECK_T(DTypeError, a.dtype() == b.dtype(), op, "dtypes differ: ", dtype_name(a.dtype()), " ",
+             shape_str(a.shape()), " and ", dtype_name(b.dtype()), " ", shape_str(b.shape()),
+             " (convert one with .to(dtype))");
+  dispatch_float(a.dtype(), op, [](auto) {});  // throws for int64 and bool
+}
+
+// The batch dims of a (.., n, k) and b (.., k, m) broadcast together (both at least 2-D).
+Shape batch_shape(const Tensor& a, const Tensor& b, const char* op) {
+  Shape ab(a.shape().begin(), a.shape().end() - 2), bb(b.shape().begin(), b.shape().end() - 2);
+  const size_t nb = std::max(ab.size(), bb.size());
+  Shape out(nb);
+  for (size_t i = 0; i < nb; ++i) {  // aligned from the right, as NumPy
+    int64_t da = i + ab.size() >= nb ? ab[i + ab.size() - nb] : 1;
+    int64_t db = i + bb.size() >= nb ? bb[i + bb.size() - nb] : 1;
+    RG_CHECK_T(ShapeError, da == db || da == 1 || db == 1, op, "batch dimensions cannot be broadcast: ",
+               shape_str(a.shape()), " @ ", shape_str(b.shape()));
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+// True when the dims before the last of x merge into one with a plain view (x.view({-1, k}) works
+// without a copy), so (B, T, k) @ (k, m) can run as one (B*T, k) @ (k, m) GEMM.
+bool rows_foldable(const Tensor& x) {
+  int64_t expected = -1;  // the stride the next outer dim must have
+  for (int64_t d = x.dim() - 2; d >= 0; --d) {
+    if (x.size(d) == 1) continue;
+    if (expected >= 0 && x.stride(d) != expected) return false;
+    expected = x.stride(d) * x.size(d);
+  }
+  return true;
+}
+
+// The differentiable core, both operands at least 2-D: a (.., n, k) @ b (.., k, m) → (batch.., n, m).
+Tensor matmul_nd(const Tensor& a, const Tensor& b, const char* op) {
+  Shape batch = batch_shape(a, b, op);
+  Tensor out = cpu::matmul(a, b, batch, op);
+  if (!needs_grad({a, b})) return out;
+  const bool need_a = a.requires_grad(), need_b = b.requires_grad();
+  // dA needs B and dB needs A: save only what a requested gradient uses.
+  return record(out, op, {a, b},
+                [need_a, need_b, sa = a.shape(), sb = b.shape(), a = need_b ? SavedTensor(a) : SavedTensor(),
+                 b = need_a ? SavedTensor(b) : SavedTensor()](const Tensor& g) -> TensorList {
+                  // g (batch.., n, m); the transposes are views, read in place by the GEMM.
+                  Tensor ga, gb;
+                  if (need_a) ga = sum_to(matmul(g, b.get().transpose(-1, -2)), sa);
+                  if (need_b) gb = sum_to(matmul(a.get().transpose(-1, -2), g), sb);
+                  return {ga, gb};
+                });
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  const char* op = "matmul";
+  check_operands(a, b, op);
+  RG_CHECK_T(ShapeError, a.dim() >= 1 && b.dim() >= 1, op, "both arguments need at least 1 dimension, got ",
+             shape_str(a.shape()), " @ ", shape_str(b.shape()));
+  RG_CHECK_T(ShapeError, a.size(-1) == b.size(b.dim() == 1 ? 0 : -2), op, "inner dimensions differ: ",
+             shape_str(a.shape()), " @ ", shape_str(b.shape()));
+  // 1-D operands, as PyTorch: a (k) is a row (1, k), b (k) a column (k, 1); the added dim is removed
+  // afterwards. unsqueeze/squeeze are autograd views, so gradients reach the 1-D tensors unchanged.
+  if (a.dim() == 1 && b.dim() == 1) return squeeze(squeeze(matmul_nd(unsqueeze(a, 0), unsqueeze(b, 1), op), -1), -1);
+  if (a.dim() == 1) return squeeze(matmul_nd(unsqueeze(a, 0), b, op), -2);
+  if (b.dim() == 1) return squeeze(matmul_nd(a, unsqueeze(b, 1), op), -1);
+  // (B.., n, k) @ (k, m): one tall GEMM (B..*n, k) @ (k, m) instead of a batch of small ones. Its
+  // backward then gives dB as one GEMM too, rather than a (B.., k, m) stack summed afterwards.
+  if (b.dim() == 2 && a.dim() > 2 && a.numel() > 0 && rows_foldable(a)) {
+    Shape out_shape = a.shape();
+    out_shape.back() = b.size(1);
+    return view(matmul_nd(view(a, {-1, a.size(-1)}), b, op), out_shape);
+  }
+  return matmul_nd(a, b, op);
+}
+
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  const char* op = "bmm";
+  check_operands(a, b, op);
+  RG_CHECK_T(ShapeError, a.dim() == 3 && b.dim() == 3, op, "expected 3-D tensors (B,n,k) @ (B,k,m), got ",
+             shape_str(a.shape()), " @ ", shape_str(b.shape()));
+  RG_CHECK_T(ShapeError, a.size(0) == b.size(0), op, "batch sizes differ: ", shape_str(a.shape()), " @ ",
+             shape_str(b.shape()));
+  RG_CHECK_T(ShapeError, a.size(2) == b.size(1), op, "inner dimensions differ: ", shape_str(a.shape()), " @ ",
+             shape_str(b.shape()));
+  return matmul_nd(a, b, op);
+}
+
+}  // namespace relgrad

@@ -1,0 +1,105 @@
+// layer_norm and rms_norm over the trailing dims named by `normalized_shape`. The input is viewed as
+// rows (R, N), N = numel(normalized_shape); the fused CPU kernels (core/cpu/norm.h) normalise each
+// row. Forward saves x, weight, and the per-row statistics (mean and rstd, or rstd alone for
+// rms_norm) for one fused backward kernel that gives dx, dweight and dbias together.
+#include <limits>
+
+#include "autograd/node.h"
+#include "autograd/ops.h"
+#include "core/cpu/norm.h"
+
+namespace relgrad {
+
+namespace {
+
+// t as a contiguous tensor, without autograd history (copied only when t is not contiguous).
+Tensor dense(const Tensor& t) {
+  if (!t.defined() || t.is_contiguous()) return t.defined() ? t.detach() : t;
+  Tensor c = empty(t.shape(), TensorOptions(t.dtype()));
+  copy_into(c, t, "norm");
+  return c;
+}
+
+template <class T>
+T* ptr_or_null(const Tensor& t) {
+  return t.defined() ? t.data_ptr<T>() : nullptr;
+}
+
+// Checks shared by both ops; returns N, the number of elements in one normalised row.
+int64_t check_norm_args(const Tensor& x, const Shape& ns, const Tensor& weight, const Tensor& bias, const char* op) {
+  RG_CHECK(x.defined(), op, "called with an undefined input tensor");
+  RG_CHECK_T(DeviceError, x.device().is_cpu(), op, "not implemented for cuda tensors yet");
+  dispatch_float(x.dtype(), op, [](auto) {});
+  RG_CHECK_T(ShapeError, !ns.empty(), op, "normalized_shape must have at least one dim, got () for input ",
+             shape_str(x.shape()));
+  const int64_t nd = static_cast<int64_t>(ns.size());
+  RG_CHECK_T(ShapeError, x.dim() >= nd && Shape(x.shape().end() - nd, x.shape().end()) == ns, op, "normalized_shape ",
+             shape_str(ns), " does not match the last dims of input ", shape_str(x.shape()),
+             " (expected an input of shape (*,", shape_str(ns).substr(1), ")");
+  auto check_param = [&](const Tensor& p, const char* what) {
+    if (!p.defined()) return;
+    RG_CHECK_T(ShapeError, p.shape() == ns, op, what, " of shape ", shape_str(p.shape()),
+               " does not match normalized_shape ", shape_str(ns), " (input ", shape_str(x.shape()), ")");
+    RG_CHECK_T(DTypeError, p.dtype() == x.dtype(), op, what, " is ", dtype_name(p.dtype()), " but input is ",
+               dtype_name(x.dtype()));
+    RG_CHECK_T(DeviceError, p.device() == x.device(), op, what, " is on ", p.device().str(), " but input is on ",
+               x.device().str());
+  };
+  check_param(weight, "weight");
+  check_param(bias, "bias");
+  return shape_numel(ns);
+}
+
+// The shared forward and backward; rms = true gives rms_norm (no mean, no bias).
+Tensor norm_op(const Tensor& x, const Shape& ns, const Tensor& weight, const Tensor& bias, double eps, bool rms,
+               const char* op) {
+  const int64_t N = check_norm_args(x, ns, weight, bias, op);
+  const int64_t R = N == 0 ? 0 : x.numel() / N;
+  // eps < 0 (the default -1 of rms_norm) stands for PyTorch's None: the dtype's machine epsilon.
+  if (eps < 0) eps = x.dtype() == kFloat32 ? std::numeric_limits<float>::epsilon() : std::numeric_limits<double>::epsilon();
+  Tensor xc = dense(x), wc = dense(weight), bc = dense(bias);
+  Tensor y = empty(x.shape(), TensorOptions(x.dtype()));
+  Tensor mean = rms ? Tensor() : empty({R}, TensorOptions(x.dtype()));  // (R)
+  Tensor rstd = empty({R}, TensorOptions(x.dtype()));                    // (R)
+  dispatch_float(x.dtype(), op, [&](auto zero) {
+    using T = decltype(zero);
+    cpu::norm_forward<T>(xc.data_ptr<T>(), ptr_or_null<T>(wc), ptr_or_null<T>(bc), y.data_ptr<T>(), ptr_or_null<T>(mean),
+                         rstd.data_ptr<T>(), R, N, eps);
+  });
+  TensorList inputs = rms ? TensorList{x, weight} : TensorList{x, weight, bias};
+  if (!needs_grad(inputs)) return y;
+  const bool need_x = x.requires_grad(), need_w = weight.defined() && weight.requires_grad(),
+             need_b = bias.defined() && bias.requires_grad();
+  // xc and wc are saved (not x and weight): they are what the kernel reads, already contiguous.
+  return record(y, op, inputs,
+                [need_x, need_w, need_b, rms, R, N, op, x_shape = x.shape(), ns, x = SavedTensor(xc),
+                 w = SavedTensor(wc), mean = SavedTensor(mean), rstd = SavedTensor(rstd)](const Tensor& g) -> TensorList {
+                  const Tensor& xv = x.get();
+                  Tensor gc = dense(g);  // (R, N)
+                  TensorOptions opts(xv.dtype());
+                  Tensor dx = need_x ? empty(x_shape, opts) : Tensor();
+                  Tensor dw = need_w ? empty(ns, opts) : Tensor();
+                  Tensor db = need_b ? empty(ns, opts) : Tensor();
+                  dispatch_float(xv.dtype(), op, [&](auto zero) {
+                    using T = decltype(zero);
+                    cpu::norm_backward<T>(gc.data_ptr<T>(), xv.data_ptr<T>(), ptr_or_null<T>(mean.get()),
+                                          rstd.get().data_ptr<T>(), ptr_or_null<T>(w.get()), ptr_or_null<T>(dx),
+                                          ptr_or_null<T>(dw), ptr_or_null<T>(db), R, N);
+                  });
+                  if (rms) return {dx, dw};
+                  return {dx, dw, db};
+                });
+}
+
+}  // namespace
+
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                  double eps) {
+  return norm_op(x, normalized_shape, weight, bias, eps, /*rms=*/false, "layer_norm");
+}
+
+Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, double eps) {
+  return norm_op(x, normalized_shape, weight, Tensor(), eps, /*rms=*/true, "rms_norm");
+}
+
+}  // namespace relgrad

@@ -1,0 +1,120 @@
+// The softmax family: softmax, log_softmax and cross_entropy (fused with log_softmax). Forward and
+// backward are one pass each over a contiguous (outer, C, inner) block (kernels in core/cpu/softmax.h).
+#include "autograd/node.h"
+#include "autograd/ops.h"
+#include "core/cpu/softmax.h"
+
+namespace relgrad {
+
+namespace {
+
+void check_cpu(const Tensor& x, const char* op) {
+  RG_CHECK_T(DeviceError, x.device().is_cpu(), op, "not implemented for ", x.device().str(),
+             " tensors yet (shape ", shape_str(x.shape()), ")");
+}
+
+// A contiguous tensor of `shape` seen as (outer, C, inner) around dim d (a scalar is (1, 1, 1)).
+struct DimLayout {
+  int64_t outer = 1, C = 1, inner = 1;
+};
+DimLayout layout_around(const Shape& shape, int64_t d) {
+  DimLayout L;
+  for (int64_t k = 0; k < static_cast<int64_t>(shape.size()); ++k) (k < d ? L.outer : k == d ? L.C : L.inner) *= shape[k];
+  return L;
+}
+
+// softmax or (log_) log_softmax along dim. Saves only the output y: both backwards need y alone.
+Tensor softmax_op(const Tensor& x, int64_t dim, bool log_, const char* op) {
+  check_cpu(x, op);
+  DimLayout L = layout_around(x.shape(), normalize_dim(dim, x.dim(), op));
+  Tensor xc = x.detach().contiguous();  // detach: the copy is internal, not a step on the tape
+  Tensor y = empty(x.shape(), TensorOptions(x.dtype()));
+  dispatch_float(x.dtype(), op, [&](auto zero) {
+    using T = decltype(zero);
+    cpu::softmax_forward<T>(xc.data_ptr<T>(), y.data_ptr<T>(), L.outer, L.C, L.inner, log_);
+  });
+  if (!needs_grad({x})) return y;
+  return record(y, op, {x}, [L, log_, op, y = SavedTensor(y)](const Tensor& g) -> TensorList {
+    Tensor gc = g.contiguous(), gx = empty(g.shape(), TensorOptions(g.dtype()));
+    dispatch_float(g.dtype(), op, [&](auto zero) {
+      using T = decltype(zero);
+      cpu::softmax_backward<T>(y.get().data_ptr<T>(), gc.data_ptr<T>(), gx.data_ptr<T>(), L.outer, L.C, L.inner, log_);
+    });
+    return {gx};
+  });
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& x, int64_t dim) { return softmax_op(x, dim, false, "softmax"); }
+Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_op(x, dim, true, "log_softmax"); }
+
+// logits (N, C, d1, ...) with target (N, d1, ...), or unbatched logits (C) with a 0-d target, seen
+// as logits (N, C, D) and target (N, D) with D = d1 * ... (1 when there are no extra dims).
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options) {
+  const char* op = "cross_entropy";
+  check_cpu(logits, op);
+  check_cpu(target, op);
+  RG_CHECK_T(DTypeError, is_floating(logits.dtype()), op, "logits must be float32 or float64, got ",
+             dtype_name(logits.dtype()), " ", shape_str(logits.shape()));
+  RG_CHECK_T(DTypeError, target.dtype() == kInt64, op, "target must hold int64 class indices, got ",
+             dtype_name(target.dtype()), " ", shape_str(target.shape()));
+  RG_CHECK_T(ShapeError, logits.dim() >= 1, op, "logits need a class dim, got shape ()");
+  const int64_t class_dim = logits.dim() == 1 ? 0 : 1;
+  Shape target_shape = logits.shape();
+  target_shape.erase(target_shape.begin() + class_dim);
+  RG_CHECK_T(ShapeError, target.shape() == target_shape, op, "logits ", shape_str(logits.shape()),
+             " need a target of shape ", shape_str(target_shape), ", got ", shape_str(target.shape()));
+  const double eps = options.label_smoothing;
+  RG_CHECK(eps >= 0 && eps <= 1, op, "label_smoothing must be in [0, 1], got ", eps);
+  const int64_t ignore = options.ignore_index;
+  const int64_t N = class_dim == 0 ? 1 : logits.size(0), C = logits.size(class_dim);
+  const int64_t D = logits.dim() > 2 ? shape_numel(Shape(logits.shape().begin() + 2, logits.shape().end())) : 1;
+
+  // Check every target here, before the (parallel) kernel, which must not throw.
+  Tensor t = target.detach().contiguous();
+  const int64_t* tp = t.data_ptr<int64_t>();
+  int64_t count = 0;  // non-ignored positions: the denominator of the mean
+  for (int64_t k = 0; k < N * D; ++k) {
+    if (tp[k] == ignore) continue;
+    RG_CHECK_T(IndexError, tp[k] >= 0 && tp[k] < C, op, "target ", tp[k], " is out of range for ", C,
+               " classes (logits ", shape_str(logits.shape()), ", ignore_index ", ignore, ")");
+    ++count;
+  }
+
+  Tensor x = logits.detach().contiguous();
+  Tensor loss = empty(target_shape, TensorOptions(logits.dtype())), lse = empty(target_shape, TensorOptions(logits.dtype()));
+  Tensor out;
+  dispatch_float(logits.dtype(), op, [&](auto zero) {
+    using T = decltype(zero);
+    cpu::cross_entropy_forward<T>(x.data_ptr<T>(), tp, loss.data_ptr<T>(), lse.data_ptr<T>(), N, C, D, ignore, eps);
+    if (options.reduction == Reduction::None) {
+      out = loss;
+      return;
+    }
+    const T* lp = loss.data_ptr<T>();
+    double total = 0;  // serial, in position order: reproducible
+    for (int64_t k = 0; k < N * D; ++k) total += lp[k];
+    // Mean over zero targets is 0/0 = NaN, as PyTorch.
+    if (options.reduction == Reduction::Mean) total /= static_cast<double>(count);
+    out = scalar_tensor(total, TensorOptions(logits.dtype()));
+  });
+  if (!needs_grad({logits})) return out;
+  // Saved: the logits (an alias when they were contiguous, so no copy), the targets and lse (one
+  // value per position). Saving log-probabilities instead would cost a second (N, C, D) buffer.
+  const Reduction reduction = options.reduction;
+  double scale = reduction == Reduction::Mean ? 1.0 / static_cast<double>(count) : 1.0;
+  return record(out, op, {logits}, [=, x = SavedTensor(x), t = SavedTensor(t), lse = SavedTensor(lse)](const Tensor& g) -> TensorList {
+    const Tensor& xv = x.get();
+    Tensor gc = g.contiguous(), gx = empty(xv.shape(), TensorOptions(xv.dtype()));
+    dispatch_float(xv.dtype(), op, [&](auto zero) {
+      using T = decltype(zero);
+      cpu::cross_entropy_backward<T>(xv.data_ptr<T>(), t.get().data_ptr<int64_t>(), lse.get().data_ptr<T>(),
+                                     gc.data_ptr<T>(), reduction != Reduction::None, scale, gx.data_ptr<T>(), N, C, D,
+                                     ignore, eps);
+    });
+    return {gx};
+  });
+}
+
+}  // namespace relgrad

@@ -1,0 +1,22 @@
+// CPU matrix products through Eigen's GEMM, mapped over the tensors' own memory.
+//
+// Each matrix operand is read in place when it has unit stride along one of its two last dims: a
+// row-major Eigen::Map with an outer stride (the usual case), or a column-major Map (a transposed
+// view, x.transpose(-1, -2)). Only other layouts (both strides > 1) get one contiguous copy.
+// Broadcast batch dims are read with stride 0, so an expanded operand is never materialised.
+// No autograd here: autograd/ops/matmul.cpp records the op and its backward.
+#pragma once
+#include "core/tensor.h"
+
+namespace relgrad::cpu {
+
+// a (a_batch..., n, k) @ b (b_batch..., k, m) → out (batch..., n, m), a fresh contiguous tensor,
+// where batch = broadcast(a_batch, b_batch) (checked by the caller, like the inner dims and the
+// dtypes: a and b are float32 or float64, both the same, both on the CPU, both at least 2-D).
+//
+// Threads: a batch of at least as many GEMMs as OpenMP threads is spread over the threads, one GEMM
+// each (Eigen sees the parallel region and stays single-threaded inside); otherwise the GEMMs run in
+// turn and Eigen splits each large one over its own OpenMP threads.
+Tensor matmul(const Tensor& a, const Tensor& b, const Shape& batch, const char* op);
+
+}  // namespace relgrad::cpu

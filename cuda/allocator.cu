@@ -1,0 +1,146 @@
+// The caching allocator. cudaMalloc and cudaFree are slow (cudaFree synchronises the device), and a
+// training step frees and re-allocates the same sizes every iteration, so freed blocks are kept per
+// device in a free list keyed by size and handed out again:
+//   - every request is rounded up to a multiple of 512 bytes (so near sizes share blocks);
+//   - the smallest cached block >= the request is reused if it is less than twice the request
+//     (a bigger one would waste more than half of itself), else a new block is cudaMalloc'ed;
+//   - on out-of-memory, the cache is returned to the driver and cudaMalloc is tried once more.
+// Blocks are never split or merged. All kernels run on the default stream, so a block freed here
+// can be reused at once: the next kernel that writes it is ordered after the last that read it.
+#include <map>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "cuda/common.cuh"
+#include "cuda/runtime.h"
+
+namespace relgrad::cuda {
+
+namespace {
+
+constexpr size_t kRounding = 512;
+
+struct Block {
+  void* ptr;
+  size_t size;  // bytes, a multiple of kRounding
+};
+
+struct DeviceCache {
+  std::multimap<size_t, void*> free_blocks;  // size -> block, not handed out
+  std::unordered_map<void*, size_t> live;    // block -> size, handed out to tensors
+  MemoryStats stats;
+};
+
+class Allocator {
+ public:
+  void* malloc(size_t nbytes, int device) {
+    check_device(device, "cuda");
+    if (nbytes == 0) return nullptr;  // empty tensors own no memory
+    size_t size = (nbytes + kRounding - 1) / kRounding * kRounding;
+    std::lock_guard<std::mutex> lock(mutex_);
+    DeviceCache& c = cache(device);
+    Block b = take_cached(c, size);
+    if (b.ptr == nullptr) b = {malloc_from_driver(c, size, nbytes, device), size};
+    c.live.emplace(b.ptr, b.size);
+    c.stats.allocated_bytes += b.size;
+    if (c.stats.allocated_bytes > c.stats.peak_allocated_bytes) c.stats.peak_allocated_bytes = c.stats.allocated_bytes;
+    return b.ptr;
+  }
+
+  void free(void* ptr, int device) {
+    if (ptr == nullptr) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (device < 0 || device >= static_cast<int>(caches_.size())) return;
+    DeviceCache& c = caches_[device];
+    auto it = c.live.find(ptr);
+    if (it == c.live.end()) return;  // not ours: ignore rather than throw from a destructor
+    size_t size = it->second;
+    c.live.erase(it);
+    c.free_blocks.emplace(size, ptr);
+    c.stats.allocated_bytes -= size;
+    c.stats.cached_bytes += size;
+  }
+
+  MemoryStats stats(int device) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (device < 0 || device >= static_cast<int>(caches_.size())) return {};
+    return caches_[device].stats;
+  }
+
+  void empty_cache(int device) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (device < 0 || device >= static_cast<int>(caches_.size())) return;
+    release_cached(caches_[device], device);
+  }
+
+ private:
+  DeviceCache& cache(int device) {
+    if (caches_.empty()) caches_.resize(device_count());
+    return caches_[device];
+  }
+
+  // The smallest cached block that fits, if it is less than twice the request; else {nullptr, 0}.
+  // A reused block keeps its own size (up to 2x the request), which is what the stats count.
+  static Block take_cached(DeviceCache& c, size_t size) {
+    auto it = c.free_blocks.lower_bound(size);
+    if (it == c.free_blocks.end() || it->first >= 2 * size) return {nullptr, 0};
+    Block b{it->second, it->first};
+    c.free_blocks.erase(it);
+    c.stats.cached_bytes -= b.size;
+    return b;
+  }
+
+  void* malloc_from_driver(DeviceCache& c, size_t size, size_t requested, int device) {
+    DeviceGuard guard(device, "cuda_malloc");
+    void* ptr = nullptr;
+    cudaError_t err = cudaMalloc(&ptr, size);
+    if (err == cudaErrorMemoryAllocation) {
+      cudaGetLastError();  // out-of-memory is not sticky: clear it, free the cache, try once more
+      size_t cached_before = c.stats.cached_bytes;
+      release_cached(c, device);
+      err = cudaMalloc(&ptr, size);
+      if (err == cudaErrorMemoryAllocation) {
+        cudaGetLastError();
+        throw DeviceError(detail::concat("[cuda_malloc] out of memory: tried to allocate ", requested, " bytes on cuda:",
+                                         device, " (allocated ", c.stats.allocated_bytes, ", cached ", cached_before,
+                                         "); reduce the batch size or sequence length"));
+      }
+    }
+    RG_CUDA_CHECK(err, "cuda_malloc");
+    return ptr;
+  }
+
+  // Returns every cached block of one device to the driver (cudaFree waits for the device). The
+  // cache is emptied even if a cudaFree fails; the first failure is then reported.
+  static void release_cached(DeviceCache& c, int device) {
+    if (c.free_blocks.empty()) return;
+    DeviceGuard guard(device, "empty_cache");
+    cudaError_t first_error = cudaSuccess;
+    for (const auto& block : c.free_blocks) {
+      cudaError_t err = cudaFree(block.second);
+      if (first_error == cudaSuccess) first_error = err;
+    }
+    c.free_blocks.clear();
+    c.stats.cached_bytes = 0;
+    RG_CUDA_CHECK(first_error, "empty_cache");
+  }
+
+  std::mutex mutex_;
+  std::vector<DeviceCache> caches_;  // one per device, created on the first allocation
+};
+
+// Never destroyed: tensors in static storage may be freed after main returns.
+Allocator& allocator() {
+  static auto* a = new Allocator();
+  return *a;
+}
+
+}  // namespace
+
+void* device_malloc(size_t nbytes, int device) { return allocator().malloc(nbytes, device); }
+void device_free(void* ptr, int device) { allocator().free(ptr, device); }
+MemoryStats memory_stats(int device) { return allocator().stats(device); }
+void empty_cache(int device) { allocator().empty_cache(device); }
+
+}  // namespace relgrad::cuda
