@@ -412,7 +412,8 @@ struct TempFile {
 }  // namespace
 
 SafetensorsFile load_safetensors(const std::string& path) {
-  FdGuard file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer (it is refused below).
+  FdGuard file{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
   ST_CHECK(file.fd >= 0, "cannot open: ", std::strerror(errno));
   struct stat st {};
   ST_CHECK(::fstat(file.fd, &st) == 0, "cannot stat: ", std::strerror(errno));

@@ -102,9 +102,9 @@ class Allocator {
       err = cudaMalloc(&ptr, size);
       if (err == cudaErrorMemoryAllocation) {
         cudaGetLastError();
-        throw DeviceError(detail::concat("[cuda_malloc] out of memory: tried to allocate ", requested, " bytes on cuda:",
-                                         device, " (allocated ", c.stats.allocated_bytes, ", cached ", cached_before,
-                                         "); reduce the batch size or sequence length"));
+        throw DeviceError(detail::concat("[cuda_malloc] out of memory: tried to allocate ", requested,
+                                         " bytes on cuda:", device, " (allocated ", c.stats.allocated_bytes,
+                                         ", cached ", cached_before, "); reduce the batch size or sequence length"));
       }
     }
     RG_CUDA_CHECK(err, "cuda_malloc");

@@ -85,10 +85,11 @@ void unary_backward_typed(UnaryOp op, const T* x, const T* y, const T* gy, T* gx
 template <class T>
 void binary_forward_typed(BinaryOp op, const T* a, const T* b, void* out, int64_t n) {
   switch (op) {
-#define RG_BINARY(name, Functor, is_bool)                                          \
-  case BinaryOp::Functor: {                                                        \
-    using R = std::conditional_t<is_bool, bool, T>;                                \
-    return launch(BinaryForward<fn::Functor, T, R>{fn::Functor{}, a, b, static_cast<R*>(out)}, n, "cuda_" #name); \
+#define RG_BINARY(name, Functor, is_bool)                                                           \
+  case BinaryOp::Functor: {                                                                         \
+    using R = std::conditional_t<is_bool, bool, T>;                                                 \
+    return launch(BinaryForward<fn::Functor, T, R>{fn::Functor{}, a, b, static_cast<R*>(out)}, n, \
+                  "cuda_" #name);                                                                   \
   }
 #include "core/base/binary_ops.def"
 #undef RG_BINARY
@@ -131,7 +132,8 @@ struct StridedCopy {  // src (d0, ..., dk) strided, of type S -> dst (d0, ..., d
 CopyLayout plan_copy(const std::vector<int64_t>& dst_strides, const std::vector<int64_t>& src_strides,
                      const std::vector<int64_t>& shape) {
   RG_CHECK(dst_strides.size() == shape.size() && src_strides.size() == shape.size(), "cuda_copy", "shape has ",
-           shape.size(), " dims but the strides have ", dst_strides.size(), " (dst) and ", src_strides.size(), " (src)");
+           shape.size(), " dims but the strides have ", dst_strides.size(), " (dst) and ", src_strides.size(),
+           " (src)");
   std::vector<int64_t> sh, ds, ss;
   for (size_t k = 0; k < shape.size(); ++k) {
     if (shape[k] == 1) continue;

@@ -17,7 +17,8 @@ namespace {
 // False (with a message in the test log) when there is no GPU to test on.
 bool have_gpu() {
   if (cuda_available()) return true;
-  MESSAGE("skipped: no CUDA device (built with CUDA: ", cuda_built() ? "yes" : "no", ")");
+  std::string why = cuda_built() ? "built with CUDA, but no GPU is visible" : "relgrad was built without CUDA";
+  MESSAGE("skipped: " << why);
   return false;
 }
 

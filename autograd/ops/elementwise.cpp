@@ -1,5 +1,5 @@
 // Elementwise ops: unary (generated from core/base/unary_ops.def), pow, binary arithmetic with
-// broadcasting, comparisons, where and masked_fill. Forward picks the CPU kernel (core/cpu/elementwise.h)
+// broadcasting and comparisons (where and masked_fill are in where.cpp). Forward picks the CPU kernel (core/cpu/elementwise.h)
 // or the CUDA one (cuda/elementwise.cu); backward sits beside each forward.
 #include <string>
 

@@ -17,11 +17,6 @@ void check_cpu(const Tensor& x, const char* op) {
              " tensors yet (shape ", shape_str(x.shape()), ")");
 }
 
-// The output gradient g (keepdim or not) seen with the input's shape: the reduced dims broadcast.
-Tensor expand_back(const Tensor& g, const Shape& keepdim_shape, const Shape& in_shape) {
-  return g.reshape(keepdim_shape).expand(in_shape);
-}
-
 // sum or mean (scale = 1/R) over dims.
 Tensor sum_scaled(const Tensor& x, const Shape& dims, bool keepdim, bool mean_, const char* op) {
   check_cpu(x, op);
@@ -145,9 +140,8 @@ Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim) {
   });
   if (!needs_grad({x})) return out;
   // d lse / d x = exp(x - lse) = softmax(x) over dims: saves x and the (small) output.
-  return record(out, op, {x}, [ks = p.keepdim_shape, in_shape = x.shape(), x = SavedTensor(x),
-                               out = SavedTensor(out)](const Tensor& g) -> TensorList {
-    return {mul(exp(sub(x.get(), out.get().reshape(ks))), expand_back(g, ks, in_shape))};
+  return record(out, op, {x}, [ks = p.keepdim_shape, x = SavedTensor(x), out = SavedTensor(out)](const Tensor& g) -> TensorList {
+    return {mul(exp(sub(x.get(), out.get().reshape(ks))), g.reshape(ks))};
   });
 }
 

@@ -47,15 +47,23 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   check_cpu(b, op);
   RG_CHECK_T(DTypeError, a.dtype() == b.dtype(), op, "a and b must have the same dtype, got ", dtype_name(a.dtype()),
              " ", shape_str(a.shape()), " and ", dtype_name(b.dtype()), " ", shape_str(b.shape()));
-  Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), op), b.shape(), op);
+  Shape shape;
+  try {
+    shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), op), b.shape(), op);
+  } catch (const ShapeError&) {  // name all three shapes, not the intermediate one
+    throw ShapeError(detail::concat("[where] shapes cannot be broadcast: condition ", shape_str(cond.shape()),
+                                    ", a ", shape_str(a.shape()), ", b ", shape_str(b.shape())));
+  }
   Tensor out = select_forward(cond, a, b, shape, op);
   if (!needs_grad({a, b})) return out;
   // Saves only the condition: the gradient of a select does not depend on the selected values.
   return record(out, op, {a, b},
-                [sa = a.shape(), sb = b.shape(), cond = SavedTensor(cond)](const Tensor& g) -> TensorList {
+                [need_a = a.requires_grad(), need_b = b.requires_grad(), sa = a.shape(), sb = b.shape(),
+                 cond = SavedTensor(cond)](const Tensor& g) -> TensorList {
                   const Tensor& c = cond.get();
                   Tensor zero = zero_like_scalar(g);
-                  return {sum_to(where(c, g, zero), sa), sum_to(where(c, zero, g), sb)};
+                  return {need_a ? sum_to(where(c, g, zero), sa) : Tensor(),
+                          need_b ? sum_to(where(c, zero, g), sb) : Tensor()};
                 });
 }
 

@@ -1,5 +1,7 @@
 #include "core/cpu/matmul.h"
 
+// GCC 12 reports a false -Wmaybe-uninitialized deep inside Eigen's AVX-512 transpose helpers.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <Eigen/Core>
 #include <vector>
 #ifdef _OPENMP

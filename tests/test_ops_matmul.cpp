@@ -1,0 +1,204 @@
+// Op table for matmul and bmm. The reference is PyTorch's matmul rule written as plain loops over
+// float64 (1-D promotion, batch broadcasting); transposed (column-major) operands, which the kernel
+// maps without a copy, must give the same values and gradients as contiguous ones.
+#include <algorithm>
+
+#include "op_harness.h"
+
+using namespace relgrad;
+using namespace relgrad::testing;
+
+namespace {
+
+// matmul(a, b) with PyTorch semantics, as loops.
+Ref ref_matmul(const Ref& a, const Ref& b) {
+  Shape as = a.shape, bs = b.shape;
+  const bool a_vec = as.size() == 1, b_vec = bs.size() == 1;
+  if (a_vec) as.insert(as.begin(), 1);  // (k) → (1, k)
+  if (b_vec) bs.push_back(1);           // (k) → (k, 1)
+  const int64_t n = as[as.size() - 2], k = as.back(), m = bs.back();
+  Shape ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
+  const size_t nb = std::max(ab.size(), bb.size());
+  Shape batch(nb);
+  for (size_t i = 0; i < nb; ++i) {
+    int64_t da = i + ab.size() >= nb ? ab[i + ab.size() - nb] : 1;
+    int64_t db = i + bb.size() >= nb ? bb[i + bb.size() - nb] : 1;
+    batch[i] = std::max(da, db);
+  }
+  // Flat index of batch entry `idx` within an operand's own (possibly shorter, size-1) batch dims.
+  auto batch_flat = [&](const Shape& own, const Shape& idx) {
+    int64_t flat = 0;
+    for (size_t d = 0; d < own.size(); ++d) flat = flat * own[d] + (own[d] == 1 ? 0 : idx[nb - own.size() + d]);
+    return flat;
+  };
+  Shape out_shape = batch;
+  out_shape.push_back(n);
+  out_shape.push_back(m);
+  Ref out(out_shape);
+  for (int64_t e = 0; e < shape_numel(batch); ++e) {
+    Shape idx = unravel(e, batch);
+    const int64_t ea = batch_flat(ab, idx), eb = batch_flat(bb, idx);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < m; ++j) {
+        double s = 0;
+        for (int64_t p = 0; p < k; ++p) s += a.v[(ea * n + i) * k + p] * b.v[(eb * k + p) * m + j];
+        out.v[(e * n + i) * m + j] = s;
+      }
+  }
+  if (a_vec) out.shape.erase(out.shape.end() - 2);  // the values' order is unchanged
+  if (b_vec) out.shape.pop_back();
+  return out;
+}
+
+OpCase matmul_case(const std::string& name, Shape sa, Shape sb) {
+  OpCase c;
+  c.name = name;
+  c.shapes = {std::move(sa), std::move(sb)};
+  c.op = [](const TensorList& in) { return matmul(in[0], in[1]); };
+  c.reference = [](const std::vector<Ref>& in) { return ref_matmul(in[0], in[1]); };
+  return c;
+}
+
+Tensor f64(const Shape& s, uint64_t seed = 1) { return uniform(s, -2, 2, kFloat64, seed); }
+Tensor f32(const Shape& s, uint64_t seed = 1) { return uniform(s, -2, 2, kFloat32, seed); }
+
+}  // namespace
+
+TEST_CASE("op matmul 2d") {
+  OpCase c = matmul_case("matmul (3,4) @ (4,5)", {3, 4}, {4, 5});
+  c.bad_inputs = {
+      {"inner dims", [] { matmul(f64({2, 3}), f64({4, 5})); }, "[matmul] inner dimensions differ: (2,3) @ (4,5)"},
+      {"inner dims 1-d", [] { matmul(f64({3}), f64({4})); }, "[matmul] inner dimensions differ: (3) @ (4)"},
+      {"0-d left", [] { matmul(scalar_tensor(2.0, kFloat64), f64({3})); },
+       "[matmul] both arguments need at least 1 dimension, got () @ (3)"},
+      {"0-d right", [] { matmul(f64({3, 2}), scalar_tensor(2.0, kFloat64)); }, "need at least 1 dimension"},
+      {"dtype mismatch", [] { matmul(f32({2, 3}), f64({3, 4})); },
+       "[matmul] dtypes differ: float32 (2,3) and float64 (3,4)"},
+      {"int64 operands", [] { matmul(arange(6.0, kInt64).reshape({2, 3}), arange(6.0, kInt64).reshape({3, 2})); },
+       "[matmul] expected a floating tensor"},
+      {"batch dims", [] { matmul(f64({2, 3, 4}), f64({5, 4, 6})); },
+       "[matmul] batch dimensions cannot be broadcast: (2,3,4) @ (5,4,6)"},
+  };
+  run_op_case(c);
+}
+
+TEST_CASE("op matmul 2d single row and column") {
+  run_op_case(matmul_case("matmul (1,4) @ (4,1)", {1, 4}, {4, 1}));
+  run_op_case(matmul_case("matmul (5,1) @ (1,3)", {5, 1}, {1, 3}));
+}
+
+TEST_CASE("op matmul batched") { run_op_case(matmul_case("matmul (2,3,4) @ (2,4,5)", {2, 3, 4}, {2, 4, 5})); }
+
+TEST_CASE("op matmul batched broadcast") {
+  run_op_case(matmul_case("matmul (2,1,3,4) @ (3,4,5)", {2, 1, 3, 4}, {3, 4, 5}));
+  run_op_case(matmul_case("matmul (1,3,4) @ (2,4,2)", {1, 3, 4}, {2, 4, 2}));
+}
+
+TEST_CASE("op matmul batched @ 2d (rows folded into one GEMM)") {
+  run_op_case(matmul_case("matmul (2,3,4) @ (4,5)", {2, 3, 4}, {4, 5}));
+}
+
+TEST_CASE("op matmul 2d @ batched") { run_op_case(matmul_case("matmul (3,4) @ (2,4,5)", {3, 4}, {2, 4, 5})); }
+
+TEST_CASE("op matmul 1d") {
+  run_op_case(matmul_case("matmul (4) @ (4)", {4}, {4}));
+  run_op_case(matmul_case("matmul (4) @ (4,3)", {4}, {4, 3}));
+  run_op_case(matmul_case("matmul (3,4) @ (4)", {3, 4}, {4}));
+  run_op_case(matmul_case("matmul (4) @ (2,4,3)", {4}, {2, 4, 3}));
+  run_op_case(matmul_case("matmul (2,3,4) @ (4)", {2, 3, 4}, {4}));
+  CHECK(matmul(f64({4}), f64({4})).dim() == 0);
+}
+
+TEST_CASE("op matmul empty dims") {
+  CHECK(matmul(f64({0, 3}), f64({3, 2})).shape() == Shape{0, 2});
+  Tensor z = matmul(f64({2, 0}), f64({0, 3}));  // an empty sum: zeros
+  CHECK_CLOSE(z, zeros({2, 3}, kFloat64), 0, 0);
+}
+
+TEST_CASE("op matmul transposed operands") {
+  // A column-major operand is x.transpose(-1, -2) of a contiguous x: its values are those of
+  // x.transpose(-1, -2).contiguous(). All four layout pairs, 2-D and batched, both dtypes.
+  for (DType dt : {kFloat64, kFloat32}) {
+    for (int layout = 0; layout < 4; ++layout) {
+      const bool ta = layout & 1, tb = layout & 2;
+      for (bool batched : {false, true}) {
+        INFO("dtype ", dtype_name(dt), " transposed a ", ta, " transposed b ", tb, " batched ", batched);
+        Shape pre = batched ? Shape{3} : Shape{};
+        auto make = [&](int64_t r, int64_t c, bool transposed, uint64_t seed) {
+          Shape s = pre;
+          s.push_back(transposed ? c : r);
+          s.push_back(transposed ? r : c);
+          Tensor x = uniform(s, -2, 2, dt, seed);
+          return transposed ? x.transpose(-1, -2) : x;
+        };
+        Tensor a = make(6, 9, ta, 1).requires_grad_(), b = make(9, 7, tb, 2).requires_grad_();
+        CHECK(a.is_contiguous() == !ta);
+        Tensor ac = a.detach().contiguous().requires_grad_(), bc = b.detach().contiguous().requires_grad_();
+        Tensor y = matmul(a, b), yc = matmul(ac, bc);
+        Tolerance tol = tolerance_for(dt);
+        CHECK_CLOSE(y, yc, tol.atol, tol.rtol);
+        CHECK_CLOSE(y, ref_matmul(Ref(a), Ref(b)).tensor(), tol.atol, tol.rtol);
+        Tensor g = uniform(y.shape(), -1, 1, dt, 3);
+        y.backward(g);
+        yc.backward(g);
+        CHECK_CLOSE(a.grad(), ac.grad(), tol.atol, tol.rtol);
+        CHECK_CLOSE(b.grad(), bc.grad(), tol.atol, tol.rtol);
+      }
+    }
+  }
+}
+
+TEST_CASE("op matmul transposed operands gradcheck") {
+  // gradcheck through a transposed view: the gradient must flow back through the transpose.
+  Tensor a = f64({4, 3}).requires_grad_(), b = f64({5, 4}, 2).requires_grad_();
+  auto r = gradcheck([](const TensorList& in) { return matmul(in[0].transpose(0, 1), in[1].t()); }, {a, b});
+  CHECK_MESSAGE(r.ok, r.message);
+}
+
+TEST_CASE("op matmul large shapes against the reference") {
+  // Big enough for Eigen's blocked kernels and for the batch to be spread over threads.
+  struct Case { Shape a, b; };
+  for (const Case& c : {Case{{130, 200}, {200, 90}}, Case{{8, 70, 130}, {130, 90}}, Case{{8, 70, 130}, {8, 130, 90}},
+                        Case{{4, 1, 33, 65}, {5, 65, 17}}}) {
+    INFO("shapes ", shape_str(c.a), " @ ", shape_str(c.b));
+    Tensor a = f64(c.a, 11), b = f64(c.b, 12);
+    Ref expected = ref_matmul(Ref(a), Ref(b));
+    CHECK_CLOSE(matmul(a, b), expected.tensor(), 1e-11, 1e-10);
+    CHECK_CLOSE(matmul(a.to(kFloat32), b.to(kFloat32)), expected.tensor(), 2e-4, 1e-4);
+  }
+}
+
+TEST_CASE("op matmul gradient of broadcast operand is summed over the batch") {
+  Tensor a = f64({2, 3, 4, 5}).requires_grad_(), b = f64({5, 6}, 2).requires_grad_();
+  matmul(a, b).sum().backward();
+  // d(sum(A B))/dB[p, j] = sum over all rows of A[.., p]
+  Ref ra(a), gb(Shape{5, 6});
+  for (int64_t r = 0; r < 24; ++r)
+    for (int64_t p = 0; p < 5; ++p)
+      for (int64_t j = 0; j < 6; ++j) gb.v[p * 6 + j] += ra.v[r * 5 + p];
+  CHECK_CLOSE(b.grad(), gb.tensor(), 1e-12, 1e-10);
+}
+
+TEST_CASE("op bmm") {
+  OpCase c;
+  c.name = "bmm (2,3,4) @ (2,4,5)";
+  c.shapes = {{2, 3, 4}, {2, 4, 5}};
+  c.op = [](const TensorList& in) { return bmm(in[0], in[1]); };
+  c.reference = [](const std::vector<Ref>& in) { return ref_matmul(in[0], in[1]); };
+  c.bad_inputs = {
+      {"2-d", [] { bmm(f64({3, 4}), f64({4, 5})); }, "[bmm] expected 3-D tensors (B,n,k) @ (B,k,m), got (3,4) @ (4,5)"},
+      {"no broadcast", [] { bmm(f64({1, 3, 4}), f64({2, 4, 5})); }, "[bmm] batch sizes differ: (1,3,4) @ (2,4,5)"},
+      {"inner dims", [] { bmm(f64({2, 3, 4}), f64({2, 5, 5})); }, "[bmm] inner dimensions differ: (2,3,4) @ (2,5,5)"},
+      {"dtype", [] { bmm(f64({2, 3, 4}), f32({2, 4, 5})); }, "[bmm] dtypes differ"},
+  };
+  run_op_case(c);
+}
+
+TEST_CASE("op matmul method and requires_grad only on one side") {
+  Tensor a = f64({3, 4}), b = f64({4, 2}, 2).requires_grad_();
+  Tensor y = a.matmul(b);
+  CHECK(y.requires_grad());
+  y.sum().backward();
+  CHECK_FALSE(a.grad().defined());
+  CHECK(b.grad().shape() == Shape{4, 2});
+}
