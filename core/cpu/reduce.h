@@ -88,17 +88,25 @@ void sum_kernel(const T* x, T* out, int64_t outer, int64_t R, int64_t inner, dou
   }
 }
 
-// ---- the kernels below all walk "columns": one column is the R values x[o, :, i] that reduce to
-// out[o, i]. Columns are independent, so they are spread over OpenMP threads, and each column is
-// always summed in the same order by one thread: results do not depend on the thread count.
+// ---- the kernels below reduce "columns": column (o, i) is the R values x[o, :, i] that give
+// out[o, i]. Columns are taken in blocks of up to kColumnBlock neighbours (i0 .. i0 + w - 1) and a
+// block is walked row by row, so every read is a contiguous run of w values; walking one column at
+// a time would stride by `inner` and thrash the cache (worst when inner is a power of two). With
+// inner = 1 (reducing the last dims) a block is a single column. Each column is reduced by one
+// thread in a fixed order, so results do not depend on the thread count.
 
-// Calls f(o, i) for every column of an (outer, R, inner) block, in parallel once the block is big
-// enough to pay for starting threads. f must not throw (exceptions cannot leave an OpenMP region).
+inline constexpr int64_t kColumnBlock = 32;
+
+// Calls f(o, i0, w) for every block of columns, in parallel once the work pays for starting
+// threads. f must not throw (an exception cannot leave an OpenMP region).
 template <class F>
-void for_each_column(int64_t outer, int64_t R, int64_t inner, F f) {
-  const int64_t columns = outer * inner;
-#pragma omp parallel for schedule(static) if (columns * R > kParallelGrain && columns > 1)
-  for (int64_t c = 0; c < columns; ++c) f(c / inner, c % inner);
+void for_each_column_block(int64_t outer, int64_t R, int64_t inner, F f) {
+  const int64_t per_row = (inner + kColumnBlock - 1) / kColumnBlock, blocks = outer * per_row;
+#pragma omp parallel for schedule(static) if (outer * R * inner > kParallelGrain && blocks > 1)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t o = b / per_row, i0 = (b % per_row) * kColumnBlock;
+    f(o, i0, std::min(kColumnBlock, inner - i0));
+  }
 }
 
 // True when v should replace `best` as the running max (kMax) or min. NaN wins, as in PyTorch,
@@ -113,37 +121,45 @@ bool beats(T v, T best) {
 // = the first r where it occurs. Either output may be null. R must be > 0.
 template <bool kMax, class T>
 void extremum_kernel(const T* x, T* values, int64_t* indices, int64_t outer, int64_t R, int64_t inner) {
-  for_each_column(outer, R, inner, [=](int64_t o, int64_t i) {
-    const T* col = x + o * R * inner + i;
-    T best = col[0];
-    int64_t best_r = 0;
+  for_each_column_block(outer, R, inner, [=](int64_t o, int64_t i0, int64_t w) {
+    const T* x0 = x + o * R * inner + i0;  // x0[r * inner + j] = x[o, r, i0 + j]
+    T best[kColumnBlock];
+    int64_t at[kColumnBlock] = {};
+    for (int64_t j = 0; j < w; ++j) best[j] = x0[j];
     for (int64_t r = 1; r < R; ++r)
-      if (beats<kMax>(col[r * inner], best)) {
-        best = col[r * inner];
-        best_r = r;
-      }
-    if (values) values[o * inner + i] = best;
-    if (indices) indices[o * inner + i] = best_r;
+      for (int64_t j = 0; j < w; ++j)
+        if (beats<kMax>(x0[r * inner + j], best[j])) {
+          best[j] = x0[r * inner + j];
+          at[j] = r;
+        }
+    for (int64_t j = 0; j < w; ++j) {
+      if (values) values[o * inner + i0 + j] = best[j];
+      if (indices) indices[o * inner + i0 + j] = at[j];
+    }
   });
 }
 
-// x (outer, R, inner) → out (outer, inner) = log sum_r exp(x): shifted by the column max m so no
-// exp overflows (out = m + log sum exp(x - m)); accumulated in double.
+// m[j] = max_r x0[r * inner + j] for j < w. NaN is skipped here; it reaches the sums that follow
+// (exp(NaN - m) = NaN), so NaN in still gives NaN out.
+template <class T>
+void block_max(const T* x0, int64_t R, int64_t inner, int64_t w, double* m) {
+  std::fill(m, m + w, -INFINITY);
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t j = 0; j < w; ++j) m[j] = std::max<double>(m[j], x0[r * inner + j]);
+}
+
+// x (outer, R, inner) → out (outer, inner) = log sum_r exp(x), shifted by the column max m so that
+// no exp overflows: out = m + log sum_r exp(x - m). Accumulated in double.
 template <class T>
 void logsumexp_kernel(const T* x, T* out, int64_t outer, int64_t R, int64_t inner) {
-  for_each_column(outer, R, inner, [=](int64_t o, int64_t i) {
-    const T* col = x + o * R * inner + i;
-    double m = -INFINITY;
-    for (int64_t r = 0; r < R; ++r) m = std::max<double>(m, col[r * inner]);  // skips NaN ...
-    // ... which then reaches the sum: NaN in, NaN out. m = ±inf (all -inf, or some +inf) is the
-    // answer itself; x - m would be NaN.
-    if (std::isinf(m)) {
-      out[o * inner + i] = static_cast<T>(m);
-      return;
-    }
-    double s = 0;
-    for (int64_t r = 0; r < R; ++r) s += std::exp(col[r * inner] - m);
-    out[o * inner + i] = static_cast<T>(m + std::log(s));
+  for_each_column_block(outer, R, inner, [=](int64_t o, int64_t i0, int64_t w) {
+    const T* x0 = x + o * R * inner + i0;
+    double m[kColumnBlock], s[kColumnBlock] = {};
+    block_max(x0, R, inner, w, m);
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t j = 0; j < w; ++j) s[j] += std::exp(x0[r * inner + j] - m[j]);
+    // m = ±inf (all terms -inf, or some +inf) is the answer itself; there x - m was NaN.
+    for (int64_t j = 0; j < w; ++j) out[o * inner + i0 + j] = static_cast<T>(std::isinf(m[j]) ? m[j] : m[j] + std::log(s[j]));
   });
 }
 
@@ -153,26 +169,28 @@ void logsumexp_kernel(const T* x, T* out, int64_t outer, int64_t R, int64_t inne
 template <class T>
 void var_kernel(const T* x, T* var, T* mean, int64_t outer, int64_t R, int64_t inner, int64_t correction) {
   const double divisor = static_cast<double>(std::max<int64_t>(R - correction, 0));
-  for_each_column(outer, R, inner, [=](int64_t o, int64_t i) {
-    const T* col = x + o * R * inner + i;
-    double m = 0;
-    for (int64_t r = 0; r < R; ++r) m += col[r * inner];
-    m /= static_cast<double>(R);
-    double ss = 0;
-    for (int64_t r = 0; r < R; ++r) ss += (col[r * inner] - m) * (col[r * inner] - m);
-    var[o * inner + i] = static_cast<T>(ss / divisor);
-    mean[o * inner + i] = static_cast<T>(m);
+  for_each_column_block(outer, R, inner, [=](int64_t o, int64_t i0, int64_t w) {
+    const T* x0 = x + o * R * inner + i0;
+    double m[kColumnBlock] = {}, ss[kColumnBlock] = {};
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t j = 0; j < w; ++j) m[j] += x0[r * inner + j];
+    for (int64_t j = 0; j < w; ++j) m[j] /= static_cast<double>(R);
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t j = 0; j < w; ++j) ss[j] += (x0[r * inner + j] - m[j]) * (x0[r * inner + j] - m[j]);
+    for (int64_t j = 0; j < w; ++j) {
+      var[o * inner + i0 + j] = static_cast<T>(ss[j] / divisor);
+      mean[o * inner + i0 + j] = static_cast<T>(m[j]);
+    }
   });
 }
 
 // Backward of max/min along one dim: gx (outer, R, inner) is zero except
-// gx[o, indices[o, i], i] = g[o, i].
+// gx[o, indices[o, i], i] = g[o, i]; g and indices are (outer, inner).
 template <class T>
 void scatter_to_index_kernel(const T* g, const int64_t* indices, T* gx, int64_t outer, int64_t R, int64_t inner) {
   std::fill(gx, gx + outer * R * inner, T(0));
-  for_each_column(outer, 1, inner, [=](int64_t o, int64_t i) {
-    gx[(o * R + indices[o * inner + i]) * inner + i] = g[o * inner + i];
-  });
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) gx[(o * R + indices[o * inner + i]) * inner + i] = g[o * inner + i];
 }
 
 }  // namespace relgrad::cpu
