@@ -139,13 +139,15 @@ void extremum_kernel(const T* x, T* values, int64_t* indices, int64_t outer, int
   });
 }
 
-// m[j] = max_r x0[r * inner + j] for j < w. NaN is skipped here; it reaches the sums that follow
-// (exp(NaN - m) = NaN), so NaN in still gives NaN out.
+// m[j] = max_r x0[r * inner + j] for j < w; a NaN, once met, sticks, so NaN in gives NaN out.
 template <class T>
 void block_max(const T* x0, int64_t R, int64_t inner, int64_t w, double* m) {
   std::fill(m, m + w, -INFINITY);
   for (int64_t r = 0; r < R; ++r)
-    for (int64_t j = 0; j < w; ++j) m[j] = std::max<double>(m[j], x0[r * inner + j]);
+    for (int64_t j = 0; j < w; ++j) {
+      const double v = x0[r * inner + j];
+      if (v > m[j] || v != v) m[j] = v;
+    }
 }
 
 // x (outer, R, inner) → out (outer, inner) = log sum_r exp(x), shifted by the column max m so that

@@ -1,6 +1,7 @@
 // Softmax-family CPU kernels on a contiguous (outer, C, inner) block: C is the softmax (class) dim
 // and each of the outer * inner columns x[o, :, i] is normalised on its own (inner = 1 when the
-// class dim is the last one). Sums are taken in double, always in the same order by one thread.
+// class dim is the last one). Columns go in blocks of w neighbours (see for_each_column_block in
+// core/cpu/reduce.h); sums are taken in double, in a fixed order, by one thread per column.
 #pragma once
 #include <cmath>
 
@@ -8,44 +9,48 @@
 
 namespace relgrad::cpu {
 
-// max_c col[c * inner] (NaN skipped; it reaches the sums that follow and propagates from there).
-template <class T>
-double column_max(const T* col, int64_t C, int64_t inner) {
-  double m = -INFINITY;
-  for (int64_t c = 0; c < C; ++c) m = std::max<double>(m, col[c * inner]);
-  return m;
-}
-
 // x, y (outer, C, inner): y = softmax(x) or, with log_, log_softmax(x) = x - m - log sum exp(x - m),
 // where m is the column max: subtracting it keeps exp from overflowing at large logits.
 template <class T>
 void softmax_forward(const T* x, T* y, int64_t outer, int64_t C, int64_t inner, bool log_) {
-  for_each_column(outer, C, inner, [=](int64_t o, int64_t i) {
-    const int64_t base = o * C * inner + i;
-    const double m = column_max(x + base, C, inner);
-    double s = 0;
-    for (int64_t c = 0; c < C; ++c) s += std::exp(x[base + c * inner] - m);
-    const double log_s = std::log(s);
-    for (int64_t c = 0; c < C; ++c) {
-      const double z = x[base + c * inner] - m;
-      y[base + c * inner] = static_cast<T>(log_ ? z - log_s : std::exp(z) / s);
-    }
+  for_each_column_block(outer, C, inner, [=](int64_t o, int64_t i0, int64_t w) {
+    const T* x0 = x + o * C * inner + i0;  // x0[c * inner + j] = x[o, c, i0 + j]
+    T* y0 = y + o * C * inner + i0;
+    double m[kColumnBlock], s[kColumnBlock] = {};
+    block_max(x0, C, inner, w, m);
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t j = 0; j < w; ++j) {
+        const double e = std::exp(x0[c * inner + j] - m[j]);
+        s[j] += e;
+        if (!log_) y0[c * inner + j] = static_cast<T>(e);  // kept, so exp runs once per element
+      }
+    for (int64_t j = 0; j < w; ++j) s[j] = log_ ? m[j] + std::log(s[j]) : 1.0 / s[j];
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t j = 0; j < w; ++j) {
+        const int64_t k = c * inner + j;
+        y0[k] = static_cast<T>(log_ ? x0[k] - s[j] : y0[k] * s[j]);
+      }
   });
 }
 
-// y, g, gx (outer, C, inner), y the forward output. One pass per column:
+// y, g, gx (outer, C, inner), y the forward output. One pass per column block:
 //   softmax:     gx = y * (g - sum_c g * y)
 //   log_softmax: gx = g - exp(y) * sum_c g
 template <class T>
 void softmax_backward(const T* y, const T* g, T* gx, int64_t outer, int64_t C, int64_t inner, bool log_) {
-  for_each_column(outer, C, inner, [=](int64_t o, int64_t i) {
-    const int64_t base = o * C * inner + i;
-    double s = 0;
-    for (int64_t c = 0; c < C; ++c) s += log_ ? g[base + c * inner] : double(g[base + c * inner]) * y[base + c * inner];
-    for (int64_t c = 0; c < C; ++c) {
-      const int64_t k = base + c * inner;
-      gx[k] = static_cast<T>(log_ ? g[k] - std::exp(double(y[k])) * s : y[k] * (g[k] - s));
-    }
+  for_each_column_block(outer, C, inner, [=](int64_t o, int64_t i0, int64_t w) {
+    const int64_t base = o * C * inner + i0;
+    double s[kColumnBlock] = {};
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t j = 0; j < w; ++j) {
+        const int64_t k = base + c * inner + j;
+        s[j] += log_ ? double(g[k]) : double(g[k]) * y[k];
+      }
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t j = 0; j < w; ++j) {
+        const int64_t k = base + c * inner + j;
+        gx[k] = static_cast<T>(log_ ? g[k] - std::exp(double(y[k])) * s[j] : y[k] * (g[k] - s[j]));
+      }
   });
 }
 
@@ -56,22 +61,26 @@ void softmax_backward(const T* y, const T* g, T* gx, int64_t outer, int64_t C, i
 template <class T>
 void cross_entropy_forward(const T* x, const int64_t* target, T* loss, T* lse, int64_t N, int64_t C, int64_t D,
                            int64_t ignore_index, double eps) {
-  for_each_column(N, C, D, [=](int64_t n, int64_t d) {
-    const int64_t pos = n * D + d, base = n * C * D + d, t = target[pos];
-    if (t == ignore_index) {
-      loss[pos] = lse[pos] = T(0);
-      return;
+  for_each_column_block(N, C, D, [=](int64_t n, int64_t d0, int64_t w) {
+    const T* x0 = x + n * C * D + d0;  // x0[c * D + j] = x[n, c, d0 + j]
+    double m[kColumnBlock], s[kColumnBlock] = {}, sum_x[kColumnBlock] = {};
+    block_max(x0, C, D, w, m);
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t j = 0; j < w; ++j) {
+        s[j] += std::exp(x0[c * D + j] - m[j]);
+        sum_x[j] += x0[c * D + j];
+      }
+    for (int64_t j = 0; j < w; ++j) {
+      const int64_t pos = n * D + d0 + j, t = target[pos];
+      if (t == ignore_index) {
+        loss[pos] = lse[pos] = T(0);
+        continue;
+      }
+      const double l = m[j] + std::log(s[j]);
+      const double nll = l - x0[t * D + j], smooth = l - sum_x[j] / static_cast<double>(C);
+      loss[pos] = static_cast<T>((1 - eps) * nll + eps * smooth);
+      lse[pos] = static_cast<T>(l);
     }
-    const double m = column_max(x + base, C, D);
-    double s = 0, sum_x = 0;
-    for (int64_t c = 0; c < C; ++c) {
-      s += std::exp(x[base + c * D] - m);
-      sum_x += x[base + c * D];
-    }
-    const double l = m + std::log(s);
-    const double nll = l - x[base + t * D], smooth = l - sum_x / static_cast<double>(C);
-    loss[pos] = static_cast<T>((1 - eps) * nll + eps * smooth);
-    lse[pos] = static_cast<T>(l);
   });
 }
 
@@ -80,17 +89,22 @@ void cross_entropy_forward(const T* x, const int64_t* target, T* loss, T* lse, i
 template <class T>
 void cross_entropy_backward(const T* x, const int64_t* target, const T* lse, const T* g, bool g_is_scalar,
                             double scale, T* gx, int64_t N, int64_t C, int64_t D, int64_t ignore_index, double eps) {
-  for_each_column(N, C, D, [=](int64_t n, int64_t d) {
-    const int64_t pos = n * D + d, base = n * C * D + d, t = target[pos];
-    if (t == ignore_index) {
-      for (int64_t c = 0; c < C; ++c) gx[base + c * D] = T(0);
-      return;
-    }
-    const double w = double(g_is_scalar ? g[0] : g[pos]) * scale;
-    for (int64_t c = 0; c < C; ++c) {
-      const double p = std::exp(double(x[base + c * D]) - lse[pos]);
-      gx[base + c * D] = static_cast<T>(w * (p - (c == t ? 1 - eps : 0.0) - eps / static_cast<double>(C)));
-    }
+  for_each_column_block(N, C, D, [=](int64_t n, int64_t d0, int64_t w) {
+    const int64_t base = n * C * D + d0, pos0 = n * D + d0;
+    double weight[kColumnBlock];
+    for (int64_t j = 0; j < w; ++j) weight[j] = double(g_is_scalar ? g[0] : g[pos0 + j]) * scale;
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t j = 0; j < w; ++j) {
+        const int64_t k = base + c * D + j, t = target[pos0 + j];
+        // Ignored positions are written as 0 outright: a zero weight would not do, as their lse is a
+        // placeholder (p may overflow) and scale is inf when every target is ignored.
+        if (t == ignore_index) {
+          gx[k] = T(0);
+          continue;
+        }
+        const double p = std::exp(double(x[k]) - lse[pos0 + j]);
+        gx[k] = static_cast<T>(weight[j] * (p - (c == t ? 1 - eps : 0.0) - eps / static_cast<double>(C)));
+      }
   });
 }
 
