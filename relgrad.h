@@ -5,4 +5,5 @@
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
 #include "core/rng.h"
+#include "core/safetensors.h"
 #include "core/tensor.h"

@@ -109,7 +109,7 @@ void bench_matmul(const char* label, int64_t batch, int64_t n, int64_t k, int64_
 void bench_bandwidth(const char* label, const std::function<Tensor()>& op, double bytes) {
   try {
     NoGradGuard no_grad;
-    double t = median_seconds([&] { Tensor y = op(); escape(y.raw_data()); }, 2, 11);
+    double t = median_seconds([&] { Tensor y = op(); escape(y.raw_data()); }, 3, 11);
     std::printf("| %-30s | %8.1f |\n", label, bytes / t * 1e-9);
   } catch (const Error& e) {
     std::printf("| %-30s | skipped: %s |\n", label, e.what());
