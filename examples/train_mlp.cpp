@@ -45,7 +45,7 @@ Tensor init_uniform(const Shape& shape, int64_t fan_in, Generator& gen) {
 
 int main(int argc, char** argv) {
   try {
-    const int steps = argc > 1 ? std::atoi(argv[1]) : 600;
+    const int steps = argc > 1 ? std::atoi(argv[1]) : 2000;
     const int64_t hidden = 64;
     const double lr = 0.5;
     Generator gen(1234);
@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
       }
       last = loss.item();
       if (step == 0) first = last;
-      if (step % 50 == 0) std::printf("step %4d  loss %.4f\n", step, last);
+      if (step % 100 == 0) std::printf("step %4d  loss %.4f\n", step, last);
     }
     NoGradGuard no_grad;
     Tensor pred = argmax(matmul(tanh(matmul(x, w1) + b1), w2) + b2, 1);

@@ -106,7 +106,7 @@ TEST_CASE("op rms_norm affine") {
   run_op_case(c);
 }
 
-TEST_CASE("op rms_norm no affine, default eps") {
+TEST_CASE("op rms_norm no affine with default eps") {
   run_op_case(norm_case("rms_norm (3,5) over (5), eps = machine epsilon", {3, 5}, {5}, false, false, -1, true));
 }
 
