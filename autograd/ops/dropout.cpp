@@ -5,6 +5,7 @@
 // rand() would give for that generator state (keep iff rand >= p).
 #include "autograd/node.h"
 #include "autograd/ops.h"
+#include "autograd/ops/checks.h"
 #include "core/base/philox.h"
 
 namespace relgrad {
@@ -13,8 +14,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* generator) {
   const char* op = "dropout";
   RG_CHECK(x.defined(), op, "x is an undefined tensor");
   RG_CHECK(p >= 0.0 && p <= 1.0, op, "p must be in [0, 1], got ", p, " (x ", shape_str(x.shape()), ")");
-  RG_CHECK_T(DeviceError, x.device().is_cpu(), op, "not implemented for cuda tensors yet (got a tensor of shape ",
-             shape_str(x.shape()), " on ", x.device().str(), ")");
+  check_cpu(x, op);
   dispatch_float(x.dtype(), op, [](auto) {});  // DTypeError for int and bool tensors, in every mode
   if (!training || p == 0.0) return x;
 

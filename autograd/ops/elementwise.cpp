@@ -5,6 +5,7 @@
 
 #include "autograd/node.h"
 #include "autograd/ops.h"
+#include "autograd/ops/checks.h"
 #include "core/base/functors.h"
 #include "core/cpu/elementwise.h"
 #include "cuda/runtime.h"
@@ -12,17 +13,6 @@
 namespace relgrad {
 
 namespace {
-
-void check_same_device(const Tensor& a, const Tensor& b, const char* op) {
-  RG_CHECK_T(DeviceError, a.device() == b.device(), op, "tensors are on different devices: ", a.device().str(),
-             " and ", b.device().str());
-}
-
-void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
-  RG_CHECK_T(DTypeError, a.dtype() == b.dtype(), op, "dtypes differ: ", dtype_name(a.dtype()), " ",
-             shape_str(a.shape()), " and ", dtype_name(b.dtype()), " ", shape_str(b.shape()),
-             " (convert one with .to(dtype))");
-}
 
 // On CUDA the kernels take contiguous arrays: broadcast operands are materialised first.
 Tensor cuda_contiguous(const Tensor& t, const Shape& shape) {

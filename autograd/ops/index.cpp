@@ -7,16 +7,12 @@
 
 #include "autograd/node.h"
 #include "autograd/ops.h"
+#include "autograd/ops/checks.h"
 #include "core/cpu/index.h"
 
 namespace relgrad {
 
 namespace {
-
-void check_cpu(const Tensor& t, const char* op) {
-  RG_CHECK_T(DeviceError, t.device().is_cpu(), op, "not implemented for cuda tensors yet (got a tensor of shape ",
-             shape_str(t.shape()), " on ", t.device().str(), ")");
-}
 
 // Index tensors must be int64 on the CPU. Returns them contiguous, since the kernels read them as
 // flat arrays (an alias when already contiguous, so SavedTensor's version check still guards it).

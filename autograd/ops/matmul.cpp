@@ -6,6 +6,7 @@
 
 #include "autograd/node.h"
 #include "autograd/ops.h"
+#include "autograd/ops/checks.h"
 #include "core/cpu/matmul.h"
 
 namespace relgrad {
@@ -14,12 +15,9 @@ namespace {
 
 void check_operands(const Tensor& a, const Tensor& b, const char* op) {
   RG_CHECK(a.defined() && b.defined(), op, "called with an undefined tensor");
-  RG_CHECK_T(DeviceError, a.device() == b.device(), op, "tensors are on different devices: ", a.device().str(),
-             " and ", b.device().str());
-  RG_CHECK_T(DeviceError, a.device().is_cpu(), op, "not implemented for cuda tensors yet");
-  RG_CHECK_T(DTypeError, a.dtype() == b.dtype(), op, "dtypes differ: ", dtype_name(a.dtype()), " ",
-             shape_str(a.shape()), " and ", dtype_name(b.dtype()), " ", shape_str(b.shape()),
-             " (convert one with .to(dtype))");
+  check_same_device(a, b, op);
+  check_cpu(a, op);
+  check_same_dtype(a, b, op);
   dispatch_float(a.dtype(), op, [](auto) {});  // throws for int64 and bool
 }
 

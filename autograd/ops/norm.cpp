@@ -6,6 +6,7 @@
 
 #include "autograd/node.h"
 #include "autograd/ops.h"
+#include "autograd/ops/checks.h"
 #include "core/cpu/norm.h"
 
 namespace relgrad {
@@ -28,7 +29,7 @@ T* ptr_or_null(const Tensor& t) {
 // Checks shared by both ops; returns N, the number of elements in one normalised row.
 int64_t check_norm_args(const Tensor& x, const Shape& ns, const Tensor& weight, const Tensor& bias, const char* op) {
   RG_CHECK(x.defined(), op, "called with an undefined input tensor");
-  RG_CHECK_T(DeviceError, x.device().is_cpu(), op, "not implemented for cuda tensors yet");
+  check_cpu(x, op);
   dispatch_float(x.dtype(), op, [](auto) {});
   RG_CHECK_T(ShapeError, !ns.empty(), op, "normalized_shape must have at least one dim, got () for input ",
              shape_str(x.shape()));

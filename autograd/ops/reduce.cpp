@@ -6,16 +6,12 @@
 
 #include "autograd/node.h"
 #include "autograd/ops.h"
+#include "autograd/ops/checks.h"
 #include "core/cpu/reduce.h"
 
 namespace relgrad {
 
 namespace {
-
-void check_cpu(const Tensor& x, const char* op) {
-  RG_CHECK_T(DeviceError, x.device().is_cpu(), op, "not implemented for ", x.device().str(),
-             " tensors yet (shape ", shape_str(x.shape()), ")");
-}
 
 // sum or mean (scale = 1/R) over dims.
 Tensor sum_scaled(const Tensor& x, const Shape& dims, bool keepdim, bool mean_, const char* op) {

@@ -2,16 +2,12 @@
 // backward are one pass each over a contiguous (outer, C, inner) block (kernels in core/cpu/softmax.h).
 #include "autograd/node.h"
 #include "autograd/ops.h"
+#include "autograd/ops/checks.h"
 #include "core/cpu/softmax.h"
 
 namespace relgrad {
 
 namespace {
-
-void check_cpu(const Tensor& x, const char* op) {
-  RG_CHECK_T(DeviceError, x.device().is_cpu(), op, "not implemented for ", x.device().str(),
-             " tensors yet (shape ", shape_str(x.shape()), ")");
-}
 
 // A contiguous tensor of `shape` seen as (outer, C, inner) around dim d (a scalar is (1, 1, 1)).
 struct DimLayout {

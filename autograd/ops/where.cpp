@@ -3,17 +3,13 @@
 // then sum_to folds it back over the dims that broadcasting added.
 #include "autograd/node.h"
 #include "autograd/ops.h"
+#include "autograd/ops/checks.h"
 #include "core/cpu/elementwise.h"
 #include "core/cpu/index.h"
 
 namespace relgrad {
 
 namespace {
-
-void check_cpu(const Tensor& t, const char* op) {
-  RG_CHECK_T(DeviceError, t.device().is_cpu(), op, "not implemented for cuda tensors yet (got a tensor of shape ",
-             shape_str(t.shape()), " on ", t.device().str(), ")");
-}
 
 void check_mask(const Tensor& mask, const char* op, const char* name) {
   RG_CHECK(mask.defined(), op, name, " is an undefined tensor");
