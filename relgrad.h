@@ -4,6 +4,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
+#include "core/allocator.h"
 #include "core/rng.h"
 #include "core/safetensors.h"
 #include "core/tensor.h"

@@ -123,9 +123,15 @@ Tensor make_view(const Tensor& base, const Shape& shape, const Shape& strides, i
 }
 
 Tensor empty(const Shape& shape, TensorOptions options) {
-  for (int64_t s : shape) RG_CHECK_T(ShapeError, s >= 0, "empty", "negative size in shape ", shape_str(shape));
+  // The byte count is computed with overflow checks: a huge shape is an error, not a wrapped size.
+  int64_t nbytes = static_cast<int64_t>(dtype_size(options.dtype_));
+  for (int64_t s : shape) {
+    RG_CHECK_T(ShapeError, s >= 0, "empty", "negative size in shape ", shape_str(shape));
+    RG_CHECK_T(ShapeError, !__builtin_mul_overflow(nbytes, s, &nbytes), "empty", "shape ", shape_str(shape),
+               " of ", dtype_name(options.dtype_), " is too large to address");
+  }
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(shape_numel(shape) * dtype_size(options.dtype_), options.device_);
+  impl->storage = std::make_shared<Storage>(static_cast<size_t>(nbytes), options.device_);
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = options.dtype_;

@@ -111,3 +111,31 @@ TEST_CASE("rng: known Philox4x32-10 answer") {
   CHECK(zero.x[2] == 0xbc57ac4cu);
   CHECK(zero.x[3] == 0x9b00dbd8u);
 }
+
+TEST_CASE("cpu allocator: large blocks are reused, statistics, out-of-memory message") {
+  cpu_allocator::empty_cache();
+  CpuMemoryStats before = cpu_allocator::stats();
+  void* first = nullptr;
+  {
+    Tensor a = empty({1 << 18});  // 1 MiB: cached when freed
+    first = a.raw_data();
+    CHECK(cpu_allocator::stats().allocated_bytes == before.allocated_bytes + (size_t(1) << 20));
+  }
+  CHECK(cpu_allocator::stats().cached_bytes == size_t(1) << 20);
+  {
+    Tensor b = empty({1 << 18});  // the same size gets the same block back
+    CHECK(b.raw_data() == first);
+    CHECK(cpu_allocator::stats().cached_bytes == 0);
+  }
+  CHECK(cpu_allocator::stats().peak_allocated_bytes >= before.allocated_bytes + (size_t(1) << 20));
+  cpu_allocator::empty_cache();
+  CHECK(cpu_allocator::stats().cached_bytes == 0);
+  CHECK(cpu_allocator::stats().allocated_bytes == before.allocated_bytes);
+  // small blocks are not cached
+  { Tensor s = empty({16}); }
+  CHECK(cpu_allocator::stats().cached_bytes == 0);
+  // a request beyond the address space fails with the byte count, and nothing leaks
+  check_throws_with([] { empty({int64_t(1) << 48}); }, "[alloc] out of memory: could not allocate 1125899906842624 bytes");
+  check_throws_with([] { empty({int64_t(1) << 40, int64_t(1) << 40}); }, "[empty] shape (1099511627776,1099511627776) of float32 is too large");
+  CHECK(cpu_allocator::stats().allocated_bytes == before.allocated_bytes);
+}

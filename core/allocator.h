@@ -1,0 +1,36 @@
+// The CPU allocator behind every Storage: 64-byte aligned blocks, with a cache of large blocks.
+//
+// Why a cache: a training step allocates the same large activation and gradient buffers every
+// step. Fresh large allocations are mmap'ed by glibc and page-fault on first touch (one fault per
+// 4 KiB page), and even reused heap memory comes back at alternating addresses that are cold in the
+// CPU caches. Handing the block freed last back to the next request of the same size removes both
+// costs (docs/benchmarks.md measures them). Small blocks go straight to the C library.
+#pragma once
+#include <cstddef>
+
+namespace relgrad {
+
+struct CpuMemoryStats {
+  size_t allocated_bytes = 0;       // held by tensors now (rounded block sizes)
+  size_t peak_allocated_bytes = 0;  // high-water mark of allocated_bytes
+  size_t cached_bytes = 0;          // freed blocks kept for reuse
+};
+
+namespace cpu_allocator {
+
+// Blocks of at least this many bytes are cached; smaller ones are freed at once.
+inline constexpr size_t kCacheMinBytes = size_t(1) << 16;
+
+// A 64-byte aligned block of at least nbytes. Throws relgrad::Error naming the bytes requested when
+// memory runs out (after returning the cache to the system and trying again).
+void* allocate(size_t nbytes);
+// Returns a block from allocate(nbytes) (the same nbytes). Never throws.
+void deallocate(void* ptr, size_t nbytes) noexcept;
+CpuMemoryStats stats();
+// Returns every cached block to the system.
+void empty_cache();
+// The most bytes the cache may hold (default 4 GiB); beyond it freed blocks go back to the system.
+void set_cache_limit(size_t bytes);
+
+}  // namespace cpu_allocator
+}  // namespace relgrad
