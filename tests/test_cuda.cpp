@@ -11,16 +11,9 @@
 using namespace relgrad;
 using relgrad::testing::check_throws_with;
 using relgrad::testing::uniform;
+using relgrad::testing::have_gpu;
 
 namespace {
-
-// False (with a message in the test log) when there is no GPU to test on.
-bool have_gpu() {
-  if (cuda_available()) return true;
-  std::string why = cuda_built() ? "built with CUDA, but no GPU is visible" : "relgrad was built without CUDA";
-  MESSAGE("skipped: " << why);
-  return false;
-}
 
 Tensor on_gpu(const Tensor& t) { return t.to(Device::cuda()); }
 Tensor on_cpu(const Tensor& t) { return t.to(Device::cpu()); }

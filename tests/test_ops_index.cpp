@@ -426,10 +426,7 @@ TEST_CASE("op masked_fill") {
 
 // ---- cuda tensors are refused with a clear message (only where a GPU exists) ---------------------------
 TEST_CASE("op index family refuses cuda tensors") {
-  if (!cuda_available()) {
-    MESSAGE("skipped: no CUDA device");
-    return;
-  }
+  if (!have_gpu()) return;
   Tensor x = zeros({2, 3}).to(Device::cuda());
   Tensor i = idx({0}, {1}).to(Device::cuda());
   Tensor m = pattern_mask({2, 3}, 1).to(Device::cuda());

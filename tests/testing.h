@@ -70,4 +70,13 @@ void check_throws_with(Fn&& fn, const std::string& expected) {
   CHECK_MESSAGE(threw, report);
 }
 
+// GPU tests start with `if (!have_gpu()) return;`. Without a GPU this logs "skipped: <why>", which
+// ctest reports as a skipped test (SKIP_REGULAR_EXPRESSION in tests/CMakeLists.txt), not a pass.
+inline bool have_gpu() {
+  if (cuda_available()) return true;
+  std::string why = cuda_built() ? "built with CUDA, but no GPU is visible" : "relgrad was built without CUDA";
+  MESSAGE("skipped: " << why);
+  return false;
+}
+
 }  // namespace relgrad::testing
