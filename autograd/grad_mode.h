@@ -10,28 +10,26 @@ class GradMode {
   static void set_enabled(bool enabled);
 };
 
-// RAII: disables gradient recording in this scope, as torch::NoGradGuard.
-class NoGradGuard {
+// RAII: sets grad mode for this scope and restores the previous mode on exit (c10's AutoGradMode).
+class AutoGradMode {
  public:
-  NoGradGuard() : previous_(GradMode::is_enabled()) { GradMode::set_enabled(false); }
-  ~NoGradGuard() { GradMode::set_enabled(previous_); }
-  NoGradGuard(const NoGradGuard&) = delete;
-  NoGradGuard& operator=(const NoGradGuard&) = delete;
+  explicit AutoGradMode(bool enabled) : previous_(GradMode::is_enabled()) { GradMode::set_enabled(enabled); }
+  ~AutoGradMode() { GradMode::set_enabled(previous_); }
+  AutoGradMode(const AutoGradMode&) = delete;
+  AutoGradMode& operator=(const AutoGradMode&) = delete;
 
  private:
   bool previous_;
 };
 
-// RAII: enables recording in this scope (e.g. inside a no-grad region).
-class EnableGradGuard {
- public:
-  EnableGradGuard() : previous_(GradMode::is_enabled()) { GradMode::set_enabled(true); }
-  ~EnableGradGuard() { GradMode::set_enabled(previous_); }
-  EnableGradGuard(const EnableGradGuard&) = delete;
-  EnableGradGuard& operator=(const EnableGradGuard&) = delete;
+// Disables gradient recording in this scope, as torch::NoGradGuard.
+struct NoGradGuard : AutoGradMode {
+  NoGradGuard() : AutoGradMode(false) {}
+};
 
- private:
-  bool previous_;
+// Enables recording in this scope (e.g. inside a no-grad region).
+struct EnableGradGuard : AutoGradMode {
+  EnableGradGuard() : AutoGradMode(true) {}
 };
 
 }  // namespace relgrad
