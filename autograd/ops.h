@@ -153,6 +153,39 @@ TensorList chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
 // otherwise. The mask comes from `generator` (the default generator when null).
 Tensor dropout(const Tensor& x, double p, bool training, Generator* generator = nullptr);
 
+// ---- relative positions (autograd/ops/relative.cpp): the one index-mapped primitive ----
+// Conventions (docs/relative-attention.md): relative position δ = j − π(i), key position minus the
+// query's position on the key axis; negative = past. A relative table has rows for
+// δ ∈ [−max_past, max_future], row r ↔ δ = r − max_past (past first).
+enum class Alignment {
+  Left,    // π(i) = i: both sequences start at 0 (the seed's method, self-attention)
+  Right,   // π(i) = i + t1 − t2: queries are the last t2 keys (KV-cached decoding)
+  Scaled,  // π(i) = ⌊i·t1/t2⌋: sequences at different rates
+};
+enum class OutOfRange {
+  Clip,   // δ beyond the table uses the edge row (Shaw et al.)
+  Zero,   // δ beyond the table contributes nothing (the seed's method with left alignment)
+  Error,  // δ beyond the table is an error naming the query, key and range
+};
+struct RelativeIndexOptions {
+  int64_t max_past = 0;    // table rows cover δ from −max_past ...
+  int64_t max_future = 0;  // ... to +max_future: R = max_past + max_future + 1 rows
+  Alignment alignment = Alignment::Left;
+  Tensor query_positions;  // optional int64 (t2): explicit π(i), overrides `alignment`
+  OutOfRange out_of_range = OutOfRange::Error;
+  bool causal = false;     // keys after their query (δ > 0) get no entry: they are masked anyway
+  int64_t table_size() const { return max_past + max_future + 1; }
+};
+// π(i) for i in [0, t2): int64 (t2).
+Tensor query_positions(int64_t t2, int64_t t1, Alignment alignment);
+// The index map C, int64 (t2, t1): C[i, j] = row of the table for (query i, key j), or −1 for none.
+Tensor relative_index(int64_t t2, int64_t t1, const RelativeIndexOptions& options);
+// S (..., t2, t1) = P (..., t2, R) gathered through C: S[.., i, j] = P[.., i, C[i, j]] (0 where C < 0).
+// P may be a broadcast view (e.g. a per-head bias expanded over queries). Backward: relative_scatter.
+Tensor relative_gather(const Tensor& P, const Tensor& index, int64_t table_size);
+// The adjoint: P̄ (..., t2, R) with P̄[.., i, r] = Σ_{j: C[i,j] = r} S̄[.., i, j]; row-owned, no atomics.
+Tensor relative_scatter(const Tensor& S, const Tensor& index, int64_t table_size);
+
 // ---- random factories (core/rng.h declares the Generator; these live in autograd/ops/random.cpp) ----
 Tensor rand(const Shape& shape, TensorOptions options = {}, Generator* generator = nullptr);   // U[0,1)
 Tensor randn(const Shape& shape, TensorOptions options = {}, Generator* generator = nullptr);  // N(0,1)
