@@ -7,4 +7,8 @@
 #include "core/allocator.h"
 #include "core/rng.h"
 #include "core/safetensors.h"
+#include "layers/attention.h"
+#include "layers/linear.h"
+#include "layers/module.h"
+#include "layers/positional.h"
 #include "core/tensor.h"

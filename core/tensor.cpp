@@ -196,6 +196,18 @@ Tensor from_blob(const void* data, const Shape& shape, DType dtype, TensorOption
   return out;
 }
 
+void Tensor::set_data(const Tensor& src) {
+  check_defined("set_data");
+  RG_CHECK(src.defined(), "set_data", "source is an undefined tensor");
+  RG_CHECK(is_leaf(), "set_data", "only leaf tensors can change their data");
+  impl_->storage = src.impl()->storage;
+  impl_->offset = src.impl()->offset;
+  impl_->shape = src.impl()->shape;
+  impl_->strides = src.impl()->strides;
+  impl_->dtype = src.impl()->dtype;
+  impl_->grad.reset();
+}
+
 // ---------------------------------------------------------------------------------------------
 namespace {
 // Copies involving a CUDA tensor. Strided and converting copies happen on one side (the device's

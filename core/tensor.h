@@ -89,6 +89,9 @@ class Tensor {
   const std::shared_ptr<Node>& grad_fn() const;
   uint64_t version() const;  // bumped by in-place ops on any view of the same storage
   void bump_version() const;
+  // Makes this tensor (every handle to it) refer to src's data, shape and dtype; keeps requires_grad
+  // and drops .grad. For moving parameters between devices and dtypes in place (Module::to).
+  void set_data(const Tensor& src);
 
   // ---- views and copies (autograd) ----
   Tensor reshape(const Shape& shape) const;

@@ -1,0 +1,104 @@
+#include "layers/attention.h"
+
+#include <limits>
+
+namespace relgrad {
+
+Tensor causal_mask(const Tensor& positions, int64_t t1) {
+  const int64_t t2 = positions.size(0);
+  Tensor keys = arange(static_cast<double>(t1), kInt64).reshape({1, t1});
+  return gt(keys, positions.reshape({t2, 1})).reshape({1, 1, t2, t1});  // key after the query: hidden
+}
+
+AttentionOutput attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, const PositionalScheme* positional,
+                                const AttentionGeometry& g, const Tensor& mask, double dropout_p, bool training,
+                                Generator* generator) {
+  Tensor qc = q, kc = k;
+  if (positional) std::tie(qc, kc) = positional->content_qk(q, k, g);
+  Tensor logits = matmul(qc, kc.transpose(-1, -2));  // (B,H,t2,t1)
+  if (positional) {
+    Tensor term = positional->score_term(q, g);
+    if (term.defined()) logits = logits + term;
+  }
+  logits = logits * (positional ? positional->logit_scale(g.head_dim) : 1.0 / std::sqrt(double(g.head_dim)));
+  if (positional) {
+    Tensor bias = positional->logit_bias(g);
+    if (bias.defined()) logits = logits + bias;
+  }
+  Tensor weights;
+  if (mask.defined()) {
+    // The lowest finite value, not −inf: a fully masked row then gives uniform weights instead of
+    // NaN, and those weights are zeroed below, so such a row outputs 0 with zero gradient.
+    const double lowest = logits.dtype() == kFloat32 ? -std::numeric_limits<float>::max()
+                                                     : -std::numeric_limits<double>::max();
+    weights = masked_fill(softmax(masked_fill(logits, mask, lowest), -1), mask, 0.0);
+  } else {
+    weights = softmax(logits, -1);
+  }
+  Tensor dropped = dropout_p > 0 ? dropout(weights, dropout_p, training, generator) : weights;
+  Tensor out = matmul(dropped, v);  // (B,H,t2,D)
+  if (positional) {
+    Tensor term = positional->value_term(dropped, g);  // Shaw: the value term uses the dropped weights
+    if (term.defined()) out = out + term;
+  }
+  return {out, weights};
+}
+
+MultiHeadAttention::MultiHeadAttention(int64_t embed_dim_, int64_t num_heads_,
+                                       std::shared_ptr<PositionalScheme> positional_, double dropout_, bool bias,
+                                       Generator* init)
+    : embed_dim(embed_dim_), num_heads(num_heads_), head_dim(0), dropout(dropout_) {
+  RG_CHECK_T(ShapeError, embed_dim > 0 && num_heads > 0 && embed_dim % num_heads == 0, "MultiHeadAttention",
+             "embed_dim ", embed_dim, " must be a positive multiple of num_heads ", num_heads);
+  RG_CHECK(dropout >= 0.0 && dropout < 1.0, "MultiHeadAttention", "dropout must be in [0, 1), got ", dropout);
+  head_dim = embed_dim / num_heads;
+  q_proj = register_module("q_proj", std::make_shared<Linear>(embed_dim, embed_dim, bias, init));
+  k_proj = register_module("k_proj", std::make_shared<Linear>(embed_dim, embed_dim, bias, init));
+  v_proj = register_module("v_proj", std::make_shared<Linear>(embed_dim, embed_dim, bias, init));
+  out_proj = register_module("out_proj", std::make_shared<Linear>(embed_dim, embed_dim, bias, init));
+  if (positional_) positional = register_module("positional", positional_);
+}
+
+AttentionOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& key_value, const AttentionOptions& o) {
+  const char* op = "MultiHeadAttention";
+  RG_CHECK_T(ShapeError, query.dim() == 3 && query.size(2) == embed_dim, op, "query must be (B, t2, ", embed_dim,
+             "), got ", shape_str(query.shape()));
+  RG_CHECK_T(ShapeError, key_value.dim() == 3 && key_value.size(2) == embed_dim && key_value.size(0) == query.size(0),
+             op, "key_value must be (B, t1, ", embed_dim, ") with the query's batch ", query.size(0), ", got ",
+             shape_str(key_value.shape()));
+  const int64_t B = query.size(0), t2 = query.size(1), t1 = key_value.size(1), H = num_heads, D = head_dim;
+  AttentionGeometry g;
+  g.batch = B;
+  g.heads = H;
+  g.head_dim = D;
+  g.t2 = t2;
+  g.t1 = t1;
+  g.causal = o.causal;
+  g.alignment = o.alignment;
+  g.query_positions = o.query_positions;
+  if (o.query_positions.defined())
+    RG_CHECK_T(ShapeError, o.query_positions.dtype() == kInt64 && o.query_positions.dim() == 1 &&
+                               o.query_positions.size(0) == t2,
+               op, "query_positions must be int64 (", t2, "), got ", dtype_name(o.query_positions.dtype()), " ",
+               shape_str(o.query_positions.shape()));
+  Tensor mask;
+  if (o.causal) mask = causal_mask(g.positions(), t1);
+  if (o.key_padding_mask.defined()) {
+    const Tensor& kpm = o.key_padding_mask;
+    RG_CHECK_T(ShapeError, kpm.dtype() == kBool && kpm.dim() == 2 && kpm.size(0) == B && kpm.size(1) == t1, op,
+               "key_padding_mask must be bool (B, t1) = (", B, ", ", t1, "), got ", dtype_name(kpm.dtype()), " ",
+               shape_str(kpm.shape()));
+    Tensor pad = kpm.reshape({B, 1, 1, t1});
+    mask = mask.defined() ? where(mask, mask, pad) : pad;  // logical or
+  }
+  // (B, t, C) → (B, H, t, D)
+  auto heads = [&](const Tensor& x, int64_t t) { return x.reshape({B, t, H, D}).permute({0, 2, 1, 3}); };
+  Tensor q = heads(q_proj->forward(query), t2);
+  Tensor k = heads(k_proj->forward(key_value), t1);
+  Tensor v = heads(v_proj->forward(key_value), t1);
+  AttentionOutput a = attention_heads(q, k, v, positional.get(), g, mask, dropout, is_training(), dropout_generator);
+  Tensor merged = a.output.permute({0, 2, 1, 3}).reshape({B, t2, embed_dim});
+  return {out_proj->forward(merged), o.need_weights ? a.weights : Tensor()};
+}
+
+}  // namespace relgrad
