@@ -1,0 +1,119 @@
+#include "layers/relative_bias.h"
+
+#include <cmath>
+
+namespace relgrad {
+
+namespace {
+
+// π(i) as a host vector, checked against the geometry.
+std::vector<int64_t> host_positions(const Tensor& positions, int64_t t2, const char* op) {
+  RG_CHECK_T(DTypeError, positions.dtype() == kInt64, op, "query positions must be int64, got ",
+             dtype_name(positions.dtype()));
+  RG_CHECK_T(ShapeError, positions.dim() == 1 && positions.size(0) == t2, op, "query positions must have shape (",
+             t2, "), got ", shape_str(positions.shape()));
+  return positions.to(Device::cpu()).contiguous().to_vector<int64_t>();
+}
+
+void check_heads(const AttentionGeometry& g, int64_t heads, const char* op) {
+  RG_CHECK_T(ShapeError, g.heads == heads, op, "built for ", heads, " heads, the attention has ", g.heads);
+}
+
+}  // namespace
+
+int64_t t5_relative_bucket(int64_t delta, bool bidirectional, int64_t num_buckets, int64_t max_distance) {
+  int64_t ret = 0, n = 0, nb = num_buckets;
+  if (bidirectional) {
+    nb = num_buckets / 2;
+    if (delta > 0) ret += nb;  // future → upper half
+    n = delta < 0 ? -delta : delta;
+  } else {
+    n = delta < 0 ? -delta : 0;  // the future collapses onto δ = 0
+  }
+  const int64_t max_exact = nb / 2;
+  if (n < max_exact) return ret + n;  // branch before the log: log(0) would be −inf
+  // Truncation of a non-negative value = floor, as torch's .to(long) and mtf.to_int32.
+  const double frac = std::log(static_cast<double>(n) / max_exact) /
+                      std::log(static_cast<double>(max_distance) / max_exact) * (nb - max_exact);
+  const int64_t large = frac >= static_cast<double>(nb) ? nb - 1 : max_exact + static_cast<int64_t>(frac);
+  return ret + (large < nb - 1 ? large : nb - 1);
+}
+
+T5RelativeBias::T5RelativeBias(int64_t heads, int64_t buckets, int64_t max_dist, bool bidir, Generator* init)
+    : num_heads(heads), num_buckets(buckets), max_distance(max_dist), bidirectional(bidir) {
+  const char* op = "T5RelativeBias";
+  RG_CHECK(num_heads > 0, op, "num_heads must be positive, got ", num_heads);
+  // Each half (or the whole table when causal) needs at least one exact bucket, and max_distance
+  // must lie beyond the exact range or the log scale divides by log(1) = 0.
+  const int64_t half = bidirectional ? num_buckets / 2 : num_buckets;
+  RG_CHECK(half >= 2, op, "num_buckets must be at least ", bidirectional ? 4 : 2, " (", bidirectional ? "bidirectional" : "causal",
+           "), got ", num_buckets);
+  RG_CHECK(max_distance > half / 2, op, "max_distance must exceed the ", half / 2, " exact buckets, got ", max_distance);
+  NoGradGuard no_grad;
+  table = register_parameter("table", randn({num_heads, num_buckets}, kFloat32, init));
+}
+
+Tensor T5RelativeBias::bucket_index(int64_t t2, int64_t t1, const Tensor& positions) const {
+  std::vector<int64_t> pi = host_positions(positions, t2, "T5RelativeBias");
+  std::vector<int64_t> c(static_cast<size_t>(t2 * t1));
+  for (int64_t i = 0; i < t2; ++i)
+    for (int64_t j = 0; j < t1; ++j)
+      c[i * t1 + j] = t5_relative_bucket(j - pi[i], bidirectional, num_buckets, max_distance);
+  return from_vector<int64_t>(c, {t2, t1});
+}
+
+Tensor T5RelativeBias::logit_bias(const AttentionGeometry& g) const {
+  const char* op = "T5RelativeBias";
+  check_heads(g, num_heads, op);
+  // Causal buckets put every future key into the δ = 0 bucket: only sound when those keys are masked.
+  RG_CHECK(bidirectional || g.causal, op,
+           "the causal (bidirectional=false) table cannot tell future keys from the present one; use it with a "
+           "causal mask or build T5RelativeBias with bidirectional=true");
+  Tensor c = bucket_index(g.t2, g.t1, g.positions()).to(table.device());  // (t2, t1)
+  // The table broadcast over queries (stride 0, no copy): P (H, t2, nb); its gradient comes back
+  // through relative_scatter, one row per query, summed into the table by expand's backward.
+  Tensor p = table.unsqueeze(1).expand({num_heads, g.t2, num_buckets});
+  return relative_gather(p, c, num_buckets).unsqueeze(0);  // (1, H, t2, t1)
+}
+
+std::vector<double> alibi_slopes(int64_t n) {
+  RG_CHECK(n > 0, "ALiBi", "num_heads must be positive, got ", n);
+  auto power_of_2 = [](int64_t m) {  // 2^(−8/m), squared, cubed, ...: exact for the exponents used
+    std::vector<double> s;
+    for (int64_t k = 1; k <= m; ++k) s.push_back(std::exp2(-8.0 * static_cast<double>(k) / static_cast<double>(m)));
+    return s;
+  };
+  int64_t c = 1;
+  while (c * 2 <= n) c *= 2;
+  std::vector<double> slopes = power_of_2(c);
+  if (c == n) return slopes;
+  std::vector<double> extra = alibi_slopes(2 * c);
+  for (int64_t k = 0; k < n - c; ++k) slopes.push_back(extra[static_cast<size_t>(2 * k)]);
+  return slopes;
+}
+
+ALiBi::ALiBi(int64_t heads, bool bidir) : num_heads(heads), bidirectional(bidir) {
+  RG_CHECK(num_heads > 0, "ALiBi", "num_heads must be positive, got ", num_heads);
+  slopes = register_buffer("slopes", from_vector<double>(alibi_slopes(num_heads), {num_heads}).to(kFloat32));
+}
+
+Tensor ALiBi::logit_bias(const AttentionGeometry& g) const {
+  const char* op = "ALiBi";
+  check_heads(g, num_heads, op);
+  RG_CHECK(bidirectional || g.causal, op,
+           "the causal variant needs a causal mask (AttentionOptions::causal); for attention that sees later "
+           "keys build ALiBi(num_heads, /*bidirectional=*/true)");
+  std::vector<int64_t> pi = host_positions(g.positions(), g.t2, op);
+  // The distance part, (t2, t1): |δ| (bidirectional) or π(i) − j for the visible past (causal; later
+  // keys get 0 and are masked).
+  std::vector<double> dist(static_cast<size_t>(g.t2 * g.t1));
+  for (int64_t i = 0; i < g.t2; ++i)
+    for (int64_t j = 0; j < g.t1; ++j) {
+      const int64_t delta = j - pi[i];
+      dist[i * g.t1 + j] = static_cast<double>(bidirectional ? std::abs(delta) : delta <= 0 ? -delta : 0);
+    }
+  Tensor d = from_vector<double>(dist, {1, 1, g.t2, g.t1}).to(slopes.dtype()).to(slopes.device());
+  return neg(slopes.reshape({1, num_heads, 1, 1}) * d);  // (1, H, t2, t1)
+}
+
+}  // namespace relgrad

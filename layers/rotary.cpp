@@ -1,0 +1,53 @@
+#include "layers/rotary.h"
+
+#include <cmath>
+#include <vector>
+
+namespace relgrad {
+
+RoPE::RoPE(int64_t head_dim_, double base_, Pairing pairing_) : head_dim(head_dim_), base(base_), pairing(pairing_) {
+  RG_CHECK_T(ShapeError, head_dim > 0 && head_dim % 2 == 0, "RoPE", "head_dim must be positive and even, got ",
+             head_dim);
+  RG_CHECK(base > 1.0, "RoPE", "base must be > 1, got ", base);
+}
+
+Tensor RoPE::rotate(const Tensor& x, const Tensor& positions) const {
+  const char* op = "RoPE";
+  RG_CHECK_T(ShapeError, x.dim() >= 2 && x.size(-1) == head_dim, op, "expected x of shape (..., T, ", head_dim,
+             "), got ", shape_str(x.shape()));
+  const int64_t T = x.size(-2), half = head_dim / 2;
+  RG_CHECK_T(DTypeError, positions.dtype() == kInt64, op, "positions must be int64, got ", dtype_name(positions.dtype()));
+  RG_CHECK_T(ShapeError, positions.dim() == 1 && positions.size(0) == T, op, "positions must have shape (", T,
+             "), got ", shape_str(positions.shape()));
+  std::vector<int64_t> pos = positions.to(Device::cpu()).contiguous().to_vector<int64_t>();
+  // cos/sin tables (T, D/2) in float64 on the host; inv_freq as HF: 1 / base^(2k/D).
+  std::vector<double> c(static_cast<size_t>(T * half)), s(c.size());
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t k = 0; k < half; ++k) {
+      const double angle = static_cast<double>(pos[t]) / std::pow(base, 2.0 * k / head_dim);
+      c[t * half + k] = std::cos(angle);
+      s[t * half + k] = std::sin(angle);
+    }
+  Tensor cos_t = from_vector<double>(c, {T, half}).to(x.dtype()).to(x.device());
+  Tensor sin_t = from_vector<double>(s, {T, half}).to(x.dtype()).to(x.device());
+  Shape pairs = x.shape();
+  if (pairing == Pairing::Interleaved) {
+    pairs.back() = half;
+    pairs.push_back(2);
+    Tensor xp = x.reshape(pairs);                       // (..., T, D/2, 2)
+    Tensor x0 = xp.select(-1, 0), x1 = xp.select(-1, 1);  // (..., T, D/2)
+    Tensor r0 = x0 * cos_t - x1 * sin_t, r1 = x1 * cos_t + x0 * sin_t;
+    return stack({r0, r1}, -1).reshape(x.shape());     // (..., T, D)
+  }
+  Tensor x0 = x.narrow(-1, 0, half), x1 = x.narrow(-1, half, half);  // (..., T, D/2) each
+  return cat({x0 * cos_t - x1 * sin_t, x1 * cos_t + x0 * sin_t}, -1);
+}
+
+std::pair<Tensor, Tensor> RoPE::content_qk(const Tensor& q, const Tensor& k, const AttentionGeometry& g) const {
+  RG_CHECK_T(ShapeError, q.size(-1) == head_dim && k.size(-1) == head_dim, "RoPE", "built for head_dim ", head_dim,
+             ", the attention has q ", shape_str(q.shape()), " and k ", shape_str(k.shape()));
+  Tensor key_positions = arange(static_cast<double>(k.size(-2)), kInt64);
+  return {rotate(q, g.positions()), rotate(k, key_positions)};
+}
+
+}  // namespace relgrad

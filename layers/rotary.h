@@ -1,0 +1,32 @@
+// RoPE (Su et al. 2021, RoFormer): rotate each pair of head dims of q and k by an angle proportional
+// to the token's position, θ_k = base^(−2k/D), k = 0 … D/2 − 1. Then q_i·k_j after rotation depends
+// only on j − π(i), and the usual 1/√D scaling applies (a content_qk scheme; research doc §A7).
+// Queries are rotated at π(i) (the attention's alignment or explicit positions), keys at j = 0 … t1−1.
+// No parameters. The rotation is composed of differentiable ops (slices, mul, add, stack/cat), so its
+// backward (a rotation by −θ) comes from autograd.
+#pragma once
+#include "layers/positional.h"
+
+namespace relgrad {
+
+class RoPE : public PositionalScheme {
+ public:
+  // Which dims form a rotated pair; the two are equivalent up to a fixed permutation of W_q and W_k
+  // rows, but checkpoints are not interchangeable, so the choice is explicit.
+  enum class Pairing {
+    Interleaved,  // (2k, 2k+1): RoFormer, GPT-J, Meta's LLaMA
+    HalfSplit,    // (k, k + D/2): GPT-NeoX, HF LLaMA's rotate_half
+  };
+  explicit RoPE(int64_t head_dim, double base = 10000.0, Pairing pairing = Pairing::Interleaved);
+  std::string name() const override { return "RoPE"; }
+  std::pair<Tensor, Tensor> content_qk(const Tensor& q, const Tensor& k, const AttentionGeometry& g) const override;
+
+  // x (..., T, D) rotated at positions int64 (T) → (..., T, D).
+  Tensor rotate(const Tensor& x, const Tensor& positions) const;
+
+  int64_t head_dim;
+  double base;
+  Pairing pairing;
+};
+
+}  // namespace relgrad
