@@ -11,4 +11,8 @@
 #include "layers/linear.h"
 #include "layers/module.h"
 #include "layers/positional.h"
+#include "layers/relative_bias.h"
+#include "layers/relative_learned.h"
+#include "layers/rotary.h"
+#include "layers/transformer_xl.h"
 #include "core/tensor.h"

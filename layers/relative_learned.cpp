@@ -1,0 +1,143 @@
+#include "layers/relative_learned.h"
+
+#include <cmath>
+
+namespace relgrad {
+
+namespace {
+
+// N(0, D^−1/2) (t2t get_relative_embeddings_left): (rows, D) shared or (H, rows, D) per head.
+Tensor init_table(int64_t num_heads, int64_t rows, int64_t head_dim, Generator* generator) {
+  NoGradGuard no_grad;
+  Shape shape = num_heads > 0 ? Shape{num_heads, rows, head_dim} : Shape{rows, head_dim};
+  return mul(randn(shape, {}, generator), 1.0 / std::sqrt(static_cast<double>(head_dim)));
+}
+
+void check_sizes(const char* scheme, int64_t head_dim, int64_t num_heads) {
+  RG_CHECK_T(ShapeError, head_dim > 0, scheme, "head_dim must be > 0, got ", head_dim);
+  RG_CHECK_T(ShapeError, num_heads >= 0, scheme, "num_heads must be >= 0 (0 = one table shared by all heads), got ",
+             num_heads);
+}
+
+// x (B,H,t2,X) against a table (R,D) or (H,R,D): the last dim must be D (X = D for q), and a
+// per-head table needs H heads. `what` names x in the message.
+void check_against_table(const char* scheme, const char* what, const Tensor& x, int64_t last, const Tensor& table,
+                         int64_t num_heads) {
+  RG_CHECK_T(ShapeError, x.dim() == 4 && x.size(-1) == last, scheme, what, " must be (B, H, t2, ", last,
+             ") to match the table ", shape_str(table.shape()), ", got ", shape_str(x.shape()));
+  RG_CHECK_T(ShapeError, num_heads == 0 || x.size(1) == num_heads, scheme, what, " ", shape_str(x.shape()), " has ",
+             x.size(1), " heads but the per-head table ", shape_str(table.shape()), " has ", num_heads);
+}
+
+// The key term shared by all three schemes: q (B,H,t2,D), table (R,D) or (H,R,D) → (B,H,t2,t1).
+Tensor table_scores(const char* scheme, const Tensor& q, const Tensor& table, int64_t num_heads,
+                    const AttentionGeometry& g, const RelativeIndexOptions& options) {
+  check_against_table(scheme, "q", q, table.size(-1), table, num_heads);
+  RG_CHECK_T(ShapeError, q.size(2) == g.t2, scheme, "q ", shape_str(q.shape()), " has ", q.size(2),
+             " queries but the geometry says t2 = ", g.t2);
+  const int64_t R = options.table_size();
+  Tensor C = relative_index(g.t2, g.t1, options);      // (t2, t1), −1 = no entry
+  Tensor P = matmul(q, table.transpose(-1, -2));       // (B,H,t2,D) @ (H?,D,R) → (B,H,t2,R)
+  return relative_gather(P, C, R);                     // (B,H,t2,t1)
+}
+
+// The fields every scheme takes from the geometry: π(i) and causality.
+RelativeIndexOptions geometry_options(const AttentionGeometry& g, int64_t max_past, int64_t max_future,
+                                      OutOfRange policy) {
+  RelativeIndexOptions o;
+  o.max_past = max_past;
+  o.max_future = max_future;
+  o.alignment = g.alignment;
+  o.query_positions = g.query_positions;
+  o.out_of_range = policy;
+  o.causal = g.causal;  // future pairs are masked: no entry, so a causal layer never trains future rows
+  return o;
+}
+
+}  // namespace
+
+// ---- SeedRelativeEmbedding ----
+
+SeedRelativeEmbedding::SeedRelativeEmbedding(int64_t head_dim_, int64_t max_length_, int64_t num_heads_,
+                                             OutOfRange policy_, Generator* generator)
+    : head_dim(head_dim_), max_length(max_length_), num_heads(num_heads_), policy(policy_) {
+  check_sizes("SeedRelativeEmbedding", head_dim, num_heads);
+  RG_CHECK_T(ShapeError, max_length > 0, "SeedRelativeEmbedding", "max_length (t3) must be > 0, got ", max_length);
+  table = register_parameter("table", init_table(num_heads, table_rows(), head_dim, generator));
+}
+
+RelativeIndexOptions SeedRelativeEmbedding::index_options(const AttentionGeometry& g) const {
+  return geometry_options(g, max_length - 1, max_length - 1, policy);
+}
+
+Tensor SeedRelativeEmbedding::score_term(const Tensor& q, const AttentionGeometry& g) const {
+  return table_scores("SeedRelativeEmbedding", q, table, num_heads, g, index_options(g));
+}
+
+void SeedRelativeEmbedding::load_seed_table(const Tensor& seed_table) {
+  const char* op = "SeedRelativeEmbedding";
+  const int64_t R = table_rows();
+  Shape want = num_heads > 0 ? Shape{num_heads, head_dim, R} : Shape{head_dim, R};
+  RG_CHECK_T(ShapeError, seed_table.shape() == want, op, "load_seed_table expects the seed's layout ",
+             shape_str(want), " (D × (2·t3 − 1), future first), got ", shape_str(seed_table.shape()));
+  NoGradGuard no_grad;
+  // Column c ↔ δ = t3 − 1 − c, row r ↔ δ = r − (t3 − 1): row r = column R − 1 − r.
+  Tensor reversed = arange(static_cast<double>(R - 1), -1.0, -1.0, kInt64);
+  Tensor flipped = index_select(seed_table, -1, reversed);  // (H?, D, R), past first
+  table.copy_(flipped.transpose(-1, -2));                  // (H?, R, D)
+}
+
+// ---- HuangRelativeEmbedding ----
+
+HuangRelativeEmbedding::HuangRelativeEmbedding(int64_t head_dim_, int64_t max_length_, int64_t num_heads_,
+                                               OutOfRange policy_, Generator* generator)
+    : head_dim(head_dim_), max_length(max_length_), num_heads(num_heads_), policy(policy_) {
+  check_sizes("HuangRelativeEmbedding", head_dim, num_heads);
+  RG_CHECK_T(ShapeError, max_length > 0, "HuangRelativeEmbedding", "max_length (t3) must be > 0, got ", max_length);
+  table = register_parameter("table", init_table(num_heads, table_rows(), head_dim, generator));
+}
+
+RelativeIndexOptions HuangRelativeEmbedding::index_options(const AttentionGeometry& g) const {
+  // Only the past half: δ ∈ [−(t3 − 1), 0]; the future is masked by the causal flag.
+  return geometry_options(g, max_length - 1, 0, policy);
+}
+
+Tensor HuangRelativeEmbedding::score_term(const Tensor& q, const AttentionGeometry& g) const {
+  RG_CHECK(g.causal, "HuangRelativeEmbedding",
+           "needs causal attention (its table has no future rows); use SeedRelativeEmbedding or "
+           "ShawRelativeEmbedding for bidirectional or cross-attention");
+  return table_scores("HuangRelativeEmbedding", q, table, num_heads, g, index_options(g));
+}
+
+// ---- ShawRelativeEmbedding ----
+
+ShawRelativeEmbedding::ShawRelativeEmbedding(int64_t head_dim_, int64_t clip_, int64_t num_heads_, bool values_,
+                                             Generator* generator)
+    : head_dim(head_dim_), clip(clip_), num_heads(num_heads_), values(values_) {
+  check_sizes("ShawRelativeEmbedding", head_dim, num_heads);
+  RG_CHECK_T(ShapeError, clip >= 0, "ShawRelativeEmbedding", "clip distance k must be >= 0, got ", clip);
+  key_table = register_parameter("key_table", init_table(num_heads, table_rows(), head_dim, generator));
+  if (values) value_table = register_parameter("value_table", init_table(num_heads, table_rows(), head_dim, generator));
+}
+
+RelativeIndexOptions ShawRelativeEmbedding::index_options(const AttentionGeometry& g) const {
+  return geometry_options(g, clip, clip, OutOfRange::Clip);
+}
+
+Tensor ShawRelativeEmbedding::score_term(const Tensor& q, const AttentionGeometry& g) const {
+  return table_scores("ShawRelativeEmbedding", q, key_table, num_heads, g, index_options(g));
+}
+
+Tensor ShawRelativeEmbedding::value_term(const Tensor& weights, const AttentionGeometry& g) const {
+  if (!values) return Tensor();
+  const char* op = "ShawRelativeEmbedding";
+  check_against_table(op, "weights", weights, g.t1, value_table, num_heads);
+  RG_CHECK_T(ShapeError, weights.size(2) == g.t2, op, "weights ", shape_str(weights.shape()), " have ",
+             weights.size(2), " queries but the geometry says t2 = ", g.t2);
+  const int64_t R = table_rows();
+  Tensor C = relative_index(g.t2, g.t1, index_options(g));  // (t2, t1)
+  Tensor rel = relative_scatter(weights, C, R);              // (B,H,t2,R): weight on each relative row
+  return matmul(rel, value_table);                          // (B,H,t2,R) @ (H?,R,D) → (B,H,t2,D)
+}
+
+}  // namespace relgrad
