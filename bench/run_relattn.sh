@@ -32,6 +32,11 @@ RESULTS=${RESULTS:-$root/$BUILD/relattn_results.tsv}
 [ -x "$bench" ] || { echo "run_relattn.sh: $bench not found; build it first (see the top of this script)" >&2; exit 1; }
 [ -f "$micro" ] || { echo "run_relattn.sh: $micro not found (pass the path of relattn_micro.py)" >&2; exit 1; }
 [ -x /usr/bin/python3 ] || { echo "run_relattn.sh: /usr/bin/python3 (with torch) not found" >&2; exit 1; }
+# Debian's python3-torch links the BLAS that libblas.so.3 points to: netlib unless OpenBLAS is installed.
+if ! readlink -f /etc/alternatives/libblas.so.3-x86_64-linux-gnu 2>/dev/null | grep -q openblas; then
+  echo "run_relattn.sh: warning: PyTorch will use the reference (netlib) BLAS; for the comparison of" >&2
+  echo "  docs/benchmarks.md install OpenBLAS first: apt-get install libopenblas0-pthread" >&2
+fi
 
 # Variants of `impl` at `threads` whose previous L took long enough that this L (time ∝ L²) is
 # predicted above MAX_SECONDS per rep, or that were skipped at a shorter L: "variant seconds" lines.
