@@ -3,6 +3,7 @@
 // and inside MultiHeadAttention; shifting queries and keys together changes nothing; misuse is an error.
 #include "layers/attention.h"
 #include "layers/relative_bias.h"
+#include "attention_testing.h"
 #include "op_harness.h"
 
 using namespace relgrad;
@@ -55,35 +56,6 @@ std::vector<AttentionGeometry> geometries(int64_t heads, bool causal) {
 }
 
 std::vector<int64_t> positions_of(const AttentionGeometry& g) { return g.positions().to_vector<int64_t>(); }
-
-// A float64 attention layer using `scheme`, checked by gradcheck with respect to its inputs and the
-// extra tensors `params` (swapped into the scheme by `set` for each evaluation).
-void gradcheck_attention(std::shared_ptr<PositionalScheme> scheme, bool causal, bool cross,
-                         std::vector<Tensor*> params = {}) {
-  Generator init(5);
-  auto mha = std::make_shared<MultiHeadAttention>(8, 2, scheme, 0.0, true, &init);
-  mha->to(kFloat64);
-  const int64_t B = 2, t2 = 3, t1 = cross ? 5 : 3;
-  AttentionOptions o;
-  o.causal = causal;
-  if (cross) o.key_padding_mask = from_vector<bool>({false, false, false, true, true, false, false, false, false, true}, {B, t1});
-  TensorList inputs = {uniform({B, t2, 8}, -1, 1, kFloat64, 11).requires_grad_()};
-  if (cross) inputs.push_back(uniform({B, t1, 8}, -1, 1, kFloat64, 12).requires_grad_());
-  std::vector<Tensor> saved;
-  for (Tensor* p : params) {
-    saved.push_back(*p);
-    inputs.push_back(p->detach().clone().requires_grad_());
-  }
-  const size_t first_param = cross ? 2 : 1;
-  GradcheckResult r = gradcheck(
-      [&](const TensorList& in) {
-        for (size_t k = 0; k < params.size(); ++k) *params[k] = in[first_param + k];
-        return mha->forward(in[0], cross ? in[1] : in[0], o).output;
-      },
-      inputs);
-  for (size_t k = 0; k < params.size(); ++k) *params[k] = saved[k];
-  CHECK_MESSAGE(r.ok, r.message);
-}
 
 }  // namespace
 
@@ -155,9 +127,9 @@ TEST_CASE("T5RelativeBias: the bias equals table[h, bucket(j − π(i))] for eve
 
 TEST_CASE("T5RelativeBias: gradcheck inside MultiHeadAttention, self causal and cross with padding") {
   auto causal = std::make_shared<T5RelativeBias>(2, 8, 16, false);
-  gradcheck_attention(causal, /*causal=*/true, /*cross=*/false, {&causal->table});
+  gradcheck_attention(causal, /*causal=*/true, /*cross=*/false, Alignment::Left, {&causal->table});
   auto bidir = std::make_shared<T5RelativeBias>(2, 8, 16, true);
-  gradcheck_attention(bidir, /*causal=*/false, /*cross=*/true, {&bidir->table});
+  gradcheck_attention(bidir, /*causal=*/false, /*cross=*/true, Alignment::Left, {&bidir->table});
 }
 
 TEST_CASE("T5RelativeBias: one table shared by a stack collects the gradient of every layer") {

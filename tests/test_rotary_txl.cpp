@@ -6,6 +6,7 @@
 #include "layers/attention.h"
 #include "layers/rotary.h"
 #include "layers/transformer_xl.h"
+#include "attention_testing.h"
 #include "op_harness.h"
 
 using namespace relgrad;
@@ -57,34 +58,6 @@ std::vector<double> row(const Ref& r, int64_t b, int64_t h, int64_t t) {
   const int64_t D = r.shape[3];
   auto first = r.v.begin() + r.index({b, h, t, 0});
   return std::vector<double>(first, first + D);
-}
-
-void gradcheck_attention(std::shared_ptr<PositionalScheme> scheme, bool causal, bool cross, Alignment alignment,
-                         std::vector<Tensor*> params = {}) {
-  Generator init(5);
-  auto mha = std::make_shared<MultiHeadAttention>(8, 2, scheme, 0.0, true, &init);
-  mha->to(kFloat64);
-  const int64_t B = 2, t2 = 3, t1 = cross ? 5 : 3;
-  AttentionOptions o;
-  o.causal = causal;
-  o.alignment = alignment;
-  if (cross) o.key_padding_mask = from_vector<bool>({false, false, false, true, true, false, false, false, false, true}, {B, t1});
-  TensorList inputs = {uniform({B, t2, 8}, -1, 1, kFloat64, 11).requires_grad_()};
-  if (cross) inputs.push_back(uniform({B, t1, 8}, -1, 1, kFloat64, 12).requires_grad_());
-  std::vector<Tensor> saved;
-  for (Tensor* p : params) {
-    saved.push_back(*p);
-    inputs.push_back(p->detach().clone().requires_grad_());
-  }
-  const size_t first_param = cross ? 2 : 1;
-  GradcheckResult r = gradcheck(
-      [&](const TensorList& in) {
-        for (size_t k = 0; k < params.size(); ++k) *params[k] = in[first_param + k];
-        return mha->forward(in[0], cross ? in[1] : in[0], o).output;
-      },
-      inputs);
-  for (size_t k = 0; k < params.size(); ++k) *params[k] = saved[k];
-  CHECK_MESSAGE(r.ok, r.message);
 }
 
 }  // namespace
