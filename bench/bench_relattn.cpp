@@ -149,13 +149,7 @@ Result run_child(const Options& o) {
   Tensor v = randn({B, H, L, D}, kFloat32, &gen).requires_grad_();
   Tensor gout = randn({B, H, L, D}, kFloat32, &gen);  // the fixed tensor of the loss
   std::shared_ptr<PositionalScheme> scheme = make_scheme(o.variant, L, H, D, &gen);
-  AttentionGeometry g;
-  g.batch = B;
-  g.heads = H;
-  g.head_dim = D;
-  g.t2 = L;
-  g.t1 = L;
-  g.causal = true;
+  AttentionGeometry g = AttentionGeometry::make(B, H, D, L, L, /*causal=*/true);
   Tensor mask = causal_mask(g.positions(), L);  // (1, 1, L, L)
   Result r;
   r.rss_inputs = peak_rss_mib();

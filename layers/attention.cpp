@@ -67,13 +67,7 @@ AttentionOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& k
              op, "key_value must be (B, t1, ", embed_dim, ") with the query's batch ", query.size(0), ", got ",
              shape_str(key_value.shape()));
   const int64_t B = query.size(0), t2 = query.size(1), t1 = key_value.size(1), H = num_heads, D = head_dim;
-  AttentionGeometry g;
-  g.batch = B;
-  g.heads = H;
-  g.head_dim = D;
-  g.t2 = t2;
-  g.t1 = t1;
-  g.causal = o.causal;
+  AttentionGeometry g = AttentionGeometry::make(B, H, D, t2, t1, o.causal);
   g.alignment = o.alignment;
   g.query_positions = o.query_positions;
   if (o.query_positions.defined())

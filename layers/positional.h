@@ -24,6 +24,17 @@ struct AttentionGeometry {
   bool causal = false;
   Alignment alignment = Alignment::Left;   // π(i): where query i sits on the key axis
   Tensor query_positions;                  // optional explicit π(i), int64 (t2)
+  // The geometry of split heads: B batches, H heads of size D, t2 queries, t1 keys.
+  static AttentionGeometry make(int64_t B, int64_t H, int64_t D, int64_t t2, int64_t t1, bool causal) {
+    AttentionGeometry g;
+    g.batch = B;
+    g.heads = H;
+    g.head_dim = D;
+    g.t2 = t2;
+    g.t1 = t1;
+    g.causal = causal;
+    return g;
+  }
   // π(i) for every query, int64 (t2).
   Tensor positions() const { return query_positions.defined() ? query_positions : query_positions_for(t2, t1, alignment); }
   static Tensor query_positions_for(int64_t t2, int64_t t1, Alignment a) { return relgrad::query_positions(t2, t1, a); }

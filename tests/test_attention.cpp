@@ -38,14 +38,7 @@ std::vector<double> reference_attention(const Tensor& q, const Tensor& k, const 
 }
 
 AttentionGeometry geometry(const Tensor& q, const Tensor& k, bool causal) {
-  AttentionGeometry g;
-  g.batch = q.size(0);
-  g.heads = q.size(1);
-  g.t2 = q.size(2);
-  g.head_dim = q.size(3);
-  g.t1 = k.size(2);
-  g.causal = causal;
-  return g;
+  return AttentionGeometry::make(q.size(0), q.size(1), q.size(3), q.size(2), k.size(2), causal);
 }
 
 }  // namespace

@@ -36,13 +36,7 @@ std::vector<AttentionGeometry> geometries(int64_t heads, bool causal) {
   std::vector<AttentionGeometry> out;
   for (Shape2 s : kShapes)
     for (int a = 0; a < 4; ++a) {
-      AttentionGeometry g;
-      g.batch = 2;
-      g.heads = heads;
-      g.head_dim = 4;
-      g.t2 = s.t2;
-      g.t1 = s.t1;
-      g.causal = causal;
+      AttentionGeometry g = AttentionGeometry::make(2, heads, 4, s.t2, s.t1, causal);
       if (a < 3) {
         g.alignment = a == 0 ? Alignment::Left : a == 1 ? Alignment::Right : Alignment::Scaled;
       } else {

@@ -23,13 +23,7 @@ std::vector<int64_t> positions_for(int kind, int64_t t2, int64_t t1) {
 }
 
 AttentionGeometry geometry(int kind, int64_t B, int64_t H, int64_t D, int64_t t2, int64_t t1, bool causal) {
-  AttentionGeometry g;
-  g.batch = B;
-  g.heads = H;
-  g.head_dim = D;
-  g.t2 = t2;
-  g.t1 = t1;
-  g.causal = causal;
+  AttentionGeometry g = AttentionGeometry::make(B, H, D, t2, t1, causal);
   if (kind < 3) g.alignment = kind == 0 ? Alignment::Left : kind == 1 ? Alignment::Right : Alignment::Scaled;
   else g.query_positions = from_vector(positions_for(kind, t2, t1), {t2});
   return g;

@@ -21,13 +21,7 @@ std::vector<AttentionGeometry> geometries(int64_t heads, int64_t head_dim, bool 
   std::vector<AttentionGeometry> out;
   for (Shape2 s : kShapes)
     for (int a = 0; a < 4; ++a) {
-      AttentionGeometry g;
-      g.batch = 2;
-      g.heads = heads;
-      g.head_dim = head_dim;
-      g.t2 = s.t2;
-      g.t1 = s.t1;
-      g.causal = causal;
+      AttentionGeometry g = AttentionGeometry::make(2, heads, head_dim, s.t2, s.t1, causal);
       if (a < 3) {
         g.alignment = a == 0 ? Alignment::Left : a == 1 ? Alignment::Right : Alignment::Scaled;
       } else {
