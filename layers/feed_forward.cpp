@@ -1,0 +1,30 @@
+#include "layers/feed_forward.h"
+
+namespace relgrad {
+
+FeedForward::FeedForward(int64_t d_model_, int64_t d_ff_, const std::string& activation_, double p,
+                         Generator* init_generator)
+    : d_model(d_model_), d_ff(d_ff_), activation(activation_) {
+  // Checked before any draw so a bad argument leaves the generator untouched.
+  RG_CHECK(activation == "gelu" || activation == "gelu_tanh" || activation == "relu", "FeedForward",
+           "unknown activation '", activation, "' (expected gelu, gelu_tanh or relu)");
+  RG_CHECK_T(ShapeError, d_model > 0 && d_ff > 0, "FeedForward", "d_model and d_ff must be positive, got ", d_model,
+             " and ", d_ff);
+  RG_CHECK(p >= 0.0 && p <= 1.0, "FeedForward", "dropout must be in [0, 1], got ", p);
+  fc1 = register_module("fc1", std::make_shared<Linear>(d_model, d_ff, true, init_generator));
+  dropout = register_module("dropout", std::make_shared<Dropout>(p));
+  fc2 = register_module("fc2", std::make_shared<Linear>(d_ff, d_model, true, init_generator));
+}
+
+Tensor FeedForward::forward(const Tensor& x) const {
+  RG_CHECK(x.defined(), "FeedForward", "x is an undefined tensor");
+  RG_CHECK_T(ShapeError, x.dim() >= 1 && x.size(-1) == d_model, "FeedForward", "expected input (..., ", d_model,
+             "), got ", shape_str(x.shape()));
+  Tensor h = fc1->forward(x);  // (..., d_ff)
+  if (activation == "gelu") h = gelu_erf(h);
+  else if (activation == "gelu_tanh") h = gelu_tanh(h);
+  else h = relu(h);
+  return fc2->forward(dropout->forward(h));  // (..., d_model)
+}
+
+}  // namespace relgrad

@@ -1,0 +1,30 @@
+// FeedForward: the position-wise MLP of a transformer block,
+//   x (..., d_model) → fc1 → activation → dropout → fc2 → (..., d_model)
+// with hidden (..., d_ff). Parameter names follow the common PyTorch layout (timm Mlp, GPT-2 ports):
+//   fc1.weight (d_ff, d_model), fc1.bias (d_ff), fc2.weight (d_model, d_ff), fc2.bias (d_model)
+// The child "dropout" holds no parameters; train()/eval() reach it through the module tree.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "layers/dropout.h"
+#include "layers/linear.h"
+
+namespace relgrad {
+
+class FeedForward : public Module {
+ public:
+  // activation: "gelu" (exact, erf), "gelu_tanh" (the tanh approximation of GPT-2) or "relu".
+  // init_generator seeds fc1/fc2 only; dropout masks use dropout->generator (null: the default).
+  FeedForward(int64_t d_model, int64_t d_ff, const std::string& activation = "gelu", double dropout = 0.0,
+              Generator* init_generator = nullptr);
+  Tensor forward(const Tensor& x) const;
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+
+  int64_t d_model, d_ff;
+  std::string activation;
+  std::shared_ptr<Linear> fc1, fc2;
+  std::shared_ptr<Dropout> dropout;
+};
+
+}  // namespace relgrad
