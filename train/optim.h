@@ -1,0 +1,165 @@
+// Optimizers with PyTorch's names and update rules (torch.optim 1.13, single-tensor path), so that a
+// PyTorch training script ports line by line and tests/golden/optim_trajectories.safetensors can
+// check every step against torch in float64:
+//
+//   auto opt = AdamW(decay_groups(model.named_parameters(), 3e-4, 0.1), AdamWOptions().betas(0.9, 0.95));
+//   for (step...) { opt.zero_grad(); loss.backward(); clip_grad_norm_(params, 1.0);
+//                   opt.set_lr(schedule.lr_at(step)); opt.step(); }
+//
+// Updates run in place under NoGradGuard (the parameter handles held by layers stay valid) with the
+// same operation order as torch, one parameter at a time, so results are deterministic.
+//
+// State: every parameter's state (its step count and, e.g., Adam's exp_avg and exp_avg_sq) is
+// allocated when the optimizer is built, zero, on the parameter's device and dtype. Allocating
+// eagerly (torch does it lazily) means the set of state tensors is fixed, so a checkpoint that lacks
+// one is reported as missing rather than silently restarted.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autograd/ops.h"
+
+namespace relgrad {
+
+// Parameters that share a learning rate and weight decay (torch's param_groups entries).
+struct ParamGroup {
+  TensorList params;
+  double lr = 1e-3;
+  double weight_decay = 0.0;
+};
+
+// Two groups for transformer training (nanoGPT's configure_optimizers, extended by name):
+//   group 0 "decay":    parameters of dim >= 2 (Linear / Embedding weights) → weight_decay
+//   group 1 "no decay": 1-D parameters (biases, LayerNorm/RMSNorm gains) and any parameter whose
+//                       name contains "norm" or "ln" (e.g. "ln_f.weight", "blocks.0.norm1.weight")
+//                       → weight_decay 0.
+// Decaying biases and norm gains pulls them towards 0 for no regularising benefit, so they are left
+// out. Order inside each group follows `named` (Module::named_parameters order). An empty group is
+// kept, so group indices (and checkpoint names) never depend on the model.
+std::vector<ParamGroup> decay_groups(const std::vector<std::pair<std::string, Tensor>>& named, double lr,
+                                     double weight_decay);
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // One update of every parameter that has a .grad (those without are skipped, as torch).
+  virtual void step();
+  // Drops every parameter's .grad (torch's set_to_none=True, as Module::zero_grad).
+  void zero_grad();
+  std::vector<ParamGroup>& param_groups() { return groups_; }
+  // Sets every group's lr (what a schedule does each step).
+  void set_lr(double lr);
+  int64_t step_count() const { return step_count_; }  // calls to step()
+  const std::string& name() const { return name_; }
+
+  // Checkpoint state as named tensors, in a fixed order:
+  //   "step_count"                      0-d int64
+  //   "group<g>.param<i>.step"          0-d int64, updates this parameter received
+  //   "group<g>.param<i>.<slot>"        e.g. exp_avg, exp_avg_sq, momentum_buffer (parameter's shape)
+  // The slot tensors are the live state (not copies): save them before the next step().
+  std::vector<std::pair<std::string, Tensor>> state_tensors() const;
+  // Copies a state_tensors() list back (values converted to each parameter's dtype and device).
+  // Every expected name must be present with the right shape, and no other name may appear; nothing
+  // is changed unless all entries check out. Hyperparameters and lr are not part of the state.
+  void load_state_tensors(const std::vector<std::pair<std::string, Tensor>>& state);
+
+ protected:
+  // `slots` are the per-parameter state tensors this optimizer keeps (fixed at construction).
+  Optimizer(std::string name, std::vector<ParamGroup> groups, std::vector<std::string> slots);
+
+  struct ParamState {
+    int64_t step = 0;            // updates applied so far (Adam's bias correction uses it)
+    std::vector<Tensor> slots;   // same order as slot_names_
+  };
+  // Updates `param` (in place, grad mode is off) from `grad`; state.step was already incremented.
+  virtual void update(const ParamGroup& group, Tensor& param, const Tensor& grad, ParamState& state) = 0;
+  // Checks that a group's lr and weight_decay are valid ("[<name>] invalid learning rate ...").
+  void check_group(const ParamGroup& group, size_t index) const;
+
+ private:
+  std::string name_;
+  std::vector<ParamGroup> groups_;
+  std::vector<std::string> slot_names_;
+  std::vector<std::vector<ParamState>> state_;  // [group][param]
+  int64_t step_count_ = 0;
+};
+
+// ---- SGD (torch.optim.SGD) -------------------------------------------------------------------------
+//   d = grad + weight_decay * p
+//   buf = d (first update) | momentum * buf + (1 - dampening) * d
+//   d = d + momentum * buf (nesterov) | buf (momentum > 0)
+//   p -= lr * d
+struct SGDOptions {
+  double lr_ = 1e-3, momentum_ = 0.0, dampening_ = 0.0, weight_decay_ = 0.0;
+  bool nesterov_ = false;
+  explicit SGDOptions(double lr = 1e-3) : lr_(lr) {}
+  SGDOptions& lr(double v) { lr_ = v; return *this; }
+  SGDOptions& momentum(double v) { momentum_ = v; return *this; }
+  SGDOptions& dampening(double v) { dampening_ = v; return *this; }
+  SGDOptions& weight_decay(double v) { weight_decay_ = v; return *this; }
+  SGDOptions& nesterov(bool v) { nesterov_ = v; return *this; }
+};
+
+class SGD : public Optimizer {
+ public:
+  // With groups, each group's own lr and weight_decay are used (options' lr/weight_decay ignored).
+  SGD(std::vector<ParamGroup> groups, SGDOptions options);
+  SGD(const TensorList& params, SGDOptions options);
+  const SGDOptions& options() const { return options_; }
+
+ protected:
+  void update(const ParamGroup& group, Tensor& param, const Tensor& grad, ParamState& state) override;
+
+ private:
+  SGDOptions options_;
+};
+
+// ---- Adam (torch.optim.Adam, L2 weight decay) and AdamW (decoupled weight decay) -------------------
+//   Adam:  g = grad + weight_decay * p                   AdamW: p *= 1 - lr * weight_decay; g = grad
+//   m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g²
+//   p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)      (t = this parameter's step)
+struct AdamOptions {
+  double lr_ = 1e-3, beta1_ = 0.9, beta2_ = 0.999, eps_ = 1e-8, weight_decay_ = 0.0;
+  explicit AdamOptions(double lr = 1e-3) : lr_(lr) {}
+  AdamOptions& lr(double v) { lr_ = v; return *this; }
+  AdamOptions& betas(double b1, double b2) { beta1_ = b1; beta2_ = b2; return *this; }
+  AdamOptions& eps(double v) { eps_ = v; return *this; }
+  AdamOptions& weight_decay(double v) { weight_decay_ = v; return *this; }
+};
+// torch.optim.AdamW's default weight_decay is 0.01 (Adam's is 0).
+struct AdamWOptions : AdamOptions {
+  explicit AdamWOptions(double lr = 1e-3) : AdamOptions(lr) { weight_decay_ = 0.01; }
+  AdamWOptions& lr(double v) { lr_ = v; return *this; }
+  AdamWOptions& betas(double b1, double b2) { beta1_ = b1; beta2_ = b2; return *this; }
+  AdamWOptions& eps(double v) { eps_ = v; return *this; }
+  AdamWOptions& weight_decay(double v) { weight_decay_ = v; return *this; }
+};
+
+class Adam : public Optimizer {
+ public:
+  // With groups, each group's own lr and weight_decay are used (options' lr/weight_decay ignored).
+  Adam(std::vector<ParamGroup> groups, AdamOptions options);
+  Adam(const TensorList& params, AdamOptions options);
+  const AdamOptions& options() const { return options_; }
+
+ protected:
+  Adam(const char* name, std::vector<ParamGroup> groups, AdamOptions options, bool decoupled);
+  void update(const ParamGroup& group, Tensor& param, const Tensor& grad, ParamState& state) override;
+
+ private:
+  AdamOptions options_;
+  bool decoupled_;  // AdamW
+};
+
+class AdamW : public Adam {
+ public:
+  AdamW(std::vector<ParamGroup> groups, AdamWOptions options);
+  AdamW(const TensorList& params, AdamWOptions options);
+};
+
+}  // namespace relgrad
