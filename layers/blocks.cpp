@@ -1,0 +1,116 @@
+#include "layers/blocks.h"
+
+namespace relgrad {
+
+std::shared_ptr<Module> make_norm(const std::string& kind, int64_t d_model, double eps, const char* op) {
+  if (kind == "layer_norm") return std::make_shared<LayerNorm>(d_model, eps);
+  if (kind == "rms_norm") return std::make_shared<RMSNorm>(d_model);  // dtype epsilon, as nn.RMSNorm(eps=None)
+  RG_CHECK(false, op, "unknown norm '", kind, "' (expected layer_norm or rms_norm)");
+  return nullptr;
+}
+
+// The two norm layers share no base beyond Module; a cast keeps the blocks free of a wrapper
+// module (which would add a level to every parameter name).
+Tensor apply_norm(const Module& norm, const Tensor& x) {
+  if (auto* ln = dynamic_cast<const LayerNorm*>(&norm)) return ln->forward(x);
+  if (auto* rms = dynamic_cast<const RMSNorm*>(&norm)) return rms->forward(x);
+  RG_CHECK(false, "apply_norm", "module is neither LayerNorm nor RMSNorm");
+  return Tensor();
+}
+
+Tensor& norm_weight(Module& norm) {
+  if (auto* ln = dynamic_cast<LayerNorm*>(&norm)) return ln->weight;
+  if (auto* rms = dynamic_cast<RMSNorm*>(&norm)) return rms->weight;
+  RG_CHECK(false, "norm_weight", "module is neither LayerNorm nor RMSNorm");
+  static Tensor none;
+  return none;
+}
+
+namespace {
+
+void check_block_args(const char* op, int64_t d_model, int64_t n_heads, int64_t d_ff, const BlockOptions& o) {
+  RG_CHECK_T(ShapeError, d_model > 0 && n_heads > 0 && d_model % n_heads == 0, op, "d_model ", d_model,
+             " must be a positive multiple of n_heads ", n_heads);
+  RG_CHECK_T(ShapeError, d_ff > 0, op, "d_ff must be positive, got ", d_ff);
+  // MultiHeadAttention takes p < 1 only (p = 1 would drop every attention weight).
+  RG_CHECK(o.dropout >= 0.0 && o.dropout < 1.0, op, "dropout must be in [0, 1), got ", o.dropout);
+}
+
+}  // namespace
+
+// ---- EncoderBlock ----
+
+EncoderBlock::EncoderBlock(int64_t d_model, int64_t n_heads, int64_t d_ff, const BlockOptions& o,
+                           std::shared_ptr<PositionalScheme> self_positional, Generator* init)
+    : options(o) {
+  check_block_args("EncoderBlock", d_model, n_heads, d_ff, o);
+  // Registration order fixes named_parameters() order (and so checkpoint order): attention, ff, norms.
+  self_attn = register_module("self_attn",
+                              std::make_shared<MultiHeadAttention>(d_model, n_heads, self_positional, o.dropout, true, init));
+  ff = register_module("ff", std::make_shared<FeedForward>(d_model, d_ff, o.activation, o.dropout, init));
+  norm1 = register_module("norm1", make_norm(o.norm, d_model, o.norm_eps, "EncoderBlock"));
+  norm2 = register_module("norm2", make_norm(o.norm, d_model, o.norm_eps, "EncoderBlock"));
+  dropout = register_module("dropout", std::make_shared<Dropout>(o.dropout));
+}
+
+Tensor EncoderBlock::forward(const Tensor& x, const Tensor& key_padding_mask) {
+  RG_CHECK(x.defined(), "EncoderBlock", "x is an undefined tensor");
+  AttentionOptions ao;
+  ao.causal = options.causal;
+  ao.key_padding_mask = key_padding_mask;
+  auto attend = [&](const Tensor& h) { return self_attn->forward(h, h, ao).output; };
+  Tensor h = x;  // (B, T, C)
+  if (options.pre_norm) {
+    h = h + dropout->forward(attend(apply_norm(*norm1, h)));
+    h = h + dropout->forward(ff->forward(apply_norm(*norm2, h)));
+  } else {
+    h = apply_norm(*norm1, h + dropout->forward(attend(h)));
+    h = apply_norm(*norm2, h + dropout->forward(ff->forward(h)));
+  }
+  return h;
+}
+
+// ---- DecoderBlock ----
+
+DecoderBlock::DecoderBlock(int64_t d_model, int64_t n_heads, int64_t d_ff, const BlockOptions& o,
+                           std::shared_ptr<PositionalScheme> self_positional,
+                           std::shared_ptr<PositionalScheme> cross_positional, Alignment alignment, Generator* init)
+    : options(o), cross_alignment(alignment) {
+  check_block_args("DecoderBlock", d_model, n_heads, d_ff, o);
+  RG_CHECK(!o.causal, "DecoderBlock", "options.causal is for EncoderBlock; decoder self-attention is always causal");
+  self_attn = register_module("self_attn",
+                              std::make_shared<MultiHeadAttention>(d_model, n_heads, self_positional, o.dropout, true, init));
+  cross_attn = register_module(
+      "cross_attn", std::make_shared<MultiHeadAttention>(d_model, n_heads, cross_positional, o.dropout, true, init));
+  ff = register_module("ff", std::make_shared<FeedForward>(d_model, d_ff, o.activation, o.dropout, init));
+  norm1 = register_module("norm1", make_norm(o.norm, d_model, o.norm_eps, "DecoderBlock"));
+  norm2 = register_module("norm2", make_norm(o.norm, d_model, o.norm_eps, "DecoderBlock"));
+  norm3 = register_module("norm3", make_norm(o.norm, d_model, o.norm_eps, "DecoderBlock"));
+  dropout = register_module("dropout", std::make_shared<Dropout>(o.dropout));
+}
+
+Tensor DecoderBlock::forward(const Tensor& x, const Tensor& memory, const Tensor& tgt_padding_mask,
+                             const Tensor& memory_padding_mask) {
+  RG_CHECK(x.defined() && memory.defined(), "DecoderBlock", "x and memory must be defined tensors");
+  AttentionOptions self_o;
+  self_o.causal = true;
+  self_o.key_padding_mask = tgt_padding_mask;
+  AttentionOptions cross_o;
+  cross_o.key_padding_mask = memory_padding_mask;
+  cross_o.alignment = cross_alignment;
+  auto self = [&](const Tensor& h) { return self_attn->forward(h, h, self_o).output; };     // (B, t2, C)
+  auto cross = [&](const Tensor& h) { return cross_attn->forward(h, memory, cross_o).output; };  // (B, t2, C)
+  Tensor h = x;  // (B, t2, C)
+  if (options.pre_norm) {
+    h = h + dropout->forward(self(apply_norm(*norm1, h)));
+    h = h + dropout->forward(cross(apply_norm(*norm2, h)));
+    h = h + dropout->forward(ff->forward(apply_norm(*norm3, h)));
+  } else {
+    h = apply_norm(*norm1, h + dropout->forward(self(h)));
+    h = apply_norm(*norm2, h + dropout->forward(cross(h)));
+    h = apply_norm(*norm3, h + dropout->forward(ff->forward(h)));
+  }
+  return h;
+}
+
+}  // namespace relgrad

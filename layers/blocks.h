@@ -1,0 +1,94 @@
+// Transformer blocks on (B, T, C) activations: EncoderBlock (self-attention + feed-forward) and
+// DecoderBlock (causal self-attention + cross-attention + feed-forward), pre-norm or post-norm.
+//
+// The exact computation (drop = the block's Dropout child, identity in eval mode):
+//
+//   EncoderBlock, pre-norm  (GPT-2, T5, LLaMA):       x = x + drop(self_attn(norm1(x)))
+//                                                      x = x + drop(ff(norm2(x)))
+//   EncoderBlock, post-norm (Vaswani et al., BERT):   x = norm1(x + drop(self_attn(x)))
+//                                                      x = norm2(x + drop(ff(x)))
+//   DecoderBlock, pre-norm:   x = x + drop(self_attn(norm1(x)))             causal, tgt padding mask
+//                             x = x + drop(cross_attn(norm2(x), memory))    src padding mask, alignment
+//                             x = x + drop(ff(norm3(x)))
+//   DecoderBlock, post-norm:  x = norm1(x + drop(self_attn(x)))
+//                             x = norm2(x + drop(cross_attn(x, memory)))
+//                             x = norm3(x + drop(ff(x)))
+//
+// A pre-norm stack leaves its residual stream un-normalised, so the model adds a final norm after
+// the last block (layers/models.h); a post-norm stack already ends on a norm.
+// `memory` is the encoder output (B, t1, C), used as it is: with a pre-norm encoder the model has
+// already applied the encoder's final norm to it.
+//
+// One dropout probability p is used everywhere, as nn.TransformerEncoderLayer: on the attention
+// weights (inside MultiHeadAttention), on the feed-forward hidden layer and on each residual branch.
+//
+// A decoder-only model (DecoderLM) uses EncoderBlock with BlockOptions::causal = true: a GPT block
+// is a self-attention block with a causal mask.
+//
+// Child names: self_attn, cross_attn (DecoderBlock), ff, norm1, norm2, norm3 (DecoderBlock),
+// dropout (no parameters). Initialisation is that of the layers (PyTorch defaults): Linear
+// U(−1/√in, 1/√in), norm gains 1 and biases 0, positional tables as their headers say.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "layers/attention.h"
+#include "layers/dropout.h"
+#include "layers/feed_forward.h"
+#include "layers/norm.h"
+
+namespace relgrad {
+
+struct BlockOptions {
+  std::string activation = "gelu";  // FeedForward: gelu, gelu_tanh or relu
+  std::string norm = "layer_norm";  // layer_norm or rms_norm
+  bool pre_norm = true;
+  double dropout = 0.0;             // attention weights, FF hidden, residual branches
+  double norm_eps = 1e-5;           // LayerNorm's eps; RMSNorm uses its dtype's epsilon (PyTorch's None)
+  bool causal = false;              // EncoderBlock only: mask future keys (decoder-only LMs)
+};
+
+// A LayerNorm or RMSNorm, by BlockOptions::norm (an error names `op` for any other kind).
+std::shared_ptr<Module> make_norm(const std::string& kind, int64_t d_model, double eps, const char* op);
+// Applies a norm made by make_norm: x (..., C) → (..., C).
+Tensor apply_norm(const Module& norm, const Tensor& x);
+// The gain of a norm made by make_norm (for tests that swap parameter handles).
+Tensor& norm_weight(Module& norm);
+
+class EncoderBlock : public Module {
+ public:
+  // self_positional may be null (no positional term) and may be shared with other blocks (T5).
+  EncoderBlock(int64_t d_model, int64_t n_heads, int64_t d_ff, const BlockOptions& options = {},
+               std::shared_ptr<PositionalScheme> self_positional = nullptr, Generator* init_generator = nullptr);
+  // x (B, T, C), key_padding_mask optional bool (B, T), true = padding → (B, T, C).
+  Tensor forward(const Tensor& x, const Tensor& key_padding_mask = Tensor());
+
+  BlockOptions options;
+  std::shared_ptr<MultiHeadAttention> self_attn;
+  std::shared_ptr<FeedForward> ff;
+  std::shared_ptr<Module> norm1, norm2;
+  std::shared_ptr<Dropout> dropout;
+};
+
+class DecoderBlock : public Module {
+ public:
+  // Self-attention is always causal; cross_alignment places each decoder query on the encoder axis
+  // (π(i)) for the cross scheme's relative positions.
+  DecoderBlock(int64_t d_model, int64_t n_heads, int64_t d_ff, const BlockOptions& options = {},
+               std::shared_ptr<PositionalScheme> self_positional = nullptr,
+               std::shared_ptr<PositionalScheme> cross_positional = nullptr,
+               Alignment cross_alignment = Alignment::Left, Generator* init_generator = nullptr);
+  // x (B, t2, C), memory (B, t1, C) → (B, t2, C). Masks optional bool, true = padding:
+  // tgt_padding_mask (B, t2) for self-attention, memory_padding_mask (B, t1) for cross-attention.
+  Tensor forward(const Tensor& x, const Tensor& memory, const Tensor& tgt_padding_mask = Tensor(),
+                 const Tensor& memory_padding_mask = Tensor());
+
+  BlockOptions options;
+  Alignment cross_alignment;
+  std::shared_ptr<MultiHeadAttention> self_attn, cross_attn;
+  std::shared_ptr<FeedForward> ff;
+  std::shared_ptr<Module> norm1, norm2, norm3;
+  std::shared_ptr<Dropout> dropout;
+};
+
+}  // namespace relgrad

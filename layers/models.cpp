@@ -1,0 +1,205 @@
+#include "layers/models.h"
+
+#include <cmath>
+
+#include "layers/relative_bias.h"
+#include "layers/relative_learned.h"
+#include "layers/rotary.h"
+#include "layers/transformer_xl.h"
+
+namespace relgrad {
+
+namespace {
+
+bool known_scheme(const std::string& s) {
+  for (const char* k : {"none", "seed", "huang", "shaw", "t5", "alibi", "rope", "transformer_xl"})
+    if (s == k) return true;
+  return false;
+}
+
+// Checks what the schemes' own constructors cannot know: the name and whether it suits the place.
+void check_positional(const PositionalConfig& p, const std::string& place, bool causal, const char* op) {
+  RG_CHECK(known_scheme(p.scheme), op, "unknown positional scheme '", p.scheme, "' for ", place,
+           " (expected none, seed, huang, shaw, t5, alibi, rope or transformer_xl)");
+  RG_CHECK(p.scheme != "huang" || causal, op, "positional scheme 'huang' needs causal attention; ", place,
+           " is not causal (use it for decoder_self)");
+  RG_CHECK(p.scheme != "transformer_xl" || place != "cross", op,
+           "positional scheme 'transformer_xl' is for self-attention, not ", place);
+}
+
+// (B, T) int64 tokens, and an optional bool (B, T) mask of the same size.
+void check_tokens(const char* op, const char* what, const Tensor& tokens, const Tensor& mask) {
+  RG_CHECK(tokens.defined(), op, what, " is an undefined tensor");
+  RG_CHECK_T(DTypeError, tokens.dtype() == kInt64 && tokens.dim() == 2, op, what, " must be int64 (B, T), got ",
+             dtype_name(tokens.dtype()), " ", shape_str(tokens.shape()));
+  if (mask.defined())
+    RG_CHECK_T(ShapeError, mask.dtype() == kBool && mask.shape() == tokens.shape(), op, what,
+               " padding mask must be bool ", shape_str(tokens.shape()), ", got ", dtype_name(mask.dtype()), " ",
+               shape_str(mask.shape()));
+}
+
+// h (B, T, C) → logits (B, T, V), through the head or the tied embedding table (see models.h).
+Tensor lm_logits(const Tensor& h, const std::shared_ptr<Linear>& head, const Embedding& embed) {
+  if (head) return head->forward(h);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(embed.embedding_dim));
+  return matmul(h * scale, embed.weight.transpose(0, 1));  // (B,T,C) @ (C,V)
+}
+
+}  // namespace
+
+void TransformerConfig::validate(const char* op, bool encoder_decoder) const {
+  RG_CHECK(vocab_size > 0, op, "vocab_size must be positive, got ", vocab_size);
+  RG_CHECK(src_vocab_size >= 0, op, "src_vocab_size must be >= 0 (0 = vocab_size), got ", src_vocab_size);
+  RG_CHECK(d_model > 0 && n_heads > 0, op, "d_model and n_heads must be positive, got ", d_model, " and ", n_heads);
+  RG_CHECK(d_model % n_heads == 0, op, "d_model ", d_model, " must be divisible by n_heads ", n_heads);
+  RG_CHECK(d_ff > 0, op, "d_ff must be positive, got ", d_ff);
+  RG_CHECK(n_decoder_layers >= 1, op, "n_decoder_layers must be >= 1, got ", n_decoder_layers);
+  if (encoder_decoder) RG_CHECK(n_encoder_layers >= 1, op, "n_encoder_layers must be >= 1, got ", n_encoder_layers);
+  RG_CHECK(activation == "gelu" || activation == "gelu_tanh" || activation == "relu", op, "unknown activation '",
+           activation, "' (expected gelu, gelu_tanh or relu)");
+  RG_CHECK(norm == "layer_norm" || norm == "rms_norm", op, "unknown norm '", norm, "' (expected layer_norm or rms_norm)");
+  RG_CHECK(dropout >= 0.0 && dropout < 1.0, op, "dropout must be in [0, 1), got ", dropout);
+  check_positional(decoder_self, "decoder_self", true, op);
+  if (encoder_decoder) {
+    check_positional(encoder_self, "encoder_self", false, op);
+    check_positional(cross, "cross", false, op);
+  }
+}
+
+BlockOptions TransformerConfig::block_options(bool causal) const {
+  BlockOptions o;
+  o.activation = activation;
+  o.norm = norm;
+  o.pre_norm = pre_norm;
+  o.dropout = dropout;
+  o.norm_eps = norm_eps;
+  o.causal = causal;
+  return o;
+}
+
+std::shared_ptr<PositionalScheme> make_positional(const PositionalConfig& p, const std::string& place,
+                                                  int64_t d_model, int64_t n_heads, bool causal, const char* op,
+                                                  Generator* init) {
+  check_positional(p, place, causal, op);
+  const int64_t D = d_model / n_heads;
+  const int64_t table_heads = p.per_head ? n_heads : 0;  // 0: one table shared by the heads
+  if (p.scheme == "none") return nullptr;
+  if (p.scheme == "seed")
+    return std::make_shared<SeedRelativeEmbedding>(D, p.max_length, table_heads, p.out_of_range, init);
+  if (p.scheme == "huang")
+    return std::make_shared<HuangRelativeEmbedding>(D, p.max_length, table_heads, p.out_of_range, init);
+  if (p.scheme == "shaw") return std::make_shared<ShawRelativeEmbedding>(D, p.clip, table_heads, p.shaw_values, init);
+  // T5: decoder self-attention uses unidirectional buckets (all of them for the past), as T5's decoder.
+  if (p.scheme == "t5")
+    return std::make_shared<T5RelativeBias>(n_heads, p.num_buckets, p.max_distance, !causal, init);
+  if (p.scheme == "alibi") return std::make_shared<ALiBi>(n_heads, !causal);
+  if (p.scheme == "rope") return std::make_shared<RoPE>(D, p.rope_base);
+  return std::make_shared<TransformerXL>(d_model, n_heads, init);  // transformer_xl (names checked above)
+}
+
+std::vector<std::shared_ptr<PositionalScheme>> make_stack_positional(const PositionalConfig& p,
+                                                                     const std::string& place, int64_t n_layers,
+                                                                     int64_t d_model, int64_t n_heads, bool causal,
+                                                                     const char* op, Generator* init) {
+  std::vector<std::shared_ptr<PositionalScheme>> schemes;
+  std::shared_ptr<PositionalScheme> shared;
+  if (p.scheme == "t5") shared = make_positional(p, place, d_model, n_heads, causal, op, init);
+  for (int64_t i = 0; i < n_layers; ++i)
+    schemes.push_back(shared ? shared : make_positional(p, place, d_model, n_heads, causal, op, init));
+  return schemes;
+}
+
+// ---- DecoderLM ----
+
+DecoderLM::DecoderLM(const TransformerConfig& c, Generator* init) : config(c) {
+  const char* op = "DecoderLM";
+  c.validate(op, false);
+  embed = register_module("embed", std::make_shared<Embedding>(c.vocab_size, c.d_model, -1, init));
+  dropout = register_module("dropout", std::make_shared<Dropout>(c.dropout));
+  layers = register_module("layers", std::make_shared<BlockList<EncoderBlock>>());
+  auto schemes = make_stack_positional(c.decoder_self, "decoder_self", c.n_decoder_layers, c.d_model, c.n_heads,
+                                       true, op, init);
+  for (int64_t i = 0; i < c.n_decoder_layers; ++i)
+    layers->append(std::make_shared<EncoderBlock>(c.d_model, c.n_heads, c.d_ff, c.block_options(true), schemes[i], init));
+  if (c.pre_norm) final_norm = register_module("final_norm", make_norm(c.norm, c.d_model, c.norm_eps, op));
+  if (!c.tie_weights) lm_head = register_module("lm_head", std::make_shared<Linear>(c.d_model, c.vocab_size, false, init));
+}
+
+Tensor DecoderLM::forward(const Tensor& tokens, const Tensor& key_padding_mask) {
+  check_tokens("DecoderLM", "tokens", tokens, key_padding_mask);
+  Tensor h = dropout->forward(embed->forward(tokens));  // (B, T, C)
+  for (const auto& block : layers->items) h = block->forward(h, key_padding_mask);
+  if (final_norm) h = apply_norm(*final_norm, h);
+  return lm_logits(h, lm_head, *embed);  // (B, T, V)
+}
+
+// ---- EncoderDecoder ----
+
+TransformerEncoder::TransformerEncoder(const TransformerConfig& c, Generator* init) {
+  const char* op = "EncoderDecoder";
+  const int64_t V = c.src_vocab_size > 0 ? c.src_vocab_size : c.vocab_size;
+  embed = register_module("embed", std::make_shared<Embedding>(V, c.d_model, -1, init));
+  dropout = register_module("dropout", std::make_shared<Dropout>(c.dropout));
+  layers = register_module("layers", std::make_shared<BlockList<EncoderBlock>>());
+  auto schemes = make_stack_positional(c.encoder_self, "encoder_self", c.n_encoder_layers, c.d_model, c.n_heads,
+                                       false, op, init);
+  for (int64_t i = 0; i < c.n_encoder_layers; ++i)
+    layers->append(std::make_shared<EncoderBlock>(c.d_model, c.n_heads, c.d_ff, c.block_options(false), schemes[i], init));
+  if (c.pre_norm) final_norm = register_module("final_norm", make_norm(c.norm, c.d_model, c.norm_eps, op));
+}
+
+Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& src_padding_mask) {
+  Tensor h = dropout->forward(embed->forward(src));  // (B, t1, C)
+  for (const auto& block : layers->items) h = block->forward(h, src_padding_mask);
+  return final_norm ? apply_norm(*final_norm, h) : h;
+}
+
+TransformerDecoder::TransformerDecoder(const TransformerConfig& c, Generator* init) {
+  const char* op = "EncoderDecoder";
+  embed = register_module("embed", std::make_shared<Embedding>(c.vocab_size, c.d_model, -1, init));
+  dropout = register_module("dropout", std::make_shared<Dropout>(c.dropout));
+  layers = register_module("layers", std::make_shared<BlockList<DecoderBlock>>());
+  const int64_t n = c.n_decoder_layers;
+  auto self_schemes = make_stack_positional(c.decoder_self, "decoder_self", n, c.d_model, c.n_heads, true, op, init);
+  auto cross_schemes = make_stack_positional(c.cross, "cross", n, c.d_model, c.n_heads, false, op, init);
+  for (int64_t i = 0; i < n; ++i)
+    layers->append(std::make_shared<DecoderBlock>(c.d_model, c.n_heads, c.d_ff, c.block_options(false), self_schemes[i],
+                                                  cross_schemes[i], c.cross_alignment, init));
+  if (c.pre_norm) final_norm = register_module("final_norm", make_norm(c.norm, c.d_model, c.norm_eps, op));
+}
+
+Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_padding_mask,
+                                   const Tensor& memory_padding_mask) {
+  Tensor h = dropout->forward(embed->forward(tgt));  // (B, t2, C)
+  for (const auto& block : layers->items) h = block->forward(h, memory, tgt_padding_mask, memory_padding_mask);
+  return final_norm ? apply_norm(*final_norm, h) : h;
+}
+
+EncoderDecoder::EncoderDecoder(const TransformerConfig& c, Generator* init) : config(c) {
+  c.validate("EncoderDecoder", true);
+  encoder = register_module("encoder", std::make_shared<TransformerEncoder>(c, init));
+  decoder = register_module("decoder", std::make_shared<TransformerDecoder>(c, init));
+  if (!c.tie_weights) lm_head = register_module("lm_head", std::make_shared<Linear>(c.d_model, c.vocab_size, false, init));
+}
+
+Tensor EncoderDecoder::encode(const Tensor& src, const Tensor& src_padding_mask) {
+  check_tokens("EncoderDecoder", "src", src, src_padding_mask);
+  return encoder->forward(src, src_padding_mask);  // (B, t1, C)
+}
+
+Tensor EncoderDecoder::decode(const Tensor& tgt, const Tensor& memory, const Tensor& src_padding_mask,
+                              const Tensor& tgt_padding_mask) {
+  check_tokens("EncoderDecoder", "tgt", tgt, tgt_padding_mask);
+  RG_CHECK_T(ShapeError, memory.defined() && memory.dim() == 3 && memory.size(0) == tgt.size(0), "EncoderDecoder",
+             "memory must be (B, t1, C) with tgt's batch ", tgt.size(0), ", got ",
+             memory.defined() ? shape_str(memory.shape()) : std::string("undefined"));
+  Tensor h = decoder->forward(tgt, memory, tgt_padding_mask, src_padding_mask);  // (B, t2, C)
+  return lm_logits(h, lm_head, *decoder->embed);                                // (B, t2, V)
+}
+
+Tensor EncoderDecoder::forward(const Tensor& src, const Tensor& tgt, const Tensor& src_padding_mask,
+                               const Tensor& tgt_padding_mask) {
+  return decode(tgt, encode(src, src_padding_mask), src_padding_mask, tgt_padding_mask);
+}
+
+}  // namespace relgrad

@@ -1,0 +1,168 @@
+// Whole models from one TransformerConfig: DecoderLM (GPT-style) and EncoderDecoder (Vaswani-style),
+// each with a positional scheme chosen separately for encoder self-attention, decoder
+// self-attention and cross-attention (docs/relative-attention.md).
+//
+//   DecoderLM:      tokens (B, T) → embed → dropout → layers.0 … layers.{n−1} (causal EncoderBlock)
+//                   → final_norm (pre-norm only) → lm_head → logits (B, T, V)
+//   EncoderDecoder: src (B, t1) → encoder.{embed, dropout, layers.i (EncoderBlock), final_norm} → memory
+//                   tgt (B, t2) → decoder.{embed, dropout, layers.i (DecoderBlock), final_norm}
+//                   → lm_head → logits (B, t2, V)
+// Block computations (which norm where): layers/blocks.h. final_norm exists only with pre_norm: a
+// post-norm stack already ends on a norm.
+//
+// LM head: Linear(d_model, V) without bias (GPT-2, T5). With tie_weights the head *is* the (decoder)
+// embedding table: logits = (h · d_model^−1/2) · Eᵀ, one parameter used twice and trained by both.
+// The d_model^−1/2 factor is T5's (modeling_t5: sequence_output * model_dim**-0.5 when tied): E ~ N(0, 1)
+// and h is normalised, so without it the initial logits would have a standard deviation of √d_model.
+//
+// Positional schemes per stack: T5's bias uses ONE table per stack, the same object passed to every
+// layer (as T5), so named_parameters() lists it once, under layers.0; every other learned scheme
+// (seed, huang, shaw, transformer_xl) gets its own tables in each layer; alibi and rope have no
+// parameters. Causal places (decoder self-attention) build the causal variant: T5 unidirectional
+// buckets, ALiBi's causal bias; non-causal places get bidirectional T5 buckets and symmetric ALiBi.
+// huang needs causal attention, so it is accepted for decoder_self only; transformer_xl is a
+// self-attention scheme, so it is refused for cross.
+//
+// Initialisation: PyTorch's defaults from the layers, nothing rescaled — Embedding N(0, 1), Linear
+// (attention projections, feed-forward, head) U(−1/√in, 1/√in), norm gains 1 and biases 0,
+// positional tables as their headers say (T5 N(0, 1); seed/huang/shaw N(0, D^−1/2); transformer_xl
+// u, v xavier-uniform). Everything is drawn from `init_generator` (the default generator when null)
+// in construction order, so one seed gives one model.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "layers/blocks.h"
+#include "layers/embedding.h"
+
+namespace relgrad {
+
+// One place's positional scheme and its parameters (only those of the chosen scheme are read).
+struct PositionalConfig {
+  std::string scheme = "none";  // none, seed, huang, shaw, t5, alibi, rope or transformer_xl
+  int64_t max_length = 512;     // seed, huang: t3, the table covers |δ| ≤ t3 − 1
+  OutOfRange out_of_range = OutOfRange::Zero;  // seed, huang: δ beyond the table
+  int64_t clip = 16;            // shaw: k, distances clipped to [−k, k]
+  bool shaw_values = true;      // shaw: also the a^V value term
+  bool per_head = false;        // seed, huang, shaw: one table per head instead of one shared
+  int64_t num_buckets = 32;     // t5
+  int64_t max_distance = 128;   // t5
+  double rope_base = 10000.0;   // rope
+};
+
+struct TransformerConfig {
+  int64_t vocab_size = 0;        // target / LM vocabulary V
+  int64_t src_vocab_size = 0;    // EncoderDecoder source vocabulary; 0 = vocab_size
+  int64_t d_model = 64;
+  int64_t n_heads = 4;
+  int64_t d_ff = 256;
+  int64_t n_encoder_layers = 2;  // EncoderDecoder only
+  int64_t n_decoder_layers = 2;  // DecoderLM's layers, or the EncoderDecoder decoder's
+  std::string activation = "gelu";  // gelu, gelu_tanh or relu
+  std::string norm = "layer_norm";  // layer_norm or rms_norm
+  bool pre_norm = true;
+  double dropout = 0.1;
+  double norm_eps = 1e-5;
+  bool tie_weights = true;       // lm_head shares the (decoder) embedding table
+  // T5 (the default, T5 uses it in self-attention only) for both self-attentions; no positional term
+  // in cross-attention, whose alignment π(i) places decoder query i on the encoder axis.
+  PositionalConfig encoder_self{"t5"};
+  PositionalConfig decoder_self{"t5"};
+  PositionalConfig cross{"none"};
+  Alignment cross_alignment = Alignment::Left;
+
+  // Throws relgrad::Error "[op] ..." naming the bad field (for `encoder_decoder` also the encoder's).
+  void validate(const char* op, bool encoder_decoder) const;
+  BlockOptions block_options(bool causal) const;
+};
+
+// The scheme for one place ("encoder_self", "decoder_self" or "cross"); null for "none". Errors name op.
+std::shared_ptr<PositionalScheme> make_positional(const PositionalConfig& config, const std::string& place,
+                                                  int64_t d_model, int64_t n_heads, bool causal, const char* op,
+                                                  Generator* init_generator = nullptr);
+// One scheme per layer of a stack of n_layers, except T5: one object shared by all (null entries for "none").
+std::vector<std::shared_ptr<PositionalScheme>> make_stack_positional(const PositionalConfig& config,
+                                                                     const std::string& place, int64_t n_layers,
+                                                                     int64_t d_model, int64_t n_heads, bool causal,
+                                                                     const char* op, Generator* init_generator);
+
+// An indexed list of blocks; children are named "0", "1", … so parameters read "layers.2.ff.fc1.weight".
+template <class M>
+class BlockList : public Module {
+ public:
+  std::shared_ptr<M> append(std::shared_ptr<M> block) {
+    items.push_back(register_module(std::to_string(items.size()), block));
+    return block;
+  }
+  size_t size() const { return items.size(); }
+  M& operator[](size_t i) const { return *items.at(i); }
+  std::vector<std::shared_ptr<M>> items;
+};
+
+class DecoderLM : public Module {
+ public:
+  explicit DecoderLM(const TransformerConfig& config, Generator* init_generator = nullptr);
+  // tokens int64 (B, T); key_padding_mask optional bool (B, T), true = padding → logits (B, T, V).
+  Tensor forward(const Tensor& tokens, const Tensor& key_padding_mask = Tensor());
+  Tensor operator()(const Tensor& tokens, const Tensor& key_padding_mask = Tensor()) {
+    return forward(tokens, key_padding_mask);
+  }
+
+  TransformerConfig config;
+  std::shared_ptr<Embedding> embed;
+  std::shared_ptr<Dropout> dropout;                 // on the embeddings
+  std::shared_ptr<BlockList<EncoderBlock>> layers;  // causal self-attention blocks
+  std::shared_ptr<Module> final_norm;               // null with post-norm
+  std::shared_ptr<Linear> lm_head;                  // null with tie_weights
+};
+
+// EncoderDecoder's encoder: src (B, t1) → memory (B, t1, C).
+class TransformerEncoder : public Module {
+ public:
+  TransformerEncoder(const TransformerConfig& config, Generator* init_generator);
+  Tensor forward(const Tensor& src, const Tensor& src_padding_mask = Tensor());
+
+  std::shared_ptr<Embedding> embed;
+  std::shared_ptr<Dropout> dropout;
+  std::shared_ptr<BlockList<EncoderBlock>> layers;
+  std::shared_ptr<Module> final_norm;  // null with post-norm
+};
+
+// EncoderDecoder's decoder: tgt (B, t2), memory (B, t1, C) → hidden (B, t2, C) (before the head).
+class TransformerDecoder : public Module {
+ public:
+  TransformerDecoder(const TransformerConfig& config, Generator* init_generator);
+  Tensor forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_padding_mask = Tensor(),
+                 const Tensor& memory_padding_mask = Tensor());
+
+  std::shared_ptr<Embedding> embed;
+  std::shared_ptr<Dropout> dropout;
+  std::shared_ptr<BlockList<DecoderBlock>> layers;
+  std::shared_ptr<Module> final_norm;  // null with post-norm
+};
+
+class EncoderDecoder : public Module {
+ public:
+  explicit EncoderDecoder(const TransformerConfig& config, Generator* init_generator = nullptr);
+  // src int64 (B, t1), tgt int64 (B, t2); masks optional bool, true = padding → logits (B, t2, V).
+  // The source padding mask hides padded source tokens from encoder self-attention and from
+  // cross-attention; the target one hides padded target keys from decoder self-attention.
+  Tensor forward(const Tensor& src, const Tensor& tgt, const Tensor& src_padding_mask = Tensor(),
+                 const Tensor& tgt_padding_mask = Tensor());
+  Tensor operator()(const Tensor& src, const Tensor& tgt, const Tensor& src_padding_mask = Tensor(),
+                    const Tensor& tgt_padding_mask = Tensor()) {
+    return forward(src, tgt, src_padding_mask, tgt_padding_mask);
+  }
+  // The two halves, for decoding step by step: memory (B, t1, C) once, then logits per target prefix.
+  Tensor encode(const Tensor& src, const Tensor& src_padding_mask = Tensor());
+  Tensor decode(const Tensor& tgt, const Tensor& memory, const Tensor& src_padding_mask = Tensor(),
+                const Tensor& tgt_padding_mask = Tensor());
+
+  TransformerConfig config;
+  std::shared_ptr<TransformerEncoder> encoder;
+  std::shared_ptr<TransformerDecoder> decoder;
+  std::shared_ptr<Linear> lm_head;  // null with tie_weights (the decoder embedding is the head)
+};
+
+}  // namespace relgrad
