@@ -1,5 +1,6 @@
 #include "layers/module.h"
 
+#include <unordered_map>
 #include <unordered_set>
 
 namespace relgrad {
@@ -67,6 +68,105 @@ std::vector<std::pair<std::string, Tensor>> Module::named_buffers(bool recurse) 
   };
   visit_tensors(true, recurse, "", visit);
   return out;
+}
+
+void Module::collect_state(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out) const {
+  for (const auto& [name, t] : parameters_) out.emplace_back(prefix + name, t);
+  for (const auto& [name, t] : buffers_) out.emplace_back(prefix + name, t);
+  for (const auto& [name, child] : children_) child->collect_state(prefix + name + ".", out);
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::state_dict() const {
+  std::vector<std::pair<std::string, Tensor>> all, out;
+  collect_state("", all);
+  std::unordered_set<const TensorImpl*> seen;
+  for (auto& [name, t] : all)
+    if (seen.insert(t.impl()).second) out.emplace_back(name, t.detach());
+  return out;
+}
+
+namespace {
+
+// Dtypes convertible into each other on load: a float64 file loads into a float32 model, but an
+// int64 table never silently becomes floating weights.
+const char* dtype_category(DType dt) { return is_floating(dt) ? "floating" : dtype_name(dt); }
+
+}  // namespace
+
+void Module::load_state_dict(const std::vector<std::pair<std::string, Tensor>>& state, bool strict) {
+  // The model's tensors, one slot per distinct tensor, each with all its names (first = canonical).
+  std::vector<std::pair<std::string, Tensor>> all;
+  collect_state("", all);
+  std::vector<Tensor> targets;
+  std::vector<std::vector<std::string>> names;
+  std::unordered_map<const TensorImpl*, size_t> slot_of_impl;
+  std::unordered_map<std::string, size_t> slot_of_name;
+  for (auto& [name, t] : all) {
+    auto [it, fresh] = slot_of_impl.emplace(t.impl(), targets.size());
+    if (fresh) {
+      targets.push_back(t);
+      names.emplace_back();
+    }
+    names[it->second].push_back(name);
+    slot_of_name.emplace(name, it->second);
+  }
+
+  // Validate everything, collecting every problem before touching the model.
+  std::vector<std::string> problems, entry_problems;
+  std::unordered_map<std::string, size_t> given;  // name -> index in state
+  for (size_t i = 0; i < state.size(); ++i) {
+    const auto& [name, value] = state[i];
+    if (!given.emplace(name, i).second) {
+      entry_problems.push_back(detail::concat("duplicate '", name, "'"));
+      continue;
+    }
+    auto slot = slot_of_name.find(name);
+    if (slot == slot_of_name.end()) {
+      if (strict) entry_problems.push_back(detail::concat("unexpected '", name, "'"));
+      continue;
+    }
+    const Tensor& target = targets[slot->second];
+    if (!value.defined()) {
+      entry_problems.push_back(detail::concat("'", name, "' is an undefined tensor"));
+      continue;
+    }
+    if (value.shape() != target.shape())
+      entry_problems.push_back(detail::concat("'", name, "' has shape ", shape_str(value.shape()),
+                                              " but the model expects ", shape_str(target.shape())));
+    if (std::string(dtype_category(value.dtype())) != dtype_category(target.dtype()))
+      entry_problems.push_back(detail::concat("'", name, "' has dtype ", dtype_name(value.dtype()),
+                                              " but the model expects ", dtype_name(target.dtype())));
+  }
+  std::vector<const Tensor*> sources(targets.size(), nullptr);
+  for (size_t s = 0; s < targets.size(); ++s) {
+    for (const std::string& name : names[s]) {
+      auto it = given.find(name);
+      if (it != given.end()) {
+        sources[s] = &state[it->second].second;
+        break;
+      }
+    }
+    if (!sources[s] && strict) problems.push_back(detail::concat("missing '", names[s].front(), "'"));
+  }
+  problems.insert(problems.end(), entry_problems.begin(), entry_problems.end());
+  if (!problems.empty()) {
+    std::string list;
+    for (size_t i = 0; i < problems.size(); ++i) list += (i ? "; " : "") + problems[i];
+    RG_CHECK(false, "load_state_dict", problems.size(), problems.size() == 1 ? " problem: " : " problems: ", list);
+  }
+
+  // Copy in place: handles to the parameters (members, optimizer state) stay valid.
+  NoGradGuard no_grad;
+  for (size_t s = 0; s < targets.size(); ++s) {
+    if (!sources[s]) continue;
+    Tensor value = sources[s]->detach();
+    if (value.device() != targets[s].device()) value = value.to(targets[s].device());
+    targets[s].copy_(value);  // converts the dtype
+  }
+}
+
+void Module::load_state_dict(const std::map<std::string, Tensor>& state, bool strict) {
+  load_state_dict(std::vector<std::pair<std::string, Tensor>>(state.begin(), state.end()), strict);
 }
 
 void Module::train(bool on) {

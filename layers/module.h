@@ -9,7 +9,17 @@
 //
 // Subclasses keep Tensor handles to their parameters; to(device/dtype) converts each parameter in
 // place (the handle stays valid), so those members never go stale.
+//
+// Checkpoints: state_dict() lists every parameter and buffer under its dotted name, in PyTorch's
+// order: a module's own parameters (registration order), then its own buffers, then each child's
+// entries recursively (children in registration order). A tensor reachable under several names (a
+// shared table) is listed once, at its first name in that order, which is also its name in
+// named_parameters(). load_state_dict() copies values back in place:
+//
+//   save_safetensors("m.safetensors", {sd.begin(), sd.end()});        // sd = model.state_dict()
+//   model.load_state_dict(load_safetensors("m.safetensors").tensors);
 #pragma once
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -38,6 +48,21 @@ class Module {
   void eval() { train(false); }
   bool is_training() const { return training_; }
   void zero_grad();                  // drops every parameter's .grad
+
+  // Parameters and buffers in the order above, as detached aliases (same storage, no autograd
+  // history): writing into one writes into the model.
+  std::vector<std::pair<std::string, Tensor>> state_dict() const;
+  // Validates the whole of `state` first and, on any problem, throws one relgrad::Error listing every
+  // one ("[load_state_dict] 2 problems: missing 'fc1.weight'; 'fc2.bias' has shape (3) but the model
+  // expects (4)") with the model untouched. Problems: a model entry absent from `state` (missing), a
+  // name the model does not have (unexpected), a duplicate or undefined entry, a shape that differs,
+  // a dtype of another category (floating / int64 / bool). strict = false allows missing and
+  // unexpected names (those entries are skipped); every other problem still throws. On success each
+  // value is copied in place under NoGradGuard, converted to the model tensor's dtype and moved to its
+  // device, so existing handles (and optimizer state keyed on them) stay valid. A shared tensor may be
+  // given under any of its names; when several are given, the first in state_dict order is used.
+  void load_state_dict(const std::vector<std::pair<std::string, Tensor>>& state, bool strict = true);
+  void load_state_dict(const std::map<std::string, Tensor>& state, bool strict = true);  // load_safetensors(...).tensors
   virtual void to(Device device);    // parameters and buffers, in place
   virtual void to(DType dtype);      // floating parameters and buffers, in place
 
@@ -55,6 +80,8 @@ class Module {
   void check_new_name(const std::string& name) const;
   template <class Visit>
   void visit_tensors(bool buffers, bool recurse, const std::string& prefix, Visit& visit) const;
+  // Every (name, tensor) of the state in state_dict order, aliases of shared tensors included.
+  void collect_state(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out) const;
 
   bool training_ = true;
   std::vector<std::pair<std::string, Tensor>> parameters_, buffers_;
