@@ -1,0 +1,444 @@
+// Checkpoints (train/checkpoint.h): round trip of model, AdamW state and meta; corruption (every data
+// byte flipped, truncation, wrong version) always reported, never a crash; a failed save keeps the
+// previous file; and the resume test: 10 steps + save + fresh process-like restore + 10 steps gives
+// the same losses and weights, bit for bit, as 20 uninterrupted steps (research/reliability.md §2.6).
+#include <sys/resource.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <memory>
+
+#include "layers/linear.h"
+#include "layers/models.h"
+#include "testing.h"
+#include "train/checkpoint.h"
+#include "train/clip.h"
+#include "train/optim.h"
+#include "train/schedule.h"
+
+using namespace relgrad;
+using relgrad::testing::check_throws_with;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A fresh directory under /tmp, removed with everything in it at the end of the test.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "relgrad_ck_XXXXXX").string();
+    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
+    path = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string file(const std::string& name) const { return (path / name).string(); }
+};
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::remove(path.c_str());  // see test_safetensors.cpp: avoids ext4's flush-on-truncate in the sweeps
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  REQUIRE(out.good());
+}
+
+// Offset of the data section: 8 bytes of header length, then the header.
+size_t data_start(const std::string& bytes) {
+  uint64_t n = 0;
+  for (int k = 0; k < 8; ++k) n |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[k])) << (8 * k);
+  return 8 + static_cast<size_t>(n);
+}
+
+// Bit-exact equality of two tensors (dtype, shape and every value).
+bool identical(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
+  Tensor x = a.to(kFloat64).contiguous(), y = b.to(kFloat64).contiguous();
+  return x.to_vector<double>() == y.to_vector<double>();
+}
+
+void check_same_state(const std::vector<std::pair<std::string, Tensor>>& a,
+                      const std::vector<std::pair<std::string, Tensor>>& b) {
+  REQUIRE(a.size() == b.size());
+  for (size_t k = 0; k < a.size(); ++k) {
+    CHECK(a[k].first == b[k].first);
+    CHECK_MESSAGE(identical(a[k].second, b[k].second), "entry '" << a[k].first << "' differs");
+  }
+}
+
+// One AdamW step on a fixed input, so that the optimizer state is not all zeros.
+void adam_step(Linear& model, Optimizer& opt, uint64_t seed) {
+  opt.zero_grad();
+  Tensor x = relgrad::testing::uniform({4, model.weight.size(1)}, -1, 1, kFloat32, seed);
+  sum(mul(model(x), model(x))).backward();
+  opt.step();
+}
+
+// A saved tiny checkpoint (Linear(2, 2) + AdamW after one step): the subject of the sweeps.
+std::string tiny_checkpoint(const std::string& path) {
+  Generator init(3);
+  Linear model(2, 2, true, &init);
+  AdamW opt(model.parameters(), AdamWOptions(0.1));
+  adam_step(model, opt, 4);
+  CheckpointMeta meta;
+  meta.step = 1;
+  meta.config_json = "{}";
+  save_checkpoint(path, model, &opt, meta);
+  return read_bytes(path);
+}
+
+// Loads `path`, which must fail with relgrad::Error (anything else, or success, fails the test).
+bool load_fails(const std::string& path, std::string* message = nullptr) {
+  try {
+    load_checkpoint(path);
+  } catch (const Error& e) {
+    if (message) *message = e.what();
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint: model, AdamW state and meta round trip into fresh objects") {
+  TempDir dir;
+  std::string path = dir.file("ck.safetensors");
+  Generator init(1);
+  auto model = std::make_unique<Linear>(3, 2, true, &init);
+  auto opt = std::make_unique<AdamW>(model->parameters(), AdamWOptions(0.05));
+  adam_step(*model, *opt, 2);
+  adam_step(*model, *opt, 3);
+  Generator rng(77);
+  rng.next_offset();
+  rng.next_offset();
+
+  CheckpointMeta meta;
+  meta.step = 2;
+  meta.config_json = "{\"d_model\": 16, \"name\": \"caf\xc3\xa9 \\\"q\\\"\"}";
+  meta.rng_seed = rng.seed();
+  meta.rng_offset = rng.offset();
+  meta.data_position = 123456789012345LL;
+  meta.num_threads = 4;
+  meta.extra = {{"git", "abc123"}, {"note", "line\nbreak"}, {"checksum", "user key, kept apart"}};
+  save_checkpoint(path, *model, opt.get(), meta);
+  auto saved_model = model->state_dict();
+  auto saved_optim = opt->state_tensors();
+  for (auto& [name, t] : saved_model) t = t.clone();
+  for (auto& [name, t] : saved_optim) t = t.clone();
+  model.reset();
+  opt.reset();
+
+  Checkpoint ck = load_checkpoint(path);
+  CHECK(ck.path == path);
+  CHECK(ck.meta.format_version == 1);
+  CHECK(ck.meta.step == 2);
+  CHECK(ck.meta.config_json == meta.config_json);
+  CHECK(ck.meta.rng_seed == 77);
+  CHECK(ck.meta.rng_offset == 2);
+  CHECK(ck.meta.data_position == meta.data_position);
+  CHECK(ck.meta.num_threads == 4);
+  CHECK(ck.meta.extra == meta.extra);
+  CHECK(ck.optimizer_name == "AdamW");
+  CHECK(ck.model.size() == 2);
+  CHECK(ck.optimizer.count("step_count") == 1);
+
+  Generator other_init(999);  // different initial weights: restore must overwrite every one
+  Linear fresh(3, 2, true, &other_init);
+  AdamW fresh_opt(fresh.parameters(), AdamWOptions(0.05));
+  Generator fresh_rng(5);
+  restore(ck, fresh, &fresh_opt, &fresh_rng);
+  check_same_state(fresh.state_dict(), saved_model);
+  check_same_state(fresh_opt.state_tensors(), saved_optim);
+  CHECK(fresh_opt.step_count() == 2);
+  CHECK(fresh_rng.seed() == 77);
+  CHECK(fresh_rng.offset() == 2);
+
+  // Without an optimizer: the file holds only the model, and restores into one.
+  save_checkpoint(path, fresh, nullptr, meta);
+  Checkpoint model_only = load_checkpoint(path);
+  CHECK(model_only.optimizer.empty());
+  CHECK(model_only.optimizer_name.empty());
+  Linear again(3, 2, true, &other_init);
+  restore(model_only, again, nullptr, nullptr);
+  check_same_state(again.state_dict(), saved_model);
+}
+
+TEST_CASE("checkpoint: flipping any single byte of the data section is detected") {
+  TempDir dir;
+  std::string path = dir.file("tiny.safetensors");
+  const std::string good = tiny_checkpoint(path);
+  const size_t start = data_start(good);
+  REQUIRE(start < good.size());
+  size_t detected = 0, by_checksum = 0;
+  for (size_t k = start; k < good.size(); ++k) {
+    std::string bad = good;
+    bad[k] = static_cast<char>(bad[k] ^ 0xFF);
+    write_bytes(path, bad);
+    std::string message;
+    bool failed = load_fails(path, &message);
+    CHECK_MESSAGE(failed, "byte " << k << " flipped was not detected");
+    detected += failed;
+    if (message.find("checksum mismatch") != std::string::npos) ++by_checksum;
+  }
+  CHECK(detected == good.size() - start);
+  CHECK(by_checksum == good.size() - start);  // no bool tensors here: every flip reaches the checksum
+
+  // The exact message, for one flip.
+  std::string bad = good;
+  bad[start] = static_cast<char>(bad[start] ^ 0x01);
+  write_bytes(path, bad);
+  check_throws_with([&] { load_checkpoint(path); }, "[checkpoint] " + path + ": checksum mismatch (stored ");
+  check_throws_with([&] { load_checkpoint(path); }, "): the file is corrupt");
+
+  write_bytes(path, good);
+  CHECK_NOTHROW(load_checkpoint(path));
+}
+
+TEST_CASE("checkpoint: truncated files are refused") {
+  TempDir dir;
+  std::string path = dir.file("tiny.safetensors");
+  const std::string good = tiny_checkpoint(path);
+  const size_t start = data_start(good), size = good.size();
+  for (size_t len : {size_t{0}, size_t{1}, size_t{7}, size_t{8}, size_t{9}, start / 2, start - 1, start, start + 1,
+                     (start + size) / 2, size - 8, size - 1}) {
+    write_bytes(path, good.substr(0, len));
+    std::string message;
+    CHECK_MESSAGE(load_fails(path, &message), "truncated to " << len << " bytes was accepted");
+    CHECK_MESSAGE(message.rfind("[checkpoint] " + path + ": ", 0) == 0, message);
+  }
+  check_throws_with([&] { load_checkpoint(dir.file("missing.safetensors")); }, "[checkpoint] ");
+}
+
+TEST_CASE("checkpoint: unknown format_version and malformed metadata are refused") {
+  TempDir dir;
+  std::string path = dir.file("ck.safetensors");
+  Generator init(3);
+  Linear model(2, 2, true, &init);
+  CheckpointMeta meta;
+  meta.format_version = 2;
+  check_throws_with([&] { save_checkpoint(path, model, nullptr, meta); }, "cannot write format_version 2");
+  CHECK_FALSE(fs::exists(path));
+
+  // A file as a later version might write it: the version is checked before anything else.
+  meta.format_version = 1;
+  save_checkpoint(path, model, nullptr, meta);
+  SafetensorsFile f = load_safetensors(path);
+  auto rewrite = [&](const std::string& key, const std::string& value) {
+    auto md = f.metadata;
+    if (value.empty()) md.erase(key); else md[key] = value;
+    save_safetensors(path, f.tensors, md);
+  };
+  rewrite("format_version", "2");
+  check_throws_with([&] { load_checkpoint(path); }, "[checkpoint] " + path + ": unsupported format_version 2");
+  rewrite("format_version", "one");
+  check_throws_with([&] { load_checkpoint(path); }, "format_version 'one' is not an integer");
+  rewrite("format_version", "");
+  check_throws_with([&] { load_checkpoint(path); }, "metadata lacks 'format_version'");
+  rewrite("checksum", "xyz");
+  check_throws_with([&] { load_checkpoint(path); }, "checksum 'xyz' is not 16 hex digits");
+  rewrite("step", "-1");
+  check_throws_with([&] { load_checkpoint(path); }, "step -1 is negative");
+  rewrite("rng_offset", "-1");
+  check_throws_with([&] { load_checkpoint(path); }, "metadata 'rng_offset' is '-1', not a non-negative integer");
+  rewrite("surprise", "1");
+  check_throws_with([&] { load_checkpoint(path); }, "unexpected metadata key 'surprise'");
+}
+
+TEST_CASE("checkpoint: restore names what does not fit and leaves everything as it was") {
+  TempDir dir;
+  std::string path = dir.file("ck.safetensors");
+  Generator init(3);
+  Linear model(3, 2, true, &init);
+  AdamW opt(model.parameters(), AdamWOptions(0.1));
+  adam_step(model, opt, 4);
+  CheckpointMeta meta;
+  meta.rng_seed = 11;
+  meta.rng_offset = 12;
+  save_checkpoint(path, model, &opt, meta);
+  Checkpoint ck = load_checkpoint(path);
+
+  Linear wider(4, 2, true, &init);
+  check_throws_with([&] { restore(ck, wider, nullptr, nullptr); },
+                    "[checkpoint] " + path + ": model state does not fit this model: [load_state_dict]");
+
+  Linear same(3, 2, true, &init);
+  SGD sgd(same.parameters(), SGDOptions(0.1));
+  check_throws_with([&] { restore(ck, same, &sgd, nullptr); }, "holds AdamW state, but the optimizer to restore is SGD");
+
+  // An optimizer over a different parameter set: refused after the model was loaded, so the model's
+  // previous values must be put back, and the rng must not move.
+  AdamW weight_only(TensorList{same.weight}, AdamWOptions(0.1));
+  std::vector<std::pair<std::string, Tensor>> before = same.state_dict();
+  for (auto& [name, t] : before) t = t.clone();
+  Generator rng(1);
+  check_throws_with([&] { restore(ck, same, &weight_only, &rng); },
+                    "optimizer state does not fit this optimizer: [AdamW.load_state_tensors]");
+  check_same_state(same.state_dict(), before);
+  CHECK(rng.seed() == 1);
+  CHECK(rng.offset() == 0);
+
+  save_checkpoint(path, model, nullptr, meta);
+  Checkpoint no_optim = load_checkpoint(path);
+  check_throws_with([&] { restore(no_optim, same, &opt, nullptr); }, "holds no optimizer state");
+}
+
+TEST_CASE("checkpoint: a failed save leaves the previous checkpoint byte-identical") {
+  TempDir dir;
+  std::string path = dir.file("ck.safetensors");
+  const std::string previous = tiny_checkpoint(path);
+  Generator init(8);
+  Linear big(64, 64, true, &init);
+  AdamW opt(big.parameters(), AdamWOptions(0.1));
+  CheckpointMeta meta;
+
+  // A path under a regular file: the temp file cannot even be created.
+  std::string blocker = dir.file("not_a_dir");
+  write_bytes(blocker, "x");
+  check_throws_with([&] { save_checkpoint(blocker + "/ck.safetensors", big, &opt, meta); }, "cannot create");
+
+  // A metadata value that safetensors refuses (invalid UTF-8): nothing is written.
+  meta.extra["bad"] = "\xff";
+  check_throws_with([&] { save_checkpoint(path, big, &opt, meta); }, "not valid UTF-8");
+  meta.extra.clear();
+  CHECK(read_bytes(path) == previous);
+
+  // Running out of space mid-write, at the same path (a file-size limit works for root too): the
+  // write fails with EFBIG halfway through the data, the temp file is removed, the old file stays.
+  struct rlimit old_limit {};
+  REQUIRE(getrlimit(RLIMIT_FSIZE, &old_limit) == 0);
+  auto old_handler = std::signal(SIGXFSZ, SIG_IGN);  // else the kernel kills the process
+  struct rlimit small = old_limit;
+  small.rlim_cur = 4096;  // the big checkpoint is ~100 KB
+  REQUIRE(setrlimit(RLIMIT_FSIZE, &small) == 0);
+  bool threw = false;
+  try {
+    save_checkpoint(path, big, &opt, meta);
+  } catch (const Error& e) {
+    threw = true;
+    MESSAGE("failed save: " << std::string(e.what()));
+  }
+  setrlimit(RLIMIT_FSIZE, &old_limit);
+  std::signal(SIGXFSZ, old_handler);
+  CHECK(threw);
+  CHECK(read_bytes(path) == previous);
+  CHECK_NOTHROW(load_checkpoint(path));
+  size_t files = 0;
+  for (const auto& entry : fs::directory_iterator(dir.path)) files += entry.path().filename() != "not_a_dir";
+  CHECK(files == 1);  // no temp file left behind
+}
+
+// ---- the resume test --------------------------------------------------------------------------------
+namespace {
+
+constexpr uint64_t kDataSeed = 1234;
+constexpr int64_t kBatch = 2, kSeqLen = 7, kVocab = 8;
+
+TransformerConfig resume_config() {
+  TransformerConfig c;
+  c.vocab_size = kVocab;
+  c.d_model = 16;
+  c.n_heads = 2;
+  c.d_ff = 32;
+  c.n_decoder_layers = 1;
+  c.dropout = 0.1;  // dropout draws from the default generator: its state must be checkpointed too
+  c.decoder_self.scheme = "t5";
+  c.decoder_self.num_buckets = 8;
+  c.decoder_self.max_distance = 16;
+  return c;
+}
+
+// The batch at a position of the data stream: a pure function of the position, as a real loader that
+// can seek, so the checkpoint's data_position is all a resume needs.
+Tensor batch_at(int64_t position) {
+  Generator g;
+  g.set_state(kDataSeed, static_cast<uint64_t>(position));
+  return randint(0, kVocab, {kBatch, kSeqLen}, TensorOptions(kInt64), &g);
+}
+
+struct Run {
+  std::unique_ptr<DecoderLM> model;
+  std::unique_ptr<AdamW> opt;
+  LrSchedule schedule{3e-2, 3, 20, 3e-3};
+  int64_t step = 0, data_position = 0;
+
+  explicit Run(uint64_t init_seed) {
+    Generator init(init_seed);
+    model = std::make_unique<DecoderLM>(resume_config(), &init);
+    opt = std::make_unique<AdamW>(decay_groups(model->named_parameters(), 3e-2, 0.1),
+                                  AdamWOptions().betas(0.9, 0.95));
+  }
+
+  void train(int64_t steps, std::vector<double>& losses) {
+    for (int64_t k = 0; k < steps; ++k, ++step) {
+      Tensor batch = batch_at(data_position++);
+      Tensor input = batch.slice(1, 0, kSeqLen - 1).contiguous();   // (B, T)
+      Tensor target = batch.slice(1, 1, kSeqLen).contiguous();      // (B, T)
+      opt->zero_grad();
+      Tensor logits = (*model)(input);                              // (B, T, V)
+      Tensor loss = cross_entropy(logits.reshape({kBatch * (kSeqLen - 1), kVocab}),
+                                  target.reshape({kBatch * (kSeqLen - 1)}));
+      loss.backward();
+      clip_grad_norm_(model->parameters(), 0.5);
+      opt->set_lr(schedule.lr_at(step));
+      opt->step();
+      losses.push_back(loss.item());
+    }
+  }
+};
+
+}  // namespace
+
+TEST_CASE("checkpoint: resume after 10 steps is bit-identical to 20 uninterrupted steps") {
+  TempDir dir;
+  std::string path = dir.file("resume.safetensors");
+
+  // Uninterrupted.
+  manual_seed(42);
+  std::vector<double> straight;
+  Run a(5);
+  a.train(20, straight);
+  auto straight_weights = a.model->state_dict();
+  auto straight_optim = a.opt->state_tensors();
+
+  // 10 steps, checkpoint, destroy everything.
+  manual_seed(42);
+  std::vector<double> resumed;
+  {
+    Run b(5);
+    b.train(10, resumed);
+    CheckpointMeta meta;
+    meta.step = b.step;
+    meta.config_json = "{\"vocab_size\": 8, \"d_model\": 16, \"n_heads\": 2, \"n_decoder_layers\": 1}";
+    meta.rng_seed = default_generator().seed();
+    meta.rng_offset = default_generator().offset();
+    meta.data_position = b.data_position;
+    meta.num_threads = 1;
+    save_checkpoint(path, *b.model, b.opt.get(), meta);
+  }
+  manual_seed(999);  // whatever the process did meanwhile: restore must bring the dropout stream back
+
+  // Fresh objects (other initial weights), restore, 10 more steps.
+  Run c(6);
+  Checkpoint ck = load_checkpoint(path);
+  restore(ck, *c.model, c.opt.get(), &default_generator());
+  c.step = ck.meta.step;
+  c.data_position = ck.meta.data_position;
+  CHECK(c.step == 10);
+  CHECK(c.opt->step_count() == 10);
+  c.train(10, resumed);
+
+  REQUIRE(resumed.size() == straight.size());
+  for (size_t k = 0; k < straight.size(); ++k) CHECK_MESSAGE(resumed[k] == straight[k], "loss at step " << k);
+  check_same_state(c.model->state_dict(), straight_weights);
+  check_same_state(c.opt->state_tensors(), straight_optim);
+  CHECK(straight.back() < straight.front());  // it did train
+}
