@@ -2,6 +2,8 @@
 
 #include <limits>
 
+#include "layers/rotary.h"
+
 namespace relgrad {
 
 Tensor causal_mask(const Tensor& positions, int64_t t1) {
@@ -59,24 +61,23 @@ MultiHeadAttention::MultiHeadAttention(int64_t embed_dim_, int64_t num_heads_,
   if (positional_) positional = register_module("positional", positional_);
 }
 
-AttentionOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& key_value, const AttentionOptions& o) {
-  const char* op = "MultiHeadAttention";
-  RG_CHECK_T(ShapeError, query.dim() == 3 && query.size(2) == embed_dim, op, "query must be (B, t2, ", embed_dim,
-             "), got ", shape_str(query.shape()));
-  RG_CHECK_T(ShapeError, key_value.dim() == 3 && key_value.size(2) == embed_dim && key_value.size(0) == query.size(0),
-             op, "key_value must be (B, t1, ", embed_dim, ") with the query's batch ", query.size(0), ", got ",
-             shape_str(key_value.shape()));
-  const int64_t B = query.size(0), t2 = query.size(1), t1 = key_value.size(1), H = num_heads, D = head_dim;
-  AttentionGeometry g = AttentionGeometry::make(B, H, D, t2, t1, o.causal);
-  g.alignment = o.alignment;
-  g.query_positions = o.query_positions;
+void MultiHeadAttention::check_query(const Tensor& query, const AttentionOptions& o) const {
+  RG_CHECK_T(ShapeError, query.dim() == 3 && query.size(2) == embed_dim, "MultiHeadAttention",
+             "query must be (B, t2, ", embed_dim, "), got ", shape_str(query.shape()));
+  const int64_t t2 = query.size(1);
   if (o.query_positions.defined())
     RG_CHECK_T(ShapeError, o.query_positions.dtype() == kInt64 && o.query_positions.dim() == 1 &&
                                o.query_positions.size(0) == t2,
-               op, "query_positions must be int64 (", t2, "), got ", dtype_name(o.query_positions.dtype()), " ",
-               shape_str(o.query_positions.shape()));
+               "MultiHeadAttention", "query_positions must be int64 (", t2, "), got ",
+               dtype_name(o.query_positions.dtype()), " ", shape_str(o.query_positions.shape()));
+}
+
+AttentionOutput MultiHeadAttention::attend(const Tensor& q, const Tensor& k, const Tensor& v,
+                                           const AttentionGeometry& g, const AttentionOptions& o, bool keys_rotated) {
+  const char* op = "MultiHeadAttention";
+  const int64_t B = g.batch, t2 = g.t2, t1 = g.t1;
   Tensor mask;
-  if (o.causal) mask = causal_mask(g.positions(), t1);
+  if (g.causal) mask = causal_mask(g.positions(), t1);
   if (o.key_padding_mask.defined()) {
     const Tensor& kpm = o.key_padding_mask;
     RG_CHECK_T(ShapeError, kpm.dtype() == kBool && kpm.dim() == 2 && kpm.size(0) == B && kpm.size(1) == t1, op,
@@ -85,14 +86,83 @@ AttentionOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& k
     Tensor pad = kpm.reshape({B, 1, 1, t1});
     mask = mask.defined() ? where(mask, mask, pad) : pad;  // logical or
   }
+  Tensor qs = q;
+  const PositionalScheme* scheme = positional.get();
+  if (keys_rotated) {
+    // RoPE acts only through content_qk: with the keys rotated already, rotate the queries at π(i)
+    // and run the core without the scheme (its scale is the default 1/√D).
+    qs = static_cast<const RoPE*>(scheme)->rotate(q, g.positions());
+    scheme = nullptr;
+  }
+  AttentionOutput a = attention_heads(qs, k, v, scheme, g, mask, dropout, is_training(), dropout_generator);
+  Tensor merged = a.output.permute({0, 2, 1, 3}).reshape({B, t2, embed_dim});
+  return {out_proj->forward(merged), o.need_weights ? a.weights : Tensor()};
+}
+
+AttentionOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& key_value, const AttentionOptions& o) {
+  check_query(query, o);
+  RG_CHECK_T(ShapeError, key_value.dim() == 3 && key_value.size(2) == embed_dim && key_value.size(0) == query.size(0),
+             "MultiHeadAttention", "key_value must be (B, t1, ", embed_dim, ") with the query's batch ",
+             query.size(0), ", got ", shape_str(key_value.shape()));
+  const int64_t B = query.size(0), t2 = query.size(1), t1 = key_value.size(1), H = num_heads, D = head_dim;
+  AttentionGeometry g = AttentionGeometry::make(B, H, D, t2, t1, o.causal);
+  g.alignment = o.alignment;
+  g.query_positions = o.query_positions;
   // (B, t, C) → (B, H, t, D)
   auto heads = [&](const Tensor& x, int64_t t) { return x.reshape({B, t, H, D}).permute({0, 2, 1, 3}); };
   Tensor q = heads(q_proj->forward(query), t2);
   Tensor k = heads(k_proj->forward(key_value), t1);
   Tensor v = heads(v_proj->forward(key_value), t1);
-  AttentionOutput a = attention_heads(q, k, v, positional.get(), g, mask, dropout, is_training(), dropout_generator);
-  Tensor merged = a.output.permute({0, 2, 1, 3}).reshape({B, t2, embed_dim});
-  return {out_proj->forward(merged), o.need_weights ? a.weights : Tensor()};
+  return attend(q, k, v, g, o, false);
+}
+
+AttentionOutput MultiHeadAttention::forward(const Tensor& x_new, KVCache& cache, const AttentionOptions& o) {
+  const char* op = "MultiHeadAttention";
+  check_query(x_new, o);
+  const int64_t B = x_new.size(0), t2 = x_new.size(1), H = num_heads, D = head_dim;
+  const int64_t t_cached = cache.length(), t1 = t_cached + t2;
+  if (cache.k.defined())
+    RG_CHECK_T(ShapeError, cache.k.dim() == 4 && cache.k.size(0) == B && cache.k.size(1) == H && cache.k.size(3) == D,
+               op, "the KV cache holds keys ", shape_str(cache.k.shape()), ", expected (", B, ", ", H, ", t, ", D,
+               ") for x_new ", shape_str(x_new.shape()));
+  AttentionGeometry g = AttentionGeometry::make(B, H, D, t2, t1, true);
+  g.alignment = Alignment::Right;  // the new queries are the last t2 of the t1 positions
+  g.query_positions = o.query_positions;
+  auto heads = [&](const Tensor& x) { return x.reshape({B, t2, H, D}).permute({0, 2, 1, 3}); };
+  Tensor q = heads(q_proj->forward(x_new));  // (B, H, t2, D)
+  Tensor k = heads(k_proj->forward(x_new));
+  Tensor v = heads(v_proj->forward(x_new));
+  const auto* rope = dynamic_cast<const RoPE*>(positional.get());
+  // RoPE's content_qk would rotate keys at 0..t1−1; the new keys sit at t_cached..t1−1.
+  if (rope) k = rope->rotate(k, arange(static_cast<double>(t_cached), static_cast<double>(t1), 1.0, kInt64));
+  cache.k = t_cached > 0 ? cat({cache.k, k}, 2) : k.contiguous();  // (B, H, t1, D)
+  cache.v = t_cached > 0 ? cat({cache.v, v}, 2) : v.contiguous();
+  return attend(q, cache.k, cache.v, g, o, rope != nullptr);
+}
+
+AttentionOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& memory, KVCache& cache,
+                                            const AttentionOptions& o) {
+  const char* op = "MultiHeadAttention";
+  check_query(query, o);
+  RG_CHECK_T(ShapeError, memory.dim() == 3 && memory.size(2) == embed_dim && memory.size(0) == query.size(0), op,
+             "memory must be (B, t1, ", embed_dim, ") with the query's batch ", query.size(0), ", got ",
+             shape_str(memory.shape()));
+  const int64_t B = query.size(0), t2 = query.size(1), t1 = memory.size(1), H = num_heads, D = head_dim;
+  AttentionGeometry g = AttentionGeometry::make(B, H, D, t2, t1, o.causal);
+  g.alignment = o.alignment;
+  g.query_positions = o.query_positions;
+  auto heads = [&](const Tensor& x, int64_t t) { return x.reshape({B, t, H, D}).permute({0, 2, 1, 3}); };
+  const auto* rope = dynamic_cast<const RoPE*>(positional.get());
+  if (!cache.k.defined()) {
+    Tensor k = heads(k_proj->forward(memory), t1);  // (B, H, t1, D)
+    if (rope) k = rope->rotate(k, arange(static_cast<double>(t1), kInt64));
+    cache.k = k.contiguous();
+    cache.v = heads(v_proj->forward(memory), t1).contiguous();
+  }
+  RG_CHECK_T(ShapeError, cache.k.size(0) == B && cache.k.size(2) == t1, op, "the cross-attention cache holds keys ",
+             shape_str(cache.k.shape()), ", but the memory is ", shape_str(memory.shape()));
+  Tensor q = heads(q_proj->forward(query), t2);
+  return attend(q, cache.k, cache.v, g, o, rope != nullptr);
 }
 
 }  // namespace relgrad

@@ -19,6 +19,19 @@ struct AttentionOptions {
   Tensor query_positions;          // optional explicit π(i), int64 (t2)
 };
 
+// Projected keys and values of one attention layer, kept between decoding steps: (B, H, t_cached, D)
+// each. Self-attention appends the new tokens' keys and values at every step; cross-attention fills
+// it once from the encoder output and reuses it. With RoPE the keys are stored already rotated at
+// their absolute positions (rotation is per position, so this equals rotating the whole sequence).
+struct KVCache {
+  Tensor k, v;
+  int64_t length() const { return k.defined() ? k.size(2) : 0; }
+};
+// One block's caches: causal self-attention, and cross-attention (empty in a decoder-only block).
+struct LayerCache {
+  KVCache self, cross;
+};
+
 struct AttentionOutput {
   Tensor output;   // (B, t2, C)
   Tensor weights;  // (B, H, t2, t1) when need_weights
@@ -31,11 +44,29 @@ class MultiHeadAttention : public Module {
   // Self-attention: forward(x, x, options). Cross-attention: forward(decoder_x, encoder_out, options).
   AttentionOutput forward(const Tensor& query, const Tensor& key_value, const AttentionOptions& options = {});
 
+  // Incremental causal self-attention for decoding: x_new (B, t2, C) are the tokens that follow the
+  // t_cached already in `cache`. Their keys and values are appended, and their queries attend to all
+  // t1 = t_cached + t2 keys with right alignment, π(i) = i + t1 − t2 (their absolute positions), so
+  // every scheme sees the same (query, key) positions as the full causal pass over all t1 tokens
+  // and gives the same scores. Always causal; options.key_padding_mask, if any, covers all t1 keys.
+  AttentionOutput forward(const Tensor& x_new, KVCache& cache, const AttentionOptions& options = {});
+  // Cross-attention whose memory (B, t1, C) is projected into `cache` on the first call and reused
+  // after (the memory is then only checked for its shape). Positions come from `options` as usual.
+  AttentionOutput forward(const Tensor& query, const Tensor& memory, KVCache& cache,
+                          const AttentionOptions& options = {});
+
   int64_t embed_dim, num_heads, head_dim;
   double dropout;
   Generator* dropout_generator = nullptr;  // null: the default generator
   std::shared_ptr<Linear> q_proj, k_proj, v_proj, out_proj;
   std::shared_ptr<PositionalScheme> positional;
+
+ private:
+  // What every forward shares after the projections: the mask, the core and the head merge.
+  // q (B,H,t2,D), k and v (B,H,t1,D). keys_rotated: k is RoPE-rotated already (from a cache).
+  AttentionOutput attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionGeometry& g,
+                         const AttentionOptions& options, bool keys_rotated);
+  void check_query(const Tensor& query, const AttentionOptions& options) const;
 };
 
 // The attention core on split heads, for schemes and tests: q (B,H,t2,D), k and v (B,H,t1,D) →

@@ -54,11 +54,23 @@ EncoderBlock::EncoderBlock(int64_t d_model, int64_t n_heads, int64_t d_ff, const
 }
 
 Tensor EncoderBlock::forward(const Tensor& x, const Tensor& key_padding_mask) {
+  return forward_with(x, key_padding_mask, nullptr);
+}
+
+Tensor EncoderBlock::forward(const Tensor& x, const Tensor& key_padding_mask, LayerCache& cache) {
+  // Without a causal mask every earlier output would change with each new token: nothing to cache.
+  RG_CHECK(options.causal, "EncoderBlock", "a KV cache needs a causal block (BlockOptions::causal)");
+  return forward_with(x, key_padding_mask, &cache);
+}
+
+Tensor EncoderBlock::forward_with(const Tensor& x, const Tensor& key_padding_mask, LayerCache* cache) {
   RG_CHECK(x.defined(), "EncoderBlock", "x is an undefined tensor");
   AttentionOptions ao;
   ao.causal = options.causal;
   ao.key_padding_mask = key_padding_mask;
-  auto attend = [&](const Tensor& h) { return self_attn->forward(h, h, ao).output; };
+  auto attend = [&](const Tensor& h) {
+    return cache ? self_attn->forward(h, cache->self, ao).output : self_attn->forward(h, h, ao).output;
+  };
   Tensor h = x;  // (B, T, C)
   if (options.pre_norm) {
     h = h + dropout->forward(attend(apply_norm(*norm1, h)));
@@ -91,6 +103,16 @@ DecoderBlock::DecoderBlock(int64_t d_model, int64_t n_heads, int64_t d_ff, const
 
 Tensor DecoderBlock::forward(const Tensor& x, const Tensor& memory, const Tensor& tgt_padding_mask,
                              const Tensor& memory_padding_mask) {
+  return forward_with(x, memory, tgt_padding_mask, memory_padding_mask, nullptr);
+}
+
+Tensor DecoderBlock::forward(const Tensor& x, const Tensor& memory, const Tensor& tgt_padding_mask,
+                             const Tensor& memory_padding_mask, LayerCache& cache) {
+  return forward_with(x, memory, tgt_padding_mask, memory_padding_mask, &cache);
+}
+
+Tensor DecoderBlock::forward_with(const Tensor& x, const Tensor& memory, const Tensor& tgt_padding_mask,
+                                  const Tensor& memory_padding_mask, LayerCache* cache) {
   RG_CHECK(x.defined() && memory.defined(), "DecoderBlock", "x and memory must be defined tensors");
   AttentionOptions self_o;
   self_o.causal = true;
@@ -98,8 +120,23 @@ Tensor DecoderBlock::forward(const Tensor& x, const Tensor& memory, const Tensor
   AttentionOptions cross_o;
   cross_o.key_padding_mask = memory_padding_mask;
   cross_o.alignment = cross_alignment;
-  auto self = [&](const Tensor& h) { return self_attn->forward(h, h, self_o).output; };     // (B, t2, C)
-  auto cross = [&](const Tensor& h) { return cross_attn->forward(h, memory, cross_o).output; };  // (B, t2, C)
+  if (cache) {
+    // Under Right or Scaled alignment π(i) of every target query moves as the target grows, so the
+    // earlier tokens' states (the cached self-attention keys and values) would go stale; only
+    // Left alignment (π(i) = i), or a cross-attention without a scheme, can be cached exactly.
+    RG_CHECK(cross_alignment == Alignment::Left || !cross_attn->positional, "DecoderBlock",
+             "a KV cache needs cross_alignment Left when cross-attention has a positional scheme (under Right "
+             "or Scaled the earlier target positions move as the target grows); decode without a cache");
+    const int64_t t_new = x.size(1), n = cache->self.length() + t_new;
+    cross_o.query_positions = arange(static_cast<double>(n - t_new), static_cast<double>(n), 1.0, kInt64);
+  }
+  auto self = [&](const Tensor& h) {  // (B, t2, C)
+    return cache ? self_attn->forward(h, cache->self, self_o).output : self_attn->forward(h, h, self_o).output;
+  };
+  auto cross = [&](const Tensor& h) {  // (B, t2, C)
+    return cache ? cross_attn->forward(h, memory, cache->cross, cross_o).output
+                 : cross_attn->forward(h, memory, cross_o).output;
+  };
   Tensor h = x;  // (B, t2, C)
   if (options.pre_norm) {
     h = h + dropout->forward(self(apply_norm(*norm1, h)));

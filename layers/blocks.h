@@ -62,12 +62,19 @@ class EncoderBlock : public Module {
                std::shared_ptr<PositionalScheme> self_positional = nullptr, Generator* init_generator = nullptr);
   // x (B, T, C), key_padding_mask optional bool (B, T), true = padding → (B, T, C).
   Tensor forward(const Tensor& x, const Tensor& key_padding_mask = Tensor());
+  // Incremental decoding (causal blocks only): x (B, t_new, C) are the tokens after those already in
+  // cache.self; key_padding_mask optional bool (B, t_cached + t_new) over all keys → (B, t_new, C),
+  // the rows the full causal pass would give for these tokens.
+  Tensor forward(const Tensor& x, const Tensor& key_padding_mask, LayerCache& cache);
 
   BlockOptions options;
   std::shared_ptr<MultiHeadAttention> self_attn;
   std::shared_ptr<FeedForward> ff;
   std::shared_ptr<Module> norm1, norm2;
   std::shared_ptr<Dropout> dropout;
+
+ private:
+  Tensor forward_with(const Tensor& x, const Tensor& key_padding_mask, LayerCache* cache);  // cache may be null
 };
 
 class DecoderBlock : public Module {
@@ -82,6 +89,13 @@ class DecoderBlock : public Module {
   // tgt_padding_mask (B, t2) for self-attention, memory_padding_mask (B, t1) for cross-attention.
   Tensor forward(const Tensor& x, const Tensor& memory, const Tensor& tgt_padding_mask = Tensor(),
                  const Tensor& memory_padding_mask = Tensor());
+  // Incremental decoding: x (B, t_new, C) are the target tokens after those already in cache.self;
+  // cache.cross holds memory's projected keys and values after the first call. tgt_padding_mask, if
+  // any, covers all t_cached + t_new target keys. The new queries sit at their absolute target
+  // positions, so the rows equal a full pass's. Needs cross_alignment Left when cross-attention has
+  // a scheme: under Right or Scaled the earlier tokens' π(i) change as the target grows (an error).
+  Tensor forward(const Tensor& x, const Tensor& memory, const Tensor& tgt_padding_mask,
+                 const Tensor& memory_padding_mask, LayerCache& cache);
 
   BlockOptions options;
   Alignment cross_alignment;
@@ -89,6 +103,10 @@ class DecoderBlock : public Module {
   std::shared_ptr<FeedForward> ff;
   std::shared_ptr<Module> norm1, norm2, norm3;
   std::shared_ptr<Dropout> dropout;
+
+ private:
+  Tensor forward_with(const Tensor& x, const Tensor& memory, const Tensor& tgt_padding_mask,
+                      const Tensor& memory_padding_mask, LayerCache* cache);  // cache may be null
 };
 
 }  // namespace relgrad

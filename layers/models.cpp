@@ -38,6 +38,25 @@ void check_tokens(const char* op, const char* what, const Tensor& tokens, const 
                shape_str(mask.shape()));
 }
 
+// Sizes an empty cache to one LayerCache per layer and checks its size and a padding mask covering all
+// t_cached + t_new keys, bool (B, t_cached + t_new). Returns t_cached.
+int64_t prepare_cache(const char* op, std::vector<LayerCache>& cache, size_t n_layers, const Tensor& tokens,
+                      const Tensor& mask) {
+  if (cache.empty()) cache.resize(n_layers);
+  RG_CHECK(cache.size() == n_layers, op, "the cache has ", cache.size(), " layers, the model ", n_layers);
+  const int64_t t_cached = cache[0].self.length();
+  if (t_cached > 0)
+    RG_CHECK_T(ShapeError, cache[0].self.k.size(0) == tokens.size(0), op, "the cache was filled for batch ",
+               cache[0].self.k.size(0), ", the tokens have batch ", tokens.size(0));
+  if (mask.defined()) {
+    const Shape want{tokens.size(0), t_cached + tokens.size(1)};
+    RG_CHECK_T(ShapeError, mask.dtype() == kBool && mask.shape() == want, op,
+               "with a cache the padding mask covers all keys, bool ", shape_str(want), ", got ",
+               dtype_name(mask.dtype()), " ", shape_str(mask.shape()));
+  }
+  return t_cached;
+}
+
 // h (B, T, C) → logits (B, T, V), through the head or the tied embedding table (see models.h).
 Tensor lm_logits(const Tensor& h, const std::shared_ptr<Linear>& head, const Embedding& embed) {
   if (head) return head->forward(h);
@@ -133,6 +152,17 @@ Tensor DecoderLM::forward(const Tensor& tokens, const Tensor& key_padding_mask) 
   return lm_logits(h, lm_head, *embed);  // (B, T, V)
 }
 
+Tensor DecoderLM::forward(const Tensor& tokens, const Tensor& key_padding_mask, std::vector<LayerCache>* cache) {
+  if (!cache) return forward(tokens, key_padding_mask);
+  check_tokens("DecoderLM", "tokens", tokens, Tensor());
+  prepare_cache("DecoderLM", *cache, layers->size(), tokens, key_padding_mask);
+  // The embedding has no positions (they live in the schemes), so the new tokens embed alone.
+  Tensor h = dropout->forward(embed->forward(tokens));  // (B, t_new, C)
+  for (size_t i = 0; i < layers->size(); ++i) h = (*layers)[i].forward(h, key_padding_mask, (*cache)[i]);
+  if (final_norm) h = apply_norm(*final_norm, h);
+  return lm_logits(h, lm_head, *embed);  // (B, t_new, V)
+}
+
 // ---- EncoderDecoder ----
 
 TransformerEncoder::TransformerEncoder(const TransformerConfig& c, Generator* init) {
@@ -175,6 +205,16 @@ Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory, cons
   return final_norm ? apply_norm(*final_norm, h) : h;
 }
 
+Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_padding_mask,
+                                   const Tensor& memory_padding_mask, std::vector<LayerCache>* cache) {
+  if (!cache) return forward(tgt, memory, tgt_padding_mask, memory_padding_mask);
+  prepare_cache("EncoderDecoder", *cache, layers->size(), tgt, tgt_padding_mask);
+  Tensor h = dropout->forward(embed->forward(tgt));  // (B, t_new, C)
+  for (size_t i = 0; i < layers->size(); ++i)
+    h = (*layers)[i].forward(h, memory, tgt_padding_mask, memory_padding_mask, (*cache)[i]);
+  return final_norm ? apply_norm(*final_norm, h) : h;
+}
+
 EncoderDecoder::EncoderDecoder(const TransformerConfig& c, Generator* init) : config(c) {
   c.validate("EncoderDecoder", true);
   encoder = register_module("encoder", std::make_shared<TransformerEncoder>(c, init));
@@ -195,6 +235,17 @@ Tensor EncoderDecoder::decode(const Tensor& tgt, const Tensor& memory, const Ten
              memory.defined() ? shape_str(memory.shape()) : std::string("undefined"));
   Tensor h = decoder->forward(tgt, memory, tgt_padding_mask, src_padding_mask);  // (B, t2, C)
   return lm_logits(h, lm_head, *decoder->embed);                                // (B, t2, V)
+}
+
+Tensor EncoderDecoder::decode(const Tensor& tgt, const Tensor& memory, const Tensor& src_padding_mask,
+                              const Tensor& tgt_padding_mask, std::vector<LayerCache>* cache) {
+  if (!cache) return decode(tgt, memory, src_padding_mask, tgt_padding_mask);
+  check_tokens("EncoderDecoder", "tgt", tgt, Tensor());
+  RG_CHECK_T(ShapeError, memory.defined() && memory.dim() == 3 && memory.size(0) == tgt.size(0), "EncoderDecoder",
+             "memory must be (B, t1, C) with tgt's batch ", tgt.size(0), ", got ",
+             memory.defined() ? shape_str(memory.shape()) : std::string("undefined"));
+  Tensor h = decoder->forward(tgt, memory, tgt_padding_mask, src_padding_mask, cache);  // (B, t_new, C)
+  return lm_logits(h, lm_head, *decoder->embed);                                       // (B, t_new, V)
 }
 
 Tensor EncoderDecoder::forward(const Tensor& src, const Tensor& tgt, const Tensor& src_padding_mask,

@@ -108,6 +108,11 @@ class DecoderLM : public Module {
   Tensor operator()(const Tensor& tokens, const Tensor& key_padding_mask = Tensor()) {
     return forward(tokens, key_padding_mask);
   }
+  // Incremental decoding: tokens (B, t_new) follow the t_cached tokens whose keys and values `cache`
+  // holds (an empty vector on the first call; it is sized to one LayerCache per layer) → logits
+  // (B, t_new, V), equal to the last t_new rows of forward() over all t_cached + t_new tokens.
+  // key_padding_mask optional bool (B, t_cached + t_new) over all keys. No cache (null): forward().
+  Tensor forward(const Tensor& tokens, const Tensor& key_padding_mask, std::vector<LayerCache>* cache);
 
   TransformerConfig config;
   std::shared_ptr<Embedding> embed;
@@ -135,6 +140,9 @@ class TransformerDecoder : public Module {
   TransformerDecoder(const TransformerConfig& config, Generator* init_generator);
   Tensor forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_padding_mask = Tensor(),
                  const Tensor& memory_padding_mask = Tensor());
+  // Incremental decoding with one LayerCache per layer (see EncoderDecoder::decode); null: forward().
+  Tensor forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_padding_mask,
+                 const Tensor& memory_padding_mask, std::vector<LayerCache>* cache);
 
   std::shared_ptr<Embedding> embed;
   std::shared_ptr<Dropout> dropout;
@@ -158,6 +166,14 @@ class EncoderDecoder : public Module {
   Tensor encode(const Tensor& src, const Tensor& src_padding_mask = Tensor());
   Tensor decode(const Tensor& tgt, const Tensor& memory, const Tensor& src_padding_mask = Tensor(),
                 const Tensor& tgt_padding_mask = Tensor());
+  // Incremental decoding: tgt (B, t_new) follows the t_cached target tokens in `cache` (an empty
+  // vector on the first call, sized to one LayerCache per decoder layer; the first call also caches
+  // the projected memory for cross-attention, so keep `memory` the same) → logits (B, t_new, V),
+  // equal to the last t_new rows of decode() over all t_cached + t_new target tokens.
+  // tgt_padding_mask optional bool (B, t_cached + t_new). No cache (null): decode() above. A cross
+  // scheme under Right or Scaled alignment cannot be cached exactly: an error (layers/blocks.h).
+  Tensor decode(const Tensor& tgt, const Tensor& memory, const Tensor& src_padding_mask,
+                const Tensor& tgt_padding_mask, std::vector<LayerCache>* cache);
 
   TransformerConfig config;
   std::shared_ptr<TransformerEncoder> encoder;
