@@ -23,20 +23,9 @@ inline void gradcheck_attention(std::shared_ptr<PositionalScheme> scheme, bool c
   if (cross) o.key_padding_mask = from_vector<bool>({false, false, false, true, true, false, false, false, false, true}, {B, t1});
   TensorList inputs = {uniform({B, t2, 8}, -1, 1, kFloat64, 11).requires_grad_()};
   if (cross) inputs.push_back(uniform({B, t1, 8}, -1, 1, kFloat64, 12).requires_grad_());
-  std::vector<Tensor> saved;
-  for (Tensor* p : params) {
-    saved.push_back(*p);
-    inputs.push_back(p->detach().clone().requires_grad_());
-  }
-  const size_t first_param = cross ? 2 : 1;
-  GradcheckResult r = gradcheck(
-      [&](const TensorList& in) {
-        for (size_t k = 0; k < params.size(); ++k) *params[k] = in[first_param + k];
-        return mha->forward(in[0], cross ? in[1] : in[0], o).output;
-      },
-      inputs);
-  for (size_t k = 0; k < params.size(); ++k) *params[k] = saved[k];
-  CHECK_MESSAGE(r.ok, r.message);
+  gradcheck_with_params(params, inputs, [&](const TensorList& in) {
+    return mha->forward(in[0], cross ? in[1] : in[0], o).output;
+  });
 }
 
 }  // namespace relgrad::testing

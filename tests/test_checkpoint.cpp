@@ -13,6 +13,7 @@
 
 #include "layers/linear.h"
 #include "layers/models.h"
+#include "file_testing.h"
 #include "testing.h"
 #include "train/checkpoint.h"
 #include "train/clip.h"
@@ -20,37 +21,10 @@
 #include "train/schedule.h"
 
 using namespace relgrad;
-using relgrad::testing::check_throws_with;
+using namespace relgrad::testing;
 namespace fs = std::filesystem;
 
 namespace {
-
-// A fresh directory under /tmp, removed with everything in it at the end of the test.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "relgrad_ck_XXXXXX").string();
-    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::remove(path.c_str());  // see test_safetensors.cpp: avoids ext4's flush-on-truncate in the sweeps
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  REQUIRE(out.good());
-}
 
 // Offset of the data section: 8 bytes of header length, then the header.
 size_t data_start(const std::string& bytes) {

@@ -15,36 +15,10 @@ namespace {
 // gradcheck of f(inputs) where f also reads the module's parameters through `params` (its member
 // handles): each is swapped for gradcheck's copy during an evaluation and restored after. `params`
 // must cover the module's whole named_parameters(), so no parameter goes unchecked.
-void gradcheck_layer(const Module& m, std::vector<Tensor*> params, TensorList inputs,
+void gradcheck_layer(const Module& m, const std::vector<Tensor*>& params, const TensorList& inputs,
                      const std::function<Tensor(const TensorList&)>& f) {
   REQUIRE(params.size() == m.parameters().size());
-  const size_t first_param = inputs.size();
-  std::vector<Tensor> saved;
-  for (Tensor* p : params) {
-    saved.push_back(*p);
-    inputs.push_back(p->detach().clone().requires_grad_());
-  }
-  GradcheckResult r = gradcheck(
-      [&](const TensorList& in) {
-        for (size_t k = 0; k < params.size(); ++k) *params[k] = in[first_param + k];
-        return f(TensorList(in.begin(), in.begin() + first_param));
-      },
-      inputs);
-  for (size_t k = 0; k < params.size(); ++k) *params[k] = saved[k];
-  CHECK_MESSAGE(r.ok, r.message);
-}
-
-// Backward of a random projection of `out` (a plain sum would give LayerNorm's weight a zero
-// gradient: normalised rows sum to zero); every parameter must get a defined, non-zero gradient.
-void check_every_parameter_gets_gradient(const Module& m, const Tensor& out) {
-  (out * uniform(out.shape(), -1, 1, out.dtype(), 99)).sum().backward();
-  for (const auto& [name, p] : m.named_parameters()) {
-    INFO("parameter ", name);
-    REQUIRE(p.grad().defined());
-    double largest = 0;
-    for (double g : p.grad().to(kFloat64).to_vector<double>()) largest = std::max(largest, std::fabs(g));
-    CHECK(largest > 0);
-  }
+  gradcheck_with_params(params, inputs, f);
 }
 
 // Sets a parameter's values without recording (parameters refuse in-place ops under grad mode).

@@ -16,39 +16,6 @@ using namespace relgrad::testing;
 
 namespace {
 
-// gradcheck of f(inputs) where f also reads the tensors behind `params` (member handles of a
-// module): each is swapped for gradcheck's copy during an evaluation and restored after.
-void gradcheck_with_params(std::vector<Tensor*> params, TensorList inputs,
-                           const std::function<Tensor(const TensorList&)>& f) {
-  const size_t first_param = inputs.size();
-  std::vector<Tensor> saved;
-  for (Tensor* p : params) {
-    saved.push_back(*p);
-    inputs.push_back(p->detach().clone().requires_grad_());
-  }
-  GradcheckResult r = gradcheck(
-      [&](const TensorList& in) {
-        for (size_t k = 0; k < params.size(); ++k) *params[k] = in[first_param + k];
-        return f(TensorList(in.begin(), in.begin() + first_param));
-      },
-      inputs);
-  for (size_t k = 0; k < params.size(); ++k) *params[k] = saved[k];
-  CHECK_MESSAGE(r.ok, r.message);
-}
-
-// Backward of a random projection of `out` (a plain sum gives a norm gain a zero gradient); every
-// parameter must get a defined, non-zero gradient.
-void check_every_parameter_gets_gradient(const Module& m, const Tensor& out) {
-  (out * uniform(out.shape(), -1, 1, out.dtype(), 99)).sum().backward();
-  for (const auto& [name, p] : m.named_parameters()) {
-    INFO("parameter ", name);
-    REQUIRE(p.grad().defined());
-    double largest = 0;
-    for (double g : p.grad().to(kFloat64).to_vector<double>()) largest = std::max(largest, std::fabs(g));
-    CHECK(largest > 0);
-  }
-}
-
 std::vector<double> values(const Tensor& t) { return t.to(kFloat64).contiguous().to_vector<double>(); }
 
 Tensor tokens(std::vector<int64_t> v, int64_t B, int64_t T) { return from_vector<int64_t>(v, {B, T}); }

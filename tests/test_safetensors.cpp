@@ -8,42 +8,14 @@
 #include <iterator>
 
 #include "core/safetensors.h"
+#include "file_testing.h"
 #include "testing.h"
 
 using namespace relgrad;
-using relgrad::testing::check_throws_with;
+using namespace relgrad::testing;
 namespace fs = std::filesystem;
 
 namespace {
-
-// A fresh directory under /tmp, removed with everything in it at the end of the test.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "relgrad_st_XXXXXX").string();
-    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  // Remove first: truncating a file with data makes ext4 flush it on close (auto_da_alloc), which
-  // turns the sweeps below from milliseconds into seconds.
-  std::remove(path.c_str());
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  REQUIRE(out.good());
-}
 
 std::string le64(uint64_t v) {
   std::string s(8, '\0');

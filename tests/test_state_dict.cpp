@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 
+#include "file_testing.h"
 #include "testing.h"
 
 using namespace relgrad;
@@ -15,20 +16,6 @@ using namespace relgrad::testing;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "relgrad_sd_XXXXXX").string();
-    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 // Two linear layers with an ALiBi attention between them: parameters, a buffer and nested children.
 struct Net : Module {

@@ -2,7 +2,10 @@
 #pragma once
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
+#include <vector>
 #include <sstream>
 #include <string>
 
@@ -68,6 +71,40 @@ void check_throws_with(Fn&& fn, const std::string& expected) {
   }
   std::string report = "expected a relgrad::Error containing '" + expected + "'";
   CHECK_MESSAGE(threw, report);
+}
+
+// gradcheck of f(inputs) where f also reads tensors behind `params` (a module's member handles):
+// each is swapped for gradcheck's copy during an evaluation and restored after, so the Jacobian
+// covers the parameters too.
+inline void gradcheck_with_params(const std::vector<Tensor*>& params, TensorList inputs,
+                                  const std::function<Tensor(const TensorList&)>& f) {
+  const size_t first_param = inputs.size();
+  std::vector<Tensor> saved;
+  for (Tensor* p : params) {
+    saved.push_back(*p);
+    inputs.push_back(p->detach().clone().requires_grad_());
+  }
+  GradcheckResult r = gradcheck(
+      [&](const TensorList& in) {
+        for (size_t k = 0; k < params.size(); ++k) *params[k] = in[first_param + k];
+        return f(TensorList(in.begin(), in.begin() + first_param));
+      },
+      inputs);
+  for (size_t k = 0; k < params.size(); ++k) *params[k] = saved[k];
+  CHECK_MESSAGE(r.ok, r.message);
+}
+
+// Backward of a random projection of `out` (a plain sum would give a norm gain a zero gradient:
+// normalised rows sum to zero); every parameter of m must get a defined, non-zero gradient.
+inline void check_every_parameter_gets_gradient(const Module& m, const Tensor& out) {
+  (out * uniform(out.shape(), -1, 1, out.dtype(), 99)).sum().backward();
+  for (const auto& [name, p] : m.named_parameters()) {
+    INFO("parameter ", name);
+    REQUIRE(p.grad().defined());
+    double largest = 0;
+    for (double g : p.grad().to(kFloat64).to_vector<double>()) largest = std::max(largest, std::fabs(g));
+    CHECK(largest > 0);
+  }
 }
 
 // GPU tests start with `if (!have_gpu()) return;`. Without a GPU this logs "skipped: <why>", which
