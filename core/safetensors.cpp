@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/base/error.h"
+#include "core/file_io.h"
 
 // The data bytes are copied to and from memory as they are, and the format is little-endian.
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors I/O assumes a little-endian host");
@@ -362,17 +363,6 @@ void read_exact(int fd, uint64_t offset, void* dst, uint64_t n, const std::strin
   }
 }
 
-void write_all(int fd, const void* src, size_t n, const std::string& path, const std::string& tmp) {
-  const auto* p = static_cast<const char*>(src);
-  while (n > 0) {
-    ssize_t put = ::write(fd, p, std::min<size_t>(n, 1u << 30));
-    if (put < 0 && errno == EINTR) continue;
-    ST_CHECK(put > 0, "write to '", tmp, "' failed: ", put < 0 ? std::strerror(errno) : "no progress");
-    p += put;
-    n -= static_cast<size_t>(put);
-  }
-}
-
 void append_json_string(std::string& out, const std::string& s) {
   out += '"';
   for (char ch : s) {
@@ -391,23 +381,6 @@ void append_json_string(std::string& out, const std::string& s) {
   }
   out += '"';
 }
-
-std::string directory_of(const std::string& path) {
-  size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-
-// The temporary file: unlinked unless committed, so a failed save leaves nothing behind.
-struct TempFile {
-  std::string path;
-  int fd = -1;
-  bool committed = false;
-  ~TempFile() {
-    if (fd >= 0) ::close(fd);
-    if (!committed) ::unlink(path.c_str());
-  }
-};
 
 }  // namespace
 
@@ -496,32 +469,13 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
   header.append((8 - header.size() % 8) % 8, ' ');  // aligns the data section to 8 bytes, as the reference writer does
   ST_CHECK(header.size() <= kSafetensorsMaxHeader, "header of ", header.size(), " bytes exceeds the limit");
 
-  static std::atomic<uint64_t> counter{0};
-  TempFile tmp;
-  tmp.path = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
-  tmp.fd = ::open(tmp.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  ST_CHECK(tmp.fd >= 0, "cannot create temporary file '", tmp.path, "': ", std::strerror(errno));
-
+  AtomicFile out(path, "safetensors");
   unsigned char len_bytes[8];
   for (int k = 0; k < 8; ++k) len_bytes[k] = static_cast<unsigned char>(static_cast<uint64_t>(header.size()) >> (8 * k));
-  write_all(tmp.fd, len_bytes, 8, path, tmp.path);
-  write_all(tmp.fd, header.data(), header.size(), path, tmp.path);
-  for (const Tensor& h : hosts) write_all(tmp.fd, h.raw_data(), h.numel() * dtype_size(h.dtype()), path, tmp.path);
-  // fsync before rename: otherwise a crash can leave the new name pointing at unwritten blocks.
-  ST_CHECK(::fsync(tmp.fd) == 0, "fsync of '", tmp.path, "' failed: ", std::strerror(errno));
-  int fd = tmp.fd;
-  tmp.fd = -1;  // close() releases the descriptor even when it fails, so never close it twice
-  ST_CHECK(::close(fd) == 0, "close of '", tmp.path, "' failed: ", std::strerror(errno));
-  ST_CHECK(::rename(tmp.path.c_str(), path.c_str()) == 0, "rename of '", tmp.path, "' failed: ", std::strerror(errno));
-  tmp.committed = true;
-
-  // fsync the directory so that the rename itself survives a crash.
-  std::string dir = directory_of(path);
-  FdGuard dir_fd{::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
-  ST_CHECK(dir_fd.fd >= 0, "cannot open directory '", dir, "' to fsync it: ", std::strerror(errno));
-  // Some filesystems cannot fsync a directory (EINVAL); the file itself is complete, so that is fine.
-  int rc = ::fsync(dir_fd.fd);
-  ST_CHECK(rc == 0 || errno == EINVAL || errno == ENOTSUP, "fsync of directory '", dir, "' failed: ", std::strerror(errno));
+  out.write(len_bytes, 8);
+  out.write(header);
+  for (const Tensor& h : hosts) out.write(h.raw_data(), h.numel() * dtype_size(h.dtype()));
+  out.commit();
 }
 
 }  // namespace relgrad
