@@ -3,13 +3,20 @@
 # Used by both commands of the README's quick start and by .ci/run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-packages="cmake g++ make libeigen3-dev doctest-dev"
+# bible-kjv: the default text corpus (data/kjv.txt, made below), no download from outside Debian.
+packages="cmake g++ make libeigen3-dev doctest-dev nlohmann-json3-dev libtomlplusplus-dev libcli11-dev bible-kjv"
 missing=""
 for p in $packages; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then
   echo "relgrad setup: installing$missing"
   apt-get update
   DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $missing
+fi
+# The default corpus for the char-level LM: the King James Bible as plain text (4.3 MB), written
+# atomically so an interrupted set-up never leaves a truncated corpus behind.
+if [ ! -s data/kjv.txt ] && command -v bible >/dev/null 2>&1; then
+  mkdir -p data
+  bible gen1:1-rev22:21 </dev/null >data/kjv.txt.tmp && mv data/kjv.txt.tmp data/kjv.txt
 fi
 # CUDA is compiled when nvcc is present (RELGRAD_CUDA=AUTO); override with RELGRAD_CUDA=OFF|ON.
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DRELGRAD_CUDA="${RELGRAD_CUDA:-AUTO}"
