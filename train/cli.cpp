@@ -1,0 +1,360 @@
+// The `relgrad` command: argument parsing (CLI11) and the five subcommands. Each subcommand reads
+// and checks all of its inputs before it writes anything (see cli.h for the contract).
+#include "train/cli.h"
+
+#include <CLI/CLI.hpp>
+#include <omp.h>
+
+#include <cmath>
+#include <cstdio>
+#include <iomanip>
+#include <ostream>
+#include <sstream>
+
+#include "autograd/grad_mode.h"
+#include "core/base/error.h"
+#include "core/file_io.h"
+#include "core/safetensors.h"
+#include "train/plot.h"
+#include "train/sampler.h"
+#include "train/trainer.h"
+
+namespace relgrad {
+namespace {
+
+// A usage error: exit code 2 (a runtime Error gives 1).
+struct UsageError : Error {
+  using Error::Error;
+};
+
+std::string fixed(double v, int digits) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(digits) << v;
+  return s.str();
+}
+
+// "4 1 7" → token ids, each word a name of the vocabulary ("<bos>", "0", "a", "\n", ...).
+std::vector<int64_t> parse_tokens(const std::string& text, const Vocab& vocab, const char* what) {
+  std::vector<int64_t> ids;
+  std::istringstream in(text);
+  std::string word;
+  while (in >> word) {
+    int64_t id = -1;
+    for (int64_t k = 0; k < vocab.size; ++k)
+      if (vocab.names[k] == word) id = k;
+    if (id < 0) {
+      std::string known;
+      for (int64_t k = 0; k < std::min<int64_t>(vocab.size, 20); ++k) known += (k ? " " : "") + vocab.names[k];
+      throw UsageError(std::string("[") + what + "] '" + word + "' is not a token of this model's vocabulary (" + known +
+                       (vocab.size > 20 ? " ..." : "") + ")");
+    }
+    ids.push_back(id);
+  }
+  if (ids.empty()) throw UsageError(std::string("[") + what + "] no tokens given");
+  return ids;
+}
+
+std::vector<int64_t> bytes_of(const std::string& text) {
+  std::vector<int64_t> ids;
+  for (char c : text) ids.push_back(static_cast<unsigned char>(c));
+  return ids;
+}
+
+Tensor row(const std::vector<int64_t>& ids) { return from_vector<int64_t>(ids, {1, static_cast<int64_t>(ids.size())}); }
+
+// ---- train ---------------------------------------------------------------------------------------
+int cmd_train(const std::string& config_path, const std::string& resume, const std::vector<std::string>& overrides,
+              bool dry_run, std::ostream& out) {
+  RunConfig config = RunConfig::defaults();
+  if (!resume.empty() && config_path.empty()) {
+    // Continue with the checkpoint's own config (overrides may still change e.g. train.steps).
+    Checkpoint ck = load_checkpoint(resume);
+    load_config_json_text(config, ck.meta.config_json, resume + " (config)");
+  }
+  try {
+    if (!config_path.empty()) load_config_file(config, config_path);
+    apply_overrides(config, overrides);
+    config.validate();
+  } catch (const Error& e) {
+    throw UsageError(e.what());  // a config problem is a usage error (exit 2)
+  }
+  out << "# effective config\n" << config_to_toml(config) << "\n";
+  if (dry_run) return 0;
+  Trainer trainer(config, &out);
+  const size_t params = [&] {
+    size_t n = 0;
+    for (const Tensor& p : trainer.model().module->parameters()) n += static_cast<size_t>(p.numel());
+    return n;
+  }();
+  out << trainer.config().model_type << " model, " << params << " parameters, " << omp_get_max_threads() << " threads\n";
+  if (!resume.empty()) {
+    trainer.resume(resume);
+    out << "resumed from " << resume << " at step " << trainer.step() << "\n";
+  }
+  TrainResult r = trainer.train();
+  const std::string plot_path = trainer.config().train.out_dir + "/loss." + trainer.config().train.plot_format;
+  plot_training_log(trainer.log_path(), plot_path);
+  out << "done: " << r.steps << " steps, held-out token accuracy " << fixed(100 * r.eval.accuracy, 2)
+      << "%, sequence accuracy " << fixed(100 * r.eval.sequence_accuracy, 2) << "%, " << fixed(r.seconds, 1) << " s, "
+      << fixed(r.tokens_per_s, 0) << " tokens/s\n"
+      << "checkpoint " << trainer.checkpoint_path() << "\nlog        " << trainer.log_path() << "\nplot       "
+      << plot_path << "\n";
+  return 0;
+}
+
+// ---- sample --------------------------------------------------------------------------------------
+struct SampleArgs {
+  std::string checkpoint, input, prompt;
+  int64_t num = 4, max_new_tokens = -1, top_k = -1;
+  double temperature = -1, top_p = -1;
+  int64_t seed = -1;
+};
+
+int cmd_sample(const SampleArgs& a, std::ostream& out) {
+  LoadedRun run = load_run(a.checkpoint);
+  RunData data(run.config);
+  const Vocab& vocab = data.vocab();
+  SamplingOptions o;
+  const SampleConfig& sc = run.config.sample;
+  o.max_new_tokens = a.max_new_tokens >= 0 ? a.max_new_tokens : sc.max_new_tokens;
+  o.temperature = a.temperature >= 0 ? a.temperature : sc.temperature;
+  o.top_k = a.top_k >= 0 ? a.top_k : sc.top_k;
+  o.top_p = a.top_p >= 0 ? a.top_p : sc.top_p;
+  o.seed = a.seed >= 0 ? static_cast<uint64_t>(a.seed) : sc.seed;
+  try {
+    check_sampling_options(o);
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
+  RunModel& m = run.model;
+  if (data.text()) {
+    o.eos = -1;
+    std::string prompt = a.prompt.empty() ? "\n" : a.prompt;
+    if (!a.input.empty()) throw UsageError("[sample] this is a text model: give --prompt TEXT, not --input");
+    for (int64_t n = 0; n < a.num; ++n) {
+      SamplingOptions on = o;
+      on.seed = o.seed + static_cast<uint64_t>(n);
+      std::vector<int64_t> seq = generate(*m.decoder_lm, row(bytes_of(prompt)), on).to_vector<int64_t>();
+      std::string s;
+      for (int64_t id : seq) s += static_cast<char>(id);
+      out << "--- sample " << n << " (seed " << on.seed << ")\n" << s << "\n";
+    }
+    return 0;
+  }
+  if (!a.prompt.empty()) throw UsageError("[sample] this is a synthetic-task model: give --input \"tokens\", not --prompt");
+  std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> cases;  // (source, expected or empty)
+  if (!a.input.empty()) cases.push_back({parse_tokens(a.input, vocab, "sample"), {}});
+  else
+    for (int64_t n = 0; n < a.num; ++n) {
+      SyntheticTask::Sample s = data.task()->sample(n / run.config.data.batch_size, n % run.config.data.batch_size, Split::HeldOut);
+      cases.push_back({s.source, s.target});
+    }
+  for (const auto& [source, expected] : cases) {
+    std::vector<int64_t> output;
+    if (m.encoder_decoder) {
+      std::vector<int64_t> seq = generate(*m.encoder_decoder, row(source), Tensor(), o).to_vector<int64_t>();
+      output.assign(seq.begin() + 1, seq.end());
+    } else {
+      std::vector<int64_t> prompt = source;
+      prompt.push_back(kBos);
+      std::vector<int64_t> seq = generate(*m.decoder_lm, row(prompt), o).to_vector<int64_t>();
+      output.assign(seq.begin() + static_cast<std::ptrdiff_t>(prompt.size()), seq.end());
+    }
+    out << "input  " << vocab.decode(source) << "\n";
+    if (!expected.empty()) out << "target " << vocab.decode(expected) << "\n";
+    out << "model  " << vocab.decode(output) << "\n";
+  }
+  return 0;
+}
+
+// ---- eval ----------------------------------------------------------------------------------------
+int cmd_eval(const std::string& checkpoint, int64_t batches, const std::string& dump_path, const std::string& input,
+             const std::string& target, std::ostream& out) {
+  if (batches < 1) throw UsageError("[eval] --batches must be >= 1, got " + std::to_string(batches));
+  if (dump_path.empty() && (!input.empty() || !target.empty()))
+    throw UsageError("[eval] --input / --target only go with --dump-logits FILE");
+  LoadedRun run = load_run(checkpoint);
+  RunData data(run.config);
+  RunModel& m = run.model;
+  if (!dump_path.empty()) {
+    // The tensors that produced the logits go into the file too, so it can be checked on its own.
+    std::map<std::string, Tensor> tensors;
+    NoGradGuard no_grad;
+    m.module->eval();
+    if (input.empty()) {
+      Batch b = data.batch(0, Split::HeldOut);
+      tensors["logits"] = m.logits(b);
+      if (b.decoder_only()) {
+        tensors["tokens"] = b.tokens;
+        tensors["targets"] = b.targets;
+        if (b.padding_mask.defined()) tensors["padding_mask"] = b.padding_mask;
+      } else {
+        tensors["src"] = b.src, tensors["tgt_in"] = b.tgt_in, tensors["tgt_out"] = b.tgt_out;
+        tensors["src_padding_mask"] = b.src_padding_mask, tensors["tgt_padding_mask"] = b.tgt_padding_mask;
+      }
+    } else if (m.decoder_lm) {
+      if (!target.empty()) throw UsageError("[eval] --target is for encoder-decoder models");
+      std::vector<int64_t> ids = data.text() ? bytes_of(input) : parse_tokens(input, data.vocab(), "eval");
+      tensors["tokens"] = row(ids);
+      tensors["logits"] = m.decoder_lm->forward(tensors["tokens"]);
+    } else {
+      std::vector<int64_t> src = parse_tokens(input, data.vocab(), "eval");
+      std::vector<int64_t> tgt_in{kBos};
+      if (!target.empty())
+        for (int64_t id : parse_tokens(target, data.vocab(), "eval")) tgt_in.push_back(id);
+      tensors["src"] = row(src);
+      tensors["tgt_in"] = row(tgt_in);
+      tensors["logits"] = m.encoder_decoder->forward(tensors["src"], tensors["tgt_in"]);
+    }
+    save_safetensors(dump_path, tensors, {{"checkpoint", checkpoint}, {"step", std::to_string(run.checkpoint.meta.step)}});
+    out << "wrote logits " << shape_str(tensors["logits"].shape()) << " to " << dump_path << "\n";
+    return 0;
+  }
+  EvalResult e = evaluate(m, data, batches);
+  out << "step " << run.checkpoint.meta.step << ": held-out loss " << fixed(e.loss, 4) << ", token accuracy "
+      << fixed(100 * e.accuracy, 2) << "% (" << e.tokens << " tokens), sequence accuracy "
+      << fixed(100 * e.sequence_accuracy, 2) << "% (" << e.sequences << " sequences)\n";
+  return 0;
+}
+
+// ---- inspect -------------------------------------------------------------------------------------
+// Shows a checkpoint even when its checksum is wrong (that is when one wants to look), then exits 1.
+int cmd_inspect(const std::string& path, std::ostream& out) {
+  SafetensorsFile file = load_safetensors(path);
+  auto meta = [&](const std::string& k) {
+    auto it = file.metadata.find(k);
+    return it == file.metadata.end() ? std::string("(missing)") : it->second;
+  };
+  out << "file            " << path << "\n";
+  for (const char* k : {"format_version", "step", "optimizer", "data_position", "num_threads", "rng_seed", "rng_offset"})
+    out << std::left << std::setw(16) << k << meta(k) << "\n";
+  for (const auto& [k, v] : file.metadata)
+    if (k.rfind("extra.", 0) == 0) out << std::left << std::setw(16) << k << v << "\n";
+  uint64_t h = fnv1a64(nullptr, 0);
+  int64_t params = 0;
+  out << "\ntensors\n";
+  for (const auto& [name, t] : file.tensors) {
+    h = fnv1a64(t.raw_data(), static_cast<size_t>(t.numel()) * dtype_size(t.dtype()), h);
+    if (name.rfind("model.", 0) == 0) params += t.numel();
+    out << "  " << std::left << std::setw(52) << name << std::setw(9) << dtype_name(t.dtype()) << shape_str(t.shape())
+        << "\n";
+  }
+  out << file.tensors.size() << " tensors, " << params << " model values\n";
+  std::string config = meta("config");
+  if (config != "(missing)") {
+    RunConfig c = RunConfig::defaults();
+    try {
+      load_config_json_text(c, config, "config");
+      out << "\nconfig\n" << config_to_toml(c);
+    } catch (const Error& e) {
+      out << "\nconfig (not usable: " << e.what() << ")\n" << config << "\n";
+    }
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  const std::string stored = meta("checksum");
+  if (stored == hex) {
+    out << "\nchecksum        " << stored << " (ok: matches the data section)\n";
+    load_checkpoint(path);  // the full verification (version, metadata values, names) as sample/eval would
+    return 0;
+  }
+  out << "\nchecksum        MISMATCH: stored " << stored << ", data section hashes to " << hex << "\n";
+  throw Error("[inspect] " + path + ": checksum mismatch, the data section is corrupt (stored " + stored +
+              ", computed " + hex + ")");
+}
+
+}  // namespace
+
+int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  CLI::App app{"relgrad: train, sample, evaluate, inspect and plot relative-attention transformers", "relgrad"};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "help for every command");
+
+  auto* train = app.add_subcommand("train", "train a model; --key=value overrides any config key");
+  std::string config_path, resume;
+  bool dry_run = false, help_config = false;
+  train->add_option("-c,--config", config_path, "TOML or JSON config (default: the built-in default run)");
+  train->add_option("--resume", resume, "checkpoint to continue from (its config, unless --config is given)");
+  train->add_flag("--dry-run", dry_run, "print the effective config and stop");
+  train->add_flag("--help-config", help_config, "list every config key with type and default");
+  train->allow_extras();
+
+  auto* sample = app.add_subcommand("sample", "generate from a checkpoint");
+  SampleArgs sa;
+  sample->add_option("checkpoint", sa.checkpoint, "checkpoint file")->required();
+  sample->add_option("--input", sa.input, "synthetic-task models: source tokens by name, e.g. \"4 1 7\"");
+  sample->add_option("--prompt", sa.prompt, "text models: the prompt");
+  sample->add_option("-n,--num", sa.num, "samples (held-out inputs when --input is absent)")->check(CLI::Range(1, 1000));
+  sample->add_option("--max-new-tokens", sa.max_new_tokens, "default: the config's sample.max_new_tokens")->check(CLI::Range(1, 1 << 20));
+  sample->add_option("--temperature", sa.temperature, "0 = greedy")->check(CLI::Range(0.0, 1e6));
+  sample->add_option("--top-k", sa.top_k, "0 = off")->check(CLI::Range(0, 1 << 30));
+  sample->add_option("--top-p", sa.top_p, "1 = off")->check(CLI::Range(0.0, 1.0));
+  sample->add_option("--seed", sa.seed, "sampling seed")->check(CLI::Range(int64_t(0), INT64_MAX));
+
+  auto* eval = app.add_subcommand("eval", "held-out loss and accuracy of a checkpoint, or dump logits");
+  std::string eval_ckpt, dump_path, eval_input, eval_target;
+  int64_t eval_batches = 8;
+  eval->add_option("checkpoint", eval_ckpt, "checkpoint file")->required();
+  eval->add_option("--batches", eval_batches, "held-out batches");
+  eval->add_option("--dump-logits", dump_path, "write logits (and their inputs) to this safetensors file");
+  eval->add_option("--input", eval_input, "tokens to dump logits for (default: held-out batch 0)");
+  eval->add_option("--target", eval_target, "encoder-decoder: target tokens fed after <bos>");
+
+  auto* inspect = app.add_subcommand("inspect", "header, config, step, tensor table and checksum verdict");
+  std::string inspect_path;
+  inspect->add_option("checkpoint", inspect_path, "checkpoint file")->required();
+
+  auto* plot = app.add_subcommand("plot", "loss curves from a training log, as SVG or PNG");
+  std::string log_path, plot_out;
+  plot->add_option("log", log_path, "log.jsonl or log.csv")->required();
+  plot->add_option("-o,--output", plot_out, "output .svg or .png (default: loss.svg next to the log)");
+
+  std::string command = "relgrad";
+  try {
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::CallForHelp&) {
+      out << app.help();
+      return 0;
+    } catch (const CLI::CallForAllHelp&) {
+      out << app.help("", CLI::AppFormatMode::All);
+      return 0;
+    } catch (const CLI::ParseError& e) {
+      for (const CLI::App* sub : app.get_subcommands()) command = "relgrad " + sub->get_name();
+      err << command << ": error: " << e.what() << "\n(run `" << command << " --help`)\n";
+      return 2;
+    }
+    if (train->parsed()) {
+      command = "relgrad train";
+      if (help_config) {
+        out << config_help();
+        return 0;
+      }
+      std::vector<std::string> overrides = train->remaining();
+      for (const std::string& o : overrides)
+        if (o.rfind("--", 0) != 0 || o.find('=') == std::string::npos)
+          throw UsageError("[config] '" + o + "' is neither an option of relgrad train nor a --key=value override");
+      return cmd_train(config_path, resume, overrides, dry_run, out);
+    }
+    if (sample->parsed()) return command = "relgrad sample", cmd_sample(sa, out);
+    if (eval->parsed())
+      return command = "relgrad eval", cmd_eval(eval_ckpt, eval_batches, dump_path, eval_input, eval_target, out);
+    if (inspect->parsed()) return command = "relgrad inspect", cmd_inspect(inspect_path, out);
+    if (plot->parsed()) {
+      command = "relgrad plot";
+      if (plot_out.empty()) plot_out = directory_of(log_path) + "/loss.svg";
+      plot_training_log(log_path, plot_out);
+      out << "wrote " << plot_out << "\n";
+      return 0;
+    }
+  } catch (const UsageError& e) {
+    err << command << ": error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    err << command << ": error: " << e.what() << "\n";
+    return 1;
+  }
+  return 2;
+}
+
+}  // namespace relgrad

@@ -1,0 +1,23 @@
+// The `relgrad` command (train/cli/main.cpp is only `return run_cli(argc, argv, std::cout, std::cerr)`),
+// here so that tests run it in-process and check exit codes and messages.
+//
+//   relgrad train   [--config FILE.toml|.json] [--resume CHECKPOINT] [--key=value ...] [--dry-run]
+//   relgrad sample  CHECKPOINT [--input "4 1 7" | --prompt TEXT] [--num N] [--max-new-tokens N]
+//                   [--temperature T] [--top-k K] [--top-p P] [--seed S]
+//   relgrad eval    CHECKPOINT [--batches N] [--dump-logits FILE [--input "..."] [--target "..."]]
+//   relgrad inspect CHECKPOINT
+//   relgrad plot    LOG [-o OUT.svg|OUT.png]
+//
+// Exit codes: 0 success, 1 an error while running (bad file, diverged run, ...), 2 a usage error
+// (unknown option or key, bad value, missing argument). Every error is one line on stderr,
+// "relgrad <command>: error: [<where>] <what>", and nothing that existed is overwritten by a failing
+// command: configs are validated and inputs read before any output file is touched, and every
+// output file is written atomically. docs/cli.md is the user's guide.
+#pragma once
+#include <iosfwd>
+
+namespace relgrad {
+
+int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err);
+
+}  // namespace relgrad

@@ -1,0 +1,494 @@
+// The training loop (see trainer.h for the step, determinism and output contracts).
+#include "train/trainer.h"
+
+#include <omp.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "autograd/grad_mode.h"
+#include "core/base/error.h"
+#include "core/file_io.h"
+#include "train/clip.h"
+#include "train/sampler.h"
+
+namespace relgrad {
+namespace {
+
+// Dropout's stream is keyed apart from the initialisation's (same seed, different key).
+constexpr uint64_t kDropoutKey = 0x9E3779B97F4A7C15ULL;
+
+TaskConfig task_config(const RunConfig& c) {
+  TaskConfig t;
+  t.kind = task_kind_from_string(c.data.task);
+  t.layout = c.encoder_decoder() ? Layout::EncoderDecoder : Layout::DecoderOnly;
+  t.num_symbols = c.data.num_symbols;
+  t.min_len = c.data.min_len;
+  t.max_len = c.data.max_len;
+  t.batch_size = c.data.batch_size;
+  t.lag = c.data.lag;
+  t.period = c.data.period;
+  t.seed = c.data.seed;
+  return t;
+}
+
+// Input tokens of a batch, padding excluded: what tokens/s counts.
+int64_t input_tokens(const Batch& b) {
+  auto count = [](const Tensor& ids, const Tensor& pad) {
+    return ids.numel() - (pad.defined() ? static_cast<int64_t>(sum(pad.to(kFloat64)).item()) : 0);
+  };
+  if (b.decoder_only()) return count(b.tokens, b.padding_mask);
+  return count(b.src, b.src_padding_mask) + count(b.tgt_in, b.tgt_padding_mask);
+}
+
+std::string clock_text(double seconds) {
+  auto s = static_cast<int64_t>(std::llround(std::max(0.0, seconds)));
+  char buf[32];
+  if (s >= 3600) std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", (long long)(s / 3600), (long long)(s / 60 % 60), (long long)(s % 60));
+  else std::snprintf(buf, sizeof buf, "%lld:%02lld", (long long)(s / 60), (long long)(s % 60));
+  return buf;
+}
+
+bool file_exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+void make_directories(const std::string& dir) {
+  std::string partial;
+  for (size_t i = 0; i <= dir.size(); ++i) {
+    if (i == dir.size() || dir[i] == '/') {
+      if (!partial.empty() && !file_exists(partial))
+        RG_CHECK(::mkdir(partial.c_str(), 0755) == 0 || errno == EEXIST, "train", "cannot create directory '",
+                 partial, "': ", std::strerror(errno));
+    }
+    if (i < dir.size()) partial += dir[i];
+  }
+  struct stat st {};
+  RG_CHECK(::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode), "train", "train.out_dir '", dir, "' is not a directory");
+}
+
+// The keys that must agree between a checkpoint and the config resuming it.
+bool shapes_run(const std::string& key) {
+  return key.rfind("model.", 0) == 0 || key.rfind("data.", 0) == 0 || key == "optim.name" || key == "train.dtype" ||
+         key == "train.seed";
+}
+
+}  // namespace
+
+// ---- RunModel / RunData ------------------------------------------------------------------------
+Tensor RunModel::logits(const Batch& b) {
+  if (decoder_lm) return decoder_lm->forward(b.tokens, b.padding_mask);
+  return encoder_decoder->forward(b.src, b.tgt_in, b.src_padding_mask, b.tgt_padding_mask);
+}
+
+RunModel build_model(const RunConfig& config, Generator* init) {
+  RunModel m;
+  if (config.encoder_decoder()) {
+    m.encoder_decoder = std::make_shared<EncoderDecoder>(config.model, init);
+    m.module = m.encoder_decoder;
+  } else {
+    m.decoder_lm = std::make_shared<DecoderLM>(config.model, init);
+    m.module = m.decoder_lm;
+  }
+  if (config.train.dtype == "float64") m.module->to(kFloat64);
+  return m;
+}
+
+RunData::RunData(const RunConfig& config) : config_(&config) {
+  if (config.data.source == "text") {
+    text_ = std::make_unique<TextDataset>(config.data.text_path, config.data.val_fraction, config.data.seed);
+    vocab_ = TextDataset::vocab();
+  } else {
+    task_ = std::make_unique<SyntheticTask>(task_config(config));
+    vocab_ = task_->vocab();
+  }
+}
+
+Batch RunData::batch(int64_t index, Split split) const {
+  if (text_) return text_->batch(index, config_->data.batch_size, config_->data.context, split);
+  return task_->batch(index, split);
+}
+
+EvalResult evaluate(RunModel& model, const RunData& data, int64_t batches) {
+  NoGradGuard no_grad;
+  const bool was_training = model.module->is_training();
+  model.module->eval();
+  EvalResult r;
+  double loss_sum = 0.0;
+  int64_t correct = 0, rows_right = 0;
+  try {
+    for (int64_t n = 0; n < batches; ++n) {
+      Batch b = data.batch(n, Split::HeldOut);
+      const Tensor& targets = RunModel::targets(b);
+      Tensor logits = model.logits(b);  // (B, T, V)
+      const int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);
+      loss_sum += cross_entropy(logits.reshape({B * T, V}), targets.reshape({B * T}),
+                                CrossEntropyOptions().set_reduction(Reduction::Sum)).item();
+      std::vector<int64_t> predicted = argmax(logits, -1).contiguous().to_vector<int64_t>();
+      std::vector<int64_t> wanted = targets.contiguous().to_vector<int64_t>();
+      for (int64_t row = 0; row < B; ++row) {
+        bool all = true;
+        for (int64_t t = 0; t < T; ++t) {
+          int64_t k = row * T + t;
+          if (wanted[k] == kIgnoreIndex) continue;
+          ++r.tokens;
+          bool ok = predicted[k] == wanted[k];
+          correct += ok;
+          all = all && ok;
+        }
+        rows_right += all;
+        ++r.sequences;
+      }
+    }
+  } catch (...) {
+    model.module->train(was_training);
+    throw;
+  }
+  model.module->train(was_training);
+  r.loss = r.tokens ? loss_sum / static_cast<double>(r.tokens) : 0.0;
+  r.accuracy = r.tokens ? static_cast<double>(correct) / static_cast<double>(r.tokens) : 0.0;
+  r.sequence_accuracy = r.sequences ? static_cast<double>(rows_right) / static_cast<double>(r.sequences) : 0.0;
+  return r;
+}
+
+// ---- Trainer -------------------------------------------------------------------------------------
+namespace {
+RunConfig prepared(RunConfig c) {
+  c.validate();
+  RG_CHECK(c.train.device == "cpu", "train",
+           "train.device = \"", c.train.device, "\": training on CUDA is not available yet (the CUDA backend runs "
+           "copies and elementwise ops only, docs/cuda.md); use train.device = \"cpu\"");
+  c.derive_from_data();
+  if (c.train.threads > 0) omp_set_num_threads(static_cast<int>(c.train.threads));
+  return c;
+}
+}  // namespace
+
+Trainer::Trainer(RunConfig config, std::ostream* out)
+    : config_(prepared(std::move(config))), out_(out), data_(config_) {
+  Generator init(config_.train.seed);
+  model_ = build_model(config_, &init);
+  default_generator().set_state(config_.train.seed ^ kDropoutKey, 0);
+  const OptimConfig& o = config_.optim;
+  auto groups = decay_groups(model_.module->named_parameters(), o.lr, o.weight_decay);
+  if (o.name == "sgd")
+    optimizer_ = std::make_unique<SGD>(groups, SGDOptions(o.lr).momentum(o.momentum).nesterov(o.nesterov));
+  else if (o.name == "adam")
+    optimizer_ = std::make_unique<Adam>(groups, AdamOptions(o.lr).betas(o.beta1, o.beta2).eps(o.eps));
+  else
+    optimizer_ = std::make_unique<AdamW>(groups, AdamWOptions(o.lr).betas(o.beta1, o.beta2).eps(o.eps));
+  auto decay = o.decay == "cosine" ? LrSchedule::Decay::Cosine
+               : o.decay == "linear" ? LrSchedule::Decay::Linear : LrSchedule::Decay::Constant;
+  schedule_ = LrSchedule(o.lr, o.warmup_steps, config_.train.steps, o.min_lr, decay);
+}
+
+Trainer::~Trainer() = default;
+
+std::string Trainer::checkpoint_path() const { return config_.train.out_dir + "/checkpoint.safetensors"; }
+std::string Trainer::log_path() const { return config_.train.out_dir + "/log." + config_.train.log_format; }
+
+void Trainer::resume(const std::string& path) {
+  Checkpoint ck = load_checkpoint(path);
+  RunConfig saved = config_;
+  try {
+    load_config_json_text(saved, ck.meta.config_json, "config");
+  } catch (const Error& e) {
+    throw Error("[train] " + path + ": the checkpoint's config cannot be read: " + e.what());
+  }
+  // Compare through the JSON form, key by key, so the error names what differs.
+  std::string mine = config_to_toml(config_), theirs = config_to_toml(saved);
+  std::istringstream a(mine), b(theirs);
+  std::string la, lb, section;
+  while (std::getline(a, la) && std::getline(b, lb)) {
+    if (!la.empty() && la[0] == '[') section = la.substr(1, la.size() - 2);
+    std::string key = section + "." + la.substr(0, la.find(" = "));
+    RG_CHECK(la == lb || !shapes_run(key), "train", "cannot resume from ", path, ": ", key, " is ",
+             lb.substr(lb.find(" = ") + 3), " there and ", la.substr(la.find(" = ") + 3),
+             " here (keys of the model, data, optimizer, dtype and seed must match)");
+  }
+  RG_CHECK(ck.optimizer_name == optimizer_->name(), "train", "cannot resume from ", path, ": it holds '",
+           ck.optimizer_name, "' state, this run uses ", optimizer_->name());
+  RG_CHECK(ck.meta.step <= config_.train.steps, "train", "cannot resume from ", path, ": it is at step ",
+           ck.meta.step, ", beyond train.steps = ", config_.train.steps);
+  if (data_.text()) {
+    auto it = ck.meta.extra.find("data_checksum");
+    std::string here = std::to_string(data_.text()->checksum());
+    RG_CHECK(it == ck.meta.extra.end() || it->second == here, "train", "cannot resume from ", path,
+             ": it was trained on a different ", config_.data.text_path, " (checksum ", it->second, " vs ", here, ")");
+  }
+  restore(ck, *model_.module, optimizer_.get(), &default_generator());
+  step_ = ck.meta.step;
+  data_position_ = ck.meta.data_position;
+  resumed_ = true;
+  if (ck.meta.num_threads > 0 && ck.meta.num_threads != omp_get_max_threads() && out_)
+    *out_ << "note: the checkpoint was written with " << ck.meta.num_threads << " threads, this run uses "
+          << omp_get_max_threads() << ": losses will not be bit-identical to an uninterrupted run\n";
+}
+
+void Trainer::save(const std::string& path) const {
+  CheckpointMeta meta;
+  meta.step = step_;
+  meta.config_json = config_to_json(config_);
+  meta.rng_seed = default_generator().seed();
+  meta.rng_offset = default_generator().offset();
+  meta.data_position = data_position_;
+  meta.num_threads = omp_get_max_threads();
+  if (data_.text()) meta.extra["data_checksum"] = std::to_string(data_.text()->checksum());
+  save_checkpoint(path, *model_.module, optimizer_.get(), meta);
+}
+
+double Trainer::train_step() {
+  const double lr = schedule_.lr_at(step_);
+  optimizer_->set_lr(lr);
+  optimizer_->zero_grad();
+  model_.module->train();
+  // All micro-batches first, so every one is scaled by the step's total count of loss tokens.
+  std::vector<Batch> micro;
+  int64_t total_targets = 0;
+  last_tokens_ = 0;
+  for (int64_t m = 0; m < config_.train.grad_accum; ++m) {
+    micro.push_back(data_.batch(data_position_ + m, Split::Train));
+    total_targets += micro.back().num_targets;
+    last_tokens_ += input_tokens(micro.back());
+  }
+  RG_CHECK(total_targets > 0, "train", "step ", step_, ": the batch has no loss tokens");
+  double loss_value = 0.0;
+  for (const Batch& b : micro) {
+    Tensor logits = model_.logits(b);  // (B, T, V)
+    const int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);
+    Tensor loss = cross_entropy(logits.reshape({B * T, V}), RunModel::targets(b).reshape({B * T}),
+                                CrossEntropyOptions().set_reduction(Reduction::Sum)) /
+                  static_cast<double>(total_targets);
+    loss.backward();
+    loss_value += loss.item();
+  }
+  RG_CHECK(std::isfinite(loss_value), "train", "step ", step_, ": the loss is ", loss_value,
+           " (diverged; try a lower optim.lr or optim.clip > 0). The last checkpoint is left as it was");
+  const TensorList params = model_.module->parameters();
+  last_grad_norm_ = clip_grad_norm_(params, config_.optim.clip > 0 ? config_.optim.clip : INFINITY);
+  RG_CHECK(std::isfinite(last_grad_norm_), "train", "step ", step_, ": the gradient norm is ", last_grad_norm_,
+           " (diverged; try a lower optim.lr). The last checkpoint is left as it was");
+  optimizer_->step();
+  data_position_ += config_.train.grad_accum;
+  ++step_;
+  return loss_value;
+}
+
+void Trainer::open_log(bool fresh) {
+  const std::string path = log_path();
+  const bool csv = config_.train.log_format == "csv";
+  if (fresh) {
+    if (file_exists(path)) {
+      const std::string prev = config_.train.out_dir + "/log.prev." + config_.train.log_format;
+      RG_CHECK(::rename(path.c_str(), prev.c_str()) == 0, "train", "cannot keep the earlier log as ", prev, ": ",
+               std::strerror(errno));
+    }
+  } else if (file_exists(path)) {
+    // Keep the records up to the resumed step: the ones after it describe steps that are redone.
+    std::istringstream in(read_file(path, "train"));
+    std::string line, kept;
+    bool header = csv;
+    while (std::getline(in, line)) {
+      if (line.empty()) continue;
+      if (header) { kept += line + "\n"; header = false; continue; }
+      int64_t step = -1;
+      // A torn line (the run was killed mid-write) is dropped: appending after it would bury it mid-file.
+      const bool complete = csv ? std::count(line.begin(), line.end(), ',') == 9 : line.back() == '}';
+      if (!complete) continue;
+      if (csv) {
+        size_t comma = line.find(',');
+        if (comma != std::string::npos) step = std::atoll(line.c_str() + comma + 1);
+      } else {
+        size_t at = line.find("\"step\":");
+        if (at != std::string::npos) step = std::atoll(line.c_str() + at + 7);
+      }
+      if (step >= 0 && step <= step_) kept += line + "\n";
+    }
+    write_file_atomic(path, kept, "train");
+  }
+  const bool new_file = !file_exists(path);
+  log_ = std::make_unique<std::ofstream>(path, std::ios::app);
+  RG_CHECK(log_->good(), "train", "cannot open the log ", path, " for writing");
+  if (csv && new_file) *log_ << "event,step,loss,accuracy,sequence_accuracy,lr,grad_norm,tokens,tokens_per_s,elapsed_s\n";
+}
+
+void Trainer::write_record(const std::string& event, const std::vector<std::pair<std::string, double>>& values) {
+  if (!log_) return;
+  std::ostringstream line;
+  line.precision(9);
+  if (config_.train.log_format == "csv") {
+    static const char* columns[] = {"step", "loss", "accuracy", "sequence_accuracy", "lr", "grad_norm", "tokens",
+                                    "tokens_per_s", "elapsed_s"};
+    line << event;
+    for (const char* col : columns) {
+      line << ',';
+      for (const auto& [k, v] : values)
+        if (k == col) line << v;
+    }
+  } else {
+    line << "{\"event\":\"" << event << "\"";
+    for (const auto& [k, v] : values) {
+      line << ",\"" << k << "\":";
+      if (std::isfinite(v)) line << v;
+      else line << "\"" << (std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf") << "\"";
+    }
+    line << "}";
+  }
+  *log_ << line.str() << "\n";
+  log_->flush();
+}
+
+TrainResult Trainer::train() {
+  make_directories(config_.train.out_dir);
+  if (!resumed_ && file_exists(checkpoint_path())) {
+    const std::string prev = config_.train.out_dir + "/checkpoint.prev.safetensors";
+    RG_CHECK(::rename(checkpoint_path().c_str(), prev.c_str()) == 0, "train", "cannot keep the earlier checkpoint as ",
+             prev, ": ", std::strerror(errno));
+    if (out_) *out_ << "note: " << config_.train.out_dir << " held an earlier run; its checkpoint is now " << prev << "\n";
+  }
+  open_log(!resumed_);
+  const TrainLoopConfig& tc = config_.train;
+  TrainResult result;
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  auto seconds = [&] { return std::chrono::duration<double>(clock::now() - start).count(); };
+  const int64_t first_step = step_;
+  int64_t tokens = 0, window_tokens = 0;
+  double window_start = 0.0;
+  auto run_eval = [&] {
+    EvalResult e = evaluate();
+    result.eval = e;
+    write_record("eval", {{"step", double(step_)}, {"loss", e.loss}, {"accuracy", e.accuracy},
+                          {"sequence_accuracy", e.sequence_accuracy}, {"elapsed_s", seconds()}});
+    if (out_) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "eval  step %lld | held-out loss %.4f | token accuracy %.2f%% | sequence accuracy %.2f%%\n",
+                    (long long)step_, e.loss, 100 * e.accuracy, 100 * e.sequence_accuracy);
+      *out_ << buf << std::flush;
+    }
+    return e;
+  };
+  while (step_ < tc.steps) {
+    const double lr = schedule_.lr_at(step_);
+    result.last_loss = train_step();
+    tokens += last_tokens_;
+    window_tokens += last_tokens_;
+    const bool last = step_ == tc.steps;
+    if (step_ % tc.log_every == 0 || last) {
+      const double now = seconds();
+      const double rate = window_tokens / std::max(1e-9, now - window_start);
+      write_record("train", {{"step", double(step_)}, {"loss", result.last_loss}, {"lr", lr},
+                             {"grad_norm", last_grad_norm_}, {"tokens", double(tokens)}, {"tokens_per_s", rate},
+                             {"elapsed_s", now}});
+      if (out_) {
+        const double eta = now / double(step_ - first_step) * double(tc.steps - step_);
+        char buf[200];
+        std::snprintf(buf, sizeof buf, "step %*lld/%lld | loss %.4f | lr %.2e | %6.1fk tok/s | %s elapsed | ETA %s\n",
+                      (int)std::to_string(tc.steps).size(), (long long)step_, (long long)tc.steps, result.last_loss, lr,
+                      rate / 1000.0, clock_text(now).c_str(), clock_text(eta).c_str());
+        *out_ << buf << std::flush;
+      }
+      window_tokens = 0;
+      window_start = now;
+    }
+    bool stop = false;
+    if ((tc.eval_every > 0 && step_ % tc.eval_every == 0) || last) {
+      EvalResult e = run_eval();
+      if (tc.target_accuracy > 0 && e.accuracy >= tc.target_accuracy) {
+        result.reached_target = true;
+        stop = true;
+        if (out_) *out_ << "reached train.target_accuracy = " << tc.target_accuracy << " at step " << step_ << "\n";
+      }
+    }
+    if ((tc.save_every > 0 && step_ % tc.save_every == 0) || last || stop) save(checkpoint_path());
+    if (stop) break;
+  }
+  if (step_ == first_step) run_eval();  // nothing to train (resumed at the end): still report
+  result.steps = step_;
+  result.seconds = seconds();
+  result.tokens_per_s = tokens / std::max(1e-9, result.seconds);
+  if (out_ && tc.samples > 0) print_samples();
+  log_.reset();
+  return result;
+}
+
+void Trainer::print_samples() {
+  NoGradGuard no_grad;
+  const Vocab& vocab = data_.vocab();
+  SamplingOptions greedy;
+  greedy.temperature = 0.0;
+  if (data_.task()) {
+    Batch b = data_.batch(0, Split::HeldOut);
+    const int64_t n = std::min<int64_t>(config_.train.samples, b.tgt_out.defined() ? b.tgt_out.size(0) : b.tokens.size(0));
+    *out_ << "greedy samples on held-out sequences:\n";
+    int64_t exact = 0;
+    for (int64_t row = 0; row < n; ++row) {
+      SyntheticTask::Sample s = data_.task()->sample(0, row, Split::HeldOut);
+      std::vector<int64_t> out;
+      greedy.max_new_tokens = static_cast<int64_t>(s.target.size()) + 1;
+      if (model_.encoder_decoder) {
+        Tensor src = from_vector<int64_t>(s.source, {1, (int64_t)s.source.size()});
+        std::vector<int64_t> seq = generate(*model_.encoder_decoder, src, Tensor(), greedy).to_vector<int64_t>();
+        out.assign(seq.begin() + 1, seq.end());
+      } else {
+        std::vector<int64_t> prompt = s.source;
+        prompt.push_back(kBos);
+        Tensor p = from_vector<int64_t>(prompt, {1, (int64_t)prompt.size()});
+        std::vector<int64_t> seq = generate(*model_.decoder_lm, p, greedy).to_vector<int64_t>();
+        out.assign(seq.begin() + prompt.size(), seq.end());
+      }
+      if (!out.empty() && out.back() == kEos) out.pop_back();
+      bool ok = out == s.target;
+      exact += ok;
+      *out_ << "  input  " << vocab.decode(s.source) << "\n  target " << vocab.decode(s.target) << "\n  model  "
+            << vocab.decode(out) << (ok ? "   (exact)" : "   (differs)") << "\n";
+    }
+    *out_ << exact << "/" << n << " exact\n";
+  } else {
+    const std::string& text = data_.text()->bytes();
+    const int64_t prompt_len = std::min<int64_t>(32, data_.text()->val_size());
+    std::vector<int64_t> prompt;
+    for (int64_t i = 0; i < prompt_len; ++i)
+      prompt.push_back(static_cast<unsigned char>(text[data_.text()->train_size() + i]));
+    SamplingOptions o;
+    o.max_new_tokens = config_.sample.max_new_tokens;
+    o.temperature = config_.sample.temperature;
+    o.top_k = config_.sample.top_k;
+    o.top_p = config_.sample.top_p;
+    o.seed = config_.sample.seed;
+    o.eos = -1;
+    Tensor p = from_vector<int64_t>(prompt, {1, prompt_len});
+    std::vector<int64_t> seq = generate(*model_.decoder_lm, p, o).to_vector<int64_t>();
+    std::string s;
+    for (int64_t id : seq) s += static_cast<char>(id);
+    *out_ << "sample (prompt: the first " << prompt_len << " bytes of the validation text):\n" << s << "\n";
+  }
+}
+
+LoadedRun load_run(const std::string& path) {
+  LoadedRun run;
+  run.checkpoint = load_checkpoint(path);
+  run.config = RunConfig::defaults();
+  try {
+    load_config_json_text(run.config, run.checkpoint.meta.config_json, "config");
+    run.config.validate();
+  } catch (const Error& e) {
+    throw Error("[checkpoint] " + path + ": its config cannot be used: " + e.what());
+  }
+  run.config.derive_from_data();
+  Generator init(run.config.train.seed);
+  run.model = build_model(run.config, &init);
+  restore(run.checkpoint, *run.model.module, nullptr, nullptr);
+  return run;
+}
+
+}  // namespace relgrad

@@ -1,0 +1,142 @@
+// The training loop behind `relgrad train`, usable from C++ too:
+//
+//   RunConfig config = RunConfig::defaults();          // or load_config_file + apply_overrides
+//   Trainer trainer(config, &std::cout);               // builds data, model, optimizer, schedule
+//   trainer.resume("runs/default/checkpoint.safetensors");   // optional
+//   TrainResult result = trainer.train();              // logs, evaluates, checkpoints
+//
+// One optimizer step (train_step):
+//   lr = schedule(step); zero grads
+//   for each of grad_accum micro-batches (data positions p, p+1, ...):
+//       loss_m = Σ token losses of the micro-batch / Σ loss tokens of ALL micro-batches of the step
+//       backward(loss_m)                       → the gradient of the step's token-mean loss
+//   clip the global gradient norm to optim.clip; optimizer step; step += 1
+// So a step with grad_accum = k sees exactly the gradient of one batch k times as large.
+//
+// Determinism: the model is initialised from a Generator seeded with train.seed, dropout draws from
+// the default generator (seeded with train.seed, offset 0), batch n is a pure function of
+// (data.seed, n), and every kernel reduces in a fixed order for a given thread count. So the same
+// config and thread count give bit-identical losses and weights, and a resumed run continues exactly
+// as if it had never stopped (the checkpoint holds step, data position and the generator's state).
+//
+// Output in train.out_dir: checkpoint.safetensors (train/checkpoint.h, written atomically every
+// save_every steps and at the end) and log.jsonl or log.csv, one record per log_every steps
+// ("event":"train": step, loss, lr, grad_norm, tokens, tokens_per_s, elapsed_s) and per evaluation
+// ("event":"eval": step, loss, accuracy, sequence_accuracy, elapsed_s). A fresh run in a directory
+// that holds an earlier run keeps that run's files as checkpoint.prev.safetensors / log.prev.*.
+#pragma once
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "train/checkpoint.h"
+#include "train/config.h"
+#include "train/data.h"
+#include "train/optim.h"
+#include "train/schedule.h"
+
+namespace relgrad {
+
+// The model of a run: one of the two kinds, behind one interface for batches.
+struct RunModel {
+  std::shared_ptr<Module> module;
+  std::shared_ptr<EncoderDecoder> encoder_decoder;  // exactly one of these two is set
+  std::shared_ptr<DecoderLM> decoder_lm;
+  Tensor logits(const Batch& batch);     // (B, T, V)
+  static const Tensor& targets(const Batch& batch) { return batch.decoder_only() ? batch.targets : batch.tgt_out; }
+};
+// Builds the model `config` describes (vocab sizes must be derived), initialised from `init`.
+RunModel build_model(const RunConfig& config, Generator* init);
+
+// The data of a run: a synthetic task or a text file.
+class RunData {
+ public:
+  explicit RunData(const RunConfig& config);
+  Batch batch(int64_t index, Split split) const;
+  const Vocab& vocab() const { return vocab_; }
+  const SyntheticTask* task() const { return task_.get(); }
+  const TextDataset* text() const { return text_.get(); }
+
+ private:
+  const RunConfig* config_;
+  std::unique_ptr<SyntheticTask> task_;
+  std::unique_ptr<TextDataset> text_;
+  Vocab vocab_;
+};
+
+struct EvalResult {
+  double loss = 0.0;               // token-mean cross-entropy over the held-out batches
+  double accuracy = 0.0;           // argmax == target, over loss tokens (teacher forcing)
+  double sequence_accuracy = 0.0;  // rows whose every loss token is right
+  int64_t tokens = 0, sequences = 0;
+};
+
+struct TrainResult {
+  int64_t steps = 0;             // optimizer steps done in total (including before a resume)
+  double last_loss = 0.0;
+  EvalResult eval;               // the last evaluation
+  double seconds = 0.0;          // wall time of this call
+  double tokens_per_s = 0.0;     // input tokens (padding excluded) per second, this call
+  bool reached_target = false;   // stopped early at train.target_accuracy
+};
+
+// Evaluates `model` on held-out batches 0 .. batches−1 of `data` (eval mode, no grad; restores the mode).
+EvalResult evaluate(RunModel& model, const RunData& data, int64_t batches);
+
+class Trainer {
+ public:
+  // Validates the config (nothing is written before that), derives vocab sizes, seeds, builds
+  // everything. Progress lines go to `out` (null: silent).
+  explicit Trainer(RunConfig config, std::ostream* out = nullptr);
+  ~Trainer();
+
+  // Continues the run saved in `checkpoint_path`: model, optimizer, RNG, step, data position. The
+  // checkpoint's config must agree with this one in everything that shapes the model, the data or
+  // the optimizer state (other keys, such as train.steps or log_every, may change on resume).
+  void resume(const std::string& checkpoint_path);
+
+  TrainResult train();          // steps until train.steps (or the target accuracy), with logging
+  double train_step();          // one optimizer step; returns the step's token-mean loss
+  EvalResult evaluate() { return relgrad::evaluate(model_, data_, config_.train.eval_batches); }
+  void save(const std::string& path) const;
+
+  const RunConfig& config() const { return config_; }
+  RunModel& model() { return model_; }
+  const RunData& data() const { return data_; }
+  Optimizer& optimizer() { return *optimizer_; }
+  int64_t step() const { return step_; }
+  int64_t data_position() const { return data_position_; }
+  double last_grad_norm() const { return last_grad_norm_; }
+  std::string checkpoint_path() const;
+  std::string log_path() const;
+
+ private:
+  void open_log(bool fresh);
+  void write_record(const std::string& event, const std::vector<std::pair<std::string, double>>& values);
+  void print_samples();
+
+  RunConfig config_;
+  std::ostream* out_;
+  RunData data_;
+  RunModel model_;
+  std::unique_ptr<Optimizer> optimizer_;
+  LrSchedule schedule_;
+  int64_t step_ = 0, data_position_ = 0;
+  int64_t last_tokens_ = 0;
+  double last_grad_norm_ = 0.0;
+  bool resumed_ = false;
+  std::unique_ptr<std::ofstream> log_;
+};
+
+// A checkpoint opened for sampling / evaluation: its config (from the metadata) and the model,
+// restored. Errors name the file.
+struct LoadedRun {
+  RunConfig config;
+  Checkpoint checkpoint;
+  RunModel model;
+};
+LoadedRun load_run(const std::string& checkpoint_path);
+
+}  // namespace relgrad
