@@ -1,0 +1,690 @@
+#!/usr/bin/python3
+"""Writes tests/golden/train_<config>.safetensors, which tests/test_train_golden.cpp replays in relgrad.
+
+    /usr/bin/python3 tools/gen_golden_train.py        (Debian's python3-torch 1.13)
+
+A standalone PyTorch reimplementation of relgrad's DecoderLM and EncoderDecoder, written from
+docs/checkpoint-format.md (NOT by calling relgrad): plain functions over a dict of tensors keyed by
+relgrad's state_dict names. It is also the worked example of that document's "Rebuilding in
+PyTorch" section: every section number in a comment below refers to it.
+
+For each configuration (CONFIGS) it draws random weights (torch, fixed seed; norm gains and biases
+are perturbed away from 1 and 0 on purpose, so that a swapped or unused one shows), fixed batches
+with right padding, and records
+
+    init.<name>                 every state_dict entry (parameters and the ALiBi slopes buffer), F32;
+                                the values are float32 numbers, so float32 and float64 runs start
+                                from the same weights
+    batch<s>.<field>            int64 tokens, bool padding masks (true = padding), int64 targets with
+                                -100 at padding; DecoderLM: tokens, mask, targets; EncoderDecoder:
+                                src, src_mask, tgt, tgt_mask, targets. Step s trains on batch s.
+    logits                      (B, T, V) float64 logits of the initial weights on batch 0
+    loss64, loss32              (STEPS) the loss before each step, in a float64 and a float32 run
+    grad_norm64, grad_norm32    (STEPS) the total norm clip_grad_norm_ saw at each step
+    lr                          (STEPS) the learning rate of each step
+    final.<name>                every parameter after STEPS steps of the float64 run, F64
+    optim.group<g>.param<i>.*   torch's AdamW state (step, exp_avg, exp_avg_sq) after the float64 run for
+                                the first and last parameter of each group, under relgrad's names
+
+The training loop is relgrad's (docs §1.4): zero_grad, forward, cross_entropy (ignore_index -100,
+mean), backward, clip at MAX_NORM with relgrad's clip_grad_norm_ semantics, lr from the warmup +
+cosine LrSchedule, torch.optim.AdamW over decay_groups' two groups. The metadata carries the model
+config as cfg.<field> / cfg.<place>.<field> (TransformerConfig names, docs §3.1) and the training
+hyperparameters as train.<name>, so the C++ test builds everything from the file; state_dict_order
+lists the state_dict names in the order docs §2 gives (it fixes the optimizer's param indices).
+Each file uses its own seeded generator: adding a configuration never changes the others.
+"""
+import math
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gen_golden import OUT_DIR, write_safetensors  # noqa: E402  (the hand-written safetensors writer)
+
+SEED = 20240801
+F32, F64 = torch.float32, torch.float64
+STEPS = 10
+TRAIN = {"max_lr": 1e-2, "min_lr": 1e-3, "warmup_steps": 3, "total_steps": 10, "beta1": 0.9, "beta2": 0.95,
+         "eps": 1e-8, "weight_decay": 0.1, "max_norm": 1.0}
+BATCH = 4
+
+# ---- configuration (docs §3.1): TransformerConfig / PositionalConfig fields and their defaults ----
+
+POSITIONAL_DEFAULTS = {"scheme": "none", "max_length": 512, "out_of_range": "zero", "clip": 16, "shaw_values": True,
+                       "per_head": False, "num_buckets": 32, "max_distance": 128, "rope_base": 10000.0}
+MODEL_DEFAULTS = {"vocab_size": 0, "src_vocab_size": 0, "d_model": 64, "n_heads": 4, "d_ff": 256,
+                  "n_encoder_layers": 2, "n_decoder_layers": 2, "activation": "gelu", "norm": "layer_norm",
+                  "pre_norm": True, "dropout": 0.1, "norm_eps": 1e-5, "tie_weights": True,
+                  "cross_alignment": "left"}
+PLACES = ("encoder_self", "decoder_self", "cross")
+PLACE_DEFAULT_SCHEME = {"encoder_self": "t5", "decoder_self": "t5", "cross": "none"}
+
+
+def make_config(model, lengths, padding="right", **fields):
+    """A full config: defaults overridden by `fields` (places given as dicts of PositionalConfig fields).
+    padding: "right"; "left_row1" (DecoderLM: row 1 padded on the left, so its first queries see only
+    padding: fully masked rows); "empty_src_row3" (EncoderDecoder: source row 3 is all padding)."""
+    cfg = dict(MODEL_DEFAULTS)
+    for place in PLACES:
+        cfg[place] = dict(POSITIONAL_DEFAULTS, scheme=PLACE_DEFAULT_SCHEME[place])
+    for k, v in fields.items():
+        if k in PLACES:
+            unknown = set(v) - set(POSITIONAL_DEFAULTS)
+            assert not unknown, unknown
+            cfg[k].update(v)
+        else:
+            assert k in MODEL_DEFAULTS, k
+            cfg[k] = v
+    cfg["model"] = model
+    cfg["lengths"] = lengths  # (T) for a DecoderLM, (t1, t2) for an EncoderDecoder: the padded batch lengths
+    cfg["padding"] = padding
+    return cfg
+
+
+CONFIGS = {
+    # The README's default kind of model: T5 bias in both self-attentions, the seed's method in
+    # cross-attention (Left), pre-norm LayerNorm, gelu, tied head. The encoder's T5 uses few buckets
+    # so that the log-spaced ones are reached at these lengths.
+    "encdec_default": make_config(
+        "encoder-decoder", (10, 9), vocab_size=16, d_model=16, n_heads=4, d_ff=32, dropout=0.0,
+        encoder_self={"scheme": "t5", "num_buckets": 8, "max_distance": 16},
+        decoder_self={"scheme": "t5"},
+        cross={"scheme": "seed", "max_length": 10}),
+    # Shaw (keys and values, shared tables, distances clipped at 3) in a post-norm RMSNorm relu LM.
+    "lm_shaw_postnorm": make_config(
+        "decoder-only", (10,), vocab_size=16, d_model=16, n_heads=2, d_ff=48, dropout=0.0, activation="relu",
+        norm="rms_norm", pre_norm=False, tie_weights=False, decoder_self={"scheme": "shaw", "clip": 3}),
+    # RoPE in a pre-norm LM, gelu_tanh, a non-default LayerNorm eps, tied head.
+    "lm_rope": make_config(
+        "decoder-only", (10,), vocab_size=16, d_model=16, n_heads=2, d_ff=32, dropout=0.0, activation="gelu_tanh",
+        norm_eps=1e-6, decoder_self={"scheme": "rope", "rope_base": 500.0}),
+    # Huang's causal table, per head, shorter than the sequence (δ = −6 … −9 get no term); one row
+    # left-padded, so that its first queries are fully masked (their attention outputs are 0).
+    "lm_huang_perhead": make_config(
+        "decoder-only", (10,), padding="left_row1", vocab_size=16, d_model=16, n_heads=2, d_ff=32, dropout=0.0, tie_weights=False,
+        decoder_self={"scheme": "huang", "max_length": 6, "per_head": True}),
+    # Transformer-XL in the encoder, causal ALiBi in the decoder, RoPE in cross-attention; RMSNorm
+    # pre-norm, untied head, a source vocabulary of its own, 1 encoder and 2 decoder layers; one source
+    # row is all padding (encoder rows and cross-attention fully masked).
+    "encdec_xl_alibi_rope": make_config(
+        "encoder-decoder", (9, 8), padding="empty_src_row3", vocab_size=16, src_vocab_size=12, d_model=16, n_heads=4, d_ff=32, dropout=0.0,
+        n_encoder_layers=1, n_decoder_layers=2, norm="rms_norm", tie_weights=False,
+        encoder_self={"scheme": "transformer_xl"}, decoder_self={"scheme": "alibi"}, cross={"scheme": "rope"}),
+    # Per-head seed tables with the clip policy in the encoder, a shared Huang table in the decoder,
+    # per-head Shaw (keys only) in cross-attention under Scaled alignment; post-norm LayerNorm, tied.
+    "encdec_scaled_postnorm": make_config(
+        "encoder-decoder", (10, 6), vocab_size=16, d_model=16, n_heads=2, d_ff=32, dropout=0.0, pre_norm=False,
+        activation="gelu_tanh", cross_alignment="scaled",
+        encoder_self={"scheme": "seed", "max_length": 4, "per_head": True, "out_of_range": "clip"},
+        decoder_self={"scheme": "huang", "max_length": 12},
+        cross={"scheme": "shaw", "clip": 2, "per_head": True, "shaw_values": False}),
+    # Symmetric ALiBi with 3 heads (slopes of a non-power of two) in the encoder, causal
+    # Transformer-XL in the decoder, the seed's method under Right alignment with the error policy
+    # (the table covers every δ) in cross-attention; pre-norm LayerNorm, relu, tied.
+    "encdec_alibi3_xl_right": make_config(
+        "encoder-decoder", (9, 7), vocab_size=16, d_model=18, n_heads=3, d_ff=24, dropout=0.0, activation="relu",
+        cross_alignment="right",
+        encoder_self={"scheme": "alibi"}, decoder_self={"scheme": "transformer_xl"},
+        cross={"scheme": "seed", "max_length": 9, "out_of_range": "error"}),
+}
+
+# ---- parameter names, shapes and random values (docs §2) ----
+
+
+def positional_entries(pre, pc, C, H):
+    """(name, shape, init) of one scheme's state_dict entries (docs §2.2), in state_dict order."""
+    D = C // H
+    heads = (H,) if pc["per_head"] else ()
+    s = pc["scheme"]
+    if s == "seed":
+        return [(pre + "table", heads + (2 * pc["max_length"] - 1, D), "table")]
+    if s == "huang":
+        return [(pre + "table", heads + (pc["max_length"], D), "table")]
+    if s == "shaw":
+        rows = 2 * pc["clip"] + 1
+        out = [(pre + "key_table", heads + (rows, D), "table")]
+        if pc["shaw_values"]:
+            out.append((pre + "value_table", heads + (rows, D), "table"))
+        return out
+    if s == "t5":
+        return [(pre + "table", (H, pc["num_buckets"]), "normal")]
+    if s == "alibi":
+        return [(pre + "slopes", (H,), "slopes")]
+    if s == "transformer_xl":
+        return [(pre + "u", (H, D), "xavier"), (pre + "v", (H, D), "xavier"), (pre + "r_proj.weight", (C, C), "linear")]
+    return []  # none, rope
+
+
+def attention_entries(pre, C, H, pc, with_positional):
+    out = []
+    for proj in ("q_proj", "k_proj", "v_proj", "out_proj"):
+        out += [(pre + proj + ".weight", (C, C), "linear"), (pre + proj + ".bias", (C,), "linear")]
+    if pc is not None and with_positional:
+        out += positional_entries(pre + "positional.", pc, C, H)
+    return out
+
+
+def norm_entries(pre, cfg):
+    C = cfg["d_model"]
+    out = [(pre + ".weight", (C,), "gain")]
+    if cfg["norm"] == "layer_norm":
+        out.append((pre + ".bias", (C,), "shift"))
+    return out
+
+
+def block_entries(pre, cfg, layer, self_pc, cross_pc=None):
+    """One EncoderBlock (cross_pc None) or DecoderBlock: attention(s), ff, norms (docs §2.3)."""
+    C, H, Fd = cfg["d_model"], cfg["n_heads"], cfg["d_ff"]
+    out = attention_entries(pre + "self_attn.", C, H, self_pc, self_pc["scheme"] != "t5" or layer == 0)
+    if cross_pc is not None:
+        out += attention_entries(pre + "cross_attn.", C, H, cross_pc, cross_pc["scheme"] != "t5" or layer == 0)
+    out += [(pre + "ff.fc1.weight", (Fd, C), "linear"), (pre + "ff.fc1.bias", (Fd,), "linear"),
+            (pre + "ff.fc2.weight", (C, Fd), "linear"), (pre + "ff.fc2.bias", (C,), "linear")]
+    for n in ("norm1", "norm2") + (("norm3",) if cross_pc is not None else ()):
+        out += norm_entries(pre + n, cfg)
+    return out
+
+
+def state_entries(cfg):
+    """Every state_dict entry (name, shape, init) in relgrad's state_dict order (docs §2.3, §2.4)."""
+    C, V = cfg["d_model"], cfg["vocab_size"]
+    out = []
+    if cfg["model"] == "decoder-only":
+        out.append(("embed.weight", (V, C), "normal"))
+        for l in range(cfg["n_decoder_layers"]):
+            out += block_entries(f"layers.{l}.", cfg, l, cfg["decoder_self"])
+        if cfg["pre_norm"]:
+            out += norm_entries("final_norm", cfg)
+    else:
+        V_src = cfg["src_vocab_size"] or V
+        out.append(("encoder.embed.weight", (V_src, C), "normal"))
+        for l in range(cfg["n_encoder_layers"]):
+            out += block_entries(f"encoder.layers.{l}.", cfg, l, cfg["encoder_self"])
+        if cfg["pre_norm"]:
+            out += norm_entries("encoder.final_norm", cfg)
+        out.append(("decoder.embed.weight", (V, C), "normal"))
+        for l in range(cfg["n_decoder_layers"]):
+            out += block_entries(f"decoder.layers.{l}.", cfg, l, cfg["decoder_self"], cfg["cross"])
+        if cfg["pre_norm"]:
+            out += norm_entries("decoder.final_norm", cfg)
+    if not cfg["tie_weights"]:
+        out.append(("lm_head.weight", (V, C), "linear"))
+    return out
+
+
+def alibi_slopes(n):
+    """docs §3.5 (ofirpress get_slopes)."""
+    def power_of_2(m):
+        return [2.0 ** (-8.0 * k / m) for k in range(1, m + 1)]
+    c = 1
+    while c * 2 <= n:
+        c *= 2
+    return power_of_2(c) + alibi_slopes(2 * c)[0::2][:n - c] if c != n else power_of_2(c)
+
+
+def random_state(cfg, g):
+    """Random values for every entry (docs §4's distributions, norms perturbed), rounded to float32."""
+    H, D = cfg["n_heads"], cfg["d_model"] // cfg["n_heads"]
+    state = {}
+    for name, shape, init in state_entries(cfg):
+        if init == "normal":
+            t = torch.randn(shape, dtype=F64, generator=g)
+        elif init == "linear":  # U(−1/√in, 1/√in); a bias's `in` is its weight's
+            fan_in = shape[1] if len(shape) == 2 else state[name[:-len("bias")] + "weight"].shape[1]
+            t = (torch.rand(shape, dtype=F64, generator=g) * 2 - 1) / math.sqrt(fan_in)
+        elif init == "table":
+            t = torch.randn(shape, dtype=F64, generator=g) * D ** -0.5
+        elif init == "xavier":
+            b = math.sqrt(6.0 / (H + D))
+            t = (torch.rand(shape, dtype=F64, generator=g) * 2 - 1) * b
+        elif init == "gain":
+            t = 1.0 + 0.2 * torch.randn(shape, dtype=F64, generator=g)
+        elif init == "shift":
+            t = 0.2 * torch.randn(shape, dtype=F64, generator=g)
+        elif init == "slopes":
+            t = torch.tensor(alibi_slopes(shape[0]), dtype=F64)
+        else:
+            raise ValueError(init)
+        state[name] = t.to(F32)
+    return state
+
+
+# ---- the computation (docs §3) ----
+
+def linear(P, name, x, bias=True):
+    y = x @ P[name + ".weight"].T
+    return y + P[name + ".bias"] if bias else y
+
+
+def norm(P, name, x, cfg):
+    """docs §3.6: LayerNorm with norm_eps; RMSNorm with the dtype's machine epsilon."""
+    C = x.shape[-1]
+    if cfg["norm"] == "layer_norm":
+        return F.layer_norm(x, (C,), P[name + ".weight"], P[name + ".bias"], cfg["norm_eps"])
+    eps = torch.finfo(x.dtype).eps
+    return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps) * P[name + ".weight"]
+
+
+def query_positions(t2, t1, alignment):
+    """π(i) (docs §3.4)."""
+    i = torch.arange(t2)
+    if alignment == "left":
+        return i
+    if alignment == "right":
+        return i + t1 - t2
+    return (i * t1) // t2  # scaled: floor(i·t1/t2)
+
+
+def index_map(pi, t1, max_past, max_future, policy, causal):
+    """row(i, j) = δ + max_past with the out-of-range policy; −1 = no entry (docs §3.4)."""
+    R = max_past + max_future + 1
+    delta = torch.arange(t1)[None, :] - pi[:, None]  # (t2, t1)
+    row = delta + max_past
+    out_of_range = (row < 0) | (row >= R)
+    if policy == "clip":
+        row = row.clamp(0, R - 1)
+    elif policy == "zero":
+        row = torch.where(out_of_range, torch.full_like(row, -1), row)
+    else:
+        assert not bool((out_of_range & ~((delta > 0) & causal)).any()), "out of range under the error policy"
+    if causal:
+        row = torch.where(delta > 0, torch.full_like(row, -1), row)
+    return row, R
+
+
+def table_scores(q, table, idx):
+    """S[.., i, j] = q_i · table[idx[i, j]] (0 where idx = −1); table (R, D) or (H, R, D)."""
+    B, H, t2, _ = q.shape
+    P = q @ table.transpose(-1, -2)  # (B, H, t2, R)
+    ix = idx.clamp(min=0)[None, None].expand(B, H, t2, idx.shape[1])
+    S = P.gather(-1, ix)
+    return torch.where((idx >= 0)[None, None], S, torch.zeros_like(S))
+
+
+def table_values(w, table, idx):
+    """Σ_j w[.., i, j] · table[idx[i, j]] (Shaw's value term), w (B, H, t2, t1)."""
+    B, H, t2, t1 = w.shape
+    R = table.shape[-2]
+    ix = idx.clamp(min=0)[None, None].expand(B, H, t2, t1)
+    wv = torch.where((idx >= 0)[None, None], w, torch.zeros_like(w))
+    rel = torch.zeros(B, H, t2, R, dtype=w.dtype).scatter_add(-1, ix, wv)  # weight on each table row
+    return rel @ table
+
+
+def t5_bucket(delta, bidirectional, num_buckets, max_distance):
+    """docs §3.5, t5."""
+    if bidirectional:
+        nb = num_buckets // 2
+        base = nb if delta > 0 else 0
+        n = abs(delta)
+    else:
+        nb, base, n = num_buckets, 0, max(-delta, 0)
+    max_exact = nb // 2
+    if n < max_exact:
+        return base + n
+    f = math.log(n / max_exact) / math.log(max_distance / max_exact) * (nb - max_exact)
+    return base + min(max_exact + math.floor(f), nb - 1)
+
+
+def rope(x, positions, base):
+    """Interleaved pairs (2k, 2k+1), θ = p / base^(2k/D); cos/sin in float64, cast (docs §3.5)."""
+    D = x.shape[-1]
+    denom = torch.tensor([base ** (2.0 * k / D) for k in range(D // 2)], dtype=F64)
+    angle = positions.to(F64)[:, None] / denom[None, :]  # (T, D/2)
+    cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
+    x0, x1 = x[..., 0::2], x[..., 1::2]
+    return torch.stack([x0 * cos - x1 * sin, x1 * cos + x0 * sin], -1).reshape(x.shape)
+
+
+def txl_sinusoid(p, dim):
+    """R_p = [sin(p·ω_k) …, cos(p·ω_k) …], ω_k = 10000^(−2k/dim), p a float64 vector → (len(p), dim)."""
+    w = torch.tensor([1.0 / 10000.0 ** (2.0 * k / dim) for k in range(dim // 2)], dtype=F64)
+    a = p[:, None] * w[None, :]
+    return torch.cat([a.sin(), a.cos()], -1)
+
+
+def attention(P, pre, pos_pre, pc, xq, xkv, H, causal, key_padding_mask, alignment):
+    """MultiHeadAttention (docs §3.4, §3.5). pos_pre: where the scheme's entries live (T5: layers.0)."""
+    B, t2, C = xq.shape
+    t1 = xkv.shape[1]
+    D = C // H
+    dt = xq.dtype
+
+    def heads(x, t):
+        return x.reshape(B, t, H, D).permute(0, 2, 1, 3)
+
+    q = heads(linear(P, pre + "q_proj", xq), t2)
+    k = heads(linear(P, pre + "k_proj", xkv), t1)
+    v = heads(linear(P, pre + "v_proj", xkv), t1)
+    pi = query_positions(t2, t1, alignment)
+    delta = torch.arange(t1)[None, :] - pi[:, None]  # (t2, t1)
+    s = pc["scheme"] if pc is not None else "none"
+    qc, kc, score, bias, value_term = q, k, None, None, None
+    scale = D ** -0.5
+    if s == "rope":
+        qc, kc = rope(q, pi, pc["rope_base"]), rope(k, torch.arange(t1), pc["rope_base"])
+    elif s in ("seed", "huang", "shaw"):
+        if s == "seed":
+            past, future, policy = pc["max_length"] - 1, pc["max_length"] - 1, pc["out_of_range"]
+        elif s == "huang":
+            past, future, policy = pc["max_length"] - 1, 0, pc["out_of_range"]
+        else:
+            past, future, policy = pc["clip"], pc["clip"], "clip"
+        idx, _ = index_map(pi, t1, past, future, policy, causal)
+        key_table = P[pos_pre + ("key_table" if s == "shaw" else "table")]
+        score = table_scores(q, key_table, idx)
+        if s == "shaw" and pc["shaw_values"]:
+            value_table = P[pos_pre + "value_table"]
+            value_term = lambda w: table_values(w, value_table, idx)  # noqa: E731
+    elif s == "t5":
+        scale = 1.0
+        buckets = torch.tensor([[t5_bucket(int(delta[i, j]), not causal, pc["num_buckets"], pc["max_distance"])
+                                 for j in range(t1)] for i in range(t2)])
+        bias = P[pos_pre + "table"][:, buckets][None]  # (1, H, t2, t1)
+    elif s == "alibi":
+        dist = delta.abs() if not causal else (-delta).clamp(min=0)
+        bias = -P[pos_pre + "slopes"].to(dt)[None, :, None, None] * dist.to(dt)[None, None]
+    elif s == "transformer_xl":
+        u, vb = P[pos_pre + "u"], P[pos_pre + "v"]
+        qc = q + u[None, :, None, :]
+        p = -delta  # p = π(i) − j
+        p_min, p_max = int(p.min()), int(p.max())
+        R = txl_sinusoid(torch.arange(p_min, p_max + 1, dtype=F64), C).to(dt)  # rows p_min … p_max
+        rw = linear(P, pos_pre + "r_proj", R, bias=False).reshape(-1, H, D).permute(1, 0, 2)  # (H, nP, D)
+        Pp = (q + vb[None, :, None, :]) @ rw.transpose(-1, -2)  # (B, H, t2, nP)
+        idx = p - p_min
+        if causal:
+            idx = torch.where(delta > 0, torch.full_like(idx, -1), idx)
+        score = table_scores_from_products(Pp, idx)
+    elif s != "none":
+        raise ValueError(s)
+
+    logits = qc @ kc.transpose(-1, -2)
+    if score is not None:
+        logits = logits + score
+    logits = logits * scale
+    if bias is not None:
+        logits = logits + bias
+    mask = torch.zeros(1, 1, t2, t1, dtype=torch.bool)
+    if causal:
+        mask = mask | (delta > 0)[None, None]
+    if key_padding_mask is not None:
+        mask = mask | key_padding_mask[:, None, None, :]
+    lowest = torch.finfo(dt).min
+    weights = torch.softmax(logits.masked_fill(mask, lowest), -1).masked_fill(mask, 0.0)
+    out = weights @ v
+    if value_term is not None:
+        out = out + value_term(weights)
+    return linear(P, pre + "out_proj", out.permute(0, 2, 1, 3).reshape(B, t2, C))
+
+
+def table_scores_from_products(Pp, idx):
+    """Gathers precomputed products Pp (B, H, t2, R) at idx (t2, t1), 0 where idx = −1."""
+    B, H, t2, _ = Pp.shape
+    ix = idx.clamp(min=0)[None, None].expand(B, H, t2, idx.shape[1])
+    S = Pp.gather(-1, ix)
+    return torch.where((idx >= 0)[None, None], S, torch.zeros_like(S))
+
+
+def feed_forward(P, pre, x, activation):
+    h = linear(P, pre + "fc1", x)
+    if activation == "gelu":
+        h = F.gelu(h)
+    elif activation == "gelu_tanh":
+        h = F.gelu(h, approximate="tanh")
+    else:
+        h = F.relu(h)
+    return linear(P, pre + "fc2", h)
+
+
+def pos_prefix(stack, layer, attn, pc):
+    """T5's table lives under layers.0 of its stack (docs §2.4); every other scheme under its own layer."""
+    return f"{stack}layers.{0 if pc['scheme'] == 't5' else layer}.{attn}.positional."
+
+
+def encoder_block(P, stack, l, cfg, pc, x, mask, causal):
+    pre = f"{stack}layers.{l}."
+    H = cfg["n_heads"]
+
+    def attn(h):
+        return attention(P, pre + "self_attn.", pos_prefix(stack, l, "self_attn", pc), pc, h, h, H, causal, mask,
+                         "left")
+
+    if cfg["pre_norm"]:
+        x = x + attn(norm(P, pre + "norm1", x, cfg))
+        return x + feed_forward(P, pre + "ff.", norm(P, pre + "norm2", x, cfg), cfg["activation"])
+    x = norm(P, pre + "norm1", x + attn(x), cfg)
+    return norm(P, pre + "norm2", x + feed_forward(P, pre + "ff.", x, cfg["activation"]), cfg)
+
+
+def decoder_block(P, l, cfg, x, memory, tgt_mask, src_mask):
+    stack, pre, H = "decoder.", f"decoder.layers.{l}.", cfg["n_heads"]
+    sp, cp = cfg["decoder_self"], cfg["cross"]
+
+    def self_attn(h):
+        return attention(P, pre + "self_attn.", pos_prefix(stack, l, "self_attn", sp), sp, h, h, H, True, tgt_mask,
+                         "left")
+
+    def cross_attn(h):
+        return attention(P, pre + "cross_attn.", pos_prefix(stack, l, "cross_attn", cp), cp, h, memory, H, False,
+                         src_mask, cfg["cross_alignment"])
+
+    ff = lambda h: feed_forward(P, pre + "ff.", h, cfg["activation"])  # noqa: E731
+    if cfg["pre_norm"]:
+        x = x + self_attn(norm(P, pre + "norm1", x, cfg))
+        x = x + cross_attn(norm(P, pre + "norm2", x, cfg))
+        return x + ff(norm(P, pre + "norm3", x, cfg))
+    x = norm(P, pre + "norm1", x + self_attn(x), cfg)
+    x = norm(P, pre + "norm2", x + cross_attn(x), cfg)
+    return norm(P, pre + "norm3", x + ff(x), cfg)
+
+
+def lm_head(P, h, cfg, embed_name):
+    """docs §3.8: untied Linear without bias, or the tied table with T5's d_model^−1/2."""
+    if cfg["tie_weights"]:
+        return (h * cfg["d_model"] ** -0.5) @ P[embed_name].T
+    return linear(P, "lm_head", h, bias=False)
+
+
+def forward(P, cfg, batch):
+    """Logits (B, T, V) of one batch (docs §3.2, §3.3); dropout is 0 in every config."""
+    if cfg["model"] == "decoder-only":
+        h = P["embed.weight"][batch["tokens"]]
+        for l in range(cfg["n_decoder_layers"]):
+            h = encoder_block(P, "", l, cfg, cfg["decoder_self"], h, batch["mask"], True)
+        if cfg["pre_norm"]:
+            h = norm(P, "final_norm", h, cfg)
+        return lm_head(P, h, cfg, "embed.weight")
+    m = P["encoder.embed.weight"][batch["src"]]
+    for l in range(cfg["n_encoder_layers"]):
+        m = encoder_block(P, "encoder.", l, cfg, cfg["encoder_self"], m, batch["src_mask"], False)
+    if cfg["pre_norm"]:
+        m = norm(P, "encoder.final_norm", m, cfg)
+    h = P["decoder.embed.weight"][batch["tgt"]]
+    for l in range(cfg["n_decoder_layers"]):
+        h = decoder_block(P, l, cfg, h, m, batch["tgt_mask"], batch["src_mask"])
+    if cfg["pre_norm"]:
+        h = norm(P, "decoder.final_norm", h, cfg)
+    return lm_head(P, h, cfg, "decoder.embed.weight")
+
+
+# ---- data ----
+
+def padded(rows, length, fill):
+    out = torch.full((len(rows), length), fill, dtype=torch.int64)
+    for b, r in enumerate(rows):
+        out[b, :len(r)] = torch.tensor(r, dtype=torch.int64)
+    return out
+
+
+def make_batch(cfg, g):
+    """Right-padded sequences; row 0 has the full length. Padding id 0, content ids from 1 (LM) / 2."""
+    V = cfg["vocab_size"]
+
+    def tokens(n, lo, hi):
+        return torch.randint(lo, hi, (n,), generator=g).tolist()
+
+    def length(full, b):
+        return full if b == 0 else int(torch.randint(max(2, full - 4), full + 1, (1,), generator=g))
+
+    if cfg["model"] == "decoder-only":
+        (T,) = cfg["lengths"]
+        seqs = [tokens(length(T, b) + 1, 1, V) for b in range(BATCH)]  # one more token: the last target
+        if cfg["padding"] == "left_row1":
+            seqs[1] = seqs[1][:T - 2]  # 7 real tokens (+ the last target)
+        batch = {"tokens": padded([s[:-1] for s in seqs], T, 0), "mask": toks_mask(seqs, T, 1),
+                 "targets": padded([s[1:] for s in seqs], T, -100)}
+        if cfg["padding"] == "left_row1":  # move row 1's padding to the front
+            n = len(seqs[1]) - 1
+            for k in batch:
+                batch[k][1] = torch.cat([batch[k][1][n:], batch[k][1][:n]])
+        return batch
+    t1, t2 = cfg["lengths"]
+    V_src = cfg["src_vocab_size"] or V
+    src = [tokens(length(t1, b), 1, V_src) for b in range(BATCH)]
+    if cfg["padding"] == "empty_src_row3":
+        src[3] = []
+    ys = [tokens(length(t2, b), 2, V) for b in range(BATCH)]
+    tgt_in = [[1] + y[:-1] for y in ys]  # 1 = BOS
+    return {"src": padded(src, t1, 0), "src_mask": toks_mask(src, t1, 0),
+            "tgt": padded(tgt_in, t2, 0), "tgt_mask": toks_mask(tgt_in, t2, 0),
+            "targets": padded(ys, t2, -100)}
+
+
+def toks_mask(seqs, length, extra):
+    """bool (B, length): true at padding, for sequences of len(s) − extra real tokens."""
+    m = torch.ones(len(seqs), length, dtype=torch.bool)
+    for b, s in enumerate(seqs):
+        m[b, :len(s) - extra] = False
+    return m
+
+
+# ---- training (docs §1.4) ----
+
+def lr_at(step):
+    t = TRAIN
+    if step < t["warmup_steps"]:
+        return t["max_lr"] * (step + 1) / t["warmup_steps"]
+    if step >= t["total_steps"]:
+        return t["min_lr"]
+    r = (step - t["warmup_steps"]) / (t["total_steps"] - t["warmup_steps"])
+    return t["min_lr"] + 0.5 * (1.0 + math.cos(math.pi * r)) * (t["max_lr"] - t["min_lr"])
+
+
+def decay_groups(named):
+    """group 0: dim >= 2 and the name holds neither "norm" nor "ln"; group 1: the rest (docs §1.4)."""
+    decay = [p for n, p in named if p.dim() >= 2 and "norm" not in n and "ln" not in n]
+    no_decay = [p for n, p in named if not (p.dim() >= 2 and "norm" not in n and "ln" not in n)]
+    return decay, no_decay
+
+
+def clip_grad_norm_(params, max_norm):
+    """relgrad's clip_grad_norm_: the norm in float64, grads scaled only when scale < 1."""
+    total = math.sqrt(sum(float((p.grad.to(F64) ** 2).sum()) for p in params if p.grad is not None))
+    scale = max_norm / (total + 1e-6)
+    if scale < 1.0:
+        for p in params:
+            if p.grad is not None:
+                p.grad.mul_(scale)
+    return total
+
+
+def train(cfg, init, batches, dtype):
+    """STEPS steps from `init`; returns (losses, grad norms, lrs, final parameters, optimizer state).
+    The state holds, for the first and last parameter of each group, torch's AdamW state under
+    relgrad's state_tensors() names (docs §1.5): group<g>.param<i> is torch's index Σ len(earlier groups) + i."""
+    entries = state_entries(cfg)
+    P = {name: init[name].to(dtype).clone() for name, _, _ in entries}
+    named = [(name, P[name]) for name, _, kind in entries if kind != "slopes"]  # named_parameters(): no buffers
+    for _, p in named:
+        p.requires_grad_(True)
+    decay, no_decay = decay_groups(named)
+    t = TRAIN
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": t["weight_decay"]},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=t["max_lr"], betas=(t["beta1"], t["beta2"]), eps=t["eps"], foreach=False)
+    params = [p for _, p in named]
+    losses, norms, lrs = [], [], []
+    for step in range(STEPS):
+        opt.zero_grad(set_to_none=True)
+        batch = batches[step]
+        logits = forward(P, cfg, batch)
+        V = logits.shape[-1]
+        loss = F.cross_entropy(logits.reshape(-1, V), batch["targets"].reshape(-1), ignore_index=-100)
+        loss.backward()
+        norms.append(clip_grad_norm_(params, t["max_norm"]))
+        lr = lr_at(step)
+        for group in opt.param_groups:
+            group["lr"] = lr
+        lrs.append(lr)
+        losses.append(float(loss))
+        opt.step()
+    torch_state = opt.state_dict()["state"]
+    optim_state, first = {}, 0
+    for g, group in enumerate((decay, no_decay)):
+        for i in sorted({0, len(group) - 1}) if group else []:
+            st = torch_state[first + i]
+            pre = f"group{g}.param{i}."
+            optim_state[pre + "step"] = torch.tensor(int(st["step"]), dtype=torch.int64)
+            optim_state[pre + "exp_avg"] = st["exp_avg"].clone()
+            optim_state[pre + "exp_avg_sq"] = st["exp_avg_sq"].clone()
+        first += len(group)
+    return losses, norms, lrs, {n: p.detach() for n, p in named}, optim_state
+
+
+def metadata_of(name, cfg, seed):
+    md = {"generator": "tools/gen_golden_train.py", "torch_version": torch.__version__, "seed": str(seed),
+          "config_name": name, "model": cfg["model"], "steps": str(STEPS), "batches": str(STEPS),
+          "padding": cfg["padding"], "state_dict_order": ",".join(n for n, _, _ in state_entries(cfg))}
+
+    def text(v):
+        return ("true" if v else "false") if isinstance(v, bool) else repr(v) if isinstance(v, float) else str(v)
+
+    for k in MODEL_DEFAULTS:
+        md["cfg." + k] = text(cfg[k])
+    for place in PLACES:
+        for k in POSITIONAL_DEFAULTS:
+            md[f"cfg.{place}.{k}"] = text(cfg[place][k])
+    for k, v in TRAIN.items():
+        md["train." + k] = text(v)
+    return md
+
+
+def generate(name, cfg, seed):
+    g = torch.Generator().manual_seed(seed)
+    init = random_state(cfg, g)
+    batches = [make_batch(cfg, g) for _ in range(STEPS)]
+    tensors = {"init." + n: t for n, t in init.items()}
+    for s, b in enumerate(batches):
+        for k, t in b.items():
+            tensors[f"batch{s}.{k}"] = t
+    with torch.no_grad():
+        tensors["logits"] = forward({n: t.to(F64) for n, t in init.items()}, cfg, batches[0])
+    loss64, norm64, lrs, final, optim_state = train(cfg, init, batches, F64)
+    loss32, norm32, _, _, _ = train(cfg, init, batches, F32)
+    tensors.update({"loss64": torch.tensor(loss64, dtype=F64), "loss32": torch.tensor(loss32, dtype=F64),
+                    "grad_norm64": torch.tensor(norm64, dtype=F64), "grad_norm32": torch.tensor(norm32, dtype=F64),
+                    "lr": torch.tensor(lrs, dtype=F64)})
+    tensors.update({"final." + n: t for n, t in final.items()})
+    tensors.update({"optim." + n: t for n, t in optim_state.items()})
+    path = os.path.join(OUT_DIR, "train_" + name + ".safetensors")
+    write_safetensors(path, tensors, metadata_of(name, cfg, seed))
+    n_params = sum(t.numel() for n, t in init.items())
+    print(f"wrote {os.path.relpath(path)} ({os.path.getsize(path)} bytes, {n_params} weights); "
+          f"loss {loss64[0]:.4f} -> {loss64[-1]:.4f}, max |loss32 - loss64| "
+          f"{max(abs(a - b) for a, b in zip(loss32, loss64)):.2e}")
+
+
+def main():
+    os.makedirs(OUT_DIR, exist_ok=True)
+    only = set(sys.argv[1:])
+    for k, (name, cfg) in enumerate(CONFIGS.items()):
+        if not only or name in only:
+            generate(name, cfg, SEED + k)
+
+
+if __name__ == "__main__":
+    main()
