@@ -373,8 +373,9 @@ RunConfig RunConfig::defaults() {
   c.data.batch_size = 32;
   c.optim.lr = 1e-3;
   c.optim.warmup_steps = 100;
-  c.train.steps = 1500;
+  c.train.steps = 3000;
   c.train.eval_every = 250;
+  c.train.save_every = 500;
   c.train.target_accuracy = 0.995;
   return c;
 }
