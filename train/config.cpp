@@ -377,6 +377,7 @@ RunConfig RunConfig::defaults() {
   c.train.eval_every = 250;
   c.train.save_every = 500;
   c.train.target_accuracy = 0.995;
+  c.sample.temperature = 0.0;  // greedy: a synthetic task has one right answer
   return c;
 }
 
