@@ -321,6 +321,10 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       return 0;
     } catch (const CLI::ParseError& e) {
       for (const CLI::App* sub : app.get_subcommands()) command = "relgrad " + sub->get_name();
+      if (command == "relgrad" && argc > 1 && argv[1][0] != '-') {  // CLI11 would only say "A subcommand is required"
+        err << "relgrad: error: unknown command '" << argv[1] << "' (commands: train, sample, eval, inspect, plot)\n";
+        return 2;
+      }
       err << command << ": error: " << e.what() << "\n(run `" << command << " --help`)\n";
       return 2;
     }

@@ -6,7 +6,9 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <cstdint>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -203,31 +205,71 @@ const Field& find_field(const std::string& key, const std::string& origin) {
   throw Error("[config] " + origin + f.key + ": " + why + ", got '" + value + "'");
 }
 
+// A plain decimal: optional '-' (when allowed), digits, and for reals a '.' and an exponent; no
+// blanks, '+', hex, "inf" or "nan" (which strtod / strtoll would otherwise accept).
+bool plain_number(const std::string& v, bool negative, bool real) {
+  size_t i = 0;
+  if (negative && i < v.size() && v[i] == '-') ++i;
+  if (i >= v.size() || !(std::isdigit(static_cast<unsigned char>(v[i])) || (real && v[i] == '.'))) return false;
+  for (; i < v.size(); ++i) {
+    char ch = v[i];
+    bool ok = std::isdigit(static_cast<unsigned char>(ch)) ||
+              (real && (ch == '.' || ch == 'e' || ch == 'E' || ((ch == '-' || ch == '+') && (v[i - 1] == 'e' || v[i - 1] == 'E'))));
+    if (!ok) return false;
+  }
+  return true;
+}
+
+bool valid_utf8(const std::string& s) {
+  for (size_t i = 0; i < s.size();) {
+    auto c = static_cast<unsigned char>(s[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return false;
+    uint32_t cp = n == 1 ? c : c & (0x7F >> n);
+    for (size_t k = 1; k < n; ++k) {
+      auto d = static_cast<unsigned char>(s[i + k]);
+      if ((d >> 6) != 0x2) return false;
+      cp = (cp << 6) | (d & 0x3F);
+    }
+    // overlong forms, surrogates and values past U+10FFFF are not UTF-8
+    if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10FFFF ||
+        (cp >= 0xD800 && cp <= 0xDFFF))
+      return false;
+    i += n;
+  }
+  return true;
+}
+
 // Sets one key from its text form, checking the type; `origin` prefixes errors ("file.toml: ").
 void set_from_text(RunConfig& c, const Field& f, const std::string& value, const std::string& origin) {
   switch (f.kind) {
     case Kind::Int: {
       errno = 0;
       char* end = nullptr;
+      // strto* skip blanks and accept "+", hex, "inf": the text must be exactly a decimal number.
+      if (!plain_number(value, true, false)) bad_value(f, value, origin, "expected an integer");
       long long v = std::strtoll(value.c_str(), &end, 10);
-      if (value.empty() || *end != '\0' || errno == ERANGE) bad_value(f, value, origin, "expected an integer");
+      if (*end != '\0' || errno == ERANGE) bad_value(f, value, origin, "expected an integer");
       *static_cast<int64_t*>(f.where(c)) = v;
       return;
     }
     case Kind::UInt: {
       errno = 0;
       char* end = nullptr;
-      if (value.empty() || value[0] == '-') bad_value(f, value, origin, "expected a non-negative integer");
+      // At most 2^63 − 1: TOML integers are signed 64-bit, and the printed config must load again.
+      if (!plain_number(value, false, false)) bad_value(f, value, origin, "expected a non-negative integer");
       unsigned long long v = std::strtoull(value.c_str(), &end, 10);
-      if (*end != '\0' || errno == ERANGE) bad_value(f, value, origin, "expected a non-negative integer");
+      if (*end != '\0' || errno == ERANGE || v > static_cast<unsigned long long>(INT64_MAX))
+        bad_value(f, value, origin, "expected a non-negative integer up to 2^63 - 1");
       *static_cast<uint64_t*>(f.where(c)) = v;
       return;
     }
     case Kind::Double: {
       errno = 0;
       char* end = nullptr;
+      if (!plain_number(value, true, true)) bad_value(f, value, origin, "expected a finite number");
       double v = std::strtod(value.c_str(), &end);
-      if (value.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v)) bad_value(f, value, origin, "expected a finite number");
+      if (*end != '\0' || errno == ERANGE || !std::isfinite(v)) bad_value(f, value, origin, "expected a finite number");
       *static_cast<double*>(f.where(c)) = v;
       return;
     }
@@ -240,6 +282,8 @@ void set_from_text(RunConfig& c, const Field& f, const std::string& value, const
       return;
     }
     case Kind::String: {
+      // Configs are stored as JSON (checkpoints) and printed as TOML: both need UTF-8.
+      if (!valid_utf8(value)) bad_value(f, value, origin, "expected UTF-8 text");
       if (!f.choices.empty() && std::find(f.choices.begin(), f.choices.end(), value) == f.choices.end()) {
         std::string list;
         for (const auto& ch : f.choices) list += (list.empty() ? "" : ", ") + ch;
@@ -286,6 +330,10 @@ const char* kind_name(Kind k) {
   return "";
 }
 
+std::string a_kind(Kind k) {
+  return (k == Kind::Int ? "an " : "a ") + std::string(kind_name(k));
+}
+
 // A JSON leaf → the text form set_from_text takes, with the JSON type checked against the key's.
 void set_from_json(RunConfig& c, const std::string& key, const nlohmann::json& v, const std::string& origin) {
   const Field& f = find_field(key, origin);
@@ -293,7 +341,7 @@ void set_from_json(RunConfig& c, const std::string& key, const nlohmann::json& v
   switch (f.kind) {
     case Kind::Int:
     case Kind::UInt:
-      if (!v.is_number_integer() && !v.is_number_unsigned()) bad_value(f, shown, origin, std::string("expected an ") + kind_name(f.kind));
+      if (!v.is_number_integer() && !v.is_number_unsigned()) bad_value(f, shown, origin, std::string("expected ") + a_kind(f.kind));
       set_from_text(c, f, shown, origin);
       return;
     case Kind::Double:
@@ -330,23 +378,23 @@ void walk_toml(RunConfig& c, const toml::table& table, const std::string& prefix
     std::ostringstream shown;
     node.visit([&](const auto& leaf) { shown << leaf; });
     if (auto s = node.value_exact<std::string>()) {
-      if (f.kind != Kind::String) bad_value(f, shown.str(), origin, std::string("expected a ") + kind_name(f.kind));
+      if (f.kind != Kind::String) bad_value(f, shown.str(), origin, std::string("expected ") + a_kind(f.kind));
       set_from_text(c, f, *s, origin);
     } else if (auto i = node.value_exact<int64_t>()) {
       if (f.kind != Kind::Int && f.kind != Kind::UInt && f.kind != Kind::Double)
-        bad_value(f, shown.str(), origin, std::string("expected a ") + kind_name(f.kind));
+        bad_value(f, shown.str(), origin, std::string("expected ") + a_kind(f.kind));
       set_from_text(c, f, std::to_string(*i), origin);
     } else if (auto d = node.value_exact<double>()) {
-      if (f.kind != Kind::Double) bad_value(f, shown.str(), origin, std::string("expected an ") + kind_name(f.kind));
+      if (f.kind != Kind::Double) bad_value(f, shown.str(), origin, std::string("expected ") + a_kind(f.kind));
       std::ostringstream s;
       s.precision(17);
       s << *d;
       set_from_text(c, f, s.str(), origin);
     } else if (auto b = node.value_exact<bool>()) {
-      if (f.kind != Kind::Bool) bad_value(f, shown.str(), origin, std::string("expected a ") + kind_name(f.kind));
+      if (f.kind != Kind::Bool) bad_value(f, shown.str(), origin, std::string("expected ") + a_kind(f.kind));
       set_from_text(c, f, *b ? "true" : "false", origin);
     } else {
-      bad_value(f, shown.str(), origin, std::string("expected a ") + kind_name(f.kind));
+      bad_value(f, shown.str(), origin, std::string("expected ") + a_kind(f.kind));
     }
   }
 }
@@ -374,6 +422,7 @@ RunConfig RunConfig::defaults() {
   c.optim.lr = 1e-3;
   c.optim.warmup_steps = 100;
   c.train.steps = 3000;
+  c.train.log_every = 50;
   c.train.eval_every = 250;
   c.train.save_every = 500;
   c.train.target_accuracy = 0.995;

@@ -1,0 +1,463 @@
+// The `relgrad` command (train/cli.h), run in-process through run_cli: exit codes (0 ok, 1 runtime
+// error, 2 usage error), messages on stderr that name the key / file / token, the files each
+// subcommand writes, and the promise that a failing command overwrites nothing.
+#include <filesystem>
+#include <iomanip>
+#include <sstream>
+
+#include "file_testing.h"
+#include "testing.h"
+#include "train/cli.h"
+#include "train/trainer.h"
+
+using namespace relgrad;
+using namespace relgrad::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct CliResult {
+  int code;
+  std::string out, err;
+};
+
+CliResult cli(const std::vector<std::string>& args) {
+  std::vector<const char*> argv{"relgrad"};
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  std::ostringstream out, err;
+  int code = run_cli(static_cast<int>(argv.size()), argv.data(), out, err);
+  return {code, out.str(), err.str()};
+}
+
+#define CHECK_CLI(result, expected_code)                                                               \
+  CHECK_MESSAGE((result).code == (expected_code), "exit " << (result).code << "\nstdout:\n" << (result).out \
+                                                          << "\nstderr:\n" << (result).err)
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+std::string joined(const std::vector<std::string>& args) {
+  std::string s;
+  for (const std::string& a : args) s += (s.empty() ? "" : " ") + a;
+  return s;
+}
+
+// Overrides for a tiny encoder–decoder run on the reverse task.
+std::vector<std::string> tiny(const std::string& out_dir) {
+  return {"--train.out_dir=" + out_dir, "--model.d_model=16", "--model.n_heads=2", "--model.d_ff=32",
+          "--model.n_encoder_layers=1", "--model.n_decoder_layers=1", "--model.cross.max_length=8",
+          "--data.num_symbols=6", "--data.min_len=3", "--data.max_len=6", "--data.batch_size=4",
+          "--optim.warmup_steps=2", "--train.steps=6", "--train.log_every=2", "--train.eval_every=3",
+          "--train.eval_batches=2", "--train.save_every=0", "--train.samples=1", "--train.target_accuracy=0"};
+}
+
+std::vector<std::string> concat(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// One trained run shared by the tests below (trained on first use): <dir>/run/{checkpoint.safetensors,
+// log.jsonl, loss.svg}. Tests that damage files work on copies.
+struct TrainedRun {
+  TempDir dir;
+  std::string run, checkpoint, log;
+  CliResult result;
+  TrainedRun() {
+    run = dir.file("run");
+    result = cli(concat({"train"}, tiny(run)));
+    checkpoint = run + "/checkpoint.safetensors";
+    log = run + "/log.jsonl";
+  }
+};
+const TrainedRun& trained() {
+  static TrainedRun r;
+  REQUIRE_MESSAGE(r.result.code == 0, r.result.err);
+  return r;
+}
+
+size_t data_start(const std::string& bytes) {
+  uint64_t n = 0;
+  for (int k = 0; k < 8; ++k) n |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[k])) << (8 * k);
+  return 8 + static_cast<size_t>(n);
+}
+
+bool identical(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
+  return a.to(kFloat64).contiguous().to_vector<double>() == b.to(kFloat64).contiguous().to_vector<double>();
+}
+
+std::string fixed(double v, int digits) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(digits) << v;
+  return s.str();
+}
+
+}  // namespace
+
+// ---- train: config handling ------------------------------------------------------------------------
+
+TEST_CASE("cli: train --dry-run prints the effective config (file, then overrides) and writes nothing") {
+  TempDir dir;
+  const std::string out_dir = dir.file("never");
+  const std::string config = dir.file("run.toml");
+  write_bytes(config, "[model]\nd_model = 32\nn_heads = 8\n[optim]\nlr = 0.002\n");
+  CliResult r = cli({"train", "--config", config, "--dry-run", "--model.d_model=24", "--train.steps=700",
+                     "--train.out_dir=" + out_dir, "--model.cross_alignment=right"});
+  CHECK_CLI(r, 0);
+  CHECK(r.err.empty());
+  const std::string header = "# effective config\n";
+  REQUIRE(r.out.rfind(header, 0) == 0);
+  // The printed TOML is loadable and is exactly the defaults + file + overrides.
+  const std::string printed = dir.file("printed.toml");
+  write_bytes(printed, r.out.substr(header.size()));
+  RunConfig back;
+  load_config_file(back, printed);
+  RunConfig expected = RunConfig::defaults();
+  load_config_file(expected, config);
+  apply_overrides(expected, {"--model.d_model=24", "--train.steps=700", "--train.out_dir=" + out_dir,
+                             "--model.cross_alignment=right"});
+  CHECK(config_to_json(back) == config_to_json(expected));
+  CHECK(back.model.d_model == 24);  // the override wins over the file
+  CHECK(back.model.n_heads == 8);
+  CHECK(back.optim.lr == 0.002);
+  CHECK_FALSE(fs::exists(out_dir));
+
+  // A JSON config too.
+  const std::string json = dir.file("run.json");
+  write_bytes(json, R"({"train": {"steps": 1100}})");
+  CliResult j = cli({"train", "-c", json, "--dry-run"});
+  CHECK_CLI(j, 0);
+  CHECK(contains(j.out, "\n[train]\nsteps = 1100\n"));
+}
+
+TEST_CASE("cli: train --help-config lists every key") {
+  CliResult r = cli({"train", "--help-config"});
+  CHECK_CLI(r, 0);
+  CHECK(r.out == config_help());
+  for (const char* key : {"model.d_model (integer)", "model.cross.out_of_range", "optim.lr (number)", "train.plot_format"})
+    CHECK_MESSAGE(contains(r.out, key), key);
+  CliResult help = cli({"--help"});
+  CHECK_CLI(help, 0);
+  CHECK(contains(help.out, "train"));
+}
+
+TEST_CASE("cli: usage errors exit 2 and name what is wrong") {
+  TempDir dir;
+  struct Case {
+    std::vector<std::string> args;
+    std::string expected;
+  };
+  const std::string bad_toml = dir.file("bad.toml");
+  write_bytes(bad_toml, "[model]\nd_model = = 16\n");
+  const std::string bad_key_toml = dir.file("typo.toml");
+  write_bytes(bad_key_toml, "[optim]\nlearning_rate = 0.1\n");
+  for (const Case& k : std::vector<Case>{
+           {{"train", "--dry-run", "--model.dmodel=16"}, "unknown key 'model.dmodel' (did you mean 'model.d_model'?)"},
+           {{"train", "--dry-run", "--model.d_model=abc"}, "model.d_model: expected an integer, got 'abc'"},
+           {{"train", "--dry-run", "--model.pre_norm=maybe"}, "model.pre_norm"},
+           {{"train", "--dry-run", "--optim.name=lion"}, "optim.name: expected one of sgd, adam, adamw"},
+           {{"train", "--dry-run", "--model.d_model=30"}, "d_model 30 must be divisible by n_heads 4"},
+           {{"train", "--dry-run", "--bogus"}, "'--bogus' is neither an option of relgrad train nor a --key=value override"},
+           {{"train", "--dry-run", "model.d_model=16"}, "model.d_model=16"},
+           {{"train", "--config", bad_toml}, bad_toml + ":2:"},
+           {{"train", "--config", bad_key_toml}, bad_key_toml + ": unknown key 'optim.learning_rate'"},
+           {{"eval", "x.safetensors", "--frobnicate"}, "frobnicate"},
+           {{"eval", "x.safetensors", "--batches", "0"}, "--batches must be >= 1"},
+           {{"eval", "x.safetensors", "--input", "1 2"}, "--input / --target only go with --dump-logits"},
+           {{"sample"}, "checkpoint"},
+           {{"sample", "x.safetensors", "--num", "0"}, "num"},
+           {{"fly"}, "unknown command 'fly'"},
+           {{}, "subcommand"},
+       }) {
+    INFO("relgrad ", joined(k.args));
+    CliResult r = cli(k.args);
+    CHECK_CLI(r, 2);
+    CHECK_MESSAGE(contains(r.err, k.expected), r.err);
+    CHECK(contains(r.err, "error"));
+  }
+  // A missing config file: an error (not success), naming the file.
+  const std::string missing = dir.file("nope.toml");
+  CliResult r = cli({"train", "--config", missing, "--dry-run"});
+  CHECK(r.code != 0);
+  CHECK_MESSAGE(contains(r.err, missing), r.err);
+  CHECK(r.err.rfind("relgrad train: error: ", 0) == 0);
+}
+
+// ---- a full run and the commands on its checkpoint ---------------------------------------------------
+
+TEST_CASE("cli: a tiny train writes checkpoint, log and plot; inspect, eval and sample read them") {
+  const TrainedRun& t = trained();
+  CHECK(contains(t.result.out, "# effective config"));
+  CHECK(contains(t.result.out, "encoder-decoder model, "));
+  CHECK(contains(t.result.out, "greedy samples on held-out sequences:"));
+  CHECK(contains(t.result.out, "/1 exact"));
+  CHECK(contains(t.result.out, "done: 6 steps"));
+  CHECK(fs::is_regular_file(t.checkpoint));
+  CHECK(fs::is_regular_file(t.log));
+  CHECK(contains(read_bytes(t.run + "/loss.svg"), "<svg"));
+  CHECK(load_checkpoint(t.checkpoint).meta.step == 6);
+
+  SUBCASE("png plot") {
+    TempDir dir;
+    CliResult r = cli(concat({"train"}, concat(tiny(dir.file("png")), {"--train.plot_format=png", "--train.steps=2",
+                                                                          "--train.samples=0"})));
+    CHECK_CLI(r, 0);
+    CHECK(read_bytes(dir.file("png/loss.png")).rfind("\x89PNG\r\n\x1a\n", 0) == 0);
+    CHECK_FALSE(fs::exists(dir.file("png/loss.svg")));
+  }
+  SUBCASE("inspect") {
+    CliResult r = cli({"inspect", t.checkpoint});
+    CHECK_CLI(r, 0);
+    CHECK(contains(r.out, "step            6\n"));
+    CHECK(contains(r.out, "optimizer       AdamW\n"));
+    CHECK(contains(r.out, "\ntensors\n"));
+    CHECK(contains(r.out, "  model.decoder.embed.weight"));
+    CHECK(contains(r.out, "float32"));
+    CHECK(contains(r.out, "(ok: matches the data section)"));
+    CHECK(contains(r.out, "\nconfig\n[model]\n"));
+    // One table line per tensor of the file.
+    LoadedRun run = load_run(t.checkpoint);
+    for (const auto& [name, tensor] : run.checkpoint.model) CHECK_MESSAGE(contains(r.out, "  model." + name + " "), name);
+  }
+  SUBCASE("eval") {
+    CliResult r = cli({"eval", t.checkpoint, "--batches", "3"});
+    CHECK_CLI(r, 0);
+    LoadedRun run = load_run(t.checkpoint);
+    RunData data(run.config);
+    EvalResult e = evaluate(run.model, data, 3);
+    std::string expected = "step 6: held-out loss " + fixed(e.loss, 4) + ", token accuracy " + fixed(100 * e.accuracy, 2) +
+                           "% (" + std::to_string(e.tokens) + " tokens), sequence accuracy " +
+                           fixed(100 * e.sequence_accuracy, 2) + "% (" + std::to_string(e.sequences) + " sequences)\n";
+    CHECK(r.out == expected);
+    CHECK(e.sequences == 12);
+  }
+  SUBCASE("eval --dump-logits: held-out batch 0") {
+    TempDir dir;
+    const std::string dump = dir.file("logits.safetensors");
+    CliResult r = cli({"eval", t.checkpoint, "--dump-logits", dump});
+    CHECK_CLI(r, 0);
+    CHECK(contains(r.out, dump));
+    SafetensorsFile f = load_safetensors(dump);
+    for (const char* k : {"logits", "src", "tgt_in", "tgt_out", "src_padding_mask", "tgt_padding_mask"})
+      REQUIRE_MESSAGE(f.tensors.count(k) == 1, k);
+    LoadedRun run = load_run(t.checkpoint);
+    RunData data(run.config);
+    Batch b = data.batch(0, Split::HeldOut);
+    CHECK(identical(f.tensors["src"], b.src));
+    CHECK(identical(f.tensors["tgt_out"], b.tgt_out));
+    NoGradGuard no_grad;
+    run.model.module->eval();
+    Tensor logits = run.model.encoder_decoder->forward(f.tensors["src"], f.tensors["tgt_in"], f.tensors["src_padding_mask"],
+                                                       f.tensors["tgt_padding_mask"]);
+    CHECK(identical(f.tensors["logits"], logits));
+    CHECK(f.metadata["step"] == "6");
+  }
+  SUBCASE("eval --dump-logits with --input and --target") {
+    TempDir dir;
+    const std::string dump = dir.file("logits.safetensors");
+    CliResult r = cli({"eval", t.checkpoint, "--dump-logits", dump, "--input", "3 1 4 1", "--target", "1 4"});
+    CHECK_CLI(r, 0);
+    SafetensorsFile f = load_safetensors(dump);
+    CHECK(f.tensors["src"].to_vector<int64_t>() == std::vector<int64_t>{6, 4, 7, 4});
+    CHECK(f.tensors["tgt_in"].to_vector<int64_t>() == std::vector<int64_t>{kBos, 4, 7});
+    LoadedRun run = load_run(t.checkpoint);
+    NoGradGuard no_grad;
+    run.model.module->eval();
+    Tensor logits = run.model.encoder_decoder->forward(f.tensors["src"], f.tensors["tgt_in"]);
+    CHECK(f.tensors["logits"].shape() == Shape{1, 3, run.config.model.vocab_size});
+    CHECK(identical(f.tensors["logits"], logits));
+    // Only --input: the decoder sees <bos> alone.
+    CHECK_CLI(cli({"eval", t.checkpoint, "--dump-logits", dump, "--input", "5"}), 0);
+    CHECK(load_safetensors(dump).tensors["logits"].shape() == Shape{1, 1, run.config.model.vocab_size});
+  }
+  SUBCASE("sample") {
+    CliResult held = cli({"sample", t.checkpoint, "--num", "2"});
+    CHECK_CLI(held, 0);
+    size_t inputs = 0;
+    for (size_t at = held.out.find("input  "); at != std::string::npos; at = held.out.find("input  ", at + 1)) ++inputs;
+    CHECK(inputs == 2);
+    CHECK(contains(held.out, "target "));
+    CHECK(contains(held.out, "model  "));
+    CliResult given = cli({"sample", t.checkpoint, "--input", "1 2 3", "--temperature", "0"});
+    CHECK_CLI(given, 0);
+    CHECK(given.out.rfind("input  1 2 3\nmodel  ", 0) == 0);
+    CHECK_FALSE(contains(given.out, "target"));
+    CliResult again = cli({"sample", t.checkpoint, "--input", "1 2 3", "--temperature", "0"});
+    CHECK(again.out == given.out);  // greedy is deterministic
+  }
+  SUBCASE("a bad token is a usage error naming it") {
+    CliResult r = cli({"sample", t.checkpoint, "--input", "1 x 3"});
+    CHECK_CLI(r, 2);
+    CHECK(contains(r.err, "'x' is not a token of this model's vocabulary"));
+    TempDir dir;
+    CliResult e = cli({"eval", t.checkpoint, "--dump-logits", dir.file("d.safetensors"), "--input", "1 2", "--target", "7x"});
+    CHECK_CLI(e, 2);
+    CHECK(contains(e.err, "'7x'"));
+    CHECK_FALSE(fs::exists(dir.file("d.safetensors")));
+    CliResult p = cli({"sample", t.checkpoint, "--prompt", "abc"});
+    CHECK_CLI(p, 2);
+  }
+  SUBCASE("train --resume continues the run") {
+    TempDir dir;
+    const std::string copy = dir.file("copy.safetensors");
+    write_bytes(copy, read_bytes(t.checkpoint));
+    CliResult r = cli({"train", "--resume", copy, "--train.steps=8", "--train.out_dir=" + dir.file("more"), "--train.samples=0"});
+    CHECK_CLI(r, 0);
+    CHECK(contains(r.out, "resumed from " + copy + " at step 6"));
+    CHECK(load_checkpoint(dir.file("more/checkpoint.safetensors")).meta.step == 8);
+  }
+  SUBCASE("plot") {
+    TempDir dir;
+    const std::string png = dir.file("curves.png");
+    CliResult r = cli({"plot", t.log, "-o", png});
+    CHECK_CLI(r, 0);
+    CHECK(read_bytes(png).rfind("\x89PNG", 0) == 0);
+  }
+}
+
+// ---- failures overwrite nothing ----------------------------------------------------------------------
+
+TEST_CASE("cli: a corrupt or missing checkpoint is exit 1 naming the file, and nothing is overwritten") {
+  const TrainedRun& t = trained();
+  TempDir dir;
+  const std::string good = read_bytes(t.checkpoint);
+  std::string flipped_bytes = good;
+  flipped_bytes[data_start(good) + 100] ^= 0x01;
+  const std::string flipped = dir.file("flipped.safetensors"), cut = dir.file("cut.safetensors");
+  write_bytes(flipped, flipped_bytes);
+  write_bytes(cut, good.substr(0, good.size() - 64));
+  const std::string existing = dir.file("existing.safetensors");
+  write_bytes(existing, "keep me");
+
+  for (const std::string& bad : {flipped, cut}) {
+    CAPTURE(bad);
+    const bool is_flip = bad == flipped;
+    for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+             {"sample", bad}, {"eval", bad}, {"inspect", bad}, {"eval", bad, "--dump-logits", existing},
+             {"train", "--resume", bad, "--train.out_dir=" + dir.file("resumed")}}) {
+      INFO("relgrad ", joined(args));
+      CliResult r = cli(args);
+      CHECK_CLI(r, 1);
+      CHECK_MESSAGE(contains(r.err, bad), r.err);
+      if (is_flip) CHECK_MESSAGE(contains(r.err, "checksum"), r.err);
+    }
+    CHECK(read_bytes(existing) == "keep me");
+    CHECK_FALSE(fs::exists(dir.file("resumed/checkpoint.safetensors")));
+  }
+  // With --config as well, the checkpoint is read by the trainer's resume: still exit 1.
+  {
+    const std::string config = dir.file("tiny.toml");
+    write_bytes(config, "[train]\nsteps = 8\n");
+    CliResult r = cli(concat({"train", "--resume", flipped, "--config", config}, tiny(dir.file("resumed2"))));
+    CHECK_CLI(r, 1);
+    CHECK(contains(r.err, "checksum"));
+  }
+  // inspect still shows what it can of a flipped file.
+  CliResult shown = cli({"inspect", flipped});
+  CHECK(contains(shown.out, "MISMATCH"));
+  CHECK(contains(shown.out, "model.decoder.embed.weight"));
+
+  const std::string missing = dir.file("missing.safetensors");
+  for (const char* command : {"sample", "eval", "inspect"}) {
+    CliResult r = cli({command, missing});
+    CHECK_CLI(r, 1);
+    CHECK(contains(r.err, missing));
+    CHECK(contains(r.err, std::string("relgrad ") + command + ": error: "));
+  }
+  CliResult r = cli({"train", "--resume", missing});
+  CHECK_CLI(r, 1);
+  CHECK(contains(r.err, missing));
+}
+
+TEST_CASE("cli: train with a bad config or a refused resume leaves an existing run's files as they were") {
+  const TrainedRun& t = trained();
+  TempDir dir;
+  const std::string run = dir.file("run");
+  fs::create_directories(run);
+  for (const char* name : {"checkpoint.safetensors", "log.jsonl", "loss.svg"})
+    write_bytes(run + "/" + name, read_bytes(t.run + "/" + name));
+  auto unchanged = [&] {
+    for (const char* name : {"checkpoint.safetensors", "log.jsonl", "loss.svg"})
+      CHECK_MESSAGE(read_bytes(run + "/" + name) == read_bytes(t.run + "/" + name), name);
+    CHECK_FALSE(fs::exists(run + "/checkpoint.prev.safetensors"));
+    CHECK_FALSE(fs::exists(run + "/log.prev.jsonl"));
+  };
+  const std::string bad_toml = dir.file("bad.toml");
+  write_bytes(bad_toml, "[model\n");
+  struct Case {
+    std::vector<std::string> args;
+    int code;
+    std::string expected;
+  };
+  for (const Case& k : std::vector<Case>{
+           {concat({"train"}, concat(tiny(run), {"--model.d_model=15"})), 2, "divisible"},
+           {concat({"train"}, concat(tiny(run), {"--model.dmodel=16"})), 2, "model.dmodel"},
+           {concat({"train", "--config", bad_toml}, tiny(run)), 2, bad_toml},
+           {concat({"train"}, concat(tiny(run), {"--model.type=decoder-only", "--data.source=text",
+                                                 "--data.text_path=" + dir.file("no_corpus.txt")})),
+            1, dir.file("no_corpus.txt")},
+           {concat({"train", "--resume", run + "/checkpoint.safetensors"}, {"--model.d_model=32", "--train.out_dir=" + run}),
+            1, "model.d_model"},
+       }) {
+    INFO("relgrad ", joined(k.args));
+    CliResult r = cli(k.args);
+    CHECK_CLI(r, k.code);
+    CHECK_MESSAGE(contains(r.err, k.expected), r.err);
+    unchanged();
+  }
+}
+
+TEST_CASE("cli: plot of a missing or malformed log is exit 1 and leaves the output image alone") {
+  TempDir dir;
+  const std::string image = dir.file("loss.svg");
+  write_bytes(image, "previous image");
+  const std::string malformed = dir.file("log.jsonl");
+  write_bytes(malformed, "{\"event\":\"train\",\"step\":1,\"loss\":2.0}\nnot json at all\n{\"event\":\"train\",\"step\":2,\"loss\":1.0}\n");
+  const std::string empty = dir.file("empty.jsonl");
+  write_bytes(empty, "");
+  for (const std::string& log : {dir.file("missing.jsonl"), malformed, empty}) {
+    CAPTURE(log);
+    CliResult r = cli({"plot", log, "-o", image});
+    CHECK_CLI(r, 1);
+    CHECK_MESSAGE(contains(r.err, log), r.err);
+    CHECK(read_bytes(image) == "previous image");
+  }
+  // Without -o the default output is loss.svg next to the log: also untouched.
+  CliResult r = cli({"plot", malformed});
+  CHECK_CLI(r, 1);
+  CHECK(read_bytes(image) == "previous image");
+}
+
+TEST_CASE("cli: a byte-level text model: train, sample --prompt, eval --dump-logits --input") {
+  TempDir dir;
+  std::string text;
+  for (int k = 0; k < 30; ++k) text += "In the beginning was the word, line " + std::to_string(k) + ".\n";
+  const std::string corpus = dir.file("corpus.txt");
+  write_bytes(corpus, text);
+  const std::string run = dir.file("lm");
+  CliResult r = cli({"train", "--model.type=decoder-only", "--data.source=text", "--data.text_path=" + corpus,
+                     "--data.context=16", "--data.batch_size=4", "--data.val_fraction=0.2", "--model.d_model=16",
+                     "--model.n_heads=2", "--model.d_ff=32", "--model.n_decoder_layers=1", "--model.decoder_self.scheme=rope",
+                     "--optim.warmup_steps=1", "--train.steps=2", "--train.eval_batches=1", "--train.samples=1",
+                     "--sample.max_new_tokens=8", "--train.target_accuracy=0", "--train.out_dir=" + run});
+  CHECK_CLI(r, 0);
+  CHECK(contains(r.out, "decoder-only model, "));
+  CHECK(contains(r.out, "sample (prompt: the first 32 bytes of the validation text):"));
+  const std::string ck = run + "/checkpoint.safetensors";
+
+  CliResult s = cli({"sample", ck, "--prompt", "In the", "--max-new-tokens", "5", "--num", "2", "--seed", "7"});
+  CHECK_CLI(s, 0);
+  CHECK(s.out.rfind("--- sample 0 (seed 7)\nIn the", 0) == 0);
+  CHECK(contains(s.out, "--- sample 1 (seed 8)\nIn the"));
+  CHECK_CLI(cli({"sample", ck, "--input", "1 2"}), 2);
+
+  const std::string dump = dir.file("lm_logits.safetensors");
+  CHECK_CLI(cli({"eval", ck, "--dump-logits", dump, "--input", "abc"}), 0);
+  SafetensorsFile f = load_safetensors(dump);
+  CHECK(f.tensors["tokens"].to_vector<int64_t>() == std::vector<int64_t>{97, 98, 99});
+  LoadedRun loaded = load_run(ck);
+  NoGradGuard no_grad;
+  loaded.model.module->eval();
+  CHECK(identical(f.tensors["logits"], loaded.model.decoder_lm->forward(f.tensors["tokens"])));
+  CHECK(f.tensors["logits"].shape() == Shape{1, 3, 256});
+  CHECK_CLI(cli({"eval", ck, "--dump-logits", dump, "--input", "abc", "--target", "d"}), 2);
+}
