@@ -96,6 +96,7 @@ AttentionOutput MultiHeadAttention::attend(const Tensor& q, const Tensor& k, con
   }
   AttentionOutput a = attention_heads(qs, k, v, scheme, g, mask, dropout, is_training(), dropout_generator);
   Tensor merged = a.output.permute({0, 2, 1, 3}).reshape({B, t2, embed_dim});
+  if (record_weights) recorded_weights = a.weights.detach();
   return {out_proj->forward(merged), o.need_weights ? a.weights : Tensor()};
 }
 
