@@ -5,8 +5,17 @@
 #include <CLI/CLI.hpp>
 #include <omp.h>
 
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cmath>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <iomanip>
 #include <ostream>
 #include <sstream>
@@ -15,7 +24,10 @@
 #include "core/base/error.h"
 #include "core/file_io.h"
 #include "core/safetensors.h"
+#include "train/midi.h"
+#include "train/music.h"
 #include "train/plot.h"
+#include "train/probe.h"
 #include "train/sampler.h"
 #include "train/trainer.h"
 
@@ -105,12 +117,49 @@ int cmd_train(const std::string& config_path, const std::string& resume, const s
 // ---- sample --------------------------------------------------------------------------------------
 struct SampleArgs {
   std::string checkpoint, input, prompt;
-  int64_t num = 4, max_new_tokens = -1, top_k = -1;
+  std::string format = "text", output, prompt_midi;
+  int64_t num = -1, max_new_tokens = -1, top_k = -1;  // num: 4 held-out inputs, or 1 text / music sample
   double temperature = -1, top_p = -1;
   int64_t seed = -1;
 };
 
-int cmd_sample(const SampleArgs& a, std::ostream& out) {
+// Music: generate from <bos> (plus --input event names or a --prompt-midi file), print the events and,
+// with --format midi, write each sample as a format-0 MIDI file (atomically).
+int sample_music(const SampleArgs& a, RunModel& m, const Vocab& vocab, SamplingOptions o, std::ostream& out) {
+  if (!a.prompt.empty()) throw UsageError("[sample] this is a music model: give --input \"NOTE_ON_60 ...\" or --prompt-midi FILE");
+  std::vector<int64_t> prompt{kBos};
+  if (!a.prompt_midi.empty())
+    for (int64_t id : encode_performance(read_midi(a.prompt_midi))) prompt.push_back(id);
+  if (!a.input.empty())
+    for (int64_t id : parse_tokens(a.input, vocab, "sample")) prompt.push_back(id);
+  o.eos = kEos;
+  std::string base = a.output.empty() ? "sample.mid" : a.output;
+  for (int64_t n = 0; n < a.num; ++n) {
+    SamplingOptions on = o;
+    on.seed = o.seed + static_cast<uint64_t>(n);
+    std::vector<int64_t> seq = generate(*m.decoder_lm, row(prompt), on).to_vector<int64_t>();
+    std::vector<int64_t> fresh(seq.begin() + static_cast<std::ptrdiff_t>(prompt.size()), seq.end());
+    std::vector<Note> notes = decode_notes(seq);
+    out << "--- sample " << n << " (seed " << on.seed << "): " << fresh.size() << " new events, " << notes.size()
+        << " notes, " << fixed(notes.empty() ? 0.0 : notes.back().end, 2) << " s\n";
+    if (a.format == "midi") {
+      std::string path = base;
+      if (a.num > 1) {
+        size_t dot = base.find_last_of('.');
+        path = (dot == std::string::npos ? base : base.substr(0, dot)) + "_" + std::to_string(n) +
+               (dot == std::string::npos ? ".mid" : base.substr(dot));
+      }
+      write_midi(path, decode_performance(seq));
+      out << "wrote " << path << "\n";
+    } else {
+      std::vector<int64_t> shown(fresh.begin(), fresh.begin() + std::min<std::ptrdiff_t>(64, (std::ptrdiff_t)fresh.size()));
+      out << vocab.decode(shown) << (fresh.size() > 64 ? " ..." : "") << "\n";
+    }
+  }
+  return 0;
+}
+
+int cmd_sample(SampleArgs a, std::ostream& out) {
   LoadedRun run = load_run(a.checkpoint);
   RunData data(run.config);
   const Vocab& vocab = data.vocab();
@@ -127,6 +176,10 @@ int cmd_sample(const SampleArgs& a, std::ostream& out) {
     throw UsageError(e.what());
   }
   RunModel& m = run.model;
+  if (a.num < 0) a.num = data.task() ? 4 : 1;
+  if (a.format == "midi" && !data.music()) throw UsageError("[sample] --format midi needs a music model (data.source = \"music\")");
+  if (!a.prompt_midi.empty() && !data.music()) throw UsageError("[sample] --prompt-midi needs a music model");
+  if (data.music()) return sample_music(a, m, vocab, o, out);
   if (data.text()) {
     o.eos = -1;
     std::string prompt = a.prompt.empty() ? "\n" : a.prompt;
@@ -263,6 +316,85 @@ int cmd_inspect(const std::string& path, std::ostream& out) {
               ", computed " + hex + ")");
 }
 
+// ---- render --------------------------------------------------------------------------------------
+// A .mid file → .wav through FluidSynth (an optional Debian package, never linked: run as a program).
+bool executable_in_path(const std::string& name, std::string* found) {
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "";
+  size_t start = 0;
+  while (start <= dirs.size()) {
+    size_t colon = dirs.find(':', start);
+    std::string dir = dirs.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    if (::access(candidate.c_str(), X_OK) == 0) {
+      *found = candidate;
+      return true;
+    }
+    if (colon == std::string::npos) break;
+    start = colon + 1;
+  }
+  return false;
+}
+
+int cmd_render(const std::string& midi_path, std::string wav_path, const std::string& soundfont, std::ostream& out) {
+  read_midi(midi_path);  // a clear error for a bad file, before anything else
+  std::string fluidsynth;
+  if (!executable_in_path("fluidsynth", &fluidsynth))
+    throw Error("[render] fluidsynth is not installed; install it and the FluidR3 soundfont with: "
+                "apt-get update && apt-get install -y fluidsynth fluid-soundfont-gm");
+  struct stat st {};
+  if (::stat(soundfont.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+    throw Error("[render] soundfont " + soundfont + " not found; install the FluidR3 soundfont with: "
+                "apt-get update && apt-get install -y fluid-soundfont-gm (or pass --soundfont FILE.sf2)");
+  if (wav_path.empty()) {
+    size_t dot = midi_path.find_last_of('.');
+    wav_path = (dot == std::string::npos ? midi_path : midi_path.substr(0, dot)) + ".wav";
+  }
+  // FluidSynth writes a temporary file that is renamed over the target only when it succeeded.
+  const std::string tmp = wav_path + ".tmp." + std::to_string(::getpid()) + ".wav";
+  std::vector<std::string> args = {fluidsynth, "-ni", "-q", "-F", tmp, "-r", "44100", soundfont, midi_path};
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  pid_t pid = 0;
+  int rc = posix_spawn(&pid, fluidsynth.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) throw Error("[render] cannot run " + fluidsynth + ": " + std::strerror(rc));
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0 && ::stat(tmp.c_str(), &st) == 0 && st.st_size > 44;
+  if (!ok) {
+    ::unlink(tmp.c_str());
+    throw Error("[render] fluidsynth failed on " + midi_path + " (exit status " +
+                std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + ")");
+  }
+  if (::rename(tmp.c_str(), wav_path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    throw Error("[render] cannot rename the rendered file to " + wav_path + ": " + std::strerror(errno));
+  }
+  out << "wrote " << wav_path << "\n";
+  return 0;
+}
+
+// ---- probe ---------------------------------------------------------------------------------------
+int cmd_probe(const std::string& checkpoint, int64_t reach, std::string out_dir, std::ostream& out) {
+  LoadedRun run = load_run(checkpoint);
+  RunData data(run.config);
+  Batch batch = data.batch(0, Split::HeldOut);
+  std::vector<ProbeCurve> curves = probe(run.model, batch, reach);
+  out << "probe of " << checkpoint << " (step " << run.checkpoint.meta.step << ") on held-out batch 0\n"
+      << probe_table(curves);
+  if (out_dir.empty()) out_dir = directory_of(checkpoint) + "/probe";
+  std::vector<std::string> files = write_probe_pictures(curves, out_dir);
+  out << "wrote " << files.size() << " pictures to " << out_dir << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
@@ -284,12 +416,16 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   sample->add_option("checkpoint", sa.checkpoint, "checkpoint file")->required();
   sample->add_option("--input", sa.input, "synthetic-task models: source tokens by name, e.g. \"4 1 7\"");
   sample->add_option("--prompt", sa.prompt, "text models: the prompt");
-  sample->add_option("-n,--num", sa.num, "samples (held-out inputs when --input is absent)")->check(CLI::Range(1, 1000));
+  sample->add_option("-n,--num", sa.num, "samples (default: 4 held-out inputs for a synthetic task, 1 otherwise)")->check(CLI::Range(1, 1000));
   sample->add_option("--max-new-tokens", sa.max_new_tokens, "default: the config's sample.max_new_tokens")->check(CLI::Range(1, 1 << 20));
   sample->add_option("--temperature", sa.temperature, "0 = greedy")->check(CLI::Range(0.0, 1e6));
   sample->add_option("--top-k", sa.top_k, "0 = off")->check(CLI::Range(0, 1 << 30));
   sample->add_option("--top-p", sa.top_p, "1 = off")->check(CLI::Range(0.0, 1.0));
   sample->add_option("--seed", sa.seed, "sampling seed")->check(CLI::Range(int64_t(0), INT64_MAX));
+  sample->add_option("--format", sa.format, "text (print) or midi (music models: write .mid files)")
+      ->check(CLI::IsMember({"text", "midi"}));
+  sample->add_option("-o,--output", sa.output, "--format midi: output file (default sample.mid; _N added for -n > 1)");
+  sample->add_option("--prompt-midi", sa.prompt_midi, "music models: continue this .mid file");
 
   auto* eval = app.add_subcommand("eval", "held-out loss and accuracy of a checkpoint, or dump logits");
   std::string eval_ckpt, dump_path, eval_input, eval_target;
@@ -303,6 +439,20 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   auto* inspect = app.add_subcommand("inspect", "header, config, step, tensor table and checksum verdict");
   std::string inspect_path;
   inspect->add_option("checkpoint", inspect_path, "checkpoint file")->required();
+
+  auto* render = app.add_subcommand("render", "render a .mid file to .wav with FluidSynth (when installed)");
+  std::string render_in, render_out, soundfont = "/usr/share/sounds/sf2/FluidR3_GM.sf2";
+  render->add_option("midi", render_in, "the .mid file")->required();
+  render->add_option("-o,--output", render_out, "the .wav file (default: next to the .mid)");
+  render->add_option("--soundfont", soundfont, "SoundFont file");
+
+  auto* probe_cmd = app.add_subcommand("probe", "what each layer and head does with relative position");
+  std::string probe_ckpt, probe_out;
+  int64_t probe_reach = 0;
+  probe_cmd->add_option("checkpoint", probe_ckpt, "checkpoint file")->required();
+  probe_cmd->add_option("--reach", probe_reach, "largest |δ| shown (default: the batch's longest offset)")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 20));
+  probe_cmd->add_option("--out", probe_out, "folder for the pictures (default: probe/ next to the checkpoint)");
 
   auto* plot = app.add_subcommand("plot", "loss curves from a training log, as SVG or PNG");
   std::string log_path, plot_out;
@@ -322,7 +472,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     } catch (const CLI::ParseError& e) {
       for (const CLI::App* sub : app.get_subcommands()) command = "relgrad " + sub->get_name();
       if (command == "relgrad" && argc > 1 && argv[1][0] != '-') {  // CLI11 would only say "A subcommand is required"
-        err << "relgrad: error: unknown command '" << argv[1] << "' (commands: train, sample, eval, inspect, plot)\n";
+        err << "relgrad: error: unknown command '" << argv[1] << "' (commands: train, sample, eval, inspect, plot, probe, render)\n";
         return 2;
       }
       err << command << ": error: " << e.what() << "\n(run `" << command << " --help`)\n";
@@ -344,6 +494,8 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     if (eval->parsed())
       return command = "relgrad eval", cmd_eval(eval_ckpt, eval_batches, dump_path, eval_input, eval_target, out);
     if (inspect->parsed()) return command = "relgrad inspect", cmd_inspect(inspect_path, out);
+    if (render->parsed()) return command = "relgrad render", cmd_render(render_in, render_out, soundfont, out);
+    if (probe_cmd->parsed()) return command = "relgrad probe", cmd_probe(probe_ckpt, probe_reach, probe_out, out);
     if (plot->parsed()) {
       command = "relgrad plot";
       if (plot_out.empty()) plot_out = directory_of(log_path) + "/loss.svg";

@@ -2,11 +2,14 @@
 // here so that tests run it in-process and check exit codes and messages.
 //
 //   relgrad train   [--config FILE.toml|.json] [--resume CHECKPOINT] [--key=value ...] [--dry-run]
-//   relgrad sample  CHECKPOINT [--input "4 1 7" | --prompt TEXT] [--num N] [--max-new-tokens N]
-//                   [--temperature T] [--top-k K] [--top-p P] [--seed S]
+//   relgrad sample  CHECKPOINT [--input "4 1 7" | --prompt TEXT | --prompt-midi F.mid] [--num N]
+//                   [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S]
+//                   [--format text|midi] [-o OUT.mid]
 //   relgrad eval    CHECKPOINT [--batches N] [--dump-logits FILE [--input "..."] [--target "..."]]
 //   relgrad inspect CHECKPOINT
 //   relgrad plot    LOG [-o OUT.svg|OUT.png]
+//   relgrad probe   CHECKPOINT [--reach R] [--out DIR]
+//   relgrad render  FILE.mid [-o OUT.wav] [--soundfont FILE.sf2]
 //
 // Exit codes: 0 success, 1 an error while running (bad file, diverged run, ...), 2 a usage error
 // (unknown option or key, bad value, missing argument). Every error is one line on stderr,

@@ -18,6 +18,7 @@
 
 #include "core/base/error.h"
 #include "core/file_io.h"
+#include "train/music.h"
 
 namespace relgrad {
 namespace {
@@ -92,7 +93,7 @@ const std::vector<Field>& fields() {
     for (auto& g : positional_fields("cross", &TransformerConfig::cross)) f.push_back(g);
     using D = DataConfig;
     std::vector<Field> rest = {
-        {"data.source", Kind::String, "data", {"synthetic", "text"}, at2(&R::data, &D::source)},
+        {"data.source", Kind::String, "data", {"synthetic", "text", "music"}, at2(&R::data, &D::source)},
         {"data.task", Kind::String, "synthetic task", {"copy", "reverse", "shift", "sort", "periodic"}, at2(&R::data, &D::task)},
         {"data.num_symbols", Kind::Int, "synthetic alphabet size", {}, at2(&R::data, &D::num_symbols)},
         {"data.min_len", Kind::Int, "shortest synthetic source", {}, at2(&R::data, &D::min_len)},
@@ -100,8 +101,11 @@ const std::vector<Field>& fields() {
         {"data.lag", Kind::Int, "shift task: lag k", {}, at2(&R::data, &D::lag)},
         {"data.period", Kind::Int, "periodic task: period P", {}, at2(&R::data, &D::period)},
         {"data.text_path", Kind::String, "text: the corpus file", {}, at2(&R::data, &D::text_path)},
-        {"data.val_fraction", Kind::Double, "text: tail fraction held out", {}, at2(&R::data, &D::val_fraction)},
-        {"data.context", Kind::Int, "text: tokens per window", {}, at2(&R::data, &D::context)},
+        {"data.music_dir", Kind::String, "music: folder of .mid files (empty = synthetic pieces)", {}, at2(&R::data, &D::music_dir)},
+        {"data.music_styles", Kind::String, "music: synthetic styles, comma-separated", {}, at2(&R::data, &D::music_styles)},
+        {"data.canon_lag_beats", Kind::Int, "music: canon follower delay in beats", {}, at2(&R::data, &D::canon_lag_beats)},
+        {"data.val_fraction", Kind::Double, "text/music folder: fraction held out", {}, at2(&R::data, &D::val_fraction)},
+        {"data.context", Kind::Int, "text/music: tokens per window", {}, at2(&R::data, &D::context)},
         {"data.batch_size", Kind::Int, "sequences per micro-batch", {}, at2(&R::data, &D::batch_size)},
         {"data.seed", Kind::UInt, "data stream seed", {}, at2(&R::data, &D::seed)},
     };
@@ -401,6 +405,24 @@ void walk_toml(RunConfig& c, const toml::table& table, const std::string& prefix
 
 }  // namespace
 
+SynthMusicConfig music_synth_config(const RunConfig& c) {
+  SynthMusicConfig m;
+  m.styles.clear();
+  std::string list = c.data.music_styles;
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t comma = list.find(',', start);
+    std::string name = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (!name.empty()) m.styles.push_back(music_style_from_string(name));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  RG_CHECK(!m.styles.empty(), "config", "data.music_styles names no style");
+  m.canon_lag_beats = c.data.canon_lag_beats;
+  m.seed = c.data.seed;
+  return m;
+}
+
 RunConfig RunConfig::defaults() {
   RunConfig c;
   c.model_type = "encoder-decoder";
@@ -435,8 +457,16 @@ void RunConfig::validate() const {
     if (!ok) throw Error("[config] " + what);
   };
   check(data.batch_size >= 1, "data.batch_size must be >= 1, got " + std::to_string(data.batch_size));
-  check(data.source != "text" || model_type == "decoder-only",
-        "data.source = \"text\" trains a language model: set model.type = \"decoder-only\"");
+  check(data.source == "synthetic" || model_type == "decoder-only",
+        "data.source = \"" + data.source + "\" trains a language model: set model.type = \"decoder-only\"");
+  if (data.source == "music") {
+    try {
+      music_synth_config(*this);  // checks the style names
+    } catch (const Error& e) {
+      throw Error(std::string("[config] data.music_styles: ") + e.what());
+    }
+    check(data.canon_lag_beats >= 1, "data.canon_lag_beats must be >= 1");
+  }
   check(data.val_fraction >= 0.0 && data.val_fraction < 1.0, "data.val_fraction must be in [0, 1)");
   check(data.context >= 1, "data.context must be >= 1, got " + std::to_string(data.context));
   check(optim.lr > 0.0, "optim.lr must be > 0");
@@ -486,6 +516,11 @@ void RunConfig::validate() const {
 }
 
 void RunConfig::derive_from_data() {
+  if (data.source == "music") {
+    model.vocab_size = kMusicVocabSize;
+    model.src_vocab_size = 0;
+    return;
+  }
   if (data.source == "text") {
     model.vocab_size = 256;
     model.src_vocab_size = 0;

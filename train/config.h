@@ -23,7 +23,8 @@
 namespace relgrad {
 
 struct DataConfig {
-  std::string source = "synthetic";  // "synthetic" (train/data.h tasks) or "text" (a byte-level file)
+  std::string source = "synthetic";  // "synthetic" (train/data.h tasks), "text" (a byte-level file) or
+                                     // "music" (performance events, train/music.h)
   std::string task = "copy";         // synthetic: copy, reverse, shift, sort, periodic
   int64_t num_symbols = 10;
   int64_t min_len = 4;
@@ -31,8 +32,11 @@ struct DataConfig {
   int64_t lag = 1;
   int64_t period = 3;
   std::string text_path = "data/kjv.txt";  // text: any file (UTF-8 or not: the vocabulary is bytes)
+  std::string music_dir;                   // music: a folder of .mid files; empty = synthetic pieces
+  std::string music_styles = "scale,arpeggio,chords,canon,random_walk";  // music, synthetic pieces
+  int64_t canon_lag_beats = 2;             // music, synthetic canons: the follower's delay
   double val_fraction = 0.1;
-  int64_t context = 128;                   // text: tokens per training window
+  int64_t context = 128;                   // text, music: tokens per training window
   int64_t batch_size = 32;                 // sequences per micro-batch
   uint64_t seed = 0;                       // the data streams' Philox key
 };
@@ -94,6 +98,10 @@ struct RunConfig {
   // Fills model.vocab_size / src_vocab_size (and positional max lengths left at 0) from the data.
   void derive_from_data();
 };
+
+// The synthetic-music settings of a config (data.music_styles parsed; errors list the valid styles).
+struct SynthMusicConfig;
+SynthMusicConfig music_synth_config(const RunConfig& config);
 
 // Setting keys. Each throws relgrad::Error "[config] ..." naming the key (and the file, when given).
 void set_config_value(RunConfig& config, const std::string& key, const std::string& value);

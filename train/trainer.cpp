@@ -107,6 +107,14 @@ RunData::RunData(const RunConfig& config) : config_(&config) {
   if (config.data.source == "text") {
     text_ = std::make_unique<TextDataset>(config.data.text_path, config.data.val_fraction, config.data.seed);
     vocab_ = TextDataset::vocab();
+  } else if (config.data.source == "music") {
+    MusicDatasetConfig m;
+    m.folder = config.data.music_dir;
+    m.synth = music_synth_config(config);
+    m.val_fraction = config.data.val_fraction;
+    m.seed = config.data.seed;
+    music_ = std::make_unique<MusicDataset>(m);
+    vocab_ = MusicDataset::vocab();
   } else {
     task_ = std::make_unique<SyntheticTask>(task_config(config));
     vocab_ = task_->vocab();
@@ -115,6 +123,7 @@ RunData::RunData(const RunConfig& config) : config_(&config) {
 
 Batch RunData::batch(int64_t index, Split split) const {
   if (text_) return text_->batch(index, config_->data.batch_size, config_->data.context, split);
+  if (music_) return music_->batch(index, config_->data.batch_size, config_->data.context, split);
   return task_->batch(index, split);
 }
 
@@ -453,6 +462,19 @@ void Trainer::print_samples() {
             << vocab.decode(out) << (ok ? "   (exact)" : "   (differs)") << "\n";
     }
     *out_ << exact << "/" << n << " exact\n";
+  } else if (data_.music()) {
+    SamplingOptions o;
+    o.max_new_tokens = config_.sample.max_new_tokens;
+    o.temperature = config_.sample.temperature;
+    o.top_k = config_.sample.top_k;
+    o.top_p = config_.sample.top_p;
+    o.seed = config_.sample.seed;
+    std::vector<int64_t> seq = generate(*model_.decoder_lm, from_vector<int64_t>({kBos}, {1, 1}), o).to_vector<int64_t>();
+    const std::string path = config_.train.out_dir + "/sample.mid";
+    MidiFile midi = decode_performance(seq);
+    write_midi(path, midi);
+    *out_ << "sampled " << seq.size() - 1 << " events (" << decode_notes(seq).size() << " notes) from <bos>: " << path
+          << "\n";
   } else {
     const std::string& text = data_.text()->bytes();
     const int64_t prompt_len = std::min<int64_t>(32, data_.text()->val_size());

@@ -34,6 +34,7 @@
 #include "train/checkpoint.h"
 #include "train/config.h"
 #include "train/data.h"
+#include "train/music.h"
 #include "train/optim.h"
 #include "train/schedule.h"
 
@@ -58,11 +59,13 @@ class RunData {
   const Vocab& vocab() const { return vocab_; }
   const SyntheticTask* task() const { return task_.get(); }
   const TextDataset* text() const { return text_.get(); }
+  const MusicDataset* music() const { return music_.get(); }
 
  private:
   const RunConfig* config_;
   std::unique_ptr<SyntheticTask> task_;
   std::unique_ptr<TextDataset> text_;
+  std::unique_ptr<MusicDataset> music_;
   Vocab vocab_;
 };
 
