@@ -6,12 +6,14 @@
 #include <omp.h>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -24,6 +26,7 @@
 #include "core/base/error.h"
 #include "core/file_io.h"
 #include "core/safetensors.h"
+#include "core/file_io.h"
 #include "train/midi.h"
 #include "train/music.h"
 #include "train/plot.h"
@@ -103,7 +106,29 @@ int cmd_train(const std::string& config_path, const std::string& resume, const s
     trainer.resume(resume);
     out << "resumed from " << resume << " at step " << trainer.step() << "\n";
   }
-  TrainResult r = trainer.train();
+  // Ctrl-C / SIGTERM: finish the step, save a checkpoint, exit 128 + signal (train/trainer.h).
+  clear_training_stop();
+  struct sigaction stop {}, old_int {}, old_term {};
+  stop.sa_handler = [](int signal) { request_training_stop(signal); };
+  sigemptyset(&stop.sa_mask);
+  sigaction(SIGINT, &stop, &old_int);
+  sigaction(SIGTERM, &stop, &old_term);
+  TrainResult r;
+  try {
+    r = trainer.train();
+  } catch (...) {
+    sigaction(SIGINT, &old_int, nullptr);
+    sigaction(SIGTERM, &old_term, nullptr);
+    throw;
+  }
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  clear_training_stop();
+  if (r.interrupted_by != 0) {
+    out << "stopped by signal " << r.interrupted_by << " at step " << r.steps << "; continue with: relgrad train --resume "
+        << trainer.checkpoint_path() << "\n";
+    return 128 + (r.interrupted_by > 0 ? r.interrupted_by : 0);
+  }
   const std::string plot_path = trainer.config().train.out_dir + "/loss." + trainer.config().train.plot_format;
   plot_training_log(trainer.log_path(), plot_path);
   out << "done: " << r.steps << " steps, held-out token accuracy " << fixed(100 * r.eval.accuracy, 2)

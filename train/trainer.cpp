@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -83,6 +84,14 @@ bool shapes_run(const std::string& key) {
 }
 
 }  // namespace
+
+// ---- interruption ------------------------------------------------------------------------------
+namespace {
+std::atomic<int> g_stop_signal{0};
+}  // namespace
+void request_training_stop(int signal) { g_stop_signal.store(signal == 0 ? -1 : signal); }
+void clear_training_stop() { g_stop_signal.store(0); }
+int training_stop_requested() { return g_stop_signal.load(); }
 
 // ---- RunModel / RunData ------------------------------------------------------------------------
 Tensor RunModel::logits(const Batch& b) {
@@ -237,6 +246,8 @@ void Trainer::resume(const std::string& path) {
   restore(ck, *model_.module, optimizer_.get(), &default_generator());
   step_ = ck.meta.step;
   data_position_ = ck.meta.data_position;
+  auto seen = ck.meta.extra.find("tokens_seen");
+  tokens_seen_ = seen == ck.meta.extra.end() ? 0 : std::atoll(seen->second.c_str());
   resumed_ = true;
   if (ck.meta.num_threads > 0 && ck.meta.num_threads != omp_get_max_threads() && out_)
     *out_ << "note: the checkpoint was written with " << ck.meta.num_threads << " threads, this run uses "
@@ -252,6 +263,7 @@ void Trainer::save(const std::string& path) const {
   meta.data_position = data_position_;
   meta.num_threads = omp_get_max_threads();
   if (data_.text()) meta.extra["data_checksum"] = std::to_string(data_.text()->checksum());
+  meta.extra["tokens_seen"] = std::to_string(tokens_seen_);
   save_checkpoint(path, *model_.module, optimizer_.get(), meta);
 }
 
@@ -390,13 +402,14 @@ TrainResult Trainer::train() {
     const double lr = schedule_.lr_at(step_);
     result.last_loss = train_step();
     tokens += last_tokens_;
+    tokens_seen_ += last_tokens_;
     window_tokens += last_tokens_;
     const bool last = step_ == tc.steps;
     if (step_ % tc.log_every == 0 || last) {
       const double now = seconds();
       const double rate = window_tokens / std::max(1e-9, now - window_start);
       write_record("train", {{"step", double(step_)}, {"loss", result.last_loss}, {"lr", lr},
-                             {"grad_norm", last_grad_norm_}, {"tokens", double(tokens)}, {"tokens_per_s", rate},
+                             {"grad_norm", last_grad_norm_}, {"tokens", double(tokens_seen_)}, {"tokens_per_s", rate},
                              {"elapsed_s", now}});
       if (out_) {
         const double eta = now / double(step_ - first_step) * double(tc.steps - step_);
@@ -418,14 +431,20 @@ TrainResult Trainer::train() {
         if (out_) *out_ << "reached train.target_accuracy = " << tc.target_accuracy << " at step " << step_ << "\n";
       }
     }
-    if ((tc.save_every > 0 && step_ % tc.save_every == 0) || last || stop) save(checkpoint_path());
+    const int signal = training_stop_requested();
+    if ((tc.save_every > 0 && step_ % tc.save_every == 0) || last || stop || signal != 0) save(checkpoint_path());
+    if (signal != 0 && !last) {
+      result.interrupted_by = signal;
+      if (out_) *out_ << "interrupted at step " << step_ << ": checkpoint saved to " << checkpoint_path() << "\n";
+      break;
+    }
     if (stop) break;
   }
-  if (step_ == first_step) run_eval();  // nothing to train (resumed at the end): still report
+  if (step_ == first_step && result.interrupted_by == 0) run_eval();  // nothing to train (resumed at the end): still report
   result.steps = step_;
   result.seconds = seconds();
   result.tokens_per_s = tokens / std::max(1e-9, result.seconds);
-  if (out_ && tc.samples > 0) print_samples();
+  if (out_ && tc.samples > 0 && result.interrupted_by == 0) print_samples();
   log_.reset();
   return result;
 }

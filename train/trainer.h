@@ -21,7 +21,8 @@
 //
 // Output in train.out_dir: checkpoint.safetensors (train/checkpoint.h, written atomically every
 // save_every steps and at the end) and log.jsonl or log.csv, one record per log_every steps
-// ("event":"train": step, loss, lr, grad_norm, tokens, tokens_per_s, elapsed_s) and per evaluation
+// ("event":"train": step, loss, lr, grad_norm, tokens (since step 0, across resumes), tokens_per_s,
+// elapsed_s (this process)) and per evaluation
 // ("event":"eval": step, loss, accuracy, sequence_accuracy, elapsed_s). A fresh run in a directory
 // that holds an earlier run keeps that run's files as checkpoint.prev.safetensors / log.prev.*.
 #pragma once
@@ -83,7 +84,16 @@ struct TrainResult {
   double seconds = 0.0;          // wall time of this call
   double tokens_per_s = 0.0;     // input tokens (padding excluded) per second, this call
   bool reached_target = false;   // stopped early at train.target_accuracy
+  int interrupted_by = 0;        // the signal that stopped the run (a checkpoint was saved), or 0
 };
+
+// Interruption (SIGINT / SIGTERM): `relgrad train` installs handlers that call
+// request_training_stop(signal); Trainer::train() checks the flag after every step, saves a
+// checkpoint and returns with TrainResult::interrupted_by set, so `--resume` continues exactly.
+// Async-signal-safe (one atomic store); the flag stays set until clear_training_stop().
+void request_training_stop(int signal);
+void clear_training_stop();
+int training_stop_requested();
 
 // Evaluates `model` on held-out batches 0 .. batches−1 of `data` (eval mode, no grad; restores the mode).
 EvalResult evaluate(RunModel& model, const RunData& data, int64_t batches);
@@ -128,6 +138,7 @@ class Trainer {
   LrSchedule schedule_;
   int64_t step_ = 0, data_position_ = 0;
   int64_t last_tokens_ = 0;
+  int64_t tokens_seen_ = 0;  // input tokens trained on since step 0 (kept across resumes)
   double last_grad_norm_ = 0.0;
   bool resumed_ = false;
   std::unique_ptr<std::ofstream> log_;
