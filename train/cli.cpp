@@ -27,6 +27,7 @@
 #include "core/file_io.h"
 #include "core/safetensors.h"
 #include "core/file_io.h"
+#include "train/experiments.h"
 #include "train/midi.h"
 #include "train/music.h"
 #include "train/plot.h"
@@ -479,6 +480,13 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       ->check(CLI::Range(int64_t(0), int64_t(1) << 20));
   probe_cmd->add_option("--out", probe_out, "folder for the pictures (default: probe/ next to the checkpoint)");
 
+  auto* experiments = app.add_subcommand("experiments", "the verification experiments (D1 D2 D3 D6): train, probe, report");
+  ExperimentOptions exp_options;
+  std::string exp_markdown = "docs/experiments.md";
+  experiments->add_flag("--full", exp_options.full, "the full forms (minutes each); default: the small CI forms");
+  experiments->add_option("--only", exp_options.only, "one experiment: D1, D2, D3 or D6");
+  experiments->add_option("--out", exp_markdown, "the markdown report (pictures go to its folder's experiments/)");
+
   auto* plot = app.add_subcommand("plot", "loss curves from a training log, as SVG or PNG");
   std::string log_path, plot_out;
   plot->add_option("log", log_path, "log.jsonl or log.csv")->required();
@@ -497,7 +505,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     } catch (const CLI::ParseError& e) {
       for (const CLI::App* sub : app.get_subcommands()) command = "relgrad " + sub->get_name();
       if (command == "relgrad" && argc > 1 && argv[1][0] != '-') {  // CLI11 would only say "A subcommand is required"
-        err << "relgrad: error: unknown command '" << argv[1] << "' (commands: train, sample, eval, inspect, plot, probe, render)\n";
+        err << "relgrad: error: unknown command '" << argv[1] << "' (commands: train, sample, eval, inspect, plot, probe, render, experiments)\n";
         return 2;
       }
       err << command << ": error: " << e.what() << "\n(run `" << command << " --help`)\n";
@@ -521,6 +529,18 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     if (inspect->parsed()) return command = "relgrad inspect", cmd_inspect(inspect_path, out);
     if (render->parsed()) return command = "relgrad render", cmd_render(render_in, render_out, soundfont, out);
     if (probe_cmd->parsed()) return command = "relgrad probe", cmd_probe(probe_ckpt, probe_reach, probe_out, out);
+    if (experiments->parsed()) {
+      command = "relgrad experiments";
+      std::string only = exp_options.only;
+      for (char& ch : only) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+      if (!only.empty() && only != "D1" && only != "D2" && only != "D3" && only != "D6")
+        throw UsageError("[experiments] --only " + exp_options.only + ": expected D1, D2, D3 or D6");
+      exp_options.out_dir = directory_of(exp_markdown) + "/experiments";
+      std::string markdown = run_experiments(exp_options, &out);
+      write_file_atomic(exp_markdown, markdown, "experiments");
+      out << "wrote " << exp_markdown << " and the pictures in " << exp_options.out_dir << "\n";
+      return 0;
+    }
     if (plot->parsed()) {
       command = "relgrad plot";
       if (plot_out.empty()) plot_out = directory_of(log_path) + "/loss.svg";

@@ -10,6 +10,7 @@
 //   relgrad plot    LOG [-o OUT.svg|OUT.png]
 //   relgrad probe   CHECKPOINT [--reach R] [--out DIR]
 //   relgrad render  FILE.mid [-o OUT.wav] [--soundfont FILE.sf2]
+//   relgrad experiments [--full] [--only D1|D2|D3|D6] [--out docs/experiments.md]
 //
 // Exit codes: 0 success, 1 an error while running (bad file, diverged run, ...), 2 a usage error
 // (unknown option or key, bad value, missing argument). Every error is one line on stderr,
