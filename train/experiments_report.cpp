@@ -143,7 +143,9 @@ std::string summary(const std::vector<ProbedRun>& runs, const std::string& at) {
 std::string d1_section(const ShiftResult& d, const ExperimentOptions& o) {
   const std::string k = std::to_string(d.lag), expected = "δ = −" + k;
   std::string md = "## D1 — shift-copy with lag k = " + k + " (cross-attention, Left alignment)\n\n" + d.setup + "\n\n";
-  md += "Expected (research notes §D1): one cross-attention head puts ≥ 0.9 of its attention at " + expected +
+  md += "Expected (research notes §D1, posed there for a causal decoder LM; here cross-attention carries the lag, "
+        "so that the scheme under test is the model's only source of position): one cross-attention head puts "
+        "≥ 0.9 of its attention at " + expected +
         " and its learned response peaks there, for T5, the seed's method and Shaw when the clip can single out "
         "δ = −k; Shaw clipped below that cannot (every δ ≤ −clip reads the same edge row). Note the boundary: "
         "Shaw's row for δ = −clip is also the row of every δ < −clip, so isolating δ = −k needs clip ≥ k + 1 "
@@ -201,7 +203,8 @@ std::string d2_section(const PeriodicResult& d, const ExperimentOptions& o) {
   for (const ProbedRun& r : d.runs)
     if (r.response_plateau > 1 && r.response_peak <= r.expected && r.expected <= r.response_peak + r.response_plateau - 1 &&
         r.mass_peak == r.expected && r.mass_expected >= 0.9)
-      md += "**" + r.label + "**: the bias is flat over " + peak_text(r) + " (one bucket), yet " +
+      md += "**" + r.label + "**: the bias is flat over " + offset_text(r.response_peak) + " … " +
+            offset_text(r.response_peak + r.response_plateau - 1) + " (one bucket), yet " +
             fixed(r.mass_expected, 2) + " of a head's attention is on δ* = " + offset_text(r.expected) +
             ": content separates the two, presumably because the key at δ = −P always holds the query's own "
             "token.\n\n";
