@@ -1,5 +1,6 @@
 #include "layers/relative_learned.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace relgrad {
@@ -35,9 +36,30 @@ Tensor table_scores(const char* scheme, const Tensor& q, const Tensor& table, in
   check_against_table(scheme, "q", q, table.size(-1), table, num_heads);
   RG_CHECK_T(ShapeError, q.size(2) == g.t2, scheme, "q ", shape_str(q.shape()), " has ", q.size(2),
              " queries but the geometry says t2 = ", g.t2);
-  const int64_t R = options.table_size();
+  int64_t R = options.table_size();
   Tensor C = relative_index(g.t2, g.t1, options);      // (t2, t1), −1 = no entry
-  Tensor P = matmul(q, table.transpose(-1, -2));       // (B,H,t2,D) @ (H?,D,R) → (B,H,t2,R)
+  // Multiply only the rows some (query, key) pair reads: a table sized for t3 = 512 has 1,023 rows,
+  // of which a batch of length t reaches about 2t (a causal layer about t). Rows outside [lo, hi]
+  // get no score and, through the narrow view, no gradient — exactly as when they are multiplied
+  // and never gathered.
+  Tensor used = table;
+  {
+    const int64_t* c = C.data_ptr<int64_t>();  // relative_index returns a fresh contiguous map
+    int64_t lo = R, hi = -1;
+    for (int64_t k = 0; k < C.numel(); ++k)
+      if (c[k] >= 0) lo = std::min(lo, c[k]), hi = std::max(hi, c[k]);
+    if (hi < 0) lo = hi = 0;  // no pair reads the table: one row keeps the shapes valid
+    if (lo > 0 || hi < R - 1) {
+      Tensor shifted = C.clone();
+      int64_t* s = shifted.data_ptr<int64_t>();
+      for (int64_t k = 0; k < shifted.numel(); ++k)
+        if (s[k] >= 0) s[k] -= lo;
+      C = shifted;
+      used = table.narrow(-2, lo, hi - lo + 1);        // (H?, R', D), a view
+      R = hi - lo + 1;
+    }
+  }
+  Tensor P = matmul(q, used.transpose(-1, -2));        // (B,H,t2,D) @ (H?,D,R') → (B,H,t2,R')
   return relative_gather(P, C, R);                     // (B,H,t2,t1)
 }
 
