@@ -81,12 +81,9 @@ TEST_CASE("cli music: sample --format midi writes the generated events as MIDI")
     for (int64_t id = 0; id < v.size; ++id)
       if (v.names[id] == name) prompt.push_back(id);
   REQUIRE(prompt.size() == 5);
-  SamplingOptions o;
+  SamplingOptions o = sampling_options(loaded.config.sample);
   o.max_new_tokens = 48;
   o.seed = 3;
-  o.temperature = loaded.config.sample.temperature;
-  o.top_k = loaded.config.sample.top_k;
-  o.top_p = loaded.config.sample.top_p;
   std::vector<int64_t> seq =
       generate(*loaded.model.decoder_lm, from_vector<int64_t>(prompt, {1, 5}), o).to_vector<int64_t>();
   std::vector<Note> expected = decode_notes(seq);

@@ -27,22 +27,6 @@ Tensor host_copy(const Tensor& t) {
   return host;
 }
 
-// The checkpoint checksum: FNV-1a over the tensors' bytes in the map's (ascending name) order.
-uint64_t checksum_of(const std::map<std::string, Tensor>& tensors) {
-  uint64_t h = fnv1a64(nullptr, 0);
-  for (const auto& [name, t] : tensors) {
-    Tensor host = host_copy(t);
-    h = fnv1a64(host.raw_data(), static_cast<size_t>(host.numel()) * dtype_size(host.dtype()), h);
-  }
-  return h;
-}
-
-std::string to_hex(uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
 // Strict decimal / hex parsing: the whole string must be the number (no sign games, no spaces).
 template <class T>
 bool parse_number(const std::string& s, T& out, int base = 10) {
@@ -71,6 +55,21 @@ const std::string& meta_string(const std::map<std::string, std::string>& md, con
 }
 
 }  // namespace
+
+uint64_t checkpoint_checksum(const std::map<std::string, Tensor>& tensors) {
+  uint64_t h = fnv1a64(nullptr, 0);
+  for (const auto& [name, t] : tensors) {
+    Tensor host = host_copy(t);
+    h = fnv1a64(host.raw_data(), static_cast<size_t>(host.numel()) * dtype_size(host.dtype()), h);
+  }
+  return h;
+}
+
+std::string checksum_hex(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
 
 uint64_t fnv1a64(const void* bytes, size_t size, uint64_t hash) {
   const auto* p = static_cast<const unsigned char*>(bytes);
@@ -118,7 +117,7 @@ void save_checkpoint(const std::string& path, const Module& model, const Optimiz
     CK_CHECK(!key.empty(), "extra metadata keys must not be empty");
     md[kExtraPrefix + key] = value;  // the prefix keeps user keys from shadowing the fields above
   }
-  md["checksum"] = to_hex(checksum_of(tensors));
+  md["checksum"] = checksum_hex(checkpoint_checksum(tensors));
   save_safetensors(path, tensors, md);
 }
 
@@ -146,8 +145,8 @@ Checkpoint load_checkpoint(const std::string& path) {
   const std::string& stored_hex = meta_string(md, "checksum", path);
   uint64_t stored = 0;
   CK_CHECK(parse_number(stored_hex, stored, 16), "checksum '", stored_hex, "' is not 16 hex digits");
-  uint64_t computed = checksum_of(file.tensors);
-  CK_CHECK(stored == computed, "checksum mismatch (stored ", stored_hex, ", computed ", to_hex(computed),
+  uint64_t computed = checkpoint_checksum(file.tensors);
+  CK_CHECK(stored == computed, "checksum mismatch (stored ", stored_hex, ", computed ", checksum_hex(computed),
            "): the file is corrupt");
 
   ck.meta.step = meta_number<int64_t>(md, "step", path);

@@ -64,6 +64,11 @@ struct Checkpoint {
 // FNV-1a 64 of `bytes`, continuing from `hash` (the offset basis for a fresh hash).
 uint64_t fnv1a64(const void* bytes, size_t size, uint64_t hash = 0xcbf29ce484222325ULL);
 
+// The checksum defined above, over `tensors` (any device) in the map's ascending name order, and its
+// 16-digit lowercase hex form as stored in the metadata.
+uint64_t checkpoint_checksum(const std::map<std::string, Tensor>& tensors);
+std::string checksum_hex(uint64_t checksum);
+
 // Writes model (and optimizer, when non-null) state and meta to `path` atomically. The state is
 // copied to the host first, so the optimizer may step again as soon as this returns.
 void save_checkpoint(const std::string& path, const Module& model, const Optimizer* optimizer,

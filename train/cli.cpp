@@ -189,13 +189,12 @@ int cmd_sample(SampleArgs a, std::ostream& out) {
   LoadedRun run = load_run(a.checkpoint);
   RunData data(run.config);
   const Vocab& vocab = data.vocab();
-  SamplingOptions o;
-  const SampleConfig& sc = run.config.sample;
-  o.max_new_tokens = a.max_new_tokens >= 0 ? a.max_new_tokens : sc.max_new_tokens;
-  o.temperature = a.temperature >= 0 ? a.temperature : sc.temperature;
-  o.top_k = a.top_k >= 0 ? a.top_k : sc.top_k;
-  o.top_p = a.top_p >= 0 ? a.top_p : sc.top_p;
-  o.seed = a.seed >= 0 ? static_cast<uint64_t>(a.seed) : sc.seed;
+  SamplingOptions o = sampling_options(run.config.sample);  // the options given override the config
+  if (a.max_new_tokens >= 0) o.max_new_tokens = a.max_new_tokens;
+  if (a.temperature >= 0) o.temperature = a.temperature;
+  if (a.top_k >= 0) o.top_k = a.top_k;
+  if (a.top_p >= 0) o.top_p = a.top_p;
+  if (a.seed >= 0) o.seed = static_cast<uint64_t>(a.seed);
   try {
     check_sampling_options(o);
   } catch (const Error& e) {
@@ -309,11 +308,9 @@ int cmd_inspect(const std::string& path, std::ostream& out) {
     out << std::left << std::setw(16) << k << meta(k) << "\n";
   for (const auto& [k, v] : file.metadata)
     if (k.rfind("extra.", 0) == 0) out << std::left << std::setw(16) << k << v << "\n";
-  uint64_t h = fnv1a64(nullptr, 0);
   int64_t params = 0;
   out << "\ntensors\n";
   for (const auto& [name, t] : file.tensors) {
-    h = fnv1a64(t.raw_data(), static_cast<size_t>(t.numel()) * dtype_size(t.dtype()), h);
     if (name.rfind("model.", 0) == 0) params += t.numel();
     out << "  " << std::left << std::setw(52) << name << std::setw(9) << dtype_name(t.dtype()) << shape_str(t.shape())
         << "\n";
@@ -329,8 +326,7 @@ int cmd_inspect(const std::string& path, std::ostream& out) {
       out << "\nconfig (not usable: " << e.what() << ")\n" << config << "\n";
     }
   }
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  const std::string hex = checksum_hex(checkpoint_checksum(file.tensors));
   const std::string stored = meta("checksum");
   if (stored == hex) {
     out << "\nchecksum        " << stored << " (ok: matches the data section)\n";

@@ -9,44 +9,10 @@
 #include <sstream>
 
 #include "core/base/error.h"
-#include "core/base/philox.h"
 
 namespace relgrad {
 
 namespace {
-
-// The random numbers of one row (sample) of one batch. The Philox counter is
-//   (block, row, low 32 bits of the batch index, high 31 bits | stream bit)
-// under the key `seed`, so each row of each batch owns a private stream that depends on nothing
-// else: a batch can be built alone, in any order, and its rows do not shift if batch_size changes.
-class RowRng {
- public:
-  RowRng(uint64_t seed, Split split, int64_t index, int64_t row) : seed_(seed) {
-    uint64_t word = static_cast<uint64_t>(index);  // index >= 0, so bit 63 is free for the stream
-    if (split == Split::HeldOut) word |= uint64_t{1} << 63;
-    counter_ = {{0, static_cast<uint32_t>(row), static_cast<uint32_t>(word), static_cast<uint32_t>(word >> 32)}};
-  }
-  // Uniform integer in [0, n), from 53 random bits (bias about n / 2^53: negligible).
-  int64_t below(int64_t n) {
-    if (used_ == 4) refill();
-    double u = philox::uniform(block_.x[used_], block_.x[used_ + 1]);
-    used_ += 2;
-    int64_t v = static_cast<int64_t>(u * static_cast<double>(n));
-    return std::min(v, n - 1);  // u < 1, but u * n may round up to n
-  }
-  int64_t between(int64_t lo, int64_t hi) { return lo + below(hi - lo + 1); }  // inclusive
-
- private:
-  void refill() {
-    block_ = philox::philox4x32(counter_, static_cast<uint32_t>(seed_), static_cast<uint32_t>(seed_ >> 32));
-    ++counter_.x[0];
-    used_ = 0;
-  }
-  uint64_t seed_;
-  philox::Block counter_;
-  philox::Block block_{};
-  int used_ = 4;  // words of block_ already consumed
-};
 
 // Right-pads rows to the longest with `fill`; returns the (B, L) values and sets `length` to L.
 std::vector<int64_t> pad_rows(const std::vector<std::vector<int64_t>>& rows, int64_t fill, int64_t& length) {
@@ -74,6 +40,59 @@ int64_t count_targets(const std::vector<int64_t>& targets) {
 }
 
 }  // namespace
+
+// ---- streams and batches --------------------------------------------------------------------------
+
+int64_t CounterStream::below(int64_t n) {
+  if (used_ == 4) {
+    block_ = philox::philox4x32(counter_, static_cast<uint32_t>(seed_), static_cast<uint32_t>(seed_ >> 32));
+    ++counter_.x[0];
+    used_ = 0;
+  }
+  double u = philox::uniform(block_.x[used_], block_.x[used_ + 1]);
+  used_ += 2;
+  int64_t v = static_cast<int64_t>(u * static_cast<double>(n));
+  return std::min(v, n - 1);  // u < 1, but u * n may round up to n
+}
+
+CounterStream row_stream(uint64_t seed, Split split, int64_t index, uint32_t row) {
+  uint64_t word = static_cast<uint64_t>(index);  // index >= 0, so bit 63 is free for the split
+  if (split == Split::HeldOut) word |= uint64_t{1} << 63;
+  return CounterStream(seed, row, static_cast<uint32_t>(word), static_cast<uint32_t>(word >> 32));
+}
+
+Batch encoder_decoder_batch(const std::vector<std::vector<int64_t>>& src, const std::vector<std::vector<int64_t>>& tgt_in,
+                            const std::vector<std::vector<int64_t>>& tgt_out) {
+  const int64_t B = static_cast<int64_t>(src.size());
+  int64_t t1 = 0, t2 = 0, t2_out = 0;
+  Batch batch;
+  std::vector<int64_t> padded_src = pad_rows(src, kPad, t1);  // sets t1 (read after, not alongside)
+  std::vector<int64_t> padded_in = pad_rows(tgt_in, kPad, t2);
+  std::vector<int64_t> out = pad_rows(tgt_out, kIgnoreIndex, t2_out);
+  RG_CHECK(t2 == t2_out && tgt_in.size() == src.size() && tgt_out.size() == src.size(), "Batch",
+           "tgt_in and tgt_out rows must pair up with equal lengths");
+  batch.src = int_tensor(padded_src, B, t1);
+  batch.src_padding_mask = padding_mask_for(src, t1);
+  batch.tgt_in = int_tensor(padded_in, B, t2);
+  batch.num_targets = count_targets(out);
+  batch.tgt_out = int_tensor(out, B, t2);
+  batch.tgt_padding_mask = padding_mask_for(tgt_in, t2);
+  return batch;
+}
+
+Batch decoder_only_batch(const std::vector<std::vector<int64_t>>& tokens, const std::vector<std::vector<int64_t>>& targets) {
+  const int64_t B = static_cast<int64_t>(tokens.size());
+  int64_t T = 0, T_out = 0;
+  std::vector<int64_t> padded = pad_rows(tokens, kPad, T);
+  std::vector<int64_t> out = pad_rows(targets, kIgnoreIndex, T_out);
+  RG_CHECK(T == T_out && targets.size() == tokens.size(), "Batch", "tokens and targets rows must pair up with equal lengths");
+  Batch batch;
+  batch.tokens = int_tensor(padded, B, T);
+  batch.num_targets = count_targets(out);
+  batch.targets = int_tensor(out, B, T);
+  batch.padding_mask = padding_mask_for(tokens, T);
+  return batch;
+}
 
 // ---- Vocab --------------------------------------------------------------------------------------
 
@@ -149,7 +168,7 @@ SyntheticTask::Sample SyntheticTask::sample(int64_t index, int64_t row, Split sp
   const TaskConfig& c = config_;
   RG_CHECK(index >= 0, "SyntheticTask", "batch index must be >= 0, got ", index);
   RG_CHECK(row >= 0 && row < c.batch_size, "SyntheticTask", "row ", row, " is outside a batch of ", c.batch_size);
-  RowRng rng(c.seed, split, index, row);
+  CounterStream rng = row_stream(c.seed, split, index, static_cast<uint32_t>(row));
   const int64_t n = rng.between(c.min_len, c.max_len);
   Sample s;
   s.source.resize(n);
@@ -185,7 +204,6 @@ Batch SyntheticTask::batch(int64_t index, Split split) const {
   samples.reserve(B);
   for (int64_t b = 0; b < B; ++b) samples.push_back(sample(index, b, split));
 
-  Batch batch;
   if (config_.layout == Layout::EncoderDecoder) {
     std::vector<std::vector<int64_t>> src, tgt_in, tgt_out;
     for (const Sample& s : samples) {
@@ -195,16 +213,7 @@ Batch SyntheticTask::batch(int64_t index, Split split) const {
       tgt_out.push_back(s.target);
       tgt_out.back().push_back(kEos);
     }
-    int64_t t1 = 0, t2 = 0;
-    std::vector<int64_t> padded_src = pad_rows(src, kPad, t1);  // sets t1 (read after, not alongside)
-    std::vector<int64_t> padded_in = pad_rows(tgt_in, kPad, t2);
-    std::vector<int64_t> out = pad_rows(tgt_out, kIgnoreIndex, t2);
-    batch.src = int_tensor(padded_src, B, t1);
-    batch.src_padding_mask = padding_mask_for(src, t1);
-    batch.tgt_in = int_tensor(padded_in, B, t2);
-    batch.num_targets = count_targets(out);
-    batch.tgt_out = int_tensor(out, B, t2);
-    batch.tgt_padding_mask = padding_mask_for(tgt_in, t2);
+    return encoder_decoder_batch(src, tgt_in, tgt_out);
   } else {
     // The sequence x BOS y EOS, split into inputs (all but the last) and targets (all but the
     // first); only the targets from BOS on (y and EOS) carry a loss.
@@ -219,15 +228,8 @@ Batch SyntheticTask::batch(int64_t index, Split split) const {
       std::fill(target.begin(), target.begin() + s.source.size(), kIgnoreIndex);  // x[1..] and BOS
       targets.push_back(std::move(target));
     }
-    int64_t T = 0;
-    std::vector<int64_t> padded = pad_rows(tokens, kPad, T);
-    std::vector<int64_t> out = pad_rows(targets, kIgnoreIndex, T);
-    batch.tokens = int_tensor(padded, B, T);
-    batch.num_targets = count_targets(out);
-    batch.targets = int_tensor(out, B, T);
-    batch.padding_mask = padding_mask_for(tokens, T);
+    return decoder_only_batch(tokens, targets);
   }
-  return batch;
 }
 
 // ---- TextDataset --------------------------------------------------------------------------------
@@ -263,7 +265,7 @@ Batch TextDataset::batch(int64_t index, int64_t batch_size, int64_t context, Spl
   const int64_t windows = length - context;  // valid start offsets: [0, length - context)
   std::vector<int64_t> tokens(batch_size * context), targets(batch_size * context);
   for (int64_t b = 0; b < batch_size; ++b) {
-    RowRng rng(seed_, split, index, b);
+    CounterStream rng = row_stream(seed_, split, index, static_cast<uint32_t>(b));
     const int64_t start = begin + rng.below(windows);
     for (int64_t t = 0; t < context; ++t) {
       tokens[b * context + t] = static_cast<unsigned char>(bytes_[start + t]);

@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "core/base/philox.h"
 #include "core/tensor.h"
 
 namespace relgrad {
@@ -68,6 +69,37 @@ struct Batch {
   int64_t num_targets = 0;  // targets that are not -100 (for token accuracy and tokens/s)
   bool decoder_only() const { return tokens.defined(); }
 };
+
+// ------------------------------------------------------------------------------------------------
+// Building blocks shared by every data source (synthetic tasks, text, music, the experiments).
+
+// Uniform integers from Philox4x32-10 keyed by `seed`, with the counter (block, c1, c2, c3): word 0
+// counts blocks, the other three name the stream. Each source builds its own counter words so that
+// every row of every batch owns a private stream.
+class CounterStream {
+ public:
+  CounterStream(uint64_t seed, uint32_t c1, uint32_t c2, uint32_t c3) : seed_(seed), counter_{{0, c1, c2, c3}} {}
+  // Uniform integer in [0, n), n >= 1, from 53 random bits (bias about n / 2^53: negligible).
+  int64_t below(int64_t n);
+  int64_t between(int64_t lo, int64_t hi) { return lo + below(hi - lo + 1); }  // inclusive
+
+ private:
+  uint64_t seed_;
+  philox::Block counter_;
+  philox::Block block_{};
+  int used_ = 4;  // words of block_ already consumed
+};
+// Row `row` of batch `index` (>= 0): the counter (block, row, index low 32 bits, index high 31 bits
+// | split bit), so a batch can be built alone, in any order, and its rows do not shift if the
+// batch size changes. (Music uses it with a tag in place of the row.)
+CounterStream row_stream(uint64_t seed, Split split, int64_t index, uint32_t row);
+
+// Right-padded batches from unpadded rows: inputs filled with PAD, targets with -100, bool masks
+// true at the padding, num_targets counted. Encoder–decoder: src, tgt_in, tgt_out (tgt_in and tgt_out
+// rows of equal length); decoder-only: tokens and targets (rows of equal length).
+Batch encoder_decoder_batch(const std::vector<std::vector<int64_t>>& src, const std::vector<std::vector<int64_t>>& tgt_in,
+                            const std::vector<std::vector<int64_t>>& tgt_out);
+Batch decoder_only_batch(const std::vector<std::vector<int64_t>>& tokens, const std::vector<std::vector<int64_t>>& targets);
 
 // ------------------------------------------------------------------------------------------------
 // Synthetic tasks. For a source x of length n (n uniform in [min_len, max_len]) the target y is

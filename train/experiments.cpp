@@ -98,7 +98,7 @@ BatchFn experiments::periodic_lm(int64_t period, int64_t length, int64_t symbols
   return [=](int64_t index, Split split) {
     std::vector<std::vector<int64_t>> tokens, targets;
     for (int64_t row = 0; row < 32; ++row) {
-      RowRandom rng(seed, 2, split, index, row);
+      CounterStream rng = row_random(seed, 2, split, index, row);
       std::vector<int64_t> pattern(static_cast<size_t>(period));
       for (auto& p : pattern) p = kFirstSymbol + rng.below(symbols);
       std::vector<int64_t> x{kBos}, y;
@@ -181,7 +181,7 @@ BatchFn lag_batches(int64_t lag, int64_t min_len, int64_t max_len, int64_t symbo
   return [=](int64_t index, Split split) {
     std::vector<std::vector<int64_t>> src, in, out;
     for (int64_t row = 0; row < 32; ++row) {
-      RowRandom rng(seed, 6, split, index, row);
+      CounterStream rng = row_random(seed, 6, split, index, row);
       const int64_t n = rng.between(min_len, max_len);
       std::vector<int64_t> x;
       for (int64_t i = 0; i < n + lag; ++i) x.push_back(kFirstSymbol + rng.below(symbols));
@@ -202,7 +202,7 @@ BatchFn stretch_batches(int64_t min_len, int64_t max_len, int64_t symbols, uint6
   return [=](int64_t index, Split split) {
     std::vector<std::vector<int64_t>> src, in, out;
     for (int64_t row = 0; row < 32; ++row) {
-      RowRandom rng(seed, 7, split, index, row);
+      CounterStream rng = row_random(seed, 7, split, index, row);
       const int64_t n = rng.between(min_len, max_len);
       std::vector<int64_t> x;
       for (int64_t i = 0; i < n; ++i) x.push_back(kFirstSymbol + rng.below(symbols));

@@ -15,74 +15,10 @@ namespace relgrad::experiments {
 
 // ---- data ---------------------------------------------------------------------------------------
 
-RowRandom::RowRandom(uint64_t seed, uint32_t stream, Split split, int64_t index, int64_t row) : seed_(seed) {
+CounterStream row_random(uint64_t seed, uint32_t stream, Split split, int64_t index, int64_t row) {
   uint32_t top = stream & 0x7fffffffu;
   if (split == Split::HeldOut) top |= 0x80000000u;
-  counter_ = {{0, static_cast<uint32_t>(row), static_cast<uint32_t>(index), top}};
-}
-
-int64_t RowRandom::below(int64_t n) {
-  if (used_ == 4) {
-    block_ = philox::philox4x32(counter_, static_cast<uint32_t>(seed_), static_cast<uint32_t>(seed_ >> 32));
-    ++counter_.x[0];
-    used_ = 0;
-  }
-  const double u = philox::uniform(block_.x[used_], block_.x[used_ + 1]);
-  used_ += 2;
-  return std::min(static_cast<int64_t>(u * static_cast<double>(n)), n - 1);
-}
-
-namespace {
-
-std::vector<int64_t> pad_rows(const std::vector<std::vector<int64_t>>& rows, int64_t fill, int64_t& length) {
-  length = 0;
-  for (const auto& r : rows) length = std::max(length, static_cast<int64_t>(r.size()));
-  std::vector<int64_t> out(rows.size() * static_cast<size_t>(length), fill);
-  for (size_t b = 0; b < rows.size(); ++b) std::copy(rows[b].begin(), rows[b].end(), out.begin() + b * length);
-  return out;
-}
-
-Tensor padding_mask(const std::vector<std::vector<int64_t>>& rows, int64_t length) {
-  std::vector<bool> mask(rows.size() * static_cast<size_t>(length), false);
-  for (size_t b = 0; b < rows.size(); ++b)
-    for (int64_t t = static_cast<int64_t>(rows[b].size()); t < length; ++t) mask[b * length + t] = true;
-  return from_vector<bool>(mask, {static_cast<int64_t>(rows.size()), length}, kBool);
-}
-
-int64_t count_targets(const std::vector<int64_t>& t) {
-  return std::count_if(t.begin(), t.end(), [](int64_t v) { return v != kIgnoreIndex; });
-}
-
-}  // namespace
-
-Batch encoder_decoder_batch(const std::vector<std::vector<int64_t>>& src, const std::vector<std::vector<int64_t>>& tgt_in,
-                            const std::vector<std::vector<int64_t>>& tgt_out) {
-  const int64_t B = static_cast<int64_t>(src.size());
-  int64_t t1 = 0, t2 = 0;
-  Batch b;
-  std::vector<int64_t> s = pad_rows(src, kPad, t1);
-  b.src = from_vector<int64_t>(s, {B, t1}, kInt64);
-  b.src_padding_mask = padding_mask(src, t1);
-  std::vector<int64_t> in = pad_rows(tgt_in, kPad, t2);
-  b.tgt_in = from_vector<int64_t>(in, {B, t2}, kInt64);
-  b.tgt_padding_mask = padding_mask(tgt_in, t2);
-  std::vector<int64_t> out = pad_rows(tgt_out, kIgnoreIndex, t2);
-  b.tgt_out = from_vector<int64_t>(out, {B, t2}, kInt64);
-  b.num_targets = count_targets(out);
-  return b;
-}
-
-Batch decoder_only_batch(const std::vector<std::vector<int64_t>>& tokens, const std::vector<std::vector<int64_t>>& targets) {
-  const int64_t B = static_cast<int64_t>(tokens.size());
-  int64_t T = 0, T2 = 0;
-  std::vector<int64_t> x = pad_rows(tokens, kPad, T), y = pad_rows(targets, kIgnoreIndex, T2);
-  RG_CHECK(T == T2, "experiments", "tokens and targets differ in length");
-  Batch b;
-  b.tokens = from_vector<int64_t>(x, {B, T}, kInt64);
-  b.targets = from_vector<int64_t>(y, {B, T}, kInt64);
-  b.padding_mask = padding_mask(tokens, T);
-  b.num_targets = count_targets(y);
-  return b;
+  return CounterStream(seed, static_cast<uint32_t>(row), static_cast<uint32_t>(index), top);
 }
 
 // ---- models and training ------------------------------------------------------------------------

@@ -6,7 +6,6 @@
 #include <string>
 #include <vector>
 
-#include "core/base/philox.h"
 #include "train/experiments.h"
 
 namespace relgrad::experiments {
@@ -18,25 +17,10 @@ using PositionFilter = std::function<bool(int64_t t, int64_t target)>;
 // The key query i needs, when the task's offset is not one constant δ (D6 time stretch under Left).
 using KeyOf = std::function<int64_t(int64_t i)>;
 
-// The random numbers of one row of one batch: Philox4x32-10 keyed by `seed` with the counter
-// (block, row, index, stream | split bit), as train/data.cpp; `stream` separates the tasks.
-class RowRandom {
- public:
-  RowRandom(uint64_t seed, uint32_t stream, Split split, int64_t index, int64_t row);
-  int64_t below(int64_t n);  // uniform in [0, n)
-  int64_t between(int64_t lo, int64_t hi) { return lo + below(hi - lo + 1); }  // inclusive
-
- private:
-  uint64_t seed_;
-  philox::Block counter_{}, block_{};
-  int used_ = 4;
-};
-
-// Right-pads rows to the longest and builds an encoder–decoder batch (src, tgt_in, tgt_out, masks).
-Batch encoder_decoder_batch(const std::vector<std::vector<int64_t>>& src, const std::vector<std::vector<int64_t>>& tgt_in,
-                            const std::vector<std::vector<int64_t>>& tgt_out);
-// A decoder-only batch of equal-length rows (no padding): tokens, targets (-100 = no loss).
-Batch decoder_only_batch(const std::vector<std::vector<int64_t>>& tokens, const std::vector<std::vector<int64_t>>& targets);
+// The random numbers of one row of one batch: data.h's CounterStream with the counter
+// (block, row, index, stream | split bit); `stream` separates the tasks. (The batch builders are
+// data.h's encoder_decoder_batch / decoder_only_batch.)
+CounterStream row_random(uint64_t seed, uint32_t stream, Split split, int64_t index, int64_t row);
 
 // D2's data: a decoder-only LM on period-P sequences of `length` (experiments.cpp has the layout).
 BatchFn periodic_lm(int64_t period, int64_t length, int64_t symbols, uint64_t seed);

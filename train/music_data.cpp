@@ -8,7 +8,6 @@
 #include <tuple>
 
 #include "core/base/error.h"
-#include "core/base/philox.h"
 #include "train/music.h"
 
 namespace relgrad {
@@ -19,32 +18,11 @@ constexpr uint32_t kPieceTag = 0x6D757369;   // "musi": the notes of synthetic p
 constexpr uint32_t kWindowTag = 0x77696E64;  // "wind": which window a batch row takes
 constexpr int64_t kRowsPerBatch = int64_t(1) << 20;
 
-// A private Philox stream per (seed, tag, item, split): counter (block, tag, item lo, item hi | split).
-class MusicRng {
- public:
-  MusicRng(uint64_t seed, uint32_t tag, int64_t item, Split split) : seed_(seed) {
-    uint64_t word = static_cast<uint64_t>(item);  // item >= 0, so bit 63 is free for the split
-    if (split == Split::HeldOut) word |= uint64_t{1} << 63;
-    counter_ = {{0, tag, static_cast<uint32_t>(word), static_cast<uint32_t>(word >> 32)}};
-  }
-  int64_t below(int64_t n) {  // uniform in [0, n), n >= 1
-    if (used_ == 4) {
-      block_ = philox::philox4x32(counter_, static_cast<uint32_t>(seed_), static_cast<uint32_t>(seed_ >> 32));
-      ++counter_.x[0];
-      used_ = 0;
-    }
-    const double u = philox::uniform(block_.x[used_], block_.x[used_ + 1]);
-    used_ += 2;
-    return std::min(static_cast<int64_t>(u * static_cast<double>(n)), n - 1);
-  }
-  int64_t between(int64_t lo, int64_t hi) { return lo + below(hi - lo + 1); }  // inclusive
-
- private:
-  uint64_t seed_;
-  philox::Block counter_;
-  philox::Block block_{};
-  int used_ = 4;
-};
+// A private Philox stream per (seed, tag, item, split): data.h's row stream with the tag in the row's
+// word, counter (block, tag, item lo, item hi | split).
+CounterStream music_stream(uint64_t seed, uint32_t tag, int64_t item, Split split) {
+  return row_stream(seed, split, item, tag);
+}
 
 const char* const kStyleNames[] = {"scale", "arpeggio", "chords", "canon", "random_walk"};
 
@@ -73,7 +51,7 @@ struct NoteSink {
 
 // A random walk over the scale for `beats` beats: per beat one note, two halves, a rest, or a note
 // held for two beats. Used by canon (leader) and random_walk.
-void melody(MusicRng& rng, NoteSink& out, int tonic, const int* mode, int64_t beats, int64_t beat, int velocity) {
+void melody(CounterStream& rng, NoteSink& out, int tonic, const int* mode, int64_t beats, int64_t beat, int velocity) {
   static const int kSteps[] = {-2, -1, -1, 0, 1, 1, 2};
   int64_t degree = rng.between(0, 4);
   auto next_pitch = [&]() {
@@ -131,7 +109,7 @@ MusicStyle music_style_from_string(const std::string& name) {
 SynthPiece synth_piece(const SynthMusicConfig& c, int64_t piece, Split split) {
   check_config(c);
   RG_CHECK(piece >= 0, "synth_piece", "piece number must be >= 0, got ", piece);
-  MusicRng rng(c.seed, kPieceTag, piece, split);
+  CounterStream rng = music_stream(c.seed, kPieceTag, piece, split);
   SynthPiece p;
   p.style = c.styles[rng.below(static_cast<int64_t>(c.styles.size()))];
   p.beat_steps = 2 * rng.between((c.min_beat_ms + 19) / 20, c.max_beat_ms / 20);
@@ -284,7 +262,7 @@ Batch MusicDataset::batch(int64_t index, int64_t batch_size, int64_t context, Sp
   std::vector<bool> mask(batch_size * context, true);
   int64_t num_targets = 0;
   for (int64_t b = 0; b < batch_size; ++b) {
-    MusicRng rng(config_.seed, kWindowTag, index * kRowsPerBatch + b, split);
+    CounterStream rng = music_stream(config_.seed, kWindowTag, index * kRowsPerBatch + b, split);
     std::vector<int64_t> own;
     const std::vector<int64_t>* seq;
     int64_t start = 0;

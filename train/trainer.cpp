@@ -93,6 +93,16 @@ void request_training_stop(int signal) { g_stop_signal.store(signal == 0 ? -1 : 
 void clear_training_stop() { g_stop_signal.store(0); }
 int training_stop_requested() { return g_stop_signal.load(); }
 
+SamplingOptions sampling_options(const SampleConfig& c) {
+  SamplingOptions o;
+  o.max_new_tokens = c.max_new_tokens;
+  o.temperature = c.temperature;
+  o.top_k = c.top_k;
+  o.top_p = c.top_p;
+  o.seed = c.seed;
+  return o;
+}
+
 // ---- RunModel / RunData ------------------------------------------------------------------------
 Tensor RunModel::logits(const Batch& b) {
   if (decoder_lm) return decoder_lm->forward(b.tokens, b.padding_mask);
@@ -482,12 +492,7 @@ void Trainer::print_samples() {
     }
     *out_ << exact << "/" << n << " exact\n";
   } else if (data_.music()) {
-    SamplingOptions o;
-    o.max_new_tokens = config_.sample.max_new_tokens;
-    o.temperature = config_.sample.temperature;
-    o.top_k = config_.sample.top_k;
-    o.top_p = config_.sample.top_p;
-    o.seed = config_.sample.seed;
+    SamplingOptions o = sampling_options(config_.sample);
     std::vector<int64_t> seq = generate(*model_.decoder_lm, from_vector<int64_t>({kBos}, {1, 1}), o).to_vector<int64_t>();
     const std::string path = config_.train.out_dir + "/sample.mid";
     MidiFile midi = decode_performance(seq);
@@ -500,12 +505,7 @@ void Trainer::print_samples() {
     std::vector<int64_t> prompt;
     for (int64_t i = 0; i < prompt_len; ++i)
       prompt.push_back(static_cast<unsigned char>(text[data_.text()->train_size() + i]));
-    SamplingOptions o;
-    o.max_new_tokens = config_.sample.max_new_tokens;
-    o.temperature = config_.sample.temperature;
-    o.top_k = config_.sample.top_k;
-    o.top_p = config_.sample.top_p;
-    o.seed = config_.sample.seed;
+    SamplingOptions o = sampling_options(config_.sample);
     o.eos = -1;
     Tensor p = from_vector<int64_t>(prompt, {1, prompt_len});
     std::vector<int64_t> seq = generate(*model_.decoder_lm, p, o).to_vector<int64_t>();

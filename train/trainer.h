@@ -37,6 +37,7 @@
 #include "train/data.h"
 #include "train/music.h"
 #include "train/optim.h"
+#include "train/sampler.h"
 #include "train/schedule.h"
 
 namespace relgrad {
@@ -49,6 +50,9 @@ struct RunModel {
   Tensor logits(const Batch& batch);     // (B, T, V)
   static const Tensor& targets(const Batch& batch) { return batch.decoder_only() ? batch.targets : batch.tgt_out; }
 };
+// The [sample] section as sampler options (train/sampler.h; eos stays the default).
+SamplingOptions sampling_options(const SampleConfig& config);
+
 // Builds the model `config` describes (vocab sizes must be derived), initialised from `init`.
 RunModel build_model(const RunConfig& config, Generator* init);
 
