@@ -41,4 +41,11 @@ inline void write_bytes(const std::string& path, const std::string& bytes) {
   REQUIRE(out.good());
 }
 
+// Offset of a safetensors file's data section: 8 bytes of header length, then the header.
+inline size_t safetensors_data_start(const std::string& bytes) {
+  uint64_t n = 0;
+  for (int k = 0; k < 8; ++k) n |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[k])) << (8 * k);
+  return 8 + static_cast<size_t>(n);
+}
+
 }  // namespace relgrad::testing

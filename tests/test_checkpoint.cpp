@@ -26,26 +26,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Offset of the data section: 8 bytes of header length, then the header.
-size_t data_start(const std::string& bytes) {
-  uint64_t n = 0;
-  for (int k = 0; k < 8; ++k) n |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[k])) << (8 * k);
-  return 8 + static_cast<size_t>(n);
-}
-
-// Bit-exact equality of two tensors (dtype, shape and every value).
-bool identical(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
-  Tensor x = a.to(kFloat64).contiguous(), y = b.to(kFloat64).contiguous();
-  return x.to_vector<double>() == y.to_vector<double>();
-}
-
 void check_same_state(const std::vector<std::pair<std::string, Tensor>>& a,
                       const std::vector<std::pair<std::string, Tensor>>& b) {
   REQUIRE(a.size() == b.size());
   for (size_t k = 0; k < a.size(); ++k) {
     CHECK(a[k].first == b[k].first);
-    CHECK_MESSAGE(identical(a[k].second, b[k].second), "entry '" << a[k].first << "' differs");
+    CHECK_MESSAGE(bitwise_equal(a[k].second, b[k].second), "entry '" << a[k].first << "' differs");
   }
 }
 
@@ -150,7 +136,7 @@ TEST_CASE("checkpoint: flipping any single byte of the data section is detected"
   TempDir dir;
   std::string path = dir.file("tiny.safetensors");
   const std::string good = tiny_checkpoint(path);
-  const size_t start = data_start(good);
+  const size_t start = safetensors_data_start(good);
   REQUIRE(start < good.size());
   size_t detected = 0, by_checksum = 0;
   for (size_t k = start; k < good.size(); ++k) {
@@ -181,7 +167,7 @@ TEST_CASE("checkpoint: truncated files are refused") {
   TempDir dir;
   std::string path = dir.file("tiny.safetensors");
   const std::string good = tiny_checkpoint(path);
-  const size_t start = data_start(good), size = good.size();
+  const size_t start = safetensors_data_start(good), size = good.size();
   for (size_t len : {size_t{0}, size_t{1}, size_t{7}, size_t{8}, size_t{9}, start / 2, start - 1, start, start + 1,
                      (start + size) / 2, size - 8, size - 1}) {
     write_bytes(path, good.substr(0, len));

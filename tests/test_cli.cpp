@@ -74,17 +74,6 @@ const TrainedRun& trained() {
   return r;
 }
 
-size_t data_start(const std::string& bytes) {
-  uint64_t n = 0;
-  for (int k = 0; k < 8; ++k) n |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[k])) << (8 * k);
-  return 8 + static_cast<size_t>(n);
-}
-
-bool identical(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
-  return a.to(kFloat64).contiguous().to_vector<double>() == b.to(kFloat64).contiguous().to_vector<double>();
-}
-
 std::string fixed(double v, int digits) {
   std::ostringstream s;
   s << std::fixed << std::setprecision(digits) << v;
@@ -242,13 +231,13 @@ TEST_CASE("cli: a tiny train writes checkpoint, log and plot; inspect, eval and 
     LoadedRun run = load_run(t.checkpoint);
     RunData data(run.config);
     Batch b = data.batch(0, Split::HeldOut);
-    CHECK(identical(f.tensors["src"], b.src));
-    CHECK(identical(f.tensors["tgt_out"], b.tgt_out));
+    CHECK(bitwise_equal(f.tensors["src"], b.src));
+    CHECK(bitwise_equal(f.tensors["tgt_out"], b.tgt_out));
     NoGradGuard no_grad;
     run.model.module->eval();
     Tensor logits = run.model.encoder_decoder->forward(f.tensors["src"], f.tensors["tgt_in"], f.tensors["src_padding_mask"],
                                                        f.tensors["tgt_padding_mask"]);
-    CHECK(identical(f.tensors["logits"], logits));
+    CHECK(bitwise_equal(f.tensors["logits"], logits));
     CHECK(f.metadata["step"] == "6");
   }
   SUBCASE("eval --dump-logits with --input and --target") {
@@ -264,7 +253,7 @@ TEST_CASE("cli: a tiny train writes checkpoint, log and plot; inspect, eval and 
     run.model.module->eval();
     Tensor logits = run.model.encoder_decoder->forward(f.tensors["src"], f.tensors["tgt_in"]);
     CHECK(f.tensors["logits"].shape() == Shape{1, 3, run.config.model.vocab_size});
-    CHECK(identical(f.tensors["logits"], logits));
+    CHECK(bitwise_equal(f.tensors["logits"], logits));
     // Only --input: the decoder sees <bos> alone.
     CHECK_CLI(cli({"eval", t.checkpoint, "--dump-logits", dump, "--input", "5"}), 0);
     CHECK(load_safetensors(dump).tensors["logits"].shape() == Shape{1, 1, run.config.model.vocab_size});
@@ -321,7 +310,7 @@ TEST_CASE("cli: a corrupt or missing checkpoint is exit 1 naming the file, and n
   TempDir dir;
   const std::string good = read_bytes(t.checkpoint);
   std::string flipped_bytes = good;
-  flipped_bytes[data_start(good) + 100] ^= 0x01;
+  flipped_bytes[safetensors_data_start(good) + 100] ^= 0x01;
   const std::string flipped = dir.file("flipped.safetensors"), cut = dir.file("cut.safetensors");
   write_bytes(flipped, flipped_bytes);
   write_bytes(cut, good.substr(0, good.size() - 64));
@@ -457,7 +446,7 @@ TEST_CASE("cli: a byte-level text model: train, sample --prompt, eval --dump-log
   LoadedRun loaded = load_run(ck);
   NoGradGuard no_grad;
   loaded.model.module->eval();
-  CHECK(identical(f.tensors["logits"], loaded.model.decoder_lm->forward(f.tensors["tokens"])));
+  CHECK(bitwise_equal(f.tensors["logits"], loaded.model.decoder_lm->forward(f.tensors["tokens"])));
   CHECK(f.tensors["logits"].shape() == Shape{1, 3, 256});
   CHECK_CLI(cli({"eval", ck, "--dump-logits", dump, "--input", "abc", "--target", "d"}), 2);
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <vector>
 #include <sstream>
@@ -51,6 +52,13 @@ inline std::string compare(const Tensor& actual, const Tensor& expected, double 
   } while (0)
 
 // Uniform values in [lo, hi) from a fixed seed.
+// Bit-exact equality: same dtype, same shape, the same bytes (so -0.0 differs from 0.0).
+inline bool bitwise_equal(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
+  Tensor x = a.contiguous(), y = b.contiguous();
+  return std::memcmp(x.raw_data(), y.raw_data(), static_cast<size_t>(x.numel()) * dtype_size(x.dtype())) == 0;
+}
+
 inline Tensor uniform(const Shape& shape, double lo, double hi, DType dt = kFloat64, uint64_t seed = 1) {
   Generator g(seed);
   NoGradGuard no_grad;

@@ -1,0 +1,35 @@
+// Configs shared by the trainer tests (test_trainer.cpp, test_interrupt.cpp).
+#pragma once
+#include <string>
+
+#include "train/config.h"
+
+namespace relgrad::testing {
+
+// A tiny encoder–decoder on the reverse task, with dropout so that the RNG matters.
+inline RunConfig tiny_ed(const std::string& out_dir) {
+  RunConfig c = RunConfig::defaults();
+  c.model.d_model = 16;
+  c.model.n_heads = 2;
+  c.model.d_ff = 32;
+  c.model.n_encoder_layers = 1;
+  c.model.n_decoder_layers = 1;
+  c.model.dropout = 0.1;
+  c.model.cross.max_length = 8;
+  c.data.num_symbols = 6;
+  c.data.min_len = 3;
+  c.data.max_len = 6;
+  c.data.batch_size = 4;
+  c.optim.warmup_steps = 2;
+  c.train.steps = 20;
+  c.train.log_every = 1;
+  c.train.eval_every = 0;
+  c.train.eval_batches = 2;
+  c.train.save_every = 0;
+  c.train.samples = 0;
+  c.train.target_accuracy = 0.0;
+  c.train.out_dir = out_dir;
+  return c;
+}
+
+}  // namespace relgrad::testing
