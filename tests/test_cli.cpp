@@ -450,3 +450,28 @@ TEST_CASE("cli: a byte-level text model: train, sample --prompt, eval --dump-log
   CHECK(f.tensors["logits"].shape() == Shape{1, 3, 256});
   CHECK_CLI(cli({"eval", ck, "--dump-logits", dump, "--input", "abc", "--target", "d"}), 2);
 }
+
+TEST_CASE("cli: refusals added with the trainer name what is wrong and write nothing") {
+  TempDir dir;
+  // CUDA training is refused up front with the reason.
+  CliResult cuda = cli(concat({"train"}, concat(tiny(dir.file("cuda")), {"--train.device=cuda"})));
+  CHECK_CLI(cuda, 1);
+  CHECK(contains(cuda.err, "train.device = \"cuda\""));
+  CHECK_FALSE(fs::exists(dir.file("cuda")));
+  // An out_dir that is a file.
+  write_bytes(dir.file("a_file"), "x");
+  CliResult file_dir = cli(concat({"train"}, tiny(dir.file("a_file"))));
+  CHECK_CLI(file_dir, 1);
+  CHECK(contains(file_dir.err, "is not a directory"));
+  CHECK(read_bytes(dir.file("a_file")) == "x");
+  // A config file too large to be a config (read_file's limit, 1 MiB).
+  write_bytes(dir.file("huge.toml"), std::string((1u << 20) + 1, '#'));
+  CliResult huge = cli({"train", "--config", dir.file("huge.toml"), "--dry-run"});
+  CHECK(huge.code != 0);
+  CHECK(contains(huge.err, "more than the limit"));
+  // experiments: an unknown experiment name.
+  CliResult only = cli({"experiments", "--only", "D9", "--out", dir.file("exp.md")});
+  CHECK_CLI(only, 2);
+  CHECK(contains(only.err, "--only D9: expected D1, D2, D3 or D6"));
+  CHECK_FALSE(fs::exists(dir.file("exp.md")));
+}
