@@ -93,6 +93,10 @@ Tensor operator-(const Tensor& x);
 // PyTorch semantics: 1-D operands are promoted and the added dim removed; batch dims broadcast;
 // transposed operands (stride-1 along either matrix dim) go to the GEMM without a copy.
 Tensor matmul(const Tensor& a, const Tensor& b);
+// c + alpha · (a @ b) with c broadcast to the product's shape: torch.addmm / baddbmm (beta = 1) for any
+// batch dims. The GEMM accumulates onto a copy of c, so the add costs no extra pass (Linear's bias,
+// attention's positional term). a and b at least 2-D.
+Tensor addmm(const Tensor& c, const Tensor& a, const Tensor& b, double alpha = 1.0);
 Tensor bmm(const Tensor& a, const Tensor& b);  // strictly (B,n,k) @ (B,k,m)
 
 // ---- reductions (autograd/ops/reduce.cpp); dims may be negative; empty dims = all dims ----
@@ -116,6 +120,11 @@ Tensor argmin(const Tensor& x, int64_t dim, bool keepdim = false);
 // ---- softmax family (autograd/ops/softmax.cpp) ----
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
+// Attention's softmax over the last dim, fused: y = softmax(scale * x + bias) with the positions
+// where mask is true set to 0 (a row masked everywhere is all 0). mask (bool) and bias (x's dtype)
+// are optional (undefined Tensor()) and broadcast to x. One pass forward and one backward instead of
+// the six of its composite twin masked_fill(softmax(masked_fill(scale * x + bias, mask, lowest)), mask, 0).
+Tensor masked_softmax(const Tensor& x, const Tensor& mask, double scale = 1.0, const Tensor& bias = Tensor());
 enum class Reduction { None, Mean, Sum };
 struct CrossEntropyOptions {
   int64_t ignore_index = -100;

@@ -17,26 +17,15 @@ AttentionOutput attention_heads(const Tensor& q, const Tensor& k, const Tensor& 
                                 Generator* generator) {
   Tensor qc = q, kc = k;
   if (positional) std::tie(qc, kc) = positional->content_qk(q, k, g);
-  Tensor logits = matmul(qc, kc.transpose(-1, -2));  // (B,H,t2,t1)
-  if (positional) {
-    Tensor term = positional->score_term(q, g);
-    if (term.defined()) logits = logits + term;
-  }
-  logits = logits * (positional ? positional->logit_scale(g.head_dim) : 1.0 / std::sqrt(double(g.head_dim)));
-  if (positional) {
-    Tensor bias = positional->logit_bias(g);
-    if (bias.defined()) logits = logits + bias;
-  }
-  Tensor weights;
-  if (mask.defined()) {
-    // The lowest finite value, not −inf: a fully masked row then gives uniform weights instead of
-    // NaN, and those weights are zeroed below, so such a row outputs 0 with zero gradient.
-    const double lowest = logits.dtype() == kFloat32 ? -std::numeric_limits<float>::max()
-                                                     : -std::numeric_limits<double>::max();
-    weights = masked_fill(softmax(masked_fill(logits, mask, lowest), -1), mask, 0.0);
-  } else {
-    weights = softmax(logits, -1);
-  }
+  // (B,H,t2,t1): q·kᵀ, accumulated onto the scheme's score term when it has one (addmm, no add pass)
+  Tensor term = positional ? positional->score_term(q, g) : Tensor();
+  Tensor logits = term.defined() ? addmm(term, qc, kc.transpose(-1, -2)) : matmul(qc, kc.transpose(-1, -2));
+  // Scale, bias (T5, ALiBi) and mask enter the one fused softmax (its composite twin, the chain of
+  // mul, add, masked_fill, softmax, masked_fill, is its test oracle: tests/test_masked_softmax.cpp).
+  // A row whose keys are all masked gets zero weights, so it outputs 0 with zero gradient.
+  const double scale = positional ? positional->logit_scale(g.head_dim) : 1.0 / std::sqrt(double(g.head_dim));
+  Tensor bias = positional ? positional->logit_bias(g) : Tensor();
+  Tensor weights = masked_softmax(logits, mask, scale, bias);
   Tensor dropped = dropout_p > 0 ? dropout(weights, dropout_p, training, generator) : weights;
   Tensor out = matmul(dropped, v);  // (B,H,t2,D)
   if (positional) {

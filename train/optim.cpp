@@ -203,22 +203,35 @@ AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions options) : Adam("AdamW
 AdamW::AdamW(const TensorList& params, AdamWOptions options)
     : Adam("AdamW", one_group(params, options.lr_, options.weight_decay_), options, true) {}
 
+void adam_composite_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const cpu::AdamStep& s) {
+  Tensor g = grad;
+  if (s.decoupled) param.mul_(1 - s.lr * s.weight_decay);                   // AdamW: shrink p directly
+  else if (s.weight_decay != 0) g = add(grad, mul(param, s.weight_decay));  // Adam: L2 in the gradient
+  m.mul_(s.beta1).add_(g, 1 - s.beta1);
+  v.mul_(s.beta2).add_(mul(g, 1 - s.beta2).mul_(g));  // torch's addcmul order: (value * g) * g
+  Tensor denom = div(sqrt(v), std::sqrt(s.bias_correction2));
+  denom.add_(s.eps);
+  param.add_(div(m, denom), -(s.lr / s.bias_correction1));
+}
+
 void Adam::update(const ParamGroup& group, Tensor& param, const Tensor& grad, ParamState& state) {
   const AdamOptions& o = options_;
   Tensor& m = state.slots[0];
   Tensor& v = state.slots[1];
-  Tensor g = grad;
-  if (decoupled_) param.mul_(1 - group.lr * group.weight_decay);             // AdamW: shrink p directly
-  else if (group.weight_decay != 0) g = add(grad, mul(param, group.weight_decay));  // Adam: L2 in the gradient
-  m.mul_(o.beta1_).add_(g, 1 - o.beta1_);
-  v.mul_(o.beta2_).add_(mul(g, 1 - o.beta2_).mul_(g));  // torch's addcmul order: (value * g) * g
-  double t = static_cast<double>(state.step);
-  double bias_correction1 = 1 - std::pow(o.beta1_, t);
-  double bias_correction2 = 1 - std::pow(o.beta2_, t);
-  double step_size = group.lr / bias_correction1;
-  Tensor denom = div(sqrt(v), std::sqrt(bias_correction2));
-  denom.add_(o.eps_);
-  param.add_(div(m, denom), -step_size);
+  const double t = static_cast<double>(state.step);
+  cpu::AdamStep s;
+  s.lr = group.lr;
+  s.weight_decay = group.weight_decay;
+  s.beta1 = o.beta1_;
+  s.beta2 = o.beta2_;
+  s.eps = o.eps_;
+  s.bias_correction1 = 1 - std::pow(o.beta1_, t);
+  s.bias_correction2 = 1 - std::pow(o.beta2_, t);
+  s.decoupled = decoupled_;
+  // One fused pass (core/cpu/adam.cpp) where the layout allows; same bits as the composite.
+  if (!cpu::adam_fusable(param, grad, m, v)) return adam_composite_update(param, grad, m, v, s);
+  cpu::adam_step(param, grad, m, v, s);
+  for (Tensor* t : {&param, &m, &v}) t->bump_version();
 }
 
 }  // namespace relgrad

@@ -19,6 +19,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/cpu/adam.h"
+
 #include "autograd/ops.h"
 
 namespace relgrad {
@@ -139,6 +141,10 @@ struct AdamWOptions : AdamOptions {
   AdamWOptions& eps(double v) { eps_ = v; return *this; }
   AdamWOptions& weight_decay(double v) { weight_decay_ = v; return *this; }
 };
+
+// The Adam / AdamW update written with tensor ops: the fused kernel's twin (used where the fused one
+// cannot run: non-contiguous or mixed layouts, CUDA tensors) and its test oracle.
+void adam_composite_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const cpu::AdamStep& s);
 
 class Adam : public Optimizer {
  public:

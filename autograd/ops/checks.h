@@ -21,4 +21,13 @@ inline void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
              " (convert one with .to(dtype))");
 }
 
+// True when `from` broadcasts to exactly `to` (NumPy rules, aligned from the right).
+inline bool broadcasts_to(const Shape& from, const Shape& to) {
+  if (from.size() > to.size()) return false;
+  const size_t lead = to.size() - from.size();
+  for (size_t i = 0; i < from.size(); ++i)
+    if (from[i] != to[lead + i] && from[i] != 1) return false;
+  return true;
+}
+
 }  // namespace relgrad

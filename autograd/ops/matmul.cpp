@@ -48,21 +48,28 @@ bool rows_foldable(const Tensor& x) {
   return true;
 }
 
-// The differentiable core, both operands at least 2-D: a (.., n, k) @ b (.., k, m) → (batch.., n, m).
-Tensor matmul_nd(const Tensor& a, const Tensor& b, const char* op) {
+// The differentiable core, both operands at least 2-D: a (.., n, k) @ b (.., k, m) → (batch.., n, m),
+// or with init (addmm): init + alpha · (a @ b), init broadcast to the product's shape.
+Tensor matmul_nd(const Tensor& a, const Tensor& b, const char* op, const Tensor& init = Tensor(), double alpha = 1.0) {
   Shape batch = batch_shape(a, b, op);
-  Tensor out = cpu::matmul(a, b, batch, op);
-  if (!needs_grad({a, b})) return out;
-  const bool need_a = a.requires_grad(), need_b = b.requires_grad();
+  Tensor out = cpu::matmul(a, b, batch, op, init, alpha);
+  TensorList inputs{a, b};
+  if (init.defined()) inputs.push_back(init);
+  if (!needs_grad(inputs)) return out;
+  const bool need_a = a.requires_grad(), need_b = b.requires_grad(), need_c = init.defined() && init.requires_grad();
+  const bool has_c = init.defined();
   // dA needs B and dB needs A: save only what a requested gradient uses.
-  return record(out, op, {a, b},
-                [need_a, need_b, sa = a.shape(), sb = b.shape(), a = need_b ? SavedTensor(a) : SavedTensor(),
+  return record(out, op, inputs,
+                [=, sa = a.shape(), sb = b.shape(), sc = init.defined() ? init.shape() : Shape(),
+                 a = need_b ? SavedTensor(a) : SavedTensor(),
                  b = need_a ? SavedTensor(b) : SavedTensor()](const Tensor& g) -> TensorList {
                   // g (batch.., n, m); the transposes are views, read in place by the GEMM.
+                  auto scaled = [alpha](const Tensor& t) { return alpha == 1.0 ? t : mul(t, alpha); };
                   Tensor ga, gb;
-                  if (need_a) ga = sum_to(matmul(g, b.get().transpose(-1, -2)), sa);
-                  if (need_b) gb = sum_to(matmul(a.get().transpose(-1, -2), g), sb);
-                  return {ga, gb};
+                  if (need_a) ga = sum_to(scaled(matmul(g, b.get().transpose(-1, -2))), sa);
+                  if (need_b) gb = sum_to(scaled(matmul(a.get().transpose(-1, -2), g)), sb);
+                  if (!has_c) return {ga, gb};
+                  return {ga, gb, need_c ? sum_to(g, sc) : Tensor()};
                 });
 }
 
@@ -88,6 +95,27 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     return view(matmul_nd(view(a, {-1, a.size(-1)}), b, op), out_shape);
   }
   return matmul_nd(a, b, op);
+}
+
+Tensor addmm(const Tensor& c, const Tensor& a, const Tensor& b, double alpha) {
+  const char* op = "addmm";
+  check_operands(a, b, op);
+  RG_CHECK(c.defined(), op, "called with an undefined tensor");
+  check_same_device(a, c, op);
+  check_same_dtype(a, c, op);
+  RG_CHECK_T(ShapeError, a.dim() >= 2 && b.dim() >= 2, op, "a and b need at least 2 dimensions, got ",
+             shape_str(a.shape()), " @ ", shape_str(b.shape()));
+  RG_CHECK_T(ShapeError, a.size(-1) == b.size(-2), op, "inner dimensions differ: ", shape_str(a.shape()), " @ ",
+             shape_str(b.shape()));
+  Shape out_shape = batch_shape(a, b, op);
+  out_shape.push_back(a.size(-2));
+  out_shape.push_back(b.size(-1));
+  RG_CHECK_T(ShapeError, broadcasts_to(c.shape(), out_shape), op, "c ", shape_str(c.shape()), " does not broadcast to the product's shape ", shape_str(out_shape),
+             " (", shape_str(a.shape()), " @ ", shape_str(b.shape()), ")");
+  // A Linear layer's (B.., n, k) @ (k, m) + bias (m): one tall GEMM, as matmul does.
+  if (b.dim() == 2 && a.dim() > 2 && a.numel() > 0 && c.dim() <= 1 && rows_foldable(a))
+    return view(matmul_nd(view(a, {-1, a.size(-1)}), b, op, c, alpha), out_shape);
+  return matmul_nd(a, b, op, c, alpha);
 }
 
 Tensor bmm(const Tensor& a, const Tensor& b) {

@@ -3,6 +3,7 @@
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "autograd/ops/checks.h"
+#include "core/cpu/elementwise.h"
 #include "core/cpu/softmax.h"
 
 namespace relgrad {
@@ -44,6 +45,85 @@ Tensor softmax_op(const Tensor& x, int64_t dim, bool log_, const char* op) {
 
 Tensor softmax(const Tensor& x, int64_t dim) { return softmax_op(x, dim, false, "softmax"); }
 Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_op(x, dim, true, "log_softmax"); }
+
+namespace {
+
+// Per-row element offsets of t broadcast to `shape` (rows = every dim but the last), and its step
+// along the last dim.
+struct RowOffsets {
+  std::vector<int64_t> row;
+  int64_t step = 0;
+};
+RowOffsets row_offsets(const Tensor& t, const Shape& shape) {
+  Shape s = cpu::broadcast_strides(t, shape);
+  RowOffsets r;
+  r.step = s.back();
+  const int64_t nd = static_cast<int64_t>(shape.size()) - 1;
+  const int64_t rows = shape_numel(Shape(shape.begin(), shape.end() - 1));
+  r.row.resize(rows);
+  for (int64_t k = 0; k < rows; ++k) {  // row-major walk over the leading index
+    int64_t rem = k, off = 0;
+    for (int64_t d = nd - 1; d >= 0; --d) {
+      off += (rem % shape[d]) * s[d];
+      rem /= shape[d];
+    }
+    r.row[k] = off;
+  }
+  return r;
+}
+
+}  // namespace
+
+Tensor masked_softmax(const Tensor& x, const Tensor& mask, double scale, const Tensor& bias) {
+  const char* op = "masked_softmax";
+  check_cpu(x, op);
+  RG_CHECK_T(DTypeError, is_floating(x.dtype()), op, "x must be float32 or float64, got ", dtype_name(x.dtype()));
+  RG_CHECK_T(ShapeError, x.dim() >= 1, op, "x needs at least one dim, got shape ()");
+  const Shape& shape = x.shape();
+  auto check_broadcasts = [&](const Tensor& t, const char* what) {
+    check_cpu(t, op);
+    RG_CHECK_T(ShapeError, broadcasts_to(t.shape(), shape), op, what, " ",
+               shape_str(t.shape()), " does not broadcast to x ", shape_str(shape));
+  };
+  if (mask.defined()) {
+    check_broadcasts(mask, "mask");
+    RG_CHECK_T(DTypeError, mask.dtype() == kBool, op, "mask must be bool, got ", dtype_name(mask.dtype()));
+  }
+  if (bias.defined()) {
+    check_broadcasts(bias, "bias");
+    check_same_dtype(x, bias, op);
+  }
+  const int64_t C = shape.back(), rows = C == 0 ? 0 : x.numel() / C;
+  Tensor xc = x.detach().contiguous();
+  Tensor y = empty(shape, TensorOptions(x.dtype()));
+  RowOffsets bo, mo;
+  if (bias.defined()) bo = row_offsets(bias, shape);
+  if (mask.defined()) mo = row_offsets(mask, shape);
+  dispatch_float(x.dtype(), op, [&](auto zero) {
+    using T = decltype(zero);
+    cpu::masked_softmax_forward<T>(xc.data_ptr<T>(), scale,
+                                   bias.defined() ? static_cast<const T*>(bias.raw_data()) : nullptr, bo.row.data(),
+                                   bo.step, mask.defined() ? static_cast<const bool*>(mask.raw_data()) : nullptr,
+                                   mo.row.data(), mo.step, y.data_ptr<T>(), rows, C);
+  });
+  TensorList inputs{x};
+  if (bias.defined()) inputs.push_back(bias);
+  if (!needs_grad(inputs)) return y;
+  const bool want_bias = bias.defined() && bias.requires_grad();
+  const Shape bias_shape = bias.defined() ? bias.shape() : Shape();
+  return record(y, op, inputs, [=, y = SavedTensor(y)](const Tensor& g) -> TensorList {
+    Tensor gc = g.contiguous(), gx = empty(shape, TensorOptions(g.dtype()));
+    Tensor gz = want_bias ? empty(shape, TensorOptions(g.dtype())) : Tensor();
+    dispatch_float(g.dtype(), op, [&](auto zero) {
+      using T = decltype(zero);
+      cpu::masked_softmax_backward<T>(y.get().data_ptr<T>(), gc.data_ptr<T>(), scale, gx.data_ptr<T>(),
+                                      want_bias ? gz.data_ptr<T>() : nullptr, rows, C);
+    });
+    TensorList grads{gx};
+    if (inputs.size() > 1) grads.push_back(want_bias ? sum_to(gz, bias_shape) : Tensor());
+    return grads;
+  });
+}
 
 // logits (N, C, d1, ...) with target (N, d1, ...), or unbatched logits (C) with a 0-d target, seen
 // as logits (N, C, D) and target (N, D) with D = d1 * ... (1 when there are no extra dims).

@@ -6,11 +6,12 @@
 #pragma once
 #include <cmath>
 
-#ifdef __CUDACC__
-#define RG_HD __host__ __device__ inline
-#else
-#define RG_HD inline
-#endif
+#include "core/base/fast_math.h"
+
+// Forced inline (RG_HD_FORCE_INLINE, core/base/fast_math.h): the kernels call these per element
+// inside their loops, which vectorise only when the call is inlined.
+#undef RG_HD
+#define RG_HD RG_HD_FORCE_INLINE
 
 namespace relgrad::fn {
 
@@ -19,7 +20,7 @@ struct Neg {
   template <class T> RG_HD T grad(T, T, T gy) const { return -gy; }
 };
 struct Exp {
-  template <class T> RG_HD T operator()(T x) const { return std::exp(x); }
+  template <class T> RG_HD T operator()(T x) const { return rg_exp(x); }
   template <class T> RG_HD T grad(T, T y, T gy) const { return gy * y; }
 };
 struct Log {
@@ -44,8 +45,8 @@ struct Tanh {
 };
 struct Sigmoid {  // two branches so exp never overflows
   template <class T> RG_HD T operator()(T x) const {
-    if (x >= T(0)) return T(1) / (T(1) + std::exp(-x));
-    T e = std::exp(x);
+    if (x >= T(0)) return T(1) / (T(1) + rg_exp(-x));
+    T e = rg_exp(x);
     return e / (T(1) + e);
   }
   template <class T> RG_HD T grad(T, T y, T gy) const { return gy * y * (T(1) - y); }
@@ -62,10 +63,10 @@ struct Silu {  // x * sigmoid(x)
   }
 };
 struct Gelu {  // exact form: x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2))
-  template <class T> RG_HD T operator()(T x) const { return T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440))); }
+  template <class T> RG_HD T operator()(T x) const { return T(0.5) * x * (T(1) + rg_erf(x * T(0.70710678118654752440))); }
   template <class T> RG_HD T grad(T x, T, T gy) const {
-    T cdf = T(0.5) * (T(1) + std::erf(x * T(0.70710678118654752440)));
-    T pdf = T(0.39894228040143267794) * std::exp(T(-0.5) * x * x);
+    T cdf = T(0.5) * (T(1) + rg_erf(x * T(0.70710678118654752440)));
+    T pdf = T(0.39894228040143267794) * rg_exp(T(-0.5) * x * x);
     return gy * (cdf + x * pdf);
   }
 };

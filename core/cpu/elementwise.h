@@ -51,6 +51,12 @@ Tensor unary_grad(const Tensor& x, const Tensor& y, const Tensor& gy, F f, const
     T* op_ = gx.data_ptr<T>();
     strided_for_each<4>(x.shape(), {&gx.strides(), &x.strides(), &y.strides(), &gy.strides()},
                         [&](const std::array<int64_t, 4>& o, int64_t n, const std::array<int64_t, 4>& s) {
+                          if (s[0] == 1 && s[1] == 1 && s[2] == 1 && s[3] == 1) {  // contiguous: vectorisable
+                            T* r = op_ + o[0];
+                            const T *xr = xp + o[1], *yr = yp + o[2], *gr = gp + o[3];
+                            for (int64_t i = 0; i < n; ++i) r[i] = f.grad(xr[i], yr[i], gr[i]);
+                            return;
+                          }
                           for (int64_t i = 0; i < n; ++i)
                             op_[o[0] + i * s[0]] = f.grad(xp[o[1] + i * s[1]], yp[o[2] + i * s[2]], gp[o[3] + i * s[3]]);
                         });

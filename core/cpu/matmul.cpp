@@ -60,17 +60,21 @@ template <class T, int Order>
 using ConstMatrixMap = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Order>, Eigen::Unaligned,
                                   Eigen::OuterStride<>>;
 
-// c (n, m), contiguous row-major = a (n, k) @ b (k, m), each operand in the storage order given.
+// c (n, m), contiguous row-major = alpha · a (n, k) @ b (k, m), or c += alpha · a @ b (accumulate),
+// each operand in the storage order given.
 template <class T, int OrderA, int OrderB>
-void gemm(const T* a, int64_t lda, const T* b, int64_t ldb, T* c, int64_t n, int64_t k, int64_t m) {
+void gemm(const T* a, int64_t lda, const T* b, int64_t ldb, T* c, int64_t n, int64_t k, int64_t m, T alpha,
+          bool accumulate) {
   ConstMatrixMap<T, OrderA> A(a, n, k, Eigen::OuterStride<>(lda));
   ConstMatrixMap<T, OrderB> B(b, k, m, Eigen::OuterStride<>(ldb));
   Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> C(c, n, m);
-  C.noalias() = A * B;
+  if (accumulate) C.noalias() += (alpha * A) * B;  // Eigen folds alpha into the GEMM kernel
+  else if (alpha == T(1)) C.noalias() = A * B;
+  else C.noalias() = (alpha * A) * B;
 }
 
 template <class T>
-using GemmFn = void (*)(const T*, int64_t, const T*, int64_t, T*, int64_t, int64_t, int64_t);
+using GemmFn = void (*)(const T*, int64_t, const T*, int64_t, T*, int64_t, int64_t, int64_t, T, bool);
 
 // The four layout combinations are four template instantiations; pick one at run time.
 template <class T>
@@ -82,26 +86,33 @@ GemmFn<T> pick_gemm(bool a_row_major, bool b_row_major) {
 
 }  // namespace
 
-Tensor matmul(const Tensor& a, const Tensor& b, const Shape& batch, const char* op) {
+Tensor matmul(const Tensor& a, const Tensor& b, const Shape& batch, const char* op, const Tensor& init,
+              double alpha) {
   const int64_t n = a.size(-2), k = a.size(-1), m = b.size(-1);
   Shape out_shape = batch;
   out_shape.push_back(n);
   out_shape.push_back(m);
   Tensor out = empty(out_shape, TensorOptions(a.dtype()));
   if (out.numel() == 0) return out;
+  const bool accumulate = init.defined();
+  if (accumulate) copy_into(out, init.expand(out_shape), op);
   const int64_t count = shape_numel(batch);
   dispatch_float(a.dtype(), op, [&](auto zero) {
     using T = decltype(zero);
     T* c = out.data_ptr<T>();
-    if (k == 0) {  // an empty sum: zeros (and no zero-sized maps handed to Eigen)
-      for (int64_t i = 0; i < out.numel(); ++i) c[i] = T(0);
+    if (k == 0) {  // an empty sum: zeros or init (and no zero-sized maps handed to Eigen)
+      if (!accumulate)
+        for (int64_t i = 0; i < out.numel(); ++i) c[i] = T(0);
       return;
     }
     MatrixLayout A = plan_operand(a, batch, op), B = plan_operand(b, batch, op);
     const T* ap = A.t.template data_ptr<T>();
     const T* bp = B.t.template data_ptr<T>();
     GemmFn<T> f = pick_gemm<T>(A.row_major, B.row_major);
-    auto one = [&](int64_t e) { f(ap + A.offsets[e], A.ld, bp + B.offsets[e], B.ld, c + e * n * m, n, k, m); };
+    const T alpha_t = static_cast<T>(alpha);
+    auto one = [&](int64_t e) {
+      f(ap + A.offsets[e], A.ld, bp + B.offsets[e], B.ld, c + e * n * m, n, k, m, alpha_t, accumulate);
+    };
 #ifdef _OPENMP
     const bool over_batch = count > 1 && count >= omp_get_max_threads() && !omp_in_parallel() &&
                             static_cast<double>(count) * n * k * m >= 32768.0;

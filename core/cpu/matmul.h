@@ -17,6 +17,11 @@ namespace relgrad::cpu {
 // Threads: a batch of at least as many GEMMs as OpenMP threads is spread over the threads, one GEMM
 // each (Eigen sees the parallel region and stays single-threaded inside); otherwise the GEMMs run in
 // turn and Eigen splits each large one over its own OpenMP threads.
-Tensor matmul(const Tensor& a, const Tensor& b, const Shape& batch, const char* op);
+//
+// With `init` defined (the addmm form): out = init + alpha · (a @ b), init broadcast to out's shape
+// and copied into out first, then the GEMM accumulates onto it — the bias or positional term costs
+// one copy instead of a zero fill plus a separate add pass. Without: out = alpha · (a @ b).
+Tensor matmul(const Tensor& a, const Tensor& b, const Shape& batch, const char* op, const Tensor& init = Tensor(),
+              double alpha = 1.0);
 
 }  // namespace relgrad::cpu

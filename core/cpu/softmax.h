@@ -4,15 +4,97 @@
 // core/cpu/reduce.h); sums are taken in double, in a fixed order, by one thread per column.
 #pragma once
 #include <cmath>
+#include <cstdint>
 
+#include "core/base/fast_math.h"
 #include "core/cpu/reduce.h"
 
 namespace relgrad::cpu {
 
+// ---- rows (inner = 1: the class dim is the last one, the case of attention) ----------------------
+// One row per task; sums and the max go through fixed lanes, combined in a fixed order, so the result
+// does not depend on the row's address or on the thread count, and the loops vectorise (float32
+// exp is fn::fast_expf, core/base/fast_math.h).
+inline constexpr int64_t kLanes = 8;
+
+// Σ_{c < n} a[c] (· b[c] when b is given) in double: kLanes partial sums, then a fixed tree.
+template <class T>
+RG_FORCE_INLINE double lane_sum(const T* a, const T* b, int64_t n) {
+  double acc[kLanes] = {};
+  int64_t c = 0;
+  if (b) {
+    for (; c + kLanes <= n; c += kLanes)
+      for (int64_t l = 0; l < kLanes; ++l) acc[l] += static_cast<double>(a[c + l] * b[c + l]);
+  } else {
+    for (; c + kLanes <= n; c += kLanes)
+      for (int64_t l = 0; l < kLanes; ++l) acc[l] += static_cast<double>(a[c + l]);
+  }
+  double tail = 0;
+  for (; c < n; ++c) tail += static_cast<double>(b ? a[c] * b[c] : a[c]);
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + tail;
+}
+
+// max_{c < n} v[c], ignoring NaN (a plain compare, which vectorises): a NaN still reaches the
+// softmax's output through exp(NaN − m) in the sum, as in PyTorch. −inf for n = 0.
+template <class T>
+RG_FORCE_INLINE T lane_max(const T* v, int64_t n) {
+  T acc[kLanes];
+  for (int64_t l = 0; l < kLanes; ++l) acc[l] = -INFINITY;
+  int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) acc[l] = v[c + l] > acc[l] ? v[c + l] : acc[l];
+  T m = -INFINITY;
+  for (; c < n; ++c) m = v[c] > m ? v[c] : m;
+  for (int64_t l = 0; l < kLanes; ++l) m = acc[l] > m ? acc[l] : m;
+  return m;
+}
+
+// Calls f(r) for r in [0, rows), in parallel when the work pays. f must not throw.
+template <class F>
+void for_each_row(int64_t rows, int64_t C, F f) {
+#pragma omp parallel for schedule(static) if (rows * C > kParallelGrain && rows > 1)
+  for (int64_t r = 0; r < rows; ++r) f(r);
+}
+
+// One row of C values: y = softmax(x) or log_softmax(x) (log_).
+template <class T>
+void softmax_row(const T* x, T* y, int64_t C, bool log_) {
+  const T m = lane_max(x, C);
+  if (log_) {
+    for (int64_t c = 0; c < C; ++c) y[c] = fn::rg_exp(T(x[c] - m));  // y as scratch
+    const double s = lane_sum<T>(y, nullptr, C);
+    const T l = static_cast<T>(m + std::log(s));
+    for (int64_t c = 0; c < C; ++c) y[c] = x[c] - l;
+    return;
+  }
+  // exp, then the sum, as two loops: each vectorises, a loop doing both does not.
+  for (int64_t c = 0; c < C; ++c) y[c] = fn::rg_exp(T(x[c] - m));
+  const double s = lane_sum<T>(y, nullptr, C);
+  const T inv = static_cast<T>(1.0 / s);
+  for (int64_t c = 0; c < C; ++c) y[c] *= inv;
+}
+
+// One row: gx = y * (g - Σ g y) (softmax) or g - exp(y) Σ g (log_softmax), y the forward output.
+template <class T>
+void softmax_backward_row(const T* y, const T* g, T* gx, int64_t C, bool log_) {
+  if (log_) {
+    const T s = static_cast<T>(lane_sum<T>(g, nullptr, C));
+    for (int64_t c = 0; c < C; ++c) gx[c] = g[c] - fn::rg_exp(y[c]) * s;
+    return;
+  }
+  const T s = static_cast<T>(lane_sum(g, y, C));
+  for (int64_t c = 0; c < C; ++c) gx[c] = y[c] * (g[c] - s);
+}
+
+// ---- any layout (outer, C, inner) ----------------------------------------------------------------
 // x, y (outer, C, inner): y = softmax(x) or, with log_, log_softmax(x) = x - m - log sum exp(x - m),
 // where m is the column max: subtracting it keeps exp from overflowing at large logits.
 template <class T>
 void softmax_forward(const T* x, T* y, int64_t outer, int64_t C, int64_t inner, bool log_) {
+  if (inner == 1) {
+    for_each_row(outer, C, [=](int64_t r) { softmax_row(x + r * C, y + r * C, C, log_); });
+    return;
+  }
   for_each_column_block(outer, C, inner, [=](int64_t o, int64_t i0, int64_t w) {
     const T* x0 = x + o * C * inner + i0;  // x0[c * inner + j] = x[o, c, i0 + j]
     T* y0 = y + o * C * inner + i0;
@@ -38,6 +120,10 @@ void softmax_forward(const T* x, T* y, int64_t outer, int64_t C, int64_t inner, 
 //   log_softmax: gx = g - exp(y) * sum_c g
 template <class T>
 void softmax_backward(const T* y, const T* g, T* gx, int64_t outer, int64_t C, int64_t inner, bool log_) {
+  if (inner == 1) {
+    for_each_row(outer, C, [=](int64_t r) { softmax_backward_row(y + r * C, g + r * C, gx + r * C, C, log_); });
+    return;
+  }
   for_each_column_block(outer, C, inner, [=](int64_t o, int64_t i0, int64_t w) {
     const int64_t base = o * C * inner + i0;
     double s[kColumnBlock] = {};
@@ -51,6 +137,69 @@ void softmax_backward(const T* y, const T* g, T* gx, int64_t outer, int64_t C, i
         const int64_t k = base + c * inner + j;
         gx[k] = static_cast<T>(log_ ? g[k] - std::exp(double(y[k])) * s[j] : y[k] * (g[k] - s[j]));
       }
+  });
+}
+
+// ---- attention's softmax: scale, additive bias and mask fused into one pass each way ------------
+// Rows of C values, row r of x at x + r * C (contiguous). bias and mask are optional (null) and
+// broadcast: row r's values are bias[bias_row[r] + c * bias_step] and mask[mask_row[r] + c * mask_step].
+//   y = softmax(scale * x + bias) over the unmasked c; masked c get 0; a fully masked row is all 0.
+// Equal to the composite masked_fill(softmax(masked_fill(scale * x + bias, mask, lowest)), mask, 0).
+template <class T>
+void masked_softmax_forward(const T* x, double scale, const T* bias, const int64_t* bias_row, int64_t bias_step,
+                            const bool* mask, const int64_t* mask_row, int64_t mask_step, T* y, int64_t rows,
+                            int64_t C) {
+  for_each_row(rows, C, [=](int64_t r) {
+    const T* xr = x + r * C;
+    T* yr = y + r * C;
+    const T* br = bias ? bias + bias_row[r] : nullptr;
+    const bool* mr = mask ? mask + mask_row[r] : nullptr;
+    const T sc = static_cast<T>(scale);
+    // z = scale * x + bias, written to y; masked entries become -inf (exp gives exactly 0). One
+    // simple loop per step, so that each vectorises (the row is in L1 throughout).
+    for (int64_t c = 0; c < C; ++c) yr[c] = sc * xr[c];
+    if (br && bias_step == 1)
+      for (int64_t c = 0; c < C; ++c) yr[c] += br[c];
+    else if (br)
+      for (int64_t c = 0; c < C; ++c) yr[c] += br[c * bias_step];
+    // The mask read as bytes: a select on a bool load does not vectorise, one on a byte does.
+    const uint8_t* m8 = reinterpret_cast<const uint8_t*>(mr);
+    if (m8 && mask_step == 1)
+      for (int64_t c = 0; c < C; ++c) yr[c] = m8[c] != 0 ? T(-INFINITY) : yr[c];
+    else if (m8)
+      for (int64_t c = 0; c < C; ++c) yr[c] = m8[c * mask_step] != 0 ? T(-INFINITY) : yr[c];
+    const T m = lane_max(yr, C);
+    if (m == T(-INFINITY)) {  // every entry masked (→ 0), unless some are NaN (→ NaN, as the composite)
+      bool nan = false;
+      for (int64_t c = 0; c < C; ++c) nan = nan || yr[c] != yr[c];
+      for (int64_t c = 0; c < C; ++c) yr[c] = nan ? T(NAN) : T(0);
+      return;
+    }
+    for (int64_t c = 0; c < C; ++c) yr[c] = fn::rg_exp(T(yr[c] - m));
+    const double s = lane_sum<T>(yr, nullptr, C);
+    const T inv = static_cast<T>(1.0 / s);
+    for (int64_t c = 0; c < C; ++c) yr[c] *= inv;
+  });
+}
+
+// Backward of masked_softmax_forward for rows of C: gz = y * (g - Σ g y) (0 where y is 0: masked
+// entries and fully masked rows), the gradient of z = scale * x + bias. Writes gz (the bias
+// gradient before any broadcast reduction) and gx = scale * gz; either may be null.
+template <class T>
+void masked_softmax_backward(const T* y, const T* g, double scale, T* gx, T* gz, int64_t rows, int64_t C) {
+  for_each_row(rows, C, [=](int64_t r) {
+    const T* yr = y + r * C;
+    const T* gr = g + r * C;
+    const T s = static_cast<T>(lane_sum(gr, yr, C));
+    const T sc = static_cast<T>(scale);
+    if (gz) {
+      T* gzr = gz + r * C;
+      for (int64_t c = 0; c < C; ++c) gzr[c] = yr[c] * (gr[c] - s);
+    }
+    if (gx) {
+      T* gxr = gx + r * C;
+      for (int64_t c = 0; c < C; ++c) gxr[c] = sc * (yr[c] * (gr[c] - s));
+    }
   });
 }
 

@@ -1,0 +1,26 @@
+// Adam / AdamW's update as one pass over a parameter (train/optim.cpp calls it; its composite twin,
+// the same update written with tensor ops, stays there as the path for other layouts and as the
+// test oracle: tests/test_optim.cpp checks the two agree bit for bit).
+#pragma once
+#include "core/tensor.h"
+
+namespace relgrad::cpu {
+
+struct AdamStep {
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
+  double bias_correction1 = 1.0, bias_correction2 = 1.0;  // 1 − β^t for this parameter's step t
+  bool decoupled = false;                                  // AdamW (weight decay on p) or Adam (L2 in g)
+};
+
+// True when the fused kernel can run: every tensor on the CPU, contiguous, one float dtype, one shape.
+bool adam_fusable(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v);
+
+// param, grad, m, v (any shape, all the same; param, m, v updated in place). Per element, in the
+// exact order of the composite (every scalar rounded to the tensor's dtype first, no FMA
+// contraction: this file is compiled with -ffp-contract=off), so both give identical bits:
+//   AdamW: p = p · (1 − lr·wd)          Adam: g = g + p · wd
+//   m = m · β1 + g · (1 − β1);  v = v · β2 + (g · (1 − β2)) · g
+//   p = p + (m / (sqrt(v) / sqrt(bc2) + eps)) · (−lr / bc1)
+void adam_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const AdamStep& s);
+
+}  // namespace relgrad::cpu

@@ -1,0 +1,215 @@
+// The fast paths of the CPU-performance work, each against its composite twin or a float64 reference:
+// fast exp/erf (core/base/fast_math.h), masked_softmax (attention's fused softmax), addmm (the GEMM
+// accumulating onto a bias or positional term) and the fused Adam/AdamW step.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "autograd/gradcheck.h"
+#include "core/base/fast_math.h"
+#include "testing.h"
+#include "train/optim.h"
+
+using namespace relgrad;
+using namespace relgrad::testing;
+
+namespace {
+
+int64_t ulp_distance(float a, float b) {
+  int32_t ia, ib;
+  std::memcpy(&ia, &a, 4);
+  std::memcpy(&ib, &b, 4);
+  return std::llabs(static_cast<int64_t>(ia) - ib);
+}
+
+// The composite twin of masked_softmax: the chain attention used before the fused op.
+Tensor composite_masked_softmax(const Tensor& x, const Tensor& mask, double scale, const Tensor& bias) {
+  Tensor z = mul(x, scale);
+  if (bias.defined()) z = add(z, bias);
+  if (!mask.defined()) return softmax(z, -1);
+  const double lowest = x.dtype() == kFloat32 ? -std::numeric_limits<float>::max() : -std::numeric_limits<double>::max();
+  return masked_fill(softmax(masked_fill(z, mask, lowest), -1), mask, 0.0);
+}
+
+// Causal (1, 1, T, T) or'ed with key padding (B, 1, 1, T) where row b has pad[b] padded keys at the end;
+// pad[b] == T masks a whole row set.
+Tensor attention_mask(int64_t B, int64_t T, const std::vector<int64_t>& pad) {
+  std::vector<double> m(B * T * T);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < T; ++i)
+      for (int64_t j = 0; j < T; ++j) m[(b * T + i) * T + j] = (j > i || j >= T - pad[b]) ? 1.0 : 0.0;
+  return ne(from_vector(m, {B, 1, T, T}, kFloat64), 0.0);
+}
+
+}  // namespace
+
+TEST_CASE("fast_expf: within 1 ulp of exp on [-87, 88.7], 0 below, inf above, NaN kept; every float of a sweep") {
+  int64_t worst = 0, checked = 0;
+  for (float x = -87.0f; x < 88.7f; x = std::nextafter(x + std::fabs(x) * 1e-5f, 100.0f), ++checked) {
+    const float want = static_cast<float>(std::exp(static_cast<double>(x)));
+    worst = std::max(worst, ulp_distance(fn::fast_expf(x), want));
+  }
+  CHECK(checked > 100000);
+  CHECK(worst <= 1);
+  CHECK(fn::fast_expf(0.0f) == 1.0f);
+  CHECK(fn::fast_expf(-87.5f) == 0.0f);  // flushed: exp(-87.5) < 1.2e-38
+  CHECK(fn::fast_expf(-1e30f) == 0.0f);
+  CHECK(fn::fast_expf(-INFINITY) == 0.0f);
+  CHECK(std::isinf(fn::fast_expf(88.73f)));
+  CHECK(std::isinf(fn::fast_expf(INFINITY)));
+  CHECK(std::isnan(fn::fast_expf(NAN)));
+}
+
+TEST_CASE("fast_erff: within 5e-7 of erf; odd; ±1 far out; NaN kept") {
+  double worst = 0;
+  for (float x = -6.0f; x < 6.0f; x += 1.0f / 4096) {
+    worst = std::max(worst, std::fabs(double(fn::fast_erff(x)) - std::erf(double(x))));
+    REQUIRE(fn::fast_erff(-x) == -fn::fast_erff(x));
+  }
+  CHECK(worst < 5e-7);
+  CHECK(fn::fast_erff(0.0f) == 0.0f);
+  CHECK(std::fabs(fn::fast_erff(50.0f) - 1.0f) < 1e-6f);
+  CHECK(std::isnan(fn::fast_erff(NAN)));
+}
+
+TEST_CASE("exp and gelu ops: a value's result does not depend on where it sits (vector lane or tail)") {
+  // 37 elements: vector bodies plus a scalar tail. Each element alone (a 1-element tensor, scalar
+  // code) must give the bits it gets inside the long tensor.
+  Tensor x = uniform({37}, -9.0, 9.0, kFloat32, 3);
+  for (auto f : {+[](const Tensor& t) { return exp(t); }, +[](const Tensor& t) { return gelu(t); }}) {
+    Tensor all = f(x);
+    for (int64_t i = 0; i < 37; ++i) CHECK(bitwise_equal(f(x.narrow(0, i, 1).contiguous()), all.narrow(0, i, 1)));
+  }
+}
+
+TEST_CASE("masked_softmax: equals its composite twin, forward and backward, float64 and float32") {
+  const int64_t B = 3, H = 2, T = 7;
+  Tensor mask = attention_mask(B, T, {0, 2, T});  // batch 2: every key padded → rows of zeros
+  for (DType dt : {kFloat64, kFloat32}) {
+    CAPTURE(dtype_name(dt));
+    for (bool with_bias : {false, true}) {
+      for (bool with_mask : {false, true}) {
+        Tensor x = uniform({B, H, T, T}, -3, 3, kFloat64, 5).to(dt).requires_grad_(true);
+        Tensor bias = with_bias ? uniform({1, H, T, T}, -1, 1, kFloat64, 6).to(dt).requires_grad_(true) : Tensor();
+        Tensor m = with_mask ? mask : Tensor();
+        Tensor g = uniform({B, H, T, T}, -1, 1, kFloat64, 7).to(dt);
+        Tensor fused = masked_softmax(x, m, 0.37, bias);
+        sum(mul(fused, g)).backward();
+        Tensor gx = x.grad(), gb = with_bias ? bias.grad() : Tensor();
+        x.set_grad(Tensor());
+        if (with_bias) bias.set_grad(Tensor());
+        Tensor twin = composite_masked_softmax(x, m, 0.37, bias);
+        sum(mul(twin, g)).backward();
+        const double tol = dt == kFloat64 ? 1e-14 : 2e-6;
+        CHECK(compare(fused, twin, tol, tol) == "");
+        CHECK(compare(gx, x.grad(), tol, tol) == "");
+        if (with_bias) CHECK(compare(gb, bias.grad(), tol, tol) == "");
+      }
+    }
+  }
+  // The fully masked rows are exactly 0 with exactly 0 gradient.
+  Tensor x = uniform({B, H, T, T}, -3, 3).requires_grad_(true);
+  Tensor y = masked_softmax(x, mask, 1.0);
+  sum(mul(y, uniform({B, H, T, T}, -1, 1, kFloat64, 9))).backward();
+  CHECK(sum(abs(y.select(0, 2))).item() == 0.0);
+  CHECK(sum(abs(x.grad().select(0, 2))).item() == 0.0);
+}
+
+TEST_CASE("masked_softmax: float64 gradcheck through x and a broadcast bias; bad inputs are named") {
+  const int64_t T = 5;
+  Tensor mask = attention_mask(2, T, {1, 0});
+  Tensor x = uniform({2, 2, T, T}, -2, 2, kFloat64, 11).requires_grad_(true);
+  Tensor bias = uniform({2, T, T}, -1, 1, kFloat64, 12).requires_grad_(true);
+  auto r = gradcheck([&](const TensorList& in) { return masked_softmax(in[0], mask, 0.5, in[1]); }, {x, bias});
+  CHECK_MESSAGE(r.ok, r.message);
+  check_throws_with([&] { masked_softmax(x, ne(zeros({3, 1, 1, T}), 0.0)); }, "mask (3,1,1,5) does not broadcast to x (2,2,5,5)");
+  check_throws_with([&] { masked_softmax(x, zeros({1, 1, T, T})); }, "mask must be bool");
+  check_throws_with([&] { masked_softmax(x, Tensor(), 1.0, zeros({T}, TensorOptions(kFloat32))); }, "dtypes differ");
+}
+
+TEST_CASE("masked_softmax: a NaN input gives a NaN row, as the composite does") {
+  Tensor x = uniform({2, 6}, -1, 1, kFloat32);
+  x.narrow(0, 1, 1).narrow(1, 3, 1).fill_(NAN);
+  Tensor y = masked_softmax(x, Tensor());
+  CHECK(std::isfinite(sum(y.select(0, 0)).item()));
+  for (int64_t c = 0; c < 6; ++c) CHECK(std::isnan(y.select(0, 1).select(0, c).item()));
+}
+
+TEST_CASE("softmax rows: long rows (vector lanes and tail) match the float64 reference") {
+  for (int64_t C : {1, 7, 8, 9, 300}) {
+    Tensor x = uniform({5, C}, -20, 20, kFloat64, 21);
+    Tensor want = exp(sub(x, logsumexp(x, {1}, true)));
+    CHECK(compare(softmax(x.to(kFloat32), 1).to(kFloat64), want, 1e-6, 1e-5) == "");
+    CHECK(compare(softmax(x, 1), want, 1e-14, 1e-12) == "");
+    CHECK(compare(log_softmax(x.to(kFloat32), 1).to(kFloat64), log(want), 1e-5, 1e-5) == "");
+  }
+}
+
+TEST_CASE("addmm: equals matmul + add, forward and backward, for the Linear and the attention shapes") {
+  struct Case {
+    Shape a, b, c;
+  };
+  for (const Case& k : {Case{{2, 5, 4}, {4, 3}, {3}},              // Linear: folded rows, bias (m)
+                        Case{{2, 3, 5, 4}, {2, 3, 4, 6}, {2, 3, 5, 6}},  // q · kᵀ + positional term
+                        Case{{2, 3, 5, 4}, {2, 3, 4, 6}, {1, 3, 5, 6}},  // term broadcast over the batch
+                        Case{{5, 4}, {4, 3}, {}}}) {                    // a 0-d c
+    for (DType dt : {kFloat64, kFloat32}) {
+      Tensor a = uniform(k.a, -1, 1, kFloat64, 1).to(dt).requires_grad_(true);
+      Tensor b = uniform(k.b, -1, 1, kFloat64, 2).to(dt).requires_grad_(true);
+      Tensor c = uniform(k.c, -1, 1, kFloat64, 3).to(dt).requires_grad_(true);
+      Tensor out = addmm(c, a, b, 0.5);
+      Tensor g = uniform(out.shape(), -1, 1, kFloat64, 4).to(dt);
+      sum(mul(out, g)).backward();
+      TensorList grads{a.grad(), b.grad(), c.grad()};
+      for (Tensor* t : {&a, &b, &c}) t->set_grad(Tensor());
+      Tensor twin = add(c, mul(matmul(a, b), 0.5));
+      sum(mul(twin, g)).backward();
+      const double tol = dt == kFloat64 ? 1e-13 : 1e-5;
+      CHECK(compare(out, twin, tol, tol) == "");
+      CHECK(compare(grads[0], a.grad(), tol, tol) == "");
+      CHECK(compare(grads[1], b.grad(), tol, tol) == "");
+      CHECK(compare(grads[2], c.grad(), tol, tol) == "");
+    }
+  }
+  Tensor a = uniform({2, 3, 4}, -1, 1, kFloat64, 5).requires_grad_(true);
+  Tensor b = uniform({4, 2}, -1, 1, kFloat64, 6).requires_grad_(true);
+  Tensor c = uniform({3, 2}, -1, 1, kFloat64, 7).requires_grad_(true);
+  auto r = gradcheck([](const TensorList& in) { return addmm(in[2], in[0], in[1], 1.5); }, {a, b, c});
+  CHECK_MESSAGE(r.ok, r.message);
+  check_throws_with([&] { addmm(zeros({4}, TensorOptions(kFloat64)), a, b); }, "does not broadcast to the product's shape");
+  check_throws_with([&] { addmm(c, a, a); }, "inner dimensions differ");
+}
+
+TEST_CASE("Adam and AdamW: the fused step gives the composite's bits, float32 and float64, several steps") {
+  for (DType dt : {kFloat32, kFloat64}) {
+    for (bool decoupled : {false, true}) {
+      cpu::AdamStep s;
+      s.lr = 3e-3;
+      s.beta1 = 0.9;
+      s.beta2 = 0.95;
+      s.eps = 1e-8;
+      s.weight_decay = 0.1;
+      s.decoupled = decoupled;
+      // 70,000 elements: above the parallel grain, so the threaded loop runs too.
+      Tensor p1 = uniform({70000}, -1, 1, kFloat64, 1).to(dt), p2 = p1.clone();
+      Tensor m1 = zeros({70000}, TensorOptions(dt)), m2 = m1.clone(), v1 = m1.clone(), v2 = m1.clone();
+      for (int t = 1; t <= 4; ++t) {
+        Tensor g = uniform({70000}, -1, 1, kFloat64, 10 + t).to(dt);
+        s.bias_correction1 = 1 - std::pow(s.beta1, t);
+        s.bias_correction2 = 1 - std::pow(s.beta2, t);
+        REQUIRE(cpu::adam_fusable(p1, g, m1, v1));
+        cpu::adam_step(p1, g, m1, v1, s);
+        adam_composite_update(p2, g, m2, v2, s);
+      }
+      CAPTURE(dtype_name(dt));
+      CAPTURE(decoupled);
+      CHECK(bitwise_equal(p1, p2));
+      CHECK(bitwise_equal(m1, m2));
+      CHECK(bitwise_equal(v1, v2));
+      CHECK(!bitwise_equal(p1, uniform({70000}, -1, 1, kFloat64, 1).to(dt)));  // the step did move p
+    }
+  }
+  Tensor p = zeros({4, 4}), g = zeros({4, 4});
+  CHECK(!cpu::adam_fusable(p.transpose(0, 1), g, zeros({4, 4}), zeros({4, 4})));  // a view: composite path
+}
