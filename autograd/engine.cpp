@@ -5,6 +5,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -17,10 +21,86 @@ namespace {
 thread_local bool grad_mode_enabled = true;
 thread_local const char* running_node = "backward";  // named in SavedTensor's error
 std::atomic<uint64_t> next_seq_nr{0};
+std::atomic<bool> anomaly_enabled{false};  // process-wide, as torch's AnomalyMode
 }  // namespace
 
 bool GradMode::is_enabled() { return grad_mode_enabled; }
 void GradMode::set_enabled(bool enabled) { grad_mode_enabled = enabled; }
+bool AnomalyMode::is_enabled() { return anomaly_enabled.load(std::memory_order_relaxed); }
+void AnomalyMode::set_enabled(bool enabled) { anomaly_enabled.store(enabled, std::memory_order_relaxed); }
+
+// ---- non-finite values ---------------------------------------------------------------------------
+namespace {
+// Non-finite exactly when the exponent bits are all ones. Testing that on the bit patterns with an
+// OR-reduction vectorises (float compares in a reduction would not, without -ffast-math), so the
+// common all-finite case costs one fast read; only then are NaN and Inf counted.
+template <class T, class Bits>
+NonFiniteCount count_in(const T* x, int64_t n, Bits exponent) {
+  Bits any = 0;
+#pragma omp parallel for reduction(| : any) if (n > (int64_t(1) << 20))
+  for (int64_t i = 0; i < n; ++i) {
+    Bits b;
+    std::memcpy(&b, x + i, sizeof b);  // the bit pattern, without breaking aliasing rules
+    any |= static_cast<Bits>((b & exponent) == exponent);
+  }
+  if (!any) return {};
+  NonFiniteCount c;
+  for (int64_t i = 0; i < n; ++i) {
+    c.nan += std::isnan(x[i]);
+    c.inf += std::isinf(x[i]);
+  }
+  return c;
+}
+}  // namespace
+
+NonFiniteCount count_nonfinite(const Tensor& t) {
+  if (!t.defined() || !is_floating(t.dtype()) || t.numel() == 0) return {};
+  NoGradGuard no_grad;  // the copies below must not be recorded
+  Tensor c = t.detach();
+  if (!c.device().is_cpu()) c = c.to(Device::cpu());
+  c = c.contiguous();
+  if (c.dtype() == kFloat64) return count_in(c.data_ptr<double>(), c.numel(), uint64_t(0x7FF0000000000000ULL));
+  return count_in(c.data_ptr<float>(), c.numel(), uint32_t(0x7F800000U));
+}
+
+namespace {
+std::string shapes_of(const TensorList& tensors) {
+  std::string s;
+  for (const Tensor& t : tensors) s += (s.empty() ? "" : ", ") + (t.defined() ? shape_str(t.shape()) : "undefined");
+  return s.empty() ? "none" : s;
+}
+
+std::string counts_text(const NonFiniteCount& c, int64_t numel) {
+  return detail::concat(c.total(), " of ", numel, " values are non-finite (", c.nan, " NaN, ", c.inf, " Inf)");
+}
+
+// Anomaly mode, forward: `output` was just computed by op `name` from `inputs`.
+void check_forward(const Tensor& output, const char* name, const TensorList& inputs) {
+  NonFiniteCount c = count_nonfinite(output);
+  if (c.total() == 0) return;
+  throw NonFiniteError(detail::concat("[anomaly] op '", name, "' produced a non-finite output of shape ",
+                                      shape_str(output.shape()), ": ", counts_text(c, output.numel()),
+                                      "; its inputs have shapes ", shapes_of(inputs)));
+}
+
+// Anomaly mode, backward: the gradients `node` produced from `grad_out`, one per input.
+void check_backward(const Node& node, const TensorList& grads, const Tensor& grad_out) {
+  for (size_t i = 0; i < grads.size(); ++i) {
+    if (!node.needs_input_grad(i)) continue;  // dropped by the walk anyway
+    NonFiniteCount c = count_nonfinite(grads[i]);
+    if (c.total() == 0) continue;
+    std::string input_shapes;
+    for (const Edge& e : node.inputs)
+      input_shapes += (input_shapes.empty() ? "" : ", ") + (e.needs_grad() ? shape_str(e.shape) : std::string("-"));
+    throw NonFiniteError(detail::concat(
+        "[anomaly] the backward of op '", node.name, "' produced a non-finite gradient for its input ", i,
+        " of shape ", shape_str(grads[i].shape()), ": ", counts_text(c, grads[i].numel()),
+        "; the op's output gradient has shape ", shape_str(grad_out.shape()), " and ",
+        count_nonfinite(grad_out).total(), " non-finite values; its inputs have shapes ", input_shapes,
+        " ('-': needs no gradient)"));
+  }
+}
+}  // namespace
 
 // ---- Node and SavedTensor ---------------------------------------------------------------------
 Node::~Node() {
@@ -62,6 +142,7 @@ bool needs_grad(const TensorList& inputs) {
 }
 
 Tensor record(Tensor output, const char* name, const TensorList& inputs, BackwardFn backward) {
+  if (AnomalyMode::is_enabled()) check_forward(output, name, inputs);
   auto node = std::make_shared<Node>();
   node->name = name;
   node->seq_nr = next_seq_nr++;
@@ -151,6 +232,7 @@ void walk(const Tensor& root, const Tensor& grad_root, bool retain_graph, Delive
       running_node = "backward";
       RG_CHECK(g_in.size() == node->inputs.size(), node->name, "backward returned ", g_in.size(),
                " gradients for ", node->inputs.size(), " inputs");
+      if (AnomalyMode::is_enabled()) check_backward(*node, g_in, g_out);
       for (size_t i = 0; i < g_in.size(); ++i) {
         const Edge& e = node->inputs[i];
         if (!e.needs_grad() || !g_in[i].defined()) continue;

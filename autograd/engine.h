@@ -13,4 +13,12 @@ void run_backward(const Tensor& root, const Tensor& grad_root, bool retain_graph
 TensorList grad(const Tensor& root, const TensorList& inputs, const Tensor& grad_root = Tensor(),
                 bool retain_graph = false);
 
+// NaN and Inf counts of a tensor (both 0 for integer and bool tensors); any device, any layout.
+// Anomaly detection (autograd/grad_mode.h) and the trainer's checks use it.
+struct NonFiniteCount {
+  int64_t nan = 0, inf = 0;
+  int64_t total() const { return nan + inf; }
+};
+NonFiniteCount count_nonfinite(const Tensor& t);
+
 }  // namespace relgrad

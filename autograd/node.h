@@ -59,7 +59,8 @@ class SavedTensor {
 bool needs_grad(const TensorList& inputs);
 
 // Attaches a new Node to `output` (which must be freshly created by the op) and marks it as
-// requiring grad. Call only when needs_grad(inputs). Returns output for chaining.
+// requiring grad. Call only when needs_grad(inputs). Returns output for chaining. With anomaly
+// detection on (autograd/grad_mode.h) it first throws NonFiniteError if `output` holds NaN/Inf.
 Tensor record(Tensor output, const char* name, const TensorList& inputs, BackwardFn backward);
 
 // The broadcasting rule of backward, in one place: sums `grad` over the dims that broadcasting

@@ -1,7 +1,10 @@
 #include "core/allocator.h"
 
+#include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -24,6 +27,28 @@ State& state() {
   return *s;
 }
 
+// "1073741824 bytes (1.00 GiB)": exact for the record, readable for the user.
+std::string bytes_text(size_t n) {
+  static const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double v = static_cast<double>(n);
+  int u = 0;
+  while (v >= 1024.0 && u < 6) v /= 1024.0, ++u;
+  char buf[64];
+  if (u == 0) std::snprintf(buf, sizeof buf, "%zu bytes", n);
+  else std::snprintf(buf, sizeof buf, "%zu bytes (%.2f %s)", n, v, units[u]);
+  return buf;
+}
+
+// Thrown with the lock held: reads the stats directly. No allocation can be made for the message
+// only in the rare case that even a few hundred bytes are gone; std::bad_alloc then escapes,
+// which callers (the relgrad command) report as out of memory too.
+[[noreturn]] void throw_out_of_memory(const State& s, size_t nbytes) {
+  throw OutOfMemoryError(detail::concat(
+      "[alloc] out of memory: could not allocate ", bytes_text(nbytes), " on the CPU; tensors hold ",
+      bytes_text(s.stats.allocated_bytes), " now and held ", bytes_text(s.stats.peak_allocated_bytes),
+      " at peak; reduce the batch size, the sequence length or the model size"));
+}
+
 // Large sizes round up to whole pages so that near-equal requests share blocks; all sizes to a
 // multiple of 64 (aligned_alloc requires a multiple of the alignment).
 size_t rounded(size_t nbytes) {
@@ -42,8 +67,9 @@ void release_cache_locked(State& s) {
 
 void* allocate(size_t nbytes) {
   State& s = state();
-  const size_t size = rounded(nbytes);
   std::lock_guard<std::mutex> lock(s.mutex);
+  if (nbytes > std::numeric_limits<size_t>::max() / 2) throw_out_of_memory(s, nbytes);  // rounding would wrap
+  const size_t size = rounded(nbytes);
   void* p = nullptr;
   auto it = size >= kCacheMinBytes ? s.free_blocks.find(size) : s.free_blocks.end();
   if (it != s.free_blocks.end() && !it->second.empty()) {
@@ -56,8 +82,7 @@ void* allocate(size_t nbytes) {
       release_cache_locked(s);
       p = std::aligned_alloc(64, size);
     }
-    RG_CHECK(p != nullptr, "alloc", "out of memory: could not allocate ", nbytes, " bytes on the CPU (",
-             s.stats.allocated_bytes, " bytes held by tensors); reduce the batch size or sequence length");
+    if (p == nullptr) throw_out_of_memory(s, nbytes);
   }
   s.stats.allocated_bytes += size;
   if (s.stats.allocated_bytes > s.stats.peak_allocated_bytes) s.stats.peak_allocated_bytes = s.stats.allocated_bytes;

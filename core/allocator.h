@@ -21,8 +21,9 @@ namespace cpu_allocator {
 // Blocks of at least this many bytes are cached; smaller ones are freed at once.
 inline constexpr size_t kCacheMinBytes = size_t(1) << 16;
 
-// A 64-byte aligned block of at least nbytes. Throws relgrad::Error naming the bytes requested when
-// memory runs out (after returning the cache to the system and trying again).
+// A 64-byte aligned block of at least nbytes. When memory runs out (after returning the cache to the
+// system and trying again) throws OutOfMemoryError naming the bytes requested, the bytes tensors
+// hold now and at peak, and what to reduce.
 void* allocate(size_t nbytes);
 // Returns a block from allocate(nbytes) (the same nbytes). Never throws.
 void deallocate(void* ptr, size_t nbytes) noexcept;

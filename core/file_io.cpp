@@ -1,6 +1,8 @@
 #include "core/file_io.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -29,7 +31,45 @@ struct FdGuard {
   }
 };
 
+std::atomic<FileFaultHook> g_fault_hook{nullptr};
+
+// The errno a test's fault hook injects for this call, or 0 (then the real call is made).
+int injected(FileOp op, uint64_t bytes_written) {
+  FileFaultHook hook = g_fault_hook.load();
+  return hook ? hook(op, bytes_written) : 0;
+}
+
+// Makes the call, or, when the fault hook injects an error for it, sets errno and returns -1.
+template <class Call>
+auto call_or_fail(FileOp op, uint64_t bytes_written, Call call) -> decltype(call()) {
+  if (int error = injected(op, bytes_written)) {
+    errno = error;
+    return -1;
+  }
+  return call();
+}
+
+const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
 }  // namespace
+
+void set_file_fault_hook(FileFaultHook hook) { g_fault_hook.store(hook); }
+
+uint64_t fnv1a64(const void* bytes, size_t size, uint64_t hash) {
+  const auto* p = static_cast<const unsigned char*>(bytes);
+  for (size_t k = 0; k < size; ++k) {
+    hash ^= p[k];
+    hash *= 0x100000001b3ULL;
+  }
+  return hash;
+}
 
 std::string directory_of(const std::string& path) {
   size_t slash = path.find_last_of('/');
@@ -39,9 +79,17 @@ std::string directory_of(const std::string& path) {
 
 AtomicFile::AtomicFile(std::string path, std::string who) : path_(std::move(path)), who_(std::move(who)) {
   IO_CHECK(!path_.empty(), who_, path_, "empty file name");
+  // rename() would replace a device node, FIFO or empty directory by a regular file (as root, saving
+  // to /dev/full would delete the device), so only a regular file (or nothing) may be replaced.
+  struct stat st {};
+  if (::stat(path_.c_str(), &st) == 0)
+    IO_CHECK(S_ISREG(st.st_mode), who_, path_, "exists and is ", file_kind(st.st_mode), ", not a regular file: ",
+             "refusing to replace it");
   static std::atomic<uint64_t> counter{0};
   temp_path_ = path_ + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
-  fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  fd_ = call_or_fail(FileOp::Create, 0, [&] {
+    return ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  });
   IO_CHECK(fd_ >= 0, who_, path_, "cannot create temporary file '", temp_path_, "': ", std::strerror(errno));
 }
 
@@ -54,32 +102,65 @@ void AtomicFile::write(const void* bytes, size_t size) {
   IO_CHECK(fd_ >= 0 && !committed_, who_, path_, "write after commit");
   const auto* p = static_cast<const char*>(bytes);
   while (size > 0) {
-    ssize_t put = ::write(fd_, p, std::min<size_t>(size, 1u << 30));
+    ssize_t put = call_or_fail(FileOp::Write, written_, [&] { return ::write(fd_, p, std::min<size_t>(size, 1u << 30)); });
     if (put < 0 && errno == EINTR) continue;
-    IO_CHECK(put > 0, who_, path_, "write to '", temp_path_, "' failed: ", put < 0 ? std::strerror(errno) : "no progress");
+    IO_CHECK(put > 0, who_, path_, "write to '", temp_path_, "' failed after ", written_, " bytes: ",
+             put < 0 ? std::strerror(errno) : "no progress");
     p += put;
     size -= static_cast<size_t>(put);
+    written_ += static_cast<uint64_t>(put);
   }
 }
 
 void AtomicFile::commit() {
   IO_CHECK(fd_ >= 0 && !committed_, who_, path_, "commit twice");
   // fsync before rename: otherwise a crash can leave the new name pointing at unwritten blocks.
-  IO_CHECK(::fsync(fd_) == 0, who_, path_, "fsync of '", temp_path_, "' failed: ", std::strerror(errno));
+  IO_CHECK(call_or_fail(FileOp::Fsync, written_, [&] { return ::fsync(fd_); }) == 0, who_, path_, "fsync of '",
+           temp_path_, "' failed: ", std::strerror(errno));
   int fd = fd_;
   fd_ = -1;  // close() releases the descriptor even when it fails, so never close it twice
-  IO_CHECK(::close(fd) == 0, who_, path_, "close of '", temp_path_, "' failed: ", std::strerror(errno));
-  IO_CHECK(::rename(temp_path_.c_str(), path_.c_str()) == 0, who_, path_, "rename of '", temp_path_,
-           "' failed: ", std::strerror(errno));
+  // NFS and some FUSE filesystems report a failed write-back only here.
+  int closed = ::close(fd);
+  if (int error = injected(FileOp::Close, written_)) closed = -1, errno = error;
+  IO_CHECK(closed == 0, who_, path_, "close of '", temp_path_, "' failed: ", std::strerror(errno));
+  IO_CHECK(call_or_fail(FileOp::Rename, written_, [&] { return ::rename(temp_path_.c_str(), path_.c_str()); }) == 0,
+           who_, path_, "rename of '", temp_path_, "' failed: ", std::strerror(errno));
   committed_ = true;
   // fsync the directory so that the rename itself survives a crash.
   std::string dir = directory_of(path_);
-  FdGuard dir_fd{::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
+  FdGuard dir_fd{call_or_fail(FileOp::OpenDir, written_, [&] { return ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); })};
   IO_CHECK(dir_fd.fd >= 0, who_, path_, "cannot open directory '", dir, "' to fsync it: ", std::strerror(errno));
   // Some filesystems cannot fsync a directory (EINVAL); the file itself is complete, so that is fine.
-  int rc = ::fsync(dir_fd.fd);
+  int rc = call_or_fail(FileOp::FsyncDir, written_, [&] { return ::fsync(dir_fd.fd); });
   IO_CHECK(rc == 0 || errno == EINVAL || errno == ENOTSUP, who_, path_, "fsync of directory '", dir,
            "' failed: ", std::strerror(errno));
+}
+
+int remove_stale_temps(const std::string& path) {
+  const std::string dir = directory_of(path);
+  const size_t slash = path.find_last_of('/');
+  const std::string prefix = (slash == std::string::npos ? path : path.substr(slash + 1)) + ".tmp.";
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return 0;  // nothing to clean where nothing can be listed; the save itself will report problems
+  int removed = 0;
+  const pid_t self = ::getpid();
+  while (const dirent* entry = ::readdir(d)) {
+    const std::string name = entry->d_name;
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    // Exactly "<pid>.<n>", both decimal: anything else is not ours to delete.
+    const std::string rest = name.substr(prefix.size());
+    const size_t dot = rest.find('.');
+    auto digits = [](const std::string& s) {  // at most 10: a pid fits, and stoll cannot overflow
+      return !s.empty() && s.size() <= 10 && s.find_first_not_of("0123456789") == std::string::npos;
+    };
+    if (dot == std::string::npos || !digits(rest.substr(0, dot)) || !digits(rest.substr(dot + 1))) continue;
+    const long long pid = std::stoll(rest.substr(0, dot));
+    if (pid <= 0 || pid > INT32_MAX || pid == self) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to ask)
+    if (::unlink((dir + "/" + name).c_str()) == 0) ++removed;
+  }
+  ::closedir(d);
+  return removed;
 }
 
 void write_file_atomic(const std::string& path, const std::string& bytes, const std::string& who) {

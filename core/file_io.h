@@ -7,6 +7,17 @@
 //   out.write(bytes.data(), bytes.size()); // as many times as needed
 //   out.commit();                          // fsync + rename over `path`; without it the temp file
 //                                          // is removed and `path` keeps its previous contents
+//
+// Every system call's result is checked: open, each write (a short write is retried, an error such as
+// ENOSPC or EFBIG is reported), fsync, close, rename, and the directory's open and fsync. Any failure
+// before the rename removes the temp file and leaves `path` as it was. A failed directory fsync is
+// reported too, although the new file is then already in place (it is complete; only its survival of
+// a power cut is in doubt). An existing `path` that is not a regular file (a device such as /dev/full,
+// a FIFO, a directory) is refused before anything is created: renaming over it would replace it.
+//
+// A process killed mid-write (SIGKILL, power cut) leaves its temp file behind, never a torn `path`.
+// Readers open `path` only, so a temp file is never taken for the real one; remove_stale_temps(path)
+// deletes the leftovers of writers that are no longer running (save_checkpoint calls it).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -29,8 +40,20 @@ class AtomicFile {
  private:
   std::string path_, who_, temp_path_;
   int fd_ = -1;
+  uint64_t written_ = 0;
   bool committed_ = false;
 };
+
+// Removes "<path>.tmp.<pid>.<n>" files (AtomicFile's temp names for `path`) whose writer process no
+// longer exists; returns how many were removed. Temps of live processes (this one included) are kept.
+int remove_stale_temps(const std::string& path);
+
+// Fault injection, for tests only: when a hook is set, AtomicFile calls it before each system call
+// with the call and the bytes written so far; a nonzero return makes that call fail with that errno
+// (the call is not made). Process-wide; pass nullptr to remove it.
+enum class FileOp { Create, Write, Fsync, Close, Rename, OpenDir, FsyncDir };
+using FileFaultHook = int (*)(FileOp op, uint64_t bytes_written);
+void set_file_fault_hook(FileFaultHook hook);
 
 // write_file_atomic(path, bytes, who): an AtomicFile written in one go.
 void write_file_atomic(const std::string& path, const std::string& bytes, const std::string& who);
@@ -38,6 +61,10 @@ void write_file_atomic(const std::string& path, const std::string& bytes, const 
 // The whole of a regular file (FIFOs, directories and devices are refused), at most max_bytes of it
 // (a larger file is an error, so a mistaken path cannot exhaust memory).
 std::string read_file(const std::string& path, const std::string& who, uint64_t max_bytes = uint64_t(1) << 32);
+
+// FNV-1a 64 of `bytes`, continuing from `hash` (the offset basis for a fresh hash): the checksum of
+// checkpoints (train/checkpoint.h) and token files (train/token_file.h).
+uint64_t fnv1a64(const void* bytes, size_t size, uint64_t hash = 0xcbf29ce484222325ULL);
 
 // The directory part of a path ("." when there is none).
 std::string directory_of(const std::string& path);

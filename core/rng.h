@@ -16,10 +16,20 @@ class Generator {
   void set_state(uint64_t seed, uint64_t offset) { seed_ = seed; offset_ = offset; }
   // The offset to use for the next draw; advances the state.
   uint64_t next_offset() { return offset_++; }
+  // Data parallelism (train/distributed.h): this process holds rows [row_begin, row_begin + rows) of
+  // the job's batch. Dropout then numbers the n elements of a batch-major tensor from
+  // row_begin * n / rows, so each row draws the mask it would draw in the whole batch in one process.
+  // rows = 0 (the default): no shard. Not part of the saved state.
+  void set_row_shard(int64_t row_begin, int64_t rows) { shard_begin_ = row_begin; shard_rows_ = rows; }
+  int64_t shard_rows() const { return shard_rows_; }
+  uint64_t element_base(int64_t numel) const {
+    return shard_rows_ > 0 ? static_cast<uint64_t>(shard_begin_ * (numel / shard_rows_)) : 0;
+  }
 
  private:
   uint64_t seed_ = 0;
   uint64_t offset_ = 0;
+  int64_t shard_begin_ = 0, shard_rows_ = 0;
 };
 
 // The process-wide default generator (used when an op is given none). Not thread-safe: seed and

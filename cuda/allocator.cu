@@ -4,7 +4,8 @@
 //   - every request is rounded up to a multiple of 512 bytes (so near sizes share blocks);
 //   - the smallest cached block >= the request is reused if it is less than twice the request
 //     (a bigger one would waste more than half of itself), else a new block is cudaMalloc'ed;
-//   - on out-of-memory, the cache is returned to the driver and cudaMalloc is tried once more.
+//   - on out-of-memory, the cache is returned to the driver and cudaMalloc is tried once more; if
+//     that fails too, OutOfMemoryError (a DeviceError) names the bytes requested, held and free.
 // Blocks are never split or merged. All kernels run on the default stream, so a block freed here
 // can be reused at once: the next kernel that writes it is ordered after the last that read it.
 #include <map>
@@ -102,9 +103,12 @@ class Allocator {
       err = cudaMalloc(&ptr, size);
       if (err == cudaErrorMemoryAllocation) {
         cudaGetLastError();
-        throw DeviceError(detail::concat("[cuda_malloc] out of memory: tried to allocate ", requested,
-                                         " bytes on cuda:", device, " (allocated ", c.stats.allocated_bytes,
-                                         ", cached ", cached_before, "); reduce the batch size or sequence length"));
+        size_t free_bytes = 0, total_bytes = 0;
+        if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) cudaGetLastError();  // best effort
+        throw OutOfMemoryError(detail::concat(
+            "[cuda_malloc] out of memory: tried to allocate ", requested, " bytes on cuda:", device,
+            " (tensors hold ", c.stats.allocated_bytes, " bytes, ", cached_before, " were cached and are freed; the GPU has ",
+            free_bytes, " of ", total_bytes, " bytes free); reduce the batch size, the sequence length or the model size"));
       }
     }
     RG_CUDA_CHECK(err, "cuda_malloc");

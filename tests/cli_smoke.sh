@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Smoke test of the real `relgrad` binary (ctest: cli_smoke): a tiny training run in a temporary
-# directory, then inspect / eval / sample / plot on its output, and the exit codes of a usage error (2)
-# and of a missing file (1).   usage: cli_smoke.sh path/to/relgrad
+# directory, then inspect / eval / sample / plot on its output, and the exit codes of a usage error (2),
+# of a missing file (1) and of a diverging run (3).   usage: cli_smoke.sh path/to/relgrad
 set -euo pipefail
 
 relgrad=${1:?usage: cli_smoke.sh path/to/relgrad}
@@ -50,5 +50,13 @@ grep -q "no_such.safetensors" "$work/err" || fail "the error does not name the m
 cp "$run/checkpoint.safetensors" "$work/cut.safetensors"
 truncate -s -16 "$work/cut.safetensors"
 expect 1 "$relgrad" sample "$work/cut.safetensors"
+# A diverging run (absurd lr, no clipping): exit 3, one stderr line naming step, lr and tensor; the
+# checkpoint it resumed from stays byte for byte.
+cp "$run/checkpoint.safetensors" "$work/before.safetensors"
+expect 3 "$relgrad" train --resume "$run/checkpoint.safetensors" --train.steps=40 --optim.lr=1e6 --optim.clip=0
+grep -q '^relgrad train: error: \[train\] step [0-9]*: .* at lr .*; first non-finite tensor: ' "$work/err" ||
+  fail "the diverged run's error does not name step, lr and tensor: $(cat "$work/err")"
+[[ $(wc -l <"$work/err") == 1 ]] || fail "the diverged run's error is not one line"
+cmp -s "$run/checkpoint.safetensors" "$work/before.safetensors" || fail "the diverged run changed the checkpoint"
 
 echo "cli_smoke: ok"

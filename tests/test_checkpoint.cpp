@@ -1,10 +1,15 @@
 // Checkpoints (train/checkpoint.h): round trip of model, AdamW state and meta; corruption (every data
-// byte flipped, truncation, wrong version) always reported, never a crash; a failed save keeps the
-// previous file; and the resume test: 10 steps + save + fresh process-like restore + 10 steps gives
+// byte flipped, truncation, wrong version, a changed header value) always reported, never a crash; a
+// failed save (each system call failing in turn: disk full, I/O error; a device or FIFO as the target)
+// keeps the previous file and leaves no temp; a hostile config in the metadata is an error; and the
+// resume test: 10 steps + save + fresh process-like restore + 10 steps gives
 // the same losses and weights, bit for bit, as 20 uninterrupted steps (research/reliability.md §2.6).
 #include <sys/resource.h>
+#include <sys/stat.h>
 
+#include <cerrno>
 #include <csignal>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +24,7 @@
 #include "train/clip.h"
 #include "train/optim.h"
 #include "train/schedule.h"
+#include "train/trainer.h"
 
 using namespace relgrad;
 using namespace relgrad::testing;
@@ -192,11 +198,20 @@ TEST_CASE("checkpoint: unknown format_version and malformed metadata are refused
   meta.format_version = 1;
   save_checkpoint(path, model, nullptr, meta);
   SafetensorsFile f = load_safetensors(path);
-  auto rewrite = [&](const std::string& key, const std::string& value) {
+  // A rewrite as a buggy writer would make it: the header checksum matches the new metadata.
+  auto rewrite = [&](const std::string& key, const std::string& value, bool fix_header_checksum = true) {
     auto md = f.metadata;
     if (value.empty()) md.erase(key); else md[key] = value;
+    if (fix_header_checksum) md["header_checksum"] = checksum_hex(checkpoint_header_checksum(md, f.tensors));
     save_safetensors(path, f.tensors, md);
   };
+  // A changed value without the matching header checksum (a flipped bit): corrupt.
+  rewrite("step", "7", false);
+  check_throws_with([&] { load_checkpoint(path); }, "[checkpoint] " + path + ": header checksum mismatch (stored ");
+  rewrite("header_checksum", "12345", false);
+  check_throws_with([&] { load_checkpoint(path); }, "header_checksum '12345' is not 16 hex digits");
+  rewrite("header_checksum", "", false);  // files from before the header checksum load without it
+  CHECK(load_checkpoint(path).meta.step == 0);
   rewrite("format_version", "2");
   check_throws_with([&] { load_checkpoint(path); }, "[checkpoint] " + path + ": unsupported format_version 2");
   rewrite("format_version", "one");
@@ -401,4 +416,159 @@ TEST_CASE("checkpoint: resume after 10 steps is bit-identical to 20 uninterrupte
   check_same_state(c.model->state_dict(), straight_weights);
   check_same_state(c.opt->state_tensors(), straight_optim);
   CHECK(straight.back() < straight.front());  // it did train
+}
+
+// ---- disk full and failing system calls (research/reliability.md §2.6) ------------------------------
+namespace {
+
+// The fault hook's plan: fail `op` with `error` once `calls` earlier calls of that op went through.
+struct FaultPlan {
+  FileOp op = FileOp::Write;
+  int error = 0;
+  int calls = 0;
+  int seen = 0;
+};
+FaultPlan g_plan;
+int planned_fault(FileOp op, uint64_t) {
+  if (op != g_plan.op) return 0;
+  return g_plan.seen++ == g_plan.calls ? g_plan.error : 0;
+}
+struct HookGuard {
+  explicit HookGuard(FileFaultHook hook) { set_file_fault_hook(hook); }
+  ~HookGuard() { set_file_fault_hook(nullptr); }
+};
+
+const char* op_name(FileOp op) {
+  switch (op) {
+    case FileOp::Create: return "create";
+    case FileOp::Write: return "write";
+    case FileOp::Fsync: return "fsync";
+    case FileOp::Close: return "close";
+    case FileOp::Rename: return "rename";
+    case FileOp::OpenDir: return "open dir";
+    case FileOp::FsyncDir: return "fsync dir";
+  }
+  return "?";
+}
+
+size_t files_in(const fs::path& dir) { return std::distance(fs::directory_iterator(dir), fs::directory_iterator()); }
+
+}  // namespace
+
+TEST_CASE("disk full: each failing system call of a save is an error naming the file, and the previous checkpoint stays") {
+  TempDir dir;
+  const std::string path = dir.file("ck.safetensors");
+  const std::string previous = tiny_checkpoint(path);
+  Generator init(8);
+  Linear model(16, 16, true, &init);
+  AdamW opt(model.parameters(), AdamWOptions(0.1));
+  adam_step(model, opt, 9);
+  CheckpointMeta meta;
+  meta.step = 2;
+  // The writes of one save: the length field, the header, then one per tensor (5 here).
+  int writes = 0;
+  {
+    static int* counter = nullptr;
+    counter = &writes;
+    HookGuard hook([](FileOp op, uint64_t) { *counter += op == FileOp::Write; return 0; });
+    save_checkpoint(dir.file("count.safetensors"), model, &opt, meta);
+    fs::remove(dir.file("count.safetensors"));
+  }
+  REQUIRE(writes >= 3);
+  int cases = 0;
+  for (int error : {ENOSPC, EIO, EDQUOT}) {
+    std::vector<std::pair<FileOp, int>> plans = {{FileOp::Create, 0}, {FileOp::Fsync, 0}, {FileOp::Close, 0}, {FileOp::Rename, 0}};
+    for (int k = 0; k < writes; ++k) plans.push_back({FileOp::Write, k});
+    for (const auto& [op, calls] : plans) {
+      CAPTURE(op_name(op));
+      CAPTURE(calls);
+      CAPTURE(std::strerror(error));
+      g_plan = FaultPlan{op, error, calls, 0};
+      std::string message = "(no error)";
+      {
+        HookGuard hook(planned_fault);
+        try {
+          save_checkpoint(path, model, &opt, meta);
+        } catch (const Error& e) {
+          message = e.what();
+        }
+      }
+      CHECK_MESSAGE(message.find("[safetensors] " + path + ": ") == 0, message);
+      CHECK_MESSAGE(message.find(std::strerror(error)) != std::string::npos, message);
+      CHECK(read_bytes(path) == previous);
+      CHECK(files_in(dir.path) == 1);  // no temp file left behind
+      ++cases;
+    }
+  }
+  // After the rename the new file is in place and complete; a failing directory fsync is still
+  // reported (its durability is in doubt), except EINVAL: the filesystem cannot fsync directories.
+  for (FileOp op : {FileOp::OpenDir, FileOp::FsyncDir}) {
+    CAPTURE(op_name(op));
+    g_plan = FaultPlan{op, EIO, 0, 0};
+    {
+      HookGuard hook(planned_fault);
+      check_throws_with([&] { save_checkpoint(path, model, &opt, meta); }, "directory");
+    }
+    CHECK(load_checkpoint(path).meta.step == 2);
+    CHECK(files_in(dir.path) == 1);
+    write_bytes(path, previous);
+  }
+  g_plan = FaultPlan{FileOp::FsyncDir, EINVAL, 0, 0};
+  {
+    HookGuard hook(planned_fault);
+    CHECK_NOTHROW(save_checkpoint(path, model, &opt, meta));
+  }
+  CHECK(load_checkpoint(path).meta.step == 2);
+  MESSAGE("disk full: ", cases, " injected failures (create, each of ", writes, " writes, fsync, close, rename) x "
+          "(ENOSPC, EIO, EDQUOT): all errors, previous file kept, no temp left");
+}
+
+TEST_CASE("disk full: a device, FIFO or directory under the checkpoint's name is refused, never replaced") {
+  TempDir dir;
+  Generator init(3);
+  Linear model(2, 2, true, &init);
+  CheckpointMeta meta;
+  std::string fifo = dir.file("fifo.safetensors");
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  check_throws_with([&] { save_checkpoint(fifo, model, nullptr, meta); }, "exists and is a FIFO, not a regular file");
+  CHECK(fs::is_fifo(fifo));
+  std::string sub = dir.file("empty_dir");
+  fs::create_directory(sub);
+  check_throws_with([&] { save_checkpoint(sub, model, nullptr, meta); }, "exists and is a directory");
+  CHECK(fs::is_directory(sub));
+  // /dev/full (as root, renaming over it would replace the device with a regular file).
+  if (fs::is_character_file("/dev/full")) {
+    check_throws_with([&] { save_checkpoint("/dev/full", model, nullptr, meta); },
+                      "[safetensors] /dev/full: exists and is a character device, not a regular file");
+    CHECK(fs::is_character_file("/dev/full"));
+  } else {
+    MESSAGE("skipped: no /dev/full");
+  }
+  CHECK(files_in(dir.path) == 2);  // the FIFO and the directory, no temp files
+}
+
+TEST_CASE("checkpoint: a hostile config in the metadata is an error, not a crash") {
+  TempDir dir;
+  const std::string path = dir.file("ck.safetensors");
+  Generator init(3);
+  Linear model(2, 2, true, &init);
+  // 100,000 nested objects (500 KB): parsing is fine, but walking it recursively overflowed the stack.
+  std::string nested;
+  for (int k = 0; k < 100000; ++k) nested += "{\"model\":";
+  nested += "1" + std::string(100000, '}');
+  const std::vector<std::pair<std::string, std::string>> configs = {
+      {nested, "unknown key 'model.model.model.model'"},
+      {"{\"model\":", "not valid JSON"},
+      {"[1,2]", "the top level must be an object"},
+      {"{\"model\":{\"d_model\":\"wide\"}}", "model.d_model"},
+  };
+  for (const auto& [config, message] : configs) {
+    CAPTURE(message);
+    CheckpointMeta meta;
+    meta.config_json = config;
+    save_checkpoint(path, model, nullptr, meta);
+    CHECK(load_checkpoint(path).meta.config_json == config);  // opaque to the checkpoint layer
+    check_throws_with([&] { load_run(path); }, "[checkpoint] " + path + ": its config cannot be used: ");
+    check_throws_with([&] { load_run(path); }, message);
+  }
 }

@@ -445,3 +445,21 @@ TEST_CASE("midi fuzz: seeded mutations only ever throw relgrad::Error") {
   }
   MESSAGE("fuzz: ", iterations, " mutated inputs, ", parsed, " parsed, ", iterations - parsed, " clean errors, 0 crashes");
 }
+
+TEST_CASE("midi hostile counts and lengths are refused before anything is sized by them") {
+  const std::string eot = bytes({0x00, 0xFF, 0x2F, 0x00});
+  auto fails = [](const std::string& data, const std::string& what) {
+    check_throws_with([&] { parse_midi(data, "h.mid"); }, what);
+  };
+  // Lengths near 2^32 (a 32-bit "pos + length" would wrap) and the largest variable-length quantity.
+  fails(smf(0, 1, 96, {}) + "MTrk" + be32(0xFFFFFFFF) + eot, "chunk of 4294967295 bytes but only 4 remain");
+  fails(smf(0, 1, 96, {}) + "XXXX" + be32(0xFFFFFFF8) + eot, "chunk of 4294967288 bytes but only 4 remain");
+  fails("MThd" + be32(0xFFFFFFFF) + bytes({0, 0, 0, 1, 0, 96}), "header declares 4294967295 bytes but only 6 remain");
+  fails(smf(0, 1, 96, {bytes({0x00, 0xFF, 0x01, 0xFF, 0xFF, 0xFF, 0x7F})}), "meta event declares 268435455 bytes but only 0 remain");
+  // 65535 tracks declared in a file that holds one: an error at the end of the file, not 65535 allocations.
+  fails(smf(1, 65535, 96, {eot}), "declares 65535 tracks but the file ends after 1");
+  // A truncated track whose chunk claims more than the file: the chunk length is checked first.
+  std::string many = smf(0, 1, 96, {std::string(3000, '\0')});
+  many.resize(many.size() - 1);
+  fails(many, "chunk of 3000 bytes but only 2999 remain (truncated file)");
+}

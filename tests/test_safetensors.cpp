@@ -277,3 +277,45 @@ TEST_CASE("safetensors: saving fails cleanly") {
   CHECK(read_bytes(path) == before);
   CHECK(std::distance(fs::directory_iterator(dir.path), fs::directory_iterator()) == 1);
 }
+
+TEST_CASE("safetensors: CVE-modelled files are refused before anything is allocated from them") {
+  TempDir dir;
+  std::string path = dir.file("cve.safetensors");
+  struct Case { const char* what; std::string file; const char* message; };
+  const std::string a8 = "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}";
+  const Case cases[] = {
+      // The length field: 2^64-1 (8 + n wraps around), 2^63, and one byte more than the file holds.
+      {"length 2^64-1", le64(UINT64_MAX) + "{}", "exceeds the limit"},
+      {"length 2^63", le64(uint64_t{1} << 63) + "{}", "exceeds the limit"},
+      {"length one past the end", le64(3) + "{}", "header length 3 exceeds the 2 bytes"},
+      // Ollama GHSA-x8qc-fggm-mpqg: a tensor whose size and offsets agree but lie beyond the file.
+      {"offsets past EOF", raw_file("{\"a\":{\"dtype\":\"F32\",\"shape\":[1152921504606846976],\"data_offsets\":[0,4611686018427387904]}}", 8),
+       "lie outside the data section (8 bytes"},
+      {"begin past EOF", raw_file("{\"a\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[100,100]}}", 8), "outside the data section"},
+      // llama.cpp #18674 / GGUF: dimensions whose product wraps to a small number.
+      {"shape [2^32, 2^32]", raw_file("{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,0]}}", 0), "too large"},
+      {"shape [2^42+1, 2^22] wraps to 2^22", raw_file("{\"a\":{\"dtype\":\"F32\",\"shape\":[4398046511105,4194304],\"data_offsets\":[0,16777216]}}", 0),
+       "too large"},
+      {"shape x dtype wraps", raw_file("{\"a\":{\"dtype\":\"F64\",\"shape\":[2305843009213693953],\"data_offsets\":[0,8]}}", 8), "too large"},
+      // Overlap (two names for the same bytes) and a gap (bytes hidden from every reader: polyglot files).
+      {"overlap", raw_file("{" + a8 + ",\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8), "overlap"},
+      {"gap", raw_file("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 12), "gap in the data section: bytes [0, 4)"},
+      {"trailing data", raw_file("{" + a8 + "}", 9), "tensors cover 8 bytes but the data section has 9"},
+      // Duplicate names, also when spelled differently (an escape decodes to the same name).
+      {"duplicate key", raw_file("{" + a8 + "," + a8 + "}", 8), "duplicate key 'a'"},
+      {"duplicate by escape", raw_file("{" + a8 + ",\"\\u0061\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8),
+       "duplicate key 'a'"},
+      {"unknown dtype", raw_file("{\"a\":{\"dtype\":\"Q4_0\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8), "unsupported dtype 'Q4_0'"},
+      {"empty dtype", raw_file("{\"a\":{\"dtype\":\"\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8), "unsupported dtype ''"},
+      {"0-byte file", "", "fewer than the 8-byte header length"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.what);
+    write_bytes(path, c.file);
+    check_throws_with([&] { load_safetensors(path); }, c.message);
+    check_throws_with([&] { load_safetensors(path); }, "[safetensors] " + path + ": ");
+  }
+  // The counterpart that is fine: a file with exactly what its header says loads.
+  write_bytes(path, raw_file("{" + a8 + "}", 8));
+  CHECK(load_safetensors(path).tensors.at("a").numel() == 2);
+}

@@ -106,7 +106,8 @@ inline void gradcheck_with_params(const std::vector<Tensor*>& params, TensorList
 // normalised rows sum to zero); every parameter of m must get a defined, non-zero gradient.
 inline void check_every_parameter_gets_gradient(const Module& m, const Tensor& out) {
   (out * uniform(out.shape(), -1, 1, out.dtype(), 99)).sum().backward();
-  for (const auto& [name, p] : m.named_parameters()) {
+  for (const auto& [name_, p] : m.named_parameters()) {
+    const std::string& name = name_;  // INFO's lambda cannot capture a structured binding (clang < 16)
     INFO("parameter ", name);
     REQUIRE(p.grad().defined());
     double largest = 0;

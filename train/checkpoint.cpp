@@ -18,6 +18,7 @@ namespace {
 const std::string kModelPrefix = "model.";
 const std::string kOptimPrefix = "optim.";
 const std::string kExtraPrefix = "extra.";
+const std::string kHeaderChecksumKey = "header_checksum";
 
 // A contiguous CPU copy (or the tensor itself when it already is one): the bytes that go to disk.
 Tensor host_copy(const Tensor& t) {
@@ -65,19 +66,35 @@ uint64_t checkpoint_checksum(const std::map<std::string, Tensor>& tensors) {
   return h;
 }
 
+uint64_t checkpoint_header_checksum(const std::map<std::string, std::string>& metadata,
+                                    const std::map<std::string, Tensor>& tensors) {
+  static const unsigned char zero = 0;
+  uint64_t h = fnv1a64(nullptr, 0);
+  auto add = [&](const std::string& s) { h = fnv1a64(&zero, 1, fnv1a64(s.data(), s.size(), h)); };
+  for (const auto& [key, value] : metadata) {
+    if (key == kHeaderChecksumKey) continue;
+    add(key);
+    add(value);
+  }
+  for (const auto& [name, t] : tensors) {
+    add(name);
+    switch (t.dtype()) {  // the safetensors names, as the JSON header spells them
+      case DType::Float32: add("F32"); break;
+      case DType::Float64: add("F64"); break;
+      case DType::Int64: add("I64"); break;
+      case DType::Bool: add("BOOL"); break;
+    }
+    std::string dims;
+    for (int64_t d : t.shape()) dims += std::to_string(d) + ",";
+    add(dims);
+  }
+  return h;
+}
+
 std::string checksum_hex(uint64_t v) {
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
   return buf;
-}
-
-uint64_t fnv1a64(const void* bytes, size_t size, uint64_t hash) {
-  const auto* p = static_cast<const unsigned char*>(bytes);
-  for (size_t k = 0; k < size; ++k) {
-    hash ^= p[k];
-    hash *= 0x100000001b3ULL;
-  }
-  return hash;
 }
 
 void save_checkpoint(const std::string& path, const Module& model, const Optimizer* optimizer,
@@ -118,6 +135,10 @@ void save_checkpoint(const std::string& path, const Module& model, const Optimiz
     md[kExtraPrefix + key] = value;  // the prefix keeps user keys from shadowing the fields above
   }
   md["checksum"] = checksum_hex(checkpoint_checksum(tensors));
+  md[kHeaderChecksumKey] = checksum_hex(checkpoint_header_checksum(md, tensors));
+  // A writer killed mid-save (SIGKILL, OOM killer) leaves its temp file; the next save of the same
+  // path cleans it up. Loaders never look at temps, so they are only wasted space until then.
+  remove_stale_temps(path);
   save_safetensors(path, tensors, md);
 }
 
@@ -148,6 +169,15 @@ Checkpoint load_checkpoint(const std::string& path) {
   uint64_t computed = checkpoint_checksum(file.tensors);
   CK_CHECK(stored == computed, "checksum mismatch (stored ", stored_hex, ", computed ", checksum_hex(computed),
            "): the file is corrupt");
+  auto header_sum = md.find(kHeaderChecksumKey);
+  if (header_sum != md.end()) {  // absent only in files written before it existed
+    uint64_t stored_header = 0;
+    CK_CHECK(parse_number(header_sum->second, stored_header, 16), "header_checksum '", header_sum->second,
+             "' is not 16 hex digits");
+    uint64_t computed_header = checkpoint_header_checksum(md, file.tensors);
+    CK_CHECK(stored_header == computed_header, "header checksum mismatch (stored ", header_sum->second, ", computed ",
+             checksum_hex(computed_header), "): the file's metadata or tensor table is corrupt");
+  }
 
   ck.meta.step = meta_number<int64_t>(md, "step", path);
   ck.meta.config_json = meta_string(md, "config", path);
@@ -159,8 +189,8 @@ Checkpoint load_checkpoint(const std::string& path) {
   CK_CHECK(ck.meta.step >= 0, "step ", ck.meta.step, " is negative");
   CK_CHECK(ck.meta.data_position >= 0, "data_position ", ck.meta.data_position, " is negative");
   CK_CHECK(ck.meta.num_threads >= 0, "num_threads ", ck.meta.num_threads, " is negative");
-  static const char* const kKnown[] = {"format_version", "checksum", "step", "config", "rng_seed",
-                                       "rng_offset", "data_position", "num_threads", "optimizer"};
+  static const char* const kKnown[] = {"format_version", "checksum", "header_checksum", "step", "config",
+                                       "rng_seed", "rng_offset", "data_position", "num_threads", "optimizer"};
   for (const auto& [key, value] : md) {
     if (key.compare(0, kExtraPrefix.size(), kExtraPrefix) == 0) {
       ck.meta.extra[key.substr(kExtraPrefix.size())] = value;

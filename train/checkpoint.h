@@ -15,25 +15,37 @@
 //             "config"  the JSON string as given  "rng_seed", "rng_offset"              decimal uint64
 //             "optimizer" its name() or ""       "extra.<key>"  each CheckpointMeta::extra entry
 //             "checksum"  16 lowercase hex digits, defined below
+//             "header_checksum"  16 lowercase hex digits, defined below
 //
 // Checksum (format_version 1): 64-bit FNV-1a — h = 0xcbf29ce484222325; for each byte b:
 // h = (h XOR b) * 0x100000001b3 mod 2^64 — over the raw bytes of every tensor (contiguous,
 // little-endian, bool as one byte 0/1), the tensors taken in ascending byte-wise name order. That
 // order is the one save_safetensors lays the data section out in, so the checksum is the FNV-1a of
 // the data section, byte for byte. Every multiply is by an odd number (a bijection mod 2^64), so a
-// change of any single byte always changes the checksum. The header (names, shapes, metadata) is not
-// covered: the safetensors parser validates its structure and load_checkpoint its values.
+// change of any single byte always changes the checksum.
+//
+// Header checksum: FNV-1a 64 (as above) of the header's meaning, so that a flipped bit in a step,
+// seed, name, dtype or shape cannot load silently either: the bytes
+//   for each metadata entry but "header_checksum", in ascending key order:  key 0x00 value 0x00
+//   for each tensor, in ascending name order:  name 0x00 dtype 0x00 dims 0x00
+// with dtype the safetensors name ("F32", "F64", "I64", "BOOL") and dims the shape's sizes in
+// decimal, each followed by ',' ("" for a 0-d tensor). It hashes what the JSON says, not how it is
+// spelled, so any safetensors writer can reproduce it. Files written before it existed lack the key
+// and load without this check.
 //
 // Why a checksum at all: safetensors only checks that the layout is consistent; a flipped bit in a
 // weight (bad disk, torn copy between machines) would otherwise load silently and poison the run.
 //
 // Saving is atomic (save_safetensors: temp file, fsync, rename), so a crash or error mid-save leaves
-// the previous checkpoint under `path` intact. All errors are relgrad::Error("[checkpoint] <path>: ...").
+// the previous checkpoint under `path` intact. A crash leaves "<path>.tmp.<pid>.<n>" behind; it is
+// never read (loaders open `path` only) and the next save_checkpoint to `path` removes it once its
+// writer is gone (remove_stale_temps, core/file_io.h). All errors are relgrad::Error("[checkpoint] <path>: ...").
 #pragma once
 #include <cstdint>
 #include <map>
 #include <string>
 
+#include "core/file_io.h"  // fnv1a64
 #include "core/rng.h"
 #include "layers/module.h"
 #include "train/optim.h"
@@ -61,13 +73,14 @@ struct Checkpoint {
   std::map<std::string, Tensor> optimizer;  // empty when saved without an optimizer
 };
 
-// FNV-1a 64 of `bytes`, continuing from `hash` (the offset basis for a fresh hash).
-uint64_t fnv1a64(const void* bytes, size_t size, uint64_t hash = 0xcbf29ce484222325ULL);
-
 // The checksum defined above, over `tensors` (any device) in the map's ascending name order, and its
 // 16-digit lowercase hex form as stored in the metadata.
 uint64_t checkpoint_checksum(const std::map<std::string, Tensor>& tensors);
 std::string checksum_hex(uint64_t checksum);
+// The header checksum defined above, of a file's metadata (its "header_checksum" entry is skipped)
+// and tensors (only names, dtypes and shapes are read).
+uint64_t checkpoint_header_checksum(const std::map<std::string, std::string>& metadata,
+                                    const std::map<std::string, Tensor>& tensors);
 
 // Writes model (and optimizer, when non-null) state and meta to `path` atomically. The state is
 // copied to the host first, so the optimizer may step again as soon as this returns.

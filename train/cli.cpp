@@ -23,6 +23,7 @@
 #include <sstream>
 
 #include "autograd/grad_mode.h"
+#include "core/allocator.h"
 #include "core/base/error.h"
 #include "core/file_io.h"
 #include "core/safetensors.h"
@@ -33,6 +34,8 @@
 #include "train/plot.h"
 #include "train/probe.h"
 #include "train/sampler.h"
+#include "train/token_file.h"
+#include "train/distributed.h"
 #include "train/trainer.h"
 
 namespace relgrad {
@@ -96,7 +99,7 @@ int cmd_train(const std::string& config_path, const std::string& resume, const s
   }
   out << "# effective config\n" << config_to_toml(config) << "\n";
   if (dry_run) return 0;
-  Trainer trainer(config, &out);
+  Trainer trainer(config, world().is_root() ? &out : nullptr, &world());  // mpirun: rank 0 prints
   const size_t params = [&] {
     size_t n = 0;
     for (const Tensor& p : trainer.model().module->parameters()) n += static_cast<size_t>(p.numel());
@@ -131,7 +134,7 @@ int cmd_train(const std::string& config_path, const std::string& resume, const s
     return 128 + (r.interrupted_by > 0 ? r.interrupted_by : 0);
   }
   const std::string plot_path = trainer.config().train.out_dir + "/loss." + trainer.config().train.plot_format;
-  plot_training_log(trainer.log_path(), plot_path);
+  if (world().is_root()) plot_training_log(trainer.log_path(), plot_path);  // the log is rank 0's
   out << "done: " << r.steps << " steps, held-out token accuracy " << fixed(100 * r.eval.accuracy, 2)
       << "%, sequence accuracy " << fixed(100 * r.eval.sequence_accuracy, 2) << "%, " << fixed(r.seconds, 1) << " s, "
       << fixed(r.tokens_per_s, 0) << " tokens/s\n"
@@ -216,6 +219,21 @@ int cmd_sample(SampleArgs a, std::ostream& out) {
       std::string s;
       for (int64_t id : seq) s += static_cast<char>(id);
       out << "--- sample " << n << " (seed " << on.seed << ")\n" << s << "\n";
+    }
+    return 0;
+  }
+  if (data.tokens()) {  // ids in, ids out; the prompt defaults to the first ids of the validation split
+    o.eos = -1;
+    if (!a.prompt.empty()) throw UsageError("[sample] this is a token-file model: give --input \"ids\", not --prompt");
+    const TokenDataset& t = *data.tokens();
+    const int64_t from = t.val_size() > 0 ? t.train_size() : 0;
+    std::vector<int64_t> prompt = a.input.empty()
+        ? std::vector<int64_t>(t.tokens().begin() + from, t.tokens().begin() + from + std::min<int64_t>(32, t.size() - from))
+        : parse_tokens(a.input, vocab, "sample");
+    for (int64_t n = 0; n < a.num; ++n) {
+      SamplingOptions on = o;
+      on.seed = o.seed + static_cast<uint64_t>(n);
+      out << "--- sample " << n << " (seed " << on.seed << ")\n" << vocab.decode(generate(*m.decoder_lm, row(prompt), on).to_vector<int64_t>()) << "\n";
     }
     return 0;
   }
@@ -419,7 +437,11 @@ int cmd_probe(const std::string& checkpoint, int64_t reach, std::string out_dir,
 
 }  // namespace
 
-int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+int run_cli(int argc, const char* const* argv, std::ostream& out_all, std::ostream& err) {
+  // Under mpirun only rank 0 prints; errors come from every rank, naming it (docs/distributed.md).
+  std::ostream silent(nullptr);
+  std::ostream& out = world().is_root() ? out_all : silent;
+  const std::string rank_note = world().size() > 1 ? " (" + world().where() + ")" : "";
   CLI::App app{"relgrad: train, sample, evaluate, inspect and plot relative-attention transformers", "relgrad"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "help for every command");
@@ -483,6 +505,11 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   experiments->add_option("--only", exp_options.only, "one experiment: D1, D2, D3 or D6");
   experiments->add_option("--out", exp_markdown, "the markdown report (pictures go to its folder's experiments/)");
 
+  auto* tokenize = app.add_subcommand("tokenize", "a file's bytes as a token data file (vocab 256) for data.source = \"tokens\"");
+  std::string tokenize_in, tokenize_out;
+  tokenize->add_option("input", tokenize_in, "any file")->required();
+  tokenize->add_option("output", tokenize_out, "the token file to write (atomically)")->required();
+
   auto* plot = app.add_subcommand("plot", "loss curves from a training log, as SVG or PNG");
   std::string log_path, plot_out;
   plot->add_option("log", log_path, "log.jsonl or log.csv")->required();
@@ -501,7 +528,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     } catch (const CLI::ParseError& e) {
       for (const CLI::App* sub : app.get_subcommands()) command = "relgrad " + sub->get_name();
       if (command == "relgrad" && argc > 1 && argv[1][0] != '-') {  // CLI11 would only say "A subcommand is required"
-        err << "relgrad: error: unknown command '" << argv[1] << "' (commands: train, sample, eval, inspect, plot, probe, render, experiments)\n";
+        err << "relgrad: error: unknown command '" << argv[1] << "' (commands: train, sample, eval, inspect, plot, probe, render, experiments, tokenize)\n";
         return 2;
       }
       err << command << ": error: " << e.what() << "\n(run `" << command << " --help`)\n";
@@ -537,6 +564,15 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       out << "wrote " << exp_markdown << " and the pictures in " << exp_options.out_dir << "\n";
       return 0;
     }
+    if (tokenize->parsed()) {
+      command = "relgrad tokenize";
+      const std::string bytes = read_file(tokenize_in, "tokenize", uint64_t(1) << 31);  // ids are int32 counts
+      std::vector<int32_t> ids(bytes.begin(), bytes.end());
+      for (int32_t& id : ids) id &= 0xFF;  // char may be signed: the id is the byte's unsigned value
+      write_token_file(tokenize_out, ids, 256);
+      out << "wrote " << tokenize_out << ": " << ids.size() << " tokens, vocab_size 256\n";
+      return 0;
+    }
     if (plot->parsed()) {
       command = "relgrad plot";
       if (plot_out.empty()) plot_out = directory_of(log_path) + "/loss.svg";
@@ -544,14 +580,48 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       out << "wrote " << plot_out << "\n";
       return 0;
     }
+  } catch (...) {
+    std::ostringstream message;  // written at once, so that the lines of several ranks do not interleave
+    const int code = report_error(command + rank_note, std::current_exception(), message);
+    err << message.str() << std::flush;
+    return code;
+  }
+  return 2;
+}
+
+int report_error(const std::string& command, std::exception_ptr error, std::ostream& err) {
+  // What to make smaller, in config keys, when `relgrad train` runs out of memory.
+  const std::string oom_hint =
+      command.rfind("relgrad train", 0) == 0
+          ? " (config keys: data.batch_size, raising train.grad_accum to keep the effective batch; data.context "
+            "for text and music; model.d_model, model.d_ff, model.n_encoder_layers, model.n_decoder_layers)"
+          : "";
+  try {
+    std::rethrow_exception(error);
   } catch (const UsageError& e) {
     err << command << ": error: " << e.what() << "\n";
     return 2;
+  } catch (const NonFiniteError& e) {
+    err << command << ": error: " << e.what() << "\n";
+    return 3;
+  } catch (const OutOfMemoryError& e) {
+    err << command << ": error: " << e.what() << oom_hint << "\n";
+    return 4;
+  } catch (const std::bad_alloc& e) {
+    // From a std container or Eigen's temporaries rather than the tensor allocator: the same report.
+    const CpuMemoryStats m = cpu_allocator::stats();
+    // Tensors freed while the exception unwound, so the peak is what tells how much the run used.
+    err << command << ": error: [memory] out of memory: an allocation outside the tensor allocator failed ("
+        << e.what() << "); tensors held at most " << m.peak_allocated_bytes
+        << " bytes; reduce the batch size, the sequence length or the model size" << oom_hint << "\n";
+    return 4;
   } catch (const std::exception& e) {
     err << command << ": error: " << e.what() << "\n";
     return 1;
+  } catch (...) {
+    err << command << ": error: an exception that is not a std::exception\n";
+    return 1;
   }
-  return 2;
 }
 
 }  // namespace relgrad

@@ -19,6 +19,7 @@
 #include "core/base/error.h"
 #include "core/file_io.h"
 #include "train/music.h"
+#include "train/token_file.h"
 
 namespace relgrad {
 namespace {
@@ -93,7 +94,7 @@ const std::vector<Field>& fields() {
     for (auto& g : positional_fields("cross", &TransformerConfig::cross)) f.push_back(g);
     using D = DataConfig;
     std::vector<Field> rest = {
-        {"data.source", Kind::String, "data", {"synthetic", "text", "music"}, at2(&R::data, &D::source)},
+        {"data.source", Kind::String, "data", {"synthetic", "text", "tokens", "music"}, at2(&R::data, &D::source)},
         {"data.task", Kind::String, "synthetic task", {"copy", "reverse", "shift", "sort", "periodic"}, at2(&R::data, &D::task)},
         {"data.num_symbols", Kind::Int, "synthetic alphabet size", {}, at2(&R::data, &D::num_symbols)},
         {"data.min_len", Kind::Int, "shortest synthetic source", {}, at2(&R::data, &D::min_len)},
@@ -101,6 +102,7 @@ const std::vector<Field>& fields() {
         {"data.lag", Kind::Int, "shift task: lag k", {}, at2(&R::data, &D::lag)},
         {"data.period", Kind::Int, "periodic task: period P", {}, at2(&R::data, &D::period)},
         {"data.text_path", Kind::String, "text: the corpus file", {}, at2(&R::data, &D::text_path)},
+        {"data.token_path", Kind::String, "tokens: the token data file (relgrad tokenize)", {}, at2(&R::data, &D::token_path)},
         {"data.music_dir", Kind::String, "music: folder of .mid files (empty = synthetic pieces)", {}, at2(&R::data, &D::music_dir)},
         {"data.music_styles", Kind::String, "music: synthetic styles, comma-separated", {}, at2(&R::data, &D::music_styles)},
         {"data.canon_lag_beats", Kind::Int, "music: canon follower delay in beats", {}, at2(&R::data, &D::canon_lag_beats)},
@@ -137,11 +139,19 @@ const std::vector<Field>& fields() {
         {"train.plot_format", Kind::String, "loss plot format", {"svg", "png"}, at2(&R::train, &T::plot_format)},
         {"train.seed", Kind::UInt, "initialisation and dropout seed", {}, at2(&R::train, &T::seed)},
         {"train.threads", Kind::Int, "OpenMP threads (0 = default)", {}, at2(&R::train, &T::threads)},
+        {"train.collective_timeout_s", Kind::Double, "mpirun: seconds to wait for the other ranks (0 = forever)", {},
+         at2(&R::train, &T::collective_timeout_s)},
         {"train.device", Kind::String, "device", {"cpu", "cuda"}, at2(&R::train, &T::device)},
         {"train.dtype", Kind::String, "parameter dtype", {"float32", "float64"}, at2(&R::train, &T::dtype)},
         {"train.target_accuracy", Kind::Double, "stop once held-out accuracy reaches it (0 = never)", {},
          at2(&R::train, &T::target_accuracy)},
         {"train.samples", Kind::Int, "greedy samples shown after training", {}, at2(&R::train, &T::samples)},
+        {"train.nonfinite", Kind::String, "NaN/Inf loss or gradient: stop (exit 3) or skip the step", {"stop", "skip"},
+         at2(&R::train, &T::nonfinite)},
+        {"train.max_skipped_steps", Kind::Int, "skip: consecutive skipped steps before stopping", {},
+         at2(&R::train, &T::max_skipped_steps)},
+        {"train.detect_anomaly", Kind::Bool, "check every op's output and gradient for NaN/Inf (slow)", {},
+         at2(&R::train, &T::detect_anomaly)},
     };
     using S = SampleConfig;
     std::vector<Field> sample = {
@@ -366,6 +376,10 @@ void set_from_json(RunConfig& c, const std::string& key, const nlohmann::json& v
 void walk_json(RunConfig& c, const nlohmann::json& node, const std::string& prefix, const std::string& origin) {
   for (auto it = node.begin(); it != node.end(); ++it) {
     std::string key = prefix.empty() ? it.key() : prefix + "." + it.key();
+    // No key has more than 3 parts: a deeper object is an unknown key (find_field says so), refused
+    // before recursing, so that hostile nesting (a config in a checkpoint is up to 100 MB) cannot
+    // overflow the stack or build quadratically long key strings.
+    if (it->is_object() && std::count(key.begin(), key.end(), '.') >= 3) find_field(key, origin);
     if (it->is_object()) walk_json(c, *it, key, origin);
     else set_from_json(c, key, *it, origin);
   }
@@ -467,6 +481,7 @@ void RunConfig::validate() const {
     }
     check(data.canon_lag_beats >= 1, "data.canon_lag_beats must be >= 1");
   }
+  check(data.source != "tokens" || !data.token_path.empty(), "data.source = \"tokens\" needs data.token_path");
   check(data.val_fraction >= 0.0 && data.val_fraction < 1.0, "data.val_fraction must be in [0, 1)");
   check(data.context >= 1, "data.context must be >= 1, got " + std::to_string(data.context));
   check(optim.lr > 0.0, "optim.lr must be > 0");
@@ -488,8 +503,10 @@ void RunConfig::validate() const {
   check(train.eval_batches >= 1, "train.eval_batches must be >= 1");
   check(!train.out_dir.empty(), "train.out_dir must not be empty");
   check(train.threads >= 0, "train.threads must be >= 0");
+  check(train.collective_timeout_s >= 0, "train.collective_timeout_s must be >= 0");
   check(train.target_accuracy >= 0.0 && train.target_accuracy <= 1.0, "train.target_accuracy must be in [0, 1]");
   check(train.samples >= 0, "train.samples must be >= 0");
+  check(train.max_skipped_steps >= 0, "train.max_skipped_steps must be >= 0, got " + std::to_string(train.max_skipped_steps));
   check(sample.max_new_tokens >= 1, "sample.max_new_tokens must be >= 1");
   check(sample.temperature >= 0.0, "sample.temperature must be >= 0");
   check(sample.top_k >= 0, "sample.top_k must be >= 0");
@@ -523,6 +540,11 @@ void RunConfig::derive_from_data() {
   }
   if (data.source == "text") {
     model.vocab_size = 256;
+    model.src_vocab_size = 0;
+    return;
+  }
+  if (data.source == "tokens") {
+    model.vocab_size = token_file_vocab_size(data.token_path);  // the header only: the ids are read later
     model.src_vocab_size = 0;
     return;
   }
@@ -609,8 +631,11 @@ std::string config_to_toml(const RunConfig& config) {
       table = section;
     }
     std::string text = get_text(config, f);
-    if (f.kind == Kind::String) text = nlohmann::json(text).dump();  // a TOML basic string is a JSON string
-    else if (f.kind == Kind::Double && text.find_first_of(".eEn") == std::string::npos) text += ".0";
+    if (f.kind == Kind::String) {
+      // A TOML basic string is a JSON string, except that TOML also refuses a raw DEL (found by fuzz_config_json).
+      text = nlohmann::json(text).dump();
+      for (size_t at; (at = text.find('\x7f')) != std::string::npos;) text.replace(at, 1, "\\u007F");
+    } else if (f.kind == Kind::Double && text.find_first_of(".eEn") == std::string::npos) text += ".0";
     out += leaf + " = " + text + "\n";
   }
   return out;

@@ -23,7 +23,8 @@
 namespace relgrad {
 
 struct DataConfig {
-  std::string source = "synthetic";  // "synthetic" (train/data.h tasks), "text" (a byte-level file) or
+  std::string source = "synthetic";  // "synthetic" (train/data.h tasks), "text" (a byte-level file),
+                                     // "tokens" (ids of a token file, train/token_file.h) or
                                      // "music" (performance events, train/music.h)
   std::string task = "copy";         // synthetic: copy, reverse, shift, sort, periodic
   int64_t num_symbols = 10;
@@ -32,6 +33,7 @@ struct DataConfig {
   int64_t lag = 1;
   int64_t period = 3;
   std::string text_path = "data/kjv.txt";  // text: any file (UTF-8 or not: the vocabulary is bytes)
+  std::string token_path;                  // tokens: a token data file (train/token_file.h)
   std::string music_dir;                   // music: a folder of .mid files; empty = synthetic pieces
   std::string music_styles = "scale,arpeggio,chords,canon,random_walk";  // music, synthetic pieces
   int64_t canon_lag_beats = 2;             // music, synthetic canons: the follower's delay
@@ -66,10 +68,15 @@ struct TrainLoopConfig {
   std::string plot_format = "svg";       // svg or png (written at the end)
   uint64_t seed = 1;            // model initialisation and dropout
   int64_t threads = 0;          // OpenMP threads; 0 = OpenMP's default. Bit-identical runs need the same count.
+  double collective_timeout_s = 300;  // mpirun: seconds a rank waits for the others in a collective before it
+                                      // ends the job with an error (docs/distributed.md); 0 = forever
   std::string device = "cpu";   // cpu or cuda
   std::string dtype = "float32";  // float32 or float64 parameters and activations
   double target_accuracy = 0.0;   // stop early once a held-out evaluation reaches it (0 = never)
   int64_t samples = 4;          // examples decoded greedily after training (0 = none)
+  std::string nonfinite = "stop";  // a NaN/Inf loss or gradient: "stop" (error, exit 3) or "skip" the step
+  int64_t max_skipped_steps = 10;  // skip: consecutive skipped steps allowed; one more stops the run
+  bool detect_anomaly = false;     // check every op's output and gradient for NaN/Inf (slow; names the op)
 };
 
 struct SampleConfig {

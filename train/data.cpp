@@ -9,6 +9,8 @@
 #include <sstream>
 
 #include "core/base/error.h"
+#include "core/file_io.h"
+#include "train/token_file.h"
 
 namespace relgrad {
 
@@ -234,42 +236,39 @@ Batch SyntheticTask::batch(int64_t index, Split split) const {
 
 // ---- TextDataset --------------------------------------------------------------------------------
 
-TextDataset::TextDataset(const std::string& path, double val_fraction, uint64_t seed) : path_(path), seed_(seed) {
-  RG_CHECK(val_fraction >= 0.0 && val_fraction < 1.0, "TextDataset", "val_fraction must be in [0, 1), got ",
-           val_fraction);
-  std::ifstream in(path, std::ios::binary);
-  RG_CHECK(in.is_open(), "TextDataset", "cannot open '", path, "': ", std::strerror(errno));
-  bytes_.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  RG_CHECK(!in.bad(), "TextDataset", "error while reading '", path, "'");
-  RG_CHECK(!bytes_.empty(), "TextDataset", "'", path, "' is empty");
+namespace {
 
-  const int64_t n = size();
+// The training part of a contiguous split of n units (bytes or tokens): the first (1 - val_fraction),
+// with both parts long enough for one input and one target (the validation part may be empty).
+int64_t split_train_size(int64_t n, double val_fraction, const char* who, const std::string& path, const char* unit) {
   const int64_t val = static_cast<int64_t>(static_cast<double>(n) * val_fraction + 0.5);
-  train_size_ = n - val;
-  RG_CHECK(train_size_ >= 2, "TextDataset", "'", path, "' has ", n, " bytes, which leaves ", train_size_,
+  const int64_t train = n - val;
+  RG_CHECK(train >= 2, who, "'", path, "' has ", n, " ", unit, ", which leaves ", train,
            " for training; need at least 2 (one input, one target)");
-  RG_CHECK(val_fraction == 0.0 || val >= 2, "TextDataset", "'", path, "' has ", n, " bytes, which leaves ", val,
+  RG_CHECK(val_fraction == 0.0 || val >= 2, who, "'", path, "' has ", n, " ", unit, ", which leaves ", val,
            " for validation at val_fraction ", val_fraction, "; need at least 2 (or val_fraction 0)");
+  return train;
 }
 
-Batch TextDataset::batch(int64_t index, int64_t batch_size, int64_t context, Split split) const {
-  RG_CHECK(index >= 0, "TextDataset", "batch index must be >= 0, got ", index);
-  RG_CHECK(batch_size >= 1 && context >= 1, "TextDataset", "batch_size and context must be positive, got ",
-           batch_size, " and ", context);
-  const bool train = split == Split::Train;
-  const int64_t begin = train ? 0 : train_size_;
-  const int64_t length = train ? train_size_ : val_size();
-  RG_CHECK(length >= context + 1, "TextDataset", "context ", context, " needs ", context + 1, " bytes but the ",
-           train ? "train" : "validation", " split of '", path_, "' has ", length);
-
+// B windows of context + 1 ids at random offsets of a split (counter-based: row b of batch `index`
+// uses row_stream(seed, split, index, b)): tokens = window[0, context), targets = window[1, context].
+// id_at(i) is the id at position i of the whole sequence; the split is [begin, begin + length).
+template <class IdAt>
+Batch window_batch(uint64_t seed, Split split, int64_t index, int64_t batch_size, int64_t context, int64_t begin,
+                   int64_t length, const char* who, const std::string& path, const char* unit, IdAt id_at) {
+  RG_CHECK(index >= 0, who, "batch index must be >= 0, got ", index);
+  RG_CHECK(batch_size >= 1 && context >= 1, who, "batch_size and context must be positive, got ", batch_size,
+           " and ", context);
+  RG_CHECK(length >= context + 1, who, "context ", context, " needs ", context + 1, " ", unit, " but the ",
+           split == Split::Train ? "train" : "validation", " split of '", path, "' has ", length);
   const int64_t windows = length - context;  // valid start offsets: [0, length - context)
   std::vector<int64_t> tokens(batch_size * context), targets(batch_size * context);
   for (int64_t b = 0; b < batch_size; ++b) {
-    CounterStream rng = row_stream(seed_, split, index, static_cast<uint32_t>(b));
+    CounterStream rng = row_stream(seed, split, index, static_cast<uint32_t>(b));
     const int64_t start = begin + rng.below(windows);
     for (int64_t t = 0; t < context; ++t) {
-      tokens[b * context + t] = static_cast<unsigned char>(bytes_[start + t]);
-      targets[b * context + t] = static_cast<unsigned char>(bytes_[start + t + 1]);
+      tokens[b * context + t] = id_at(start + t);
+      targets[b * context + t] = id_at(start + t + 1);
     }
   }
   Batch batch;
@@ -279,10 +278,70 @@ Batch TextDataset::batch(int64_t index, int64_t batch_size, int64_t context, Spl
   return batch;
 }
 
+}  // namespace
+
+TextDataset::TextDataset(const std::string& path, double val_fraction, uint64_t seed) : path_(path), seed_(seed) {
+  RG_CHECK(val_fraction >= 0.0 && val_fraction < 1.0, "TextDataset", "val_fraction must be in [0, 1), got ",
+           val_fraction);
+  std::ifstream in(path, std::ios::binary);
+  RG_CHECK(in.is_open(), "TextDataset", "cannot open '", path, "': ", std::strerror(errno));
+  bytes_.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  RG_CHECK(!in.bad(), "TextDataset", "error while reading '", path, "'");
+  RG_CHECK(!bytes_.empty(), "TextDataset", "'", path, "' is empty");
+
+  train_size_ = split_train_size(size(), val_fraction, "TextDataset", path, "bytes");
+}
+
+Batch TextDataset::batch(int64_t index, int64_t batch_size, int64_t context, Split split) const {
+  const bool train = split == Split::Train;
+  return window_batch(seed_, split, index, batch_size, context, train ? 0 : train_size_, train ? train_size_ : val_size(),
+                      "TextDataset", path_, "bytes",
+                      [&](int64_t i) -> int64_t { return static_cast<unsigned char>(bytes_[i]); });
+}
+
 uint64_t TextDataset::checksum() const {
   uint64_t h = 14695981039346656037ull;  // FNV-1a offset basis and prime
   for (unsigned char c : bytes_) { h ^= c; h *= 1099511628211ull; }
   return h;
+}
+
+// ---- TokenDataset -------------------------------------------------------------------------------
+
+TokenDataset::TokenDataset(const std::string& path, double val_fraction, uint64_t seed) : path_(path), seed_(seed) {
+  RG_CHECK(val_fraction >= 0.0 && val_fraction < 1.0, "TokenDataset", "val_fraction must be in [0, 1), got ",
+           val_fraction);
+  TokenFile file = read_token_file(path);
+  RG_CHECK(file.vocab_size <= kMaxTokenVocab, "TokenDataset", "'", path, "' has vocab_size ", file.vocab_size,
+           ", more than relgrad trains on (", kMaxTokenVocab, ")");
+  vocab_size_ = file.vocab_size;
+  tokens_ = std::move(file.tokens);
+  train_size_ = split_train_size(size(), val_fraction, "TokenDataset", path, "tokens");
+}
+
+Batch TokenDataset::batch(int64_t index, int64_t batch_size, int64_t context, Split split) const {
+  const bool train = split == Split::Train;
+  return window_batch(seed_, split, index, batch_size, context, train ? 0 : train_size_, train ? train_size_ : val_size(),
+                      "TokenDataset", path_, "tokens", [&](int64_t i) -> int64_t { return tokens_[i]; });
+}
+
+uint64_t TokenDataset::checksum() const {
+  uint64_t h = fnv1a64(nullptr, 0);
+  for (int32_t id : tokens_) {
+    unsigned char le[4];
+    for (int k = 0; k < 4; ++k) le[k] = static_cast<unsigned char>(static_cast<uint32_t>(id) >> (8 * k));
+    h = fnv1a64(le, 4, h);
+  }
+  const auto vocab = static_cast<uint64_t>(vocab_size_);
+  return fnv1a64(&vocab, sizeof vocab, h);
+}
+
+Vocab TokenDataset::vocab() const {
+  Vocab v;
+  v.size = vocab_size_;
+  v.pad = -1;  // every id is data
+  v.names.reserve(static_cast<size_t>(vocab_size_));
+  for (int64_t id = 0; id < vocab_size_; ++id) v.names.push_back(std::to_string(id));
+  return v;
 }
 
 Vocab TextDataset::vocab() {

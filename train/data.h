@@ -1,4 +1,5 @@
-// Training data: synthetic sequence tasks and byte-level text, as batches of int64 token tensors.
+// Training data: synthetic sequence tasks, byte-level text and token data files, as batches of
+// int64 token tensors.
 //
 // Token ids of the synthetic tasks (the same for every task, so models and samplers need no special
 // cases):
@@ -189,6 +190,42 @@ class TextDataset {
  private:
   std::string path_;
   std::string bytes_;
+  int64_t train_size_ = 0;
+  uint64_t seed_ = 0;
+};
+
+// ------------------------------------------------------------------------------------------------
+// The ids of a token data file (train/token_file.h; `relgrad tokenize` makes one from any file's
+// bytes) for a decoder-only LM whose vocabulary is the file's vocab_size. Split, windows and random
+// streams are exactly TextDataset's, so the token file of a text's bytes gives the same batches as
+// data.source = "text" on that text.
+class TokenDataset {
+ public:
+  // Errors: whatever read_token_file refuses, val_fraction outside [0, 1), a split of fewer than 2
+  // tokens, and vocab_size above kMaxTokenVocab.
+  TokenDataset(const std::string& path, double val_fraction = 0.1, uint64_t seed = 0);
+
+  // TextDataset::batch over the ids (error if the split is shorter than context + 1 tokens).
+  Batch batch(int64_t index, int64_t batch_size, int64_t context, Split split = Split::Train) const;
+
+  const std::string& path() const { return path_; }
+  int64_t size() const { return static_cast<int64_t>(tokens_.size()); }
+  int64_t train_size() const { return train_size_; }
+  int64_t val_size() const { return size() - train_size_; }
+  int64_t vocab_size() const { return vocab_size_; }
+  const std::vector<int32_t>& tokens() const { return tokens_; }
+  // FNV-1a 64 of the ids as 4-byte little-endian integers, and of the vocab_size (as a checkpoint's
+  // data_checksum: a resume on other data is refused).
+  uint64_t checksum() const;
+  Vocab vocab() const;  // the ids by number: names "0", "1", ...; no padding id
+
+  // Larger vocabularies are refused (the names alone would take gigabytes; so would the embedding).
+  static constexpr int64_t kMaxTokenVocab = int64_t(1) << 22;
+
+ private:
+  std::string path_;
+  std::vector<int32_t> tokens_;
+  int64_t vocab_size_ = 0;
   int64_t train_size_ = 0;
   uint64_t seed_ = 0;
 };

@@ -70,11 +70,12 @@ RunModel train_model(const RunConfig& config, const BatchFn& data, std::ostream*
   std::vector<ParamGroup> groups = decay_groups(model.module->named_parameters(), o.lr, o.weight_decay);
   ParamGroup positional;
   positional.weight_decay = o.weight_decay;
+  // (the lambda captures p.impl() by value: clang 14 cannot capture a structured binding)
   for (const auto& [name, p] : model.module->named_parameters()) {
     if (name.find(".positional.") == std::string::npos) continue;
     positional.params.push_back(p);
     for (ParamGroup& g : groups)
-      g.params.erase(std::remove_if(g.params.begin(), g.params.end(), [&](const Tensor& q) { return q.impl() == p.impl(); }),
+      g.params.erase(std::remove_if(g.params.begin(), g.params.end(), [pi = p.impl()](const Tensor& q) { return q.impl() == pi; }),
                      g.params.end());
   }
   groups.push_back(positional);

@@ -19,6 +19,7 @@
 #include "core/base/error.h"
 #include "core/file_io.h"
 #include "train/clip.h"
+#include "train/nonfinite.h"
 #include "train/sampler.h"
 
 namespace relgrad {
@@ -77,6 +78,12 @@ void make_directories(const std::string& dir) {
   RG_CHECK(::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode), "train", "train.out_dir '", dir, "' is not a directory");
 }
 
+// The end of a NonFiniteError: a failed step writes nothing, so the last checkpoint is intact.
+std::string checkpoint_note(const std::string& path) {
+  return file_exists(path) ? "The last checkpoint, " + path + ", is left as it was"
+                           : "No checkpoint was written before this step";
+}
+
 // The keys that must agree between a checkpoint and the config resuming it.
 bool shapes_run(const std::string& key) {
   return key.rfind("model.", 0) == 0 || key.rfind("data.", 0) == 0 || key == "optim.name" || key == "train.dtype" ||
@@ -126,6 +133,9 @@ RunData::RunData(const RunConfig& config) : config_(&config) {
   if (config.data.source == "text") {
     text_ = std::make_unique<TextDataset>(config.data.text_path, config.data.val_fraction, config.data.seed);
     vocab_ = TextDataset::vocab();
+  } else if (config.data.source == "tokens") {
+    tokens_ = std::make_unique<TokenDataset>(config.data.token_path, config.data.val_fraction, config.data.seed);
+    vocab_ = tokens_->vocab();
   } else if (config.data.source == "music") {
     MusicDatasetConfig m;
     m.folder = config.data.music_dir;
@@ -142,11 +152,12 @@ RunData::RunData(const RunConfig& config) : config_(&config) {
 
 Batch RunData::batch(int64_t index, Split split) const {
   if (text_) return text_->batch(index, config_->data.batch_size, config_->data.context, split);
+  if (tokens_) return tokens_->batch(index, config_->data.batch_size, config_->data.context, split);
   if (music_) return music_->batch(index, config_->data.batch_size, config_->data.context, split);
   return task_->batch(index, split);
 }
 
-EvalResult evaluate(RunModel& model, const RunData& data, int64_t batches) {
+EvalResult evaluate(RunModel& model, const RunData& data, int64_t batches, Communicator* comm) {
   NoGradGuard no_grad;
   const bool was_training = model.module->is_training();
   model.module->eval();
@@ -155,6 +166,7 @@ EvalResult evaluate(RunModel& model, const RunData& data, int64_t batches) {
   int64_t correct = 0, rows_right = 0;
   try {
     for (int64_t n = 0; n < batches; ++n) {
+      if (comm && n % comm->size() != comm->rank()) continue;  // another rank's batch
       Batch b = data.batch(n, Split::HeldOut);
       const Tensor& targets = RunModel::targets(b);
       Tensor logits = model.logits(b);  // (B, T, V)
@@ -182,6 +194,12 @@ EvalResult evaluate(RunModel& model, const RunData& data, int64_t batches) {
     throw;
   }
   model.module->train(was_training);
+  if (comm && comm->size() > 1) {  // counts are exact in double below 2^53
+    double sums[5] = {loss_sum, double(r.tokens), double(correct), double(rows_right), double(r.sequences)};
+    comm->all_reduce_sum(sums, 5);
+    loss_sum = sums[0];
+    r.tokens = int64_t(sums[1]), correct = int64_t(sums[2]), rows_right = int64_t(sums[3]), r.sequences = int64_t(sums[4]);
+  }
   r.loss = r.tokens ? loss_sum / static_cast<double>(r.tokens) : 0.0;
   r.accuracy = r.tokens ? static_cast<double>(correct) / static_cast<double>(r.tokens) : 0.0;
   r.sequence_accuracy = r.sequences ? static_cast<double>(rows_right) / static_cast<double>(r.sequences) : 0.0;
@@ -201,8 +219,8 @@ RunConfig prepared(RunConfig c) {
 }
 }  // namespace
 
-Trainer::Trainer(RunConfig config, std::ostream* out)
-    : config_(prepared(std::move(config))), out_(out), data_(config_) {
+Trainer::Trainer(RunConfig config, std::ostream* out, Communicator* comm)
+    : config_(prepared(std::move(config))), out_(out), comm_(comm ? comm : &world()), data_(config_) {
   Generator init(config_.train.seed);
   model_ = build_model(config_, &init);
   default_generator().set_state(config_.train.seed ^ kDropoutKey, 0);
@@ -217,6 +235,23 @@ Trainer::Trainer(RunConfig config, std::ostream* out)
   auto decay = o.decay == "cosine" ? LrSchedule::Decay::Cosine
                : o.decay == "linear" ? LrSchedule::Decay::Linear : LrSchedule::Decay::Constant;
   schedule_ = LrSchedule(o.lr, o.warmup_steps, config_.train.steps, o.min_lr, decay);
+  if (comm_->size() > 1) start_data_parallel();
+}
+
+// Several ranks (train/distributed.h): the same config everywhere, rank 0's weights, this rank's rows.
+void Trainer::start_data_parallel() {
+  comm_->set_timeout(config_.train.collective_timeout_s);
+  const std::string json = config_to_json(config_);
+  check_same(*comm_, fnv1a64(json.data(), json.size()), "the config");
+  rows_ = shard_rows(config_.data.batch_size, comm_->rank(), comm_->size());
+  const TensorList params = model_.module->parameters();
+  for (const Tensor& p : params) broadcast(*comm_, p, 0);
+  reducer_ = std::make_unique<GradientReducer>(*comm_, params);
+  if (out_)
+    *out_ << "data parallel: " << comm_->size() << " ranks (" << comm_->backend() << "), rank 0 trains rows ["
+          << rows_.begin << ", " << rows_.end << ") of " << config_.data.batch_size << "; all-reduce of "
+          << reducer_->bytes_per_reduce() << " bytes per step (" << reducer_->buckets()
+          << (reducer_->buckets() == 1 ? " bucket)\n" : " buckets)\n");
 }
 
 Trainer::~Trainer() = default;
@@ -247,11 +282,12 @@ void Trainer::resume(const std::string& path) {
            ck.optimizer_name, "' state, this run uses ", optimizer_->name());
   RG_CHECK(ck.meta.step <= config_.train.steps, "train", "cannot resume from ", path, ": it is at step ",
            ck.meta.step, ", beyond train.steps = ", config_.train.steps);
-  if (data_.text()) {
+  if (data_.text() || data_.tokens()) {
     auto it = ck.meta.extra.find("data_checksum");
-    std::string here = std::to_string(data_.text()->checksum());
+    std::string here = std::to_string(data_.text() ? data_.text()->checksum() : data_.tokens()->checksum());
     RG_CHECK(it == ck.meta.extra.end() || it->second == here, "train", "cannot resume from ", path,
-             ": it was trained on a different ", config_.data.text_path, " (checksum ", it->second, " vs ", here, ")");
+             ": it was trained on a different ", data_.text() ? config_.data.text_path : config_.data.token_path,
+             " (checksum ", it->second, " vs ", here, ")");
   }
   restore(ck, *model_.module, optimizer_.get(), &default_generator());
   step_ = ck.meta.step;
@@ -259,6 +295,9 @@ void Trainer::resume(const std::string& path) {
   auto seen = ck.meta.extra.find("tokens_seen");
   tokens_seen_ = seen == ck.meta.extra.end() ? 0 : std::atoll(seen->second.c_str());
   resumed_ = true;
+  if (reducer_)  // every rank read its own copy of the file: they must agree
+    check_same(*comm_, parameters_checksum(model_.module->parameters()) ^ uint64_t(step_) ^ (uint64_t(data_position_) << 32),
+               "the checkpoint " + path + " (weights, step, data position)");
   if (ck.meta.num_threads > 0 && ck.meta.num_threads != omp_get_max_threads() && out_)
     *out_ << "note: the checkpoint was written with " << ck.meta.num_threads << " threads, this run uses "
           << omp_get_max_threads() << ": losses will not be bit-identical to an uninterrupted run\n";
@@ -273,6 +312,7 @@ void Trainer::save(const std::string& path) const {
   meta.data_position = data_position_;
   meta.num_threads = omp_get_max_threads();
   if (data_.text()) meta.extra["data_checksum"] = std::to_string(data_.text()->checksum());
+  if (data_.tokens()) meta.extra["data_checksum"] = std::to_string(data_.tokens()->checksum());
   meta.extra["tokens_seen"] = std::to_string(tokens_seen_);
   save_checkpoint(path, *model_.module, optimizer_.get(), meta);
 }
@@ -290,25 +330,56 @@ double Trainer::train_step() {
     micro.push_back(data_.batch(data_position_ + m, Split::Train));
     total_targets += micro.back().num_targets;
     last_tokens_ += input_tokens(micro.back());
+    if (reducer_) micro.back() = shard_batch(micro.back(), rows_);  // counts above: the global batch's
   }
   RG_CHECK(total_targets > 0, "train", "step ", step_, ": the batch has no loss tokens");
   double loss_value = 0.0;
-  for (const Batch& b : micro) {
-    Tensor logits = model_.logits(b);  // (B, T, V)
-    const int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);
-    Tensor loss = cross_entropy(logits.reshape({B * T, V}), RunModel::targets(b).reshape({B * T}),
-                                CrossEntropyOptions().set_reduction(Reduction::Sum)) /
-                  static_cast<double>(total_targets);
-    loss.backward();
-    loss_value += loss.item();
+  RowShardGuard dropout_rows(reducer_ ? rows_ : RowRange{});  // this rank's rows draw as in the whole batch
+  try {
+    DetectAnomalyGuard anomaly(config_.train.detect_anomaly || AnomalyMode::is_enabled());
+    for (const Batch& b : micro) {
+      Tensor logits = model_.logits(b);  // (B, T, V)
+      const int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);
+      Tensor loss = cross_entropy(logits.reshape({B * T, V}), RunModel::targets(b).reshape({B * T}),
+                                  CrossEntropyOptions().set_reduction(Reduction::Sum)) /
+                    static_cast<double>(total_targets);
+      loss.backward();
+      loss_value += loss.item();
+    }
+  } catch (const NonFiniteError& e) {  // anomaly detection named the op; add the step
+    throw NonFiniteError(detail::concat("[train] step ", step_, " at lr ", lr, ": ", e.what()));
   }
-  RG_CHECK(std::isfinite(loss_value), "train", "step ", step_, ": the loss is ", loss_value,
-           " (diverged; try a lower optim.lr or optim.clip > 0). The last checkpoint is left as it was");
+  if (reducer_) {  // several ranks: the step's gradient and loss are sums over every rank's rows
+    reducer_->reduce();
+    loss_value = comm_->all_reduce_sum(loss_value);
+  }
+  if (after_backward_) after_backward_(*this);
   const TensorList params = model_.module->parameters();
-  last_grad_norm_ = clip_grad_norm_(params, config_.optim.clip > 0 ? config_.optim.clip : INFINITY);
-  RG_CHECK(std::isfinite(last_grad_norm_), "train", "step ", step_, ": the gradient norm is ", last_grad_norm_,
-           " (diverged; try a lower optim.lr). The last checkpoint is left as it was");
+  last_grad_norm_ = std::isfinite(loss_value)
+                        ? clip_grad_norm_(params, config_.optim.clip > 0 ? config_.optim.clip : INFINITY)
+                        : NAN;
+  if (!std::isfinite(loss_value) || !std::isfinite(last_grad_norm_)) {
+    const NonFiniteDiagnosis bad = diagnose_step(loss_value, last_grad_norm_, model_.module->named_parameters());
+    const std::string warning = nonfinite_.on_nonfinite(config_.train.nonfinite, config_.train.max_skipped_steps, step_,
+                                                        lr, bad, checkpoint_note(checkpoint_path()));  // or throws
+    // Skipped (PyTorch's GradScaler): weights and optimizer state (moments, step counts) stay bit for
+    // bit; the step number (so the lr schedule) and the data position advance.
+    data_position_ += config_.train.grad_accum;
+    ++step_;  // the log counts steps done, as for "train" records
+    write_record("skip", {{"step", double(step_)}, {"loss", loss_value}, {"lr", lr}, {"grad_norm", last_grad_norm_}},
+                 {{"tensor", bad.tensor.name}});
+    if (out_) *out_ << "warning: " << warning << "\n" << std::flush;
+    return loss_value;
+  }
   optimizer_->step();
+  // One read of the weights: an update that went non-finite (a NaN optimizer state, an overflow)
+  // is caught at the step that did it. It cannot be undone, so it stops even in "skip" mode.
+  for (const Tensor& p : params)
+    if (count_nonfinite(p).total() > 0)
+      throw update_went_nonfinite(step_, lr, last_grad_norm_,
+                                  first_nonfinite(model_.module->named_parameters(), /*grads=*/false),
+                                  checkpoint_note(checkpoint_path()));
+  nonfinite_.on_applied();
   data_position_ += config_.train.grad_accum;
   ++step_;
   return loss_value;
@@ -352,7 +423,8 @@ void Trainer::open_log(bool fresh) {
   if (csv && new_file) *log_ << "event,step,loss,accuracy,sequence_accuracy,lr,grad_norm,tokens,tokens_per_s,elapsed_s\n";
 }
 
-void Trainer::write_record(const std::string& event, const std::vector<std::pair<std::string, double>>& values) {
+void Trainer::write_record(const std::string& event, const std::vector<std::pair<std::string, double>>& values,
+                           const std::vector<std::pair<std::string, std::string>>& texts) {
   if (!log_) return;
   std::ostringstream line;
   line.precision(9);
@@ -372,6 +444,11 @@ void Trainer::write_record(const std::string& event, const std::vector<std::pair
       if (std::isfinite(v)) line << v;
       else line << "\"" << (std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf") << "\"";
     }
+    for (const auto& [k, v] : texts) {  // e.g. "encoder.embed.weight grad"; control characters become spaces
+      line << ",\"" << k << "\":\"";
+      for (char ch : v) line << (ch == '"' || ch == '\\' ? "\\" : "") << (static_cast<unsigned char>(ch) < 32 ? ' ' : ch);
+      line << "\"";
+    }
     line << "}";
   }
   *log_ << line.str() << "\n";
@@ -379,14 +456,15 @@ void Trainer::write_record(const std::string& event, const std::vector<std::pair
 }
 
 TrainResult Trainer::train() {
-  make_directories(config_.train.out_dir);
-  if (!resumed_ && file_exists(checkpoint_path())) {
+  const bool writer = comm_->is_root();  // several ranks: only rank 0 writes files
+  if (writer) make_directories(config_.train.out_dir);
+  if (writer && !resumed_ && file_exists(checkpoint_path())) {
     const std::string prev = config_.train.out_dir + "/checkpoint.prev.safetensors";
     RG_CHECK(::rename(checkpoint_path().c_str(), prev.c_str()) == 0, "train", "cannot keep the earlier checkpoint as ",
              prev, ": ", std::strerror(errno));
     if (out_) *out_ << "note: " << config_.train.out_dir << " held an earlier run; its checkpoint is now " << prev << "\n";
   }
-  open_log(!resumed_);
+  if (writer) open_log(!resumed_);
   const TrainLoopConfig& tc = config_.train;
   TrainResult result;
   using clock = std::chrono::steady_clock;
@@ -410,12 +488,16 @@ TrainResult Trainer::train() {
   };
   while (step_ < tc.steps) {
     const double lr = schedule_.lr_at(step_);
-    result.last_loss = train_step();
+    const int64_t skipped_before = nonfinite_.total();
+    const double loss = train_step();
+    const bool skipped = nonfinite_.total() > skipped_before;  // logged by train_step as a "skip" record
+    result.skipped_steps += skipped;
+    if (!skipped) result.last_loss = loss;
     tokens += last_tokens_;
     tokens_seen_ += last_tokens_;
     window_tokens += last_tokens_;
     const bool last = step_ == tc.steps;
-    if (step_ % tc.log_every == 0 || last) {
+    if ((step_ % tc.log_every == 0 || last) && !skipped) {
       const double now = seconds();
       const double rate = window_tokens / std::max(1e-9, now - window_start);
       write_record("train", {{"step", double(step_)}, {"loss", result.last_loss}, {"lr", lr},
@@ -441,8 +523,11 @@ TrainResult Trainer::train() {
         if (out_) *out_ << "reached train.target_accuracy = " << tc.target_accuracy << " at step " << step_ << "\n";
       }
     }
-    const int signal = training_stop_requested();
-    if ((tc.save_every > 0 && step_ % tc.save_every == 0) || last || stop || signal != 0) save(checkpoint_path());
+    const int signal = agree_on_stop(*comm_, training_stop_requested());  // all ranks stop at the same step
+    if ((tc.save_every > 0 && step_ % tc.save_every == 0) || last || stop || signal != 0) {
+      if (reducer_) check_same(*comm_, parameters_checksum(model_.module->parameters()), "the weights (the replicas have diverged)");
+      if (writer) save(checkpoint_path());
+    }
     if (signal != 0 && !last) {
       result.interrupted_by = signal;
       if (out_) *out_ << "interrupted at step " << step_ << ": checkpoint saved to " << checkpoint_path() << "\n";
@@ -499,6 +584,17 @@ void Trainer::print_samples() {
     write_midi(path, midi);
     *out_ << "sampled " << seq.size() - 1 << " events (" << decode_notes(seq).size() << " notes) from <bos>: " << path
           << "\n";
+  } else if (data_.tokens()) {
+    // Prompt: the first ids of the validation split (of the training split when there is none).
+    const TokenDataset& t = *data_.tokens();
+    const int64_t from = t.val_size() > 0 ? t.train_size() : 0;
+    const int64_t prompt_len = std::min<int64_t>(32, t.size() - from);
+    std::vector<int64_t> prompt(t.tokens().begin() + from, t.tokens().begin() + from + prompt_len);
+    SamplingOptions o = sampling_options(config_.sample);
+    o.eos = -1;
+    std::vector<int64_t> seq = generate(*model_.decoder_lm, from_vector<int64_t>(prompt, {1, prompt_len}), o).to_vector<int64_t>();
+    *out_ << "sample (prompt: the first " << prompt_len << " ids of the " << (from ? "validation" : "training")
+          << " split):\n" << vocab.decode(seq) << "\n";
   } else {
     const std::string& text = data_.text()->bytes();
     const int64_t prompt_len = std::min<int64_t>(32, data_.text()->val_size());

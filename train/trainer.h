@@ -23,10 +23,12 @@
 // save_every steps and at the end) and log.jsonl or log.csv, one record per log_every steps
 // ("event":"train": step, loss, lr, grad_norm, tokens (since step 0, across resumes), tokens_per_s,
 // elapsed_s (this process)) and per evaluation
-// ("event":"eval": step, loss, accuracy, sequence_accuracy, elapsed_s). A fresh run in a directory
+// ("event":"eval": step, loss, accuracy, sequence_accuracy, elapsed_s), and one per step skipped
+// under train.nonfinite = "skip" ("event":"skip": step, loss, lr, grad_norm, tensor). A fresh run in a directory
 // that holds an earlier run keeps that run's files as checkpoint.prev.safetensors / log.prev.*.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <memory>
 #include <string>
@@ -35,7 +37,9 @@
 #include "train/checkpoint.h"
 #include "train/config.h"
 #include "train/data.h"
+#include "train/distributed.h"
 #include "train/music.h"
+#include "train/nonfinite.h"
 #include "train/optim.h"
 #include "train/sampler.h"
 #include "train/schedule.h"
@@ -64,12 +68,14 @@ class RunData {
   const Vocab& vocab() const { return vocab_; }
   const SyntheticTask* task() const { return task_.get(); }
   const TextDataset* text() const { return text_.get(); }
+  const TokenDataset* tokens() const { return tokens_.get(); }
   const MusicDataset* music() const { return music_.get(); }
 
  private:
   const RunConfig* config_;
   std::unique_ptr<SyntheticTask> task_;
   std::unique_ptr<TextDataset> text_;
+  std::unique_ptr<TokenDataset> tokens_;
   std::unique_ptr<MusicDataset> music_;
   Vocab vocab_;
 };
@@ -89,6 +95,7 @@ struct TrainResult {
   double tokens_per_s = 0.0;     // input tokens (padding excluded) per second, this call
   bool reached_target = false;   // stopped early at train.target_accuracy
   int interrupted_by = 0;        // the signal that stopped the run (a checkpoint was saved), or 0
+  int64_t skipped_steps = 0;     // train.nonfinite = "skip": steps whose update was skipped, this call
 };
 
 // Interruption (SIGINT / SIGTERM): `relgrad train` installs handlers that call
@@ -100,13 +107,19 @@ void clear_training_stop();
 int training_stop_requested();
 
 // Evaluates `model` on held-out batches 0 .. batches−1 of `data` (eval mode, no grad; restores the mode).
-EvalResult evaluate(RunModel& model, const RunData& data, int64_t batches);
+// With a communicator of several ranks, rank r evaluates batches r, r + N, ... and the sums are
+// all-reduced, so every rank returns the result for all batches.
+EvalResult evaluate(RunModel& model, const RunData& data, int64_t batches, Communicator* comm = nullptr);
 
 class Trainer {
  public:
   // Validates the config (nothing is written before that), derives vocab sizes, seeds, builds
-  // everything. Progress lines go to `out` (null: silent).
-  explicit Trainer(RunConfig config, std::ostream* out = nullptr);
+  // everything. Progress lines go to `out` (null: silent). `comm` (null: world(), train/distributed.h)
+  // with several ranks makes the training data-parallel: this rank trains on its rows of every
+  // batch, gradients and losses are summed over the ranks, weights start as rank 0's, and only rank
+  // 0 writes the log and checkpoints (pass out = null on the other ranks). Every rank must make
+  // the same calls (resume, train) in the same order.
+  explicit Trainer(RunConfig config, std::ostream* out = nullptr, Communicator* comm = nullptr);
   ~Trainer();
 
   // Continues the run saved in `checkpoint_path`: model, optimizer, RNG, step, data position. The
@@ -115,8 +128,20 @@ class Trainer {
   void resume(const std::string& checkpoint_path);
 
   TrainResult train();          // steps until train.steps (or the target accuracy), with logging
-  double train_step();          // one optimizer step; returns the step's token-mean loss
-  EvalResult evaluate() { return relgrad::evaluate(model_, data_, config_.train.eval_batches); }
+  // One optimizer step; returns the step's token-mean loss. A NaN/Inf loss or gradient throws
+  // NonFiniteError ("[train] step S: the loss is nan at lr L; first non-finite tensor: ...", the
+  // model and optimizer untouched) or, with train.nonfinite = "skip", skips the update: weights and
+  // optimizer state (moments, step counts) stay bit for bit, while the step number (so the lr
+  // schedule) and the data position advance, as a PyTorch loop with GradScaler does. More than
+  // train.max_skipped_steps skips in a row throw. An update that makes a parameter non-finite
+  // always throws (it cannot be undone). See train/nonfinite.h.
+  double train_step();
+  bool last_step_skipped() const { return nonfinite_.in_a_row() > 0; }
+  int64_t skipped_steps() const { return nonfinite_.total(); }  // by this Trainer (not kept in checkpoints)
+  // Called in train_step after the backward pass(es), before the checks, clipping and the update:
+  // for gradient logging, or for tests that inject a fault.
+  void set_after_backward(std::function<void(Trainer&)> hook) { after_backward_ = std::move(hook); }
+  EvalResult evaluate() { return relgrad::evaluate(model_, data_, config_.train.eval_batches, comm_); }
   void save(const std::string& path) const;
 
   const RunConfig& config() const { return config_; }
@@ -126,16 +151,23 @@ class Trainer {
   int64_t step() const { return step_; }
   int64_t data_position() const { return data_position_; }
   double last_grad_norm() const { return last_grad_norm_; }
+  Communicator& communicator() const { return *comm_; }
+  const GradientReducer* gradient_reducer() const { return reducer_.get(); }  // null with one rank
   std::string checkpoint_path() const;
   std::string log_path() const;
 
  private:
   void open_log(bool fresh);
-  void write_record(const std::string& event, const std::vector<std::pair<std::string, double>>& values);
+  void start_data_parallel();
+  void write_record(const std::string& event, const std::vector<std::pair<std::string, double>>& values,
+                    const std::vector<std::pair<std::string, std::string>>& texts = {});
   void print_samples();
 
   RunConfig config_;
   std::ostream* out_;
+  Communicator* comm_;
+  std::unique_ptr<GradientReducer> reducer_;  // several ranks only
+  RowRange rows_;                             // this rank's rows of every batch
   RunData data_;
   RunModel model_;
   std::unique_ptr<Optimizer> optimizer_;
@@ -144,6 +176,8 @@ class Trainer {
   int64_t last_tokens_ = 0;
   int64_t tokens_seen_ = 0;  // input tokens trained on since step 0 (kept across resumes)
   double last_grad_norm_ = 0.0;
+  NonFiniteSteps nonfinite_;  // train.nonfinite = "skip": skips counted (not checkpointed)
+  std::function<void(Trainer&)> after_backward_;
   bool resumed_ = false;
   std::unique_ptr<std::ofstream> log_;
 };

@@ -23,6 +23,10 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* generator) {
   const bool drop_all = p == 1.0;  // nothing random to draw: every element is dropped
   Generator& gen = generator ? *generator : default_generator();
   const uint64_t seed = gen.seed(), offset = drop_all ? 0 : gen.next_offset();
+  // A row shard (data parallelism, core/rng.h): element i is element base + i of the whole batch.
+  RG_CHECK(gen.shard_rows() == 0 || x.numel() % gen.shard_rows() == 0, op, "x ", shape_str(x.shape()),
+           " is not batch-major for the generator's row shard of ", gen.shard_rows(), " rows");
+  const uint64_t base = gen.element_base(x.numel());
   Tensor xc = x.detach().contiguous();
   Tensor out = empty(x.shape(), TensorOptions(x.dtype()));
   Tensor mask = empty(x.shape(), TensorOptions(x.dtype()));
@@ -37,7 +41,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* generator) {
     for (int64_t i = 0; i < n; ++i) {
       bool keep = false;
       if (!drop_all) {
-        philox::Block b = philox::draw(seed, offset, static_cast<uint64_t>(i));
+        philox::Block b = philox::draw(seed, offset, base + static_cast<uint64_t>(i));
         keep = philox::uniform(b.x[0], b.x[1]) >= p;
       }
       mp[i] = keep ? scale : T(0);

@@ -18,6 +18,12 @@ class ShapeError : public Error { using Error::Error; };
 class DTypeError : public Error { using Error::Error; };
 class DeviceError : public Error { using Error::Error; };
 class IndexError : public Error { using Error::Error; };
+// A device (the CPU's memory or a GPU's) could not hold a requested block. The message names the
+// bytes requested, the bytes held, and what to reduce. `relgrad` exits with code 4 on it.
+class OutOfMemoryError : public DeviceError { using DeviceError::DeviceError; };
+// A NaN or Inf where training cannot go on: a loss, a gradient, an updated parameter, or an op's
+// output under anomaly detection (autograd/grad_mode.h). `relgrad train` exits with code 3 on it.
+class NonFiniteError : public Error { using Error::Error; };
 
 namespace detail {
 template <class... Args>

@@ -42,13 +42,15 @@ namespace relgrad::fn {
 // reduction), exp(r) by Cephes' expf polynomial on |r| ≤ ln2/2. 2^n is built in two halves so that
 // n = 128 (overflow to inf) needs no special case.
 RG_FORCE_INLINE float fast_expf(float x) {
-  // Clamped with selects, not fmin/fmax (library calls that block vectorisation); a NaN passes
-  // through unchanged here and is restored at the end.
+  // Clamped with selects, not fmin/fmax (library calls that block vectorisation).
   // Below −87 the result would be under 1.6e-38, near or in the denormal range, where x86 arithmetic
   // takes a microcode assist of ~100 cycles per operation (a masked softmax row is half such values):
   // those results are flushed to 0 at the end, and the clamp keeps every intermediate normal.
   float xc = x < -87.0f ? -87.0f : x;
   xc = xc > 88.8f ? 88.8f : xc;          // exp(88.8) is inf
+  // A NaN computes on as 0: converting NaN to int32 (and shifting the result) is undefined behaviour,
+  // which UBSan reports (the asan preset, docs/reliability.md). The NaN is returned at the end.
+  xc = xc == xc ? xc : 0.0f;
   const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest (1.5·2^23)
   float r = std::fma(n, -0.693359375f, xc);
   r = std::fma(n, 2.12194440e-4f, r);

@@ -1,0 +1,35 @@
+// libFuzzer target: train/checkpoint.h load_checkpoint on arbitrary bytes. A mutated file almost
+// always fails the checksum, which would hide the metadata checks behind it from the fuzzer, so when
+// the safetensors layer accepts the input and its "checksum" value is spelled plainly in the header,
+// that value is replaced by the correct one (same length, so nothing else moves) before loading; the
+// unpatched input is loaded too, for the mismatch path.
+#include <cstdint>
+
+#include "core/safetensors.h"
+#include "fuzz/fuzz_common.h"
+#include "train/checkpoint.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static relgrad::fuzz::MemFile file;
+  std::string bytes(reinterpret_cast<const char*>(data), size);
+  try {
+    (void)relgrad::load_checkpoint(file.set(bytes));
+  } catch (const relgrad::Error&) {
+  }
+  try {
+    relgrad::SafetensorsFile st = relgrad::load_safetensors(file.set(bytes));
+    auto it = st.metadata.find("checksum");
+    if (it == st.metadata.end()) return 0;
+    std::map<std::string, relgrad::Tensor> tensors(st.tensors.begin(), st.tensors.end());
+    const std::string good = relgrad::checksum_hex(relgrad::checkpoint_checksum(tensors));
+    const std::string spelled = "\"checksum\":\"" + it->second + "\"";
+    size_t at = bytes.find(spelled);
+    if (it->second.size() != good.size() || at == std::string::npos) return 0;
+    bytes.replace(at + 12, good.size(), good);
+    relgrad::Checkpoint ck = relgrad::load_checkpoint(file.set(bytes));
+    if (ck.meta.step < 0 || ck.meta.data_position < 0 || ck.meta.num_threads < 0)
+      relgrad::fuzz::finding("load_checkpoint accepted a negative step, data_position or num_threads");
+  } catch (const relgrad::Error&) {
+  }
+  return 0;
+}
