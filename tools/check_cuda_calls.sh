@@ -4,13 +4,14 @@
 #     inside RG_CUDA_CHECK / RG_CUBLAS_CHECK / RG_NCCL_CHECK (cuda/common.cuh), or its result is used:
 #     stored (`cudaError_t err = cudaMalloc(...)`, the allocator's out-of-memory retry), returned, or
 #     tested in a condition. A call whose result is discarded (an expression statement, `(void)` too)
-#     is an error, unless its line says "best effort" (e.g. a destructor, which must not throw);
+#     is an error, unless it is in a destructor (which must not throw) or its line says "best effort";
 #   - every kernel launch (<<<...>>>) is followed, in the same block and before the next launch, by
 #     RG_CUDA_CHECK_LAUNCH(...) or RG_CUDA_CHECK(cudaGetLastError(), ...).
-# cudaGetLastError / cudaPeekAtLastError (clearing an error) and the error-string functions are
-# exempt. Comments and string literals are ignored.
+# cudaGetLastError / cudaPeekAtLastError (clearing an error), ncclCommAbort (called while a failure is
+# already being reported) and the error-string functions are exempt. Comments and string literals
+# are ignored.
 #
-#   usage: tools/check_cuda_calls.sh [FILE|DIR ...]   (default: cuda/ of this repository)
+#   usage: tools/check_cuda_calls.sh [FILE|DIR ...]   (default: cuda/ core/ autograd/ layers/ train/)
 #          tools/check_cuda_calls.sh --self-test      (proves it catches an unchecked call and launch)
 # Exit 0 when clean; 1 with "file:line: ..." for each problem.
 set -euo pipefail
@@ -31,7 +32,8 @@ check() {
     use strict; use warnings;
     my $bad = 0; my $calls = 0; my $launches = 0;
     my %exempt = map { $_ => 1 } qw(cudaGetLastError cudaPeekAtLastError cudaGetErrorString cudaGetErrorName
-      cublasGetStatusString cublasGetStatusName ncclGetErrorString ncclGetLastError cuGetErrorString cuGetErrorName);
+      cublasGetStatusString cublasGetStatusName ncclGetErrorString ncclGetLastError cuGetErrorString cuGetErrorName
+      ncclCommAbort);
     for my $file (@ARGV) {
       open(my $fh, "<", $file) or die "check_cuda_calls: cannot read $file: $!\n";
       local $/; my $src = <$fh>; close $fh;
@@ -40,6 +42,19 @@ check() {
       my $code = $src;
       $code =~ s{(//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\x27(?:\\.|[^\x27\\\n])*\x27)}{ my $m = $1; $m =~ s/[^\n]/ /g; $m }gse;
       my $line_of = sub { my $pos = shift; return 1 + (substr($code, 0, $pos) =~ tr/\n//); };
+      # Is `pos` inside a destructor body? Walks out through the enclosing braces.
+      my $in_destructor = sub {
+        my ($pos) = @_;
+        my $depth = 0;
+        for (my $i = $pos - 1; $i >= 0; $i--) {
+          my $c = substr($code, $i, 1);
+          if ($c eq "}") { $depth++; next; }
+          next unless $c eq "{";
+          if ($depth > 0) { $depth--; next; }
+          return 1 if substr($code, 0, $i) =~ /~\s*\w+\s*\([^()]*\)\s*(?:override|noexcept|final|\s)*$/;
+        }
+        return 0;
+      };
       my $report = sub { my ($pos, $msg) = @_; my $l = $line_of->($pos); print "$file:$l: $msg\n"; $bad++; };
       # Calls.
       while ($code =~ /\b((?:cuda|cublas|cublasLt|nccl|cu)[A-Z]\w*)\s*\(/g) {
@@ -70,7 +85,8 @@ check() {
         $prefix =~ s/^::\s*//;
         next unless $prefix eq "" || $prefix =~ /^\(\s*void\s*\)\s*(?:::)?$/;
         next if $lines[$line_of->($pos) - 1] =~ /best effort/i;
-        $report->($pos, "the status of $name() is discarded: wrap it in RG_CUDA_CHECK / RG_CUBLAS_CHECK (cuda/common.cuh)");
+        next if $in_destructor->($pos);
+        $report->($pos, "the status of $name() is discarded: check it (RG_CUDA_CHECK / RG_CUBLAS_CHECK in cuda/common.cuh)");
       }
       # Kernel launches.
       while ($code =~ /<<</g) {
@@ -116,14 +132,22 @@ void f(float* d, const float* h, size_t n, cublasHandle_t b, int prev) {
   RG_CUDA_CHECK_LAUNCH("kernel");
   if (prev >= 0) cudaSetDevice(prev);  // best effort: destructors never throw
 }
+struct Guard {
+  cudaStream_t s;
+  ~Guard() {
+    if (s) { cudaStreamDestroy(s); }
+  }
+  void reset() { RG_CUDA_CHECK(cudaStreamDestroy(s), "reset"); }
+};
 EOF
   printf '%s\n' '#include "cuda/common.cuh"' 'void g(void* p) {' '  int x = 0;' '  cudaFree(p);' '}' >"$tmp/unchecked_call.cu"
   printf '%s\n' 'void h(void* p) {' '  if (p) (void)cudaFree(p);' '}' >"$tmp/void_call.cuh"
   printf '%s\n' 'void k(float* d) {' '  kernel<<<1, 32>>>(d);' '}' >"$tmp/unchecked_launch.cu"
   printf '%s\n' 'void n(ncclComm_t c) {' '  ncclCommDestroy(c);' '}' >"$tmp/nccl.cpp"
+  printf '%s\n' 'struct S {' '  ~S() {}' '  void close() {' '    if (s) cudaStreamDestroy(s);' '  }' '};' >"$tmp/not_destructor.cpp"
   local out fail=0
   out=$(check "$tmp/good.cu" 2>&1) || { echo "self-test: the correct file was refused:"; echo "$out"; fail=1; }
-  for expect in "unchecked_call.cu:4:" "void_call.cuh:2:" "unchecked_launch.cu:2:" "nccl.cpp:2:"; do
+  for expect in "unchecked_call.cu:4:" "void_call.cuh:2:" "unchecked_launch.cu:2:" "nccl.cpp:2:" "not_destructor.cpp:4:"; do
     local file=${expect%%:*}
     if out=$(check "$tmp/$file" 2>&1); then
       echo "self-test: $file was accepted, but it has an unchecked call"; fail=1
@@ -131,14 +155,14 @@ EOF
       echo "self-test: $file was refused without naming $expect:"; echo "$out"; fail=1
     fi
   done
-  [ $fail -eq 0 ] && echo "check_cuda_calls self-test: ok (1 correct file accepted, 4 unchecked ones refused with file:line)"
+  [ $fail -eq 0 ] && echo "check_cuda_calls self-test: ok (1 correct file accepted, 5 unchecked ones refused with file:line)"
   return $fail
 }
 
 if [ "${1:-}" = "--self-test" ]; then
   self_test
 elif [ $# -eq 0 ]; then
-  check "$root/cuda"
+  check "$root/cuda" "$root/core" "$root/autograd" "$root/layers" "$root/train"
 else
   check "$@"
 fi

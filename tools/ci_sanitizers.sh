@@ -44,7 +44,7 @@ ctest --preset fuzz -j "$jobs"
 declare -A dict=([safetensors]=safetensors [checkpoint]=safetensors [midi]=midi [config_toml]=config_toml
                  [config_json]=config_json [tokens]=tokens)
 work=build-fuzz/ci
-rm -rf "$work"
+rm -rf "$work" build-fuzz/findings
 mkdir -p "$work" build-fuzz/findings
 
 # fuzz TARGET: mutates a scratch copy of the corpus (new inputs go to $work, never into fuzz/corpus).
@@ -58,6 +58,7 @@ fuzz() {
 stamp "fuzz: ${fuzz_seconds} s per target, $jobs at a time"
 failed=""
 running=0
+declare -a pids
 for t in "${!dict[@]}"; do
   fuzz "$t" &
   pids[$!]=$t
