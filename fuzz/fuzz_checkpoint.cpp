@@ -1,9 +1,12 @@
 // libFuzzer target: train/checkpoint.h load_checkpoint on arbitrary bytes. A mutated file almost
-// always fails the checksum, which would hide the metadata checks behind it from the fuzzer, so when
-// the safetensors layer accepts the input and its "checksum" value is spelled plainly in the header,
-// that value is replaced by the correct one (same length, so nothing else moves) before loading; the
-// unpatched input is loaded too, for the mismatch path.
+// always fails the checksums, which would hide the metadata checks behind them from the fuzzer, so
+// when the safetensors layer accepts the input and its "checksum" value is spelled plainly in the
+// header, that value is replaced by the correct one (same length, so nothing else moves), and so is
+// "header_checksum" when present, before loading; the unpatched input is loaded too, for the
+// mismatch paths.
 #include <cstdint>
+#include <map>
+#include <string>
 
 #include "core/safetensors.h"
 #include "fuzz/fuzz_common.h"
@@ -26,6 +29,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     size_t at = bytes.find(spelled);
     if (it->second.size() != good.size() || at == std::string::npos) return 0;
     bytes.replace(at + 12, good.size(), good);
+    auto hit = st.metadata.find("header_checksum");
+    if (hit != st.metadata.end()) {
+      std::map<std::string, std::string> meta = st.metadata;
+      meta["checksum"] = good;
+      const std::string good_header = relgrad::checksum_hex(relgrad::checkpoint_header_checksum(meta, tensors));
+      const std::string spelled_header = "\"header_checksum\":\"" + hit->second + "\"";
+      size_t hat = bytes.find(spelled_header);
+      if (hit->second.size() == good_header.size() && hat != std::string::npos)
+        bytes.replace(hat + spelled_header.size() - 1 - good_header.size(), good_header.size(), good_header);
+    }
     relgrad::Checkpoint ck = relgrad::load_checkpoint(file.set(bytes));
     if (ck.meta.step < 0 || ck.meta.data_position < 0 || ck.meta.num_threads < 0)
       relgrad::fuzz::finding("load_checkpoint accepted a negative step, data_position or num_threads");
