@@ -8,8 +8,14 @@
 //     that fails too, OutOfMemoryError (a DeviceError) names the bytes requested, held and free.
 // Blocks are never split or merged. All kernels run on the default stream, so a block freed here
 // can be reused at once: the next kernel that writes it is ordered after the last that read it.
+//
+// Guard zones (a test aid, set_guard_checking(true)): each new allocation then gets kGuardBytes of
+// a known pattern before and after the bytes asked for, and bypasses the cache. check_guards()
+// reads every zone back and names the allocation whose zone a kernel overwrote; a block freed with a
+// damaged zone is reported at the next check_guards().
 #include <map>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -21,6 +27,15 @@ namespace relgrad::cuda {
 namespace {
 
 constexpr size_t kRounding = 512;
+constexpr size_t kGuardBytes = 512;
+constexpr unsigned char kGuardPattern = 0xA5;
+
+struct GuardedBlock {
+  void* base;        // what cudaMalloc returned; the tensor gets base + kGuardBytes
+  size_t requested;  // bytes asked for; the trailing zone starts right after them
+  size_t total;      // leading zone + data + trailing zone
+  int device;
+};
 
 struct Block {
   void* ptr;
@@ -41,6 +56,7 @@ class Allocator {
     size_t size = (nbytes + kRounding - 1) / kRounding * kRounding;
     std::lock_guard<std::mutex> lock(mutex_);
     DeviceCache& c = cache(device);
+    if (guards_) return malloc_guarded(c, nbytes, size, device);
     Block b = take_cached(c, size);
     if (b.ptr == nullptr) b = {malloc_from_driver(c, size, nbytes, device), size};
     c.live.emplace(b.ptr, b.size);
@@ -54,6 +70,21 @@ class Allocator {
     std::lock_guard<std::mutex> lock(mutex_);
     if (device < 0 || device >= static_cast<int>(caches_.size())) return;
     DeviceCache& c = caches_[device];
+    auto g = guarded_.find(ptr);
+    if (g != guarded_.end()) {  // checked, then returned to the driver (never cached)
+      try {
+        std::string damage = damaged_zone(g->first, g->second, device);
+        if (!damage.empty()) violations_.push_back(damage);
+      } catch (const Error& e) {
+        violations_.push_back(e.what());
+      }
+      c.stats.allocated_bytes -= g->second.total;
+      c.live.erase(ptr);
+      DeviceGuard guard(device, "cuda_free");
+      if (cudaFree(g->second.base) != cudaSuccess) cudaGetLastError();  // destructors never throw
+      guarded_.erase(g);
+      return;
+    }
     auto it = c.live.find(ptr);
     if (it == c.live.end()) return;  // not ours: ignore rather than throw from a destructor
     size_t size = it->second;
@@ -69,6 +100,25 @@ class Allocator {
     return caches_[device].stats;
   }
 
+  void set_guards(bool on) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    guards_ = on;
+  }
+
+  void check_guards(const char* op) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<std::string> found;
+    found.swap(violations_);
+    for (const auto& [ptr, block] : guarded_) {
+      std::string damage = damaged_zone(ptr, block, block.device);
+      if (!damage.empty()) found.push_back(damage);
+    }
+    if (found.empty()) return;
+    std::string all;
+    for (const std::string& f : found) all += "\n  " + f;
+    throw Error(detail::concat("[", op, "] a kernel wrote outside its tensor:", all));
+  }
+
   void empty_cache(int device) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (device < 0 || device >= static_cast<int>(caches_.size())) return;
@@ -79,6 +129,37 @@ class Allocator {
   DeviceCache& cache(int device) {
     if (caches_.empty()) caches_.resize(device_count());
     return caches_[device];
+  }
+
+  void* malloc_guarded(DeviceCache& c, size_t nbytes, size_t size, int device) {
+    size_t total = kGuardBytes + size + kGuardBytes;
+    void* base = malloc_from_driver(c, total, nbytes, device);
+    DeviceGuard guard(device, "cuda_malloc");
+    RG_CUDA_CHECK(cudaMemset(base, kGuardPattern, total), "cuda_malloc");
+    void* ptr = static_cast<unsigned char*>(base) + kGuardBytes;
+    guarded_[ptr] = GuardedBlock{base, nbytes, total, device};
+    c.live.emplace(ptr, total);
+    c.stats.allocated_bytes += total;
+    if (c.stats.allocated_bytes > c.stats.peak_allocated_bytes) c.stats.peak_allocated_bytes = c.stats.allocated_bytes;
+    return ptr;
+  }
+
+  // "" when both guard zones of the block still hold the pattern; else which bytes changed.
+  static std::string damaged_zone(void* ptr, const GuardedBlock& b, int device) {
+    DeviceGuard guard(device, "check_guards");
+    std::vector<unsigned char> lead(kGuardBytes), tail(b.total - kGuardBytes - b.requested);
+    RG_CUDA_CHECK(cudaMemcpy(lead.data(), b.base, lead.size(), cudaMemcpyDeviceToHost), "check_guards");
+    RG_CUDA_CHECK(cudaMemcpy(tail.data(), static_cast<unsigned char*>(ptr) + b.requested, tail.size(),
+                             cudaMemcpyDeviceToHost),
+                  "check_guards");
+    for (size_t i = 0; i < lead.size(); ++i)
+      if (lead[i] != kGuardPattern)
+        return detail::concat("allocation of ", b.requested, " bytes: byte ", static_cast<int64_t>(i) - static_cast<int64_t>(kGuardBytes),
+                              " (before its start) was overwritten");
+    for (size_t i = 0; i < tail.size(); ++i)
+      if (tail[i] != kGuardPattern)
+        return detail::concat("allocation of ", b.requested, " bytes: byte ", b.requested + i, " (past its end) was overwritten");
+    return "";
   }
 
   // The smallest cached block that fits, if it is less than twice the request; else {nullptr, 0}.
@@ -132,6 +213,9 @@ class Allocator {
 
   std::mutex mutex_;
   std::vector<DeviceCache> caches_;  // one per device, created on the first allocation
+  bool guards_ = false;
+  std::unordered_map<void*, GuardedBlock> guarded_;  // live guarded blocks, by the pointer handed out
+  std::vector<std::string> violations_;              // damage found when a guarded block was freed
 };
 
 // Never destroyed: tensors in static storage may be freed after main returns.
@@ -146,5 +230,7 @@ void* device_malloc(size_t nbytes, int device) { return allocator().malloc(nbyte
 void device_free(void* ptr, int device) { allocator().free(ptr, device); }
 MemoryStats memory_stats(int device) { return allocator().stats(device); }
 void empty_cache(int device) { allocator().empty_cache(device); }
+void set_guard_checking(bool on) { allocator().set_guards(on); }
+void check_guards(const char* op) { allocator().check_guards(op); }
 
 }  // namespace relgrad::cuda

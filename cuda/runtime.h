@@ -26,6 +26,11 @@ struct MemoryStats {
 MemoryStats memory_stats(int device = 0);
 void empty_cache(int device = 0);  // returns cached blocks to the driver
 void synchronize(int device = 0);
+// Test aid (tests/cuda_testing.h): while on, every new allocation gets guard zones of a known
+// pattern before and after it (and bypasses the cache); check_guards throws Error naming each
+// allocation whose zones a kernel overwrote. Both are no-ops in a build without CUDA.
+void set_guard_checking(bool on);
+void check_guards(const char* op);
 
 void memcpy_host_to_device(void* dst, const void* src, size_t nbytes, int device);
 void memcpy_device_to_host(void* dst, const void* src, size_t nbytes, int device);

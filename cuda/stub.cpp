@@ -16,6 +16,8 @@ void* device_malloc(size_t, int) { unavailable("cuda_malloc"); }
 void device_free(void*, int) {}
 MemoryStats memory_stats(int) { return {}; }
 void empty_cache(int) {}
+void set_guard_checking(bool) {}
+void check_guards(const char*) {}
 void synchronize(int) { unavailable("cuda_synchronize"); }
 void memcpy_host_to_device(void*, const void*, size_t, int) { unavailable("to(cuda)"); }
 void memcpy_device_to_host(void*, const void*, size_t, int) { unavailable("to(cpu)"); }

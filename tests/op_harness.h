@@ -3,13 +3,16 @@
 //   2. float32 forward against the reference on the same (rounded) values,
 //   3. the same inputs as non-contiguous views (strided and transposed) give the same result,
 //   4. float64 gradcheck on every floating input,
-//   5. every bad input throws relgrad::Error with the expected message.
+//   5. every bad input throws relgrad::Error with the expected message,
+//   6. with a GPU: the same op on CUDA against the CPU, forward and backward, float64 and float32,
+//      with guard zones around every GPU allocation (tests/cuda_testing.h); nothing without one.
 // References are written with plain loops over float64 vectors (Ref below), never with relgrad ops.
 #pragma once
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "cuda_testing.h"
 #include "testing.h"
 
 namespace relgrad::testing {
@@ -118,6 +121,16 @@ inline void run_op_case(const OpCase& c) {
   for (const BadInput& b : c.bad_inputs) {
     INFO("bad input: ", b.what);
     check_throws_with(b.call, b.expected_message);
+  }
+  // 6. CUDA parity (only where a GPU is present)
+  for (DType dt : {kFloat64, kFloat32}) {
+    CudaParityCase p;
+    p.name = c.name + (dt == kFloat64 ? " (float64)" : " (float32)");
+    p.inputs = case_inputs(c, dt);
+    p.op = [&c](const TensorList& in) { return TensorList{c.op(in)}; };
+    p.backward = c.check_gradient;
+    if (dt == kFloat32) { p.atol = c.f32_atol; p.rtol = c.f32_rtol; }
+    check_cuda_parity(p);
   }
 }
 
