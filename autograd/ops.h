@@ -195,6 +195,33 @@ Tensor relative_gather(const Tensor& P, const Tensor& index, int64_t table_size)
 // The adjoint: P̄ (..., t2, R) with P̄[.., i, r] = Σ_{j: C[i,j] = r} S̄[.., i, j]; row-owned, no atomics.
 Tensor relative_scatter(const Tensor& S, const Tensor& index, int64_t table_size);
 
+// ---- fused relative attention (autograd/ops/flash_attention.cpp; kernels core/cpu/flash_attention.h,
+// cuda/flash_attention.cu) ----
+// out (B,H,t2,D) = softmax(s)·v without any (t2, t1) tensor in memory (flash-style tiles, online
+// softmax, backward recomputed from the saved per-row logsumexp), for query i at π(i), key j, δ = j − π(i):
+//   s_ij = scale · (q_i·k_j + rel_query_i · rel_table[rel_rows(δ)]) + bias_table[bias_rows(δ)]
+//   hidden (weight 0) when causal and j > π(i), or key j is padding; a row with no visible key is 0.
+// The per-distance lookups rel_rows / bias_rows (int64 (W), entry w for δ = min_delta + w, −1 = no term)
+// encode every scheme: a skewed full-range table (row = δ + max_past), Shaw's clip, T5 buckets, ALiBi
+// (bias_table (H, W) of −slope·distance with the identity lookup). W must cover every δ of a visible
+// pair. No dropout and no value term: the attention layer falls back to the composite path for those.
+struct FlashAttentionOptions {
+  double scale = -1;        // < 0: 1/√D
+  bool causal = false;
+  Tensor query_positions;   // int64 (t2): π(i); undefined = i (left alignment)
+  Tensor rel_table;         // optional (R, D), (1, R, D) shared or (H, R, D) per head
+  Tensor rel_query;         // optional (B, H, t2, D): the relative term's query (Transformer-XL's q + v); undefined = q
+  Tensor rel_rows;          // int64 (W), with rel_table
+  Tensor bias_table;        // optional (Rb), (1, Rb) or (H, Rb): added after scaling
+  Tensor bias_rows;         // int64 (W), with bias_table
+  int64_t min_delta = 0;    // δ of lookup entry 0
+  Tensor key_padding_mask;  // optional bool (B, t1), true = padding
+};
+// q (B,H,t2,D), k and v (B,H,t1,D), float32 or float64, CPU or CUDA. Differentiable in q, k, v,
+// rel_query, rel_table and bias_table.
+Tensor flash_relative_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                const FlashAttentionOptions& options = {});
+
 // ---- random factories (core/rng.h declares the Generator; these live in autograd/ops/random.cpp) ----
 Tensor rand(const Shape& shape, TensorOptions options = {}, Generator* generator = nullptr);   // U[0,1)
 Tensor randn(const Shape& shape, TensorOptions options = {}, Generator* generator = nullptr);  // N(0,1)

@@ -20,7 +20,12 @@
 // all 2L − 1 columns, causal masking not subtracted) so GFLOP/s figures compare directly.
 //
 //   OMP_NUM_THREADS=2 ./build/bench/bench_train --workload charlm --steps 12 --warmup 3 [--json F]
-// bench/run_train.sh runs it next to torch_ref.py and prints the comparison.
+//   ./build/bench/bench_train --workload seq2seq --device cuda      (a CUDA build on a GPU machine)
+// bench/run_train.sh runs it next to torch_ref.py and prints the comparison; bench/run_gpu.sh does
+// the same on a GPU. With --device cuda the model is initialised on the host (the same weights as
+// on the CPU), moved to the GPU before the optimizer allocates its state, and every phase boundary
+// synchronises the device, so the fwd / bwd / opt times are the GPU's; memory is the caching
+// allocator's peak of live tensors.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -35,6 +40,7 @@
 #include <omp.h>
 #endif
 
+#include "cuda/runtime.h"
 #include "layers/models.h"
 #include "relgrad.h"
 #include "train/optim.h"
@@ -119,7 +125,9 @@ double median(std::vector<double> v) {
 }
 
 int usage(const char* argv0) {
-  std::fprintf(stderr, "usage: %s [--workload charlm|seq2seq] [--steps N] [--warmup N] [--json FILE] [--tag TEXT]\n",
+  std::fprintf(stderr,
+               "usage: %s [--workload charlm|seq2seq] [--steps N] [--warmup N] [--device cpu|cuda|cuda:N] [--json FILE] "
+               "[--tag TEXT]\n",
                argv0);
   return 2;
 }
@@ -130,7 +138,7 @@ int main(int argc, char** argv) {
   Workload w;
   w.name = "charlm";
   int steps = 12, warmup = 3;
-  std::string json_path, tag;
+  std::string json_path, tag, device_name = "cpu";
   for (int a = 1; a < argc; ++a) {
     auto value = [&]() -> const char* { return a + 1 < argc ? argv[++a] : nullptr; };
     const char* v = nullptr;
@@ -139,6 +147,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[a], "--warmup") && (v = value())) warmup = std::atoi(v);
     else if (!std::strcmp(argv[a], "--json") && (v = value())) json_path = v;
     else if (!std::strcmp(argv[a], "--tag") && (v = value())) tag = v;
+    else if (!std::strcmp(argv[a], "--device") && (v = value())) device_name = v;
     else return usage(argv[0]);
   }
   if ((w.name != "charlm" && w.name != "seq2seq") || steps < 1 || warmup < 0) return usage(argv[0]);
@@ -148,6 +157,11 @@ int main(int argc, char** argv) {
 #endif
 
   try {
+    const Device device = Device::parse(device_name);
+    // Waits for the GPU's queue, so that host clocks measure the device's work.
+    auto sync = [&] {
+      if (device.is_cuda()) cuda::synchronize(device.index);
+    };
     Generator init(0), data(1234);
     const TransformerConfig config = model_config(w);
     std::shared_ptr<Module> model;
@@ -166,6 +180,10 @@ int main(int argc, char** argv) {
       tokens = toks.narrow(1, 0, w.seq_len).contiguous();
       labels = toks.narrow(1, 1, w.seq_len).contiguous();
     }
+    model->to(device);  // before the optimizer: its moments are allocated beside the weights
+    src = src.defined() ? src.to(device) : src;
+    tokens = tokens.to(device);
+    labels = labels.to(device);
     AdamW opt(model->parameters(), AdamWOptions(3e-4).weight_decay(0.01).betas(0.9, 0.95));
     int64_t n_params = 0;
     for (const Tensor& p : model->parameters()) n_params += p.numel();
@@ -176,15 +194,19 @@ int main(int argc, char** argv) {
     using clock = std::chrono::steady_clock;
     auto seconds = [](clock::time_point a, clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
     for (int step = 0; step < warmup + steps; ++step) {
+      sync();
       const auto t0 = clock::now();
       opt.zero_grad();
       Tensor logits = w.encoder_decoder() ? ed->forward(src, tokens) : lm->forward(tokens);
       const int64_t T = logits.size(0) * logits.size(1);
       Tensor loss = cross_entropy(logits.reshape({T, w.vocab}), labels.reshape({T}));
+      sync();
       const auto t1 = clock::now();
       loss.backward();
+      sync();
       const auto t2 = clock::now();
       opt.step();
+      sync();
       const auto t3 = clock::now();
       losses.push_back(loss.item<float>());
       if (step >= warmup) {
@@ -198,21 +220,28 @@ int main(int argc, char** argv) {
     const double sec = median(times);
     const double tok_s = static_cast<double>(w.tokens()) / sec, gflops = step_flops / sec / 1e9;
     const auto mem = cpu_allocator::stats();
+    // Live-tensor peak where the tensors were: the CPU allocator's, or the GPU caching allocator's.
+    const double tensor_peak_mib =
+        static_cast<double>(device.is_cuda() ? cuda::memory_stats(device.index).peak_allocated_bytes
+                                             : mem.peak_allocated_bytes) /
+        (1 << 20);
 
-    std::printf("relgrad %s: %d threads, %.2f M params, %.1f GFLOP/step, %lld tokens/step\n", w.name.c_str(), threads,
+    std::printf("relgrad %s on %s: %d threads, %.2f M params, %.1f GFLOP/step, %lld tokens/step\n", w.name.c_str(),
+                device.str().c_str(), threads,
                 static_cast<double>(n_params) / 1e6, step_flops / 1e9, static_cast<long long>(w.tokens()));
     std::printf("  step %.3f s (fwd %.3f, bwd %.3f, opt %.3f)  ->  %.0f tokens/s, %.1f GFLOP/s\n", sec, median(t_fwd),
                 median(t_bwd), median(t_opt), tok_s, gflops);
-    std::printf("  loss %.4f -> %.4f; peak RSS %.0f MiB (%.0f MiB before training); live tensor peak %.0f MiB\n",
-                losses.front(), losses.back(), rss_train, rss_before,
-                static_cast<double>(mem.peak_allocated_bytes) / (1 << 20));
+    std::printf("  loss %.4f -> %.4f; peak RSS %.0f MiB (%.0f MiB before training); live tensor peak %.0f MiB (%s)\n",
+                losses.front(), losses.back(), rss_train, rss_before, tensor_peak_mib, device.str().c_str());
     if (!json_path.empty()) {
       std::ofstream f(json_path);
-      f << "{\"impl\": \"relgrad\", \"workload\": \"" << w.name << "\", \"threads\": " << threads
+      f << "{\"impl\": \"relgrad\", \"workload\": \"" << w.name << "\", \"device\": \"" << device.str()
+        << "\", \"threads\": " << threads
         << ", \"tag\": \"" << tag << "\", \"params\": " << n_params << ", \"step_gflop\": " << step_flops / 1e9
         << ", \"tokens_per_step\": " << w.tokens() << ", \"step_s\": " << sec << ", \"fwd_s\": " << median(t_fwd)
         << ", \"bwd_s\": " << median(t_bwd) << ", \"opt_s\": " << median(t_opt) << ", \"tokens_per_s\": " << tok_s
-        << ", \"gflops\": " << gflops << ", \"peak_rss_mib\": " << rss_train << ", \"first_loss\": " << losses.front()
+        << ", \"gflops\": " << gflops << ", \"peak_rss_mib\": " << rss_train
+        << ", \"tensor_peak_mib\": " << tensor_peak_mib << ", \"first_loss\": " << losses.front()
         << ", \"last_loss\": " << losses.back() << "}\n";
       if (!f) throw Error("[bench_train] cannot write " + json_path);
     }

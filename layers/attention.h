@@ -64,6 +64,11 @@ class MultiHeadAttention : public Module {
   // weights (B, H, t2, t1), detached and before dropout, in recorded_weights (the last call wins).
   bool record_weights = false;
   Tensor recorded_weights;
+  // Use the fused core (flash_relative_attention: O(t·D) memory, no (t2, t1) tensor) whenever it
+  // covers the call: every scheme but Shaw with values (a^V) and user-defined schemes, no attention
+  // dropout while training, neither need_weights nor record_weights. Otherwise the composite core
+  // runs; both give the same results (tests/test_flash_attention.cpp).
+  bool fused = false;
 
  private:
   // What every forward shares after the projections: the mask, the core and the head merge.
@@ -78,6 +83,14 @@ class MultiHeadAttention : public Module {
 AttentionOutput attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, const PositionalScheme* positional,
                                 const AttentionGeometry& geometry, const Tensor& mask, double dropout, bool training,
                                 Generator* generator);
+
+// The fused core: the same result as attention_heads without dropout (output only, no weights) through
+// flash_relative_attention, for the schemes it covers (the learned tables of the seed's method, Huang and
+// Shaw without values, T5, ALiBi, Transformer-XL, RoPE, none). key_padding_mask: optional bool (B, t1),
+// causality comes from the geometry. Returns an undefined Tensor when the fused op does not cover the
+// call (Shaw's value term, a user-defined scheme, an empty sequence): the caller runs attention_heads.
+Tensor attention_heads_fused(const Tensor& q, const Tensor& k, const Tensor& v, const PositionalScheme* positional,
+                             const AttentionGeometry& geometry, const Tensor& key_padding_mask);
 
 // The bool mask (1, 1, t2, t1) hiding keys after each query's position π(i).
 Tensor causal_mask(const Tensor& positions, int64_t t1);

@@ -47,6 +47,7 @@ EncoderBlock::EncoderBlock(int64_t d_model, int64_t n_heads, int64_t d_ff, const
   // Registration order fixes named_parameters() order (and so checkpoint order): attention, ff, norms.
   self_attn = register_module("self_attn",
                               std::make_shared<MultiHeadAttention>(d_model, n_heads, self_positional, o.dropout, true, init));
+  self_attn->fused = o.fused_attention;
   ff = register_module("ff", std::make_shared<FeedForward>(d_model, d_ff, o.activation, o.dropout, init));
   norm1 = register_module("norm1", make_norm(o.norm, d_model, o.norm_eps, "EncoderBlock"));
   norm2 = register_module("norm2", make_norm(o.norm, d_model, o.norm_eps, "EncoderBlock"));
@@ -94,6 +95,8 @@ DecoderBlock::DecoderBlock(int64_t d_model, int64_t n_heads, int64_t d_ff, const
                               std::make_shared<MultiHeadAttention>(d_model, n_heads, self_positional, o.dropout, true, init));
   cross_attn = register_module(
       "cross_attn", std::make_shared<MultiHeadAttention>(d_model, n_heads, cross_positional, o.dropout, true, init));
+  self_attn->fused = o.fused_attention;
+  cross_attn->fused = o.fused_attention;
   ff = register_module("ff", std::make_shared<FeedForward>(d_model, d_ff, o.activation, o.dropout, init));
   norm1 = register_module("norm1", make_norm(o.norm, d_model, o.norm_eps, "DecoderBlock"));
   norm2 = register_module("norm2", make_norm(o.norm, d_model, o.norm_eps, "DecoderBlock"));

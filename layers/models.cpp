@@ -93,6 +93,7 @@ BlockOptions TransformerConfig::block_options(bool causal) const {
   o.dropout = dropout;
   o.norm_eps = norm_eps;
   o.causal = causal;
+  o.fused_attention = fused_attention;
   return o;
 }
 

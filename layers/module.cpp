@@ -179,8 +179,20 @@ void Module::zero_grad() {
 }
 
 void Module::to(Device device) {
+  NoGradGuard no_grad;
   for (auto list : {named_parameters(), named_buffers()})
-    for (auto& [_, t] : list) t.set_data(t.detach().to(device));
+    for (auto& [_, t] : list) {
+      if (t.device() == device) continue;
+      Tensor grad = t.grad();
+      t.set_data(t.detach().to(device));
+      if (grad.defined()) t.set_grad(grad.to(device));
+    }
+}
+
+Device device_of(const Module& module) {
+  for (const auto& [_, t] : module.named_parameters()) return t.device();
+  for (const auto& [_, t] : module.named_buffers()) return t.device();
+  return Device::cpu();
 }
 
 void Module::to(DType dtype) {

@@ -63,7 +63,10 @@ class Module {
   // given under any of its names; when several are given, the first in state_dict order is used.
   void load_state_dict(const std::vector<std::pair<std::string, Tensor>>& state, bool strict = true);
   void load_state_dict(const std::map<std::string, Tensor>& state, bool strict = true);  // load_safetensors(...).tensors
-  virtual void to(Device device);    // parameters and buffers, in place
+  // Parameters (with their .grad, if any) and buffers, in place: every handle to them (members,
+  // optimizer state keyed on them) stays valid. Layers keep no other tensors between calls: what a
+  // forward builds (masks, index maps, sinusoid and rotary tables) is made on its input's device.
+  virtual void to(Device device);
   virtual void to(DType dtype);      // floating parameters and buffers, in place
 
  protected:
@@ -87,5 +90,9 @@ class Module {
   std::vector<std::pair<std::string, Tensor>> parameters_, buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
 };
+
+// The device of a module's first parameter (or buffer); the CPU when it has neither. Models live on
+// one device, so this is where their inputs have to be (the sampler moves prompts there).
+Device device_of(const Module& module);
 
 }  // namespace relgrad

@@ -60,7 +60,8 @@ Tensor table_scores(const char* scheme, const Tensor& q, const Tensor& table, in
     }
   }
   Tensor P = matmul(q, used.transpose(-1, -2));        // (B,H,t2,D) @ (H?,D,R') → (B,H,t2,R')
-  return relative_gather(P, C, R);                     // (B,H,t2,t1)
+  // The map is built (and trimmed) on the host; the gather runs where P is.
+  return relative_gather(P, C.to(P.device()), R);      // (B,H,t2,t1)
 }
 
 // The fields every scheme takes from the geometry: π(i) and causality.
@@ -70,7 +71,8 @@ RelativeIndexOptions geometry_options(const AttentionGeometry& g, int64_t max_pa
   o.max_past = max_past;
   o.max_future = max_future;
   o.alignment = g.alignment;
-  o.query_positions = g.query_positions;
+  // π(i) is read on the host (relative_index builds the map there): a copy when given on a GPU.
+  o.query_positions = g.query_positions.defined() ? g.query_positions.to(Device::cpu()) : Tensor();
   o.out_of_range = policy;
   o.causal = g.causal;  // future pairs are masked: no entry, so a causal layer never trains future rows
   return o;
@@ -104,9 +106,9 @@ void SeedRelativeEmbedding::load_seed_table(const Tensor& seed_table) {
              shape_str(want), " (D × (2·t3 − 1), future first), got ", shape_str(seed_table.shape()));
   NoGradGuard no_grad;
   // Column c ↔ δ = t3 − 1 − c, row r ↔ δ = r − (t3 − 1): row r = column R − 1 − r.
-  Tensor reversed = arange(static_cast<double>(R - 1), -1.0, -1.0, kInt64);
+  Tensor reversed = arange(static_cast<double>(R - 1), -1.0, -1.0, kInt64).to(seed_table.device());
   Tensor flipped = index_select(seed_table, -1, reversed);  // (H?, D, R), past first
-  table.copy_(flipped.transpose(-1, -2));                  // (H?, R, D)
+  table.copy_(flipped.transpose(-1, -2));                  // (H?, R, D), copied across devices if need be
 }
 
 // ---- HuangRelativeEmbedding ----
@@ -158,7 +160,7 @@ Tensor ShawRelativeEmbedding::value_term(const Tensor& weights, const AttentionG
              weights.size(2), " queries but the geometry says t2 = ", g.t2);
   const int64_t R = table_rows();
   Tensor C = relative_index(g.t2, g.t1, index_options(g));  // (t2, t1)
-  Tensor rel = relative_scatter(weights, C, R);              // (B,H,t2,R): weight on each relative row
+  Tensor rel = relative_scatter(weights, C.to(weights.device()), R);  // (B,H,t2,R): weight on each relative row
   return matmul(rel, value_table);                          // (B,H,t2,R) @ (H?,R,D) → (B,H,t2,D)
 }
 

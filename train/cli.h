@@ -1,11 +1,12 @@
 // The `relgrad` command (train/cli/main.cpp is only `return run_cli(argc, argv, std::cout, std::cerr)`),
 // here so that tests run it in-process and check exit codes and messages.
 //
-//   relgrad train   [--config FILE.toml|.json] [--resume CHECKPOINT] [--key=value ...] [--dry-run]
+//   relgrad train   [--config FILE.toml|.json] [--resume CHECKPOINT] [--key=value ...] [--device cpu|cuda] [--dry-run]
 //   relgrad sample  CHECKPOINT [--input "4 1 7" | --prompt TEXT | --prompt-midi F.mid] [--num N]
 //                   [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S]
-//                   [--format text|midi] [-o OUT.mid]
+//                   [--format text|midi] [-o OUT.mid] [--device cpu|cuda|cuda:N]
 //   relgrad eval    CHECKPOINT [--batches N] [--dump-logits FILE [--input "..."] [--target "..."]]
+//                   [--device cpu|cuda|cuda:N]
 //   relgrad inspect CHECKPOINT
 //   relgrad plot    LOG [-o OUT.svg|OUT.png]
 //   relgrad probe   CHECKPOINT [--reach R] [--out DIR]

@@ -63,6 +63,14 @@ CounterStream row_stream(uint64_t seed, Split split, int64_t index, uint32_t row
   return CounterStream(seed, row, static_cast<uint32_t>(word), static_cast<uint32_t>(word >> 32));
 }
 
+Batch Batch::to(Device device) const {
+  Batch b = *this;
+  for (Tensor* t : {&b.src, &b.tgt_in, &b.tgt_out, &b.src_padding_mask, &b.tgt_padding_mask, &b.tokens, &b.targets,
+                    &b.padding_mask})
+    if (t->defined()) *t = t->to(device);
+  return b;
+}
+
 Batch encoder_decoder_batch(const std::vector<std::vector<int64_t>>& src, const std::vector<std::vector<int64_t>>& tgt_in,
                             const std::vector<std::vector<int64_t>>& tgt_out) {
   const int64_t B = static_cast<int64_t>(src.size());

@@ -69,6 +69,9 @@ struct Batch {
 
   int64_t num_targets = 0;  // targets that are not -100 (for token accuracy and tokens/s)
   bool decoder_only() const { return tokens.defined(); }
+  // The same batch with every tensor on `device` (a no-op for those already there). Batches are
+  // built on the host; the trainer moves each one to the model's device before the forward pass.
+  Batch to(Device device) const;
 };
 
 // ------------------------------------------------------------------------------------------------

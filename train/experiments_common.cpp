@@ -89,7 +89,7 @@ RunModel train_model(const RunConfig& config, const BatchFn& data, std::ostream*
     optimizer.set_lr(schedule.lr_at(step));
     optimizer.param_groups().back().lr = schedule.lr_at(step) * positional_lr_scale;
     optimizer.zero_grad();
-    Batch b = data(step, Split::Train);
+    const Batch b = data(step, Split::Train).to(model.device);  // batches are built on the host
     Tensor logits = model.logits(b);  // (B, T, V)
     const int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);
     Tensor loss = cross_entropy(logits.reshape({B * T, V}), RunModel::targets(b).reshape({B * T}));
@@ -117,7 +117,7 @@ Evaluation evaluate_on(RunModel& model, const BatchFn& data, int64_t batches, co
   double loss_sum = 0.0;
   int64_t tokens = 0, correct = 0, sub_tokens = 0, sub_correct = 0;
   for (int64_t n = 0; n < batches; ++n) {
-    Batch b = data(n, Split::HeldOut);
+    const Batch b = data(n, Split::HeldOut).to(model.device);
     const Tensor& targets = RunModel::targets(b);
     Tensor logits = model.logits(b);
     const int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);

@@ -4,11 +4,35 @@
 #include <iomanip>
 #include <sstream>
 
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
+
 namespace relgrad {
 
 std::string BadTensor::describe() const {
   return detail::concat(name, " of shape ", shape_str(shape), ": ", count.total(), " of ", numel,
                         " values are non-finite (", count.nan, " NaN, ", count.inf, " Inf)");
+}
+
+bool all_finite(const TensorList& tensors) {
+  NoGradGuard no_grad;
+  Tensor partial;  // float64 () on one GPU: Σ sum(t · 0) of the tensors seen there so far
+  auto flush = [&] {
+    const bool ok = !partial.defined() || std::isfinite(partial.item());
+    partial = Tensor();
+    return ok;
+  };
+  for (const Tensor& t : tensors) {
+    if (!t.defined() || !is_floating(t.dtype()) || t.numel() == 0) continue;
+    if (t.device().is_cpu()) {
+      if (count_nonfinite(t).total() > 0) return false;
+      continue;
+    }
+    if (partial.defined() && partial.device() != t.device() && !flush()) return false;
+    Tensor z = sum(mul(t.detach(), 0.0)).to(kFloat64);  // 0, or NaN when t holds a NaN or Inf
+    partial = partial.defined() ? add(partial, z) : z;
+  }
+  return flush();
 }
 
 BadTensor first_nonfinite(const std::vector<std::pair<std::string, Tensor>>& named, bool grads) {

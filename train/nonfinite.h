@@ -29,6 +29,12 @@ struct BadTensor {
   std::string describe() const;
 };
 
+// True when no floating tensor of `tensors` holds a NaN or Inf (check 3 above). CPU tensors are
+// scanned in place; GPU tensors are reduced on their device, Σ sum(t · 0), which is 0 exactly when
+// every value is finite (Inf · 0 and NaN · 0 are NaN), so a step reads back one scalar per device
+// instead of copying the weights to the host.
+bool all_finite(const TensorList& tensors);
+
 // The first of `named` whose value (grads = false) or .grad (grads = true) holds a NaN or Inf, in
 // order; found() is false when there is none.
 BadTensor first_nonfinite(const std::vector<std::pair<std::string, Tensor>>& named, bool grads);

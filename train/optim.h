@@ -142,8 +142,8 @@ struct AdamWOptions : AdamOptions {
   AdamWOptions& weight_decay(double v) { weight_decay_ = v; return *this; }
 };
 
-// The Adam / AdamW update written with tensor ops: the fused kernel's twin (used where the fused one
-// cannot run: non-contiguous or mixed layouts, CUDA tensors) and its test oracle.
+// The Adam / AdamW update written with tensor ops: the fused kernels' twin (used where neither fused
+// one, CPU or CUDA, can run: non-contiguous or mixed layouts) and their test oracle.
 void adam_composite_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const cpu::AdamStep& s);
 
 class Adam : public Optimizer {

@@ -128,7 +128,8 @@ Tensor generate(DecoderLM& model, const Tensor& prompt, const SamplingOptions& o
   NoGradGuard no_grad;
   EvalScope eval(model);
   std::vector<LayerCache> cache;
-  return decode_loop(prompt, o, [&](const Tensor& fresh, const Tensor& all) {
+  // Decoding runs where the model is; the ids come back to the host once per step (sample_rows).
+  return decode_loop(prompt.to(device_of(model)), o, [&](const Tensor& fresh, const Tensor& all) {
     return use_cache ? model.forward(fresh, Tensor(), &cache) : model.forward(all);
   });
 }
@@ -138,16 +139,19 @@ Tensor generate(EncoderDecoder& model, const Tensor& src, const Tensor& src_padd
   check_sampling_options(o);
   NoGradGuard no_grad;
   EvalScope eval(model);
-  Tensor memory = model.encode(src, src_padding_mask);  // (B, t1, C), once
-  Tensor bos = full({src.size(0), 1}, static_cast<double>(kBos), kInt64).to(src.device());
+  const Device device = device_of(model);  // decoding runs where the model is
+  const Tensor src_on = src.to(device);
+  const Tensor src_padding_mask_on = src_padding_mask.defined() ? src_padding_mask.to(device) : Tensor();
+  Tensor memory = model.encode(src_on, src_padding_mask_on);  // (B, t1, C), once
+  Tensor bos = full({src.size(0), 1}, static_cast<double>(kBos), kInt64).to(device);
   // Under Right or Scaled cross alignment every target position moves as the target grows, so a
   // cache would go stale (layers/blocks.h): recompute the prefix instead.
   const bool cacheable = model.config.cross_alignment == Alignment::Left || model.config.cross.scheme == "none";
   use_cache = use_cache && cacheable;
   std::vector<LayerCache> cache;
   return decode_loop(bos, o, [&](const Tensor& fresh, const Tensor& all) {
-    return use_cache ? model.decode(fresh, memory, src_padding_mask, Tensor(), &cache)
-                     : model.decode(all, memory, src_padding_mask);
+    return use_cache ? model.decode(fresh, memory, src_padding_mask_on, Tensor(), &cache)
+                     : model.decode(all, memory, src_padding_mask_on);
   });
 }
 

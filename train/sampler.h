@@ -51,6 +51,8 @@ std::vector<int64_t> sample_rows(const Tensor& logits, const std::vector<double>
 
 // Decoder-only: prompt int64 (B, T), T ≥ 1 → int64 (B, T + n), the prompt followed by n ≤
 // max_new_tokens new tokens. Runs in eval mode under NoGradGuard (the model's mode is restored).
+// Both generate()s run on the model's device (device_of): the inputs are copied there and the result
+// is on it; each step copies only the last logits (B, V) to the host to draw the next ids.
 Tensor generate(DecoderLM& model, const Tensor& prompt, const SamplingOptions& options, bool use_cache = true);
 
 // Encoder–decoder: src int64 (B, t1), src_padding_mask optional bool (B, t1) → int64 (B, 1 + n):

@@ -13,6 +13,12 @@
 //   clip the global gradient norm to optim.clip; optimizer step; step += 1
 // So a step with grad_accum = k sees exactly the gradient of one batch k times as large.
 //
+// Device (train.device): the model is built on the host and moved to the device before the optimizer
+// allocates its state there; batches are built on the host and copied to the device one micro-batch
+// at a time; the loss, gradient norm and finiteness checks come back as one scalar each (item()).
+// Checkpoints always hold host tensors, so a run saved on a GPU resumes on the CPU and the reverse.
+// Several ranks (data parallel) train on the CPU only.
+//
 // Determinism: the model is initialised from a Generator seeded with train.seed, dropout draws from
 // the default generator (seeded with train.seed, offset 0), batch n is a pure function of
 // (data.seed, n), and every kernel reduces in a fixed order for a given thread count. So the same
@@ -51,13 +57,25 @@ struct RunModel {
   std::shared_ptr<Module> module;
   std::shared_ptr<EncoderDecoder> encoder_decoder;  // exactly one of these two is set
   std::shared_ptr<DecoderLM> decoder_lm;
-  Tensor logits(const Batch& batch);     // (B, T, V)
+  Device device = Device::cpu();         // where the weights are (to() moves them)
+  // (B, T, V) on `device`; the batch is copied there first when it is elsewhere (batches are built
+  // on the host: a caller that also needs the targets there moves the batch itself, Batch::to).
+  Tensor logits(const Batch& batch);
   static const Tensor& targets(const Batch& batch) { return batch.decoder_only() ? batch.targets : batch.tgt_out; }
+  void to(Device d);                     // Module::to on the weights, in place
 };
+
+// The device a setting names ("cpu", "cuda", "cuda:N"), checked before any work: throws
+// relgrad::Error "[config] <what> = cuda, but relgrad was built without CUDA support ..." or
+// "... but no CUDA device is visible ..." (relgrad train exits 2, as for other config errors).
+// `what` names the setting in the message: "train.device" or "--device".
+Device resolve_device(const std::string& name, const std::string& what);
 // The [sample] section as sampler options (train/sampler.h; eos stays the default).
 SamplingOptions sampling_options(const SampleConfig& config);
 
-// Builds the model `config` describes (vocab sizes must be derived), initialised from `init`.
+// Builds the model `config` describes (vocab sizes must be derived), initialised from `init`, on the
+// CPU: the initial weights are drawn on the host whatever train.device says, so a run gives the same
+// starting point on every device (RunModel::to moves it after).
 RunModel build_model(const RunConfig& config, Generator* init);
 
 // The data of a run: a synthetic task or a text file.
@@ -106,7 +124,8 @@ void request_training_stop(int signal);
 void clear_training_stop();
 int training_stop_requested();
 
-// Evaluates `model` on held-out batches 0 .. batches−1 of `data` (eval mode, no grad; restores the mode).
+// Evaluates `model` on held-out batches 0 .. batches−1 of `data` (eval mode, no grad; restores the mode),
+// on the model's device (each batch is copied there; the counts come back to the host).
 // With a communicator of several ranks, rank r evaluates batches r, r + N, ... and the sums are
 // all-reduced, so every rank returns the result for all batches.
 EvalResult evaluate(RunModel& model, const RunData& data, int64_t batches, Communicator* comm = nullptr);
@@ -183,12 +202,13 @@ class Trainer {
 };
 
 // A checkpoint opened for sampling / evaluation: its config (from the metadata) and the model,
-// restored. Errors name the file.
+// restored onto `device` (a checkpoint holds host tensors, whatever device wrote it; the config's
+// train.device is not consulted: a run trained on a GPU samples on the CPU by default). Errors name the file.
 struct LoadedRun {
   RunConfig config;
   Checkpoint checkpoint;
   RunModel model;
 };
-LoadedRun load_run(const std::string& checkpoint_path);
+LoadedRun load_run(const std::string& checkpoint_path, Device device = Device::cpu());
 
 }  // namespace relgrad

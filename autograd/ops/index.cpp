@@ -1,5 +1,8 @@
 // Indexing ops: embedding, index_select and gather share one gather kernel (forward) and one
-// deterministic scatter-add kernel (backward), both in core/cpu/index.h. Then the concatenation
+// deterministic scatter-add kernel (backward), both in core/cpu/index.h; on CUDA, their twins in
+// cuda/index.h (bitwise the same gradients: each output element sums its contributions in the same
+// order, no atomics). Index values are always checked on the host first (a CUDA index is copied
+// down once), so that a bad index gives the same IndexError on every device. Then the concatenation
 // family: cat copies into slices of one output (backward: slices of g); stack is unsqueeze + cat;
 // split and chunk are narrow views, so their gradients flow through narrow's backward.
 #include <algorithm>
@@ -9,20 +12,30 @@
 #include "autograd/ops.h"
 #include "autograd/ops/checks.h"
 #include "core/cpu/index.h"
+#include "cuda/index.h"
 
 namespace relgrad {
 
 namespace {
 
-// Index tensors must be int64 on the CPU. Returns them contiguous, since the kernels read them as
-// flat arrays (an alias when already contiguous, so SavedTensor's version check still guards it).
-Tensor index_arg(const Tensor& index, const char* op, const char* name) {
+// Index tensors must be int64 on the device of the tensor they index (`x`). Returns them contiguous,
+// since the kernels read them as flat arrays (an alias when already contiguous, so SavedTensor's
+// version check still guards it).
+Tensor index_arg(const Tensor& index, const Tensor& x, const char* op, const char* name) {
   RG_CHECK(index.defined(), op, name, " is an undefined tensor");
-  check_cpu(index, op);
+  check_same_device(x, index, op);
   RG_CHECK_T(DTypeError, index.dtype() == kInt64, op, name, " must be int64, got ", dtype_name(index.dtype()), " ",
              shape_str(index.shape()));
   return index.detach().contiguous();
 }
+
+// The index values on the host (itself on the CPU), for the range check and the CUDA scatter-add's
+// host-side sort.
+Tensor on_host(const Tensor& idx) { return idx.device().is_cpu() ? idx : idx.to(Device::cpu()); }
+
+TensorOptions like(const Tensor& t, DType dtype) { return TensorOptions(dtype).device(t.device()); }
+
+const int64_t* index_ptr(const Tensor& idx) { return static_cast<const int64_t*>(idx.raw_data()); }
 
 int64_t prod(const Shape& s, size_t begin, size_t end) {
   int64_t p = 1;
@@ -36,30 +49,43 @@ int64_t prod(const Shape& s, size_t begin, size_t end) {
 Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx) {
   const char* op = "embedding";
   RG_CHECK(weight.defined(), op, "weight is an undefined tensor");
-  check_cpu(weight, op);
   RG_CHECK_T(ShapeError, weight.dim() == 2, op, "weight must be 2-D (V, C), got ", shape_str(weight.shape()));
-  Tensor idx = index_arg(indices, op, "indices");
+  Tensor idx = index_arg(indices, weight, op, "indices");
+  Tensor host_idx = on_host(idx);
   const int64_t V = weight.size(0), C = weight.size(1);
   RG_CHECK_T(IndexError, padding_idx == -1 || (padding_idx >= 0 && padding_idx < V), op, "padding_idx ",
              padding_idx, " is out of range for weight ", shape_str(weight.shape()), " (use -1 for none)");
-  cpu::check_indices(idx, V, op, "weight " + shape_str(weight.shape()) + ", indices " + shape_str(indices.shape()));
+  cpu::check_indices(host_idx, V, op,
+                     "weight " + shape_str(weight.shape()) + ", indices " + shape_str(indices.shape()));
   Shape out_shape = indices.shape();
   out_shape.push_back(C);
-  Tensor out = empty(out_shape, TensorOptions(weight.dtype()));
+  Tensor out = empty(out_shape, like(weight, weight.dtype()));
   // Gather along a new dim: each index picks a row of weight (step weight.stride(0)), C columns each.
   Shape w_strides(indices.dim(), 0), i_strides = contiguous_strides(indices.shape());
   w_strides.push_back(weight.stride(1));
   i_strides.push_back(0);
   dispatch_float(weight.dtype(), op, [&](auto zero) {
     using T = decltype(zero);
+    if (weight.device().is_cuda()) {
+      cuda::gather(weight.dtype(), out_shape, out.raw_data(), weight.raw_data(), w_strides, weight.stride(0),
+                   index_ptr(idx), i_strides, weight.device().index);
+      return;
+    }
     cpu::gather_kernel<T>(out_shape, out.data_ptr<T>(), static_cast<const T*>(weight.raw_data()), w_strides,
                           weight.stride(0), idx.data_ptr<int64_t>(), i_strides);
   });
   if (!needs_grad({weight})) return out;
-  // Saves only the indices: the gradient of a lookup does not depend on the weight's values.
-  return record(out, op, {weight}, [V, C, padding_idx, idx = SavedTensor(idx)](const Tensor& g) -> TensorList {
+  // Saves only the indices (on the host: both backwards read them there; on the CPU this is idx
+  // itself): the gradient of a lookup does not depend on the weight's values.
+  return record(out, op, {weight}, [V, C, padding_idx, idx = SavedTensor(host_idx)](const Tensor& g) -> TensorList {
     const Tensor& ix = idx.get();
     Tensor gc = g.contiguous();  // (N, C) with N = numel(indices)
+    if (g.device().is_cuda()) {  // every row of gw written (padding_idx's with 0)
+      Tensor gw = empty({V, C}, like(g, g.dtype()));
+      cuda::scatter_add_rows(g.dtype(), gc.raw_data(), ix.data_ptr<int64_t>(), padding_idx, gw.raw_data(), 1,
+                             ix.numel(), V, C, g.device().index);
+      return {gw};
+    }
     Tensor gw = zeros({V, C}, TensorOptions(g.dtype()));
     dispatch_float(g.dtype(), "embedding_backward", [&](auto zero) {
       using T = decltype(zero);
@@ -74,29 +100,41 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_id
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   const char* op = "index_select";
   RG_CHECK(x.defined(), op, "x is an undefined tensor");
-  check_cpu(x, op);
-  Tensor idx = index_arg(index, op, "index");
+  Tensor idx = index_arg(index, x, op, "index");
   RG_CHECK_T(ShapeError, x.dim() >= 1, op, "cannot index a 0-d tensor");
   RG_CHECK_T(ShapeError, index.dim() <= 1, op, "index must be 1-D, got shape ", shape_str(index.shape()));
   const int64_t d = normalize_dim(dim, x.dim(), op);
-  cpu::check_indices(idx, x.size(d), op, "dim " + std::to_string(d) + " of x " + shape_str(x.shape()));
+  Tensor host_idx = on_host(idx);
+  cpu::check_indices(host_idx, x.size(d), op, "dim " + std::to_string(d) + " of x " + shape_str(x.shape()));
   Shape out_shape = x.shape();
   out_shape[d] = idx.numel();
-  Tensor out = empty(out_shape, TensorOptions(x.dtype()));
+  Tensor out = empty(out_shape, like(x, x.dtype()));
   Shape x_strides = x.strides(), i_strides(x.dim(), 0);
   x_strides[d] = 0;  // the index value supplies the position along dim
   i_strides[d] = 1;  // one index per position along dim, shared by all other positions
-  dispatch_all(x.dtype(), op, [&](auto zero) {  // a gather only moves elements: any dtype
-    using T = decltype(zero);
-    cpu::gather_kernel<T>(out_shape, out.data_ptr<T>(), static_cast<const T*>(x.raw_data()), x_strides,
-                          x.stride(d), idx.data_ptr<int64_t>(), i_strides);
-  });
+  if (x.device().is_cuda()) {  // a gather only moves elements: any dtype
+    cuda::gather(x.dtype(), out_shape, out.raw_data(), x.raw_data(), x_strides, x.stride(d), index_ptr(idx), i_strides,
+                 x.device().index);
+  } else {
+    dispatch_all(x.dtype(), op, [&](auto zero) {
+      using T = decltype(zero);
+      cpu::gather_kernel<T>(out_shape, out.data_ptr<T>(), static_cast<const T*>(x.raw_data()), x_strides,
+                            x.stride(d), idx.data_ptr<int64_t>(), i_strides);
+    });
+  }
   if (!needs_grad({x})) return out;
-  return record(out, op, {x}, [x_shape = x.shape(), d, idx = SavedTensor(idx)](const Tensor& g) -> TensorList {
+  // Saves the index on the host (idx itself on the CPU): both backwards read it there.
+  return record(out, op, {x}, [x_shape = x.shape(), d, idx = SavedTensor(host_idx)](const Tensor& g) -> TensorList {
     const Tensor& ix = idx.get();
     Tensor gc = g.contiguous();  // (O, K, I)
-    Tensor gx = zeros(x_shape, TensorOptions(g.dtype()));
     const int64_t O = prod(x_shape, 0, d), I = prod(x_shape, d + 1, x_shape.size());
+    if (g.device().is_cuda()) {  // every element of gx written
+      Tensor gx = empty(x_shape, like(g, g.dtype()));
+      cuda::scatter_add_rows(g.dtype(), gc.raw_data(), ix.data_ptr<int64_t>(), -1, gx.raw_data(), O, ix.numel(),
+                             x_shape[d], I, g.device().index);
+      return {gx};
+    }
+    Tensor gx = zeros(x_shape, TensorOptions(g.dtype()));
     dispatch_float(g.dtype(), "index_select_backward", [&](auto zero) {
       using T = decltype(zero);
       cpu::scatter_add_kernel<T>(gc.data_ptr<T>(), ix.data_ptr<int64_t>(), {0, 1, 0}, gx.data_ptr<T>(), O, ix.numel(),
@@ -110,8 +148,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   const char* op = "gather";
   RG_CHECK(x.defined(), op, "x is an undefined tensor");
-  check_cpu(x, op);
-  Tensor idx = index_arg(index, op, "index");
+  Tensor idx = index_arg(index, x, op, "index");
   RG_CHECK_T(ShapeError, x.dim() >= 1, op, "cannot gather from a 0-d tensor");
   const int64_t d = normalize_dim(dim, x.dim(), op);
   RG_CHECK_T(ShapeError, index.dim() == x.dim(), op, "index ", shape_str(index.shape()),
@@ -119,15 +156,20 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   for (int64_t k = 0; k < x.dim(); ++k)
     RG_CHECK_T(ShapeError, k == d || index.size(k) <= x.size(k), op, "index ", shape_str(index.shape()),
                " is larger than x ", shape_str(x.shape()), " in dim ", k, " (gather is along dim ", d, ")");
-  cpu::check_indices(idx, x.size(d), op, "dim " + std::to_string(d) + " of x " + shape_str(x.shape()));
-  Tensor out = empty(index.shape(), TensorOptions(x.dtype()));
+  cpu::check_indices(on_host(idx), x.size(d), op, "dim " + std::to_string(d) + " of x " + shape_str(x.shape()));
+  Tensor out = empty(index.shape(), like(x, x.dtype()));
   Shape x_strides = x.strides();
   x_strides[d] = 0;  // the index value supplies the position along dim
-  dispatch_all(x.dtype(), op, [&](auto zero) {  // a gather only moves elements: any dtype
-    using T = decltype(zero);
-    cpu::gather_kernel<T>(index.shape(), out.data_ptr<T>(), static_cast<const T*>(x.raw_data()), x_strides,
-                          x.stride(d), idx.data_ptr<int64_t>(), contiguous_strides(index.shape()));
-  });
+  if (x.device().is_cuda()) {  // a gather only moves elements: any dtype
+    cuda::gather(x.dtype(), index.shape(), out.raw_data(), x.raw_data(), x_strides, x.stride(d), index_ptr(idx),
+                 contiguous_strides(index.shape()), x.device().index);
+  } else {
+    dispatch_all(x.dtype(), op, [&](auto zero) {
+      using T = decltype(zero);
+      cpu::gather_kernel<T>(index.shape(), out.data_ptr<T>(), static_cast<const T*>(x.raw_data()), x_strides,
+                            x.stride(d), idx.data_ptr<int64_t>(), contiguous_strides(index.shape()));
+    });
+  }
   if (!needs_grad({x})) return out;
   return record(out, op, {x}, [x_shape = x.shape(), d, idx = SavedTensor(idx)](const Tensor& g) -> TensorList {
     const Tensor& ix = idx.get();
@@ -138,14 +180,21 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
     Shape corner = is;
     corner[d] = n;
     Tensor gc = g.contiguous();  // (O, K, I)
-    Tensor gr = zeros(corner, TensorOptions(g.dtype()));
-    dispatch_float(g.dtype(), "gather_backward", [&](auto zero) {
-      using T = decltype(zero);
-      cpu::scatter_add_kernel<T>(gc.data_ptr<T>(), ix.data_ptr<int64_t>(), {K * I, I, 1}, gr.data_ptr<T>(), O, K, n,
-                                 I, -1);
-    });
+    Tensor gr;
+    if (g.device().is_cuda()) {  // the index stays on the device: one thread per (o, i) column walks it
+      gr = empty(corner, like(g, g.dtype()));  // every element written
+      cuda::scatter_add_columns(g.dtype(), gc.raw_data(), index_ptr(ix), K * I, I, 1, gr.raw_data(), O, K, n, I,
+                                g.device().index);
+    } else {
+      gr = zeros(corner, TensorOptions(g.dtype()));
+      dispatch_float(g.dtype(), "gather_backward", [&](auto zero) {
+        using T = decltype(zero);
+        cpu::scatter_add_kernel<T>(gc.data_ptr<T>(), ix.data_ptr<int64_t>(), {K * I, I, 1}, gr.data_ptr<T>(), O, K,
+                                   n, I, -1);
+      });
+    }
     if (corner == x_shape) return {gr};
-    Tensor gx = zeros(x_shape, TensorOptions(g.dtype()));
+    Tensor gx = zeros(x_shape, like(g, g.dtype()));
     copy_into(make_view(gx, corner, gx.strides(), 0), gr, "gather_backward");
     return {gx};
   });
@@ -153,12 +202,12 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
 
 // ---- cat / stack ----------------------------------------------------------------------------------
 namespace {
-// Every tensor defined, on the CPU, of tensors[0]'s dtype.
+// Every tensor defined, on tensors[0]'s device, of its dtype.
 void check_list(const TensorList& tensors, const char* op) {
   RG_CHECK(!tensors.empty(), op, "expected a non-empty list of tensors");
   for (size_t k = 0; k < tensors.size(); ++k) {
     RG_CHECK(tensors[k].defined(), op, "tensor ", k, " is an undefined tensor");
-    check_cpu(tensors[k], op);
+    check_same_device(tensors[0], tensors[k], op);
     RG_CHECK_T(DTypeError, tensors[k].dtype() == tensors[0].dtype(), op, "tensor ", k, " has dtype ",
                dtype_name(tensors[k].dtype()), " but tensor 0 has ", dtype_name(tensors[0].dtype()),
                " (convert with .to(dtype))");
@@ -184,7 +233,7 @@ Tensor cat(const TensorList& tensors, int64_t dim) {
     out_shape[d] += s[d];
   }
   // Each input is copied into its slice of the output, a view at offset `start` along dim.
-  Tensor out = empty(out_shape, TensorOptions(first.dtype()));
+  Tensor out = empty(out_shape, like(first, first.dtype()));  // slices filled by copy_into, on any device
   int64_t start = 0;
   for (size_t k = 0; k < tensors.size(); ++k) {
     copy_into(make_view(out, tensors[k].shape(), out.strides(), start * out.stride(d)), tensors[k], op);

@@ -1,22 +1,24 @@
 // layer_norm and rms_norm over the trailing dims named by `normalized_shape`. The input is viewed as
 // rows (R, N), N = numel(normalized_shape); the fused CPU kernels (core/cpu/norm.h) normalise each
-// row. Forward saves x, weight, and the per-row statistics (mean and rstd, or rstd alone for
-// rms_norm) for one fused backward kernel that gives dx, dweight and dbias together.
+// row (CUDA tensors: cuda/norm.h). Forward saves x, weight, and the per-row statistics (mean and
+// rstd, or rstd alone for rms_norm) for one fused backward kernel that gives dx, dweight and dbias
+// together.
 #include <limits>
 
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "autograd/ops/checks.h"
 #include "core/cpu/norm.h"
+#include "cuda/norm.h"
 
 namespace relgrad {
 
 namespace {
 
-// t as a contiguous tensor, without autograd history (copied only when t is not contiguous).
+// t as a contiguous tensor on its device, without autograd history (copied only when t is not contiguous).
 Tensor dense(const Tensor& t) {
   if (!t.defined() || t.is_contiguous()) return t.defined() ? t.detach() : t;
-  Tensor c = empty(t.shape(), TensorOptions(t.dtype()));
+  Tensor c = empty(t.shape(), TensorOptions(t.dtype()).device(t.device()));
   copy_into(c, t, "norm");
   return c;
 }
@@ -25,11 +27,12 @@ template <class T>
 T* ptr_or_null(const Tensor& t) {
   return t.defined() ? t.data_ptr<T>() : nullptr;
 }
+// The same for the CUDA kernels, which take untyped device pointers.
+void* raw_or_null(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; }
 
 // Checks shared by both ops; returns N, the number of elements in one normalised row.
 int64_t check_norm_args(const Tensor& x, const Shape& ns, const Tensor& weight, const Tensor& bias, const char* op) {
   RG_CHECK(x.defined(), op, "called with an undefined input tensor");
-  check_cpu(x, op);
   dispatch_float(x.dtype(), op, [](auto) {});
   RG_CHECK_T(ShapeError, !ns.empty(), op, "normalized_shape must have at least one dim, got () for input ",
              shape_str(x.shape()));
@@ -59,11 +62,17 @@ Tensor norm_op(const Tensor& x, const Shape& ns, const Tensor& weight, const Ten
   // eps < 0 (the default -1 of rms_norm) stands for PyTorch's None: the dtype's machine epsilon.
   if (eps < 0) eps = x.dtype() == kFloat32 ? std::numeric_limits<float>::epsilon() : std::numeric_limits<double>::epsilon();
   Tensor xc = dense(x), wc = dense(weight), bc = dense(bias);
-  Tensor y = empty(x.shape(), TensorOptions(x.dtype()));
-  Tensor mean = rms ? Tensor() : empty({R}, TensorOptions(x.dtype()));  // (R)
-  Tensor rstd = empty({R}, TensorOptions(x.dtype()));                    // (R)
+  const TensorOptions opts = TensorOptions(x.dtype()).device(x.device());
+  Tensor y = empty(x.shape(), opts);
+  Tensor mean = rms ? Tensor() : empty({R}, opts);  // (R)
+  Tensor rstd = empty({R}, opts);                    // (R)
   dispatch_float(x.dtype(), op, [&](auto zero) {
     using T = decltype(zero);
+    if (x.device().is_cuda()) {
+      cuda::norm_forward(x.dtype(), xc.raw_data(), raw_or_null(wc), raw_or_null(bc), y.raw_data(), raw_or_null(mean),
+                         rstd.raw_data(), R, N, eps, x.device().index);
+      return;
+    }
     cpu::norm_forward<T>(xc.data_ptr<T>(), ptr_or_null<T>(wc), ptr_or_null<T>(bc), y.data_ptr<T>(), ptr_or_null<T>(mean),
                          rstd.data_ptr<T>(), R, N, eps);
   });
@@ -77,12 +86,18 @@ Tensor norm_op(const Tensor& x, const Shape& ns, const Tensor& weight, const Ten
                  w = SavedTensor(wc), mean = SavedTensor(mean), rstd = SavedTensor(rstd)](const Tensor& g) -> TensorList {
                   const Tensor& xv = x.get();
                   Tensor gc = dense(g);  // (R, N)
-                  TensorOptions opts(xv.dtype());
+                  const TensorOptions opts = TensorOptions(xv.dtype()).device(xv.device());
                   Tensor dx = need_x ? empty(x_shape, opts) : Tensor();
                   Tensor dw = need_w ? empty(ns, opts) : Tensor();
                   Tensor db = need_b ? empty(ns, opts) : Tensor();
                   dispatch_float(xv.dtype(), op, [&](auto zero) {
                     using T = decltype(zero);
+                    if (xv.device().is_cuda()) {
+                      cuda::norm_backward(xv.dtype(), gc.raw_data(), xv.raw_data(), raw_or_null(mean.get()),
+                                          rstd.get().raw_data(), raw_or_null(w.get()), raw_or_null(dx),
+                                          raw_or_null(dw), raw_or_null(db), R, N, xv.device().index);
+                      return;
+                    }
                     cpu::norm_backward<T>(gc.data_ptr<T>(), xv.data_ptr<T>(), ptr_or_null<T>(mean.get()),
                                           rstd.get().data_ptr<T>(), ptr_or_null<T>(w.get()), ptr_or_null<T>(dx),
                                           ptr_or_null<T>(dw), ptr_or_null<T>(db), R, N);

@@ -1,27 +1,75 @@
 // Reductions over any set of dims with keepdim: sum, mean, var, logsumexp, amax/amin, max/min (all
 // elements, or along one dim with indices) and argmax/argmin. Forward calls a kernel from
-// core/cpu/reduce.h on the (outer, R, inner) layout that plan_reduce gives; backward broadcasts the
-// output gradient back over the reduced dims.
+// core/cpu/reduce.h or cuda/reduce.h on the (outer, R, inner) layout that plan_reduce gives; backward
+// broadcasts the output gradient back over the reduced dims (with ops, so it runs on either device).
 #include <type_traits>
+#include <vector>
 
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "autograd/ops/checks.h"
 #include "core/cpu/reduce.h"
+#include "cuda/reduce.h"
 
 namespace relgrad {
 
 namespace {
 
+// A new tensor of `dtype` on x's device.
+TensorOptions on_device_of(const Tensor& x, DType dtype) { return TensorOptions(dtype).device(x.device()); }
+
+// cpu::plan_reduce, on x's device: for a CUDA tensor the permuted copy (made when the reduced dims are
+// not one block of a contiguous tensor) stays on the GPU. Same dims rules and errors.
+cpu::ReducePlan plan_reduce(const Tensor& x, const Shape& dims_in, const char* op) {
+  if (x.device().is_cpu()) return cpu::plan_reduce(x, dims_in, op);
+  cpu::ReducePlan p;
+  const int64_t nd = x.dim();
+  std::vector<bool> reduced(nd > 0 ? nd : 0, dims_in.empty());
+  for (int64_t d : dims_in) {
+    int64_t n = normalize_dim(d, nd, op);
+    if (nd == 0) continue;  // reducing a scalar over dim 0/-1 is the identity
+    RG_CHECK_T(IndexError, !reduced[n], op, "dim ", n, " appears more than once in ", shape_str(dims_in));
+    reduced[n] = true;
+  }
+  for (int64_t d = 0; d < nd; ++d) {
+    if (reduced[d]) {
+      p.dims.push_back(d);
+      p.keepdim_shape.push_back(1);
+    } else {
+      p.keepdim_shape.push_back(x.shape()[d]);
+      p.out_shape.push_back(x.shape()[d]);
+    }
+  }
+  bool adjacent = p.dims.empty() || p.dims.back() - p.dims.front() + 1 == static_cast<int64_t>(p.dims.size());
+  if (adjacent && x.is_contiguous()) {
+    int64_t first = p.dims.empty() ? nd : p.dims.front(), last = p.dims.empty() ? nd - 1 : p.dims.back();
+    for (int64_t d = 0; d < nd; ++d) (d < first ? p.outer : d <= last ? p.R : p.inner) *= x.shape()[d];
+    p.x = x;
+    return p;
+  }
+  // Permute to (kept..., reduced...) and copy on the device: outer = kept, inner = 1.
+  Shape perm;
+  for (int pass = 0; pass < 2; ++pass)
+    for (int64_t d = 0; d < nd; ++d)
+      if (reduced[d] == (pass == 1)) {
+        perm.push_back(d);
+        (pass == 0 ? p.outer : p.R) *= x.shape()[d];
+      }
+  p.x = x.detach().permute(perm).contiguous();
+  return p;
+}
+
 // sum or mean (scale = 1/R) over dims.
 Tensor sum_scaled(const Tensor& x, const Shape& dims, bool keepdim, bool mean_, const char* op) {
-  check_cpu(x, op);
-  cpu::ReducePlan p = cpu::plan_reduce(x, dims, op);
-  Tensor out = empty(keepdim ? p.keepdim_shape : p.out_shape, TensorOptions(x.dtype()));
+  cpu::ReducePlan p = plan_reduce(x, dims, op);
+  Tensor out = empty(keepdim ? p.keepdim_shape : p.out_shape, on_device_of(x, x.dtype()));
   dispatch_float(x.dtype(), op, [&](auto zero) {
     using T = decltype(zero);
     double scale = mean_ ? 1.0 / static_cast<double>(p.R) : 1.0;
-    cpu::sum_kernel<T>(p.x.data_ptr<T>(), out.data_ptr<T>(), p.outer, p.R, p.inner, scale);
+    if (x.device().is_cuda())
+      cuda::reduce_sum(x.dtype(), p.x.raw_data(), out.raw_data(), p.outer, p.R, p.inner, scale, x.device().index);
+    else
+      cpu::sum_kernel<T>(p.x.data_ptr<T>(), out.data_ptr<T>(), p.outer, p.R, p.inner, scale);
   });
   if (!needs_grad({x})) return out;
   return record(out, op, {x}, [in_shape = x.shape(), ks = p.keepdim_shape, R = p.R, mean_](const Tensor& g) -> TensorList {
@@ -48,15 +96,20 @@ struct Extremum {
 template <bool kMax>
 Extremum extremum(const Tensor& x, const Shape& dims, bool keepdim, bool want_values, bool want_indices,
                   const char* op) {
-  check_cpu(x, op);
-  cpu::ReducePlan p = cpu::plan_reduce(x, dims, op);
+  cpu::ReducePlan p = plan_reduce(x, dims, op);
   RG_CHECK_T(IndexError, p.R > 0, op, "cannot reduce over a dimension of size 0: input shape ", shape_str(x.shape()),
              ", dims ", shape_str(p.dims));
   const Shape& shape = keepdim ? p.keepdim_shape : p.out_shape;
-  Tensor values = want_values ? empty(shape, TensorOptions(x.dtype())) : Tensor();
-  Tensor indices = want_indices ? empty(shape, TensorOptions(kInt64)) : Tensor();
+  Tensor values = want_values ? empty(shape, on_device_of(x, x.dtype())) : Tensor();
+  Tensor indices = want_indices ? empty(shape, on_device_of(x, kInt64)) : Tensor();
   dispatch_ordered(x.dtype(), op, [&](auto zero) {
     using T = decltype(zero);
+    if (x.device().is_cuda()) {
+      cuda::reduce_extremum(kMax, x.dtype(), p.x.raw_data(), want_values ? values.raw_data() : nullptr,
+                            want_indices ? static_cast<int64_t*>(indices.raw_data()) : nullptr, p.outer, p.R,
+                            p.inner, x.device().index);
+      return;
+    }
     cpu::extremum_kernel<kMax, T>(p.x.data_ptr<T>(), want_values ? values.data_ptr<T>() : nullptr,
                                   want_indices ? indices.data_ptr<int64_t>() : nullptr, p.outer, p.R, p.inner);
   });
@@ -88,9 +141,15 @@ std::tuple<Tensor, Tensor> extremum_dim(const Tensor& x, int64_t dim, bool keepd
   int64_t d = normalize_dim(dim, x.dim(), op), outer = 1, R = 1, inner = 1;
   for (int64_t k = 0; k < x.dim(); ++k) (k < d ? outer : k == d ? R : inner) *= in[k];
   Tensor values = record(e.values, op, {x}, [=, indices = SavedTensor(e.indices)](const Tensor& g) -> TensorList {
-    Tensor gc = g.contiguous(), gx = empty(in, TensorOptions(g.dtype()));
+    Tensor gc = g.contiguous(), gx = empty(in, on_device_of(g, g.dtype()));
     dispatch_float(g.dtype(), op, [&](auto zero) {
       using T = decltype(zero);
+      if (g.device().is_cuda()) {
+        Tensor ic = indices.get().contiguous();
+        cuda::scatter_to_index(g.dtype(), gc.raw_data(), static_cast<const int64_t*>(ic.raw_data()), gx.raw_data(),
+                               outer, R, inner, g.device().index);
+        return;
+      }
       cpu::scatter_to_index_kernel<T>(gc.data_ptr<T>(), indices.get().contiguous().data_ptr<int64_t>(),
                                       gx.data_ptr<T>(), outer, R, inner);
     });
@@ -108,12 +167,16 @@ Tensor mean(const Tensor& x) { return mean(x, {}, false); }
 
 Tensor var(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
   const char* op = "var";
-  check_cpu(x, op);
-  cpu::ReducePlan p = cpu::plan_reduce(x, dims, op);
-  Tensor out = empty(keepdim ? p.keepdim_shape : p.out_shape, TensorOptions(x.dtype()));
-  Tensor mean_k = empty(p.keepdim_shape, TensorOptions(x.dtype()));  // (outer, inner) layout too
+  cpu::ReducePlan p = plan_reduce(x, dims, op);
+  Tensor out = empty(keepdim ? p.keepdim_shape : p.out_shape, on_device_of(x, x.dtype()));
+  Tensor mean_k = empty(p.keepdim_shape, on_device_of(x, x.dtype()));  // (outer, inner) layout too
   dispatch_float(x.dtype(), op, [&](auto zero) {
     using T = decltype(zero);
+    if (x.device().is_cuda()) {
+      cuda::reduce_var(x.dtype(), p.x.raw_data(), out.raw_data(), mean_k.raw_data(), p.outer, p.R, p.inner, correction,
+                       x.device().index);
+      return;
+    }
     cpu::var_kernel<T>(p.x.data_ptr<T>(), out.data_ptr<T>(), mean_k.data_ptr<T>(), p.outer, p.R, p.inner, correction);
   });
   if (!needs_grad({x})) return out;
@@ -127,11 +190,14 @@ Tensor var(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim)
 
 Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim) {
   const char* op = "logsumexp";
-  check_cpu(x, op);
-  cpu::ReducePlan p = cpu::plan_reduce(x, dims, op);
-  Tensor out = empty(keepdim ? p.keepdim_shape : p.out_shape, TensorOptions(x.dtype()));
+  cpu::ReducePlan p = plan_reduce(x, dims, op);
+  Tensor out = empty(keepdim ? p.keepdim_shape : p.out_shape, on_device_of(x, x.dtype()));
   dispatch_float(x.dtype(), op, [&](auto zero) {
     using T = decltype(zero);
+    if (x.device().is_cuda()) {
+      cuda::reduce_logsumexp(x.dtype(), p.x.raw_data(), out.raw_data(), p.outer, p.R, p.inner, x.device().index);
+      return;
+    }
     cpu::logsumexp_kernel<T>(p.x.data_ptr<T>(), out.data_ptr<T>(), p.outer, p.R, p.inner);
   });
   if (!needs_grad({x})) return out;

@@ -5,6 +5,11 @@
 //   value term  O += relative_scatter(W, C)·E_V
 //   scalar bias S += relative_gather(β expanded over queries, C)
 // The two ops are each other's adjoint, so each one's backward is the other.
+//
+// On CUDA (cuda/index.h) the index map may be on the CPU (as relative_index makes it) or on the
+// input's device: it is validated on the host either way, and relative_scatter sorts it there into
+// per-(query, row) lists so that each output element is one thread's ordered sum (no atomics; the
+// same sums in the same order as the CPU kernel, hence the same bits).
 #include <cmath>
 #include <string>
 
@@ -12,6 +17,7 @@
 #include "autograd/ops.h"
 #include "autograd/ops/checks.h"
 #include "core/cpu/relative.h"
+#include "cuda/index.h"
 
 namespace relgrad {
 
@@ -67,19 +73,23 @@ Tensor relative_index(int64_t t2, int64_t t1, const RelativeIndexOptions& o) {
 
 namespace {
 
-// Checks the index map against P's or S's last two dims and the table size.
-void check_index(const Tensor& index, int64_t t2, int64_t t1, int64_t R, const Tensor& x, const char* op) {
+// Checks the index map against P's or S's last two dims and the table size; returns it contiguous
+// on the host (the index itself when it already is).
+Tensor check_index(const Tensor& index, int64_t t2, int64_t t1, int64_t R, const Tensor& x, const char* op) {
   RG_CHECK_T(DTypeError, index.dtype() == kInt64, op, "index must be int64, got ", dtype_name(index.dtype()));
-  check_cpu(index, op);
+  RG_CHECK_T(DeviceError, index.device().is_cpu() || index.device() == x.device(), op, "index is on ",
+             index.device().str(), " but the input ", shape_str(x.shape()), " is on ", x.device().str(),
+             " (the index may be on the CPU or on the input's device)");
   RG_CHECK_T(ShapeError, index.dim() == 2 && index.size(0) == t2 && index.size(1) == t1, op, "index of shape ",
              shape_str(index.shape()), " does not match ", t2, " queries and ", t1, " keys (input ",
              shape_str(x.shape()), ")");
   // Every entry must be a row of the table or -1: checked before any kernel reads through it.
-  const Tensor ic = index.contiguous();
+  const Tensor ic = index.device().is_cpu() ? index.contiguous() : index.to(Device::cpu());
   const int64_t* c = ic.data_ptr<int64_t>();
   for (int64_t k = 0; k < ic.numel(); ++k)
     RG_CHECK_T(IndexError, c[k] >= -1 && c[k] < R, op, "index entry ", c[k], " at (", k / t1, ", ", k % t1,
                ") is outside a table of ", R, " rows");
+  return ic;
 }
 
 // The leading dims of x (all but the last two) as one stride, when they merge (x viewed as
@@ -107,14 +117,12 @@ int64_t leading(const Tensor& x) {
 
 Tensor relative_gather(const Tensor& P, const Tensor& index, int64_t R) {
   const char* op = "relative_gather";
-  check_cpu(P, op);
   dispatch_float(P.dtype(), op, [](auto) {});
   RG_CHECK_T(ShapeError, P.dim() >= 2 && P.size(-1) == R, op, "expected P of shape (..., t2, ", R,
              ") (last dim = table rows), got ", shape_str(P.shape()));
   RG_CHECK_T(ShapeError, index.dim() == 2, op, "index must be 2-D (t2, t1), got ", shape_str(index.shape()));
   const int64_t t2 = P.size(-2), t1 = index.size(1);
-  check_index(index, t2, t1, R, P, op);
-  Tensor ic = index.contiguous();
+  Tensor ic = check_index(index, t2, t1, R, P, op);  // on the host
   // The kernel reads P as N = prod(leading dims) blocks of (t2, R) rows, given one batch stride and
   // one row stride: a P broadcast over queries (row stride 0) is read in place; layouts whose
   // leading dims do not merge into one stride, or whose rows are not unit-stride, are copied once.
@@ -126,14 +134,20 @@ Tensor relative_gather(const Tensor& P, const Tensor& index, int64_t R) {
   }
   Shape out_shape = P.shape();
   out_shape.back() = t1;
-  Tensor S = empty(out_shape, TensorOptions(P.dtype()));
+  Tensor S = empty(out_shape, TensorOptions(P.dtype()).device(P.device()));
   const int64_t N = leading(P);
   const int64_t row_stride = P3.stride(-2);
-  dispatch_float(P.dtype(), op, [&](auto zero) {
-    using T = decltype(zero);
-    cpu::relative_gather_kernel<T>(static_cast<const T*>(P3.raw_data()), batch_stride, row_stride,
-                                   ic.data_ptr<int64_t>(), S.data_ptr<T>(), N, t2, t1);
-  });
+  if (P.device().is_cuda()) {
+    Tensor on_device = index.device().is_cuda() ? index.contiguous() : ic.to(P.device());
+    cuda::relative_gather(P.dtype(), P3.raw_data(), batch_stride, row_stride,
+                          static_cast<const int64_t*>(on_device.raw_data()), S.raw_data(), N, t2, t1, P.device().index);
+  } else {
+    dispatch_float(P.dtype(), op, [&](auto zero) {
+      using T = decltype(zero);
+      cpu::relative_gather_kernel<T>(static_cast<const T*>(P3.raw_data()), batch_stride, row_stride,
+                                     ic.data_ptr<int64_t>(), S.data_ptr<T>(), N, t2, t1);
+    });
+  }
   if (!needs_grad({P})) return S;
   return record(S, op, {P}, [p_shape = P.shape(), R, idx = SavedTensor(ic)](const Tensor& g) -> TensorList {
     return {sum_to(relative_scatter(g, idx.get(), R), p_shape)};
@@ -142,21 +156,25 @@ Tensor relative_gather(const Tensor& P, const Tensor& index, int64_t R) {
 
 Tensor relative_scatter(const Tensor& S, const Tensor& index, int64_t R) {
   const char* op = "relative_scatter";
-  check_cpu(S, op);
   dispatch_float(S.dtype(), op, [](auto) {});
   RG_CHECK_T(ShapeError, S.dim() >= 2, op, "expected S of shape (..., t2, t1), got ", shape_str(S.shape()));
   RG_CHECK(R >= 1, op, "table_size must be >= 1, got ", R);
   const int64_t t2 = S.size(-2), t1 = S.size(-1);
-  check_index(index, t2, t1, R, S, op);
-  Tensor ic = index.contiguous();
+  Tensor ic = check_index(index, t2, t1, R, S, op);  // on the host
   Tensor Sc = S.detach().contiguous();
   Shape out_shape = S.shape();
   out_shape.back() = R;
-  Tensor P = empty(out_shape, TensorOptions(S.dtype()));
-  dispatch_float(S.dtype(), op, [&](auto zero) {
-    using T = decltype(zero);
-    cpu::relative_scatter_kernel<T>(Sc.data_ptr<T>(), ic.data_ptr<int64_t>(), P.data_ptr<T>(), leading(S), t2, t1, R);
-  });
+  Tensor P = empty(out_shape, TensorOptions(S.dtype()).device(S.device()));
+  if (S.device().is_cuda()) {  // every element of P written
+    cuda::relative_scatter(S.dtype(), Sc.raw_data(), ic.data_ptr<int64_t>(), P.raw_data(), leading(S), t2, t1, R,
+                           S.device().index);
+  } else {
+    dispatch_float(S.dtype(), op, [&](auto zero) {
+      using T = decltype(zero);
+      cpu::relative_scatter_kernel<T>(Sc.data_ptr<T>(), ic.data_ptr<int64_t>(), P.data_ptr<T>(), leading(S), t2, t1,
+                                      R);
+    });
+  }
   if (!needs_grad({S})) return P;
   return record(P, op, {S}, [R, idx = SavedTensor(ic)](const Tensor& g) -> TensorList {
     return {relative_gather(g, idx.get(), R)};

@@ -1,10 +1,13 @@
 // The softmax family: softmax, log_softmax and cross_entropy (fused with log_softmax). Forward and
-// backward are one pass each over a contiguous (outer, C, inner) block (kernels in core/cpu/softmax.h).
+// backward are one pass each over a contiguous (outer, C, inner) block (kernels in core/cpu/softmax.h
+// and, for CUDA tensors, cuda/softmax.h).
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "autograd/ops/checks.h"
 #include "core/cpu/elementwise.h"
 #include "core/cpu/softmax.h"
+#include "cuda/reduce.h"
+#include "cuda/softmax.h"
 
 namespace relgrad {
 
@@ -20,21 +23,31 @@ DimLayout layout_around(const Shape& shape, int64_t d) {
   return L;
 }
 
+// A new tensor of `dtype` on t's device.
+TensorOptions on_device_of(const Tensor& t, DType dtype) { return TensorOptions(dtype).device(t.device()); }
+
 // softmax or (log_) log_softmax along dim. Saves only the output y: both backwards need y alone.
 Tensor softmax_op(const Tensor& x, int64_t dim, bool log_, const char* op) {
-  check_cpu(x, op);
   DimLayout L = layout_around(x.shape(), normalize_dim(dim, x.dim(), op));
   Tensor xc = x.detach().contiguous();  // detach: the copy is internal, not a step on the tape
-  Tensor y = empty(x.shape(), TensorOptions(x.dtype()));
+  Tensor y = empty(x.shape(), on_device_of(x, x.dtype()));
   dispatch_float(x.dtype(), op, [&](auto zero) {
     using T = decltype(zero);
-    cpu::softmax_forward<T>(xc.data_ptr<T>(), y.data_ptr<T>(), L.outer, L.C, L.inner, log_);
+    if (x.device().is_cuda())
+      cuda::softmax_forward(x.dtype(), xc.raw_data(), y.raw_data(), L.outer, L.C, L.inner, log_, x.device().index);
+    else
+      cpu::softmax_forward<T>(xc.data_ptr<T>(), y.data_ptr<T>(), L.outer, L.C, L.inner, log_);
   });
   if (!needs_grad({x})) return y;
   return record(y, op, {x}, [L, log_, op, y = SavedTensor(y)](const Tensor& g) -> TensorList {
-    Tensor gc = g.contiguous(), gx = empty(g.shape(), TensorOptions(g.dtype()));
+    Tensor gc = g.contiguous(), gx = empty(g.shape(), on_device_of(g, g.dtype()));
     dispatch_float(g.dtype(), op, [&](auto zero) {
       using T = decltype(zero);
+      if (g.device().is_cuda()) {
+        cuda::softmax_backward(g.dtype(), y.get().raw_data(), gc.raw_data(), gx.raw_data(), L.outer, L.C, L.inner, log_,
+                               g.device().index);
+        return;
+      }
       cpu::softmax_backward<T>(y.get().data_ptr<T>(), gc.data_ptr<T>(), gx.data_ptr<T>(), L.outer, L.C, L.inner, log_);
     });
     return {gx};
@@ -76,12 +89,11 @@ RowOffsets row_offsets(const Tensor& t, const Shape& shape) {
 
 Tensor masked_softmax(const Tensor& x, const Tensor& mask, double scale, const Tensor& bias) {
   const char* op = "masked_softmax";
-  check_cpu(x, op);
   RG_CHECK_T(DTypeError, is_floating(x.dtype()), op, "x must be float32 or float64, got ", dtype_name(x.dtype()));
   RG_CHECK_T(ShapeError, x.dim() >= 1, op, "x needs at least one dim, got shape ()");
   const Shape& shape = x.shape();
   auto check_broadcasts = [&](const Tensor& t, const char* what) {
-    check_cpu(t, op);
+    check_same_device(x, t, op);
     RG_CHECK_T(ShapeError, broadcasts_to(t.shape(), shape), op, what, " ",
                shape_str(t.shape()), " does not broadcast to x ", shape_str(shape));
   };
@@ -95,27 +107,42 @@ Tensor masked_softmax(const Tensor& x, const Tensor& mask, double scale, const T
   }
   const int64_t C = shape.back(), rows = C == 0 ? 0 : x.numel() / C;
   Tensor xc = x.detach().contiguous();
-  Tensor y = empty(shape, TensorOptions(x.dtype()));
-  RowOffsets bo, mo;
-  if (bias.defined()) bo = row_offsets(bias, shape);
-  if (mask.defined()) mo = row_offsets(mask, shape);
-  dispatch_float(x.dtype(), op, [&](auto zero) {
-    using T = decltype(zero);
-    cpu::masked_softmax_forward<T>(xc.data_ptr<T>(), scale,
-                                   bias.defined() ? static_cast<const T*>(bias.raw_data()) : nullptr, bo.row.data(),
-                                   bo.step, mask.defined() ? static_cast<const bool*>(mask.raw_data()) : nullptr,
-                                   mo.row.data(), mo.step, y.data_ptr<T>(), rows, C);
-  });
+  Tensor y = empty(shape, on_device_of(x, x.dtype()));
+  if (x.device().is_cuda()) {  // bias and mask are read in place through their broadcast strides
+    dispatch_float(x.dtype(), op, [&](auto) {
+      cuda::masked_softmax_forward(x.dtype(), xc.raw_data(), scale, bias.defined() ? bias.raw_data() : nullptr,
+                                   bias.defined() ? cpu::broadcast_strides(bias, shape) : Shape(),
+                                   mask.defined() ? static_cast<const bool*>(mask.raw_data()) : nullptr,
+                                   mask.defined() ? cpu::broadcast_strides(mask, shape) : Shape(), y.raw_data(), shape,
+                                   x.device().index);
+    });
+  } else {
+    RowOffsets bo, mo;
+    if (bias.defined()) bo = row_offsets(bias, shape);
+    if (mask.defined()) mo = row_offsets(mask, shape);
+    dispatch_float(x.dtype(), op, [&](auto zero) {
+      using T = decltype(zero);
+      cpu::masked_softmax_forward<T>(xc.data_ptr<T>(), scale,
+                                     bias.defined() ? static_cast<const T*>(bias.raw_data()) : nullptr, bo.row.data(),
+                                     bo.step, mask.defined() ? static_cast<const bool*>(mask.raw_data()) : nullptr,
+                                     mo.row.data(), mo.step, y.data_ptr<T>(), rows, C);
+    });
+  }
   TensorList inputs{x};
   if (bias.defined()) inputs.push_back(bias);
   if (!needs_grad(inputs)) return y;
   const bool want_bias = bias.defined() && bias.requires_grad();
   const Shape bias_shape = bias.defined() ? bias.shape() : Shape();
   return record(y, op, inputs, [=, y = SavedTensor(y)](const Tensor& g) -> TensorList {
-    Tensor gc = g.contiguous(), gx = empty(shape, TensorOptions(g.dtype()));
-    Tensor gz = want_bias ? empty(shape, TensorOptions(g.dtype())) : Tensor();
+    Tensor gc = g.contiguous(), gx = empty(shape, on_device_of(g, g.dtype()));
+    Tensor gz = want_bias ? empty(shape, on_device_of(g, g.dtype())) : Tensor();
     dispatch_float(g.dtype(), op, [&](auto zero) {
       using T = decltype(zero);
+      if (g.device().is_cuda()) {
+        cuda::masked_softmax_backward(g.dtype(), y.get().raw_data(), gc.raw_data(), scale, gx.raw_data(),
+                                      want_bias ? gz.raw_data() : nullptr, rows, C, g.device().index);
+        return;
+      }
       cpu::masked_softmax_backward<T>(y.get().data_ptr<T>(), gc.data_ptr<T>(), scale, gx.data_ptr<T>(),
                                       want_bias ? gz.data_ptr<T>() : nullptr, rows, C);
     });
@@ -129,8 +156,7 @@ Tensor masked_softmax(const Tensor& x, const Tensor& mask, double scale, const T
 // as logits (N, C, D) and target (N, D) with D = d1 * ... (1 when there are no extra dims).
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options) {
   const char* op = "cross_entropy";
-  check_cpu(logits, op);
-  check_cpu(target, op);
+  check_same_device(logits, target, op);
   RG_CHECK_T(DTypeError, is_floating(logits.dtype()), op, "logits must be float32 or float64, got ",
              dtype_name(logits.dtype()), " ", shape_str(logits.shape()));
   RG_CHECK_T(DTypeError, target.dtype() == kInt64, op, "target must hold int64 class indices, got ",
@@ -147,9 +173,11 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
   const int64_t N = class_dim == 0 ? 1 : logits.size(0), C = logits.size(class_dim);
   const int64_t D = logits.dim() > 2 ? shape_numel(Shape(logits.shape().begin() + 2, logits.shape().end())) : 1;
 
-  // Check every target here, before the (parallel) kernel, which must not throw.
+  // Check every target here, before the (parallel) kernel, which must not throw. CUDA targets are
+  // checked on a host copy: the mean's denominator is needed on the host anyway.
   Tensor t = target.detach().contiguous();
-  const int64_t* tp = t.data_ptr<int64_t>();
+  Tensor t_host = t.device().is_cpu() ? t : t.to(Device::cpu());
+  const int64_t* tp = t_host.data_ptr<int64_t>();
   int64_t count = 0;  // non-ignored positions: the denominator of the mean
   for (int64_t k = 0; k < N * D; ++k) {
     if (tp[k] == ignore) continue;
@@ -159,10 +187,25 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
   }
 
   Tensor x = logits.detach().contiguous();
-  Tensor loss = empty(target_shape, TensorOptions(logits.dtype())), lse = empty(target_shape, TensorOptions(logits.dtype()));
+  const TensorOptions opts = on_device_of(logits, logits.dtype());
+  Tensor loss = empty(target_shape, opts), lse = empty(target_shape, opts);
   Tensor out;
   dispatch_float(logits.dtype(), op, [&](auto zero) {
     using T = decltype(zero);
+    if (x.device().is_cuda()) {
+      const int dev = x.device().index;
+      cuda::cross_entropy_forward(x.dtype(), x.raw_data(), static_cast<const int64_t*>(t.raw_data()), loss.raw_data(),
+                                  lse.raw_data(), N, C, D, ignore, eps, dev);
+      if (options.reduction == Reduction::None) {
+        out = loss;
+        return;
+      }
+      // The sum over positions in the fixed order of the reduction kernel; mean over zero targets is NaN.
+      out = empty({}, opts);
+      const double s = options.reduction == Reduction::Mean ? 1.0 / static_cast<double>(count) : 1.0;
+      cuda::reduce_sum(x.dtype(), loss.raw_data(), out.raw_data(), 1, N * D, 1, s, dev);
+      return;
+    }
     cpu::cross_entropy_forward<T>(x.data_ptr<T>(), tp, loss.data_ptr<T>(), lse.data_ptr<T>(), N, C, D, ignore, eps);
     if (options.reduction == Reduction::None) {
       out = loss;
@@ -182,9 +225,15 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
   double scale = reduction == Reduction::Mean ? 1.0 / static_cast<double>(count) : 1.0;
   return record(out, op, {logits}, [=, x = SavedTensor(x), t = SavedTensor(t), lse = SavedTensor(lse)](const Tensor& g) -> TensorList {
     const Tensor& xv = x.get();
-    Tensor gc = g.contiguous(), gx = empty(xv.shape(), TensorOptions(xv.dtype()));
+    Tensor gc = g.contiguous(), gx = empty(xv.shape(), on_device_of(xv, xv.dtype()));
     dispatch_float(xv.dtype(), op, [&](auto zero) {
       using T = decltype(zero);
+      if (xv.device().is_cuda()) {
+        cuda::cross_entropy_backward(xv.dtype(), xv.raw_data(), static_cast<const int64_t*>(t.get().raw_data()),
+                                     lse.get().raw_data(), gc.raw_data(), reduction != Reduction::None, scale,
+                                     gx.raw_data(), N, C, D, ignore, eps, xv.device().index);
+        return;
+      }
       cpu::cross_entropy_backward<T>(xv.data_ptr<T>(), t.get().data_ptr<int64_t>(), lse.get().data_ptr<T>(),
                                      gc.data_ptr<T>(), reduction != Reduction::None, scale, gx.data_ptr<T>(), N, C, D,
                                      ignore, eps);

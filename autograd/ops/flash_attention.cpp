@@ -1,0 +1,255 @@
+// flash_relative_attention: the fused relative attention op (declared in autograd/ops.h). Forward
+// and backward call the raw kernels (core/cpu/flash_attention.h on the CPU, cuda/flash_attention.h
+// on the GPU); this file checks the arguments, makes the operands contiguous and records the tape
+// node. Its composite twin, the test oracle, is attention_heads' chain
+//   q·kᵀ + relative_gather(q_rel·Eᵀ, C) → masked_softmax(·, mask, scale, bias) → ·v
+// (tests/test_flash_attention.cpp compares the two for every scheme).
+//
+// Saved for backward: q, k, v, the relative query, the tables, the output and one logsumexp per
+// query row, O(t·D) in all: the probabilities are recomputed tile by tile.
+#include <cmath>
+#include <vector>
+
+#include "autograd/node.h"
+#include "autograd/ops.h"
+#include "autograd/ops/checks.h"
+#include "core/cpu/flash_attention.h"
+#include "cuda/flash_attention.h"
+
+namespace relgrad {
+
+namespace {
+
+constexpr const char* kOp = "flash_relative_attention";
+
+// A lookup (int64 (W)) as a host vector, every entry in [−1, rows).
+std::vector<int64_t> host_lookup(const Tensor& rows, int64_t table_rows, const char* what) {
+  RG_CHECK_T(DTypeError, rows.dtype() == kInt64, kOp, what, " must be int64, got ", dtype_name(rows.dtype()));
+  RG_CHECK_T(ShapeError, rows.dim() == 1, kOp, what, " must be 1-D (W), got ", shape_str(rows.shape()));
+  std::vector<int64_t> h = rows.to(Device::cpu()).contiguous().to_vector<int64_t>();
+  for (size_t w = 0; w < h.size(); ++w)
+    RG_CHECK_T(IndexError, h[w] >= -1 && h[w] < table_rows, kOp, what, " entry ", h[w], " at ", w,
+               " is outside a table of ", table_rows, " rows");
+  return h;
+}
+
+// Table heads of a relative table (R, D) / (Eh, R, D) or a bias table (Rb) / (Bh, Rb): 1 or H.
+int64_t table_heads(const Tensor& t, int64_t row_dims, int64_t H, const char* what) {
+  const int64_t heads = t.dim() == row_dims ? 1 : t.size(0);
+  RG_CHECK_T(ShapeError, heads == 1 || heads == H, kOp, what, " ", shape_str(t.shape()), " has ", heads,
+             " heads; expected 1 (shared) or ", H);
+  return heads;
+}
+
+// Everything the kernels need, checked once, on the operands' device (lookups and positions also
+// on the host for the checks and the CUDA planning).
+struct Plan {
+  int64_t B = 0, H = 0, t2 = 0, t1 = 0, D = 0;
+  double scale = 1;
+  bool causal = false;
+  Tensor pos;  // int64 (t2), on the device
+  std::vector<int64_t> pos_host, rel_host, bias_host;
+  Tensor rel_rows, bias_rows, pad;  // on the device (contiguous)
+  int64_t E_heads = 1, R = 0, bias_heads = 1, Rb = 0, W = 0, min_delta = 0;
+};
+
+Plan make_plan(const Tensor& q, const Tensor& k, const Tensor& v, const FlashAttentionOptions& o) {
+  Plan p;
+  RG_CHECK_T(DTypeError, is_floating(q.dtype()), kOp, "q must be float32 or float64, got ", dtype_name(q.dtype()));
+  check_same_dtype(q, k, kOp);
+  check_same_dtype(q, v, kOp);
+  check_same_device(q, k, kOp);
+  check_same_device(q, v, kOp);
+  RG_CHECK_T(ShapeError, q.dim() == 4 && k.dim() == 4 && v.dim() == 4, kOp,
+             "q, k, v must be (B, H, t2, D), (B, H, t1, D), (B, H, t1, D), got ", shape_str(q.shape()), ", ",
+             shape_str(k.shape()), ", ", shape_str(v.shape()));
+  p.B = q.size(0), p.H = q.size(1), p.t2 = q.size(2), p.D = q.size(3), p.t1 = k.size(2);
+  RG_CHECK_T(ShapeError, k.shape() == Shape({p.B, p.H, p.t1, p.D}) && v.shape() == k.shape(), kOp,
+             "k and v must be (B, H, t1, D) matching q ", shape_str(q.shape()), ", got k ", shape_str(k.shape()),
+             " and v ", shape_str(v.shape()));
+  p.scale = o.scale < 0 ? 1.0 / std::sqrt(static_cast<double>(p.D)) : o.scale;
+  p.causal = o.causal;
+  const Device dev = q.device();
+  if (o.query_positions.defined()) {
+    RG_CHECK_T(ShapeError, o.query_positions.dtype() == kInt64 && o.query_positions.dim() == 1 &&
+                               o.query_positions.size(0) == p.t2,
+               kOp, "query_positions must be int64 (", p.t2, ") for q ", shape_str(q.shape()), ", got ",
+               dtype_name(o.query_positions.dtype()), " ", shape_str(o.query_positions.shape()));
+    p.pos_host = o.query_positions.to(Device::cpu()).contiguous().to_vector<int64_t>();
+  } else {
+    p.pos_host.resize(static_cast<size_t>(p.t2));
+    for (int64_t i = 0; i < p.t2; ++i) p.pos_host[i] = i;
+  }
+  p.pos = from_vector(p.pos_host, {p.t2}).to(dev);
+
+  const Tensor& E = o.rel_table;
+  if (E.defined()) {
+    check_same_dtype(q, E, kOp);
+    check_same_device(q, E, kOp);
+    RG_CHECK_T(ShapeError, (E.dim() == 2 || E.dim() == 3) && E.size(-1) == p.D, kOp, "rel_table must be (R, ", p.D,
+               ") or (H, R, ", p.D, ") for q ", shape_str(q.shape()), ", got ", shape_str(E.shape()));
+    p.E_heads = table_heads(E, 2, p.H, "rel_table");
+    p.R = E.size(-2);
+    RG_CHECK(o.rel_rows.defined(), kOp, "rel_table ", shape_str(E.shape()), " needs rel_rows (the per-distance lookup)");
+    p.rel_host = host_lookup(o.rel_rows, p.R, "rel_rows");
+    p.W = static_cast<int64_t>(p.rel_host.size());
+  } else {
+    RG_CHECK(!o.rel_rows.defined() && !o.rel_query.defined(), kOp, "rel_rows and rel_query need a rel_table");
+  }
+  if (o.rel_query.defined()) {
+    check_same_dtype(q, o.rel_query, kOp);
+    check_same_device(q, o.rel_query, kOp);
+    RG_CHECK_T(ShapeError, o.rel_query.shape() == q.shape(), kOp, "rel_query must have q's shape ",
+               shape_str(q.shape()), ", got ", shape_str(o.rel_query.shape()));
+  }
+  const Tensor& bt = o.bias_table;
+  if (bt.defined()) {
+    check_same_dtype(q, bt, kOp);
+    check_same_device(q, bt, kOp);
+    RG_CHECK_T(ShapeError, bt.dim() == 1 || bt.dim() == 2, kOp, "bias_table must be (Rb) or (H, Rb), got ",
+               shape_str(bt.shape()));
+    p.bias_heads = table_heads(bt, 1, p.H, "bias_table");
+    p.Rb = bt.size(-1);
+    RG_CHECK(o.bias_rows.defined(), kOp, "bias_table ", shape_str(bt.shape()), " needs bias_rows (the per-distance lookup)");
+    p.bias_host = host_lookup(o.bias_rows, p.Rb, "bias_rows");
+    const int64_t Wb = static_cast<int64_t>(p.bias_host.size());
+    RG_CHECK_T(ShapeError, !E.defined() || Wb == p.W, kOp, "rel_rows (", p.W, ") and bias_rows (", Wb,
+               ") must cover the same distances");
+    p.W = Wb;
+  } else {
+    RG_CHECK(!o.bias_rows.defined(), kOp, "bias_rows needs a bias_table");
+  }
+  p.min_delta = o.min_delta;
+  // Every distance a visible pair can reach must be in the lookups: δ ∈ [−π(i), t1 − 1 − π(i)]
+  // (causal: up to min(0, ...)).
+  if (E.defined() || bt.defined()) {
+    for (int64_t i = 0; i < p.t2; ++i) {
+      const int64_t pi = p.pos_host[i];
+      int64_t hi = p.t1 - 1 - pi;
+      if (p.causal && hi > 0) hi = 0;
+      const int64_t lo = -pi;
+      if (p.t1 == 0 || hi < lo) continue;  // no visible key
+      RG_CHECK_T(IndexError, lo >= p.min_delta && hi < p.min_delta + p.W, kOp, "query ", i, " (position ", pi,
+                 ") reaches relative positions [", lo, ", ", hi, "] but the lookups cover [", p.min_delta, ", ",
+                 p.min_delta + p.W - 1, "] (W = ", p.W, ", t1 = ", p.t1, ")");
+    }
+  }
+  if (E.defined()) p.rel_rows = from_vector(p.rel_host, {p.W}).to(dev);
+  if (bt.defined()) p.bias_rows = from_vector(p.bias_host, {p.W}).to(dev);
+  if (o.key_padding_mask.defined()) {
+    const Tensor& m = o.key_padding_mask;
+    check_same_device(q, m, kOp);
+    RG_CHECK_T(ShapeError, m.dtype() == kBool && m.dim() == 2 && m.size(0) == p.B && m.size(1) == p.t1, kOp,
+               "key_padding_mask must be bool (B, t1) = (", p.B, ", ", p.t1, "), got ", dtype_name(m.dtype()), " ",
+               shape_str(m.shape()));
+    p.pad = m.contiguous();
+  }
+  return p;
+}
+
+// The CPU problem over contiguous tensors (all alive in the caller).
+template <class T>
+cpu::FlashProblem<T> cpu_problem(const Plan& p, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& qr,
+                                 const Tensor& E, const Tensor& bt) {
+  cpu::FlashProblem<T> f;
+  f.B = p.B, f.H = p.H, f.t2 = p.t2, f.t1 = p.t1, f.D = p.D, f.scale = p.scale, f.causal = p.causal;
+  f.pos = p.pos_host.data();
+  f.q = q.data_ptr<T>(), f.k = k.data_ptr<T>(), f.v = v.data_ptr<T>();
+  f.qr = qr.defined() ? qr.data_ptr<T>() : f.q;
+  if (E.defined()) f.E = E.data_ptr<T>(), f.E_heads = p.E_heads, f.R = p.R, f.rel_rows = p.rel_host.data();
+  if (bt.defined()) f.bias = bt.data_ptr<T>(), f.bias_heads = p.bias_heads, f.Rb = p.Rb, f.bias_rows = p.bias_host.data();
+  f.min_delta = p.min_delta, f.W = p.W;
+  f.pad = p.pad.defined() ? p.pad.data_ptr<bool>() : nullptr;
+  return f;
+}
+
+cuda::FlashArgs cuda_args(const Plan& p, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& qr,
+                          const Tensor& E, const Tensor& bt) {
+  cuda::FlashArgs a;
+  a.dtype = q.dtype(), a.device = q.device().index;
+  a.B = p.B, a.H = p.H, a.t2 = p.t2, a.t1 = p.t1, a.D = p.D, a.scale = p.scale, a.causal = p.causal;
+  a.pos = p.pos.data_ptr<int64_t>(), a.pos_host = p.pos_host.data();
+  a.q = q.raw_data(), a.k = k.raw_data(), a.v = v.raw_data();
+  a.qr = qr.defined() ? qr.raw_data() : a.q;
+  if (E.defined()) {
+    a.E = E.raw_data(), a.E_heads = p.E_heads, a.R = p.R;
+    a.rel_rows = p.rel_rows.data_ptr<int64_t>(), a.rel_rows_host = p.rel_host.data();
+  }
+  if (bt.defined()) {
+    a.bias = bt.raw_data(), a.bias_heads = p.bias_heads, a.Rb = p.Rb;
+    a.bias_rows = p.bias_rows.data_ptr<int64_t>(), a.bias_rows_host = p.bias_host.data();
+  }
+  a.min_delta = p.min_delta, a.W = p.W;
+  a.pad = p.pad.defined() ? p.pad.data_ptr<bool>() : nullptr;
+  return a;
+}
+
+Tensor contiguous_data(const Tensor& t) { return t.defined() ? t.detach().contiguous() : Tensor(); }
+
+}  // namespace
+
+Tensor flash_relative_attention(const Tensor& q, const Tensor& k, const Tensor& v, const FlashAttentionOptions& o) {
+  const Plan plan = make_plan(q, k, v, o);
+  const Tensor qc = contiguous_data(q), kc = contiguous_data(k), vc = contiguous_data(v);
+  const Tensor qrc = contiguous_data(o.rel_query), Ec = contiguous_data(o.rel_table), bc = contiguous_data(o.bias_table);
+  const TensorOptions topt = TensorOptions(q.dtype()).device(q.device());
+  Tensor out = empty(q.shape(), topt);
+  Tensor lse = empty({plan.B, plan.H, plan.t2}, topt);
+  const bool on_cuda = q.device().is_cuda();
+  if (on_cuda) {
+    cuda::flash_attention_forward(cuda_args(plan, qc, kc, vc, qrc, Ec, bc), out.raw_data(), lse.raw_data());
+  } else {
+    dispatch_float(q.dtype(), kOp, [&](auto zero) {
+      using T = decltype(zero);
+      cpu::flash_forward<T>(cpu_problem<T>(plan, qc, kc, vc, qrc, Ec, bc), out.data_ptr<T>(), lse.data_ptr<T>());
+    });
+  }
+  // Inputs in a fixed order: q, k, v, then whichever of rel_query, rel_table, bias_table are given.
+  TensorList inputs{q, k, v};
+  const int in_qr = o.rel_query.defined() ? static_cast<int>(inputs.size()) : -1;
+  if (in_qr >= 0) inputs.push_back(o.rel_query);
+  const int in_E = o.rel_table.defined() ? static_cast<int>(inputs.size()) : -1;
+  if (in_E >= 0) inputs.push_back(o.rel_table);
+  const int in_b = o.bias_table.defined() ? static_cast<int>(inputs.size()) : -1;
+  if (in_b >= 0) inputs.push_back(o.bias_table);
+  if (!needs_grad(inputs)) return out;
+  const bool want_E = in_E >= 0 && o.rel_table.requires_grad(), want_b = in_b >= 0 && o.bias_table.requires_grad();
+  const size_t n_inputs = inputs.size();
+  const Shape E_shape = in_E >= 0 ? o.rel_table.shape() : Shape(), b_shape = in_b >= 0 ? o.bias_table.shape() : Shape();
+  return record(out, kOp, inputs,
+                [=, qs = SavedTensor(qc), ks = SavedTensor(kc), vs = SavedTensor(vc), qrs = SavedTensor(qrc),
+                 Es = SavedTensor(Ec), bs = SavedTensor(bc), outs = SavedTensor(out),
+                 lses = SavedTensor(lse)](const Tensor& g) -> TensorList {
+                  const Tensor q_ = qs.get(), k_ = ks.get(), v_ = vs.get(), o_ = outs.get(), l_ = lses.get();
+                  const Tensor qr_ = qrs.defined() ? qrs.get() : Tensor(), E_ = Es.defined() ? Es.get() : Tensor();
+                  const Tensor b_ = bs.defined() ? bs.get() : Tensor();
+                  const Tensor gc = g.contiguous();
+                  const TensorOptions to = TensorOptions(q_.dtype()).device(q_.device());
+                  Tensor dq = empty(q_.shape(), to), dk = empty(k_.shape(), to), dv = empty(v_.shape(), to);
+                  Tensor dqr = in_qr >= 0 ? empty(q_.shape(), to) : Tensor();
+                  Tensor dE = want_E ? empty({plan.E_heads, plan.R, plan.D}, to) : Tensor();
+                  Tensor db = want_b ? empty({plan.bias_heads, plan.Rb}, to) : Tensor();
+                  auto ptr = [](const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; };
+                  if (on_cuda) {
+                    cuda::flash_attention_backward(cuda_args(plan, q_, k_, v_, qr_, E_, b_), o_.raw_data(),
+                                                   l_.raw_data(), gc.raw_data(), dq.raw_data(), dk.raw_data(),
+                                                   dv.raw_data(), ptr(dqr), ptr(dE), ptr(db));
+                  } else {
+                    dispatch_float(q_.dtype(), kOp, [&](auto zero) {
+                      using T = decltype(zero);
+                      cpu::flash_backward<T>(cpu_problem<T>(plan, q_, k_, v_, qr_, E_, b_), o_.data_ptr<T>(),
+                                             l_.data_ptr<T>(), gc.data_ptr<T>(), dq.data_ptr<T>(), dk.data_ptr<T>(),
+                                             dv.data_ptr<T>(), static_cast<T*>(ptr(dqr)), static_cast<T*>(ptr(dE)),
+                                             static_cast<T*>(ptr(db)));
+                    });
+                  }
+                  TensorList grads(n_inputs);
+                  grads[0] = dq, grads[1] = dk, grads[2] = dv;
+                  if (in_qr >= 0) grads[in_qr] = dqr;
+                  if (want_E) grads[in_E] = dE.reshape(E_shape);
+                  if (want_b) grads[in_b] = db.reshape(b_shape);
+                  return grads;
+                });
+}
+
+}  // namespace relgrad

@@ -1,0 +1,378 @@
+// The CPU fused relative attention (core/cpu/flash_attention.h has the maths, the tiling and the
+// pass structure). Tile products are Eigen GEMMs on row-major maps of the contiguous inputs; each
+// OpenMP task owns whole output tiles, so Eigen runs single-threaded inside (it sees the parallel
+// region) and no two threads write the same element.
+// GCC 12 reports a false -Wmaybe-uninitialized deep inside Eigen's AVX-512 helpers (as core/cpu/matmul.cpp).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include "core/cpu/flash_attention.h"
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+namespace relgrad::cpu {
+
+namespace {
+
+template <class T>
+using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <class T>
+using MapC = Eigen::Map<const Mat<T>>;
+template <class T>
+using MapM = Eigen::Map<Mat<T>>;
+
+template <class T>
+using Vec = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>;
+
+template <class T>
+constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+
+// Lookup of a per-distance table (rel_rows / bias_rows): −1 outside the lookup's range too (such
+// distances are never used by a visible pair: the op checks the coverage before calling).
+inline int64_t lookup(const int64_t* rows, int64_t min_delta, int64_t W, int64_t delta) {
+  const int64_t w = delta - min_delta;
+  return rows && w >= 0 && w < W ? rows[w] : -1;
+}
+
+template <class T>
+bool hidden(const FlashProblem<T>& p, int64_t b, int64_t pi, int64_t j) {
+  return (p.causal && j > pi) || (p.pad && p.pad[b * p.t1 + j]);
+}
+
+// Per-thread buffers of one tile.
+template <class T>
+struct Scratch {
+  Mat<T> S, QE, EU, P, dP, G, GU;
+  std::vector<int64_t> uniq;  // table rows of the window, in order of first appearance
+  std::vector<int> col_of;    // window offset → column of uniq (−1: no row)
+  std::vector<int> mark;      // table row → column of uniq (−1), reset after every tile
+};
+
+// The query tiles' position ranges: π_min, π_max over [i0, i0 + BQ).
+struct TileRange {
+  std::vector<int64_t> lo, hi;
+};
+template <class T>
+TileRange tile_ranges(const FlashProblem<T>& p) {
+  TileRange r;
+  for (int64_t i0 = 0; i0 < p.t2; i0 += kFlashBlockQ) {
+    const int64_t i1 = std::min(i0 + kFlashBlockQ, p.t2);
+    int64_t lo = p.pos[i0], hi = p.pos[i0];
+    for (int64_t i = i0; i < i1; ++i) lo = std::min(lo, p.pos[i]), hi = std::max(hi, p.pos[i]);
+    r.lo.push_back(lo);
+    r.hi.push_back(hi);
+  }
+  return r;
+}
+
+// Logits of query tile [i0, i0+nq) against key tile [j0, j0+nk) of (b, h) into s.S (nq × nk),
+// hidden pairs −inf. With a table, also leaves s.EU (nu × D, the window's distinct rows), s.col_of
+// and s.uniq for the backward's relative-query gradient.
+template <class T>
+void tile_logits(const FlashProblem<T>& p, Scratch<T>& s, int64_t b, int64_t h, int64_t i0, int64_t nq, int64_t j0,
+                 int64_t nk, int64_t pmin, int64_t pmax) {
+  const int64_t D = p.D, bh = b * p.H + h;
+  MapC<T> Q(p.q + (bh * p.t2 + i0) * D, nq, D);
+  MapC<T> K(p.k + (bh * p.t1 + j0) * D, nk, D);
+  s.S.resize(nq, nk);
+  s.S.noalias() = Q * K.transpose();
+  if (p.E) {
+    const int64_t dlo = j0 - pmax, nw = nk + pmax - pmin;  // the window δ ∈ [dlo, dlo + nw)
+    s.col_of.assign(static_cast<size_t>(nw), -1);
+    s.uniq.clear();
+    for (int64_t w = 0; w < nw; ++w) {
+      const int64_t r = lookup(p.rel_rows, p.min_delta, p.W, dlo + w);
+      if (r < 0) continue;
+      if (s.mark[r] < 0) {
+        s.mark[r] = static_cast<int>(s.uniq.size());
+        s.uniq.push_back(r);
+      }
+      s.col_of[w] = s.mark[r];
+    }
+    for (int64_t r : s.uniq) s.mark[r] = -1;
+    const int64_t nu = static_cast<int64_t>(s.uniq.size());
+    s.EU.resize(nu, D);
+    const T* E = p.E + (p.E_heads == 1 ? 0 : h) * p.R * D;
+    for (int64_t u = 0; u < nu; ++u) std::copy(E + s.uniq[u] * D, E + (s.uniq[u] + 1) * D, s.EU.row(u).data());
+    if (nu > 0) {
+      MapC<T> QR(p.qr + (bh * p.t2 + i0) * D, nq, D);
+      s.QE.resize(nq, nu);
+      s.QE.noalias() = QR * s.EU.transpose();
+      for (int64_t a = 0; a < nq; ++a) {
+        const int64_t off = j0 - p.pos[i0 + a] - dlo;  // window offset of key j0 for this query
+        for (int64_t c = 0; c < nk; ++c) {
+          const int col = s.col_of[off + c];
+          if (col >= 0) s.S(a, c) += s.QE(a, col);
+        }
+      }
+    }
+  }
+  const T sc = static_cast<T>(p.scale);
+  const T* bias = p.bias ? p.bias + (p.bias_heads == 1 ? 0 : h) * p.Rb : nullptr;
+  for (int64_t a = 0; a < nq; ++a) {
+    const int64_t pi = p.pos[i0 + a];
+    for (int64_t c = 0; c < nk; ++c) {
+      const int64_t j = j0 + c;
+      if (hidden(p, b, pi, j)) {
+        s.S(a, c) = kNegInf<T>;
+        continue;
+      }
+      T z = sc * s.S(a, c);  // the order of masked_softmax: scale, then the bias
+      if (bias) {
+        const int64_t br = lookup(p.bias_rows, p.min_delta, p.W, j - pi);
+        if (br >= 0) z += bias[br];
+      }
+      s.S(a, c) = z;
+    }
+  }
+}
+
+// Probabilities of the tile from the saved lse (0 where hidden or the row has no visible key).
+template <class T>
+void tile_probs(Scratch<T>& s, const T* lse) {
+  s.P.resize(s.S.rows(), s.S.cols());
+  for (int64_t a = 0; a < s.S.rows(); ++a)
+    for (int64_t c = 0; c < s.S.cols(); ++c)
+      s.P(a, c) = s.S(a, c) == kNegInf<T> || lse[a] == kNegInf<T> ? T(0) : std::exp(s.S(a, c) - lse[a]);
+}
+
+// G = scale · P ∘ (dP − Drow): the gradient of the unscaled logit sum (q·k + qr·e), with dP = dO·Vᵀ.
+template <class T>
+void tile_grad(const FlashProblem<T>& p, Scratch<T>& s, const T* dout_tile, const T* v_tile, const T* Drow, int64_t nq,
+               int64_t nk) {
+  MapC<T> dO(dout_tile, nq, p.D);
+  MapC<T> V(v_tile, nk, p.D);
+  s.dP.resize(nq, nk);
+  s.dP.noalias() = dO * V.transpose();
+  s.G.resize(nq, nk);
+  const T sc = static_cast<T>(p.scale);
+  for (int64_t a = 0; a < nq; ++a)
+    for (int64_t c = 0; c < nk; ++c) s.G(a, c) = s.P(a, c) == T(0) ? T(0) : sc * s.P(a, c) * (s.dP(a, c) - Drow[a]);
+}
+
+template <class T>
+Scratch<T> make_scratch(const FlashProblem<T>& p) {
+  Scratch<T> s;
+  s.mark.assign(static_cast<size_t>(p.E ? p.R : 0), -1);
+  return s;
+}
+
+}  // namespace
+
+template <class T>
+void flash_forward(const FlashProblem<T>& p, T* out, T* lse) {
+  const int64_t D = p.D, nqt = (p.t2 + kFlashBlockQ - 1) / kFlashBlockQ;
+  const TileRange tr = tile_ranges(p);
+  const int64_t tasks = p.B * p.H * nqt;
+#pragma omp parallel
+  {
+    Scratch<T> s = make_scratch(p);
+    Mat<T> acc;
+    std::vector<T> m, l;
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t task = 0; task < tasks; ++task) {
+      const int64_t bh = task / nqt, qt = task % nqt, b = bh / p.H, h = bh % p.H;
+      const int64_t i0 = qt * kFlashBlockQ, nq = std::min(kFlashBlockQ, p.t2 - i0);
+      const int64_t pmin = tr.lo[qt], pmax = tr.hi[qt];
+      acc.setZero(nq, D);
+      m.assign(static_cast<size_t>(nq), kNegInf<T>);
+      l.assign(static_cast<size_t>(nq), T(0));
+      for (int64_t j0 = 0; j0 < p.t1; j0 += kFlashBlockK) {
+        if (p.causal && j0 > pmax) break;  // every later key is after every query of the tile
+        const int64_t nk = std::min(kFlashBlockK, p.t1 - j0);
+        tile_logits(p, s, b, h, i0, nq, j0, nk, pmin, pmax);
+        s.P.resize(nq, nk);
+        for (int64_t a = 0; a < nq; ++a) {
+          T mt = kNegInf<T>;
+          for (int64_t c = 0; c < nk; ++c) mt = std::max(mt, s.S(a, c));
+          if (mt == kNegInf<T>) {  // no visible key in this tile: the row's state is unchanged
+            s.P.row(a).setZero();
+            continue;
+          }
+          const T m_new = std::max(m[a], mt);
+          const T corr = m[a] == kNegInf<T> ? T(0) : std::exp(m[a] - m_new);
+          T sum = 0;
+          for (int64_t c = 0; c < nk; ++c) {
+            const T e = s.S(a, c) == kNegInf<T> ? T(0) : std::exp(s.S(a, c) - m_new);
+            s.P(a, c) = e;
+            sum += e;
+          }
+          l[a] = l[a] * corr + sum;
+          acc.row(a) *= corr;
+          m[a] = m_new;
+        }
+        MapC<T> V(p.v + (bh * p.t1 + j0) * D, nk, D);
+        acc.noalias() += s.P * V;
+      }
+      for (int64_t a = 0; a < nq; ++a) {
+        T* o = out + (bh * p.t2 + i0 + a) * D;
+        const bool any = l[a] > T(0);
+        const T inv = any ? T(1) / l[a] : T(0);
+        for (int64_t d = 0; d < D; ++d) o[d] = any ? acc(a, d) * inv : T(0);
+        lse[bh * p.t2 + i0 + a] = any ? m[a] + std::log(l[a]) : kNegInf<T>;
+      }
+    }
+  }
+}
+
+template <class T>
+void flash_backward(const FlashProblem<T>& p, const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv, T* dqr,
+                    T* dE, T* dbias) {
+  const int64_t D = p.D, BH = p.B * p.H;
+  const int64_t nqt = (p.t2 + kFlashBlockQ - 1) / kFlashBlockQ, nkt = (p.t1 + kFlashBlockK - 1) / kFlashBlockK;
+  const TileRange tr = tile_ranges(p);
+  // Drow_i = dO_i · O_i (softmax backward's row term), (B, H, t2).
+  std::vector<T> Drow(static_cast<size_t>(BH * p.t2));
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < BH * p.t2; ++r) {
+    T acc = 0;
+    for (int64_t d = 0; d < D; ++d) acc += dout[r * D + d] * out[r * D + d];
+    Drow[r] = acc;
+  }
+
+  // Pass A: dq (+ dqr), one task per (b, h, query tile), key tiles in order.
+#pragma omp parallel
+  {
+    Scratch<T> s = make_scratch(p);
+    Mat<T> gq, gqr;
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t task = 0; task < BH * nqt; ++task) {
+      const int64_t bh = task / nqt, qt = task % nqt, b = bh / p.H, h = bh % p.H;
+      const int64_t i0 = qt * kFlashBlockQ, nq = std::min(kFlashBlockQ, p.t2 - i0);
+      gq.setZero(nq, D);
+      gqr.setZero(nq, p.E ? D : 0);
+      for (int64_t j0 = 0; j0 < p.t1; j0 += kFlashBlockK) {
+        if (p.causal && j0 > tr.hi[qt]) break;
+        const int64_t nk = std::min(kFlashBlockK, p.t1 - j0);
+        tile_logits(p, s, b, h, i0, nq, j0, nk, tr.lo[qt], tr.hi[qt]);
+        tile_probs(s, lse + bh * p.t2 + i0);
+        tile_grad(p, s, dout + (bh * p.t2 + i0) * D, p.v + (bh * p.t1 + j0) * D, Drow.data() + bh * p.t2 + i0, nq, nk);
+        gq.noalias() += s.G * MapC<T>(p.k + (bh * p.t1 + j0) * D, nk, D);
+        const int64_t nu = static_cast<int64_t>(s.uniq.size());
+        if (p.E && nu > 0) {
+          // Σ_j G_ij e_row(ij): fold the tile's columns onto the window's distinct rows, then one GEMM.
+          s.GU.setZero(nq, nu);
+          const int64_t dlo = j0 - tr.hi[qt];
+          for (int64_t a = 0; a < nq; ++a) {
+            const int64_t off = j0 - p.pos[i0 + a] - dlo;
+            for (int64_t c = 0; c < nk; ++c) {
+              const int col = s.col_of[off + c];
+              if (col >= 0) s.GU(a, col) += s.G(a, c);
+            }
+          }
+          gqr.noalias() += s.GU * s.EU;
+        }
+      }
+      MapM<T>(dq + (bh * p.t2 + i0) * D, nq, D) = gq;
+      if (p.E) {
+        if (dqr) MapM<T>(dqr + (bh * p.t2 + i0) * D, nq, D) = gqr;
+        else MapM<T>(dq + (bh * p.t2 + i0) * D, nq, D) += gqr;
+      } else if (dqr) {
+        MapM<T>(dqr + (bh * p.t2 + i0) * D, nq, D).setZero();
+      }
+    }
+  }
+
+  // Pass B: dk, dv, one task per (b, h, key tile), query tiles in order.
+#pragma omp parallel
+  {
+    Scratch<T> s = make_scratch(p);
+    Mat<T> gk, gv;
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t task = 0; task < BH * nkt; ++task) {
+      const int64_t bh = task / nkt, kt = task % nkt, b = bh / p.H, h = bh % p.H;
+      const int64_t j0 = kt * kFlashBlockK, nk = std::min(kFlashBlockK, p.t1 - j0);
+      gk.setZero(nk, D);
+      gv.setZero(nk, D);
+      for (int64_t qt = 0; qt < nqt; ++qt) {
+        if (p.causal && j0 > tr.hi[qt]) continue;  // the whole tile is after every query
+        const int64_t i0 = qt * kFlashBlockQ, nq = std::min(kFlashBlockQ, p.t2 - i0);
+        tile_logits(p, s, b, h, i0, nq, j0, nk, tr.lo[qt], tr.hi[qt]);
+        tile_probs(s, lse + bh * p.t2 + i0);
+        tile_grad(p, s, dout + (bh * p.t2 + i0) * D, p.v + (bh * p.t1 + j0) * D, Drow.data() + bh * p.t2 + i0, nq, nk);
+        gv.noalias() += s.P.transpose() * MapC<T>(dout + (bh * p.t2 + i0) * D, nq, D);
+        gk.noalias() += s.G.transpose() * MapC<T>(p.q + (bh * p.t2 + i0) * D, nq, D);
+      }
+      MapM<T>(dk + (bh * p.t1 + j0) * D, nk, D) = gk;
+      MapM<T>(dv + (bh * p.t1 + j0) * D, nk, D) = gv;
+    }
+  }
+
+  // Pass C: per-distance gradients (H, W, D) and (H, W), one task per (h, chunk of distances); each
+  // task walks b and i in order and reads the pair (i, j = π(i) + δ) of each of its diagonals.
+  const bool want_E = dE && p.E, want_b = dbias && p.bias;
+  if (!want_E && !want_b) return;
+  const int64_t W = p.W, nct = (W + kFlashBlockDelta - 1) / kFlashBlockDelta;
+  std::vector<T> gEd(static_cast<size_t>(want_E ? p.H * W * D : 0), T(0));
+  std::vector<T> gbd(static_cast<size_t>(want_b ? p.H * W : 0), T(0));
+  const T sc = static_cast<T>(p.scale);
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t task = 0; task < p.H * nct; ++task) {
+    const int64_t h = task / nct, w0 = (task % nct) * kFlashBlockDelta, w1 = std::min(w0 + kFlashBlockDelta, W);
+    const T* E = p.E ? p.E + (p.E_heads == 1 ? 0 : h) * p.R * D : nullptr;
+    const T* bias = p.bias ? p.bias + (p.bias_heads == 1 ? 0 : h) * p.Rb : nullptr;
+    for (int64_t b = 0; b < p.B; ++b) {
+      const int64_t bh = b * p.H + h;
+      for (int64_t i = 0; i < p.t2; ++i) {
+        const T L = lse[bh * p.t2 + i];
+        if (L == kNegInf<T>) continue;
+        const int64_t pi = p.pos[i];
+        const T* qi = p.q + (bh * p.t2 + i) * D;
+        const T* qri = p.qr + (bh * p.t2 + i) * D;
+        const T* doi = dout + (bh * p.t2 + i) * D;
+        for (int64_t w = w0; w < w1; ++w) {
+          const int64_t j = pi + p.min_delta + w;
+          if (j < 0 || j >= p.t1 || hidden(p, b, pi, j)) continue;
+          const int64_t r = p.rel_rows ? p.rel_rows[w] : -1, br = p.bias_rows ? p.bias_rows[w] : -1;
+          if (!(want_E && r >= 0) && !(want_b && br >= 0)) continue;
+          const T* kj = p.k + (bh * p.t1 + j) * D;
+          const T* vj = p.v + (bh * p.t1 + j) * D;
+          // Eigen's dot products are vectorised (a plain loop's reduction is not, without reassociation).
+          T z = Vec<T>(qi, D).dot(Vec<T>(kj, D));
+          if (E && r >= 0) z += Vec<T>(qri, D).dot(Vec<T>(E + r * D, D));
+          z *= sc;
+          if (bias && br >= 0) z += bias[br];
+          const T dp = Vec<T>(doi, D).dot(Vec<T>(vj, D));
+          const T ds = std::exp(z - L) * (dp - Drow[bh * p.t2 + i]);  // gradient of the logit s_ij
+          if (want_E && r >= 0) {
+            T* g = gEd.data() + (h * W + w) * D;
+            for (int64_t d = 0; d < D; ++d) g[d] += sc * ds * qri[d];
+          }
+          if (want_b && br >= 0) gbd[h * W + w] += ds;
+        }
+      }
+    }
+  }
+  // Fold distances into table rows: heads in order, then distances in increasing order.
+  if (want_E) {
+    std::fill(dE, dE + p.E_heads * p.R * D, T(0));
+    for (int64_t h = 0; h < p.H; ++h) {
+      T* g = dE + (p.E_heads == 1 ? 0 : h) * p.R * D;
+      for (int64_t w = 0; w < W; ++w) {
+        const int64_t r = p.rel_rows[w];
+        if (r < 0) continue;
+        const T* src = gEd.data() + (h * W + w) * D;
+        for (int64_t d = 0; d < D; ++d) g[r * D + d] += src[d];
+      }
+    }
+  }
+  if (want_b) {
+    std::fill(dbias, dbias + p.bias_heads * p.Rb, T(0));
+    for (int64_t h = 0; h < p.H; ++h) {
+      T* g = dbias + (p.bias_heads == 1 ? 0 : h) * p.Rb;
+      for (int64_t w = 0; w < W; ++w)
+        if (p.bias_rows[w] >= 0) g[p.bias_rows[w]] += gbd[h * W + w];
+    }
+  }
+}
+
+template void flash_forward<float>(const FlashProblem<float>&, float*, float*);
+template void flash_forward<double>(const FlashProblem<double>&, double*, double*);
+template void flash_backward<float>(const FlashProblem<float>&, const float*, const float*, const float*, float*,
+                                    float*, float*, float*, float*, float*);
+template void flash_backward<double>(const FlashProblem<double>&, const double*, const double*, const double*,
+                                     double*, double*, double*, double*, double*, double*);
+
+}  // namespace relgrad::cpu

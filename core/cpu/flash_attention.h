@@ -1,0 +1,68 @@
+// Fused ("flash") relative attention on the CPU: the raw kernels behind
+// autograd/ops/flash_attention.cpp, on plain contiguous buffers, no autograd.
+//
+// For query i at position π(i) (on the key axis) and key j, with δ = j − π(i):
+//   s_ij = scale · (q_i·k_j + qr_i·E[row(δ)]) + bias[brow(δ)]        (the E term only when row(δ) ≥ 0,
+//                                                                      the bias only when brow(δ) ≥ 0)
+//   s_ij = −inf when (causal and j > π(i)) or key j is padding
+//   out_i = Σ_j softmax_j(s_i)·v_j,   lse_i = log Σ_j exp(s_ij)        (a row with no visible key: 0, −inf)
+// row(δ) = rel_rows[δ − min_delta] and brow(δ) = bias_rows[δ − min_delta]: per-distance lookups that
+// encode every scheme (full-range skewed tables, Shaw's clipped table, T5 buckets, ALiBi distances).
+//
+// Tiling (the algorithm the CUDA kernel in cuda/flash_attention.cu mirrors): a query tile
+// [i0, i0 + BQ) against a key tile [j0, j0 + BK) reaches the distances
+//   δ ∈ [j0 − π_max, j0 + BK − 1 − π_min]          (π_max, π_min over the query tile)
+// that is BK + π_max − π_min table rows ("the window"; BQ + BK − 1 for left or right alignment). The
+// kernel multiplies the query tile by the distinct table rows of that window (one small GEMM, rows
+// shared by many distances, such as Shaw's clipped edges, are multiplied once) and picks each
+// (i, j)'s entry from it: the skew is an index computation, nothing of size (t2, t1) is stored.
+// Softmax is online (running max and sum per query row), so memory is O(t·D).
+//
+// Backward recomputes the probabilities tile by tile from lse and runs three passes, each of which
+// owns what it writes (no atomics; every sum runs in a fixed order, so results do not depend on the
+// thread count):
+//   A  per (b, h, query tile):   dq (and dqr, the relative query's gradient)
+//   B  per (b, h, key tile):     dk, dv
+//   C  per (h, distance chunk):  the per-distance gradients dE_δ (D) and dbias_δ, summed over b and
+//                                over the queries on each diagonal; then folded into table rows
+//                                (dE[row] = Σ_{δ: row(δ) = row} dE_δ, in increasing δ, heads in order).
+#pragma once
+#include <cstdint>
+
+namespace relgrad::cpu {
+
+// Tile sizes of the CPU kernels (the CUDA kernels use their own).
+constexpr int64_t kFlashBlockQ = 64, kFlashBlockK = 64, kFlashBlockDelta = 32;
+
+template <class T>
+struct FlashProblem {
+  int64_t B = 0, H = 0, t2 = 0, t1 = 0, D = 0;
+  double scale = 1.0;
+  bool causal = false;
+  const int64_t* pos = nullptr;  // (t2) π(i)
+  const T* q = nullptr;          // (B, H, t2, D)
+  const T* k = nullptr;          // (B, H, t1, D)
+  const T* v = nullptr;          // (B, H, t1, D)
+  const T* qr = nullptr;         // (B, H, t2, D) query of the relative term (may be q itself)
+  const T* E = nullptr;          // (E_heads, R, D), E_heads 1 (shared) or H; null = no table
+  int64_t E_heads = 1, R = 0;
+  const int64_t* rel_rows = nullptr;  // (W) table row for δ = min_delta + w, −1 = no term
+  const T* bias = nullptr;            // (bias_heads, Rb); null = no bias
+  int64_t bias_heads = 1, Rb = 0;
+  const int64_t* bias_rows = nullptr;  // (W) bias column for δ = min_delta + w, −1 = no bias
+  int64_t min_delta = 0, W = 0;
+  const bool* pad = nullptr;  // (B, t1) true = padding key; null = none
+};
+
+// out (B, H, t2, D), lse (B, H, t2).
+template <class T>
+void flash_forward(const FlashProblem<T>& p, T* out, T* lse);
+
+// dout (B, H, t2, D) → dq, dk, dv (shapes of q, k, v; written, not accumulated). dqr: the gradient
+// of qr, written when non-null; when null, the relative term's query gradient is added into dq
+// (qr is q). dE (E_heads, R, D) and dbias (bias_heads, Rb): written when non-null.
+template <class T>
+void flash_backward(const FlashProblem<T>& p, const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv, T* dqr,
+                    T* dE, T* dbias);
+
+}  // namespace relgrad::cpu

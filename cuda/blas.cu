@@ -1,0 +1,104 @@
+// cuBLAS GEMMs for matmul / bmm / addmm (the plan is in cuda/blas.h). Written as thin calls into
+// cuBLAS: the *Ex entry points take the compute type explicitly, so float32 runs with full-precision
+// FP32 accumulation (CUBLAS_COMPUTE_32F) unless TF32 was opted into, and float64 with
+// CUBLAS_COMPUTE_64F. cuBLAS GEMMs are bitwise reproducible run to run on one GPU model and toolkit.
+#include <climits>
+#include <vector>
+
+#include "cuda/blas.h"
+#include "cuda/common.cuh"
+#include "cuda/runtime.h"
+
+namespace relgrad::cuda {
+
+namespace {
+
+constexpr const char* kOp = "cuda_matmul";
+
+int as_int(int64_t v, const char* what) {
+  RG_CHECK(v >= 0 && v <= INT_MAX, kOp, what, " = ", v, " does not fit the 32-bit int cuBLAS takes");
+  return static_cast<int>(v);
+}
+
+cublasOperation_t op_of(bool trans) { return trans ? CUBLAS_OP_T : CUBLAS_OP_N; }
+
+// c (count, n, m) = 0: the empty sum when k == 0 (cudaMemset writes zero bits = +0.0 in both dtypes).
+void zero_fill(void* c, int64_t count, int64_t n, int64_t m, DType dtype) {
+  RG_CUDA_CHECK(cudaMemset(c, 0, static_cast<size_t>(count * n * m) * dtype_size(dtype)), kOp);
+}
+
+}  // namespace
+
+void gemm_batched(DType dtype, const void* a, const MatrixLayout& la, const std::vector<int64_t>& a_offsets,
+                  const void* b, const MatrixLayout& lb, const std::vector<int64_t>& b_offsets, void* c, int64_t n,
+                  int64_t k, int64_t m, double alpha, bool accumulate, int device) {
+  check_device(device, kOp);
+  RG_CHECK(dtype == DType::Float32 || dtype == DType::Float64, kOp, "expected float32 or float64, got ",
+           dtype_name(dtype));
+  RG_CHECK(la.order != MatrixOrder::Neither && lb.order != MatrixOrder::Neither, kOp,
+           "an operand is neither row- nor column-major (the caller must copy it first)");
+  RG_CHECK(a_offsets.size() == b_offsets.size(), kOp, "batch offsets differ in length: ", a_offsets.size(), " and ",
+           b_offsets.size());
+  const int64_t count = static_cast<int64_t>(a_offsets.size());
+  if (count == 0 || n == 0 || m == 0) return;
+  DeviceGuard guard(device, kOp);
+  if (k == 0) {  // an empty sum: zeros, or the init already in c
+    if (!accumulate) zero_fill(c, count, n, m, dtype);
+    return;
+  }
+  const GemmPlan p = plan_gemm(la, lb, n, k, m);
+  const int M = as_int(p.M, "m"), N = as_int(p.N, "n"), K = as_int(p.K, "k");
+  const int ld_first = as_int(p.ld_first, "ld(b)"), ld_second = as_int(p.ld_second, "ld(a)");
+  const int ldc = as_int(p.ldc, "ldc"), batch = as_int(count, "batch count");
+  const bool f32 = dtype == DType::Float32;
+  const cudaDataType_t type = f32 ? CUDA_R_32F : CUDA_R_64F;
+  const cublasComputeType_t compute =
+      f32 ? (allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F) : CUBLAS_COMPUTE_64F;
+  // alpha and beta in the compute type's precision, read from host memory (the default pointer mode).
+  const float alpha_f = static_cast<float>(alpha), beta_f = accumulate ? 1.0f : 0.0f;
+  const double alpha_d = alpha, beta_d = accumulate ? 1.0 : 0.0;
+  const void* alpha_p = f32 ? static_cast<const void*>(&alpha_f) : static_cast<const void*>(&alpha_d);
+  const void* beta_p = f32 ? static_cast<const void*>(&beta_f) : static_cast<const void*>(&beta_d);
+  const size_t esize = dtype_size(dtype);
+  const char* a_bytes = static_cast<const char*>(a);
+  const char* b_bytes = static_cast<const char*>(b);
+  char* c_bytes = static_cast<char*>(c);
+  cublasHandle_t handle = cublas_handle(device);
+  const cublasOperation_t op_first = op_of(p.trans_first), op_second = op_of(p.trans_second);
+
+  int64_t a_stride = 0, b_stride = 0;
+  if (uniform_stride(a_offsets, &a_stride) && uniform_stride(b_offsets, &b_stride)) {
+    // One strided-batched call; the first batch entry of each operand is at offset 0.
+    RG_CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle, op_first, op_second, M, N, K, alpha_p, b_bytes, type, ld_first,
+                                               b_stride, a_bytes, type, ld_second, a_stride, beta_p, c_bytes, type, ldc,
+                                               static_cast<long long>(n) * m, batch, compute, CUBLAS_GEMM_DEFAULT),
+                    kOp);
+    return;
+  }
+  // Irregular batch offsets (several broadcast batch dims): pointer arrays, uploaded once. The block
+  // goes back to the caching allocator right after the call; the default stream orders any reuse
+  // after this GEMM.
+  std::vector<const void*> host_ptrs(3 * static_cast<size_t>(count));
+  for (int64_t e = 0; e < count; ++e) {
+    host_ptrs[e] = b_bytes + b_offsets[e] * esize;                                      // first  (B)
+    host_ptrs[count + e] = a_bytes + a_offsets[e] * esize;                              // second (A)
+    host_ptrs[2 * count + e] = c_bytes + static_cast<size_t>(e * n * m) * esize;        // C
+  }
+  const size_t nbytes = host_ptrs.size() * sizeof(void*);
+  void* dev = device_malloc(nbytes, device);
+  try {
+    memcpy_host_to_device(dev, host_ptrs.data(), nbytes, device);
+    const void* const* dev_ptrs = static_cast<const void* const*>(dev);
+    RG_CUBLAS_CHECK(cublasGemmBatchedEx(handle, op_first, op_second, M, N, K, alpha_p, dev_ptrs, type, ld_first,
+                                        dev_ptrs + count, type, ld_second, beta_p,
+                                        const_cast<void* const*>(dev_ptrs + 2 * count), type, ldc, batch, compute,
+                                        CUBLAS_GEMM_DEFAULT),
+                    kOp);
+  } catch (...) {
+    device_free(dev, device);
+    throw;
+  }
+  device_free(dev, device);
+}
+
+}  // namespace relgrad::cuda

@@ -1,0 +1,37 @@
+// Internal to the `relgrad` command: the subcommands (cli_commands.cpp), called by run_cli (cli.cpp).
+#pragma once
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "core/base/error.h"
+
+namespace relgrad {
+namespace cli_detail {
+
+// A usage error: exit code 2 (a runtime Error gives 1).
+struct UsageError : Error {
+  using Error::Error;
+};
+
+struct SampleArgs {
+  std::string checkpoint, input, prompt;
+  std::string format = "text", output, prompt_midi;
+  int64_t num = -1, max_new_tokens = -1, top_k = -1;  // num: 4 held-out inputs, or 1 text / music sample
+  double temperature = -1, top_p = -1;
+  int64_t seed = -1;
+  std::string device = "cpu";  // --device
+};
+
+int cmd_train(const std::string& config_path, const std::string& resume, const std::vector<std::string>& overrides,
+              bool dry_run, std::ostream& out);
+int cmd_sample(SampleArgs a, std::ostream& out);
+int cmd_eval(const std::string& checkpoint, int64_t batches, const std::string& dump_path, const std::string& input,
+             const std::string& target, const std::string& device, std::ostream& out);
+int cmd_inspect(const std::string& path, std::ostream& out);
+int cmd_render(const std::string& midi_path, std::string wav_path, const std::string& soundfont, std::ostream& out);
+int cmd_probe(const std::string& checkpoint, int64_t reach, std::string out_dir, std::ostream& out);
+
+}  // namespace cli_detail
+}  // namespace relgrad
