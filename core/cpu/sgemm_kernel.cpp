@@ -1,0 +1,281 @@
+#include "core/cpu/sgemm_kernel.h"
+
+// GCC 12's AVX-512 intrinsics pass a self-initialised placeholder (`__Y = __Y`) as the unused
+// merge source of unpack/shuffle, which -Wmaybe-uninitialized reports (GCC bug 105593).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#ifdef __AVX512F__
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <new>
+#include <utility>
+#else
+#include <Eigen/Core>
+#endif
+
+namespace relgrad::cpu {
+
+#ifdef __AVX512F__
+
+namespace {
+
+constexpr int kMR = 12;  // rows of C per micro-tile: 12 × 2 accumulators + 2 B vectors + 1 broadcast ≤ 32 zmm
+constexpr int kNR = 32;  // columns of C per micro-tile: two 16-float vectors
+
+// 64-byte aligned buffer that only grows: the packed B of the calling thread.
+class Scratch {
+ public:
+  ~Scratch() { std::free(p_); }
+  float* get(int64_t floats) {
+    const size_t bytes = (static_cast<size_t>(floats) * sizeof(float) + 63) / 64 * 64;
+    if (bytes > cap_) {
+      std::free(p_);
+      p_ = static_cast<float*>(std::aligned_alloc(64, bytes));
+      if (!p_) {
+        cap_ = 0;
+        throw std::bad_alloc();
+      }
+      cap_ = bytes;
+    }
+    return p_;
+  }
+
+ private:
+  float* p_ = nullptr;
+  size_t cap_ = 0;
+};
+
+thread_local Scratch b_scratch;
+
+inline __mmask16 first_lanes(int64_t count) {  // the low min(count, 16) lanes; none when count ≤ 0
+  return count >= 16 ? __mmask16(0xFFFF) : count <= 0 ? __mmask16(0) : __mmask16((1u << count) - 1u);
+}
+
+// In-register transpose: r[i] holds row i of a 16×16 block; afterwards r[j] holds column j.
+inline void transpose16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 8; ++i) {  // per 128-bit lane: a0 b0 a1 b1 | a2 b2 a3 b3
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  __m512 u[16];  // u[4g + j], lane L: rows 4g..4g+3 of column 4L + j
+  for (int g = 0; g < 4; ++g) {
+    const __m512d t0 = _mm512_castps_pd(t[4 * g]), t1 = _mm512_castps_pd(t[4 * g + 1]);
+    const __m512d t2 = _mm512_castps_pd(t[4 * g + 2]), t3 = _mm512_castps_pd(t[4 * g + 3]);
+    u[4 * g + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
+    u[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
+    u[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
+    u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+  }
+  for (int j = 0; j < 4; ++j) {  // gather lane L of the four row groups into column 4L + j
+    const __m512 v0 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88), v1 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xdd);
+    const __m512 v2 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88);
+    const __m512 v3 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xdd);
+    r[j] = _mm512_shuffle_f32x4(v0, v2, 0x88);
+    r[8 + j] = _mm512_shuffle_f32x4(v0, v2, 0xdd);
+    r[4 + j] = _mm512_shuffle_f32x4(v1, v3, 0x88);
+    r[12 + j] = _mm512_shuffle_f32x4(v1, v3, 0xdd);
+  }
+}
+
+// Packs B (k, m), element (p, j) at b[p·ps + j·js] with one of ps, js equal to 1, into
+// ceil(m / kNR) panels of (k, kNR), row-major, one after another from dst; columns past m are zero.
+// B is read in its own storage order (whole rows, or 16 columns at a time), so every cache line it
+// touches is used at once; it is often cold (a fresh activation), hence the prefetches.
+void pack_b(const float* b, int64_t ps, int64_t js, float* dst, int64_t k, int64_t m) {
+  const int64_t panels = (m + kNR - 1) / kNR, panel_size = k * kNR;
+  if (js == 1) {  // rows of B are contiguous: copy each row across all panels
+    for (int64_t p = 0; p < k; ++p) {
+      if (p + 4 < k)
+        for (int64_t j = 0; j < m; j += 16) __builtin_prefetch(b + (p + 4) * ps + j, 0, 3);
+      for (int64_t j = 0; j < panels * kNR; j += 16)
+        _mm512_store_ps(dst + (j / kNR) * panel_size + p * kNR + j % kNR,
+                        _mm512_maskz_loadu_ps(first_lanes(m - j), b + p * ps + j));
+    }
+    return;
+  }
+  // columns of B are contiguous (ps == 1): transpose 16×16 blocks
+  for (int64_t j = 0; j < panels * kNR; j += 16) {
+    const int64_t jn = std::min<int64_t>(16, m - j);  // may be ≤ 0: a block of zero padding
+    float* out = dst + (j / kNR) * panel_size + j % kNR;
+    for (int64_t p0 = 0; p0 < k; p0 += 16) {
+      const __mmask16 mk = first_lanes(k - p0);
+      if (p0 + 32 < k)
+        for (int64_t i = 0; i < jn; ++i) __builtin_prefetch(b + (j + i) * js + p0 + 32, 0, 3);
+      __m512 r[16];
+      for (int64_t i = 0; i < 16; ++i)
+        r[i] = i < jn ? _mm512_maskz_loadu_ps(mk, b + (j + i) * js + p0) : _mm512_setzero_ps();
+      transpose16(r);
+      for (int64_t p = 0; p < std::min<int64_t>(16, k - p0); ++p) _mm512_store_ps(out + (p0 + p) * kNR, r[p]);
+    }
+  }
+}
+
+// c (R, 16·NV) = alpha · a (R, k) @ bp (k, kNR packed), or c += that (accumulate); the last
+// vector of each row is stored under `last`. a is read in place: a[r·lda + p] (ARow) or
+// a[r + p·lda]. The accumulators stay in registers for the whole k loop.
+template <int R, int NV, bool ARow>
+__attribute__((always_inline)) inline void micro_kernel(int64_t k, const float* __restrict a, int64_t lda,
+                                                        const float* __restrict bp, float* c, int64_t ldc, float alpha,
+                                                        bool accumulate, __mmask16 last) {
+  const int64_t a_row = ARow ? lda : 1, a_step = ARow ? 1 : lda;
+  __m512 acc[R][NV];  // p = 0 initialises them (k ≥ 1), which also keeps them out of memory
+  {
+    __m512 b[NV];
+#pragma GCC unroll 16
+    for (int v = 0; v < NV; ++v) b[v] = _mm512_load_ps(bp + 16 * v);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const __m512 x = _mm512_set1_ps(a[r * a_row]);
+#pragma GCC unroll 16
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_mul_ps(x, b[v]);
+    }
+    a += a_step;
+    bp += kNR;
+  }
+  for (int64_t p = 1; p < k; ++p) {
+    if (!ARow) __builtin_prefetch(a + 8 * lda, 0, 3);  // rows of A lie lda apart: the prefetcher may not see them
+    __m512 b[NV];
+#pragma GCC unroll 16
+    for (int v = 0; v < NV; ++v) b[v] = _mm512_load_ps(bp + 16 * v);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const __m512 x = _mm512_set1_ps(a[r * a_row]);
+#pragma GCC unroll 16
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(x, b[v], acc[r][v]);
+    }
+    a += a_step;
+    bp += kNR;
+  }
+  const __m512 va = _mm512_set1_ps(alpha);
+  if (accumulate) {
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 16
+      for (int v = 0; v + 1 < NV; ++v)
+        _mm512_storeu_ps(c + r * ldc + 16 * v, _mm512_fmadd_ps(acc[r][v], va, _mm512_loadu_ps(c + r * ldc + 16 * v)));
+      float* cp = c + r * ldc + 16 * (NV - 1);
+      _mm512_mask_storeu_ps(cp, last, _mm512_fmadd_ps(acc[r][NV - 1], va, _mm512_maskz_loadu_ps(last, cp)));
+    }
+  } else {
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 16
+      for (int v = 0; v + 1 < NV; ++v) _mm512_storeu_ps(c + r * ldc + 16 * v, _mm512_mul_ps(acc[r][v], va));
+      _mm512_mask_storeu_ps(c + r * ldc + 16 * (NV - 1), last, _mm512_mul_ps(acc[r][NV - 1], va));
+    }
+  }
+}
+
+// One B panel against rows [0, rows) of A: full 12-row tiles inline, then the remainder tile.
+using PanelFn = void (*)(int64_t, int64_t, const float*, int64_t, int64_t, const float*, float*, int64_t, float, bool,
+                         __mmask16);
+
+template <int NV, bool ARow, int R>
+void tail_tile(int64_t k, const float* a, int64_t lda, const float* bp, float* c, int64_t ldc, float alpha,
+               bool accumulate, __mmask16 last) {
+  micro_kernel<R, NV, ARow>(k, a, lda, bp, c, ldc, alpha, accumulate, last);
+}
+
+template <int NV, bool ARow, int... R>
+void tail(int r, int64_t k, const float* a, int64_t lda, const float* bp, float* c, int64_t ldc, float alpha,
+          bool accumulate, __mmask16 last, std::integer_sequence<int, R...>) {
+  using Fn = void (*)(int64_t, const float*, int64_t, const float*, float*, int64_t, float, bool, __mmask16);
+  constexpr Fn table[] = {tail_tile<NV, ARow, R + 1>...};
+  table[r - 1](k, a, lda, bp, c, ldc, alpha, accumulate, last);
+}
+
+template <int NV, bool ARow>
+void panel(int64_t rows, int64_t k, const float* a, int64_t lda, int64_t a_qs, const float* bp, float* c, int64_t ldc,
+           float alpha, bool accumulate, __mmask16 last) {
+  int64_t i = 0;
+  for (; i + kMR <= rows; i += kMR)
+    micro_kernel<kMR, NV, ARow>(k, a + i * a_qs, lda, bp, c + i * ldc, ldc, alpha, accumulate, last);
+  if (i < rows)
+    tail<NV, ARow>(static_cast<int>(rows - i), k, a + i * a_qs, lda, bp, c + i * ldc, ldc, alpha, accumulate, last,
+                   std::make_integer_sequence<int, kMR - 1>{});
+}
+
+PanelFn panel_for(int nv, bool a_row_major) {
+  if (a_row_major) return nv == 2 ? panel<2, true> : panel<1, true>;
+  return nv == 2 ? panel<2, false> : panel<1, false>;
+}
+
+}  // namespace
+
+bool sgemm_is_fast() { return true; }
+
+void sgemm(const float* a, int64_t lda, bool a_row_major, const float* b, int64_t ldb, bool b_row_major, float* c,
+           int64_t ldc, float alpha, bool accumulate, int64_t n, int64_t k, int64_t m) {
+  if (n <= 0 || m <= 0) return;
+  if (k <= 0) {  // an empty sum
+    if (!accumulate)
+      for (int64_t i = 0; i < n; ++i) std::fill(c + i * ldc, c + i * ldc + m, 0.0f);
+    return;
+  }
+  // B, all of it: panels of kNR columns, (k, kNR) each. In L2 for the sizes this kernel serves.
+  const int64_t b_panels = (m + kNR - 1) / kNR;
+  float* bp = b_scratch.get(b_panels * k * kNR);
+  const int64_t b_ps = b_row_major ? ldb : 1, b_js = b_row_major ? 1 : ldb;  // b(p, j) = b[p·b_ps + j·b_js]
+  pack_b(b, b_ps, b_js, bp, k, m);
+  // A is read in place, kMR rows per micro-tile; in blocks of mc rows (≈ 64 KiB) so that a block
+  // stays in L2 while each B panel, in L1, meets all of its rows.
+  const int64_t mc = std::max<int64_t>(kMR, (16384 / k + kMR - 1) / kMR * kMR);
+  const int64_t a_qs = a_row_major ? lda : 1;  // a(i, p) = a[i·a_qs + p·(lda or 1)]
+  for (int64_t i0 = 0; i0 < n; i0 += mc) {
+    const int64_t rows = std::min(mc, n - i0);
+    for (int64_t jp = 0; jp < b_panels; ++jp) {
+      const int64_t cols = std::min<int64_t>(kNR, m - jp * kNR);
+      const int nv = cols > 16 ? 2 : 1;
+      const __mmask16 last = first_lanes(cols - 16 * (nv - 1));
+      panel_for(nv, a_row_major)(rows, k, a + i0 * a_qs, lda, a_qs, bp + jp * k * kNR, c + i0 * ldc + jp * kNR, ldc,
+                                 alpha, accumulate, last);
+    }
+  }
+}
+
+#else  // no AVX-512: Eigen, with the same contract
+
+namespace {
+template <int Order>
+using Map = Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Order>, Eigen::Unaligned,
+                       Eigen::OuterStride<>>;
+
+template <int OA, int OB>
+void eigen_gemm(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, float alpha,
+                bool accumulate, int64_t n, int64_t k, int64_t m) {
+  Map<OA> A(a, n, k, Eigen::OuterStride<>(lda));
+  Map<OB> B(b, k, m, Eigen::OuterStride<>(ldb));
+  Eigen::Map<Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, Eigen::Unaligned,
+             Eigen::OuterStride<>>
+      C(c, n, m, Eigen::OuterStride<>(ldc));
+  if (accumulate) C.noalias() += (alpha * A) * B;
+  else C.noalias() = (alpha * A) * B;
+}
+}  // namespace
+
+bool sgemm_is_fast() { return false; }
+
+void sgemm(const float* a, int64_t lda, bool a_row_major, const float* b, int64_t ldb, bool b_row_major, float* c,
+           int64_t ldc, float alpha, bool accumulate, int64_t n, int64_t k, int64_t m) {
+  if (n <= 0 || m <= 0) return;
+  if (k <= 0) {
+    if (!accumulate)
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < m; ++j) c[i * ldc + j] = 0.0f;
+    return;
+  }
+  constexpr int R = Eigen::RowMajor, C = Eigen::ColMajor;
+  if (a_row_major) {
+    if (b_row_major) eigen_gemm<R, R>(a, lda, b, ldb, c, ldc, alpha, accumulate, n, k, m);
+    else eigen_gemm<R, C>(a, lda, b, ldb, c, ldc, alpha, accumulate, n, k, m);
+  } else {
+    if (b_row_major) eigen_gemm<C, R>(a, lda, b, ldb, c, ldc, alpha, accumulate, n, k, m);
+    else eigen_gemm<C, C>(a, lda, b, ldb, c, ldc, alpha, accumulate, n, k, m);
+  }
+}
+
+#endif
+
+}  // namespace relgrad::cpu

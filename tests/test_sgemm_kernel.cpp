@@ -1,0 +1,119 @@
+// cpu::sgemm (core/cpu/sgemm_kernel.h), the float32 GEMM behind attention's products, against a
+// float64 loop reference: odd sizes around its 12×32 tile, k around 64 and past 256, every storage
+// order of A and B, alpha ≠ 1, accumulation, leading dimensions wider than the matrix; then its
+// promise to be bitwise independent of the operands' alignment. Without AVX-512, sgemm is Eigen:
+// the same tests then check the fallback. (cpu::matmul does not call it yet: /work/notes/sgemm.md.)
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/cpu/sgemm_kernel.h"
+#include "testing.h"
+
+using namespace relgrad;
+using namespace relgrad::testing;
+
+namespace {
+
+// Deterministic values in [-1, 1) (a small LCG: no dependence on the library's RNG).
+std::vector<float> values(size_t count, uint32_t seed) {
+  std::vector<float> v(count);
+  uint32_t s = seed * 2654435761u + 12345u;
+  for (float& x : v) {
+    s = s * 1664525u + 1013904223u;
+    x = static_cast<float>(s >> 8) / static_cast<float>(1u << 23) - 1.0f;
+  }
+  return v;
+}
+
+// One product: a (n, k), b (k, m) in the given storage orders with ld = the contiguous extent + pad,
+// c (n, m) with ldc = m + 7. Returns "" or a description of the worst element.
+std::string check_product(int64_t n, int64_t k, int64_t m, bool a_row, bool b_row, float alpha, bool accumulate,
+                          uint32_t seed) {
+  const int64_t lda = (a_row ? k : n) + 3, ldb = (b_row ? m : k) + 5, ldc = m + 7;
+  const std::vector<float> a = values((a_row ? n : k) * lda, seed), b = values((b_row ? k : m) * ldb, seed + 1);
+  const std::vector<float> c0 = values(n * ldc, seed + 2);
+  std::vector<float> c = c0;
+  cpu::sgemm(a.data(), lda, a_row, b.data(), ldb, b_row, c.data(), ldc, alpha, accumulate, n, k, m);
+  auto A = [&](int64_t i, int64_t p) { return double(a_row ? a[i * lda + p] : a[i + p * lda]); };
+  auto B = [&](int64_t p, int64_t j) { return double(b_row ? b[p * ldb + j] : b[p + j * ldb]); };
+  double worst = 0;
+  std::string report;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < ldc; ++j) {
+      const double got = c[i * ldc + j];
+      if (j >= m) {  // past the matrix: must be untouched
+        if (got != c0[i * ldc + j])
+          return "wrote past column m at (" + std::to_string(i) + ", " + std::to_string(j) + ")";
+        continue;
+      }
+      double sum = 0, mag = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        sum += A(i, p) * B(p, j);
+        mag += std::fabs(A(i, p) * B(p, j));
+      }
+      const double base = accumulate ? double(c0[i * ldc + j]) : 0.0;
+      const double expected = base + double(alpha) * sum;
+      // float32 rounding grows at most ~k·eps with the length of the sum; 1e-6·(k + 2) is ~8× that bound
+      const double tol = 1e-6 * double(k + 2) * (std::fabs(alpha) * mag + std::fabs(base)) + 1e-30;
+      const double excess = std::fabs(got - expected) / tol;
+      if (!(excess <= 1.0) && !(excess <= worst)) {  // NaN counts as a failure
+        worst = std::isnan(excess) ? INFINITY : excess;
+        report = "(" + std::to_string(i) + ", " + std::to_string(j) + "): got " + std::to_string(got) + " expected " +
+                 std::to_string(expected) + " tol " + std::to_string(tol);
+      }
+    }
+  return report;
+}
+
+}  // namespace
+
+TEST_CASE("sgemm kernel: odd sizes, k around 64 and past 256, every layout, alpha, accumulate, wide ld") {
+  const std::pair<int64_t, int64_t> nm[] = {{1, 1},   {1, 300},  {300, 1},  {5, 7},    {12, 32},  {13, 33},
+                                            {11, 31}, {25, 17},  {24, 64},  {64, 64},  {100, 255}, {255, 100},
+                                            {37, 129}, {300, 300}};
+  const int64_t ks[] = {1, 63, 64, 65, 257};
+  int cases = 0;
+  uint32_t seed = 1;
+  for (auto [n, m] : nm)
+    for (int64_t k : ks)
+      for (int layout = 0; layout < 4; ++layout) {
+        const bool a_row = layout & 1, b_row = layout & 2;
+        // all four (alpha, accumulate) forms on the smaller shapes; one, in turn, on the large ones
+        const bool small = n * m * k <= 64 * 64 * 65;
+        for (int form = 0; form < 4; ++form) {
+          if (!small && form != (cases % 4)) continue;
+          const float alpha = form & 1 ? -0.625f : 1.0f;
+          const bool accumulate = form & 2;
+          const std::string r = check_product(n, k, m, a_row, b_row, alpha, accumulate, seed++);
+          CHECK_MESSAGE(r.empty(), "n " << n << " k " << k << " m " << m << " a_row " << a_row << " b_row " << b_row
+                                        << " alpha " << alpha << " accumulate " << accumulate << ": " << r);
+          ++cases;
+        }
+      }
+  CHECK(cases > 400);
+}
+
+TEST_CASE("sgemm kernel: k = 0 gives zeros, or leaves c as it is when accumulating") {
+  std::vector<float> c(6, 3.0f);
+  const float dummy = 1.0f;
+  cpu::sgemm(&dummy, 1, true, &dummy, 1, true, c.data(), 3, 2.0f, true, 2, 0, 3);
+  CHECK(c == std::vector<float>(6, 3.0f));
+  cpu::sgemm(&dummy, 1, true, &dummy, 1, true, c.data(), 3, 2.0f, false, 2, 0, 3);
+  CHECK(c == std::vector<float>(6, 0.0f));
+}
+
+TEST_CASE("sgemm kernel: bitwise the same result whatever the operands' alignment") {
+  const int64_t n = 45, k = 70, m = 53;
+  std::vector<float> ref;
+  for (int shift = 0; shift < 4; ++shift) {  // operands and output start `shift` floats past a fresh buffer
+    const std::vector<float> a0 = values(n * k, 7), b0 = values(k * m, 8);
+    std::vector<float> a(n * k + shift), b(k * m + shift), c(n * m + shift, 0.0f);
+    std::copy(a0.begin(), a0.end(), a.begin() + shift);
+    std::copy(b0.begin(), b0.end(), b.begin() + shift);
+    cpu::sgemm(a.data() + shift, k, true, b.data() + shift, k, false, c.data() + shift, m, 0.5f, false, n, k, m);
+    std::vector<float> got(c.begin() + shift, c.end());
+    if (shift == 0) ref = got;
+    else CHECK_MESSAGE(got == ref, "shift " << shift);
+  }
+}
