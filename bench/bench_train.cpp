@@ -126,7 +126,7 @@ double median(std::vector<double> v) {
 
 int usage(const char* argv0) {
   std::fprintf(stderr,
-               "usage: %s [--workload charlm|seq2seq] [--steps N] [--warmup N] [--device cpu|cuda|cuda:N] [--json FILE] "
+               "usage: %s [--workload charlm|seq2seq] [--steps N] [--warmup N] [--device cpu|cuda|cuda:N] [--fused] [--json FILE] "
                "[--tag TEXT]\n",
                argv0);
   return 2;
@@ -139,6 +139,7 @@ int main(int argc, char** argv) {
   w.name = "charlm";
   int steps = 12, warmup = 3;
   std::string json_path, tag, device_name = "cpu";
+  bool fused = false;
   for (int a = 1; a < argc; ++a) {
     auto value = [&]() -> const char* { return a + 1 < argc ? argv[++a] : nullptr; };
     const char* v = nullptr;
@@ -148,6 +149,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[a], "--json") && (v = value())) json_path = v;
     else if (!std::strcmp(argv[a], "--tag") && (v = value())) tag = v;
     else if (!std::strcmp(argv[a], "--device") && (v = value())) device_name = v;
+    else if (!std::strcmp(argv[a], "--fused")) fused = true;
     else return usage(argv[0]);
   }
   if ((w.name != "charlm" && w.name != "seq2seq") || steps < 1 || warmup < 0) return usage(argv[0]);
@@ -163,7 +165,8 @@ int main(int argc, char** argv) {
       if (device.is_cuda()) cuda::synchronize(device.index);
     };
     Generator init(0), data(1234);
-    const TransformerConfig config = model_config(w);
+    TransformerConfig config = model_config(w);
+    config.fused_attention = fused;  // --fused: the flash-style attention core (model.fused_attention)
     std::shared_ptr<Module> model;
     std::shared_ptr<DecoderLM> lm;
     std::shared_ptr<EncoderDecoder> ed;
