@@ -45,7 +45,7 @@ g++ -O2 -march=native -fopenmp "$shared/peak_fma.cpp" -o "$out/peak_fma"
 
 for t in $THREADS; do
   # The FMA peak for t threads (peak_fma's JSON record, AVX-512 rate).
-  OMP_NUM_THREADS=$t "$out/peak_fma" >"$out/peak_$t.txt" 2>&1 || true
+  OMP_NUM_THREADS=$t "$out/peak_fma" "$t" >"$out/peak_$t.txt" 2>&1 || true  # peak_fma takes its thread count as argv[1]
   for r in $(seq 1 "$ROUNDS"); do
     for w in $WORKLOADS; do
       echo "round $r, $w, $t thread(s): relgrad, torch default, torch expert" >&2
