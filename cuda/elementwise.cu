@@ -3,8 +3,7 @@
 // ones the CPU kernels use), and the X-macro lists unary_ops.def / binary_ops.def instantiate one
 // per op and dtype. Adding an op to a list adds its CUDA kernel; nothing here needs editing.
 //
-// Kernels run on the current device and the default stream. The unary/binary entry points take no
-// device argument: with several GPUs the caller must have made the operands' device current.
+// Kernels run on the default stream of the operands' device (each entry point makes it current).
 #include <type_traits>
 #include <vector>
 
@@ -184,14 +183,17 @@ void strided_copy(void* dst, DType dst_dtype, const std::vector<int64_t>& dst_st
   });
 }
 
-void unary_forward(UnaryOp op, DType dtype, const void* x, void* y, int64_t n) {
+void unary_forward(UnaryOp op, DType dtype, const void* x, void* y, int64_t n, int device) {
+  DeviceGuard guard(device, "cuda_unary");
   dispatch_float(dtype, "cuda_unary", [&](auto zero) {
     using T = decltype(zero);
     unary_forward_typed<T>(op, static_cast<const T*>(x), static_cast<T*>(y), n);
   });
 }
 
-void unary_backward(UnaryOp op, DType dtype, const void* x, const void* y, const void* gy, void* gx, int64_t n) {
+void unary_backward(UnaryOp op, DType dtype, const void* x, const void* y, const void* gy, void* gx, int64_t n,
+                    int device) {
+  DeviceGuard guard(device, "cuda_unary_backward");
   dispatch_float(dtype, "cuda_unary_backward", [&](auto zero) {
     using T = decltype(zero);
     unary_backward_typed<T>(op, static_cast<const T*>(x), static_cast<const T*>(y), static_cast<const T*>(gy),
@@ -200,7 +202,8 @@ void unary_backward(UnaryOp op, DType dtype, const void* x, const void* y, const
 }
 
 // x (n) -> y (n) = x^p
-void pow_forward(double p, DType dtype, const void* x, void* y, int64_t n) {
+void pow_forward(double p, DType dtype, const void* x, void* y, int64_t n, int device) {
+  DeviceGuard guard(device, "cuda_pow");
   dispatch_float(dtype, "cuda_pow", [&](auto zero) {
     using T = decltype(zero);
     launch(UnaryForward<fn::PowScalar, T>{fn::PowScalar{p}, static_cast<const T*>(x), static_cast<T*>(y)}, n,
@@ -209,7 +212,8 @@ void pow_forward(double p, DType dtype, const void* x, void* y, int64_t n) {
 }
 
 // x, gy (n) -> gx (n) = gy p x^(p-1); PowScalar::grad ignores y, so x is passed in its place.
-void pow_backward(double p, DType dtype, const void* x, const void* gy, void* gx, int64_t n) {
+void pow_backward(double p, DType dtype, const void* x, const void* gy, void* gx, int64_t n, int device) {
+  DeviceGuard guard(device, "cuda_pow_backward");
   dispatch_float(dtype, "cuda_pow_backward", [&](auto zero) {
     using T = decltype(zero);
     const T* xt = static_cast<const T*>(x);
@@ -219,7 +223,8 @@ void pow_backward(double p, DType dtype, const void* x, const void* gy, void* gx
 }
 
 // Every dtype, as on the CPU: float and double for arithmetic, int64 and bool for masks and indices.
-void binary_forward(BinaryOp op, DType dtype, const void* a, const void* b, void* out, int64_t n) {
+void binary_forward(BinaryOp op, DType dtype, const void* a, const void* b, void* out, int64_t n, int device) {
+  DeviceGuard guard(device, "cuda_binary");
   dispatch_all(dtype, "cuda_binary", [&](auto zero) {
     using T = decltype(zero);
     binary_forward_typed<T>(op, static_cast<const T*>(a), static_cast<const T*>(b), out, n);

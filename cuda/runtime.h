@@ -41,7 +41,8 @@ void strided_copy(void* dst, DType dst_dtype, const std::vector<int64_t>& dst_st
                   DType src_dtype, const std::vector<int64_t>& src_strides, const std::vector<int64_t>& shape,
                   int device);
 
-// Elementwise kernels over contiguous arrays of n elements, generated from core/base/functors.h.
+// Elementwise kernels over contiguous arrays of n elements on `device`, generated from
+// core/base/functors.h.
 enum class UnaryOp {
 #define RG_UNARY(name, Functor) Functor,
 #include "core/base/unary_ops.def"
@@ -52,12 +53,12 @@ enum class BinaryOp {
 #include "core/base/binary_ops.def"
 #undef RG_BINARY
 };
-void unary_forward(UnaryOp op, DType dtype, const void* x, void* y, int64_t n);                // y = f(x)
+void unary_forward(UnaryOp op, DType dtype, const void* x, void* y, int64_t n, int device);                // y = f(x)
 void unary_backward(UnaryOp op, DType dtype, const void* x, const void* y, const void* gy, void* gx,
-                    int64_t n);                                                                 // gx = gy f'(x)
-void pow_forward(double p, DType dtype, const void* x, void* y, int64_t n);
-void pow_backward(double p, DType dtype, const void* x, const void* gy, void* gx, int64_t n);
+                    int64_t n, int device);                                                     // gx = gy f'(x)
+void pow_forward(double p, DType dtype, const void* x, void* y, int64_t n, int device);
+void pow_backward(double p, DType dtype, const void* x, const void* gy, void* gx, int64_t n, int device);
 // out = a (op) b; out is bool for comparisons, else `dtype`.
-void binary_forward(BinaryOp op, DType dtype, const void* a, const void* b, void* out, int64_t n);
+void binary_forward(BinaryOp op, DType dtype, const void* a, const void* b, void* out, int64_t n, int device);
 
 }  // namespace relgrad::cuda

@@ -23,10 +23,10 @@ void memcpy_host_to_device(void*, const void*, size_t, int) { unavailable("to(cu
 void memcpy_device_to_host(void*, const void*, size_t, int) { unavailable("to(cpu)"); }
 void strided_copy(void*, DType, const std::vector<int64_t>&, const void*, DType, const std::vector<int64_t>&,
                   const std::vector<int64_t>&, int) { unavailable("cuda_copy"); }
-void unary_forward(UnaryOp, DType, const void*, void*, int64_t) { unavailable("cuda_unary"); }
-void unary_backward(UnaryOp, DType, const void*, const void*, const void*, void*, int64_t) { unavailable("cuda_unary"); }
-void pow_forward(double, DType, const void*, void*, int64_t) { unavailable("cuda_pow"); }
-void pow_backward(double, DType, const void*, const void*, void*, int64_t) { unavailable("cuda_pow"); }
-void binary_forward(BinaryOp, DType, const void*, const void*, void*, int64_t) { unavailable("cuda_binary"); }
+void unary_forward(UnaryOp, DType, const void*, void*, int64_t, int) { unavailable("cuda_unary"); }
+void unary_backward(UnaryOp, DType, const void*, const void*, const void*, void*, int64_t, int) { unavailable("cuda_unary"); }
+void pow_forward(double, DType, const void*, void*, int64_t, int) { unavailable("cuda_pow"); }
+void pow_backward(double, DType, const void*, const void*, void*, int64_t, int) { unavailable("cuda_pow"); }
+void binary_forward(BinaryOp, DType, const void*, const void*, void*, int64_t, int) { unavailable("cuda_binary"); }
 
 }  // namespace relgrad::cuda

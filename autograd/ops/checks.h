@@ -4,12 +4,6 @@
 
 namespace relgrad {
 
-// Ops without a CUDA kernel yet refuse GPU tensors rather than copying them silently.
-inline void check_cpu(const Tensor& t, const char* op) {
-  RG_CHECK_T(DeviceError, t.device().is_cpu(), op, "not implemented for cuda tensors yet (got a tensor of shape ",
-             shape_str(t.shape()), " on ", t.device().str(), ")");
-}
-
 inline void check_same_device(const Tensor& a, const Tensor& b, const char* op) {
   RG_CHECK_T(DeviceError, a.device() == b.device(), op, "tensors are on different devices: ", a.device().str(),
              " and ", b.device().str());

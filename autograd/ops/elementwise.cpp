@@ -26,7 +26,7 @@ Tensor unary_forward(const Tensor& x, F f, cuda::UnaryOp cuda_op, const char* op
   dispatch_float(x.dtype(), op, [](auto) {});
   Tensor xc = cuda_contiguous(x, x.shape());
   Tensor y = empty(x.shape(), TensorOptions(x.dtype()).device(x.device()));
-  cuda::unary_forward(cuda_op, x.dtype(), xc.raw_data(), y.raw_data(), x.numel());
+  cuda::unary_forward(cuda_op, x.dtype(), xc.raw_data(), y.raw_data(), x.numel(), x.device().index);
   return y;
 }
 
@@ -35,7 +35,8 @@ Tensor unary_backward(const Tensor& x, const Tensor& y, const Tensor& gy, F f, c
   if (x.device().is_cpu()) return cpu::unary_grad(x, y, gy, f, op);
   Tensor xc = cuda_contiguous(x, x.shape()), yc = cuda_contiguous(y, x.shape()), gc = cuda_contiguous(gy, x.shape());
   Tensor gx = empty(x.shape(), TensorOptions(x.dtype()).device(x.device()));
-  cuda::unary_backward(cuda_op, x.dtype(), xc.raw_data(), yc.raw_data(), gc.raw_data(), gx.raw_data(), x.numel());
+  cuda::unary_backward(cuda_op, x.dtype(), xc.raw_data(), yc.raw_data(), gc.raw_data(), gx.raw_data(), x.numel(),
+                       x.device().index);
   return gx;
 }
 
@@ -58,7 +59,7 @@ Tensor binary_forward(const Tensor& a, const Tensor& b, F f, cuda::BinaryOp cuda
   Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
   Tensor ac = cuda_contiguous(a, shape), bc = cuda_contiguous(b, shape);
   Tensor out = empty(shape, TensorOptions(bool_result ? kBool : a.dtype()).device(a.device()));
-  cuda::binary_forward(cuda_op, a.dtype(), ac.raw_data(), bc.raw_data(), out.raw_data(), out.numel());
+  cuda::binary_forward(cuda_op, a.dtype(), ac.raw_data(), bc.raw_data(), out.raw_data(), out.numel(), a.device().index);
   return out;
 }
 
@@ -85,7 +86,7 @@ Tensor pow(const Tensor& x, double exponent) {
     if (x.device().is_cpu()) return cpu::unary(x, f, "pow");
     Tensor xc = cuda_contiguous(x, x.shape());
     Tensor y = empty(x.shape(), TensorOptions(x.dtype()).device(x.device()));
-    cuda::pow_forward(exponent, x.dtype(), xc.raw_data(), y.raw_data(), x.numel());
+    cuda::pow_forward(exponent, x.dtype(), xc.raw_data(), y.raw_data(), x.numel(), x.device().index);
     return y;
   };
   Tensor y = forward();
@@ -95,7 +96,7 @@ Tensor pow(const Tensor& x, double exponent) {
     if (xv.device().is_cpu()) return {cpu::unary_grad(xv, xv, gy, f, "pow")};
     Tensor xc = cuda_contiguous(xv, xv.shape()), gc = cuda_contiguous(gy, xv.shape());
     Tensor gx = empty(xv.shape(), TensorOptions(xv.dtype()).device(xv.device()));
-    cuda::pow_backward(f.p, xv.dtype(), xc.raw_data(), gc.raw_data(), gx.raw_data(), xv.numel());
+    cuda::pow_backward(f.p, xv.dtype(), xc.raw_data(), gc.raw_data(), gx.raw_data(), xv.numel(), xv.device().index);
     return {gx};
   });
 }
