@@ -18,46 +18,9 @@ namespace {
 // A new tensor of `dtype` on x's device.
 TensorOptions on_device_of(const Tensor& x, DType dtype) { return TensorOptions(dtype).device(x.device()); }
 
-// cpu::plan_reduce, on x's device: for a CUDA tensor the permuted copy (made when the reduced dims are
-// not one block of a contiguous tensor) stays on the GPU. Same dims rules and errors.
-cpu::ReducePlan plan_reduce(const Tensor& x, const Shape& dims_in, const char* op) {
-  if (x.device().is_cpu()) return cpu::plan_reduce(x, dims_in, op);
-  cpu::ReducePlan p;
-  const int64_t nd = x.dim();
-  std::vector<bool> reduced(nd > 0 ? nd : 0, dims_in.empty());
-  for (int64_t d : dims_in) {
-    int64_t n = normalize_dim(d, nd, op);
-    if (nd == 0) continue;  // reducing a scalar over dim 0/-1 is the identity
-    RG_CHECK_T(IndexError, !reduced[n], op, "dim ", n, " appears more than once in ", shape_str(dims_in));
-    reduced[n] = true;
-  }
-  for (int64_t d = 0; d < nd; ++d) {
-    if (reduced[d]) {
-      p.dims.push_back(d);
-      p.keepdim_shape.push_back(1);
-    } else {
-      p.keepdim_shape.push_back(x.shape()[d]);
-      p.out_shape.push_back(x.shape()[d]);
-    }
-  }
-  bool adjacent = p.dims.empty() || p.dims.back() - p.dims.front() + 1 == static_cast<int64_t>(p.dims.size());
-  if (adjacent && x.is_contiguous()) {
-    int64_t first = p.dims.empty() ? nd : p.dims.front(), last = p.dims.empty() ? nd - 1 : p.dims.back();
-    for (int64_t d = 0; d < nd; ++d) (d < first ? p.outer : d <= last ? p.R : p.inner) *= x.shape()[d];
-    p.x = x;
-    return p;
-  }
-  // Permute to (kept..., reduced...) and copy on the device: outer = kept, inner = 1.
-  Shape perm;
-  for (int pass = 0; pass < 2; ++pass)
-    for (int64_t d = 0; d < nd; ++d)
-      if (reduced[d] == (pass == 1)) {
-        perm.push_back(d);
-        (pass == 0 ? p.outer : p.R) *= x.shape()[d];
-      }
-  p.x = x.detach().permute(perm).contiguous();
-  return p;
-}
+// The (outer, R, inner) plan serves both devices: for a CUDA tensor its permuted copy (made when the
+// reduced dims are not one block of a contiguous tensor) stays on the GPU.
+using cpu::plan_reduce;
 
 // sum or mean (scale = 1/R) over dims.
 Tensor sum_scaled(const Tensor& x, const Shape& dims, bool keepdim, bool mean_, const char* op) {

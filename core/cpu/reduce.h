@@ -57,7 +57,7 @@ inline ReducePlan plan_reduce(const Tensor& x, const Shape& dims_in, const char*
         (pass == 0 ? p.outer : p.R) *= x.shape()[d];
       }
   Tensor permuted = make_view(x, perm_shape, perm_strides, x.offset());
-  p.x = empty(perm_shape, TensorOptions(x.dtype()));
+  p.x = empty(perm_shape, TensorOptions(x.dtype()).device(x.device()));  // the CUDA ops plan with it too
   copy_into(p.x, permuted, op);
   return p;
 }
