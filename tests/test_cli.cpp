@@ -5,6 +5,7 @@
 #include <iomanip>
 #include <sstream>
 
+#include "cli_testing.h"
 #include "file_testing.h"
 #include "testing.h"
 #include "train/cli.h"
@@ -16,24 +17,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct CliResult {
-  int code;
-  std::string out, err;
-};
-
-CliResult cli(const std::vector<std::string>& args) {
-  std::vector<const char*> argv{"relgrad"};
-  for (const std::string& a : args) argv.push_back(a.c_str());
-  std::ostringstream out, err;
-  int code = run_cli(static_cast<int>(argv.size()), argv.data(), out, err);
-  return {code, out.str(), err.str()};
-}
 
 #define CHECK_CLI(result, expected_code)                                                               \
   CHECK_MESSAGE((result).code == (expected_code), "exit " << (result).code << "\nstdout:\n" << (result).out \
                                                           << "\nstderr:\n" << (result).err)
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 std::string joined(const std::vector<std::string>& args) {
   std::string s;
@@ -63,7 +51,7 @@ struct TrainedRun {
   CliResult result;
   TrainedRun() {
     run = dir.file("run");
-    result = cli(concat({"train"}, tiny(run)));
+    result = run_relgrad(concat({"train"}, tiny(run)));
     checkpoint = run + "/checkpoint.safetensors";
     log = run + "/log.jsonl";
   }
@@ -89,7 +77,7 @@ TEST_CASE("cli: train --dry-run prints the effective config (file, then override
   const std::string out_dir = dir.file("never");
   const std::string config = dir.file("run.toml");
   write_bytes(config, "[model]\nd_model = 32\nn_heads = 8\n[optim]\nlr = 0.002\n");
-  CliResult r = cli({"train", "--config", config, "--dry-run", "--model.d_model=24", "--train.steps=700",
+  CliResult r = run_relgrad({"train", "--config", config, "--dry-run", "--model.d_model=24", "--train.steps=700",
                      "--train.out_dir=" + out_dir, "--model.cross_alignment=right"});
   CHECK_CLI(r, 0);
   CHECK(r.err.empty());
@@ -113,18 +101,18 @@ TEST_CASE("cli: train --dry-run prints the effective config (file, then override
   // A JSON config too.
   const std::string json = dir.file("run.json");
   write_bytes(json, R"({"train": {"steps": 1100}})");
-  CliResult j = cli({"train", "-c", json, "--dry-run"});
+  CliResult j = run_relgrad({"train", "-c", json, "--dry-run"});
   CHECK_CLI(j, 0);
   CHECK(contains(j.out, "\n[train]\nsteps = 1100\n"));
 }
 
 TEST_CASE("cli: train --help-config lists every key") {
-  CliResult r = cli({"train", "--help-config"});
+  CliResult r = run_relgrad({"train", "--help-config"});
   CHECK_CLI(r, 0);
   CHECK(r.out == config_help());
   for (const char* key : {"model.d_model (integer)", "model.cross.out_of_range", "optim.lr (number)", "train.plot_format"})
     CHECK_MESSAGE(contains(r.out, key), key);
-  CliResult help = cli({"--help"});
+  CliResult help = run_relgrad({"--help"});
   CHECK_CLI(help, 0);
   CHECK(contains(help.out, "train"));
 }
@@ -158,14 +146,14 @@ TEST_CASE("cli: usage errors exit 2 and name what is wrong") {
            {{}, "subcommand"},
        }) {
     INFO("relgrad ", joined(k.args));
-    CliResult r = cli(k.args);
+    CliResult r = run_relgrad(k.args);
     CHECK_CLI(r, 2);
     CHECK_MESSAGE(contains(r.err, k.expected), r.err);
     CHECK(contains(r.err, "error"));
   }
   // A missing config file: an error (not success), naming the file.
   const std::string missing = dir.file("nope.toml");
-  CliResult r = cli({"train", "--config", missing, "--dry-run"});
+  CliResult r = run_relgrad({"train", "--config", missing, "--dry-run"});
   CHECK(r.code != 0);
   CHECK_MESSAGE(contains(r.err, missing), r.err);
   CHECK(r.err.rfind("relgrad train: error: ", 0) == 0);
@@ -187,14 +175,14 @@ TEST_CASE("cli: a tiny train writes checkpoint, log and plot; inspect, eval and 
 
   SUBCASE("png plot") {
     TempDir dir;
-    CliResult r = cli(concat({"train"}, concat(tiny(dir.file("png")), {"--train.plot_format=png", "--train.steps=2",
+    CliResult r = run_relgrad(concat({"train"}, concat(tiny(dir.file("png")), {"--train.plot_format=png", "--train.steps=2",
                                                                           "--train.samples=0"})));
     CHECK_CLI(r, 0);
     CHECK(read_bytes(dir.file("png/loss.png")).rfind("\x89PNG\r\n\x1a\n", 0) == 0);
     CHECK_FALSE(fs::exists(dir.file("png/loss.svg")));
   }
   SUBCASE("inspect") {
-    CliResult r = cli({"inspect", t.checkpoint});
+    CliResult r = run_relgrad({"inspect", t.checkpoint});
     CHECK_CLI(r, 0);
     CHECK(contains(r.out, "step            6\n"));
     CHECK(contains(r.out, "optimizer       AdamW\n"));
@@ -208,7 +196,7 @@ TEST_CASE("cli: a tiny train writes checkpoint, log and plot; inspect, eval and 
     for (const auto& [name, tensor] : run.checkpoint.model) CHECK_MESSAGE(contains(r.out, "  model." + name + " "), name);
   }
   SUBCASE("eval") {
-    CliResult r = cli({"eval", t.checkpoint, "--batches", "3"});
+    CliResult r = run_relgrad({"eval", t.checkpoint, "--batches", "3"});
     CHECK_CLI(r, 0);
     LoadedRun run = load_run(t.checkpoint);
     RunData data(run.config);
@@ -222,7 +210,7 @@ TEST_CASE("cli: a tiny train writes checkpoint, log and plot; inspect, eval and 
   SUBCASE("eval --dump-logits: held-out batch 0") {
     TempDir dir;
     const std::string dump = dir.file("logits.safetensors");
-    CliResult r = cli({"eval", t.checkpoint, "--dump-logits", dump});
+    CliResult r = run_relgrad({"eval", t.checkpoint, "--dump-logits", dump});
     CHECK_CLI(r, 0);
     CHECK(contains(r.out, dump));
     SafetensorsFile f = load_safetensors(dump);
@@ -243,7 +231,7 @@ TEST_CASE("cli: a tiny train writes checkpoint, log and plot; inspect, eval and 
   SUBCASE("eval --dump-logits with --input and --target") {
     TempDir dir;
     const std::string dump = dir.file("logits.safetensors");
-    CliResult r = cli({"eval", t.checkpoint, "--dump-logits", dump, "--input", "3 1 4 1", "--target", "1 4"});
+    CliResult r = run_relgrad({"eval", t.checkpoint, "--dump-logits", dump, "--input", "3 1 4 1", "--target", "1 4"});
     CHECK_CLI(r, 0);
     SafetensorsFile f = load_safetensors(dump);
     CHECK(f.tensors["src"].to_vector<int64_t>() == std::vector<int64_t>{6, 4, 7, 4});
@@ -255,41 +243,41 @@ TEST_CASE("cli: a tiny train writes checkpoint, log and plot; inspect, eval and 
     CHECK(f.tensors["logits"].shape() == Shape{1, 3, run.config.model.vocab_size});
     CHECK(bitwise_equal(f.tensors["logits"], logits));
     // Only --input: the decoder sees <bos> alone.
-    CHECK_CLI(cli({"eval", t.checkpoint, "--dump-logits", dump, "--input", "5"}), 0);
+    CHECK_CLI(run_relgrad({"eval", t.checkpoint, "--dump-logits", dump, "--input", "5"}), 0);
     CHECK(load_safetensors(dump).tensors["logits"].shape() == Shape{1, 1, run.config.model.vocab_size});
   }
   SUBCASE("sample") {
-    CliResult held = cli({"sample", t.checkpoint, "--num", "2"});
+    CliResult held = run_relgrad({"sample", t.checkpoint, "--num", "2"});
     CHECK_CLI(held, 0);
     size_t inputs = 0;
     for (size_t at = held.out.find("input  "); at != std::string::npos; at = held.out.find("input  ", at + 1)) ++inputs;
     CHECK(inputs == 2);
     CHECK(contains(held.out, "target "));
     CHECK(contains(held.out, "model  "));
-    CliResult given = cli({"sample", t.checkpoint, "--input", "1 2 3", "--temperature", "0"});
+    CliResult given = run_relgrad({"sample", t.checkpoint, "--input", "1 2 3", "--temperature", "0"});
     CHECK_CLI(given, 0);
     CHECK(given.out.rfind("input  1 2 3\nmodel  ", 0) == 0);
     CHECK_FALSE(contains(given.out, "target"));
-    CliResult again = cli({"sample", t.checkpoint, "--input", "1 2 3", "--temperature", "0"});
+    CliResult again = run_relgrad({"sample", t.checkpoint, "--input", "1 2 3", "--temperature", "0"});
     CHECK(again.out == given.out);  // greedy is deterministic
   }
   SUBCASE("a bad token is a usage error naming it") {
-    CliResult r = cli({"sample", t.checkpoint, "--input", "1 x 3"});
+    CliResult r = run_relgrad({"sample", t.checkpoint, "--input", "1 x 3"});
     CHECK_CLI(r, 2);
     CHECK(contains(r.err, "'x' is not a token of this model's vocabulary"));
     TempDir dir;
-    CliResult e = cli({"eval", t.checkpoint, "--dump-logits", dir.file("d.safetensors"), "--input", "1 2", "--target", "7x"});
+    CliResult e = run_relgrad({"eval", t.checkpoint, "--dump-logits", dir.file("d.safetensors"), "--input", "1 2", "--target", "7x"});
     CHECK_CLI(e, 2);
     CHECK(contains(e.err, "'7x'"));
     CHECK_FALSE(fs::exists(dir.file("d.safetensors")));
-    CliResult p = cli({"sample", t.checkpoint, "--prompt", "abc"});
+    CliResult p = run_relgrad({"sample", t.checkpoint, "--prompt", "abc"});
     CHECK_CLI(p, 2);
   }
   SUBCASE("train --resume continues the run") {
     TempDir dir;
     const std::string copy = dir.file("copy.safetensors");
     write_bytes(copy, read_bytes(t.checkpoint));
-    CliResult r = cli({"train", "--resume", copy, "--train.steps=8", "--train.out_dir=" + dir.file("more"), "--train.samples=0"});
+    CliResult r = run_relgrad({"train", "--resume", copy, "--train.steps=8", "--train.out_dir=" + dir.file("more"), "--train.samples=0"});
     CHECK_CLI(r, 0);
     CHECK(contains(r.out, "resumed from " + copy + " at step 6"));
     CHECK(load_checkpoint(dir.file("more/checkpoint.safetensors")).meta.step == 8);
@@ -297,7 +285,7 @@ TEST_CASE("cli: a tiny train writes checkpoint, log and plot; inspect, eval and 
   SUBCASE("plot") {
     TempDir dir;
     const std::string png = dir.file("curves.png");
-    CliResult r = cli({"plot", t.log, "-o", png});
+    CliResult r = run_relgrad({"plot", t.log, "-o", png});
     CHECK_CLI(r, 0);
     CHECK(read_bytes(png).rfind("\x89PNG", 0) == 0);
   }
@@ -324,7 +312,7 @@ TEST_CASE("cli: a corrupt or missing checkpoint is exit 1 naming the file, and n
              {"sample", bad}, {"eval", bad}, {"inspect", bad}, {"eval", bad, "--dump-logits", existing},
              {"train", "--resume", bad, "--train.out_dir=" + dir.file("resumed")}}) {
       INFO("relgrad ", joined(args));
-      CliResult r = cli(args);
+      CliResult r = run_relgrad(args);
       CHECK_CLI(r, 1);
       CHECK_MESSAGE(contains(r.err, bad), r.err);
       if (is_flip) CHECK_MESSAGE(contains(r.err, "checksum"), r.err);
@@ -336,23 +324,23 @@ TEST_CASE("cli: a corrupt or missing checkpoint is exit 1 naming the file, and n
   {
     const std::string config = dir.file("tiny.toml");
     write_bytes(config, "[train]\nsteps = 8\n");
-    CliResult r = cli(concat({"train", "--resume", flipped, "--config", config}, tiny(dir.file("resumed2"))));
+    CliResult r = run_relgrad(concat({"train", "--resume", flipped, "--config", config}, tiny(dir.file("resumed2"))));
     CHECK_CLI(r, 1);
     CHECK(contains(r.err, "checksum"));
   }
   // inspect still shows what it can of a flipped file.
-  CliResult shown = cli({"inspect", flipped});
+  CliResult shown = run_relgrad({"inspect", flipped});
   CHECK(contains(shown.out, "MISMATCH"));
   CHECK(contains(shown.out, "model.decoder.embed.weight"));
 
   const std::string missing = dir.file("missing.safetensors");
   for (const char* command : {"sample", "eval", "inspect"}) {
-    CliResult r = cli({command, missing});
+    CliResult r = run_relgrad({command, missing});
     CHECK_CLI(r, 1);
     CHECK(contains(r.err, missing));
     CHECK(contains(r.err, std::string("relgrad ") + command + ": error: "));
   }
-  CliResult r = cli({"train", "--resume", missing});
+  CliResult r = run_relgrad({"train", "--resume", missing});
   CHECK_CLI(r, 1);
   CHECK(contains(r.err, missing));
 }
@@ -388,7 +376,7 @@ TEST_CASE("cli: train with a bad config or a refused resume leaves an existing r
             1, "model.d_model"},
        }) {
     INFO("relgrad ", joined(k.args));
-    CliResult r = cli(k.args);
+    CliResult r = run_relgrad(k.args);
     CHECK_CLI(r, k.code);
     CHECK_MESSAGE(contains(r.err, k.expected), r.err);
     unchanged();
@@ -405,13 +393,13 @@ TEST_CASE("cli: plot of a missing or malformed log is exit 1 and leaves the outp
   write_bytes(empty, "");
   for (const std::string& log : {dir.file("missing.jsonl"), malformed, empty}) {
     CAPTURE(log);
-    CliResult r = cli({"plot", log, "-o", image});
+    CliResult r = run_relgrad({"plot", log, "-o", image});
     CHECK_CLI(r, 1);
     CHECK_MESSAGE(contains(r.err, log), r.err);
     CHECK(read_bytes(image) == "previous image");
   }
   // Without -o the default output is loss.svg next to the log: also untouched.
-  CliResult r = cli({"plot", malformed});
+  CliResult r = run_relgrad({"plot", malformed});
   CHECK_CLI(r, 1);
   CHECK(read_bytes(image) == "previous image");
 }
@@ -423,7 +411,7 @@ TEST_CASE("cli: a byte-level text model: train, sample --prompt, eval --dump-log
   const std::string corpus = dir.file("corpus.txt");
   write_bytes(corpus, text);
   const std::string run = dir.file("lm");
-  CliResult r = cli({"train", "--model.type=decoder-only", "--data.source=text", "--data.text_path=" + corpus,
+  CliResult r = run_relgrad({"train", "--model.type=decoder-only", "--data.source=text", "--data.text_path=" + corpus,
                      "--data.context=16", "--data.batch_size=4", "--data.val_fraction=0.2", "--model.d_model=16",
                      "--model.n_heads=2", "--model.d_ff=32", "--model.n_decoder_layers=1", "--model.decoder_self.scheme=rope",
                      "--optim.warmup_steps=1", "--train.steps=2", "--train.eval_batches=1", "--train.samples=1",
@@ -433,14 +421,14 @@ TEST_CASE("cli: a byte-level text model: train, sample --prompt, eval --dump-log
   CHECK(contains(r.out, "sample (prompt: the first 32 bytes of the validation text):"));
   const std::string ck = run + "/checkpoint.safetensors";
 
-  CliResult s = cli({"sample", ck, "--prompt", "In the", "--max-new-tokens", "5", "--num", "2", "--seed", "7"});
+  CliResult s = run_relgrad({"sample", ck, "--prompt", "In the", "--max-new-tokens", "5", "--num", "2", "--seed", "7"});
   CHECK_CLI(s, 0);
   CHECK(s.out.rfind("--- sample 0 (seed 7)\nIn the", 0) == 0);
   CHECK(contains(s.out, "--- sample 1 (seed 8)\nIn the"));
-  CHECK_CLI(cli({"sample", ck, "--input", "1 2"}), 2);
+  CHECK_CLI(run_relgrad({"sample", ck, "--input", "1 2"}), 2);
 
   const std::string dump = dir.file("lm_logits.safetensors");
-  CHECK_CLI(cli({"eval", ck, "--dump-logits", dump, "--input", "abc"}), 0);
+  CHECK_CLI(run_relgrad({"eval", ck, "--dump-logits", dump, "--input", "abc"}), 0);
   SafetensorsFile f = load_safetensors(dump);
   CHECK(f.tensors["tokens"].to_vector<int64_t>() == std::vector<int64_t>{97, 98, 99});
   LoadedRun loaded = load_run(ck);
@@ -448,7 +436,7 @@ TEST_CASE("cli: a byte-level text model: train, sample --prompt, eval --dump-log
   loaded.model.module->eval();
   CHECK(bitwise_equal(f.tensors["logits"], loaded.model.decoder_lm->forward(f.tensors["tokens"])));
   CHECK(f.tensors["logits"].shape() == Shape{1, 3, 256});
-  CHECK_CLI(cli({"eval", ck, "--dump-logits", dump, "--input", "abc", "--target", "d"}), 2);
+  CHECK_CLI(run_relgrad({"eval", ck, "--dump-logits", dump, "--input", "abc", "--target", "d"}), 2);
 }
 
 TEST_CASE("cli: refusals added with the trainer name what is wrong and write nothing") {
@@ -456,24 +444,24 @@ TEST_CASE("cli: refusals added with the trainer name what is wrong and write not
   // CUDA asked for where there is none: refused up front with the reason, as a config error
   // (tests/test_cuda_train.cpp has the details).
   if (!cuda_available()) {
-    CliResult cuda = cli(concat({"train"}, concat(tiny(dir.file("cuda")), {"--train.device=cuda"})));
+    CliResult cuda = run_relgrad(concat({"train"}, concat(tiny(dir.file("cuda")), {"--train.device=cuda"})));
     CHECK_CLI(cuda, 2);
     CHECK(contains(cuda.err, "train.device = cuda, but "));
     CHECK_FALSE(fs::exists(dir.file("cuda")));
   }
   // An out_dir that is a file.
   write_bytes(dir.file("a_file"), "x");
-  CliResult file_dir = cli(concat({"train"}, tiny(dir.file("a_file"))));
+  CliResult file_dir = run_relgrad(concat({"train"}, tiny(dir.file("a_file"))));
   CHECK_CLI(file_dir, 1);
   CHECK(contains(file_dir.err, "is not a directory"));
   CHECK(read_bytes(dir.file("a_file")) == "x");
   // A config file too large to be a config (read_file's limit, 1 MiB).
   write_bytes(dir.file("huge.toml"), std::string((1u << 20) + 1, '#'));
-  CliResult huge = cli({"train", "--config", dir.file("huge.toml"), "--dry-run"});
+  CliResult huge = run_relgrad({"train", "--config", dir.file("huge.toml"), "--dry-run"});
   CHECK(huge.code != 0);
   CHECK(contains(huge.err, "more than the limit"));
   // experiments: an unknown experiment name.
-  CliResult only = cli({"experiments", "--only", "D9", "--out", dir.file("exp.md")});
+  CliResult only = run_relgrad({"experiments", "--only", "D9", "--out", dir.file("exp.md")});
   CHECK_CLI(only, 2);
   CHECK(contains(only.err, "--only D9: expected D1, D2, D3 or D6"));
   CHECK_FALSE(fs::exists(dir.file("exp.md")));

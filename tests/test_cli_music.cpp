@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "cli_testing.h"
 #include "file_testing.h"
 #include "testing.h"
 #include "train/cli.h"
@@ -18,27 +19,15 @@ using namespace relgrad::testing;
 namespace fs = std::filesystem;
 
 namespace {
-struct Result {
-  int code;
-  std::string out, err;
-};
-Result run(const std::vector<std::string>& args) {
-  std::vector<const char*> argv{"relgrad"};
-  for (const std::string& a : args) argv.push_back(a.c_str());
-  std::ostringstream out, err;
-  int code = run_cli(static_cast<int>(argv.size()), argv.data(), out, err);
-  return {code, out.str(), err.str()};
-}
-bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 // A tiny music model (Huang's relative attention), trained for a few steps once for all tests here.
 struct MusicRun {
   TempDir dir;
   std::string out_dir, checkpoint;
-  Result result;
+  CliResult result;
   MusicRun() {
     out_dir = dir.file("music");
-    result = run({"train", "--model.type=decoder-only", "--data.source=music", "--data.context=32",
+    result = run_relgrad({"train", "--model.type=decoder-only", "--data.source=music", "--data.context=32",
                   "--data.batch_size=4", "--model.d_model=16", "--model.n_heads=2", "--model.d_ff=32",
                   "--model.n_decoder_layers=1", "--model.decoder_self.scheme=huang",
                   "--model.decoder_self.max_length=32", "--optim.warmup_steps=1", "--train.steps=3",
@@ -57,7 +46,7 @@ const MusicRun& music_run() {
 TEST_CASE("cli music: train on synthetic pieces writes a checkpoint and a sample.mid that reads back") {
   const MusicRun& r = music_run();
   CHECK(fs::exists(r.checkpoint));
-  CHECK(has(r.result.out, "sample.mid"));
+  CHECK(contains(r.result.out, "sample.mid"));
   MidiFile sample = read_midi(r.out_dir + "/sample.mid");
   CHECK(sample.format == 0);
   LoadedRun loaded = load_run(r.checkpoint);
@@ -69,10 +58,10 @@ TEST_CASE("cli music: sample --format midi writes the generated events as MIDI")
   const MusicRun& r = music_run();
   TempDir dir;
   const std::string path = dir.file("out.mid");
-  Result res = run({"sample", r.checkpoint, "--format", "midi", "-o", path, "--max-new-tokens", "48", "--seed", "3",
+  CliResult res = run_relgrad({"sample", r.checkpoint, "--format", "midi", "-o", path, "--max-new-tokens", "48", "--seed", "3",
                     "--input", "VEL_16 NOTE_ON_60 TIME_SHIFT_500ms NOTE_OFF_60"});
   REQUIRE_MESSAGE(res.code == 0, res.err);
-  CHECK(has(res.out, "wrote " + path));
+  CHECK(contains(res.out, "wrote " + path));
   // The file holds what the model generated: regenerate the same sequence through the library.
   LoadedRun loaded = load_run(r.checkpoint);
   Vocab v = music_vocab();
@@ -100,7 +89,7 @@ TEST_CASE("cli music: sample --format midi writes the generated events as MIDI")
   CHECK(got[0].end == doctest::Approx(0.5));
 
   // -n 2 numbers the files; --prompt-midi continues a file.
-  Result two = run({"sample", r.checkpoint, "--format", "midi", "-o", dir.file("s.mid"), "-n", "2",
+  CliResult two = run_relgrad({"sample", r.checkpoint, "--format", "midi", "-o", dir.file("s.mid"), "-n", "2",
                     "--max-new-tokens", "16", "--prompt-midi", path});
   REQUIRE_MESSAGE(two.code == 0, two.err);
   CHECK(fs::exists(dir.file("s_0.mid")));
@@ -110,35 +99,35 @@ TEST_CASE("cli music: sample --format midi writes the generated events as MIDI")
 
 TEST_CASE("cli music: usage errors name what is wrong") {
   const MusicRun& r = music_run();
-  Result bad_token = run({"sample", r.checkpoint, "--input", "NOTE_ON_999"});
+  CliResult bad_token = run_relgrad({"sample", r.checkpoint, "--input", "NOTE_ON_999"});
   CHECK(bad_token.code == 2);
-  CHECK(has(bad_token.err, "'NOTE_ON_999' is not a token"));
-  Result prompt = run({"sample", r.checkpoint, "--prompt", "hello"});
+  CHECK(contains(bad_token.err, "'NOTE_ON_999' is not a token"));
+  CliResult prompt = run_relgrad({"sample", r.checkpoint, "--prompt", "hello"});
   CHECK(prompt.code == 2);
-  CHECK(has(prompt.err, "music model"));
-  Result style = run({"train", "--model.type=decoder-only", "--data.source=music", "--data.music_styles=jazz", "--dry-run"});
+  CHECK(contains(prompt.err, "music model"));
+  CliResult style = run_relgrad({"train", "--model.type=decoder-only", "--data.source=music", "--data.music_styles=jazz", "--dry-run"});
   CHECK(style.code == 2);
-  CHECK(has(style.err, "data.music_styles"));
-  CHECK(has(style.err, "jazz"));
-  Result encdec = run({"train", "--data.source=music", "--dry-run"});
+  CHECK(contains(style.err, "data.music_styles"));
+  CHECK(contains(style.err, "jazz"));
+  CliResult encdec = run_relgrad({"train", "--data.source=music", "--dry-run"});
   CHECK(encdec.code == 2);
-  CHECK(has(encdec.err, "decoder-only"));
+  CHECK(contains(encdec.err, "decoder-only"));
   TempDir dir;
-  Result missing_prompt = run({"sample", r.checkpoint, "--prompt-midi", dir.file("nope.mid")});
+  CliResult missing_prompt = run_relgrad({"sample", r.checkpoint, "--prompt-midi", dir.file("nope.mid")});
   CHECK(missing_prompt.code == 1);
-  CHECK(has(missing_prompt.err, "nope.mid"));
+  CHECK(contains(missing_prompt.err, "nope.mid"));
 }
 
 TEST_CASE("cli music: --format midi on a text or synthetic-task model is a usage error") {
   TempDir dir;
-  Result trained = run({"train", "--train.out_dir=" + dir.file("r"), "--model.d_model=16", "--model.n_heads=2",
+  CliResult trained = run_relgrad({"train", "--train.out_dir=" + dir.file("r"), "--model.d_model=16", "--model.n_heads=2",
                         "--model.d_ff=32", "--model.n_encoder_layers=1", "--model.n_decoder_layers=1",
                         "--model.cross.max_length=8", "--data.max_len=6", "--data.batch_size=4",
                         "--optim.warmup_steps=1", "--train.steps=1", "--train.eval_batches=1", "--train.samples=0"});
   REQUIRE_MESSAGE(trained.code == 0, trained.err);
-  Result res = run({"sample", dir.file("r") + "/checkpoint.safetensors", "--format", "midi"});
+  CliResult res = run_relgrad({"sample", dir.file("r") + "/checkpoint.safetensors", "--format", "midi"});
   CHECK(res.code == 2);
-  CHECK(has(res.err, "--format midi needs a music model"));
+  CHECK(contains(res.err, "--format midi needs a music model"));
 }
 
 TEST_CASE("cli music: render explains how to install FluidSynth, and refuses bad input first") {
@@ -150,36 +139,36 @@ TEST_CASE("cli music: render explains how to install FluidSynth, and refuses bad
   const char* old_path = std::getenv("PATH");
   std::string saved = old_path ? old_path : "";
   setenv("PATH", dir.path.c_str(), 1);
-  Result res = run({"render", dir.file("a.mid")});
+  CliResult res = run_relgrad({"render", dir.file("a.mid")});
   setenv("PATH", saved.c_str(), 1);
   CHECK(res.code == 1);
-  CHECK(has(res.err, "fluidsynth is not installed"));
-  CHECK(has(res.err, "apt-get install -y fluidsynth fluid-soundfont-gm"));
+  CHECK(contains(res.err, "fluidsynth is not installed"));
+  CHECK(contains(res.err, "apt-get install -y fluidsynth fluid-soundfont-gm"));
   CHECK_FALSE(fs::exists(dir.file("a.wav")));
   // A missing soundfont (when fluidsynth exists) or a bad MIDI file (always checked first).
   write_bytes(dir.file("bad.mid"), std::string("MThd\0\0\0\6", 8));
-  Result bad = run({"render", dir.file("bad.mid")});
+  CliResult bad = run_relgrad({"render", dir.file("bad.mid")});
   CHECK(bad.code == 1);
-  CHECK(has(bad.err, "bad.mid"));
-  Result missing = run({"render", dir.file("none.mid")});
+  CHECK(contains(bad.err, "bad.mid"));
+  CliResult missing = run_relgrad({"render", dir.file("none.mid")});
   CHECK(missing.code == 1);
-  CHECK(has(missing.err, "none.mid"));
+  CHECK(contains(missing.err, "none.mid"));
 }
 
 TEST_CASE("cli music: probe prints a table per layer and head and writes the pictures") {
   const MusicRun& r = music_run();
   TempDir dir;
-  Result res = run({"probe", r.checkpoint, "--reach", "8", "--out", dir.file("p")});
+  CliResult res = run_relgrad({"probe", r.checkpoint, "--reach", "8", "--out", dir.file("p")});
   REQUIRE_MESSAGE(res.code == 0, res.err);
-  CHECK(has(res.out, "layers.0.self_attn"));
-  CHECK(has(res.out, "huang"));
-  CHECK(has(res.out, "pictures to " + dir.file("p")));
+  CHECK(contains(res.out, "layers.0.self_attn"));
+  CHECK(contains(res.out, "huang"));
+  CHECK(contains(res.out, "pictures to " + dir.file("p")));
   size_t pngs = 0;
   for (const auto& e : fs::directory_iterator(dir.file("p"))) pngs += e.path().extension() == ".png";
   CHECK(pngs >= 2);  // response and attention-mass heatmaps of the one layer
-  Result missing = run({"probe", dir.file("none.safetensors")});
+  CliResult missing = run_relgrad({"probe", dir.file("none.safetensors")});
   CHECK(missing.code == 1);
-  CHECK(has(missing.err, "none.safetensors"));
+  CHECK(contains(missing.err, "none.safetensors"));
 }
 
 TEST_CASE("cli music: render writes a WAV file when FluidSynth and FluidR3 are installed") {
@@ -192,7 +181,7 @@ TEST_CASE("cli music: render writes a WAV file when FluidSynth and FluidR3 are i
   TempDir dir;
   std::vector<Note> notes{{60, 80, 0.0, 0.5, 0}, {64, 80, 0.5, 1.0, 0}};
   write_midi(dir.file("a.mid"), midi_of(notes));
-  Result res = run({"render", dir.file("a.mid"), "-o", dir.file("out.wav")});
+  CliResult res = run_relgrad({"render", dir.file("a.mid"), "-o", dir.file("out.wav")});
   REQUIRE_MESSAGE(res.code == 0, res.err);
   std::string wav = read_bytes(dir.file("out.wav"));
   REQUIRE(wav.size() > 44);

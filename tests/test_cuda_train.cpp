@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_testing.h"
 #include "file_testing.h"
 #include "testing.h"
 #include "trainer_testing.h"
@@ -16,20 +17,7 @@
 namespace relgrad::testing {
 namespace {
 
-struct CliRun {
-  int code;
-  std::string out, err;
-};
 
-CliRun run(const std::vector<std::string>& args) {
-  std::vector<const char*> argv{"relgrad"};
-  for (const std::string& a : args) argv.push_back(a.c_str());
-  std::ostringstream out, err;
-  const int code = run_cli(static_cast<int>(argv.size()), argv.data(), out, err);
-  return {code, out.str(), err.str()};
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 // What the error says on this machine when CUDA is asked for (only meaningful without a GPU).
 std::string expected_no_cuda(const std::string& what) {
@@ -72,7 +60,7 @@ TEST_CASE("cuda train: asking for CUDA where there is none is a clear usage erro
   if (cuda_available()) {
     // This machine has a GPU: the "absent" errors cannot happen; a device index beyond the visible
     // ones is the same kind of error.
-    CliRun bad = run({"eval", "/nonexistent.safetensors", "--device", "cuda:99"});
+    CliResult bad = run_relgrad({"eval", "/nonexistent.safetensors", "--device", "cuda:99"});
     CHECK(bad.code == 2);
     CHECK(contains(bad.err, "--device = cuda:99, but only"));
     check_throws_with([&] { resolve_device("cuda:99", "train.device"); }, "train.device = cuda:99, but only");
@@ -81,13 +69,13 @@ TEST_CASE("cuda train: asking for CUDA where there is none is a clear usage erro
   TempDir dir;
   const std::string out_dir = dir.file("run");
   // relgrad train --device cuda: exit 2 (as other config errors), one line, nothing written.
-  CliRun r = run({"train", "--device", "cuda", "--train.out_dir=" + out_dir, "--train.steps=1", "--optim.warmup_steps=0"});
+  CliResult r = run_relgrad({"train", "--device", "cuda", "--train.out_dir=" + out_dir, "--train.steps=1", "--optim.warmup_steps=0"});
   CHECK(r.code == 2);
   CHECK(contains(r.err, "relgrad train: error: [config] " + expected_no_cuda("train.device")));
   CHECK_FALSE(contains(r.out, "step "));
   CHECK_FALSE(std::filesystem::exists(out_dir));
   // The config key itself, and the Trainer from C++.
-  CliRun key = run({"train", "--train.device=cuda", "--train.out_dir=" + out_dir, "--train.steps=1",
+  CliResult key = run_relgrad({"train", "--train.device=cuda", "--train.out_dir=" + out_dir, "--train.steps=1",
                     "--optim.warmup_steps=0"});
   CHECK(key.code == 2);
   CHECK(contains(key.err, expected_no_cuda("train.device")));
@@ -96,12 +84,12 @@ TEST_CASE("cuda train: asking for CUDA where there is none is a clear usage erro
   CHECK_FALSE(std::filesystem::exists(out_dir));
   // --device on sample and eval: checked before the checkpoint is read (it does not exist here).
   for (const char* command : {"sample", "eval"}) {
-    CliRun s = run({command, dir.file("missing.safetensors"), "--device", "cuda"});
+    CliResult s = run_relgrad({command, dir.file("missing.safetensors"), "--device", "cuda"});
     CHECK(s.code == 2);
     CHECK(contains(s.err, expected_no_cuda("--device")));
   }
   // A name that is no device at all.
-  CliRun odd = run({"eval", dir.file("missing.safetensors"), "--device", "gpu"});
+  CliResult odd = run_relgrad({"eval", dir.file("missing.safetensors"), "--device", "gpu"});
   CHECK(odd.code == 2);
   CHECK(contains(odd.err, "--device = gpu: expected cpu, cuda or cuda:N"));
   CHECK(resolve_device("cpu", "train.device") == Device::cpu());
@@ -132,9 +120,9 @@ TEST_CASE("cuda train: a checkpoint whose config says cuda samples, evaluates an
   CHECK(back.config.train.device == "cuda");
   CHECK(back.model.device == Device::cpu());
   CHECK(device_of(*back.model.module) == Device::cpu());
-  CliRun s = run({"sample", gpu_ck, "-n", "1"});
+  CliResult s = run_relgrad({"sample", gpu_ck, "-n", "1"});
   CHECK(s.code == 0);
-  CliRun e = run({"eval", gpu_ck, "--batches", "1", "--device", "cpu"});
+  CliResult e = run_relgrad({"eval", gpu_ck, "--batches", "1", "--device", "cpu"});
   CHECK(e.code == 0);
   CHECK(contains(e.out, "held-out loss"));
 }
@@ -214,12 +202,12 @@ TEST_CASE("cuda train: checkpoints go from the GPU to the CPU and back, optimize
   EvalResult a = evaluate(on_cpu.model, data, 2), b = evaluate(on_gpu.model, data, 2);
   CHECK(std::fabs(a.loss - b.loss) <= 1e-4);
   CHECK(a.tokens == b.tokens);
-  CliRun e = run({"eval", gpu_ck, "--batches", "2", "--device", "cuda"});
+  CliResult e = run_relgrad({"eval", gpu_ck, "--batches", "2", "--device", "cuda"});
   CHECK(e.code == 0);
-  CliRun s = run({"sample", gpu_ck, "-n", "2", "--device", "cuda"});
+  CliResult s = run_relgrad({"sample", gpu_ck, "-n", "2", "--device", "cuda"});
   CHECK(s.code == 0);
-  CHECK(run({"sample", gpu_ck, "-n", "2"}).out == s.out);  // greedy on both devices: the same tokens
-  CliRun t = run({"train", "--resume", gpu_ck, "--device", "cuda", "--train.steps=5",
+  CHECK(run_relgrad({"sample", gpu_ck, "-n", "2"}).out == s.out);  // greedy on both devices: the same tokens
+  CliResult t = run_relgrad({"train", "--resume", gpu_ck, "--device", "cuda", "--train.steps=5",
                   "--train.out_dir=" + dir.file("cli")});
   CHECK(t.code == 0);
   CHECK(contains(t.out, "on cuda:0"));

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <thread>
 
+#include "cli_testing.h"
 #include "file_testing.h"
 #include "testing.h"
 #include "train/cli.h"
@@ -38,21 +39,8 @@ using namespace relgrad::testing;
 
 namespace {
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 #define CHECK_HAS(text, part) CHECK_MESSAGE(contains(text, part), "'", text, "' lacks '", part, "'")
 
-struct CliResult {
-  int code;
-  std::string out, err;
-};
-
-CliResult cli(const std::vector<std::string>& args) {
-  std::vector<const char*> argv{"relgrad"};
-  for (const std::string& a : args) argv.push_back(a.c_str());
-  std::ostringstream out, err;
-  int code = run_cli(static_cast<int>(argv.size()), argv.data(), out, err);
-  return {code, out.str(), err.str()};
-}
 
 // Runs the real relgrad binary with `args` under RLIMIT_AS = `limit` bytes (set in the child
 // between fork and exec: only async-signal-safe calls there), stderr to `err_path`. Returns the
@@ -157,7 +145,7 @@ TEST_CASE("oom: relgrad train with a model too large for memory exits 4 in-proce
   TempDir dir;
   std::vector<std::string> args = tiny(dir.file("run"));
   args.push_back("--model.d_ff=1099511627776");  // 2^40: a 2^46-byte feed-forward weight
-  CliResult r = cli(args);
+  CliResult r = run_relgrad(args);
   CHECK_MESSAGE(r.code == 4, r.err);
   CHECK_HAS(r.err, "relgrad train: error: [alloc] out of memory: could not allocate ");
   CHECK_HAS(r.err, " at peak; reduce the batch size, the sequence length or the model size (config keys: "
@@ -175,7 +163,7 @@ TEST_CASE("oom: std::bad_alloc from a std container inside relgrad train gives t
   TempDir dir;
   std::vector<std::string> args = tiny(dir.file("run"));
   args.push_back("--data.batch_size=1000000000000");  // the batch's token vectors: 8 TB each
-  CliResult r = cli(args);
+  CliResult r = run_relgrad(args);
   CHECK_MESSAGE(r.code == 4, r.err);
   CHECK_HAS(r.err, "relgrad train: error: [memory] out of memory: an allocation outside the tensor allocator failed (");
   CHECK_HAS(r.err, "(config keys: data.batch_size");

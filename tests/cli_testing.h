@@ -1,0 +1,28 @@
+// The `relgrad` command run in-process (train/cli.h run_cli), for the tests of its exit codes and
+// messages: one definition shared by every test file that drives the CLI.
+#pragma once
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "train/cli.h"
+
+namespace relgrad::testing {
+
+struct CliResult {
+  int code;             // the exit code run_cli returns (0 ok, 1 runtime error, 2 usage/config error, ...)
+  std::string out, err;
+};
+
+// relgrad <args...>: argv[0] is "relgrad".
+inline CliResult run_relgrad(const std::vector<std::string>& args) {
+  std::vector<const char*> argv{"relgrad"};
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  std::ostringstream out, err;
+  int code = run_cli(static_cast<int>(argv.size()), argv.data(), out, err);
+  return {code, out.str(), err.str()};
+}
+
+inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+}  // namespace relgrad::testing
