@@ -10,6 +10,20 @@ int64_t shape_numel(const Shape& shape) {
   return n;
 }
 
+std::vector<int64_t> strided_offsets(const Shape& shape, const Shape& strides) {
+  const int64_t nd = static_cast<int64_t>(shape.size());
+  std::vector<int64_t> offsets(shape_numel(shape));
+  for (size_t e = 0; e < offsets.size(); ++e) {
+    int64_t rem = static_cast<int64_t>(e), off = 0;
+    for (int64_t d = nd - 1; d >= 0; --d) {
+      off += (rem % shape[d]) * strides[d];
+      rem /= shape[d];
+    }
+    offsets[e] = off;
+  }
+  return offsets;
+}
+
 Shape contiguous_strides(const Shape& shape) {
   Shape strides(shape.size());
   int64_t running = 1;

@@ -50,24 +50,6 @@ bool rows_foldable(const Tensor& x) {
   return true;
 }
 
-// The element offset of each batch entry of x (x_batch..., rows, cols) over `batch`, in row-major
-// order of the batch index: 0 steps along dims x lacks or has of size 1 (broadcast), as on the CPU.
-std::vector<int64_t> batch_offsets(const Tensor& x, const Shape& batch) {
-  const int64_t nb = static_cast<int64_t>(batch.size()), lead = nb - (x.dim() - 2);
-  Shape bstride(nb, 0);
-  for (int64_t i = lead; i < nb; ++i) bstride[i] = x.size(i - lead) == 1 ? 0 : x.stride(i - lead);
-  std::vector<int64_t> offsets(shape_numel(batch));
-  for (size_t e = 0; e < offsets.size(); ++e) {
-    int64_t rem = static_cast<int64_t>(e), off = 0;
-    for (int64_t d = nb - 1; d >= 0; --d) {
-      off += (rem % batch[d]) * bstride[d];
-      rem /= batch[d];
-    }
-    offsets[e] = off;
-  }
-  return offsets;
-}
-
 // x's last two dims as cuBLAS reads them; a view that is neither row- nor column-major there (e.g. a
 // step-2 slice of both dims) is copied once into a contiguous tensor, replacing x.
 cuda::MatrixLayout gemm_operand(Tensor& x, const char* op) {
@@ -95,8 +77,8 @@ Tensor cuda_matmul(const Tensor& a_in, const Tensor& b_in, const Shape& batch, c
   if (k == 0) return out;
   Tensor a = a_in.detach(), b = b_in.detach();
   const cuda::MatrixLayout la = gemm_operand(a, op), lb = gemm_operand(b, op);
-  cuda::gemm_batched(a.dtype(), a.raw_data(), la, batch_offsets(a, batch), b.raw_data(), lb, batch_offsets(b, batch),
-                     out.raw_data(), n, k, m, alpha, accumulate, a.device().index);
+  cuda::gemm_batched(a.dtype(), a.raw_data(), la, cpu::batch_offsets(a, batch), b.raw_data(), lb,
+                     cpu::batch_offsets(b, batch), out.raw_data(), n, k, m, alpha, accumulate, a.device().index);
   return out;
 }
 

@@ -71,17 +71,7 @@ RowOffsets row_offsets(const Tensor& t, const Shape& shape) {
   Shape s = cpu::broadcast_strides(t, shape);
   RowOffsets r;
   r.step = s.back();
-  const int64_t nd = static_cast<int64_t>(shape.size()) - 1;
-  const int64_t rows = shape_numel(Shape(shape.begin(), shape.end() - 1));
-  r.row.resize(rows);
-  for (int64_t k = 0; k < rows; ++k) {  // row-major walk over the leading index
-    int64_t rem = k, off = 0;
-    for (int64_t d = nd - 1; d >= 0; --d) {
-      off += (rem % shape[d]) * s[d];
-      rem /= shape[d];
-    }
-    r.row[k] = off;
-  }
+  r.row = strided_offsets(Shape(shape.begin(), shape.end() - 1), Shape(s.begin(), s.end() - 1));
   return r;
 }
 

@@ -39,20 +39,7 @@ MatrixLayout plan_operand(const Tensor& x, const Shape& batch, const char* op) {
     L.row_major = true;
     L.ld = cols;
   }
-  // Batch strides aligned to the right of `batch`; 0 where x's dim is missing or broadcast (size 1).
-  const int64_t nb = static_cast<int64_t>(batch.size()), xb = x.dim() - 2, lead = nb - xb;
-  Shape bstride(nb, 0);
-  for (int64_t i = lead; i < nb; ++i) bstride[i] = L.t.size(i - lead) == 1 ? 0 : L.t.stride(i - lead);
-  const int64_t count = shape_numel(batch);
-  L.offsets.resize(count);
-  for (int64_t e = 0; e < count; ++e) {  // row-major walk over the batch index
-    int64_t rem = e, off = 0;
-    for (int64_t d = nb - 1; d >= 0; --d) {
-      off += (rem % batch[d]) * bstride[d];
-      rem /= batch[d];
-    }
-    L.offsets[e] = off;
-  }
+  L.offsets = batch_offsets(L.t, batch);
   return L;
 }
 
@@ -85,6 +72,14 @@ GemmFn<T> pick_gemm(bool a_row_major, bool b_row_major) {
 }
 
 }  // namespace
+
+std::vector<int64_t> batch_offsets(const Tensor& x, const Shape& batch) {
+  // Batch strides aligned to the right of `batch`; 0 where x's dim is missing or broadcast (size 1).
+  const int64_t nb = static_cast<int64_t>(batch.size()), lead = nb - (x.dim() - 2);
+  Shape bstride(nb, 0);
+  for (int64_t i = lead; i < nb; ++i) bstride[i] = x.size(i - lead) == 1 ? 0 : x.stride(i - lead);
+  return strided_offsets(batch, bstride);
+}
 
 Tensor matmul(const Tensor& a, const Tensor& b, const Shape& batch, const char* op, const Tensor& init,
               double alpha) {

@@ -24,4 +24,9 @@ namespace relgrad::cpu {
 Tensor matmul(const Tensor& a, const Tensor& b, const Shape& batch, const char* op, const Tensor& init = Tensor(),
               double alpha = 1.0);
 
+// The element offset of each batch entry of x (x_batch..., rows, cols) over `batch`, in row-major
+// order of the batch index: 0 steps along dims x lacks or has of size 1 (broadcast). Any device
+// (the CUDA matmul plans its batches with it too).
+std::vector<int64_t> batch_offsets(const Tensor& x, const Shape& batch);
+
 }  // namespace relgrad::cpu
