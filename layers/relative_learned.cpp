@@ -60,8 +60,9 @@ Tensor table_scores(const char* scheme, const Tensor& q, const Tensor& table, in
     }
   }
   Tensor P = matmul(q, used.transpose(-1, -2));        // (B,H,t2,D) @ (H?,D,R') → (B,H,t2,R')
-  // The map is built (and trimmed) on the host; the gather runs where P is.
-  return relative_gather(P, C.to(P.device()), R);      // (B,H,t2,t1)
+  // The map stays on the host, where it was built (and trimmed) and where relative_gather validates
+  // it; for a CUDA P the op uploads it once.
+  return relative_gather(P, C, R);                     // (B,H,t2,t1)
 }
 
 // The fields every scheme takes from the geometry: π(i) and causality.
@@ -160,7 +161,7 @@ Tensor ShawRelativeEmbedding::value_term(const Tensor& weights, const AttentionG
              weights.size(2), " queries but the geometry says t2 = ", g.t2);
   const int64_t R = table_rows();
   Tensor C = relative_index(g.t2, g.t1, index_options(g));  // (t2, t1)
-  Tensor rel = relative_scatter(weights, C.to(weights.device()), R);  // (B,H,t2,R): weight on each relative row
+  Tensor rel = relative_scatter(weights, C, R);              // (B,H,t2,R): weight on each relative row (C on the host)
   return matmul(rel, value_table);                          // (B,H,t2,R) @ (H?,R,D) → (B,H,t2,D)
 }
 
