@@ -1,10 +1,9 @@
 // GEMM alternatives on the shapes of the W1/W2 training workloads (issue 7: "if Eigen's GEMM is the
 // limit, measure the alternatives"), float32, in one process, timed alternately rep by rep:
 //   Eigen     Eigen 3.4's GEMM on Maps of the operands (what cpu::matmul did for every product);
-//   sgemm     relgrad's AVX-512 kernel (core/cpu/sgemm_kernel.h), called directly;
+//   sgemm     relgrad's AVX-512 kernel (bench/sgemm_kernel.h), called directly;
 //   matmul    relgrad's public matmul (output allocation included; Eigen, since cpu::matmul does
-//             not dispatch to sgemm: its output buffer is also colder than the others', see
-//             /work/notes/sgemm.md);
+//             not dispatch to sgemm: its output buffer is also colder than the others');
 //   OpenBLAS  cblas_sgemm, loaded at run time with dlopen (relgrad itself never links a BLAS).
 // Batched shapes run their GEMMs in turn on the calling thread (matmul spreads them over the OpenMP
 // threads). GFLOP/s = 2·n·k·m·batch / median time of 15 reps (after 2 warm-up reps).
@@ -24,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "core/cpu/sgemm_kernel.h"
+#include "bench/sgemm_kernel.h"
 #include "relgrad.h"
 
 using namespace relgrad;

@@ -35,10 +35,7 @@ void print_rec(std::ostream& out, const Tensor& t, const std::vector<double>& v,
 
 std::ostream& operator<<(std::ostream& out, const Tensor& t) {
   if (!t.defined()) return out << "tensor(undefined)";
-  Tensor host = t.device().is_cpu() ? t : t.to(Device::cpu());
-  Tensor f64 = empty(host.shape(), TensorOptions(kFloat64));
-  copy_into(f64, host, "print");
-  std::vector<double> v = f64.to_vector<double>();
+  std::vector<double> v = copy_as(t, TensorOptions(kFloat64)).to_vector<double>();
   std::ostringstream body;
   if (is_floating(t.dtype())) body << std::fixed << std::setprecision(4);
   print_rec(body, t, v, 0, 0, 7);

@@ -60,7 +60,7 @@ template bool* Tensor::data_ptr<bool>() const;
 double Tensor::item() const {
   RG_CHECK_T(ShapeError, numel() == 1, "item", "only a one-element tensor can be converted to a scalar, got shape ",
              shape_str(shape()));
-  Tensor host = device().is_cpu() ? *this : to(Device::cpu());
+  Tensor host = device().is_cpu() ? *this : copy_as(*this, TensorOptions(dtype()));
   return dispatch_all(dtype(), "item", [&](auto zero) {
     using T = decltype(zero);
     return static_cast<double>(*host.data_ptr<T>());
@@ -69,8 +69,7 @@ double Tensor::item() const {
 
 template <class T>
 std::vector<T> Tensor::to_vector() const {
-  Tensor host = device().is_cpu() ? *this : to(Device::cpu());
-  Tensor c = host.is_contiguous() ? host : host.contiguous();
+  Tensor c = device().is_cpu() && is_contiguous() ? *this : copy_as(*this, TensorOptions(dtype()));
   const T* p = c.data_ptr<T>();
   return std::vector<T>(p, p + c.numel());
 }
@@ -155,7 +154,7 @@ Tensor fill_with(const Shape& shape, TensorOptions options, Fn value) {
     int64_t n = host.numel();
     for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(value(i));
   });
-  Tensor out = options.device_.is_cpu() ? host : host.to(options.device_);
+  Tensor out = options.device_.is_cpu() ? host : copy_as(host, TensorOptions(host.dtype()).device(options.device_));
   if (options.requires_grad_) out.requires_grad_(true);
   return out;
 }
@@ -195,8 +194,15 @@ Tensor from_blob(const void* data, const Shape& shape, DType dtype, TensorOption
   RG_CHECK(data != nullptr || shape_numel(shape) == 0, "from_blob", "null data pointer");
   Tensor host = empty(shape, TensorOptions(dtype));
   if (host.numel() > 0) std::memcpy(host.raw_data(), data, host.numel() * dtype_size(dtype));
-  Tensor out = options.device_.is_cpu() ? host : host.to(options.device_);
+  Tensor out = options.device_.is_cpu() ? host : copy_as(host, TensorOptions(dtype).device(options.device_));
   if (options.requires_grad_) out.requires_grad_(true);
+  return out;
+}
+
+Tensor copy_as(const Tensor& src, TensorOptions options) {
+  RG_CHECK(src.defined(), "copy_as", "source is an undefined tensor");
+  Tensor out = empty(src.shape(), options.requires_grad(false));
+  copy_into(out, src, "copy_as");
   return out;
 }
 

@@ -5,7 +5,9 @@
 // Views (reshape, permute, narrow, expand, ...) make a new TensorImpl over the same Storage; no data
 // moves. Autograd metadata is kept here as an opaque handle (`Node` is defined in autograd/), so core
 // never includes autograd. The differentiable ops are free functions declared in autograd/ops.h; the
-// methods marked "(autograd)" below are thin forwards to them, defined in autograd/tensor_methods.cpp.
+// methods marked "(autograd)" below are thin forwards to them, defined in autograd/tensor_methods.cpp
+// and linked from the autograd library: core itself never calls them (it uses copy_into / copy_as),
+// which the link check in tests/CMakeLists.txt enforces.
 #pragma once
 #include <cstdint>
 #include <iosfwd>
@@ -158,8 +160,12 @@ Tensor from_blob(const void* data, const Shape& shape, DType dtype, TensorOption
 std::ostream& operator<<(std::ostream& out, const Tensor& t);
 std::string to_string(const Tensor& t);
 
-// Raw copy of src's elements into dst (same shape after broadcasting src; dtypes may differ).
-// No autograd: used by contiguous(), clone(), to(), copy_().
+// Raw copy of src's elements into dst (same shape after broadcasting src; dtypes and devices may
+// differ). No autograd: used by contiguous(), clone(), to(), copy_().
 void copy_into(const Tensor& dst, const Tensor& src, const char* op);
+// A new contiguous tensor holding src's values, in options' dtype and on its device. No autograd:
+// this is core's own copy (core never calls the differentiable x.to() / x.contiguous(), which are
+// autograd's; docs/design.md).
+Tensor copy_as(const Tensor& src, TensorOptions options);
 
 }  // namespace relgrad

@@ -1,13 +1,13 @@
-// cpu::sgemm (core/cpu/sgemm_kernel.h), the float32 GEMM behind attention's products, against a
+// cpu::sgemm (bench/sgemm_kernel.h), the float32 GEMM behind attention's products, against a
 // float64 loop reference: odd sizes around its 12×32 tile, k around 64 and past 256, every storage
 // order of A and B, alpha ≠ 1, accumulation, leading dimensions wider than the matrix; then its
 // promise to be bitwise independent of the operands' alignment. Without AVX-512, sgemm is Eigen:
-// the same tests then check the fallback. (cpu::matmul does not call it yet: /work/notes/sgemm.md.)
+// the same tests then check the fallback. The library does not call it (bench/sgemm_kernel.h says why).
 #include <cmath>
 #include <string>
 #include <vector>
 
-#include "core/cpu/sgemm_kernel.h"
+#include "bench/sgemm_kernel.h"
 #include "testing.h"
 
 using namespace relgrad;

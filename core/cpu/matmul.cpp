@@ -90,7 +90,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, const Shape& batch, const char* 
   Tensor out = empty(out_shape, TensorOptions(a.dtype()));
   if (out.numel() == 0) return out;
   const bool accumulate = init.defined();
-  if (accumulate) copy_into(out, init.expand(out_shape), op);
+  if (accumulate) copy_into(out, init, op);  // copy_into broadcasts init to the product's shape
   const int64_t count = shape_numel(batch);
   dispatch_float(a.dtype(), op, [&](auto zero) {
     using T = decltype(zero);

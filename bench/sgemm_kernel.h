@@ -1,4 +1,4 @@
-// A float32 GEMM for the small and medium products of attention (issue 7): batches of
+// A float32 GEMM for the small and medium products of attention: batches of
 // (L×D)·(D×L) and (L×L)·(L×D) with D = 64 and L ≤ 1024, where Eigen's general GEMM has per-call
 // packing and zero-fill costs (docs/benchmarks.md, bench/bench_gemm.cpp).
 //
@@ -10,6 +10,8 @@
 // nor on the operands' addresses.
 // It is not bitwise equal to Eigen's (different summation blocking); Eigen is its test oracle.
 // Without AVX-512, sgemm() calls Eigen and sgemm_is_fast() says false.
+// The library does not call it (it measured at about 1% of a W1 step, docs/benchmarks.md); it lives
+// in bench/ for bench/bench_gemm.cpp and is tested by tests/test_sgemm_kernel.cpp.
 //
 // Not called by cpu::matmul (yet): 1.2–1.5× Eigen when the operands are in L2/L3
 // (bench/bench_gemm), but only ~1.04× inside a W1 training step, where these products stream their

@@ -1,4 +1,4 @@
-#include "core/cpu/sgemm_kernel.h"
+#include "bench/sgemm_kernel.h"
 
 // GCC 12's AVX-512 intrinsics pass a self-initialised placeholder (`__Y = __Y`) as the unused
 // merge source of unpack/shuffle, which -Wmaybe-uninitialized reports (GCC bug 105593).
