@@ -43,7 +43,7 @@
 #include "cuda/runtime.h"
 #include "layers/models.h"
 #include "relgrad.h"
-#include "train/optim.h"
+#include "train/optim/optim.h"
 
 using namespace relgrad;
 

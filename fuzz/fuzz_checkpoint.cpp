@@ -1,4 +1,4 @@
-// libFuzzer target: train/checkpoint.h load_checkpoint on arbitrary bytes. A mutated file almost
+// libFuzzer target: train/trainer/checkpoint.h load_checkpoint on arbitrary bytes. A mutated file almost
 // always fails the checksums, which would hide the metadata checks behind them from the fuzzer, so
 // when the safetensors layer accepts the input and its "checksum" value is spelled plainly in the
 // header, that value is replaced by the correct one (same length, so nothing else moves), and so is
@@ -10,7 +10,7 @@
 
 #include "core/safetensors.h"
 #include "fuzz/fuzz_common.h"
-#include "train/checkpoint.h"
+#include "train/trainer/checkpoint.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static relgrad::fuzz::MemFile file;

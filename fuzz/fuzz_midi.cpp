@@ -1,12 +1,12 @@
-// libFuzzer target: train/midi.h parse_midi on arbitrary bytes, then everything downstream of the
+// libFuzzer target: train/music/midi.h parse_midi on arbitrary bytes, then everything downstream of the
 // parser on what it accepted (as the "midi fuzz" test does): the writer must accept every file the
 // reader makes and read back the same file; the tempo map and the music encoding must either work or
 // throw relgrad::Error.
 #include <cstdint>
 
 #include "fuzz/fuzz_common.h"
-#include "train/midi.h"
-#include "train/music.h"
+#include "train/music/midi.h"
+#include "train/music/music.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   relgrad::MidiFile file;

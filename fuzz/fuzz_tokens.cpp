@@ -1,4 +1,4 @@
-// libFuzzer target: train/token_file.h parse_token_file on arbitrary bytes. A mutated payload
+// libFuzzer target: train/data/token_file.h parse_token_file on arbitrary bytes. A mutated payload
 // almost always fails the checksum, which would hide the per-token checks from the fuzzer, so the
 // input is parsed as it is and then once more with the checksum field (bytes 32..39) set to the
 // payload's real checksum.
@@ -6,7 +6,7 @@
 
 #include "core/file_io.h"
 #include "fuzz/fuzz_common.h"
-#include "train/token_file.h"
+#include "train/data/token_file.h"
 
 namespace {
 

@@ -10,12 +10,12 @@
 #include "autograd/ops.h"
 #include "core/safetensors.h"
 #include "layers/linear.h"
-#include "train/checkpoint.h"
-#include "train/config.h"
-#include "train/midi.h"
-#include "train/music.h"
-#include "train/optim.h"
-#include "train/token_file.h"
+#include "train/trainer/checkpoint.h"
+#include "train/command/config.h"
+#include "train/music/midi.h"
+#include "train/music/music.h"
+#include "train/optim/optim.h"
+#include "train/data/token_file.h"
 
 using namespace relgrad;
 namespace fs = std::filesystem;

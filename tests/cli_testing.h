@@ -1,11 +1,11 @@
-// The `relgrad` command run in-process (train/cli.h run_cli), for the tests of its exit codes and
+// The `relgrad` command run in-process (train/command/cli.h run_cli), for the tests of its exit codes and
 // messages: one definition shared by every test file that drives the CLI.
 #pragma once
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include "train/cli.h"
+#include "train/command/cli.h"
 
 namespace relgrad::testing {
 

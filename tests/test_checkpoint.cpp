@@ -1,4 +1,4 @@
-// Checkpoints (train/checkpoint.h): round trip of model, AdamW state and meta; corruption (every data
+// Checkpoints (train/trainer/checkpoint.h): round trip of model, AdamW state and meta; corruption (every data
 // byte flipped, truncation, wrong version, a changed header value) always reported, never a crash; a
 // failed save (each system call failing in turn: disk full, I/O error; a device or FIFO as the target)
 // keeps the previous file and leaves no temp; a hostile config in the metadata is an error; and the
@@ -20,11 +20,11 @@
 #include "layers/models.h"
 #include "file_testing.h"
 #include "testing.h"
-#include "train/checkpoint.h"
-#include "train/clip.h"
-#include "train/optim.h"
-#include "train/schedule.h"
-#include "train/trainer.h"
+#include "train/trainer/checkpoint.h"
+#include "train/optim/clip.h"
+#include "train/optim/optim.h"
+#include "train/optim/schedule.h"
+#include "train/trainer/trainer.h"
 
 using namespace relgrad;
 using namespace relgrad::testing;

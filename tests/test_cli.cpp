@@ -1,4 +1,4 @@
-// The `relgrad` command (train/cli.h), run in-process through run_cli: exit codes (0 ok, 1 runtime
+// The `relgrad` command (train/command/cli.h), run in-process through run_cli: exit codes (0 ok, 1 runtime
 // error, 2 usage error), messages on stderr that name the key / file / token, the files each
 // subcommand writes, and the promise that a failing command overwrites nothing.
 #include <filesystem>
@@ -8,8 +8,8 @@
 #include "cli_testing.h"
 #include "file_testing.h"
 #include "testing.h"
-#include "train/cli.h"
-#include "train/trainer.h"
+#include "train/command/cli.h"
+#include "train/trainer/trainer.h"
 
 using namespace relgrad;
 using namespace relgrad::testing;

@@ -8,11 +8,11 @@
 #include "cli_testing.h"
 #include "file_testing.h"
 #include "testing.h"
-#include "train/cli.h"
-#include "train/midi.h"
-#include "train/music.h"
-#include "train/sampler.h"
-#include "train/trainer.h"
+#include "train/command/cli.h"
+#include "train/music/midi.h"
+#include "train/music/music.h"
+#include "train/trainer/sampler.h"
+#include "train/trainer/trainer.h"
 
 using namespace relgrad;
 using namespace relgrad::testing;

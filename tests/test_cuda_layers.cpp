@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "cuda_testing.h"
-#include "train/sampler.h"
+#include "train/trainer/sampler.h"
 
 namespace relgrad::testing {
 namespace {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "testing.h"
-#include "train/optim.h"
+#include "train/optim/optim.h"
 
 using namespace relgrad;
 using relgrad::testing::bitwise_equal;

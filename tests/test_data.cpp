@@ -1,4 +1,4 @@
-// Data (train/data.h): every synthetic task's sequences are checked against its rule on many
+// Data (train/data/data.h): every synthetic task's sequences are checked against its rule on many
 // samples, read back from the batch tensors; batches are pure functions of (seed, index); masks and
 // -100 targets sit exactly where padding and prompts are; the text dataset splits, windows and errors.
 #include <unistd.h>
@@ -11,7 +11,7 @@
 
 #include "layers/models.h"
 #include "testing.h"
-#include "train/data.h"
+#include "train/data/data.h"
 
 using namespace relgrad;
 using relgrad::testing::check_throws_with;

@@ -1,4 +1,4 @@
-// Data parallelism without MPI (train/distributed.h): the row shards, the rank-aware dropout stream,
+// Data parallelism without MPI (train/trainer/distributed.h): the row shards, the rank-aware dropout stream,
 // the gradient reducer's packing (against a scripted stand-in for the other ranks) and the
 // single-process communicator. tests/test_distributed_mpi.cpp runs the real thing under mpirun.
 #include <doctest/doctest.h>
@@ -6,8 +6,8 @@
 #include <map>
 
 #include "testing.h"
-#include "train/distributed.h"
-#include "train/trainer.h"
+#include "train/trainer/distributed.h"
+#include "train/trainer/trainer.h"
 #include "trainer_testing.h"
 
 using namespace relgrad;

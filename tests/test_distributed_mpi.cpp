@@ -1,4 +1,4 @@
-// Data-parallel training under a real mpirun (train/distributed.h, docs/distributed.md), with the
+// Data-parallel training under a real mpirun (train/trainer/distributed.h, docs/distributed.md), with the
 // real `relgrad` binary: N ranks give the losses and weights of one process trained on the whole
 // batch; a 2-rank run resumed at step 10 equals one that ran 20 steps; a rank that fails, hangs, dies
 // or is interrupted ends the whole job promptly with a message naming what happened. Skipped (with a
@@ -19,8 +19,8 @@
 #include <thread>
 
 #include "file_testing.h"
-#include "train/checkpoint.h"
-#include "train/distributed.h"
+#include "train/trainer/checkpoint.h"
+#include "train/trainer/distributed.h"
 
 extern char** environ;
 

@@ -6,7 +6,7 @@
 #include <sstream>
 #include <string>
 
-#include "train/config.h"
+#include "train/command/config.h"
 
 namespace {
 std::string repo_file(const std::string& relative) {

@@ -21,10 +21,10 @@
 #include "file_testing.h"
 #include "layers/linear.h"
 #include "testing.h"
-#include "train/checkpoint.h"
-#include "train/midi.h"
-#include "train/optim.h"
-#include "train/token_file.h"
+#include "train/trainer/checkpoint.h"
+#include "train/music/midi.h"
+#include "train/optim/optim.h"
+#include "train/data/token_file.h"
 
 using namespace relgrad;
 using namespace relgrad::testing;

@@ -9,7 +9,7 @@
 #include "autograd/gradcheck.h"
 #include "core/base/fast_math.h"
 #include "testing.h"
-#include "train/optim.h"
+#include "train/optim/optim.h"
 
 using namespace relgrad;
 using namespace relgrad::testing;

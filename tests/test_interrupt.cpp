@@ -8,7 +8,7 @@
 #include "file_testing.h"
 #include "testing.h"
 #include "trainer_testing.h"
-#include "train/trainer.h"
+#include "train/trainer/trainer.h"
 
 using namespace relgrad;
 using namespace relgrad::testing;

@@ -26,7 +26,7 @@
 #include "file_testing.h"
 #include "testing.h"
 #include "layers/linear.h"
-#include "train/checkpoint.h"
+#include "train/trainer/checkpoint.h"
 
 extern char** environ;
 

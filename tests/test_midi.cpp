@@ -1,4 +1,4 @@
-// The Standard MIDI File reader and writer (train/midi.h): hand-built byte fixtures, mido as the
+// The Standard MIDI File reader and writer (train/music/midi.h): hand-built byte fixtures, mido as the
 // oracle (tests/golden/midi_*, written once by tools/check_midi_with_mido.py), a truncation sweep and
 // a seeded mutation fuzz loop (every input gives a relgrad::Error or a valid parse, never a crash).
 //
@@ -13,8 +13,8 @@
 #include <sstream>
 
 #include "file_testing.h"
-#include "train/midi.h"
-#include "train/music.h"
+#include "train/music/midi.h"
+#include "train/music/music.h"
 
 using namespace relgrad;
 using relgrad::testing::check_throws_with;

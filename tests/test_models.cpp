@@ -9,7 +9,7 @@
 #include "layers/blocks.h"
 #include "layers/models.h"
 #include "testing.h"
-#include "train/optim.h"
+#include "train/optim/optim.h"
 
 using namespace relgrad;
 using namespace relgrad::testing;

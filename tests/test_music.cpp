@@ -1,10 +1,10 @@
-// Notes, the performance event encoding, the synthetic music generator and MusicDataset (train/music.h).
+// Notes, the performance event encoding, the synthetic music generator and MusicDataset (train/music/music.h).
 #include <map>
 #include <random>
 #include <set>
 
 #include "file_testing.h"
-#include "train/music.h"
+#include "train/music/music.h"
 
 using namespace relgrad;
 using relgrad::testing::check_throws_with;

@@ -11,8 +11,8 @@
 #include "file_testing.h"
 #include "testing.h"
 #include "trainer_testing.h"
-#include "train/cli.h"
-#include "train/trainer.h"
+#include "train/command/cli.h"
+#include "train/trainer/trainer.h"
 
 using namespace relgrad;
 using namespace relgrad::testing;

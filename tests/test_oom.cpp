@@ -19,7 +19,7 @@
 #include "cli_testing.h"
 #include "file_testing.h"
 #include "testing.h"
-#include "train/cli.h"
+#include "train/command/cli.h"
 
 using namespace relgrad;
 using namespace relgrad::testing;

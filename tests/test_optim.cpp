@@ -11,9 +11,9 @@
 
 #include "core/safetensors.h"
 #include "testing.h"
-#include "train/clip.h"
-#include "train/optim.h"
-#include "train/schedule.h"
+#include "train/optim/clip.h"
+#include "train/optim/optim.h"
+#include "train/optim/schedule.h"
 
 using namespace relgrad;
 using relgrad::testing::check_throws_with;

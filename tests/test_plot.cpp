@@ -1,4 +1,4 @@
-// Training-log plots (train/plot.h): the JSONL and CSV log reader (values, absent fields, errors with
+// Training-log plots (train/plot/plot.h): the JSONL and CSV log reader (values, absent fields, errors with
 // line numbers, the truncated-last-line rule), the SVG writer (well-formed, polylines, escaping), the
 // PNG writer (decoded here independently: signature, IHDR, every CRC, the zlib stream's stored blocks
 // and Adler-32, then pixels), degenerate data, and failures that must leave the previous file alone.
@@ -11,7 +11,7 @@
 
 #include "file_testing.h"
 #include "testing.h"
-#include "train/plot.h"
+#include "train/plot/plot.h"
 
 using namespace relgrad;
 using namespace relgrad::testing;

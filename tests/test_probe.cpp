@@ -1,4 +1,4 @@
-// train/probe.h: positional responses against brute-force formulas (float64), attention mass by
+// train/instruments/probe.h: positional responses against brute-force formulas (float64), attention mass by
 // offset (sums, padding, forced offsets, cross-attention alignment), the table and the pictures.
 // Tiny models (d_model 8, 2 heads of 4) whose tables and projections are set by hand.
 #include <cmath>
@@ -10,7 +10,7 @@
 #include "layers/rotary.h"
 #include "layers/transformer_xl.h"
 #include "testing.h"
-#include "train/probe.h"
+#include "train/instruments/probe.h"
 
 using namespace relgrad;
 using relgrad::testing::TempDir;

@@ -1,4 +1,4 @@
-// Sampling and the KV cache (train/sampler.h, layers/attention.h): for every positional scheme in
+// Sampling and the KV cache (train/trainer/sampler.h, layers/attention.h): for every positional scheme in
 // decoder self-attention, and for the encoder–decoder (the seed's method in cross-attention under
 // each alignment), cached decoding gives the logits of uncached decoding at every step (float64,
 // 1e-10); greedy is the argmax of the full forward; top-k and top-p keep exactly what they should;
@@ -9,7 +9,7 @@
 
 #include "layers/models.h"
 #include "testing.h"
-#include "train/sampler.h"
+#include "train/trainer/sampler.h"
 
 using namespace relgrad;
 using namespace relgrad::testing;

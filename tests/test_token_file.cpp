@@ -1,4 +1,4 @@
-// Token data files (train/token_file.h): the exact layout, round trips at both widths, and every
+// Token data files (train/data/token_file.h): the exact layout, round trips at both widths, and every
 // rule of the reader on hand-made hostile files (research/reliability.md §2.1: size checks before
 // allocation, ids below the vocabulary, checksum). The truncation and byte-flip sweeps are in
 // tests/test_file_sweeps.cpp.
@@ -13,9 +13,9 @@
 
 #include "file_testing.h"
 #include "testing.h"
-#include "train/cli.h"
-#include "train/token_file.h"
-#include "train/trainer.h"
+#include "train/command/cli.h"
+#include "train/data/token_file.h"
+#include "train/trainer/trainer.h"
 #include "trainer_testing.h"
 
 using namespace relgrad;

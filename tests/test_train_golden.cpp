@@ -23,10 +23,10 @@
 #include "file_testing.h"
 #include "layers/models.h"
 #include "testing.h"
-#include "train/checkpoint.h"
-#include "train/clip.h"
-#include "train/optim.h"
-#include "train/schedule.h"
+#include "train/trainer/checkpoint.h"
+#include "train/optim/clip.h"
+#include "train/optim/optim.h"
+#include "train/optim/schedule.h"
 
 using namespace relgrad;
 
@@ -148,7 +148,7 @@ struct Trajectory {
   std::vector<double> losses, norms, lrs;
 };
 
-// The training loop of train/optim.h, with the file's hyperparameters; the optimizer stays in `keep`.
+// The training loop of train/optim/optim.h, with the file's hyperparameters; the optimizer stays in `keep`.
 Trajectory train(const Golden& g, Model& m, std::unique_ptr<AdamW>& keep) {
   const double max_lr = g.meta_double("train.max_lr");
   keep = std::make_unique<AdamW>(

@@ -1,4 +1,4 @@
-// The training loop (train/trainer.h) on tiny models: determinism, bit-identical resume (also of the
+// The training loop (train/trainer/trainer.h) on tiny models: determinism, bit-identical resume (also of the
 // log), gradient accumulation as one large batch, evaluate() against a hand computation, the log
 // formats, keeping an earlier run's files, early stopping, divergence, refused resumes and load_run.
 #include <cmath>
@@ -10,8 +10,8 @@
 #include "file_testing.h"
 #include "testing.h"
 #include "trainer_testing.h"
-#include "train/plot.h"
-#include "train/trainer.h"
+#include "train/plot/plot.h"
+#include "train/trainer/trainer.h"
 
 using namespace relgrad;
 using namespace relgrad::testing;

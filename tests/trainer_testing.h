@@ -2,7 +2,7 @@
 #pragma once
 #include <string>
 
-#include "train/config.h"
+#include "train/command/config.h"
 
 namespace relgrad::testing {
 

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""mido as the oracle for relgrad's Standard MIDI File reader and writer (train/midi.h).
+"""mido as the oracle for relgrad's Standard MIDI File reader and writer (train/music/midi.h).
 
 Run with Debian's Python, which has python3-mido (apt-get install python3-mido):
 

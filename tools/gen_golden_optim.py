@@ -6,7 +6,7 @@
 Two float64 parameters, W (3,4) and b (4,), start from fixed values. For 10 steps a fixed gradient
 sequence (seeded normals times a per-step scale, so that clipping is active on some steps only) is
 set as .grad, clipped with clip_grad_norm_(max_norm=1), the lr is set from a warmup + cosine schedule
-(the formula of train/schedule.h), and the optimizer steps. Stored, per configuration:
+(the formula of train/optim/schedule.h), and the optimizer steps. Stored, per configuration:
     <cfg>.W (10,3,4), <cfg>.b (10,4)   the parameters after each step
     <cfg>.clip_norm (10,)              the total norm clip_grad_norm_ returned
     <cfg>.lr (10,)                     the lr used at each step
@@ -30,7 +30,7 @@ GRAD_SCALES = [0.2, 3.0, 0.5, 2.0, 0.1, 5.0, 0.8, 1.5, 0.05, 4.0]
 
 
 def lr_at(step, max_lr, min_lr):
-    """train/schedule.h, Cosine decay."""
+    """train/optim/schedule.h, Cosine decay."""
     if step < WARMUP:
         return max_lr * (step + 1) / WARMUP
     if step >= TOTAL:

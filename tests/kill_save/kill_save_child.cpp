@@ -22,8 +22,8 @@
 #include <string>
 
 #include "layers/linear.h"
-#include "train/checkpoint.h"
-#include "train/optim.h"
+#include "train/trainer/checkpoint.h"
+#include "train/optim/optim.h"
 
 using namespace relgrad;
 

@@ -1,0 +1,221 @@
+// The `relgrad` command: argument parsing (CLI11), dispatch to the subcommands (cli_commands.cpp) and
+// the one-line error report with its exit code (see cli.h for the contract).
+#include "train/command/cli.h"
+
+#include <CLI/CLI.hpp>
+#include <omp.h>
+
+#include <cctype>
+#include <cstdint>
+#include <ostream>
+#include <sstream>
+
+#include "core/allocator.h"
+#include "core/base/error.h"
+#include "core/file_io.h"
+#include "train/command/cli_commands.h"
+#include "train/command/config.h"
+#include "train/trainer/distributed.h"
+#include "train/instruments/experiments.h"
+#include "train/trainer/nonfinite.h"
+#include "train/plot/plot.h"
+#include "train/data/token_file.h"
+
+namespace relgrad {
+using namespace cli_detail;  // UsageError, SampleArgs, cmd_*
+
+int run_cli(int argc, const char* const* argv, std::ostream& out_all, std::ostream& err) {
+  // Under mpirun only rank 0 prints; errors come from every rank, naming it (docs/distributed.md).
+  std::ostream silent(nullptr);
+  std::ostream& out = world().is_root() ? out_all : silent;
+  const std::string rank_note = world().size() > 1 ? " (" + world().where() + ")" : "";
+  CLI::App app{"relgrad: train, sample, evaluate, inspect and plot relative-attention transformers", "relgrad"};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "help for every command");
+
+  auto* train = app.add_subcommand("train", "train a model; --key=value overrides any config key");
+  std::string config_path, resume;
+  bool dry_run = false, help_config = false;
+  train->add_option("-c,--config", config_path, "TOML or JSON config (default: the built-in default run)");
+  train->add_option("--resume", resume, "checkpoint to continue from (its config, unless --config is given)");
+  train->add_flag("--dry-run", dry_run, "print the effective config and stop");
+  train->add_flag("--help-config", help_config, "list every config key with type and default");
+  std::string train_device;
+  train->add_option("--device", train_device, "cpu or cuda: shorthand for --train.device=...");
+  train->allow_extras();
+
+  auto* sample = app.add_subcommand("sample", "generate from a checkpoint");
+  SampleArgs sa;
+  sample->add_option("checkpoint", sa.checkpoint, "checkpoint file")->required();
+  sample->add_option("--input", sa.input, "synthetic-task models: source tokens by name, e.g. \"4 1 7\"");
+  sample->add_option("--prompt", sa.prompt, "text models: the prompt");
+  sample->add_option("-n,--num", sa.num, "samples (default: 4 held-out inputs for a synthetic task, 1 otherwise)")->check(CLI::Range(1, 1000));
+  sample->add_option("--max-new-tokens", sa.max_new_tokens, "default: the config's sample.max_new_tokens")->check(CLI::Range(1, 1 << 20));
+  sample->add_option("--temperature", sa.temperature, "0 = greedy")->check(CLI::Range(0.0, 1e6));
+  sample->add_option("--top-k", sa.top_k, "0 = off")->check(CLI::Range(0, 1 << 30));
+  sample->add_option("--top-p", sa.top_p, "1 = off")->check(CLI::Range(0.0, 1.0));
+  sample->add_option("--seed", sa.seed, "sampling seed")->check(CLI::Range(int64_t(0), INT64_MAX));
+  sample->add_option("--format", sa.format, "text (print) or midi (music models: write .mid files)")
+      ->check(CLI::IsMember({"text", "midi"}));
+  sample->add_option("-o,--output", sa.output, "--format midi: output file (default sample.mid; _N added for -n > 1)");
+  sample->add_option("--prompt-midi", sa.prompt_midi, "music models: continue this .mid file");
+  sample->add_option("--device", sa.device, "cpu (default), cuda or cuda:N: where the model runs");
+
+  auto* eval = app.add_subcommand("eval", "held-out loss and accuracy of a checkpoint, or dump logits");
+  std::string eval_ckpt, dump_path, eval_input, eval_target;
+  int64_t eval_batches = 8;
+  eval->add_option("checkpoint", eval_ckpt, "checkpoint file")->required();
+  eval->add_option("--batches", eval_batches, "held-out batches");
+  eval->add_option("--dump-logits", dump_path, "write logits (and their inputs) to this safetensors file");
+  eval->add_option("--input", eval_input, "tokens to dump logits for (default: held-out batch 0)");
+  eval->add_option("--target", eval_target, "encoder-decoder: target tokens fed after <bos>");
+  std::string eval_device = "cpu";
+  eval->add_option("--device", eval_device, "cpu (default), cuda or cuda:N: where the model runs");
+
+  auto* inspect = app.add_subcommand("inspect", "header, config, step, tensor table and checksum verdict");
+  std::string inspect_path;
+  inspect->add_option("checkpoint", inspect_path, "checkpoint file")->required();
+
+  auto* render = app.add_subcommand("render", "render a .mid file to .wav with FluidSynth (when installed)");
+  std::string render_in, render_out, soundfont = "/usr/share/sounds/sf2/FluidR3_GM.sf2";
+  render->add_option("midi", render_in, "the .mid file")->required();
+  render->add_option("-o,--output", render_out, "the .wav file (default: next to the .mid)");
+  render->add_option("--soundfont", soundfont, "SoundFont file");
+
+  auto* probe_cmd = app.add_subcommand("probe", "what each layer and head does with relative position");
+  std::string probe_ckpt, probe_out;
+  int64_t probe_reach = 0;
+  probe_cmd->add_option("checkpoint", probe_ckpt, "checkpoint file")->required();
+  probe_cmd->add_option("--reach", probe_reach, "largest |δ| shown (default: the batch's longest offset)")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 20));
+  probe_cmd->add_option("--out", probe_out, "folder for the pictures (default: probe/ next to the checkpoint)");
+
+  auto* experiments = app.add_subcommand("experiments", "the verification experiments (D1 D2 D3 D6): train, probe, report");
+  ExperimentOptions exp_options;
+  std::string exp_markdown = "docs/experiments.md";
+  experiments->add_flag("--full", exp_options.full, "the full forms (minutes each); default: the small CI forms");
+  experiments->add_option("--only", exp_options.only, "one experiment: D1, D2, D3 or D6");
+  experiments->add_option("--out", exp_markdown, "the markdown report (pictures go to its folder's experiments/)");
+
+  auto* tokenize = app.add_subcommand("tokenize", "a file's bytes as a token data file (vocab 256) for data.source = \"tokens\"");
+  std::string tokenize_in, tokenize_out;
+  tokenize->add_option("input", tokenize_in, "any file")->required();
+  tokenize->add_option("output", tokenize_out, "the token file to write (atomically)")->required();
+
+  auto* plot = app.add_subcommand("plot", "loss curves from a training log, as SVG or PNG");
+  std::string log_path, plot_out;
+  plot->add_option("log", log_path, "log.jsonl or log.csv")->required();
+  plot->add_option("-o,--output", plot_out, "output .svg or .png (default: loss.svg next to the log)");
+
+  std::string command = "relgrad";
+  try {
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::CallForHelp&) {
+      out << app.help();
+      return 0;
+    } catch (const CLI::CallForAllHelp&) {
+      out << app.help("", CLI::AppFormatMode::All);
+      return 0;
+    } catch (const CLI::ParseError& e) {
+      for (const CLI::App* sub : app.get_subcommands()) command = "relgrad " + sub->get_name();
+      if (command == "relgrad" && argc > 1 && argv[1][0] != '-') {  // CLI11 would only say "A subcommand is required"
+        err << "relgrad: error: unknown command '" << argv[1] << "' (commands: train, sample, eval, inspect, plot, probe, render, experiments, tokenize)\n";
+        return 2;
+      }
+      err << command << ": error: " << e.what() << "\n(run `" << command << " --help`)\n";
+      return 2;
+    }
+    if (train->parsed()) {
+      command = "relgrad train";
+      if (help_config) {
+        out << config_help();
+        return 0;
+      }
+      std::vector<std::string> overrides = train->remaining();
+      for (const std::string& o : overrides)
+        if (o.rfind("--", 0) != 0 || o.find('=') == std::string::npos)
+          throw UsageError("[config] '" + o + "' is neither an option of relgrad train nor a --key=value override");
+      // After the --key=value overrides, so that it wins over a --train.device given too.
+      if (!train_device.empty()) overrides.push_back("--train.device=" + train_device);
+      return cmd_train(config_path, resume, overrides, dry_run, out);
+    }
+    if (sample->parsed()) return command = "relgrad sample", cmd_sample(sa, out);
+    if (eval->parsed())
+      return command = "relgrad eval", cmd_eval(eval_ckpt, eval_batches, dump_path, eval_input, eval_target, eval_device, out);
+    if (inspect->parsed()) return command = "relgrad inspect", cmd_inspect(inspect_path, out);
+    if (render->parsed()) return command = "relgrad render", cmd_render(render_in, render_out, soundfont, out);
+    if (probe_cmd->parsed()) return command = "relgrad probe", cmd_probe(probe_ckpt, probe_reach, probe_out, out);
+    if (experiments->parsed()) {
+      command = "relgrad experiments";
+      std::string only = exp_options.only;
+      for (char& ch : only) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+      if (!only.empty() && only != "D1" && only != "D2" && only != "D3" && only != "D6")
+        throw UsageError("[experiments] --only " + exp_options.only + ": expected D1, D2, D3 or D6");
+      exp_options.out_dir = directory_of(exp_markdown) + "/experiments";
+      std::string markdown = run_experiments(exp_options, &out);
+      write_file_atomic(exp_markdown, markdown, "experiments");
+      out << "wrote " << exp_markdown << " and the pictures in " << exp_options.out_dir << "\n";
+      return 0;
+    }
+    if (tokenize->parsed()) {
+      command = "relgrad tokenize";
+      const std::string bytes = read_file(tokenize_in, "tokenize", uint64_t(1) << 31);  // ids are int32 counts
+      std::vector<int32_t> ids(bytes.begin(), bytes.end());
+      for (int32_t& id : ids) id &= 0xFF;  // char may be signed: the id is the byte's unsigned value
+      write_token_file(tokenize_out, ids, 256);
+      out << "wrote " << tokenize_out << ": " << ids.size() << " tokens, vocab_size 256\n";
+      return 0;
+    }
+    if (plot->parsed()) {
+      command = "relgrad plot";
+      if (plot_out.empty()) plot_out = directory_of(log_path) + "/loss.svg";
+      plot_training_log(log_path, plot_out);
+      out << "wrote " << plot_out << "\n";
+      return 0;
+    }
+  } catch (...) {
+    std::ostringstream message;  // written at once, so that the lines of several ranks do not interleave
+    const int code = report_error(command + rank_note, std::current_exception(), message);
+    err << message.str() << std::flush;
+    return code;
+  }
+  return 2;
+}
+
+int report_error(const std::string& command, std::exception_ptr error, std::ostream& err) {
+  // What to make smaller, in config keys, when `relgrad train` runs out of memory.
+  const std::string oom_hint =
+      command.rfind("relgrad train", 0) == 0
+          ? " (config keys: data.batch_size, raising train.grad_accum to keep the effective batch; data.context "
+            "for text and music; model.d_model, model.d_ff, model.n_encoder_layers, model.n_decoder_layers)"
+          : "";
+  try {
+    std::rethrow_exception(error);
+  } catch (const UsageError& e) {
+    err << command << ": error: " << e.what() << "\n";
+    return 2;
+  } catch (const NonFiniteError& e) {
+    err << command << ": error: " << e.what() << "\n";
+    return 3;
+  } catch (const OutOfMemoryError& e) {
+    err << command << ": error: " << e.what() << oom_hint << "\n";
+    return 4;
+  } catch (const std::bad_alloc& e) {
+    // From a std container or Eigen's temporaries rather than the tensor allocator: the same report.
+    const CpuMemoryStats m = cpu_allocator::stats();
+    // Tensors freed while the exception unwound, so the peak is what tells how much the run used.
+    err << command << ": error: [memory] out of memory: an allocation outside the tensor allocator failed ("
+        << e.what() << "); tensors held at most " << m.peak_allocated_bytes
+        << " bytes; reduce the batch size, the sequence length or the model size" << oom_hint << "\n";
+    return 4;
+  } catch (const std::exception& e) {
+    err << command << ": error: " << e.what() << "\n";
+    return 1;
+  } catch (...) {
+    err << command << ": error: an exception that is not a std::exception\n";
+    return 1;
+  }
+}
+
+}  // namespace relgrad

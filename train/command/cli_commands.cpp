@@ -1,0 +1,442 @@
+// The subcommands of `relgrad` (train, sample, eval, inspect, render, probe); run_cli in cli.cpp
+// parses the arguments and calls them. Each reads and checks all of its inputs before it writes anything.
+#include "train/command/cli_commands.h"
+
+#include <omp.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iomanip>
+#include <ostream>
+#include <sstream>
+
+#include "autograd/grad_mode.h"
+#include "core/allocator.h"
+#include "core/base/error.h"
+#include "core/file_io.h"
+#include "core/safetensors.h"
+#include "train/instruments/experiments.h"
+#include "train/music/midi.h"
+#include "train/music/music.h"
+#include "train/plot/plot.h"
+#include "train/instruments/probe.h"
+#include "train/trainer/sampler.h"
+#include "train/data/token_file.h"
+#include "train/trainer/distributed.h"
+#include "train/trainer/trainer.h"
+
+namespace relgrad {
+namespace cli_detail {
+namespace {
+
+std::string fixed(double v, int digits) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(digits) << v;
+  return s.str();
+}
+
+// "4 1 7" → token ids, each word a name of the vocabulary ("<bos>", "0", "a", "\n", ...).
+std::vector<int64_t> parse_tokens(const std::string& text, const Vocab& vocab, const char* what) {
+  std::vector<int64_t> ids;
+  std::istringstream in(text);
+  std::string word;
+  while (in >> word) {
+    int64_t id = -1;
+    for (int64_t k = 0; k < vocab.size; ++k)
+      if (vocab.names[k] == word) id = k;
+    if (id < 0) {
+      std::string known;
+      for (int64_t k = 0; k < std::min<int64_t>(vocab.size, 20); ++k) known += (k ? " " : "") + vocab.names[k];
+      throw UsageError(std::string("[") + what + "] '" + word + "' is not a token of this model's vocabulary (" + known +
+                       (vocab.size > 20 ? " ..." : "") + ")");
+    }
+    ids.push_back(id);
+  }
+  if (ids.empty()) throw UsageError(std::string("[") + what + "] no tokens given");
+  return ids;
+}
+
+std::vector<int64_t> bytes_of(const std::string& text) {
+  std::vector<int64_t> ids;
+  for (char c : text) ids.push_back(static_cast<unsigned char>(c));
+  return ids;
+}
+
+Tensor row(const std::vector<int64_t>& ids) { return from_vector<int64_t>(ids, {1, static_cast<int64_t>(ids.size())}); }
+
+}  // namespace
+
+// ---- train ---------------------------------------------------------------------------------------
+int cmd_train(const std::string& config_path, const std::string& resume, const std::vector<std::string>& overrides,
+              bool dry_run, std::ostream& out) {
+  RunConfig config = RunConfig::defaults();
+  if (!resume.empty() && config_path.empty()) {
+    // Continue with the checkpoint's own config (overrides may still change e.g. train.steps).
+    Checkpoint ck = load_checkpoint(resume);
+    load_config_json_text(config, ck.meta.config_json, resume + " (config)");
+  }
+  try {
+    if (!config_path.empty()) load_config_file(config, config_path);
+    apply_overrides(config, overrides);
+    config.validate();
+    resolve_device(config.train.device, "train.device");  // CUDA asked for but absent: before any work
+  } catch (const Error& e) {
+    throw UsageError(e.what());  // a config problem is a usage error (exit 2)
+  }
+  out << "# effective config\n" << config_to_toml(config) << "\n";
+  if (dry_run) return 0;
+  Trainer trainer(config, world().is_root() ? &out : nullptr, &world());  // mpirun: rank 0 prints
+  const size_t params = [&] {
+    size_t n = 0;
+    for (const Tensor& p : trainer.model().module->parameters()) n += static_cast<size_t>(p.numel());
+    return n;
+  }();
+  out << trainer.config().model_type << " model, " << params << " parameters, "
+      << (trainer.model().device.is_cpu() ? std::to_string(omp_get_max_threads()) + " threads"
+                                           : "on " + trainer.model().device.str())
+      << "\n";
+  if (!resume.empty()) {
+    trainer.resume(resume);
+    out << "resumed from " << resume << " at step " << trainer.step() << "\n";
+  }
+  // Ctrl-C / SIGTERM: finish the step, save a checkpoint, exit 128 + signal (train/trainer/trainer.h).
+  clear_training_stop();
+  struct sigaction stop {}, old_int {}, old_term {};
+  stop.sa_handler = [](int signal) { request_training_stop(signal); };
+  sigemptyset(&stop.sa_mask);
+  sigaction(SIGINT, &stop, &old_int);
+  sigaction(SIGTERM, &stop, &old_term);
+  TrainResult r;
+  try {
+    r = trainer.train();
+  } catch (...) {
+    sigaction(SIGINT, &old_int, nullptr);
+    sigaction(SIGTERM, &old_term, nullptr);
+    throw;
+  }
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  clear_training_stop();
+  if (r.interrupted_by != 0) {
+    out << "stopped by signal " << r.interrupted_by << " at step " << r.steps << "; continue with: relgrad train --resume "
+        << trainer.checkpoint_path() << "\n";
+    return 128 + (r.interrupted_by > 0 ? r.interrupted_by : 0);
+  }
+  const std::string plot_path = trainer.config().train.out_dir + "/loss." + trainer.config().train.plot_format;
+  if (world().is_root()) plot_training_log(trainer.log_path(), plot_path);  // the log is rank 0's
+  out << "done: " << r.steps << " steps, held-out token accuracy " << fixed(100 * r.eval.accuracy, 2)
+      << "%, sequence accuracy " << fixed(100 * r.eval.sequence_accuracy, 2) << "%, " << fixed(r.seconds, 1) << " s, "
+      << fixed(r.tokens_per_s, 0) << " tokens/s\n"
+      << "checkpoint " << trainer.checkpoint_path() << "\nlog        " << trainer.log_path() << "\nplot       "
+      << plot_path << "\n";
+  return 0;
+}
+
+// ---- sample --------------------------------------------------------------------------------------
+
+// Music: generate from <bos> (plus --input event names or a --prompt-midi file), print the events and,
+// with --format midi, write each sample as a format-0 MIDI file (atomically).
+int sample_music(const SampleArgs& a, RunModel& m, const Vocab& vocab, SamplingOptions o, std::ostream& out) {
+  if (!a.prompt.empty()) throw UsageError("[sample] this is a music model: give --input \"NOTE_ON_60 ...\" or --prompt-midi FILE");
+  std::vector<int64_t> prompt{kBos};
+  if (!a.prompt_midi.empty())
+    for (int64_t id : encode_performance(read_midi(a.prompt_midi))) prompt.push_back(id);
+  if (!a.input.empty())
+    for (int64_t id : parse_tokens(a.input, vocab, "sample")) prompt.push_back(id);
+  o.eos = kEos;
+  std::string base = a.output.empty() ? "sample.mid" : a.output;
+  for (int64_t n = 0; n < a.num; ++n) {
+    SamplingOptions on = o;
+    on.seed = o.seed + static_cast<uint64_t>(n);
+    std::vector<int64_t> seq = generate(*m.decoder_lm, row(prompt), on).to_vector<int64_t>();
+    std::vector<int64_t> fresh(seq.begin() + static_cast<std::ptrdiff_t>(prompt.size()), seq.end());
+    std::vector<Note> notes = decode_notes(seq);
+    out << "--- sample " << n << " (seed " << on.seed << "): " << fresh.size() << " new events, " << notes.size()
+        << " notes, " << fixed(notes.empty() ? 0.0 : notes.back().end, 2) << " s\n";
+    if (a.format == "midi") {
+      std::string path = base;
+      if (a.num > 1) {
+        size_t dot = base.find_last_of('.');
+        path = (dot == std::string::npos ? base : base.substr(0, dot)) + "_" + std::to_string(n) +
+               (dot == std::string::npos ? ".mid" : base.substr(dot));
+      }
+      write_midi(path, decode_performance(seq));
+      out << "wrote " << path << "\n";
+    } else {
+      std::vector<int64_t> shown(fresh.begin(), fresh.begin() + std::min<std::ptrdiff_t>(64, (std::ptrdiff_t)fresh.size()));
+      out << vocab.decode(shown) << (fresh.size() > 64 ? " ..." : "") << "\n";
+    }
+  }
+  return 0;
+}
+
+// --device: where a checkpoint's model runs (a usage error, exit 2, when CUDA is asked for but absent).
+Device device_option(const std::string& name) {
+  try {
+    return resolve_device(name, "--device");
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
+}
+
+int cmd_sample(SampleArgs a, std::ostream& out) {
+  LoadedRun run = load_run(a.checkpoint, device_option(a.device));
+  RunData data(run.config);
+  const Vocab& vocab = data.vocab();
+  SamplingOptions o = sampling_options(run.config.sample);  // the options given override the config
+  if (a.max_new_tokens >= 0) o.max_new_tokens = a.max_new_tokens;
+  if (a.temperature >= 0) o.temperature = a.temperature;
+  if (a.top_k >= 0) o.top_k = a.top_k;
+  if (a.top_p >= 0) o.top_p = a.top_p;
+  if (a.seed >= 0) o.seed = static_cast<uint64_t>(a.seed);
+  try {
+    check_sampling_options(o);
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
+  RunModel& m = run.model;
+  if (a.num < 0) a.num = data.task() ? 4 : 1;
+  if (a.format == "midi" && !data.music()) throw UsageError("[sample] --format midi needs a music model (data.source = \"music\")");
+  if (!a.prompt_midi.empty() && !data.music()) throw UsageError("[sample] --prompt-midi needs a music model");
+  if (data.music()) return sample_music(a, m, vocab, o, out);
+  if (data.text()) {
+    o.eos = -1;
+    std::string prompt = a.prompt.empty() ? "\n" : a.prompt;
+    if (!a.input.empty()) throw UsageError("[sample] this is a text model: give --prompt TEXT, not --input");
+    for (int64_t n = 0; n < a.num; ++n) {
+      SamplingOptions on = o;
+      on.seed = o.seed + static_cast<uint64_t>(n);
+      std::vector<int64_t> seq = generate(*m.decoder_lm, row(bytes_of(prompt)), on).to_vector<int64_t>();
+      std::string s;
+      for (int64_t id : seq) s += static_cast<char>(id);
+      out << "--- sample " << n << " (seed " << on.seed << ")\n" << s << "\n";
+    }
+    return 0;
+  }
+  if (data.tokens()) {  // ids in, ids out; the prompt defaults to the first ids of the validation split
+    o.eos = -1;
+    if (!a.prompt.empty()) throw UsageError("[sample] this is a token-file model: give --input \"ids\", not --prompt");
+    const TokenDataset& t = *data.tokens();
+    const int64_t from = t.val_size() > 0 ? t.train_size() : 0;
+    std::vector<int64_t> prompt = a.input.empty()
+        ? std::vector<int64_t>(t.tokens().begin() + from, t.tokens().begin() + from + std::min<int64_t>(32, t.size() - from))
+        : parse_tokens(a.input, vocab, "sample");
+    for (int64_t n = 0; n < a.num; ++n) {
+      SamplingOptions on = o;
+      on.seed = o.seed + static_cast<uint64_t>(n);
+      out << "--- sample " << n << " (seed " << on.seed << ")\n" << vocab.decode(generate(*m.decoder_lm, row(prompt), on).to_vector<int64_t>()) << "\n";
+    }
+    return 0;
+  }
+  if (!a.prompt.empty()) throw UsageError("[sample] this is a synthetic-task model: give --input \"tokens\", not --prompt");
+  std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> cases;  // (source, expected or empty)
+  if (!a.input.empty()) cases.push_back({parse_tokens(a.input, vocab, "sample"), {}});
+  else
+    for (int64_t n = 0; n < a.num; ++n) {
+      SyntheticTask::Sample s = data.task()->sample(n / run.config.data.batch_size, n % run.config.data.batch_size, Split::HeldOut);
+      cases.push_back({s.source, s.target});
+    }
+  for (const auto& [source, expected] : cases) {
+    std::vector<int64_t> output;
+    if (m.encoder_decoder) {
+      std::vector<int64_t> seq = generate(*m.encoder_decoder, row(source), Tensor(), o).to_vector<int64_t>();
+      output.assign(seq.begin() + 1, seq.end());
+    } else {
+      std::vector<int64_t> prompt = source;
+      prompt.push_back(kBos);
+      std::vector<int64_t> seq = generate(*m.decoder_lm, row(prompt), o).to_vector<int64_t>();
+      output.assign(seq.begin() + static_cast<std::ptrdiff_t>(prompt.size()), seq.end());
+    }
+    out << "input  " << vocab.decode(source) << "\n";
+    if (!expected.empty()) out << "target " << vocab.decode(expected) << "\n";
+    out << "model  " << vocab.decode(output) << "\n";
+  }
+  return 0;
+}
+
+// ---- eval ----------------------------------------------------------------------------------------
+int cmd_eval(const std::string& checkpoint, int64_t batches, const std::string& dump_path, const std::string& input,
+             const std::string& target, const std::string& device, std::ostream& out) {
+  if (batches < 1) throw UsageError("[eval] --batches must be >= 1, got " + std::to_string(batches));
+  if (dump_path.empty() && (!input.empty() || !target.empty()))
+    throw UsageError("[eval] --input / --target only go with --dump-logits FILE");
+  const Device on = device_option(device);
+  LoadedRun run = load_run(checkpoint, on);
+  RunData data(run.config);
+  RunModel& m = run.model;
+  if (!dump_path.empty()) {
+    // The tensors that produced the logits go into the file too, so it can be checked on its own.
+    std::map<std::string, Tensor> tensors;
+    NoGradGuard no_grad;
+    m.module->eval();
+    if (input.empty()) {
+      Batch b = data.batch(0, Split::HeldOut);
+      tensors["logits"] = m.logits(b).to(Device::cpu());
+      if (b.decoder_only()) {
+        tensors["tokens"] = b.tokens;
+        tensors["targets"] = b.targets;
+        if (b.padding_mask.defined()) tensors["padding_mask"] = b.padding_mask;
+      } else {
+        tensors["src"] = b.src, tensors["tgt_in"] = b.tgt_in, tensors["tgt_out"] = b.tgt_out;
+        tensors["src_padding_mask"] = b.src_padding_mask, tensors["tgt_padding_mask"] = b.tgt_padding_mask;
+      }
+    } else if (m.decoder_lm) {
+      if (!target.empty()) throw UsageError("[eval] --target is for encoder-decoder models");
+      std::vector<int64_t> ids = data.text() ? bytes_of(input) : parse_tokens(input, data.vocab(), "eval");
+      tensors["tokens"] = row(ids);
+      tensors["logits"] = m.decoder_lm->forward(tensors["tokens"].to(on)).to(Device::cpu());
+    } else {
+      std::vector<int64_t> src = parse_tokens(input, data.vocab(), "eval");
+      std::vector<int64_t> tgt_in{kBos};
+      if (!target.empty())
+        for (int64_t id : parse_tokens(target, data.vocab(), "eval")) tgt_in.push_back(id);
+      tensors["src"] = row(src);
+      tensors["tgt_in"] = row(tgt_in);
+      tensors["logits"] = m.encoder_decoder->forward(tensors["src"].to(on), tensors["tgt_in"].to(on)).to(Device::cpu());
+    }
+    save_safetensors(dump_path, tensors, {{"checkpoint", checkpoint}, {"step", std::to_string(run.checkpoint.meta.step)}});
+    out << "wrote logits " << shape_str(tensors["logits"].shape()) << " to " << dump_path << "\n";
+    return 0;
+  }
+  EvalResult e = evaluate(m, data, batches);
+  out << "step " << run.checkpoint.meta.step << ": held-out loss " << fixed(e.loss, 4) << ", token accuracy "
+      << fixed(100 * e.accuracy, 2) << "% (" << e.tokens << " tokens), sequence accuracy "
+      << fixed(100 * e.sequence_accuracy, 2) << "% (" << e.sequences << " sequences)\n";
+  return 0;
+}
+
+// ---- inspect -------------------------------------------------------------------------------------
+// Shows a checkpoint even when its checksum is wrong (that is when one wants to look), then exits 1.
+int cmd_inspect(const std::string& path, std::ostream& out) {
+  SafetensorsFile file = load_safetensors(path);
+  auto meta = [&](const std::string& k) {
+    auto it = file.metadata.find(k);
+    return it == file.metadata.end() ? std::string("(missing)") : it->second;
+  };
+  out << "file            " << path << "\n";
+  for (const char* k : {"format_version", "step", "optimizer", "data_position", "num_threads", "rng_seed", "rng_offset"})
+    out << std::left << std::setw(16) << k << meta(k) << "\n";
+  for (const auto& [k, v] : file.metadata)
+    if (k.rfind("extra.", 0) == 0) out << std::left << std::setw(16) << k << v << "\n";
+  int64_t params = 0;
+  out << "\ntensors\n";
+  for (const auto& [name, t] : file.tensors) {
+    if (name.rfind("model.", 0) == 0) params += t.numel();
+    out << "  " << std::left << std::setw(52) << name << std::setw(9) << dtype_name(t.dtype()) << shape_str(t.shape())
+        << "\n";
+  }
+  out << file.tensors.size() << " tensors, " << params << " model values\n";
+  std::string config = meta("config");
+  if (config != "(missing)") {
+    RunConfig c = RunConfig::defaults();
+    try {
+      load_config_json_text(c, config, "config");
+      out << "\nconfig\n" << config_to_toml(c);
+    } catch (const Error& e) {
+      out << "\nconfig (not usable: " << e.what() << ")\n" << config << "\n";
+    }
+  }
+  const std::string hex = checksum_hex(checkpoint_checksum(file.tensors));
+  const std::string stored = meta("checksum");
+  if (stored == hex) {
+    out << "\nchecksum        " << stored << " (ok: matches the data section)\n";
+    load_checkpoint(path);  // the full verification (version, metadata values, names) as sample/eval would
+    return 0;
+  }
+  out << "\nchecksum        MISMATCH: stored " << stored << ", data section hashes to " << hex << "\n";
+  throw Error("[inspect] " + path + ": checksum mismatch, the data section is corrupt (stored " + stored +
+              ", computed " + hex + ")");
+}
+
+// ---- render --------------------------------------------------------------------------------------
+// A .mid file → .wav through FluidSynth (an optional Debian package, never linked: run as a program).
+bool executable_in_path(const std::string& name, std::string* found) {
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "";
+  size_t start = 0;
+  while (start <= dirs.size()) {
+    size_t colon = dirs.find(':', start);
+    std::string dir = dirs.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    if (::access(candidate.c_str(), X_OK) == 0) {
+      *found = candidate;
+      return true;
+    }
+    if (colon == std::string::npos) break;
+    start = colon + 1;
+  }
+  return false;
+}
+
+int cmd_render(const std::string& midi_path, std::string wav_path, const std::string& soundfont, std::ostream& out) {
+  read_midi(midi_path);  // a clear error for a bad file, before anything else
+  std::string fluidsynth;
+  if (!executable_in_path("fluidsynth", &fluidsynth))
+    throw Error("[render] fluidsynth is not installed; install it and the FluidR3 soundfont with: "
+                "apt-get update && apt-get install -y fluidsynth fluid-soundfont-gm");
+  struct stat st {};
+  if (::stat(soundfont.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+    throw Error("[render] soundfont " + soundfont + " not found; install the FluidR3 soundfont with: "
+                "apt-get update && apt-get install -y fluid-soundfont-gm (or pass --soundfont FILE.sf2)");
+  if (wav_path.empty()) {
+    size_t dot = midi_path.find_last_of('.');
+    wav_path = (dot == std::string::npos ? midi_path : midi_path.substr(0, dot)) + ".wav";
+  }
+  // FluidSynth writes a temporary file that is renamed over the target only when it succeeded.
+  const std::string tmp = wav_path + ".tmp." + std::to_string(::getpid()) + ".wav";
+  std::vector<std::string> args = {fluidsynth, "-ni", "-q", "-F", tmp, "-r", "44100", soundfont, midi_path};
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  pid_t pid = 0;
+  int rc = posix_spawn(&pid, fluidsynth.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) throw Error("[render] cannot run " + fluidsynth + ": " + std::strerror(rc));
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0 && ::stat(tmp.c_str(), &st) == 0 && st.st_size > 44;
+  if (!ok) {
+    ::unlink(tmp.c_str());
+    throw Error("[render] fluidsynth failed on " + midi_path + " (exit status " +
+                std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + ")");
+  }
+  if (::rename(tmp.c_str(), wav_path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    throw Error("[render] cannot rename the rendered file to " + wav_path + ": " + std::strerror(errno));
+  }
+  out << "wrote " << wav_path << "\n";
+  return 0;
+}
+
+// ---- probe ---------------------------------------------------------------------------------------
+int cmd_probe(const std::string& checkpoint, int64_t reach, std::string out_dir, std::ostream& out) {
+  LoadedRun run = load_run(checkpoint);
+  RunData data(run.config);
+  Batch batch = data.batch(0, Split::HeldOut);
+  std::vector<ProbeCurve> curves = probe(run.model, batch, reach);
+  out << "probe of " << checkpoint << " (step " << run.checkpoint.meta.step << ") on held-out batch 0\n"
+      << probe_table(curves);
+  if (out_dir.empty()) out_dir = directory_of(checkpoint) + "/probe";
+  std::vector<std::string> files = write_probe_pictures(curves, out_dir);
+  out << "wrote " << files.size() << " pictures to " << out_dir << "\n";
+  return 0;
+}
+
+}  // namespace cli_detail
+}  // namespace relgrad

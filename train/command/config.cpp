@@ -1,0 +1,524 @@
+// RunConfig from TOML / JSON / --key=value. One table of fields (kFields) drives everything: parsing,
+// type checks, printing, JSON, TOML and the help text, so a new key is one line here.
+#include "train/command/config.h"
+
+#include <nlohmann/json.hpp>
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdint>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <limits>
+#include <sstream>
+
+#include "core/base/error.h"
+#include "core/file_io.h"
+
+namespace relgrad {
+namespace {
+
+enum class Kind { Int, UInt, Double, Bool, String };
+
+// One settable key: its type, the allowed words for string keys, and where it lives in RunConfig.
+struct Field {
+  std::string key;
+  Kind kind;
+  const char* help;
+  std::vector<std::string> choices;  // string keys only; empty = any string
+  std::function<void*(RunConfig&)> where;
+};
+
+template <class T>
+std::function<void*(RunConfig&)> at(T RunConfig::*member) {
+  return [member](RunConfig& c) -> void* { return &(c.*member); };
+}
+// A member of a member: at2(&RunConfig::optim, &OptimConfig::lr).
+template <class S, class T>
+std::function<void*(RunConfig&)> at2(S RunConfig::*outer, T S::*inner) {
+  return [outer, inner](RunConfig& c) -> void* { return &((c.*outer).*inner); };
+}
+
+// Enums stored as strings in the config, converted where the model is built.
+std::vector<Field> positional_fields(const std::string& place, PositionalConfig TransformerConfig::*p) {
+  auto pc = [p](RunConfig& c) -> PositionalConfig& { return c.model.*p; };
+  std::string k = "model." + place + ".";
+  auto key = [k](const char* name) { return k + name; };
+  return {
+      {key("scheme"), Kind::String, "positional scheme", {"none", "seed", "huang", "shaw", "t5", "alibi", "rope", "transformer_xl"},
+       [pc](RunConfig& c) -> void* { return &pc(c).scheme; }},
+      {key("max_length"), Kind::Int, "seed/huang: table covers |δ| ≤ max_length − 1", {},
+       [pc](RunConfig& c) -> void* { return &pc(c).max_length; }},
+      {key("out_of_range"), Kind::String, "seed/huang: δ beyond the table", {"zero", "clip", "error"}, nullptr},
+      {key("clip"), Kind::Int, "shaw: distances clipped to [−clip, clip]", {},
+       [pc](RunConfig& c) -> void* { return &pc(c).clip; }},
+      {key("shaw_values"), Kind::Bool, "shaw: also the value term", {},
+       [pc](RunConfig& c) -> void* { return &pc(c).shaw_values; }},
+      {key("per_head"), Kind::Bool, "seed/huang/shaw: one table per head", {},
+       [pc](RunConfig& c) -> void* { return &pc(c).per_head; }},
+      {key("num_buckets"), Kind::Int, "t5: buckets", {}, [pc](RunConfig& c) -> void* { return &pc(c).num_buckets; }},
+      {key("max_distance"), Kind::Int, "t5: distance of the last bucket", {},
+       [pc](RunConfig& c) -> void* { return &pc(c).max_distance; }},
+      {key("rope_base"), Kind::Double, "rope: frequency base", {},
+       [pc](RunConfig& c) -> void* { return &pc(c).rope_base; }},
+  };
+}
+
+const std::vector<Field>& fields() {
+  static const std::vector<Field> table = [] {
+    using R = RunConfig;
+    std::vector<Field> f = {
+        {"model.type", Kind::String, "model", {"encoder-decoder", "decoder-only"}, at(&R::model_type)},
+        {"model.d_model", Kind::Int, "model width C", {}, at2(&R::model, &TransformerConfig::d_model)},
+        {"model.n_heads", Kind::Int, "attention heads H", {}, at2(&R::model, &TransformerConfig::n_heads)},
+        {"model.d_ff", Kind::Int, "feed-forward width", {}, at2(&R::model, &TransformerConfig::d_ff)},
+        {"model.n_encoder_layers", Kind::Int, "encoder blocks", {}, at2(&R::model, &TransformerConfig::n_encoder_layers)},
+        {"model.n_decoder_layers", Kind::Int, "decoder blocks", {}, at2(&R::model, &TransformerConfig::n_decoder_layers)},
+        {"model.activation", Kind::String, "feed-forward activation", {"gelu", "gelu_tanh", "relu"},
+         at2(&R::model, &TransformerConfig::activation)},
+        {"model.norm", Kind::String, "normalisation", {"layer_norm", "rms_norm"}, at2(&R::model, &TransformerConfig::norm)},
+        {"model.pre_norm", Kind::Bool, "pre-norm (else post-norm) blocks", {}, at2(&R::model, &TransformerConfig::pre_norm)},
+        {"model.dropout", Kind::Double, "dropout probability", {}, at2(&R::model, &TransformerConfig::dropout)},
+        {"model.norm_eps", Kind::Double, "LayerNorm ε (RMSNorm uses its dtype's ε, as torch's default)", {}, at2(&R::model, &TransformerConfig::norm_eps)},
+        {"model.tie_weights", Kind::Bool, "LM head shares the embedding", {}, at2(&R::model, &TransformerConfig::tie_weights)},
+        {"model.fused_attention", Kind::Bool, "fused flash-style attention core (O(T) memory; composite where it does not apply)", {}, at2(&R::model, &TransformerConfig::fused_attention)},
+        {"model.cross_alignment", Kind::String, "cross-attention alignment π(i)", {"left", "right", "scaled"}, nullptr},
+    };
+    for (auto& g : positional_fields("encoder_self", &TransformerConfig::encoder_self)) f.push_back(g);
+    for (auto& g : positional_fields("decoder_self", &TransformerConfig::decoder_self)) f.push_back(g);
+    for (auto& g : positional_fields("cross", &TransformerConfig::cross)) f.push_back(g);
+    using D = DataConfig;
+    std::vector<Field> rest = {
+        {"data.source", Kind::String, "data", {"synthetic", "text", "tokens", "music"}, at2(&R::data, &D::source)},
+        {"data.task", Kind::String, "synthetic task", {"copy", "reverse", "shift", "sort", "periodic"}, at2(&R::data, &D::task)},
+        {"data.num_symbols", Kind::Int, "synthetic alphabet size", {}, at2(&R::data, &D::num_symbols)},
+        {"data.min_len", Kind::Int, "shortest synthetic source", {}, at2(&R::data, &D::min_len)},
+        {"data.max_len", Kind::Int, "longest synthetic source", {}, at2(&R::data, &D::max_len)},
+        {"data.lag", Kind::Int, "shift task: lag k", {}, at2(&R::data, &D::lag)},
+        {"data.period", Kind::Int, "periodic task: period P", {}, at2(&R::data, &D::period)},
+        {"data.text_path", Kind::String, "text: the corpus file", {}, at2(&R::data, &D::text_path)},
+        {"data.token_path", Kind::String, "tokens: the token data file (relgrad tokenize)", {}, at2(&R::data, &D::token_path)},
+        {"data.music_dir", Kind::String, "music: folder of .mid files (empty = synthetic pieces)", {}, at2(&R::data, &D::music_dir)},
+        {"data.music_styles", Kind::String, "music: synthetic styles, comma-separated", {}, at2(&R::data, &D::music_styles)},
+        {"data.canon_lag_beats", Kind::Int, "music: canon follower delay in beats", {}, at2(&R::data, &D::canon_lag_beats)},
+        {"data.val_fraction", Kind::Double, "text/music folder: fraction held out", {}, at2(&R::data, &D::val_fraction)},
+        {"data.context", Kind::Int, "text/music: tokens per window", {}, at2(&R::data, &D::context)},
+        {"data.batch_size", Kind::Int, "sequences per micro-batch", {}, at2(&R::data, &D::batch_size)},
+        {"data.seed", Kind::UInt, "data stream seed", {}, at2(&R::data, &D::seed)},
+    };
+    using O = OptimConfig;
+    std::vector<Field> optim = {
+        {"optim.name", Kind::String, "optimizer", {"sgd", "adam", "adamw"}, at2(&R::optim, &O::name)},
+        {"optim.lr", Kind::Double, "peak learning rate", {}, at2(&R::optim, &O::lr)},
+        {"optim.min_lr", Kind::Double, "final learning rate", {}, at2(&R::optim, &O::min_lr)},
+        {"optim.warmup_steps", Kind::Int, "linear warmup steps", {}, at2(&R::optim, &O::warmup_steps)},
+        {"optim.decay", Kind::String, "decay after warmup", {"cosine", "linear", "constant"}, at2(&R::optim, &O::decay)},
+        {"optim.weight_decay", Kind::Double, "weight decay (tensors of 2+ dims, positional tables included; not biases or norms)", {}, at2(&R::optim, &O::weight_decay)},
+        {"optim.beta1", Kind::Double, "adam β1", {}, at2(&R::optim, &O::beta1)},
+        {"optim.beta2", Kind::Double, "adam β2", {}, at2(&R::optim, &O::beta2)},
+        {"optim.eps", Kind::Double, "adam ε", {}, at2(&R::optim, &O::eps)},
+        {"optim.momentum", Kind::Double, "sgd momentum", {}, at2(&R::optim, &O::momentum)},
+        {"optim.nesterov", Kind::Bool, "sgd nesterov", {}, at2(&R::optim, &O::nesterov)},
+        {"optim.clip", Kind::Double, "gradient-norm clip (0 = off)", {}, at2(&R::optim, &O::clip)},
+    };
+    using T = TrainLoopConfig;
+    std::vector<Field> train = {
+        {"train.steps", Kind::Int, "optimizer steps", {}, at2(&R::train, &T::steps)},
+        {"train.grad_accum", Kind::Int, "micro-batches per step", {}, at2(&R::train, &T::grad_accum)},
+        {"train.log_every", Kind::Int, "progress/log every n steps", {}, at2(&R::train, &T::log_every)},
+        {"train.eval_every", Kind::Int, "evaluate every n steps (0 = at the end)", {}, at2(&R::train, &T::eval_every)},
+        {"train.eval_batches", Kind::Int, "held-out batches per evaluation", {}, at2(&R::train, &T::eval_batches)},
+        {"train.save_every", Kind::Int, "checkpoint every n steps (0 = at the end)", {}, at2(&R::train, &T::save_every)},
+        {"train.out_dir", Kind::String, "output directory", {}, at2(&R::train, &T::out_dir)},
+        {"train.log_format", Kind::String, "log file format", {"jsonl", "csv"}, at2(&R::train, &T::log_format)},
+        {"train.plot_format", Kind::String, "loss plot format", {"svg", "png"}, at2(&R::train, &T::plot_format)},
+        {"train.seed", Kind::UInt, "initialisation and dropout seed", {}, at2(&R::train, &T::seed)},
+        {"train.threads", Kind::Int, "OpenMP threads (0 = default)", {}, at2(&R::train, &T::threads)},
+        {"train.collective_timeout_s", Kind::Double, "mpirun: seconds to wait for the other ranks (0 = forever)", {},
+         at2(&R::train, &T::collective_timeout_s)},
+        {"train.device", Kind::String, "where training runs (cuda: the first visible GPU)", {"cpu", "cuda"}, at2(&R::train, &T::device)},
+        {"train.dtype", Kind::String, "parameter dtype", {"float32", "float64"}, at2(&R::train, &T::dtype)},
+        {"train.target_accuracy", Kind::Double, "stop once held-out accuracy reaches it (0 = never)", {},
+         at2(&R::train, &T::target_accuracy)},
+        {"train.samples", Kind::Int, "greedy samples shown after training", {}, at2(&R::train, &T::samples)},
+        {"train.nonfinite", Kind::String, "NaN/Inf loss or gradient: stop (exit 3) or skip the step", {"stop", "skip"},
+         at2(&R::train, &T::nonfinite)},
+        {"train.max_skipped_steps", Kind::Int, "skip: consecutive skipped steps before stopping", {},
+         at2(&R::train, &T::max_skipped_steps)},
+        {"train.detect_anomaly", Kind::Bool, "check every op's output and gradient for NaN/Inf (slow)", {},
+         at2(&R::train, &T::detect_anomaly)},
+    };
+    using S = SampleConfig;
+    std::vector<Field> sample = {
+        {"sample.max_new_tokens", Kind::Int, "tokens to generate", {}, at2(&R::sample, &S::max_new_tokens)},
+        {"sample.temperature", Kind::Double, "temperature (0 = greedy)", {}, at2(&R::sample, &S::temperature)},
+        {"sample.top_k", Kind::Int, "top-k filter (0 = off)", {}, at2(&R::sample, &S::top_k)},
+        {"sample.top_p", Kind::Double, "nucleus filter (1 = off)", {}, at2(&R::sample, &S::top_p)},
+        {"sample.seed", Kind::UInt, "sampling seed", {}, at2(&R::sample, &S::seed)},
+    };
+    for (auto* part : {&rest, &optim, &train, &sample}) f.insert(f.end(), part->begin(), part->end());
+    return f;
+  }();
+  return table;
+}
+
+// The enum-valued keys (where == nullptr) live in TransformerConfig as enums.
+std::string get_enum(const RunConfig& c, const std::string& key) {
+  auto oor = [](OutOfRange o) { return o == OutOfRange::Zero ? "zero" : o == OutOfRange::Clip ? "clip" : "error"; };
+  if (key == "model.cross_alignment")
+    return c.model.cross_alignment == Alignment::Left ? "left" : c.model.cross_alignment == Alignment::Right ? "right" : "scaled";
+  if (key == "model.encoder_self.out_of_range") return oor(c.model.encoder_self.out_of_range);
+  if (key == "model.decoder_self.out_of_range") return oor(c.model.decoder_self.out_of_range);
+  if (key == "model.cross.out_of_range") return oor(c.model.cross.out_of_range);
+  throw Error("[config] internal: no enum key " + key);
+}
+void set_enum(RunConfig& c, const std::string& key, const std::string& v) {
+  auto oor = [](const std::string& s) { return s == "zero" ? OutOfRange::Zero : s == "clip" ? OutOfRange::Clip : OutOfRange::Error; };
+  if (key == "model.cross_alignment")
+    c.model.cross_alignment = v == "left" ? Alignment::Left : v == "right" ? Alignment::Right : Alignment::Scaled;
+  else if (key == "model.encoder_self.out_of_range") c.model.encoder_self.out_of_range = oor(v);
+  else if (key == "model.decoder_self.out_of_range") c.model.decoder_self.out_of_range = oor(v);
+  else if (key == "model.cross.out_of_range") c.model.cross.out_of_range = oor(v);
+  else throw Error("[config] internal: no enum key " + key);
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1])});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+const Field& find_field(const std::string& key, const std::string& origin) {
+  for (const Field& f : fields())
+    if (key == f.key) return f;
+  std::string best;
+  size_t best_d = std::numeric_limits<size_t>::max();
+  for (const Field& f : fields()) {
+    size_t d = edit_distance(key, f.key);
+    if (d < best_d) best_d = d, best = f.key;
+  }
+  std::string hint = best_d <= std::max<size_t>(3, key.size() / 3) ? " (did you mean '" + best + "'?)" : "";
+  throw Error("[config] " + origin + "unknown key '" + key + "'" + hint + "; `relgrad train --help-config` lists every key");
+}
+
+[[noreturn]] void bad_value(const Field& f, const std::string& value, const std::string& origin, const std::string& why) {
+  throw Error("[config] " + origin + f.key + ": " + why + ", got '" + value + "'");
+}
+
+// A plain decimal: optional '-' (when allowed), digits, and for reals a '.' and an exponent; no
+// blanks, '+', hex, "inf" or "nan" (which strtod / strtoll would otherwise accept).
+bool plain_number(const std::string& v, bool negative, bool real) {
+  size_t i = 0;
+  if (negative && i < v.size() && v[i] == '-') ++i;
+  if (i >= v.size() || !(std::isdigit(static_cast<unsigned char>(v[i])) || (real && v[i] == '.'))) return false;
+  for (; i < v.size(); ++i) {
+    char ch = v[i];
+    bool ok = std::isdigit(static_cast<unsigned char>(ch)) ||
+              (real && (ch == '.' || ch == 'e' || ch == 'E' || ((ch == '-' || ch == '+') && (v[i - 1] == 'e' || v[i - 1] == 'E'))));
+    if (!ok) return false;
+  }
+  return true;
+}
+
+bool valid_utf8(const std::string& s) {
+  for (size_t i = 0; i < s.size();) {
+    auto c = static_cast<unsigned char>(s[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return false;
+    uint32_t cp = n == 1 ? c : c & (0x7F >> n);
+    for (size_t k = 1; k < n; ++k) {
+      auto d = static_cast<unsigned char>(s[i + k]);
+      if ((d >> 6) != 0x2) return false;
+      cp = (cp << 6) | (d & 0x3F);
+    }
+    // overlong forms, surrogates and values past U+10FFFF are not UTF-8
+    if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10FFFF ||
+        (cp >= 0xD800 && cp <= 0xDFFF))
+      return false;
+    i += n;
+  }
+  return true;
+}
+
+// Sets one key from its text form, checking the type; `origin` prefixes errors ("file.toml: ").
+void set_from_text(RunConfig& c, const Field& f, const std::string& value, const std::string& origin) {
+  switch (f.kind) {
+    case Kind::Int: {
+      errno = 0;
+      char* end = nullptr;
+      // strto* skip blanks and accept "+", hex, "inf": the text must be exactly a decimal number.
+      if (!plain_number(value, true, false)) bad_value(f, value, origin, "expected an integer");
+      long long v = std::strtoll(value.c_str(), &end, 10);
+      if (*end != '\0' || errno == ERANGE) bad_value(f, value, origin, "expected an integer");
+      *static_cast<int64_t*>(f.where(c)) = v;
+      return;
+    }
+    case Kind::UInt: {
+      errno = 0;
+      char* end = nullptr;
+      // At most 2^63 − 1: TOML integers are signed 64-bit, and the printed config must load again.
+      if (!plain_number(value, false, false)) bad_value(f, value, origin, "expected a non-negative integer");
+      unsigned long long v = std::strtoull(value.c_str(), &end, 10);
+      if (*end != '\0' || errno == ERANGE || v > static_cast<unsigned long long>(INT64_MAX))
+        bad_value(f, value, origin, "expected a non-negative integer up to 2^63 - 1");
+      *static_cast<uint64_t*>(f.where(c)) = v;
+      return;
+    }
+    case Kind::Double: {
+      errno = 0;
+      char* end = nullptr;
+      if (!plain_number(value, true, true)) bad_value(f, value, origin, "expected a finite number");
+      double v = std::strtod(value.c_str(), &end);
+      if (*end != '\0' || errno == ERANGE || !std::isfinite(v)) bad_value(f, value, origin, "expected a finite number");
+      *static_cast<double*>(f.where(c)) = v;
+      return;
+    }
+    case Kind::Bool: {
+      bool v;
+      if (value == "true" || value == "1") v = true;
+      else if (value == "false" || value == "0") v = false;
+      else bad_value(f, value, origin, "expected true or false");
+      *static_cast<bool*>(f.where(c)) = v;
+      return;
+    }
+    case Kind::String: {
+      // Configs are stored as JSON (checkpoints) and printed as TOML: both need UTF-8.
+      if (!valid_utf8(value)) bad_value(f, value, origin, "expected UTF-8 text");
+      if (!f.choices.empty() && std::find(f.choices.begin(), f.choices.end(), value) == f.choices.end()) {
+        std::string list;
+        for (const auto& ch : f.choices) list += (list.empty() ? "" : ", ") + ch;
+        bad_value(f, value, origin, "expected one of " + list);
+      }
+      if (f.where) *static_cast<std::string*>(f.where(c)) = value;
+      else set_enum(c, f.key, value);
+      return;
+    }
+  }
+}
+
+// The shortest decimal that reads back as the same double (1e-05, not 1.0000000000000001e-05).
+std::string shortest(double v) {
+  char buf[40];
+  for (int precision = 6; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof buf, "%.*g", precision, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  return buf;
+}
+
+std::string get_text(const RunConfig& config, const Field& f) {
+  auto& c = const_cast<RunConfig&>(config);  // where() only takes the address
+  std::ostringstream s;
+  switch (f.kind) {
+    case Kind::Int: return std::to_string(*static_cast<int64_t*>(f.where(c)));
+    case Kind::UInt: return std::to_string(*static_cast<uint64_t*>(f.where(c)));
+    case Kind::Double: return shortest(*static_cast<double*>(f.where(c)));
+    case Kind::Bool: return *static_cast<bool*>(f.where(c)) ? "true" : "false";
+    case Kind::String: return f.where ? *static_cast<std::string*>(f.where(c)) : get_enum(config, f.key);
+  }
+  return "";
+}
+
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::Int: return "integer";
+    case Kind::UInt: return "non-negative integer";
+    case Kind::Double: return "number";
+    case Kind::Bool: return "boolean";
+    case Kind::String: return "string";
+  }
+  return "";
+}
+
+std::string a_kind(Kind k) {
+  return (k == Kind::Int ? "an " : "a ") + std::string(kind_name(k));
+}
+
+// A JSON leaf → the text form set_from_text takes, with the JSON type checked against the key's.
+void set_from_json(RunConfig& c, const std::string& key, const nlohmann::json& v, const std::string& origin) {
+  const Field& f = find_field(key, origin);
+  std::string shown = v.dump();
+  switch (f.kind) {
+    case Kind::Int:
+    case Kind::UInt:
+      if (!v.is_number_integer() && !v.is_number_unsigned()) bad_value(f, shown, origin, std::string("expected ") + a_kind(f.kind));
+      set_from_text(c, f, shown, origin);
+      return;
+    case Kind::Double:
+      if (!v.is_number()) bad_value(f, shown, origin, "expected a number");
+      set_from_text(c, f, v.is_number_float() ? [&] { std::ostringstream s; s.precision(17); s << v.get<double>(); return s.str(); }() : shown, origin);
+      return;
+    case Kind::Bool:
+      if (!v.is_boolean()) bad_value(f, shown, origin, "expected true or false");
+      set_from_text(c, f, shown, origin);
+      return;
+    case Kind::String:
+      if (!v.is_string()) bad_value(f, shown, origin, "expected a string");
+      set_from_text(c, f, v.get<std::string>(), origin);
+      return;
+  }
+}
+
+void walk_json(RunConfig& c, const nlohmann::json& node, const std::string& prefix, const std::string& origin) {
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    std::string key = prefix.empty() ? it.key() : prefix + "." + it.key();
+    // No key has more than 3 parts: a deeper object is an unknown key (find_field says so), refused
+    // before recursing, so that hostile nesting (a config in a checkpoint is up to 100 MB) cannot
+    // overflow the stack or build quadratically long key strings.
+    if (it->is_object() && std::count(key.begin(), key.end(), '.') >= 3) find_field(key, origin);
+    if (it->is_object()) walk_json(c, *it, key, origin);
+    else set_from_json(c, key, *it, origin);
+  }
+}
+
+void walk_toml(RunConfig& c, const toml::table& table, const std::string& prefix, const std::string& origin) {
+  for (const auto& [k, node] : table) {
+    std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
+    if (const toml::table* sub = node.as_table()) {
+      walk_toml(c, *sub, key, origin);
+      continue;
+    }
+    const Field& f = find_field(key, origin);
+    std::ostringstream shown;
+    node.visit([&](const auto& leaf) { shown << leaf; });
+    if (auto s = node.value_exact<std::string>()) {
+      if (f.kind != Kind::String) bad_value(f, shown.str(), origin, std::string("expected ") + a_kind(f.kind));
+      set_from_text(c, f, *s, origin);
+    } else if (auto i = node.value_exact<int64_t>()) {
+      if (f.kind != Kind::Int && f.kind != Kind::UInt && f.kind != Kind::Double)
+        bad_value(f, shown.str(), origin, std::string("expected ") + a_kind(f.kind));
+      set_from_text(c, f, std::to_string(*i), origin);
+    } else if (auto d = node.value_exact<double>()) {
+      if (f.kind != Kind::Double) bad_value(f, shown.str(), origin, std::string("expected ") + a_kind(f.kind));
+      std::ostringstream s;
+      s.precision(17);
+      s << *d;
+      set_from_text(c, f, s.str(), origin);
+    } else if (auto b = node.value_exact<bool>()) {
+      if (f.kind != Kind::Bool) bad_value(f, shown.str(), origin, std::string("expected ") + a_kind(f.kind));
+      set_from_text(c, f, *b ? "true" : "false", origin);
+    } else {
+      bad_value(f, shown.str(), origin, std::string("expected ") + a_kind(f.kind));
+    }
+  }
+}
+
+}  // namespace
+
+void set_config_value(RunConfig& config, const std::string& key, const std::string& value) {
+  set_from_text(config, find_field(key, ""), value, "");
+}
+
+void apply_overrides(RunConfig& config, const std::vector<std::string>& args) {
+  for (const std::string& arg : args) {
+    std::string a = arg.rfind("--", 0) == 0 ? arg.substr(2) : arg;
+    size_t eq = a.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw Error("[config] override '" + arg + "' is not of the form --key=value");
+    set_config_value(config, a.substr(0, eq), a.substr(eq + 1));
+  }
+}
+
+void load_config_json_text(RunConfig& config, const std::string& text, const std::string& origin) {
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("[config] " + origin + ": not valid JSON: " + e.what());
+  }
+  if (!doc.is_object()) throw Error("[config] " + origin + ": the top level must be an object");
+  walk_json(config, doc, "", origin + ": ");
+}
+
+void load_config_file(RunConfig& config, const std::string& path) {
+  std::string text = read_file(path, "config", 1u << 20);
+  size_t first = text.find_first_not_of(" \t\r\n");
+  bool json = path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
+  if (json || (first != std::string::npos && text[first] == '{')) {
+    load_config_json_text(config, text, path);
+    return;
+  }
+  toml::table table;
+  try {
+    table = toml::parse(text, path);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream where;
+    where << e.source().begin.line << ":" << e.source().begin.column;
+    throw Error("[config] " + path + ":" + where.str() + ": not valid TOML: " + std::string(e.description()));
+  }
+  walk_toml(config, table, "", path + ": ");
+}
+
+std::string config_to_json(const RunConfig& config) {
+  nlohmann::ordered_json root = nlohmann::ordered_json::object();
+  for (const Field& f : fields()) {
+    nlohmann::ordered_json* node = &root;
+    std::string key = f.key;
+    size_t start = 0, dot;
+    while ((dot = key.find('.', start)) != std::string::npos) {
+      node = &(*node)[key.substr(start, dot - start)];
+      start = dot + 1;
+    }
+    std::string leaf = key.substr(start);
+    std::string text = get_text(config, f);
+    switch (f.kind) {
+      case Kind::Int: (*node)[leaf] = std::stoll(text); break;
+      case Kind::UInt: (*node)[leaf] = std::stoull(text); break;
+      case Kind::Double: (*node)[leaf] = std::stod(text); break;
+      case Kind::Bool: (*node)[leaf] = text == "true"; break;
+      case Kind::String: (*node)[leaf] = text; break;
+    }
+  }
+  return root.dump(2);
+}
+
+std::string config_to_toml(const RunConfig& config) {
+  std::string out, table;
+  for (const Field& f : fields()) {
+    std::string key = f.key;
+    size_t dot = key.find_last_of('.');
+    std::string section = key.substr(0, dot), leaf = key.substr(dot + 1);
+    if (section != table) {
+      out += (out.empty() ? "[" : "\n[") + section + "]\n";
+      table = section;
+    }
+    std::string text = get_text(config, f);
+    if (f.kind == Kind::String) {
+      // A TOML basic string is a JSON string, except that TOML also refuses a raw DEL (found by fuzz_config_json).
+      text = nlohmann::json(text).dump();
+      for (size_t at; (at = text.find('\x7f')) != std::string::npos;) text.replace(at, 1, "\\u007F");
+    } else if (f.kind == Kind::Double && text.find_first_of(".eEn") == std::string::npos) text += ".0";
+    out += leaf + " = " + text + "\n";
+  }
+  return out;
+}
+
+std::string config_help() {
+  RunConfig d = RunConfig::defaults();
+  std::string out;
+  for (const Field& f : fields()) {
+    std::string line = f.key + " (" + kind_name(f.kind);
+    if (!f.choices.empty()) {
+      line += ": ";
+      for (size_t i = 0; i < f.choices.size(); ++i) line += (i ? "|" : "") + f.choices[i];
+    }
+    line += ") = " + get_text(d, f) + "  — " + f.help + "\n";
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace relgrad

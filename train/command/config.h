@@ -1,0 +1,125 @@
+// The run configuration of `relgrad train`: one typed struct, read from a TOML or JSON file and
+// `--key=value` overrides, printed back as the effective config and stored (as JSON) in every
+// checkpoint, so that `relgrad sample` / `eval` rebuild exactly the model that was trained.
+//
+// Keys are dotted paths; in a file they are nested tables (TOML) or objects (JSON):
+//
+//   [model]                      model.type, model.d_model, model.n_heads, ...
+//   [model.encoder_self]         model.encoder_self.scheme, .max_length, .num_buckets, ...
+//   [data]   [optim]   [train]   [sample]
+//
+// Every key is listed, with its type, default and meaning, by `relgrad train --help-config`
+// (config_help()) and in docs/cli.md. An unknown key is an error that names it (and the nearest
+// valid key, to catch typos); a value of the wrong type or out of range is an error naming the key and
+// the value. Nothing is written anywhere until the whole config has been read and validated.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "layers/models.h"
+#include "train/data/data.h"
+
+namespace relgrad {
+
+struct DataConfig {
+  std::string source = "synthetic";  // "synthetic" (train/data/data.h tasks), "text" (a byte-level file),
+                                     // "tokens" (ids of a token file, train/data/token_file.h) or
+                                     // "music" (performance events, train/music/music.h)
+  std::string task = "copy";         // synthetic: copy, reverse, shift, sort, periodic
+  int64_t num_symbols = 10;
+  int64_t min_len = 4;
+  int64_t max_len = 16;
+  int64_t lag = 1;
+  int64_t period = 3;
+  std::string text_path = "data/kjv.txt";  // text: any file (UTF-8 or not: the vocabulary is bytes)
+  std::string token_path;                  // tokens: a token data file (train/data/token_file.h)
+  std::string music_dir;                   // music: a folder of .mid files; empty = synthetic pieces
+  std::string music_styles = "scale,arpeggio,chords,canon,random_walk";  // music, synthetic pieces
+  int64_t canon_lag_beats = 2;             // music, synthetic canons: the follower's delay
+  double val_fraction = 0.1;
+  int64_t context = 128;                   // text, music: tokens per training window
+  int64_t batch_size = 32;                 // sequences per micro-batch
+  uint64_t seed = 0;                       // the data streams' Philox key
+};
+
+struct OptimConfig {
+  std::string name = "adamw";  // sgd, adam, adamw
+  double lr = 1e-3;            // peak learning rate
+  double min_lr = 0.0;         // reached at train.steps
+  int64_t warmup_steps = 100;  // linear warmup from 0
+  std::string decay = "cosine";  // cosine, linear, constant (after warmup)
+  double weight_decay = 0.01;  // decay_groups: tensors of 2+ dims (positional tables too), not biases or norms
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adam, adamw
+  double momentum = 0.0;       // sgd
+  bool nesterov = false;       // sgd
+  double clip = 1.0;           // global gradient-norm clip; 0 = off
+};
+
+struct TrainLoopConfig {
+  int64_t steps = 1000;         // optimizer steps
+  int64_t grad_accum = 1;       // micro-batches per step
+  int64_t log_every = 10;       // progress line + log record every n steps
+  int64_t eval_every = 250;     // held-out evaluation every n steps (and at the end); 0 = only at the end
+  int64_t eval_batches = 8;     // held-out batches per evaluation
+  int64_t save_every = 500;     // checkpoint every n steps (and at the end); 0 = only at the end
+  std::string out_dir = "runs/default";  // checkpoint.safetensors, log.jsonl|csv, loss.svg|png
+  std::string log_format = "jsonl";      // jsonl or csv
+  std::string plot_format = "svg";       // svg or png (written at the end)
+  uint64_t seed = 1;            // model initialisation and dropout
+  int64_t threads = 0;          // OpenMP threads; 0 = OpenMP's default. Bit-identical runs need the same count.
+  double collective_timeout_s = 300;  // mpirun: seconds a rank waits for the others in a collective before it
+                                      // ends the job with an error (docs/distributed.md); 0 = forever
+  std::string device = "cpu";   // cpu or cuda
+  std::string dtype = "float32";  // float32 or float64 parameters and activations
+  double target_accuracy = 0.0;   // stop early once a held-out evaluation reaches it (0 = never)
+  int64_t samples = 4;          // examples decoded greedily after training (0 = none)
+  std::string nonfinite = "stop";  // a NaN/Inf loss or gradient: "stop" (error, exit 3) or "skip" the step
+  int64_t max_skipped_steps = 10;  // skip: consecutive skipped steps allowed; one more stops the run
+  bool detect_anomaly = false;     // check every op's output and gradient for NaN/Inf (slow; names the op)
+};
+
+struct SampleConfig {
+  int64_t max_new_tokens = 64;
+  double temperature = 1.0;  // 0 = greedy
+  int64_t top_k = 0;
+  double top_p = 1.0;
+  uint64_t seed = 0;
+};
+
+struct RunConfig {
+  std::string model_type = "encoder-decoder";  // model.type: encoder-decoder or decoder-only
+  TransformerConfig model;  // vocab sizes are derived from the data (not settable)
+  DataConfig data;
+  OptimConfig optim;
+  TrainLoopConfig train;
+  SampleConfig sample;
+
+  // The default run of the README: an encoder–decoder with T5 bias in both self-attentions and the
+  // seed's diagonal method in cross-attention, learning the reverse task (see configs/default.toml).
+  static RunConfig defaults();
+
+  bool encoder_decoder() const { return model_type == "encoder-decoder"; }
+  // Cross-field checks (model dims, task parameters, data/model compatibility); "[config] ...".
+  void validate() const;
+  // Fills model.vocab_size / src_vocab_size (and positional max lengths left at 0) from the data.
+  void derive_from_data();
+};
+
+// The synthetic-music settings of a config (data.music_styles parsed; errors list the valid styles).
+struct SynthMusicConfig;
+SynthMusicConfig music_synth_config(const RunConfig& config);
+
+// Setting keys. Each throws relgrad::Error "[config] ..." naming the key (and the file, when given).
+void set_config_value(RunConfig& config, const std::string& key, const std::string& value);
+void apply_overrides(RunConfig& config, const std::vector<std::string>& args);  // "--key=value" / "key=value"
+// Reads TOML (.toml) or JSON (.json; also any file whose first non-blank byte is '{') into `config`
+// on top of what it holds.
+void load_config_file(RunConfig& config, const std::string& path);
+void load_config_json_text(RunConfig& config, const std::string& json, const std::string& origin);
+
+std::string config_to_json(const RunConfig& config);  // nested, every key, stable order
+std::string config_to_toml(const RunConfig& config);  // the effective config as a loadable TOML file
+std::string config_help();                            // key, type, default, description: one per line
+
+}  // namespace relgrad

@@ -1,0 +1,147 @@
+// RunConfig's defaults, its cross-key checks (validate) and the sizes taken from the data
+// (derive_from_data); the key table and the TOML / JSON / --key=value parsing are in config.cpp.
+#include "train/command/config.h"
+
+#include <string>
+
+#include "core/base/error.h"
+#include "train/music/music.h"
+#include "train/data/token_file.h"
+
+namespace relgrad {
+
+SynthMusicConfig music_synth_config(const RunConfig& c) {
+  SynthMusicConfig m;
+  m.styles.clear();
+  std::string list = c.data.music_styles;
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t comma = list.find(',', start);
+    std::string name = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (!name.empty()) m.styles.push_back(music_style_from_string(name));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  RG_CHECK(!m.styles.empty(), "config", "data.music_styles names no style");
+  m.canon_lag_beats = c.data.canon_lag_beats;
+  m.seed = c.data.seed;
+  return m;
+}
+
+RunConfig RunConfig::defaults() {
+  RunConfig c;
+  c.model_type = "encoder-decoder";
+  c.model.d_model = 64;
+  c.model.n_heads = 4;
+  c.model.d_ff = 256;
+  c.model.n_encoder_layers = 2;
+  c.model.n_decoder_layers = 2;
+  c.model.dropout = 0.0;
+  c.model.encoder_self = PositionalConfig{"t5"};
+  c.model.decoder_self = PositionalConfig{"t5"};
+  c.model.cross = PositionalConfig{"seed"};
+  c.model.cross.max_length = 32;
+  c.model.cross_alignment = Alignment::Left;
+  c.data.task = "reverse";
+  c.data.min_len = 4;
+  c.data.max_len = 16;
+  c.data.batch_size = 32;
+  c.optim.lr = 1e-3;
+  c.optim.warmup_steps = 100;
+  c.train.steps = 3000;
+  c.train.log_every = 50;
+  c.train.eval_every = 250;
+  c.train.save_every = 500;
+  c.train.target_accuracy = 0.995;
+  c.sample.temperature = 0.0;  // greedy: a synthetic task has one right answer
+  return c;
+}
+
+void RunConfig::validate() const {
+  auto check = [](bool ok, const std::string& what) {
+    if (!ok) throw Error("[config] " + what);
+  };
+  check(data.batch_size >= 1, "data.batch_size must be >= 1, got " + std::to_string(data.batch_size));
+  check(data.source == "synthetic" || model_type == "decoder-only",
+        "data.source = \"" + data.source + "\" trains a language model: set model.type = \"decoder-only\"");
+  if (data.source == "music") {
+    try {
+      music_synth_config(*this);  // checks the style names
+    } catch (const Error& e) {
+      throw Error(std::string("[config] data.music_styles: ") + e.what());
+    }
+    check(data.canon_lag_beats >= 1, "data.canon_lag_beats must be >= 1");
+  }
+  check(data.source != "tokens" || !data.token_path.empty(), "data.source = \"tokens\" needs data.token_path");
+  check(data.val_fraction >= 0.0 && data.val_fraction < 1.0, "data.val_fraction must be in [0, 1)");
+  check(data.context >= 1, "data.context must be >= 1, got " + std::to_string(data.context));
+  check(optim.lr > 0.0, "optim.lr must be > 0");
+  check(optim.min_lr >= 0.0 && optim.min_lr <= optim.lr, "optim.min_lr must be in [0, optim.lr]");
+  check(optim.warmup_steps >= 0 && optim.warmup_steps <= train.steps,
+        "optim.warmup_steps must be in [0, train.steps = " + std::to_string(train.steps) + "], got " +
+            std::to_string(optim.warmup_steps));
+  check(optim.weight_decay >= 0.0, "optim.weight_decay must be >= 0");
+  check(optim.clip >= 0.0, "optim.clip must be >= 0 (0 = off)");
+  check(optim.beta1 >= 0.0 && optim.beta1 < 1.0 && optim.beta2 >= 0.0 && optim.beta2 < 1.0,
+        "optim.beta1 and optim.beta2 must be in [0, 1)");
+  check(optim.eps > 0.0, "optim.eps must be > 0");
+  check(optim.momentum >= 0.0, "optim.momentum must be >= 0");
+  check(!optim.nesterov || optim.momentum > 0.0, "optim.nesterov needs optim.momentum > 0");
+  check(train.steps >= 1, "train.steps must be >= 1, got " + std::to_string(train.steps));
+  check(train.grad_accum >= 1, "train.grad_accum must be >= 1, got " + std::to_string(train.grad_accum));
+  check(train.log_every >= 1, "train.log_every must be >= 1");
+  check(train.eval_every >= 0 && train.save_every >= 0, "train.eval_every and train.save_every must be >= 0");
+  check(train.eval_batches >= 1, "train.eval_batches must be >= 1");
+  check(!train.out_dir.empty(), "train.out_dir must not be empty");
+  check(train.threads >= 0, "train.threads must be >= 0");
+  check(train.collective_timeout_s >= 0, "train.collective_timeout_s must be >= 0");
+  check(train.target_accuracy >= 0.0 && train.target_accuracy <= 1.0, "train.target_accuracy must be in [0, 1]");
+  check(train.samples >= 0, "train.samples must be >= 0");
+  check(train.max_skipped_steps >= 0, "train.max_skipped_steps must be >= 0, got " + std::to_string(train.max_skipped_steps));
+  check(sample.max_new_tokens >= 1, "sample.max_new_tokens must be >= 1");
+  check(sample.temperature >= 0.0, "sample.temperature must be >= 0");
+  check(sample.top_k >= 0, "sample.top_k must be >= 0");
+  check(sample.top_p > 0.0 && sample.top_p <= 1.0, "sample.top_p must be in (0, 1]");
+  if (data.source == "synthetic") {
+    TaskConfig t;
+    t.kind = task_kind_from_string(data.task);
+    t.layout = encoder_decoder() ? Layout::EncoderDecoder : Layout::DecoderOnly;
+    t.num_symbols = data.num_symbols, t.min_len = data.min_len, t.max_len = data.max_len;
+    t.batch_size = data.batch_size, t.lag = data.lag, t.period = data.period, t.seed = data.seed;
+    try {
+      SyntheticTask check_task(t);
+    } catch (const Error& e) {
+      throw Error(std::string("[config] data: ") + e.what());
+    }
+  }
+  TransformerConfig m = model;
+  if (m.vocab_size == 0) m.vocab_size = 1;  // derived from the data later; only the shape checks matter here
+  try {
+    m.validate("model", encoder_decoder());
+  } catch (const Error& e) {
+    throw Error(std::string("[config] ") + e.what());
+  }
+}
+
+void RunConfig::derive_from_data() {
+  if (data.source == "music") {
+    model.vocab_size = kMusicVocabSize;
+    model.src_vocab_size = 0;
+    return;
+  }
+  if (data.source == "text") {
+    model.vocab_size = 256;
+    model.src_vocab_size = 0;
+    return;
+  }
+  if (data.source == "tokens") {
+    model.vocab_size = token_file_vocab_size(data.token_path);  // the header only: the ids are read later
+    model.src_vocab_size = 0;
+    return;
+  }
+  int64_t vocab = kFirstSymbol + data.num_symbols + (data.task == "shift" ? 1 : 0);
+  model.vocab_size = vocab;
+  model.src_vocab_size = 0;
+}
+
+}  // namespace relgrad

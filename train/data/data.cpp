@@ -1,0 +1,371 @@
+// Synthetic tasks and byte-level text. See data.h for the token conventions and the counter scheme.
+#include "train/data/data.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+#include "core/base/error.h"
+#include "core/file_io.h"
+#include "train/data/token_file.h"
+
+namespace relgrad {
+
+namespace {
+
+// Right-pads rows to the longest with `fill`; returns the (B, L) values and sets `length` to L.
+std::vector<int64_t> pad_rows(const std::vector<std::vector<int64_t>>& rows, int64_t fill, int64_t& length) {
+  length = 0;
+  for (const auto& r : rows) length = std::max(length, static_cast<int64_t>(r.size()));
+  std::vector<int64_t> out(rows.size() * length, fill);
+  for (size_t b = 0; b < rows.size(); ++b) std::copy(rows[b].begin(), rows[b].end(), out.begin() + b * length);
+  return out;
+}
+
+// (B, L) bool, true at the positions past each row's length.
+Tensor padding_mask_for(const std::vector<std::vector<int64_t>>& rows, int64_t length) {
+  std::vector<bool> mask(rows.size() * length, false);
+  for (size_t b = 0; b < rows.size(); ++b)
+    for (int64_t t = static_cast<int64_t>(rows[b].size()); t < length; ++t) mask[b * length + t] = true;
+  return from_vector<bool>(mask, {static_cast<int64_t>(rows.size()), length}, kBool);
+}
+
+Tensor int_tensor(const std::vector<int64_t>& values, int64_t rows, int64_t cols) {
+  return from_vector<int64_t>(values, {rows, cols}, kInt64);
+}
+
+int64_t count_targets(const std::vector<int64_t>& targets) {
+  return std::count_if(targets.begin(), targets.end(), [](int64_t t) { return t != kIgnoreIndex; });
+}
+
+}  // namespace
+
+// ---- streams and batches --------------------------------------------------------------------------
+
+int64_t CounterStream::below(int64_t n) {
+  if (used_ == 4) {
+    block_ = philox::philox4x32(counter_, static_cast<uint32_t>(seed_), static_cast<uint32_t>(seed_ >> 32));
+    ++counter_.x[0];
+    used_ = 0;
+  }
+  double u = philox::uniform(block_.x[used_], block_.x[used_ + 1]);
+  used_ += 2;
+  int64_t v = static_cast<int64_t>(u * static_cast<double>(n));
+  return std::min(v, n - 1);  // u < 1, but u * n may round up to n
+}
+
+CounterStream row_stream(uint64_t seed, Split split, int64_t index, uint32_t row) {
+  uint64_t word = static_cast<uint64_t>(index);  // index >= 0, so bit 63 is free for the split
+  if (split == Split::HeldOut) word |= uint64_t{1} << 63;
+  return CounterStream(seed, row, static_cast<uint32_t>(word), static_cast<uint32_t>(word >> 32));
+}
+
+Batch Batch::to(Device device) const {
+  Batch b = *this;
+  for (Tensor* t : {&b.src, &b.tgt_in, &b.tgt_out, &b.src_padding_mask, &b.tgt_padding_mask, &b.tokens, &b.targets,
+                    &b.padding_mask})
+    if (t->defined()) *t = t->to(device);
+  return b;
+}
+
+Batch encoder_decoder_batch(const std::vector<std::vector<int64_t>>& src, const std::vector<std::vector<int64_t>>& tgt_in,
+                            const std::vector<std::vector<int64_t>>& tgt_out) {
+  const int64_t B = static_cast<int64_t>(src.size());
+  int64_t t1 = 0, t2 = 0, t2_out = 0;
+  Batch batch;
+  std::vector<int64_t> padded_src = pad_rows(src, kPad, t1);  // sets t1 (read after, not alongside)
+  std::vector<int64_t> padded_in = pad_rows(tgt_in, kPad, t2);
+  std::vector<int64_t> out = pad_rows(tgt_out, kIgnoreIndex, t2_out);
+  RG_CHECK(t2 == t2_out && tgt_in.size() == src.size() && tgt_out.size() == src.size(), "Batch",
+           "tgt_in and tgt_out rows must pair up with equal lengths");
+  batch.src = int_tensor(padded_src, B, t1);
+  batch.src_padding_mask = padding_mask_for(src, t1);
+  batch.tgt_in = int_tensor(padded_in, B, t2);
+  batch.num_targets = count_targets(out);
+  batch.tgt_out = int_tensor(out, B, t2);
+  batch.tgt_padding_mask = padding_mask_for(tgt_in, t2);
+  return batch;
+}
+
+Batch decoder_only_batch(const std::vector<std::vector<int64_t>>& tokens, const std::vector<std::vector<int64_t>>& targets) {
+  const int64_t B = static_cast<int64_t>(tokens.size());
+  int64_t T = 0, T_out = 0;
+  std::vector<int64_t> padded = pad_rows(tokens, kPad, T);
+  std::vector<int64_t> out = pad_rows(targets, kIgnoreIndex, T_out);
+  RG_CHECK(T == T_out && targets.size() == tokens.size(), "Batch", "tokens and targets rows must pair up with equal lengths");
+  Batch batch;
+  batch.tokens = int_tensor(padded, B, T);
+  batch.num_targets = count_targets(out);
+  batch.targets = int_tensor(out, B, T);
+  batch.padding_mask = padding_mask_for(tokens, T);
+  return batch;
+}
+
+// ---- Vocab --------------------------------------------------------------------------------------
+
+const std::string& Vocab::name(int64_t id) const {
+  RG_CHECK(id >= 0 && id < size && static_cast<int64_t>(names.size()) == size, "Vocab",
+           "token id ", id, " is outside the vocabulary of ", size);
+  return names[id];
+}
+
+std::string Vocab::decode(const std::vector<int64_t>& ids, const std::string& sep) const {
+  std::string out;
+  bool first = true;
+  for (int64_t id : ids) {
+    if (id == kIgnoreIndex || id == pad) continue;
+    if (!first) out += sep;
+    out += name(id);
+    first = false;
+  }
+  return out;
+}
+
+// ---- names --------------------------------------------------------------------------------------
+
+namespace {
+const char* const kTaskNames[] = {"copy", "reverse", "shift", "sort", "periodic"};
+const char* const kLayoutNames[] = {"encoder-decoder", "decoder-only"};
+}  // namespace
+
+const char* to_string(TaskKind kind) { return kTaskNames[static_cast<int>(kind)]; }
+const char* to_string(Layout layout) { return kLayoutNames[static_cast<int>(layout)]; }
+
+TaskKind task_kind_from_string(const std::string& name) {
+  for (int i = 0; i < 5; ++i)
+    if (name == kTaskNames[i]) return static_cast<TaskKind>(i);
+  RG_CHECK(false, "SyntheticTask", "unknown task '", name, "' (expected copy, reverse, shift, sort or periodic)");
+  return TaskKind::Copy;
+}
+
+Layout layout_from_string(const std::string& name) {
+  for (int i = 0; i < 2; ++i)
+    if (name == kLayoutNames[i]) return static_cast<Layout>(i);
+  RG_CHECK(false, "SyntheticTask", "unknown layout '", name, "' (expected encoder-decoder or decoder-only)");
+  return Layout::EncoderDecoder;
+}
+
+// ---- SyntheticTask ------------------------------------------------------------------------------
+
+SyntheticTask::SyntheticTask(const TaskConfig& config) : config_(config) {
+  const TaskConfig& c = config_;
+  const char* task = to_string(c.kind);
+  RG_CHECK(c.num_symbols >= 2, "SyntheticTask", task, ": num_symbols must be at least 2, got ", c.num_symbols);
+  RG_CHECK(c.min_len >= 1 && c.min_len <= c.max_len, "SyntheticTask", task,
+           ": need 1 <= min_len <= max_len, got min_len ", c.min_len, " and max_len ", c.max_len);
+  RG_CHECK(c.batch_size >= 1, "SyntheticTask", task, ": batch_size must be positive, got ", c.batch_size);
+  if (c.kind == TaskKind::Shift)
+    RG_CHECK(c.lag >= 1 && c.lag < c.min_len, "SyntheticTask", "shift: need 1 <= lag < min_len (so every ",
+             "target copies at least one symbol), got lag ", c.lag, " and min_len ", c.min_len);
+  if (c.kind == TaskKind::Periodic)
+    RG_CHECK(c.period >= 2 && c.period <= c.min_len, "SyntheticTask", "periodic: need 2 <= period <= min_len ",
+             "(so every source shows a whole period), got period ", c.period, " and min_len ", c.min_len);
+
+  vocab_.names = {"<pad>", "<bos>", "<eos>"};
+  for (int64_t s = 0; s < c.num_symbols; ++s) vocab_.names.push_back(std::to_string(s));
+  if (c.kind == TaskKind::Shift) vocab_.names.push_back("_");
+  vocab_.size = static_cast<int64_t>(vocab_.names.size());
+}
+
+int64_t SyntheticTask::max_sequence_length() const {
+  return config_.layout == Layout::EncoderDecoder ? config_.max_len + 1 : 2 * config_.max_len + 1;
+}
+
+SyntheticTask::Sample SyntheticTask::sample(int64_t index, int64_t row, Split split) const {
+  const TaskConfig& c = config_;
+  RG_CHECK(index >= 0, "SyntheticTask", "batch index must be >= 0, got ", index);
+  RG_CHECK(row >= 0 && row < c.batch_size, "SyntheticTask", "row ", row, " is outside a batch of ", c.batch_size);
+  CounterStream rng = row_stream(c.seed, split, index, static_cast<uint32_t>(row));
+  const int64_t n = rng.between(c.min_len, c.max_len);
+  Sample s;
+  s.source.resize(n);
+  if (c.kind == TaskKind::Periodic) {
+    std::vector<int64_t> pattern(c.period);
+    for (auto& p : pattern) p = kFirstSymbol + rng.below(c.num_symbols);
+    for (int64_t t = 0; t < n; ++t) s.source[t] = pattern[t % c.period];
+  } else {
+    for (auto& x : s.source) x = kFirstSymbol + rng.below(c.num_symbols);
+  }
+
+  const auto& x = s.source;
+  std::vector<int64_t>& y = s.target;
+  switch (c.kind) {
+    case TaskKind::Copy: y = x; break;
+    case TaskKind::Reverse: y.assign(x.rbegin(), x.rend()); break;
+    case TaskKind::Shift:
+      y.resize(n);
+      for (int64_t t = 0; t < n; ++t) y[t] = t < c.lag ? filler() : x[t - c.lag];
+      break;
+    case TaskKind::Sort: y = x; std::sort(y.begin(), y.end()); break;
+    case TaskKind::Periodic:
+      y.resize(n);
+      for (int64_t t = 0; t < n; ++t) y[t] = x[(n + t) % c.period];  // x[t mod P] = pattern[t mod P]
+      break;
+  }
+  return s;
+}
+
+Batch SyntheticTask::batch(int64_t index, Split split) const {
+  const int64_t B = config_.batch_size;
+  std::vector<Sample> samples;
+  samples.reserve(B);
+  for (int64_t b = 0; b < B; ++b) samples.push_back(sample(index, b, split));
+
+  if (config_.layout == Layout::EncoderDecoder) {
+    std::vector<std::vector<int64_t>> src, tgt_in, tgt_out;
+    for (const Sample& s : samples) {
+      src.push_back(s.source);
+      tgt_in.push_back({kBos});
+      tgt_in.back().insert(tgt_in.back().end(), s.target.begin(), s.target.end());
+      tgt_out.push_back(s.target);
+      tgt_out.back().push_back(kEos);
+    }
+    return encoder_decoder_batch(src, tgt_in, tgt_out);
+  } else {
+    // The sequence x BOS y EOS, split into inputs (all but the last) and targets (all but the
+    // first); only the targets from BOS on (y and EOS) carry a loss.
+    std::vector<std::vector<int64_t>> tokens, targets;
+    for (const Sample& s : samples) {
+      std::vector<int64_t> seq = s.source;
+      seq.push_back(kBos);
+      seq.insert(seq.end(), s.target.begin(), s.target.end());
+      seq.push_back(kEos);
+      tokens.emplace_back(seq.begin(), seq.end() - 1);
+      std::vector<int64_t> target(seq.begin() + 1, seq.end());
+      std::fill(target.begin(), target.begin() + s.source.size(), kIgnoreIndex);  // x[1..] and BOS
+      targets.push_back(std::move(target));
+    }
+    return decoder_only_batch(tokens, targets);
+  }
+}
+
+// ---- TextDataset --------------------------------------------------------------------------------
+
+namespace {
+
+// The training part of a contiguous split of n units (bytes or tokens): the first (1 - val_fraction),
+// with both parts long enough for one input and one target (the validation part may be empty).
+int64_t split_train_size(int64_t n, double val_fraction, const char* who, const std::string& path, const char* unit) {
+  const int64_t val = static_cast<int64_t>(static_cast<double>(n) * val_fraction + 0.5);
+  const int64_t train = n - val;
+  RG_CHECK(train >= 2, who, "'", path, "' has ", n, " ", unit, ", which leaves ", train,
+           " for training; need at least 2 (one input, one target)");
+  RG_CHECK(val_fraction == 0.0 || val >= 2, who, "'", path, "' has ", n, " ", unit, ", which leaves ", val,
+           " for validation at val_fraction ", val_fraction, "; need at least 2 (or val_fraction 0)");
+  return train;
+}
+
+// B windows of context + 1 ids at random offsets of a split (counter-based: row b of batch `index`
+// uses row_stream(seed, split, index, b)): tokens = window[0, context), targets = window[1, context].
+// id_at(i) is the id at position i of the whole sequence; the split is [begin, begin + length).
+template <class IdAt>
+Batch window_batch(uint64_t seed, Split split, int64_t index, int64_t batch_size, int64_t context, int64_t begin,
+                   int64_t length, const char* who, const std::string& path, const char* unit, IdAt id_at) {
+  RG_CHECK(index >= 0, who, "batch index must be >= 0, got ", index);
+  RG_CHECK(batch_size >= 1 && context >= 1, who, "batch_size and context must be positive, got ", batch_size,
+           " and ", context);
+  RG_CHECK(length >= context + 1, who, "context ", context, " needs ", context + 1, " ", unit, " but the ",
+           split == Split::Train ? "train" : "validation", " split of '", path, "' has ", length);
+  const int64_t windows = length - context;  // valid start offsets: [0, length - context)
+  std::vector<int64_t> tokens(batch_size * context), targets(batch_size * context);
+  for (int64_t b = 0; b < batch_size; ++b) {
+    CounterStream rng = row_stream(seed, split, index, static_cast<uint32_t>(b));
+    const int64_t start = begin + rng.below(windows);
+    for (int64_t t = 0; t < context; ++t) {
+      tokens[b * context + t] = id_at(start + t);
+      targets[b * context + t] = id_at(start + t + 1);
+    }
+  }
+  Batch batch;
+  batch.tokens = int_tensor(tokens, batch_size, context);
+  batch.targets = int_tensor(targets, batch_size, context);
+  batch.num_targets = batch_size * context;
+  return batch;
+}
+
+}  // namespace
+
+TextDataset::TextDataset(const std::string& path, double val_fraction, uint64_t seed) : path_(path), seed_(seed) {
+  RG_CHECK(val_fraction >= 0.0 && val_fraction < 1.0, "TextDataset", "val_fraction must be in [0, 1), got ",
+           val_fraction);
+  std::ifstream in(path, std::ios::binary);
+  RG_CHECK(in.is_open(), "TextDataset", "cannot open '", path, "': ", std::strerror(errno));
+  bytes_.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  RG_CHECK(!in.bad(), "TextDataset", "error while reading '", path, "'");
+  RG_CHECK(!bytes_.empty(), "TextDataset", "'", path, "' is empty");
+
+  train_size_ = split_train_size(size(), val_fraction, "TextDataset", path, "bytes");
+}
+
+Batch TextDataset::batch(int64_t index, int64_t batch_size, int64_t context, Split split) const {
+  const bool train = split == Split::Train;
+  return window_batch(seed_, split, index, batch_size, context, train ? 0 : train_size_, train ? train_size_ : val_size(),
+                      "TextDataset", path_, "bytes",
+                      [&](int64_t i) -> int64_t { return static_cast<unsigned char>(bytes_[i]); });
+}
+
+uint64_t TextDataset::checksum() const {
+  uint64_t h = 14695981039346656037ull;  // FNV-1a offset basis and prime
+  for (unsigned char c : bytes_) { h ^= c; h *= 1099511628211ull; }
+  return h;
+}
+
+// ---- TokenDataset -------------------------------------------------------------------------------
+
+TokenDataset::TokenDataset(const std::string& path, double val_fraction, uint64_t seed) : path_(path), seed_(seed) {
+  RG_CHECK(val_fraction >= 0.0 && val_fraction < 1.0, "TokenDataset", "val_fraction must be in [0, 1), got ",
+           val_fraction);
+  TokenFile file = read_token_file(path);
+  RG_CHECK(file.vocab_size <= kMaxTokenVocab, "TokenDataset", "'", path, "' has vocab_size ", file.vocab_size,
+           ", more than relgrad trains on (", kMaxTokenVocab, ")");
+  vocab_size_ = file.vocab_size;
+  tokens_ = std::move(file.tokens);
+  train_size_ = split_train_size(size(), val_fraction, "TokenDataset", path, "tokens");
+}
+
+Batch TokenDataset::batch(int64_t index, int64_t batch_size, int64_t context, Split split) const {
+  const bool train = split == Split::Train;
+  return window_batch(seed_, split, index, batch_size, context, train ? 0 : train_size_, train ? train_size_ : val_size(),
+                      "TokenDataset", path_, "tokens", [&](int64_t i) -> int64_t { return tokens_[i]; });
+}
+
+uint64_t TokenDataset::checksum() const {
+  uint64_t h = fnv1a64(nullptr, 0);
+  for (int32_t id : tokens_) {
+    unsigned char le[4];
+    for (int k = 0; k < 4; ++k) le[k] = static_cast<unsigned char>(static_cast<uint32_t>(id) >> (8 * k));
+    h = fnv1a64(le, 4, h);
+  }
+  const auto vocab = static_cast<uint64_t>(vocab_size_);
+  return fnv1a64(&vocab, sizeof vocab, h);
+}
+
+Vocab TokenDataset::vocab() const {
+  Vocab v;
+  v.size = vocab_size_;
+  v.pad = -1;  // every id is data
+  v.names.reserve(static_cast<size_t>(vocab_size_));
+  for (int64_t id = 0; id < vocab_size_; ++id) v.names.push_back(std::to_string(id));
+  return v;
+}
+
+Vocab TextDataset::vocab() {
+  Vocab v;
+  v.size = 256;
+  v.pad = -1;  // byte 0 is text, not padding
+  for (int c = 0; c < 256; ++c) {
+    if (c == '\n') v.names.push_back("\\n");
+    else if (c == '\t') v.names.push_back("\\t");
+    else if (c >= 32 && c < 127) v.names.push_back(std::string(1, static_cast<char>(c)));
+    else {
+      static const char* hex = "0123456789abcdef";
+      v.names.push_back(std::string("\\x") + hex[c >> 4] + hex[c & 15]);
+    }
+  }
+  return v;
+}
+
+}  // namespace relgrad

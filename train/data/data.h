@@ -1,0 +1,236 @@
+// Training data: synthetic sequence tasks, byte-level text and token data files, as batches of
+// int64 token tensors.
+//
+// Token ids of the synthetic tasks (the same for every task, so models and samplers need no special
+// cases):
+//   0 PAD   right padding; never a loss target (its target is -100)
+//   1 BOS   begins the target: tgt_in = BOS + target, and in the decoder-only layout it separates
+//           the prompt from the target (so no extra separator token is needed)
+//   2 EOS   ends the target; the model must predict it, which is how a sampler knows to stop
+//   3...    the task's symbols "0", "1", ... (num_symbols of them); the shift task adds one more,
+//           "_", the filler for the first `lag` outputs, outside the input alphabet so that it can
+//           never be confused with a copied symbol.
+//
+// Loss targets are -100 (kIgnoreIndex, cross_entropy's default ignore_index) wherever no loss
+// should be taken: padding, and the prompt part of a decoder-only sequence. So for either layout the
+// loss is simply cross_entropy(logits, targets) with default options.
+//
+// Determinism and the data position. Every random number is Philox4x32-10 (core/base/philox.h,
+// the generator behind Generator and rand) keyed by the seed, with the counter
+//     (block, sample, batch index with its top bit set for the held-out stream)
+// so batch n is a pure function of (seed, n): no hidden state advances between calls, batches can be
+// produced in any order, and the held-out stream shares no counter with the training stream. The
+// batch index plays the role of Generator's offset. The data position that a checkpoint stores is
+// therefore a single integer, the index of the next training batch; resuming from it continues the
+// exact batch sequence. TextDataset works the same way (random window offsets, same counters).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/base/philox.h"
+#include "core/tensor.h"
+
+namespace relgrad {
+
+inline constexpr int64_t kPad = 0;
+inline constexpr int64_t kBos = 1;
+inline constexpr int64_t kEos = 2;
+inline constexpr int64_t kFirstSymbol = 3;  // id of the task's symbol "0"
+inline constexpr int64_t kIgnoreIndex = -100;
+
+// Names of the token ids, for printing samples.
+struct Vocab {
+  int64_t size = 0;
+  std::vector<std::string> names;  // names[id], size entries
+  int64_t pad = kPad;              // the id decode() skips; -1 for the byte vocabulary, which has none
+  const std::string& name(int64_t id) const;  // checked
+  // Names joined by `sep`, e.g. decode({1, 5, 3, 2}) == "<bos> 2 0 <eos>"; `pad` and -100 are skipped.
+  std::string decode(const std::vector<int64_t>& ids, const std::string& sep = " ") const;
+};
+
+// The training stream, or a disjoint stream for evaluation (held-out sequences / the val split).
+enum class Split { Train, HeldOut };
+
+// One batch. Shapes: B batch, t1 source length, t2 target length, T decoder-only length (each the
+// longest sequence of the batch). Only one layout's tensors are defined; the others stay undefined.
+struct Batch {
+  // encoder-decoder: model(src, tgt_in, src_padding_mask, tgt_padding_mask) → logits (B, t2, V),
+  // loss = cross_entropy(logits, tgt_out)
+  Tensor src;               // int64 (B, t1)  the input sequence, PAD on the right
+  Tensor tgt_in;            // int64 (B, t2)  BOS + target, PAD on the right
+  Tensor tgt_out;           // int64 (B, t2)  target + EOS, -100 on the right
+  Tensor src_padding_mask;  // bool  (B, t1)  true = PAD
+  Tensor tgt_padding_mask;  // bool  (B, t2)  true = PAD
+  // decoder-only: model(tokens, padding_mask) → logits (B, T, V), loss = cross_entropy(logits, targets)
+  Tensor tokens;            // int64 (B, T)   input ids
+  Tensor targets;           // int64 (B, T)   the next token where a loss is taken, else -100
+  Tensor padding_mask;      // bool  (B, T)   true = PAD; undefined for text (windows are never padded)
+
+  int64_t num_targets = 0;  // targets that are not -100 (for token accuracy and tokens/s)
+  bool decoder_only() const { return tokens.defined(); }
+  // The same batch with every tensor on `device` (a no-op for those already there). Batches are
+  // built on the host; the trainer moves each one to the model's device before the forward pass.
+  Batch to(Device device) const;
+};
+
+// ------------------------------------------------------------------------------------------------
+// Building blocks shared by every data source (synthetic tasks, text, music, the experiments).
+
+// Uniform integers from Philox4x32-10 keyed by `seed`, with the counter (block, c1, c2, c3): word 0
+// counts blocks, the other three name the stream. Each source builds its own counter words so that
+// every row of every batch owns a private stream.
+class CounterStream {
+ public:
+  CounterStream(uint64_t seed, uint32_t c1, uint32_t c2, uint32_t c3) : seed_(seed), counter_{{0, c1, c2, c3}} {}
+  // Uniform integer in [0, n), n >= 1, from 53 random bits (bias about n / 2^53: negligible).
+  int64_t below(int64_t n);
+  int64_t between(int64_t lo, int64_t hi) { return lo + below(hi - lo + 1); }  // inclusive
+
+ private:
+  uint64_t seed_;
+  philox::Block counter_;
+  philox::Block block_{};
+  int used_ = 4;  // words of block_ already consumed
+};
+// Row `row` of batch `index` (>= 0): the counter (block, row, index low 32 bits, index high 31 bits
+// | split bit), so a batch can be built alone, in any order, and its rows do not shift if the
+// batch size changes. (Music uses it with a tag in place of the row.)
+CounterStream row_stream(uint64_t seed, Split split, int64_t index, uint32_t row);
+
+// Right-padded batches from unpadded rows: inputs filled with PAD, targets with -100, bool masks
+// true at the padding, num_targets counted. Encoder–decoder: src, tgt_in, tgt_out (tgt_in and tgt_out
+// rows of equal length); decoder-only: tokens and targets (rows of equal length).
+Batch encoder_decoder_batch(const std::vector<std::vector<int64_t>>& src, const std::vector<std::vector<int64_t>>& tgt_in,
+                            const std::vector<std::vector<int64_t>>& tgt_out);
+Batch decoder_only_batch(const std::vector<std::vector<int64_t>>& tokens, const std::vector<std::vector<int64_t>>& targets);
+
+// ------------------------------------------------------------------------------------------------
+// Synthetic tasks. For a source x of length n (n uniform in [min_len, max_len]) the target y is
+//   copy      y = x
+//   reverse   y[t] = x[n-1-t]
+//   shift     y[t] = x[t-lag] for t >= lag, "_" for t < lag     (lag-k copy: the relative-attention probe)
+//   sort      y = x sorted ascending
+//   periodic  x is a random pattern of `period` symbols repeated (x[t] = x[t mod period]); y is the
+//             next n symbols of the same repetition, y[t] = x[(n + t) mod period]
+// and each sample becomes
+//   encoder-decoder  src = x, tgt_in = BOS y, tgt_out = y EOS
+//   decoder-only     sequence x BOS y EOS; tokens = all but the last, targets = all but the first,
+//                    with the targets of the prompt part (x[1..] and BOS) set to -100, so the loss is
+//                    on y and EOS only: tokens  x0 x1 .. x(n-1) BOS y0 .. y(n-1)
+//                                       targets -100 ..  -100  y0  y1 .. EOS
+enum class TaskKind { Copy, Reverse, Shift, Sort, Periodic };
+enum class Layout { EncoderDecoder, DecoderOnly };
+// "copy", "reverse", "shift", "sort", "periodic" / "encoder-decoder", "decoder-only"; both ways.
+const char* to_string(TaskKind kind);
+const char* to_string(Layout layout);
+TaskKind task_kind_from_string(const std::string& name);  // error lists the valid names
+Layout layout_from_string(const std::string& name);
+
+struct TaskConfig {
+  TaskKind kind = TaskKind::Copy;
+  Layout layout = Layout::EncoderDecoder;
+  int64_t num_symbols = 10;  // alphabet of x: ids kFirstSymbol .. kFirstSymbol + num_symbols - 1
+  int64_t min_len = 4;       // source length n, uniform in [min_len, max_len] per sample
+  int64_t max_len = 16;
+  int64_t batch_size = 32;
+  int64_t lag = 1;           // shift only: 1 <= lag < min_len, so every output copies something
+  int64_t period = 3;        // periodic only: 2 <= period <= min_len, so x shows a whole period
+  uint64_t seed = 0;
+};
+
+class SyntheticTask {
+ public:
+  explicit SyntheticTask(const TaskConfig& config);  // checks the parameters
+
+  // Batch number `index` (>= 0) of the stream; a pure function of (config, split, index).
+  Batch batch(int64_t index, Split split = Split::Train) const;
+  Batch held_out(int64_t index) const { return batch(index, Split::HeldOut); }
+
+  // One sample without padding: the source x and the target y (no BOS / EOS).
+  struct Sample { std::vector<int64_t> source, target; };
+  Sample sample(int64_t index, int64_t row, Split split = Split::Train) const;  // row of batch `index`
+
+  const TaskConfig& config() const { return config_; }
+  const Vocab& vocab() const { return vocab_; }
+  int64_t filler() const { return kFirstSymbol + config_.num_symbols; }  // shift's "_" (shift only)
+  // The longest sequence a batch can hold: t1 = t2 - 1 = max_len, or T = 2 * max_len + 1; what the
+  // model's max_len (learned positions, relative-bias buckets) must cover.
+  int64_t max_sequence_length() const;
+
+ private:
+  TaskConfig config_;
+  Vocab vocab_;
+};
+
+// ------------------------------------------------------------------------------------------------
+// Byte-level text for a decoder-only LM (nanoGPT's shakespeare_char, but over raw bytes: the
+// vocabulary is exactly the 256 byte values, id = byte, so any file works, UTF-8 included, and no
+// vocabulary file is needed). There are no PAD/BOS/EOS ids here: every window is a full run of
+// text, so no padding is ever needed. The file is split contiguously: the first
+// (1 - val_fraction) of the bytes train, the rest validate (a random split would leak neighbouring
+// text into validation).
+class TextDataset {
+ public:
+  // Errors: missing/unreadable file, empty file, val_fraction outside [0, 1), or a split of fewer
+  // than 2 bytes (one input and one target).
+  TextDataset(const std::string& path, double val_fraction = 0.1, uint64_t seed = 0);
+
+  // B windows of context + 1 bytes at random offsets (counter-based, as the synthetic tasks):
+  // tokens = window[0, context), targets = window[1, context]. Error if the split is shorter than
+  // context + 1 bytes.
+  Batch batch(int64_t index, int64_t batch_size, int64_t context, Split split = Split::Train) const;
+
+  const std::string& path() const { return path_; }
+  int64_t size() const { return static_cast<int64_t>(bytes_.size()); }
+  int64_t train_size() const { return train_size_; }
+  int64_t val_size() const { return size() - train_size_; }
+  const std::string& bytes() const { return bytes_; }
+  // FNV-1a 64 of the file's bytes: lets a checkpoint tell that it is resumed on the same data.
+  uint64_t checksum() const;
+  static Vocab vocab();  // 256 entries: printable ASCII as itself, others as "\n", "\t", "\xNN"
+
+ private:
+  std::string path_;
+  std::string bytes_;
+  int64_t train_size_ = 0;
+  uint64_t seed_ = 0;
+};
+
+// ------------------------------------------------------------------------------------------------
+// The ids of a token data file (train/data/token_file.h; `relgrad tokenize` makes one from any file's
+// bytes) for a decoder-only LM whose vocabulary is the file's vocab_size. Split, windows and random
+// streams are exactly TextDataset's, so the token file of a text's bytes gives the same batches as
+// data.source = "text" on that text.
+class TokenDataset {
+ public:
+  // Errors: whatever read_token_file refuses, val_fraction outside [0, 1), a split of fewer than 2
+  // tokens, and vocab_size above kMaxTokenVocab.
+  TokenDataset(const std::string& path, double val_fraction = 0.1, uint64_t seed = 0);
+
+  // TextDataset::batch over the ids (error if the split is shorter than context + 1 tokens).
+  Batch batch(int64_t index, int64_t batch_size, int64_t context, Split split = Split::Train) const;
+
+  const std::string& path() const { return path_; }
+  int64_t size() const { return static_cast<int64_t>(tokens_.size()); }
+  int64_t train_size() const { return train_size_; }
+  int64_t val_size() const { return size() - train_size_; }
+  int64_t vocab_size() const { return vocab_size_; }
+  const std::vector<int32_t>& tokens() const { return tokens_; }
+  // FNV-1a 64 of the ids as 4-byte little-endian integers, and of the vocab_size (as a checkpoint's
+  // data_checksum: a resume on other data is refused).
+  uint64_t checksum() const;
+  Vocab vocab() const;  // the ids by number: names "0", "1", ...; no padding id
+
+  // Larger vocabularies are refused (the names alone would take gigabytes; so would the embedding).
+  static constexpr int64_t kMaxTokenVocab = int64_t(1) << 22;
+
+ private:
+  std::string path_;
+  std::vector<int32_t> tokens_;
+  int64_t vocab_size_ = 0;
+  int64_t train_size_ = 0;
+  uint64_t seed_ = 0;
+};
+
+}  // namespace relgrad

@@ -1,0 +1,121 @@
+// The verification experiments of the research notes (../shared/research/relative-attention.md §D):
+// small models trained from scratch on toy tasks where position is the only cue, then probed
+// (train/instruments/probe.h) to check that the learned relative parameters encode the offset the task needs.
+// The API behind `relgrad experiments [--full] [--only D1] [--out docs/experiments.md]`:
+//
+//   ExperimentOptions o;                                  // CI form; o.full = true: the documented form
+//   std::string md = run_experiments(o, &std::cout);      // trains, probes, writes pictures, returns markdown
+//
+//   D1  shift-copy with lag k: encoder–decoder, the scheme in cross-attention only (left alignment),
+//       y[t] = x[t − k]: the decoder query t must read key t − k, δ = −k. T5, the seed's method and
+//       Shaw with clip > k put ≥ 0.9 of one head's attention at δ = −k; Shaw with clip ≤ k cannot
+//       (every δ ≤ −clip shares the edge row).
+//   D2  periodic repetition with period P, decoder-only LM: predicting s[i+1] = s[i+1−P] from query i
+//       needs δ = 1 − P (the token P before the predicted one).
+//   D3  length extrapolation: the D2 task trained at one length, evaluated at 2× and 4×, every scheme.
+//   D6  synchronous cross-attention: y_i = f(x_{i+c}) → cross peak at δ = +c with left alignment; the
+//       time-stretch task y_{2m} = y_{2m+1} = f(x_m) (t2 = 2·t1) works with scaled alignment only.
+//
+// Everything is deterministic: fixed seeds, no dropout, counter-based data, so a given thread count
+// gives the same figures bit for bit. Each experiment has a CI form (seconds) and a full form
+// (minutes); `full` picks. The markdown links pictures as <basename(out_dir)>/<file>, i.e. it expects
+// to be saved in out_dir's parent directory (docs/experiments.md ↔ docs/experiments/).
+#pragma once
+#include <cstdint>
+#include <iosfwd>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "train/instruments/probe.h"
+
+namespace relgrad {
+
+struct ExperimentOptions {
+  bool full = false;
+  std::string only;                          // "D1", "D2", "D3", "D6" (case-insensitive) or "" = all
+  std::string out_dir = "docs/experiments";  // pictures; created when needed
+  int threads = 0;                           // OpenMP threads; 0 = leave as is
+};
+
+// The size of one experiment's runs and the seed of its model initialisation and data.
+struct ExperimentScale {
+  bool full = false;
+  uint64_t seed = 1;
+};
+
+inline constexpr int64_t kNoPeak = std::numeric_limits<int64_t>::min();  // no response curve (scheme none)
+
+// One trained model, probed at the offset its task needs.
+struct ProbedRun {
+  std::string label;             // "t5", "shaw clip 4", "seed (scaled)"
+  std::string scheme;            // the config's scheme name
+  std::string place;             // the attention probed: "cross" or "decoder_self"
+  int64_t expected = 0;          // the offset δ* the task needs
+  double accuracy = 0.0;         // held-out token accuracy (teacher forcing)
+  double loss = 0.0;             // held-out token-mean cross-entropy
+  double subset_accuracy = -1;   // accuracy on the positions that need the source (D6 stretch), else -1
+  std::string layer;             // the probed module holding the best head
+  int head = -1;                 // the head with the most attention at δ* (queries with a key there)
+  double mass_expected = 0.0;    // that head's attention mass at δ*, over queries whose key δ* exists
+  int64_t mass_peak = 0;         // that head's attention-mass peak (probe's mass, all queries)
+  int64_t response_peak = kNoPeak;  // that head's positional-response peak (kNoPeak: no response)
+  int64_t response_plateau = 0;  // how many offsets share the response's peak value (clipped edge rows)
+  double seconds = 0.0;
+  std::vector<ProbeCurve> curves;  // the probed place's curves (both kinds), for pictures
+};
+
+struct ShiftResult {      // D1
+  int64_t lag = 0;
+  int64_t min_len = 0;    // the shortest source: offsets |δ| < min_len occur in every sequence
+  double chance = 0.0;    // 1 / num_symbols
+  std::vector<ProbedRun> runs;
+  std::string setup;      // one paragraph: model, data, steps
+};
+struct PeriodicResult {   // D2
+  int64_t period = 0;
+  double chance = 0.0;
+  std::vector<ProbedRun> runs;
+  std::string setup;
+};
+struct ExtrapolationRow {  // D3: one scheme
+  std::string scheme;
+  std::vector<double> accuracy, loss;  // per eval length
+  double seconds = 0.0;
+};
+struct ExtrapolationResult {
+  int64_t train_length = 0;
+  std::vector<int64_t> eval_lengths;  // the first is train_length
+  double chance = 0.0;
+  std::vector<ExtrapolationRow> rows;
+  std::string setup;
+};
+struct SyncResult {       // D6
+  int64_t lag = 0;
+  double chance = 0.0;
+  std::vector<ProbedRun> lag_runs;      // y_i = f(x_{i+c}), left alignment
+  std::vector<ProbedRun> stretch_runs;  // y_{2m} = y_{2m+1} = f(x_m): scaled and left alignment
+  std::string setup;
+};
+
+ShiftResult experiment_shift(const ExperimentScale& scale, std::ostream* progress = nullptr);
+PeriodicResult experiment_periodic(const ExperimentScale& scale, std::ostream* progress = nullptr);
+ExtrapolationResult experiment_extrapolation(const ExperimentScale& scale, std::ostream* progress = nullptr);
+SyncResult experiment_synchronous(const ExperimentScale& scale, std::ostream* progress = nullptr);
+
+// What run_experiments computed; an experiment left out by `only` is empty (no runs / rows).
+struct ExperimentResults {
+  bool full = false;
+  ShiftResult d1;
+  PeriodicResult d2;
+  ExtrapolationResult d3;
+  SyncResult d6;
+  double seconds = 0.0;
+};
+ExperimentResults run_experiment_results(const ExperimentOptions& options, std::ostream* progress = nullptr);
+// The markdown of docs/experiments.md for `results`; writes the pictures into options.out_dir.
+std::string experiments_markdown(const ExperimentResults& results, const ExperimentOptions& options);
+// Both: run_experiment_results, then experiments_markdown.
+std::string run_experiments(const ExperimentOptions& options, std::ostream* progress = nullptr);
+
+}  // namespace relgrad

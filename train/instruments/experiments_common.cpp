@@ -1,0 +1,270 @@
+// Shared pieces of the experiments (train/instruments/experiments_internal.h): data plumbing, the training loop,
+// evaluation and the probe at an expected offset.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ostream>
+
+#include "autograd/grad_mode.h"
+#include "core/base/error.h"
+#include "train/optim/clip.h"
+#include "train/instruments/experiments_internal.h"
+
+namespace relgrad::experiments {
+
+// ---- data ---------------------------------------------------------------------------------------
+
+CounterStream row_random(uint64_t seed, uint32_t stream, Split split, int64_t index, int64_t row) {
+  uint32_t top = stream & 0x7fffffffu;
+  if (split == Split::HeldOut) top |= 0x80000000u;
+  return CounterStream(seed, static_cast<uint32_t>(row), static_cast<uint32_t>(index), top);
+}
+
+// ---- models and training ------------------------------------------------------------------------
+
+PositionalConfig scheme_config(const std::string& scheme) {
+  PositionalConfig p;
+  p.scheme = scheme;
+  // seed, huang: t3 = 64 covers every offset of these tasks (the default 512 would make Q·Eᵀ
+  // (B, H, t2, 2·t3 − 1) about 40× larger than the scores it feeds).
+  p.max_length = 64;
+  return p;
+}
+
+RunConfig experiment_config(bool encoder_decoder, int64_t vocab, const ModelSize& size, uint64_t seed) {
+  RunConfig c = RunConfig::defaults();
+  c.model_type = encoder_decoder ? "encoder-decoder" : "decoder-only";
+  TransformerConfig& m = c.model;
+  m.vocab_size = vocab;
+  m.src_vocab_size = 0;
+  m.d_model = size.d_model;
+  m.n_heads = size.n_heads;
+  m.d_ff = size.d_ff;
+  m.n_encoder_layers = size.encoder_layers;
+  m.n_decoder_layers = size.decoder_layers;
+  m.dropout = 0.0;  // no randomness in training beyond the data: runs are reproducible bit for bit
+  m.encoder_self = scheme_config("none");
+  m.decoder_self = scheme_config("none");
+  m.cross = scheme_config("none");
+  m.cross_alignment = Alignment::Left;
+  c.optim.name = "adamw";
+  c.optim.lr = size.lr;
+  c.optim.min_lr = size.lr * 0.05;
+  c.optim.warmup_steps = size.warmup;
+  c.optim.decay = "cosine";
+  c.optim.weight_decay = 0.01;
+  c.optim.clip = 1.0;
+  c.train.steps = size.steps;
+  c.train.seed = seed;
+  return c;
+}
+
+RunModel train_model(const RunConfig& config, const BatchFn& data, std::ostream* progress, const std::string& label,
+                     double positional_lr_scale) {
+  config.model.validate("experiments", config.encoder_decoder());
+  Generator init(config.train.seed);
+  RunModel model = build_model(config, &init);
+  const OptimConfig& o = config.optim;
+  // decay_groups' two groups, then a third holding the positional tables (taken out of the others).
+  std::vector<ParamGroup> groups = decay_groups(model.module->named_parameters(), o.lr, o.weight_decay);
+  ParamGroup positional;
+  positional.weight_decay = o.weight_decay;
+  // (the lambda captures p.impl() by value: clang 14 cannot capture a structured binding)
+  for (const auto& [name, p] : model.module->named_parameters()) {
+    if (name.find(".positional.") == std::string::npos) continue;
+    positional.params.push_back(p);
+    for (ParamGroup& g : groups)
+      g.params.erase(std::remove_if(g.params.begin(), g.params.end(), [pi = p.impl()](const Tensor& q) { return q.impl() == pi; }),
+                     g.params.end());
+  }
+  groups.push_back(positional);
+  AdamW optimizer(groups, AdamWOptions(o.lr).betas(o.beta1, o.beta2).eps(o.eps));
+  LrSchedule schedule(o.lr, o.warmup_steps, config.train.steps, o.min_lr, LrSchedule::Decay::Cosine);
+  const TensorList params = model.module->parameters();
+  model.module->train();
+  const auto start = std::chrono::steady_clock::now();
+  const int64_t steps = config.train.steps, every = std::max<int64_t>(1, steps / 4);
+  for (int64_t step = 0; step < steps; ++step) {
+    optimizer.set_lr(schedule.lr_at(step));
+    optimizer.param_groups().back().lr = schedule.lr_at(step) * positional_lr_scale;
+    optimizer.zero_grad();
+    const Batch b = data(step, Split::Train).to(model.device);  // batches are built on the host
+    Tensor logits = model.logits(b);  // (B, T, V)
+    const int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);
+    Tensor loss = cross_entropy(logits.reshape({B * T, V}), RunModel::targets(b).reshape({B * T}));
+    loss.backward();
+    const double value = loss.item();
+    RG_CHECK(std::isfinite(value), "experiments", label, ": the loss is ", value, " at step ", step);
+    clip_grad_norm_(params, o.clip > 0 ? o.clip : INFINITY);
+    optimizer.step();
+    if (progress && ((step + 1) % every == 0 || step + 1 == steps)) {
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      char line[160];
+      std::snprintf(line, sizeof line, "  %-28s step %5lld/%lld  loss %.4f  %s\n", label.c_str(),
+                    static_cast<long long>(step + 1), static_cast<long long>(steps), value, seconds_text(s).c_str());
+      *progress << line << std::flush;
+    }
+  }
+  model.module->eval();
+  return model;
+}
+
+Evaluation evaluate_on(RunModel& model, const BatchFn& data, int64_t batches, const PositionFilter& subset) {
+  NoGradGuard no_grad;
+  const bool was_training = model.module->is_training();
+  model.module->eval();
+  double loss_sum = 0.0;
+  int64_t tokens = 0, correct = 0, sub_tokens = 0, sub_correct = 0;
+  for (int64_t n = 0; n < batches; ++n) {
+    const Batch b = data(n, Split::HeldOut).to(model.device);
+    const Tensor& targets = RunModel::targets(b);
+    Tensor logits = model.logits(b);
+    const int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);
+    loss_sum += cross_entropy(logits.reshape({B * T, V}), targets.reshape({B * T}),
+                              CrossEntropyOptions().set_reduction(Reduction::Sum)).item();
+    std::vector<int64_t> predicted = argmax(logits, -1).contiguous().to_vector<int64_t>();
+    std::vector<int64_t> wanted = targets.contiguous().to_vector<int64_t>();
+    for (int64_t row = 0; row < B; ++row)
+      for (int64_t t = 0; t < T; ++t) {
+        const int64_t k = row * T + t;
+        if (wanted[k] == kIgnoreIndex) continue;
+        const bool ok = predicted[k] == wanted[k];
+        ++tokens;
+        correct += ok;
+        if (subset && subset(t, wanted[k])) ++sub_tokens, sub_correct += ok;
+      }
+  }
+  model.module->train(was_training);
+  Evaluation e;
+  e.loss = tokens ? loss_sum / static_cast<double>(tokens) : 0.0;
+  e.accuracy = tokens ? static_cast<double>(correct) / static_cast<double>(tokens) : 0.0;
+  if (subset) e.subset_accuracy = sub_tokens ? static_cast<double>(sub_correct) / static_cast<double>(sub_tokens) : 0.0;
+  return e;
+}
+
+// ---- probing ------------------------------------------------------------------------------------
+
+namespace {
+
+// Per head: the mean weight on key π(i) + δ over the valid queries that have that key (in range,
+// not padding, not hidden by the causal mask); NaN for a head with no such query.
+std::vector<double> mass_on_needed_key(const AttentionRecord& rec, const ProbeSpec& spec, const std::vector<int64_t>& targets) {
+  const int64_t B = rec.weights.size(0), H = rec.weights.size(1), t2 = rec.weights.size(2), t1 = rec.weights.size(3);
+  std::vector<double> w = rec.weights.to(kFloat64).contiguous().to_vector<double>();
+  std::vector<double> sum(static_cast<size_t>(H), 0.0);
+  int64_t n = 0;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < t2; ++i) {
+      const int64_t j = spec.key_of ? spec.key_of(i) : rec.positions[i] + spec.expected;
+      if (!rec.query_valid[b * t2 + i] || j < 0 || j >= t1 || !rec.key_valid[b * t1 + j]) continue;
+      if (spec.queries && !spec.queries(i, targets[static_cast<size_t>(b * t2 + i)])) continue;
+      if (rec.causal && j > rec.positions[i]) continue;
+      ++n;
+      for (int64_t h = 0; h < H; ++h) sum[h] += w[((b * H + h) * t2 + i) * t1 + j];
+    }
+  for (double& s : sum) s = n ? s / static_cast<double>(n) : NAN;
+  return sum;
+}
+
+bool uses(const ProbeCurve& c, const std::string& layer) {
+  return std::find(c.shared_by.begin(), c.shared_by.end(), layer) != c.shared_by.end();
+}
+
+}  // namespace
+
+ProbedRun probe_expected(RunModel& model, const Batch& batch, const ProbeSpec& spec) {
+  std::vector<AttentionRecord> records = record_attention(model, batch), mine;
+  const std::vector<int64_t> targets = RunModel::targets(batch).contiguous().to_vector<int64_t>();  // (B, t2)
+  ProbedRun run;
+  run.place = spec.place;
+  run.expected = spec.expected;
+  run.mass_expected = -1.0;
+  for (const AttentionRecord& rec : records) {
+    if (rec.place != spec.place) continue;
+    mine.push_back(rec);
+    std::vector<double> mass = mass_on_needed_key(rec, spec, targets);
+    for (size_t h = 0; h < mass.size(); ++h)
+      if (std::isfinite(mass[h]) && mass[h] > run.mass_expected) {
+        run.mass_expected = mass[h];
+        run.layer = rec.layer;
+        run.head = static_cast<int>(h);
+        run.scheme = rec.scheme;
+      }
+  }
+  RG_CHECK(run.head >= 0, "experiments", "no ", spec.place, " attention query has the key the task needs");
+  run.curves = positional_response(mine);
+  for (ProbeCurve& c : attention_mass_by_offset(mine)) run.curves.push_back(std::move(c));
+  for (const ProbeCurve& c : run.curves) {
+    if (c.head != run.head || !uses(c, run.layer)) continue;
+    if (c.kind == "attention_mass") run.mass_peak = peak_offset(c);
+    if (c.kind != "response") continue;
+    ProbeCurve near = c;  // the offsets within reach: far ones are rare in training and keep their init
+    near.delta.clear();
+    near.value.clear();
+    for (size_t n = 0; n < c.delta.size(); ++n)
+      if (spec.reach <= 0 || std::abs(c.delta[n]) <= spec.reach) near.delta.push_back(c.delta[n]), near.value.push_back(c.value[n]);
+    if (std::none_of(near.value.begin(), near.value.end(), [](double v) { return std::isfinite(v); })) continue;
+    run.response_peak = peak_offset(near);
+    const double top = value_at(near, run.response_peak);
+    run.response_plateau = std::count(near.value.begin(), near.value.end(), top);
+  }
+  return run;
+}
+
+ProbedRun train_and_probe(const std::string& label, const RunConfig& config, const BatchFn& data, const ProbeSpec& spec,
+                          std::ostream* progress) {
+  const auto start = std::chrono::steady_clock::now();
+  RunModel model = train_model(config, data, progress, label, spec.positional_lr_scale);
+  Evaluation e = evaluate_on(model, data, spec.eval_batches, spec.subset);
+  ProbedRun run = probe_expected(model, data(0, Split::HeldOut), spec);
+  run.label = label;
+  run.accuracy = e.accuracy;
+  run.loss = e.loss;
+  run.subset_accuracy = e.subset_accuracy;
+  run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return run;
+}
+
+// ---- text ---------------------------------------------------------------------------------------
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+std::string percent(double v) { return fixed(100.0 * v, 1) + " %"; }
+
+std::string offset_text(int64_t d) {
+  if (d == 0) return "0";
+  return (d < 0 ? "−" : "+") + std::to_string(d < 0 ? -d : d);
+}
+
+std::string peak_text(const ProbedRun& r) {
+  if (r.response_peak == kNoPeak) return "—";
+  if (r.response_plateau > 1) {  // several offsets share the top value: a clipped edge row or a T5 bucket
+    if (r.response_peak < 0)
+      return offset_text(r.response_peak) + " … " + offset_text(r.response_peak + r.response_plateau - 1) + " (shared)";
+    return offset_text(r.response_peak) + " … (shared by " + std::to_string(r.response_plateau) + ")";
+  }
+  return offset_text(r.response_peak);
+}
+
+std::string model_text(const ModelSize& m, bool encoder_decoder) {
+  std::string layers = encoder_decoder ? std::to_string(m.encoder_layers) + " + " + std::to_string(m.decoder_layers) +
+                                             " layers (encoder + decoder)"
+                                       : std::to_string(m.decoder_layers) + " layer" + (m.decoder_layers > 1 ? "s" : "");
+  return layers + ", d_model " + std::to_string(m.d_model) + ", " + std::to_string(m.n_heads) + " heads, d_ff " +
+         std::to_string(m.d_ff) + ", pre-norm, no dropout; AdamW lr " + fixed(m.lr, 4) + " (warmup " +
+         std::to_string(m.warmup) + ", cosine), clip 1, " + std::to_string(m.steps) + " steps of 32 sequences";
+}
+
+std::string seconds_text(double s) {
+  char buf[32];
+  if (s < 60) std::snprintf(buf, sizeof buf, "%.1f s", s);
+  else std::snprintf(buf, sizeof buf, "%d min %02d s", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
+  return buf;
+}
+
+}  // namespace relgrad::experiments

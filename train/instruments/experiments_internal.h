@@ -1,0 +1,83 @@
+// Pieces shared by the experiment files (train/experiments*.cpp); not a public API.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "train/instruments/experiments.h"
+
+namespace relgrad::experiments {
+
+// Batch `index` of a stream; a pure function of (the builder's seed, split, index).
+using BatchFn = std::function<Batch(int64_t index, Split split)>;
+// Picks positions by their index t (query / target position) and the loss target there (−100 = none).
+using PositionFilter = std::function<bool(int64_t t, int64_t target)>;
+// The key query i needs, when the task's offset is not one constant δ (D6 time stretch under Left).
+using KeyOf = std::function<int64_t(int64_t i)>;
+
+// The random numbers of one row of one batch: data.h's CounterStream with the counter
+// (block, row, index, stream | split bit); `stream` separates the tasks. (The batch builders are
+// data.h's encoder_decoder_batch / decoder_only_batch.)
+CounterStream row_random(uint64_t seed, uint32_t stream, Split split, int64_t index, int64_t row);
+
+// D2's data: a decoder-only LM on period-P sequences of `length` (experiments.cpp has the layout).
+BatchFn periodic_lm(int64_t period, int64_t length, int64_t symbols, uint64_t seed);
+
+// The model and optimizer settings every experiment starts from: no dropout, AdamW, cosine decay.
+struct ModelSize {
+  int64_t d_model = 32, n_heads = 2, d_ff = 64, encoder_layers = 1, decoder_layers = 1;
+  int64_t steps = 300, warmup = 30;
+  double lr = 3e-3;
+  // The positional tables train at this multiple of lr. T5's bias is in raw logit units and Adam
+  // moves each entry by about lr per step, so the ≈ 5-nat margin that puts 0.9 of a head on one
+  // offset takes thousands of steps at lr 3e-3; small experiments give the tables 10× lr.
+  double positional_lr_scale = 10.0;
+};
+RunConfig experiment_config(bool encoder_decoder, int64_t vocab, const ModelSize& size, uint64_t seed);
+PositionalConfig scheme_config(const std::string& scheme);  // defaults of models.h, per scheme
+
+// Trains a model of `config` (model, optim.*, train.steps, train.seed) on `data`; a line to
+// `progress` every quarter of the run. The positional tables (parameters named "*.positional.*")
+// train at `positional_lr_scale` × the learning rate (see ModelSize::positional_lr_scale).
+RunModel train_model(const RunConfig& config, const BatchFn& data, std::ostream* progress, const std::string& label,
+                     double positional_lr_scale = 1.0);
+
+struct Evaluation {
+  double loss = 0.0, accuracy = 0.0, subset_accuracy = -1.0;
+};
+// Held-out batches 0 .. batches − 1, teacher-forced; subset accuracy when `subset` is given.
+Evaluation evaluate_on(RunModel& model, const BatchFn& data, int64_t batches, const PositionFilter& subset = {});
+
+// What to probe after training, and how.
+struct ProbeSpec {
+  std::string place = "cross";  // the attention probed: "cross" or "decoder_self"
+  int64_t expected = 0;         // δ* the task needs
+  KeyOf key_of;                 // the needed key when it is not π(i) + δ* (D6 stretch under Left)
+  PositionFilter queries;       // the queries the mass counts (default: all valid ones)
+  int64_t reach = 0;            // response peak searched over |δ| ≤ reach (0: the whole curve)
+  PositionFilter subset;        // loss positions of the subset accuracy (default: none)
+  int64_t eval_batches = 4;
+  double positional_lr_scale = 1.0;
+};
+
+// Probes `model` on `batch`: the head of an attention at spec.place with the most attention on the
+// needed key (π(i) + δ*, or key_of(i)), over the valid queries that have that key (in range, not
+// padding, not masked) and pass spec.queries, and its mass and response peaks. Fills the probe
+// fields of ProbedRun (not label, accuracy, seconds).
+ProbedRun probe_expected(RunModel& model, const Batch& batch, const ProbeSpec& spec);
+
+// Trains, evaluates (held-out) and probes (held-out batch 0) one run.
+ProbedRun train_and_probe(const std::string& label, const RunConfig& config, const BatchFn& data, const ProbeSpec& spec,
+                          std::ostream* progress);
+
+// Text helpers for the markdown.
+std::string fixed(double v, int digits);
+std::string percent(double v);  // 0.9731 → "97.3 %"
+std::string offset_text(int64_t delta);  // "−3", "+2", "0"
+std::string peak_text(const ProbedRun& run);  // response peak, "≤ −3 (edge row)" for a clipped plateau
+std::string seconds_text(double s);
+std::string model_text(const ModelSize& size, bool encoder_decoder);  // one sentence: model and optimizer
+
+}  // namespace relgrad::experiments

@@ -1,0 +1,270 @@
+// Optimizers: the shared bookkeeping (groups, state, checkpoints) and the SGD / Adam / AdamW updates,
+// written in the same operation order as torch.optim 1.13's single-tensor path so that float64 runs
+// agree with PyTorch to rounding. Every update runs on the parameter's device: SGD and the composite
+// Adam through tensor ops, the fused Adam step through core/cpu/adam.h or cuda/adam.h.
+#include "train/optim/optim.h"
+
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "autograd/grad_mode.h"
+#include "core/base/error.h"
+#include "cuda/adam.h"
+
+namespace relgrad {
+
+// ---- decay_groups -----------------------------------------------------------------------------------
+namespace {
+bool is_no_decay(const std::string& name, const Tensor& p) {
+  return p.dim() < 2 || name.find("norm") != std::string::npos || name.find("ln") != std::string::npos;
+}
+}  // namespace
+
+std::vector<ParamGroup> decay_groups(const std::vector<std::pair<std::string, Tensor>>& named, double lr,
+                                     double weight_decay) {
+  ParamGroup decay{{}, lr, weight_decay}, no_decay{{}, lr, 0.0};
+  for (const auto& [name, p] : named) {
+    RG_CHECK(p.defined(), "decay_groups", "parameter '", name, "' is undefined");
+    (is_no_decay(name, p) ? no_decay : decay).params.push_back(p);
+  }
+  return {decay, no_decay};
+}
+
+// ---- Optimizer ------------------------------------------------------------------------------------
+Optimizer::Optimizer(std::string name, std::vector<ParamGroup> groups, std::vector<std::string> slots)
+    : name_(std::move(name)), groups_(std::move(groups)), slot_names_(std::move(slots)) {
+  const char* op = name_.c_str();
+  std::set<const TensorImpl*> seen;
+  size_t total = 0;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    check_group(groups_[g], g);
+    std::vector<ParamState> states;
+    for (size_t i = 0; i < groups_[g].params.size(); ++i) {
+      const Tensor& p = groups_[g].params[i];
+      RG_CHECK(p.defined(), op, "group ", g, " param ", i, " is undefined");
+      RG_CHECK(is_floating(p.dtype()), op, "group ", g, " param ", i, " has dtype ", dtype_name(p.dtype()),
+               "; only float32/float64 parameters can be optimized");
+      RG_CHECK(p.is_leaf(), op, "group ", g, " param ", i, " (shape ", shape_str(p.shape()),
+               ") is not a leaf; optimize the tensor itself, not a result computed from it");
+      // A parameter in two groups would be updated twice per step (torch refuses it too).
+      RG_CHECK(seen.insert(p.impl()).second, op, "group ", g, " param ", i,
+               " appears more than once in the parameter groups");
+      ParamState state;
+      for (size_t s = 0; s < slot_names_.size(); ++s) state.slots.push_back(zeros_like(p));
+      states.push_back(std::move(state));
+      ++total;
+    }
+    state_.push_back(std::move(states));
+  }
+  RG_CHECK(total > 0, op, "got an empty parameter list");
+}
+
+void Optimizer::check_group(const ParamGroup& group, size_t index) const {
+  // Written as !(x >= 0) so that NaN is refused too.
+  RG_CHECK(group.lr >= 0, name_, "invalid learning rate ", group.lr, " in group ", index, " (must be >= 0)");
+  RG_CHECK(group.weight_decay >= 0, name_, "invalid weight_decay ", group.weight_decay, " in group ", index,
+           " (must be >= 0)");
+}
+
+void Optimizer::step() {
+  NoGradGuard no_grad;
+  for (size_t g = 0; g < groups_.size(); ++g) check_group(groups_[g], g);  // a schedule may have set lr
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    for (size_t i = 0; i < groups_[g].params.size(); ++i) {
+      Tensor& p = groups_[g].params[i];
+      Tensor grad = p.grad();
+      if (!grad.defined()) continue;
+      ParamState& state = state_[g][i];
+      ++state.step;
+      update(groups_[g], p, grad, state);
+    }
+  }
+  ++step_count_;
+}
+
+void Optimizer::zero_grad() {
+  for (auto& group : groups_)
+    for (auto& p : group.params) p.set_grad(Tensor());
+}
+
+void Optimizer::set_lr(double lr) {
+  for (auto& group : groups_) group.lr = lr;
+}
+
+namespace {
+std::string param_prefix(size_t g, size_t i) {
+  return "group" + std::to_string(g) + ".param" + std::to_string(i) + ".";
+}
+Tensor int_scalar(int64_t v) { return scalar_tensor(static_cast<double>(v), kInt64); }
+}  // namespace
+
+std::vector<std::pair<std::string, Tensor>> Optimizer::state_tensors() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  out.emplace_back("step_count", int_scalar(step_count_));
+  for (size_t g = 0; g < state_.size(); ++g) {
+    for (size_t i = 0; i < state_[g].size(); ++i) {
+      std::string prefix = param_prefix(g, i);
+      out.emplace_back(prefix + "step", int_scalar(state_[g][i].step));
+      for (size_t s = 0; s < slot_names_.size(); ++s) out.emplace_back(prefix + slot_names_[s], state_[g][i].slots[s]);
+    }
+  }
+  return out;
+}
+
+void Optimizer::load_state_tensors(const std::vector<std::pair<std::string, Tensor>>& state) {
+  const std::string op = name_ + ".load_state_tensors";  // "[AdamW.load_state_tensors] ..."
+  std::map<std::string, Tensor> given;
+  for (const auto& [name, t] : state) {
+    RG_CHECK(t.defined(), op, "entry '", name, "' is undefined");
+    RG_CHECK(given.emplace(name, t).second, op, "entry '", name, "' appears twice");
+  }
+  // Check everything against the expected layout before changing anything.
+  std::vector<std::pair<std::string, Tensor>> expected = state_tensors();
+  for (const auto& [name, current] : expected) {
+    auto it = given.find(name);
+    RG_CHECK(it != given.end(), op, "missing entry '", name, "' (the state was saved by a different optimizer, ",
+             "model or parameter grouping?)");
+    RG_CHECK(it->second.shape() == current.shape(), op, "entry '", name, "' has shape ", shape_str(it->second.shape()),
+             " but this optimizer expects ", shape_str(current.shape()));
+    if (current.dtype() == kInt64) {
+      double v = it->second.item();
+      RG_CHECK(v >= 0 && v == std::floor(v), op, "entry '", name, "' must be a count >= 0, got ", v);
+    }
+    given.erase(it);
+  }
+  RG_CHECK(given.empty(), op, "unexpected entry '", given.begin()->first, "' (", given.size(),
+           " entries not used by this optimizer)");
+
+  NoGradGuard no_grad;
+  std::map<std::string, Tensor> by_name(state.begin(), state.end());
+  step_count_ = static_cast<int64_t>(by_name.at("step_count").item());
+  for (size_t g = 0; g < state_.size(); ++g) {
+    for (size_t i = 0; i < state_[g].size(); ++i) {
+      std::string prefix = param_prefix(g, i);
+      state_[g][i].step = static_cast<int64_t>(by_name.at(prefix + "step").item());
+      for (size_t s = 0; s < slot_names_.size(); ++s) state_[g][i].slots[s].copy_(by_name.at(prefix + slot_names_[s]));
+    }
+  }
+}
+
+// ---- SGD ------------------------------------------------------------------------------------------
+namespace {
+std::vector<ParamGroup> one_group(const TensorList& params, double lr, double weight_decay) {
+  return {ParamGroup{params, lr, weight_decay}};
+}
+void check_sgd(const SGDOptions& o) {
+  RG_CHECK(o.momentum_ >= 0, "SGD", "invalid momentum ", o.momentum_, " (must be >= 0)");
+  RG_CHECK(o.dampening_ >= 0 && o.dampening_ <= 1, "SGD", "invalid dampening ", o.dampening_, " (must be in [0, 1])");
+  RG_CHECK(!o.nesterov_ || (o.momentum_ > 0 && o.dampening_ == 0), "SGD",
+           "nesterov momentum requires momentum > 0 and dampening = 0 (got momentum ", o.momentum_, ", dampening ",
+           o.dampening_, ")");
+}
+std::vector<std::string> sgd_slots(const SGDOptions& o) {
+  check_sgd(o);  // before the base constructor allocates anything
+  if (o.momentum_ != 0) return {"momentum_buffer"};
+  return {};
+}
+}  // namespace
+
+SGD::SGD(std::vector<ParamGroup> groups, SGDOptions options)
+    : Optimizer("SGD", std::move(groups), sgd_slots(options)), options_(options) {}
+SGD::SGD(const TensorList& params, SGDOptions options)
+    : SGD(one_group(params, options.lr_, options.weight_decay_), options) {}
+
+void SGD::update(const ParamGroup& group, Tensor& param, const Tensor& grad, ParamState& state) {
+  const SGDOptions& o = options_;
+  Tensor d = grad;
+  if (group.weight_decay != 0) d = add(grad, mul(param, group.weight_decay));
+  if (o.momentum_ != 0) {
+    Tensor& buf = state.slots[0];
+    if (state.step == 1) buf.copy_(d);  // torch starts the buffer at the first gradient, undamped
+    else buf.mul_(o.momentum_).add_(d, 1 - o.dampening_);
+    d = o.nesterov_ ? add(d, mul(buf, o.momentum_)) : buf;
+  }
+  param.add_(d, -group.lr);
+}
+
+// ---- Adam / AdamW ---------------------------------------------------------------------------------
+namespace {
+std::vector<std::string> adam_slots(const char* name, const AdamOptions& o) {
+  RG_CHECK(o.beta1_ >= 0 && o.beta1_ < 1, name, "invalid beta1 ", o.beta1_, " (must be in [0, 1))");
+  RG_CHECK(o.beta2_ >= 0 && o.beta2_ < 1, name, "invalid beta2 ", o.beta2_, " (must be in [0, 1))");
+  RG_CHECK(o.eps_ >= 0, name, "invalid eps ", o.eps_, " (must be >= 0)");
+  return {"exp_avg", "exp_avg_sq"};
+}
+}  // namespace
+
+Adam::Adam(const char* name, std::vector<ParamGroup> groups, AdamOptions options, bool decoupled)
+    : Optimizer(name, std::move(groups), adam_slots(name, options)), options_(options), decoupled_(decoupled) {}
+Adam::Adam(std::vector<ParamGroup> groups, AdamOptions options) : Adam("Adam", std::move(groups), options, false) {}
+Adam::Adam(const TensorList& params, AdamOptions options)
+    : Adam("Adam", one_group(params, options.lr_, options.weight_decay_), options, false) {}
+
+AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions options) : Adam("AdamW", std::move(groups), options, true) {}
+AdamW::AdamW(const TensorList& params, AdamWOptions options)
+    : Adam("AdamW", one_group(params, options.lr_, options.weight_decay_), options, true) {}
+
+void adam_composite_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const cpu::AdamStep& s) {
+  Tensor g = grad;
+  if (s.decoupled) param.mul_(1 - s.lr * s.weight_decay);                   // AdamW: shrink p directly
+  else if (s.weight_decay != 0) g = add(grad, mul(param, s.weight_decay));  // Adam: L2 in the gradient
+  m.mul_(s.beta1).add_(g, 1 - s.beta1);
+  v.mul_(s.beta2).add_(mul(g, 1 - s.beta2).mul_(g));  // torch's addcmul order: (value * g) * g
+  Tensor denom = div(sqrt(v), std::sqrt(s.bias_correction2));
+  denom.add_(s.eps);
+  param.add_(div(m, denom), -(s.lr / s.bias_correction1));
+}
+
+namespace {
+// The CUDA kernel's conditions: every tensor on the parameter's GPU, contiguous, one float dtype, one shape.
+bool cuda_adam_fusable(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v) {
+  if (!param.device().is_cuda() || !is_floating(param.dtype())) return false;
+  for (const Tensor* t : {&param, &grad, &m, &v})
+    if (t->device() != param.device() || !t->is_contiguous() || t->dtype() != param.dtype() ||
+        t->shape() != param.shape())
+      return false;
+  return true;
+}
+
+void cuda_adam_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const cpu::AdamStep& s) {
+  cuda::AdamParams c;
+  c.lr = s.lr;
+  c.beta1 = s.beta1;
+  c.beta2 = s.beta2;
+  c.eps = s.eps;
+  c.weight_decay = s.weight_decay;
+  c.bias_correction1 = s.bias_correction1;
+  c.bias_correction2 = s.bias_correction2;
+  c.decoupled = s.decoupled;
+  cuda::adam_step(param.dtype(), param.raw_data(), grad.raw_data(), m.raw_data(), v.raw_data(), param.numel(), c,
+                  param.device().index);
+}
+}  // namespace
+
+void Adam::update(const ParamGroup& group, Tensor& param, const Tensor& grad, ParamState& state) {
+  const AdamOptions& o = options_;
+  Tensor& m = state.slots[0];
+  Tensor& v = state.slots[1];
+  const double t = static_cast<double>(state.step);
+  cpu::AdamStep s;
+  s.lr = group.lr;
+  s.weight_decay = group.weight_decay;
+  s.beta1 = o.beta1_;
+  s.beta2 = o.beta2_;
+  s.eps = o.eps_;
+  s.bias_correction1 = 1 - std::pow(o.beta1_, t);
+  s.bias_correction2 = 1 - std::pow(o.beta2_, t);
+  s.decoupled = decoupled_;
+  // One fused pass (core/cpu/adam.cpp, or cuda/adam.cu for a GPU parameter) where the layout
+  // allows; same bits as the composite.
+  if (cuda_adam_fusable(param, grad, m, v)) {
+    cuda_adam_step(param, grad, m, v, s);
+  } else {
+    if (!cpu::adam_fusable(param, grad, m, v)) return adam_composite_update(param, grad, m, v, s);
+    cpu::adam_step(param, grad, m, v, s);
+  }
+  for (Tensor* t : {&param, &m, &v}) t->bump_version();
+}
+
+}  // namespace relgrad

@@ -1,0 +1,430 @@
+// The training loop (see trainer.h for the step, determinism and output contracts).
+#include "train/trainer/trainer.h"
+
+#include <omp.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "autograd/grad_mode.h"
+#include "core/base/error.h"
+#include "core/file_io.h"
+#include "train/optim/clip.h"
+#include "train/trainer/nonfinite.h"
+#include "train/trainer/sampler.h"
+
+namespace relgrad {
+namespace {
+
+// Dropout's stream is keyed apart from the initialisation's (same seed, different key).
+constexpr uint64_t kDropoutKey = 0x9E3779B97F4A7C15ULL;
+
+// Input tokens of a batch, padding excluded: what tokens/s counts.
+int64_t input_tokens(const Batch& b) {
+  auto count = [](const Tensor& ids, const Tensor& pad) {
+    return ids.numel() - (pad.defined() ? static_cast<int64_t>(sum(pad.to(kFloat64)).item()) : 0);
+  };
+  if (b.decoder_only()) return count(b.tokens, b.padding_mask);
+  return count(b.src, b.src_padding_mask) + count(b.tgt_in, b.tgt_padding_mask);
+}
+
+std::string clock_text(double seconds) {
+  auto s = static_cast<int64_t>(std::llround(std::max(0.0, seconds)));
+  char buf[32];
+  if (s >= 3600) std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", (long long)(s / 3600), (long long)(s / 60 % 60), (long long)(s % 60));
+  else std::snprintf(buf, sizeof buf, "%lld:%02lld", (long long)(s / 60), (long long)(s % 60));
+  return buf;
+}
+
+bool file_exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+void make_directories(const std::string& dir) {
+  std::string partial;
+  for (size_t i = 0; i <= dir.size(); ++i) {
+    if (i == dir.size() || dir[i] == '/') {
+      if (!partial.empty() && !file_exists(partial))
+        RG_CHECK(::mkdir(partial.c_str(), 0755) == 0 || errno == EEXIST, "train", "cannot create directory '",
+                 partial, "': ", std::strerror(errno));
+    }
+    if (i < dir.size()) partial += dir[i];
+  }
+  struct stat st {};
+  RG_CHECK(::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode), "train", "train.out_dir '", dir, "' is not a directory");
+}
+
+// The end of a NonFiniteError: a failed step writes nothing, so the last checkpoint is intact.
+std::string checkpoint_note(const std::string& path) {
+  return file_exists(path) ? "The last checkpoint, " + path + ", is left as it was"
+                           : "No checkpoint was written before this step";
+}
+
+// The keys that must agree between a checkpoint and the config resuming it.
+bool shapes_run(const std::string& key) {
+  return key.rfind("model.", 0) == 0 || key.rfind("data.", 0) == 0 || key == "optim.name" || key == "train.dtype" ||
+         key == "train.seed";
+}
+
+}  // namespace
+
+// ---- interruption ------------------------------------------------------------------------------
+namespace {
+std::atomic<int> g_stop_signal{0};
+}  // namespace
+void request_training_stop(int signal) { g_stop_signal.store(signal == 0 ? -1 : signal); }
+void clear_training_stop() { g_stop_signal.store(0); }
+int training_stop_requested() { return g_stop_signal.load(); }
+
+// ---- Trainer -------------------------------------------------------------------------------------
+namespace {
+RunConfig prepared(RunConfig c) {
+  c.validate();
+  resolve_device(c.train.device, "train.device");  // no CUDA: the error comes before any data is read
+  c.derive_from_data();
+  if (c.train.threads > 0) omp_set_num_threads(static_cast<int>(c.train.threads));
+  return c;
+}
+}  // namespace
+
+Trainer::Trainer(RunConfig config, std::ostream* out, Communicator* comm)
+    : config_(prepared(std::move(config))), out_(out), comm_(comm ? comm : &world()), data_(config_) {
+  const Device device = resolve_device(config_.train.device, "train.device");
+  RG_CHECK(device.is_cpu() || comm_->size() == 1, "train", "train.device = ", config_.train.device, " with ",
+           comm_->size(), " ranks: data-parallel training runs on the CPU only (train/trainer/distributed.h); use "
+           "train.device = \"cpu\" or a single process");
+  Generator init(config_.train.seed);
+  model_ = build_model(config_, &init);
+  model_.to(device);  // before the optimizer: its state is allocated beside the weights
+  default_generator().set_state(config_.train.seed ^ kDropoutKey, 0);
+  const OptimConfig& o = config_.optim;
+  auto groups = decay_groups(model_.module->named_parameters(), o.lr, o.weight_decay);
+  if (o.name == "sgd")
+    optimizer_ = std::make_unique<SGD>(groups, SGDOptions(o.lr).momentum(o.momentum).nesterov(o.nesterov));
+  else if (o.name == "adam")
+    optimizer_ = std::make_unique<Adam>(groups, AdamOptions(o.lr).betas(o.beta1, o.beta2).eps(o.eps));
+  else
+    optimizer_ = std::make_unique<AdamW>(groups, AdamWOptions(o.lr).betas(o.beta1, o.beta2).eps(o.eps));
+  auto decay = o.decay == "cosine" ? LrSchedule::Decay::Cosine
+               : o.decay == "linear" ? LrSchedule::Decay::Linear : LrSchedule::Decay::Constant;
+  schedule_ = LrSchedule(o.lr, o.warmup_steps, config_.train.steps, o.min_lr, decay);
+  if (comm_->size() > 1) start_data_parallel();
+}
+
+// Several ranks (train/trainer/distributed.h): the same config everywhere, rank 0's weights, this rank's rows.
+void Trainer::start_data_parallel() {
+  comm_->set_timeout(config_.train.collective_timeout_s);
+  const std::string json = config_to_json(config_);
+  check_same(*comm_, fnv1a64(json.data(), json.size()), "the config");
+  rows_ = shard_rows(config_.data.batch_size, comm_->rank(), comm_->size());
+  const TensorList params = model_.module->parameters();
+  for (const Tensor& p : params) broadcast(*comm_, p, 0);
+  reducer_ = std::make_unique<GradientReducer>(*comm_, params);
+  if (out_)
+    *out_ << "data parallel: " << comm_->size() << " ranks (" << comm_->backend() << "), rank 0 trains rows ["
+          << rows_.begin << ", " << rows_.end << ") of " << config_.data.batch_size << "; all-reduce of "
+          << reducer_->bytes_per_reduce() << " bytes per step (" << reducer_->buckets()
+          << (reducer_->buckets() == 1 ? " bucket)\n" : " buckets)\n");
+}
+
+Trainer::~Trainer() = default;
+
+std::string Trainer::checkpoint_path() const { return config_.train.out_dir + "/checkpoint.safetensors"; }
+std::string Trainer::log_path() const { return config_.train.out_dir + "/log." + config_.train.log_format; }
+
+void Trainer::resume(const std::string& path) {
+  Checkpoint ck = load_checkpoint(path);
+  RunConfig saved = config_;
+  try {
+    load_config_json_text(saved, ck.meta.config_json, "config");
+  } catch (const Error& e) {
+    throw Error("[train] " + path + ": the checkpoint's config cannot be read: " + e.what());
+  }
+  // Compare through the JSON form, key by key, so the error names what differs.
+  std::string mine = config_to_toml(config_), theirs = config_to_toml(saved);
+  std::istringstream a(mine), b(theirs);
+  std::string la, lb, section;
+  while (std::getline(a, la) && std::getline(b, lb)) {
+    if (!la.empty() && la[0] == '[') section = la.substr(1, la.size() - 2);
+    std::string key = section + "." + la.substr(0, la.find(" = "));
+    RG_CHECK(la == lb || !shapes_run(key), "train", "cannot resume from ", path, ": ", key, " is ",
+             lb.substr(lb.find(" = ") + 3), " there and ", la.substr(la.find(" = ") + 3),
+             " here (keys of the model, data, optimizer, dtype and seed must match)");
+  }
+  RG_CHECK(ck.optimizer_name == optimizer_->name(), "train", "cannot resume from ", path, ": it holds '",
+           ck.optimizer_name, "' state, this run uses ", optimizer_->name());
+  RG_CHECK(ck.meta.step <= config_.train.steps, "train", "cannot resume from ", path, ": it is at step ",
+           ck.meta.step, ", beyond train.steps = ", config_.train.steps);
+  if (data_.text() || data_.tokens()) {
+    auto it = ck.meta.extra.find("data_checksum");
+    std::string here = std::to_string(data_.text() ? data_.text()->checksum() : data_.tokens()->checksum());
+    RG_CHECK(it == ck.meta.extra.end() || it->second == here, "train", "cannot resume from ", path,
+             ": it was trained on a different ", data_.text() ? config_.data.text_path : config_.data.token_path,
+             " (checksum ", it->second, " vs ", here, ")");
+  }
+  restore(ck, *model_.module, optimizer_.get(), &default_generator());
+  step_ = ck.meta.step;
+  data_position_ = ck.meta.data_position;
+  auto seen = ck.meta.extra.find("tokens_seen");
+  tokens_seen_ = seen == ck.meta.extra.end() ? 0 : std::atoll(seen->second.c_str());
+  resumed_ = true;
+  if (reducer_)  // every rank read its own copy of the file: they must agree
+    check_same(*comm_, parameters_checksum(model_.module->parameters()) ^ uint64_t(step_) ^ (uint64_t(data_position_) << 32),
+               "the checkpoint " + path + " (weights, step, data position)");
+  if (ck.meta.num_threads > 0 && ck.meta.num_threads != omp_get_max_threads() && out_)
+    *out_ << "note: the checkpoint was written with " << ck.meta.num_threads << " threads, this run uses "
+          << omp_get_max_threads() << ": losses will not be bit-identical to an uninterrupted run\n";
+}
+
+void Trainer::save(const std::string& path) const {
+  CheckpointMeta meta;
+  meta.step = step_;
+  meta.config_json = config_to_json(config_);
+  meta.rng_seed = default_generator().seed();
+  meta.rng_offset = default_generator().offset();
+  meta.data_position = data_position_;
+  meta.num_threads = omp_get_max_threads();
+  if (data_.text()) meta.extra["data_checksum"] = std::to_string(data_.text()->checksum());
+  if (data_.tokens()) meta.extra["data_checksum"] = std::to_string(data_.tokens()->checksum());
+  meta.extra["tokens_seen"] = std::to_string(tokens_seen_);
+  save_checkpoint(path, *model_.module, optimizer_.get(), meta);
+}
+
+double Trainer::train_step() {
+  const double lr = schedule_.lr_at(step_);
+  optimizer_->set_lr(lr);
+  optimizer_->zero_grad();
+  model_.module->train();
+  // All micro-batches first, so every one is scaled by the step's total count of loss tokens.
+  std::vector<Batch> micro;
+  int64_t total_targets = 0;
+  last_tokens_ = 0;
+  for (int64_t m = 0; m < config_.train.grad_accum; ++m) {
+    micro.push_back(data_.batch(data_position_ + m, Split::Train));
+    total_targets += micro.back().num_targets;
+    last_tokens_ += input_tokens(micro.back());
+    if (reducer_) micro.back() = shard_batch(micro.back(), rows_);  // counts above: the global batch's
+  }
+  RG_CHECK(total_targets > 0, "train", "step ", step_, ": the batch has no loss tokens");
+  double loss_value = 0.0;
+  RowShardGuard dropout_rows(reducer_ ? rows_ : RowRange{});  // this rank's rows draw as in the whole batch
+  try {
+    DetectAnomalyGuard anomaly(config_.train.detect_anomaly || AnomalyMode::is_enabled());
+    for (const Batch& host : micro) {
+      const Batch b = host.to(model_.device);  // one micro-batch on the device at a time
+      Tensor logits = model_.logits(b);  // (B, T, V)
+      const int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);
+      Tensor loss = cross_entropy(logits.reshape({B * T, V}), RunModel::targets(b).reshape({B * T}),
+                                  CrossEntropyOptions().set_reduction(Reduction::Sum)) /
+                    static_cast<double>(total_targets);
+      loss.backward();
+      loss_value += loss.item();
+    }
+  } catch (const NonFiniteError& e) {  // anomaly detection named the op; add the step
+    throw NonFiniteError(detail::concat("[train] step ", step_, " at lr ", lr, ": ", e.what()));
+  }
+  if (reducer_) {  // several ranks: the step's gradient and loss are sums over every rank's rows
+    reducer_->reduce();
+    loss_value = comm_->all_reduce_sum(loss_value);
+  }
+  if (after_backward_) after_backward_(*this);
+  const TensorList params = model_.module->parameters();
+  last_grad_norm_ = std::isfinite(loss_value)
+                        ? clip_grad_norm_(params, config_.optim.clip > 0 ? config_.optim.clip : INFINITY)
+                        : NAN;
+  if (!std::isfinite(loss_value) || !std::isfinite(last_grad_norm_)) {
+    const NonFiniteDiagnosis bad = diagnose_step(loss_value, last_grad_norm_, model_.module->named_parameters());
+    const std::string warning = nonfinite_.on_nonfinite(config_.train.nonfinite, config_.train.max_skipped_steps, step_,
+                                                        lr, bad, checkpoint_note(checkpoint_path()));  // or throws
+    // Skipped (PyTorch's GradScaler): weights and optimizer state (moments, step counts) stay bit for
+    // bit; the step number (so the lr schedule) and the data position advance.
+    data_position_ += config_.train.grad_accum;
+    ++step_;  // the log counts steps done, as for "train" records
+    write_record("skip", {{"step", double(step_)}, {"loss", loss_value}, {"lr", lr}, {"grad_norm", last_grad_norm_}},
+                 {{"tensor", bad.tensor.name}});
+    if (out_) *out_ << "warning: " << warning << "\n" << std::flush;
+    return loss_value;
+  }
+  optimizer_->step();
+  // One read of the weights: an update that went non-finite (a NaN optimizer state, an overflow)
+  // is caught at the step that did it. It cannot be undone, so it stops even in "skip" mode.
+  if (!all_finite(params))
+    throw update_went_nonfinite(step_, lr, last_grad_norm_,
+                                first_nonfinite(model_.module->named_parameters(), /*grads=*/false),
+                                checkpoint_note(checkpoint_path()));
+  nonfinite_.on_applied();
+  data_position_ += config_.train.grad_accum;
+  ++step_;
+  return loss_value;
+}
+
+void Trainer::open_log(bool fresh) {
+  const std::string path = log_path();
+  const bool csv = config_.train.log_format == "csv";
+  if (fresh) {
+    if (file_exists(path)) {
+      const std::string prev = config_.train.out_dir + "/log.prev." + config_.train.log_format;
+      RG_CHECK(::rename(path.c_str(), prev.c_str()) == 0, "train", "cannot keep the earlier log as ", prev, ": ",
+               std::strerror(errno));
+    }
+  } else if (file_exists(path)) {
+    // Keep the records up to the resumed step: the ones after it describe steps that are redone.
+    std::istringstream in(read_file(path, "train"));
+    std::string line, kept;
+    bool header = csv;
+    while (std::getline(in, line)) {
+      if (line.empty()) continue;
+      if (header) { kept += line + "\n"; header = false; continue; }
+      int64_t step = -1;
+      // A torn line (the run was killed mid-write) is dropped: appending after it would bury it mid-file.
+      const bool complete = csv ? std::count(line.begin(), line.end(), ',') == 9 : line.back() == '}';
+      if (!complete) continue;
+      if (csv) {
+        size_t comma = line.find(',');
+        if (comma != std::string::npos) step = std::atoll(line.c_str() + comma + 1);
+      } else {
+        size_t at = line.find("\"step\":");
+        if (at != std::string::npos) step = std::atoll(line.c_str() + at + 7);
+      }
+      if (step >= 0 && step <= step_) kept += line + "\n";
+    }
+    write_file_atomic(path, kept, "train");
+  }
+  const bool new_file = !file_exists(path);
+  log_ = std::make_unique<std::ofstream>(path, std::ios::app);
+  RG_CHECK(log_->good(), "train", "cannot open the log ", path, " for writing");
+  if (csv && new_file) *log_ << "event,step,loss,accuracy,sequence_accuracy,lr,grad_norm,tokens,tokens_per_s,elapsed_s\n";
+}
+
+void Trainer::write_record(const std::string& event, const std::vector<std::pair<std::string, double>>& values,
+                           const std::vector<std::pair<std::string, std::string>>& texts) {
+  if (!log_) return;
+  std::ostringstream line;
+  line.precision(9);
+  if (config_.train.log_format == "csv") {
+    static const char* columns[] = {"step", "loss", "accuracy", "sequence_accuracy", "lr", "grad_norm", "tokens",
+                                    "tokens_per_s", "elapsed_s"};
+    line << event;
+    for (const char* col : columns) {
+      line << ',';
+      for (const auto& [k, v] : values)
+        if (k == col) line << v;
+    }
+  } else {
+    line << "{\"event\":\"" << event << "\"";
+    for (const auto& [k, v] : values) {
+      line << ",\"" << k << "\":";
+      if (std::isfinite(v)) line << v;
+      else line << "\"" << (std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf") << "\"";
+    }
+    for (const auto& [k, v] : texts) {  // e.g. "encoder.embed.weight grad"; control characters become spaces
+      line << ",\"" << k << "\":\"";
+      for (char ch : v) line << (ch == '"' || ch == '\\' ? "\\" : "") << (static_cast<unsigned char>(ch) < 32 ? ' ' : ch);
+      line << "\"";
+    }
+    line << "}";
+  }
+  *log_ << line.str() << "\n";
+  log_->flush();
+}
+
+TrainResult Trainer::train() {
+  const bool writer = comm_->is_root();  // several ranks: only rank 0 writes files
+  if (writer) make_directories(config_.train.out_dir);
+  if (writer && !resumed_ && file_exists(checkpoint_path())) {
+    const std::string prev = config_.train.out_dir + "/checkpoint.prev.safetensors";
+    RG_CHECK(::rename(checkpoint_path().c_str(), prev.c_str()) == 0, "train", "cannot keep the earlier checkpoint as ",
+             prev, ": ", std::strerror(errno));
+    if (out_) *out_ << "note: " << config_.train.out_dir << " held an earlier run; its checkpoint is now " << prev << "\n";
+  }
+  if (writer) open_log(!resumed_);
+  const TrainLoopConfig& tc = config_.train;
+  TrainResult result;
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  auto seconds = [&] { return std::chrono::duration<double>(clock::now() - start).count(); };
+  const int64_t first_step = step_;
+  int64_t tokens = 0, window_tokens = 0;
+  double window_start = 0.0;
+  auto run_eval = [&] {
+    EvalResult e = evaluate();
+    result.eval = e;
+    write_record("eval", {{"step", double(step_)}, {"loss", e.loss}, {"accuracy", e.accuracy},
+                          {"sequence_accuracy", e.sequence_accuracy}, {"elapsed_s", seconds()}});
+    if (out_) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "eval  step %lld | held-out loss %.4f | token accuracy %.2f%% | sequence accuracy %.2f%%\n",
+                    (long long)step_, e.loss, 100 * e.accuracy, 100 * e.sequence_accuracy);
+      *out_ << buf << std::flush;
+    }
+    return e;
+  };
+  while (step_ < tc.steps) {
+    const double lr = schedule_.lr_at(step_);
+    const int64_t skipped_before = nonfinite_.total();
+    const double loss = train_step();
+    const bool skipped = nonfinite_.total() > skipped_before;  // logged by train_step as a "skip" record
+    result.skipped_steps += skipped;
+    if (!skipped) result.last_loss = loss;
+    tokens += last_tokens_;
+    tokens_seen_ += last_tokens_;
+    window_tokens += last_tokens_;
+    const bool last = step_ == tc.steps;
+    if ((step_ % tc.log_every == 0 || last) && !skipped) {
+      const double now = seconds();
+      const double rate = window_tokens / std::max(1e-9, now - window_start);
+      write_record("train", {{"step", double(step_)}, {"loss", result.last_loss}, {"lr", lr},
+                             {"grad_norm", last_grad_norm_}, {"tokens", double(tokens_seen_)}, {"tokens_per_s", rate},
+                             {"elapsed_s", now}});
+      if (out_) {
+        const double eta = now / double(step_ - first_step) * double(tc.steps - step_);
+        char buf[200];
+        std::snprintf(buf, sizeof buf, "step %*lld/%lld | loss %.4f | lr %.2e | %6.1fk tok/s | %s elapsed | ETA %s\n",
+                      (int)std::to_string(tc.steps).size(), (long long)step_, (long long)tc.steps, result.last_loss, lr,
+                      rate / 1000.0, clock_text(now).c_str(), clock_text(eta).c_str());
+        *out_ << buf << std::flush;
+      }
+      window_tokens = 0;
+      window_start = now;
+    }
+    bool stop = false;
+    if ((tc.eval_every > 0 && step_ % tc.eval_every == 0) || last) {
+      EvalResult e = run_eval();
+      if (tc.target_accuracy > 0 && e.accuracy >= tc.target_accuracy) {
+        result.reached_target = true;
+        stop = true;
+        if (out_) *out_ << "reached train.target_accuracy = " << tc.target_accuracy << " at step " << step_ << "\n";
+      }
+    }
+    const int signal = agree_on_stop(*comm_, training_stop_requested());  // all ranks stop at the same step
+    if ((tc.save_every > 0 && step_ % tc.save_every == 0) || last || stop || signal != 0) {
+      if (reducer_) check_same(*comm_, parameters_checksum(model_.module->parameters()), "the weights (the replicas have diverged)");
+      if (writer) save(checkpoint_path());
+    }
+    if (signal != 0 && !last) {
+      result.interrupted_by = signal;
+      if (out_) *out_ << "interrupted at step " << step_ << ": checkpoint saved to " << checkpoint_path() << "\n";
+      break;
+    }
+    if (stop) break;
+  }
+  if (step_ == first_step && result.interrupted_by == 0) run_eval();  // nothing to train (resumed at the end): still report
+  result.steps = step_;
+  result.seconds = seconds();
+  result.tokens_per_s = tokens / std::max(1e-9, result.seconds);
+  if (out_ && tc.samples > 0 && result.interrupted_by == 0) print_samples();
+  log_.reset();
+  return result;
+}
+
+}  // namespace relgrad

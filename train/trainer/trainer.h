@@ -1,0 +1,214 @@
+// The training loop behind `relgrad train`, usable from C++ too:
+//
+//   RunConfig config = RunConfig::defaults();          // or load_config_file + apply_overrides
+//   Trainer trainer(config, &std::cout);               // builds data, model, optimizer, schedule
+//   trainer.resume("runs/default/checkpoint.safetensors");   // optional
+//   TrainResult result = trainer.train();              // logs, evaluates, checkpoints
+//
+// One optimizer step (train_step):
+//   lr = schedule(step); zero grads
+//   for each of grad_accum micro-batches (data positions p, p+1, ...):
+//       loss_m = Σ token losses of the micro-batch / Σ loss tokens of ALL micro-batches of the step
+//       backward(loss_m)                       → the gradient of the step's token-mean loss
+//   clip the global gradient norm to optim.clip; optimizer step; step += 1
+// So a step with grad_accum = k sees exactly the gradient of one batch k times as large.
+//
+// Device (train.device): the model is built on the host and moved to the device before the optimizer
+// allocates its state there; batches are built on the host and copied to the device one micro-batch
+// at a time; the loss, gradient norm and finiteness checks come back as one scalar each (item()).
+// Checkpoints always hold host tensors, so a run saved on a GPU resumes on the CPU and the reverse.
+// Several ranks (data parallel) train on the CPU only.
+//
+// Determinism: the model is initialised from a Generator seeded with train.seed, dropout draws from
+// the default generator (seeded with train.seed, offset 0), batch n is a pure function of
+// (data.seed, n), and every kernel reduces in a fixed order for a given thread count. So the same
+// config and thread count give bit-identical losses and weights, and a resumed run continues exactly
+// as if it had never stopped (the checkpoint holds step, data position and the generator's state).
+//
+// Output in train.out_dir: checkpoint.safetensors (train/trainer/checkpoint.h, written atomically every
+// save_every steps and at the end) and log.jsonl or log.csv, one record per log_every steps
+// ("event":"train": step, loss, lr, grad_norm, tokens (since step 0, across resumes), tokens_per_s,
+// elapsed_s (this process)) and per evaluation
+// ("event":"eval": step, loss, accuracy, sequence_accuracy, elapsed_s), and one per step skipped
+// under train.nonfinite = "skip" ("event":"skip": step, loss, lr, grad_norm, tensor). A fresh run in a directory
+// that holds an earlier run keeps that run's files as checkpoint.prev.safetensors / log.prev.*.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "train/trainer/checkpoint.h"
+#include "train/command/config.h"
+#include "train/data/data.h"
+#include "train/trainer/distributed.h"
+#include "train/music/music.h"
+#include "train/trainer/nonfinite.h"
+#include "train/optim/optim.h"
+#include "train/trainer/sampler.h"
+#include "train/optim/schedule.h"
+
+namespace relgrad {
+
+// The model of a run: one of the two kinds, behind one interface for batches.
+struct RunModel {
+  std::shared_ptr<Module> module;
+  std::shared_ptr<EncoderDecoder> encoder_decoder;  // exactly one of these two is set
+  std::shared_ptr<DecoderLM> decoder_lm;
+  Device device = Device::cpu();         // where the weights are (to() moves them)
+  // (B, T, V) on `device`; the batch is copied there first when it is elsewhere (batches are built
+  // on the host: a caller that also needs the targets there moves the batch itself, Batch::to).
+  Tensor logits(const Batch& batch);
+  static const Tensor& targets(const Batch& batch) { return batch.decoder_only() ? batch.targets : batch.tgt_out; }
+  void to(Device d);                     // Module::to on the weights, in place
+};
+
+// The device a setting names ("cpu", "cuda", "cuda:N"), checked before any work: throws
+// relgrad::Error "[config] <what> = cuda, but relgrad was built without CUDA support ..." or
+// "... but no CUDA device is visible ..." (relgrad train exits 2, as for other config errors).
+// `what` names the setting in the message: "train.device" or "--device".
+Device resolve_device(const std::string& name, const std::string& what);
+// The [sample] section as sampler options (train/trainer/sampler.h; eos stays the default).
+SamplingOptions sampling_options(const SampleConfig& config);
+
+// Builds the model `config` describes (vocab sizes must be derived), initialised from `init`, on the
+// CPU: the initial weights are drawn on the host whatever train.device says, so a run gives the same
+// starting point on every device (RunModel::to moves it after).
+RunModel build_model(const RunConfig& config, Generator* init);
+
+// The data of a run: a synthetic task or a text file.
+class RunData {
+ public:
+  explicit RunData(const RunConfig& config);
+  Batch batch(int64_t index, Split split) const;
+  const Vocab& vocab() const { return vocab_; }
+  const SyntheticTask* task() const { return task_.get(); }
+  const TextDataset* text() const { return text_.get(); }
+  const TokenDataset* tokens() const { return tokens_.get(); }
+  const MusicDataset* music() const { return music_.get(); }
+
+ private:
+  const RunConfig* config_;
+  std::unique_ptr<SyntheticTask> task_;
+  std::unique_ptr<TextDataset> text_;
+  std::unique_ptr<TokenDataset> tokens_;
+  std::unique_ptr<MusicDataset> music_;
+  Vocab vocab_;
+};
+
+struct EvalResult {
+  double loss = 0.0;               // token-mean cross-entropy over the held-out batches
+  double accuracy = 0.0;           // argmax == target, over loss tokens (teacher forcing)
+  double sequence_accuracy = 0.0;  // rows whose every loss token is right
+  int64_t tokens = 0, sequences = 0;
+};
+
+struct TrainResult {
+  int64_t steps = 0;             // optimizer steps done in total (including before a resume)
+  double last_loss = 0.0;
+  EvalResult eval;               // the last evaluation
+  double seconds = 0.0;          // wall time of this call
+  double tokens_per_s = 0.0;     // input tokens (padding excluded) per second, this call
+  bool reached_target = false;   // stopped early at train.target_accuracy
+  int interrupted_by = 0;        // the signal that stopped the run (a checkpoint was saved), or 0
+  int64_t skipped_steps = 0;     // train.nonfinite = "skip": steps whose update was skipped, this call
+};
+
+// Interruption (SIGINT / SIGTERM): `relgrad train` installs handlers that call
+// request_training_stop(signal); Trainer::train() checks the flag after every step, saves a
+// checkpoint and returns with TrainResult::interrupted_by set, so `--resume` continues exactly.
+// Async-signal-safe (one atomic store); the flag stays set until clear_training_stop().
+void request_training_stop(int signal);
+void clear_training_stop();
+int training_stop_requested();
+
+// Evaluates `model` on held-out batches 0 .. batches−1 of `data` (eval mode, no grad; restores the mode),
+// on the model's device (each batch is copied there; the counts come back to the host).
+// With a communicator of several ranks, rank r evaluates batches r, r + N, ... and the sums are
+// all-reduced, so every rank returns the result for all batches.
+EvalResult evaluate(RunModel& model, const RunData& data, int64_t batches, Communicator* comm = nullptr);
+
+class Trainer {
+ public:
+  // Validates the config (nothing is written before that), derives vocab sizes, seeds, builds
+  // everything. Progress lines go to `out` (null: silent). `comm` (null: world(), train/trainer/distributed.h)
+  // with several ranks makes the training data-parallel: this rank trains on its rows of every
+  // batch, gradients and losses are summed over the ranks, weights start as rank 0's, and only rank
+  // 0 writes the log and checkpoints (pass out = null on the other ranks). Every rank must make
+  // the same calls (resume, train) in the same order.
+  explicit Trainer(RunConfig config, std::ostream* out = nullptr, Communicator* comm = nullptr);
+  ~Trainer();
+
+  // Continues the run saved in `checkpoint_path`: model, optimizer, RNG, step, data position. The
+  // checkpoint's config must agree with this one in everything that shapes the model, the data or
+  // the optimizer state (other keys, such as train.steps or log_every, may change on resume).
+  void resume(const std::string& checkpoint_path);
+
+  TrainResult train();          // steps until train.steps (or the target accuracy), with logging
+  // One optimizer step; returns the step's token-mean loss. A NaN/Inf loss or gradient throws
+  // NonFiniteError ("[train] step S: the loss is nan at lr L; first non-finite tensor: ...", the
+  // model and optimizer untouched) or, with train.nonfinite = "skip", skips the update: weights and
+  // optimizer state (moments, step counts) stay bit for bit, while the step number (so the lr
+  // schedule) and the data position advance, as a PyTorch loop with GradScaler does. More than
+  // train.max_skipped_steps skips in a row throw. An update that makes a parameter non-finite
+  // always throws (it cannot be undone). See train/trainer/nonfinite.h.
+  double train_step();
+  bool last_step_skipped() const { return nonfinite_.in_a_row() > 0; }
+  int64_t skipped_steps() const { return nonfinite_.total(); }  // by this Trainer (not kept in checkpoints)
+  // Called in train_step after the backward pass(es), before the checks, clipping and the update:
+  // for gradient logging, or for tests that inject a fault.
+  void set_after_backward(std::function<void(Trainer&)> hook) { after_backward_ = std::move(hook); }
+  EvalResult evaluate() { return relgrad::evaluate(model_, data_, config_.train.eval_batches, comm_); }
+  void save(const std::string& path) const;
+
+  const RunConfig& config() const { return config_; }
+  RunModel& model() { return model_; }
+  const RunData& data() const { return data_; }
+  Optimizer& optimizer() { return *optimizer_; }
+  int64_t step() const { return step_; }
+  int64_t data_position() const { return data_position_; }
+  double last_grad_norm() const { return last_grad_norm_; }
+  Communicator& communicator() const { return *comm_; }
+  const GradientReducer* gradient_reducer() const { return reducer_.get(); }  // null with one rank
+  std::string checkpoint_path() const;
+  std::string log_path() const;
+
+ private:
+  void open_log(bool fresh);
+  void start_data_parallel();
+  void write_record(const std::string& event, const std::vector<std::pair<std::string, double>>& values,
+                    const std::vector<std::pair<std::string, std::string>>& texts = {});
+  void print_samples();
+
+  RunConfig config_;
+  std::ostream* out_;
+  Communicator* comm_;
+  std::unique_ptr<GradientReducer> reducer_;  // several ranks only
+  RowRange rows_;                             // this rank's rows of every batch
+  RunData data_;
+  RunModel model_;
+  std::unique_ptr<Optimizer> optimizer_;
+  LrSchedule schedule_;
+  int64_t step_ = 0, data_position_ = 0;
+  int64_t last_tokens_ = 0;
+  int64_t tokens_seen_ = 0;  // input tokens trained on since step 0 (kept across resumes)
+  double last_grad_norm_ = 0.0;
+  NonFiniteSteps nonfinite_;  // train.nonfinite = "skip": skips counted (not checkpointed)
+  std::function<void(Trainer&)> after_backward_;
+  bool resumed_ = false;
+  std::unique_ptr<std::ofstream> log_;
+};
+
+// A checkpoint opened for sampling / evaluation: its config (from the metadata) and the model,
+// restored onto `device` (a checkpoint holds host tensors, whatever device wrote it; the config's
+// train.device is not consulted: a run trained on a GPU samples on the CPU by default). Errors name the file.
+struct LoadedRun {
+  RunConfig config;
+  Checkpoint checkpoint;
+  RunModel model;
+};
+LoadedRun load_run(const std::string& checkpoint_path, Device device = Device::cpu());
+
+}  // namespace relgrad

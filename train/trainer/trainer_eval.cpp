@@ -1,0 +1,251 @@
+// The model and data of a run (RunModel, RunData, build_model, load_run), held-out evaluation and
+// the samples printed at the end of training; the training loop itself is in trainer.cpp.
+#include "train/trainer/trainer.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autograd/grad_mode.h"
+#include "core/base/error.h"
+#include "train/trainer/sampler.h"
+
+namespace relgrad {
+namespace {
+
+TaskConfig task_config(const RunConfig& c) {
+  TaskConfig t;
+  t.kind = task_kind_from_string(c.data.task);
+  t.layout = c.encoder_decoder() ? Layout::EncoderDecoder : Layout::DecoderOnly;
+  t.num_symbols = c.data.num_symbols;
+  t.min_len = c.data.min_len;
+  t.max_len = c.data.max_len;
+  t.batch_size = c.data.batch_size;
+  t.lag = c.data.lag;
+  t.period = c.data.period;
+  t.seed = c.data.seed;
+  return t;
+}
+
+}  // namespace
+
+SamplingOptions sampling_options(const SampleConfig& c) {
+  SamplingOptions o;
+  o.max_new_tokens = c.max_new_tokens;
+  o.temperature = c.temperature;
+  o.top_k = c.top_k;
+  o.top_p = c.top_p;
+  o.seed = c.seed;
+  return o;
+}
+
+// ---- RunModel / RunData ------------------------------------------------------------------------
+Tensor RunModel::logits(const Batch& batch) {
+  const Tensor& first = batch.decoder_only() ? batch.tokens : batch.src;
+  const Batch b = first.defined() && first.device() != device ? batch.to(device) : batch;
+  if (decoder_lm) return decoder_lm->forward(b.tokens, b.padding_mask);
+  return encoder_decoder->forward(b.src, b.tgt_in, b.src_padding_mask, b.tgt_padding_mask);
+}
+
+void RunModel::to(Device d) {
+  module->to(d);
+  device = d;
+}
+
+Device resolve_device(const std::string& name, const std::string& what) {
+  Device d;
+  try {
+    d = Device::parse(name);
+  } catch (const Error&) {
+    throw Error("[config] " + what + " = " + name + ": expected cpu, cuda or cuda:N");
+  }
+  if (d.is_cpu()) return d;
+  RG_CHECK(cuda_built(), "config", what, " = ", name,
+           ", but relgrad was built without CUDA support (configure with -DRELGRAD_CUDA=ON, docs/cuda.md); use cpu");
+  const int count = cuda_device_count();
+  RG_CHECK(count > 0, "config", what, " = ", name,
+           ", but no CUDA device is visible (check nvidia-smi and CUDA_VISIBLE_DEVICES); use cpu");
+  RG_CHECK(d.index < count, "config", what, " = ", name, ", but only ", count, " CUDA device",
+           count == 1 ? " is" : "s are", " visible (cuda:0 .. cuda:", count - 1, ")");
+  return d;
+}
+
+RunModel build_model(const RunConfig& config, Generator* init) {
+  RunModel m;
+  if (config.encoder_decoder()) {
+    m.encoder_decoder = std::make_shared<EncoderDecoder>(config.model, init);
+    m.module = m.encoder_decoder;
+  } else {
+    m.decoder_lm = std::make_shared<DecoderLM>(config.model, init);
+    m.module = m.decoder_lm;
+  }
+  if (config.train.dtype == "float64") m.module->to(kFloat64);
+  return m;
+}
+
+RunData::RunData(const RunConfig& config) : config_(&config) {
+  if (config.data.source == "text") {
+    text_ = std::make_unique<TextDataset>(config.data.text_path, config.data.val_fraction, config.data.seed);
+    vocab_ = TextDataset::vocab();
+  } else if (config.data.source == "tokens") {
+    tokens_ = std::make_unique<TokenDataset>(config.data.token_path, config.data.val_fraction, config.data.seed);
+    vocab_ = tokens_->vocab();
+  } else if (config.data.source == "music") {
+    MusicDatasetConfig m;
+    m.folder = config.data.music_dir;
+    m.synth = music_synth_config(config);
+    m.val_fraction = config.data.val_fraction;
+    m.seed = config.data.seed;
+    music_ = std::make_unique<MusicDataset>(m);
+    vocab_ = MusicDataset::vocab();
+  } else {
+    task_ = std::make_unique<SyntheticTask>(task_config(config));
+    vocab_ = task_->vocab();
+  }
+}
+
+Batch RunData::batch(int64_t index, Split split) const {
+  if (text_) return text_->batch(index, config_->data.batch_size, config_->data.context, split);
+  if (tokens_) return tokens_->batch(index, config_->data.batch_size, config_->data.context, split);
+  if (music_) return music_->batch(index, config_->data.batch_size, config_->data.context, split);
+  return task_->batch(index, split);
+}
+
+EvalResult evaluate(RunModel& model, const RunData& data, int64_t batches, Communicator* comm) {
+  NoGradGuard no_grad;
+  const bool was_training = model.module->is_training();
+  model.module->eval();
+  EvalResult r;
+  double loss_sum = 0.0;
+  int64_t correct = 0, rows_right = 0;
+  try {
+    for (int64_t n = 0; n < batches; ++n) {
+      if (comm && n % comm->size() != comm->rank()) continue;  // another rank's batch
+      const Batch host = data.batch(n, Split::HeldOut);
+      const Batch b = host.to(model.device);
+      const Tensor& targets = RunModel::targets(b);
+      Tensor logits = model.logits(b);  // (B, T, V)
+      const int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);
+      loss_sum += cross_entropy(logits.reshape({B * T, V}), targets.reshape({B * T}),
+                                CrossEntropyOptions().set_reduction(Reduction::Sum)).item();
+      std::vector<int64_t> predicted = argmax(logits, -1).contiguous().to_vector<int64_t>();
+      std::vector<int64_t> wanted = RunModel::targets(host).contiguous().to_vector<int64_t>();
+      for (int64_t row = 0; row < B; ++row) {
+        bool all = true;
+        for (int64_t t = 0; t < T; ++t) {
+          int64_t k = row * T + t;
+          if (wanted[k] == kIgnoreIndex) continue;
+          ++r.tokens;
+          bool ok = predicted[k] == wanted[k];
+          correct += ok;
+          all = all && ok;
+        }
+        rows_right += all;
+        ++r.sequences;
+      }
+    }
+  } catch (...) {
+    model.module->train(was_training);
+    throw;
+  }
+  model.module->train(was_training);
+  if (comm && comm->size() > 1) {  // counts are exact in double below 2^53
+    double sums[5] = {loss_sum, double(r.tokens), double(correct), double(rows_right), double(r.sequences)};
+    comm->all_reduce_sum(sums, 5);
+    loss_sum = sums[0];
+    r.tokens = int64_t(sums[1]), correct = int64_t(sums[2]), rows_right = int64_t(sums[3]), r.sequences = int64_t(sums[4]);
+  }
+  r.loss = r.tokens ? loss_sum / static_cast<double>(r.tokens) : 0.0;
+  r.accuracy = r.tokens ? static_cast<double>(correct) / static_cast<double>(r.tokens) : 0.0;
+  r.sequence_accuracy = r.sequences ? static_cast<double>(rows_right) / static_cast<double>(r.sequences) : 0.0;
+  return r;
+}
+
+void Trainer::print_samples() {
+  NoGradGuard no_grad;
+  const Vocab& vocab = data_.vocab();
+  SamplingOptions greedy;
+  greedy.temperature = 0.0;
+  if (data_.task()) {
+    Batch b = data_.batch(0, Split::HeldOut);
+    const int64_t n = std::min<int64_t>(config_.train.samples, b.tgt_out.defined() ? b.tgt_out.size(0) : b.tokens.size(0));
+    *out_ << "greedy samples on held-out sequences:\n";
+    int64_t exact = 0;
+    for (int64_t row = 0; row < n; ++row) {
+      SyntheticTask::Sample s = data_.task()->sample(0, row, Split::HeldOut);
+      std::vector<int64_t> out;
+      greedy.max_new_tokens = static_cast<int64_t>(s.target.size()) + 1;
+      if (model_.encoder_decoder) {
+        Tensor src = from_vector<int64_t>(s.source, {1, (int64_t)s.source.size()});
+        std::vector<int64_t> seq = generate(*model_.encoder_decoder, src, Tensor(), greedy).to_vector<int64_t>();
+        out.assign(seq.begin() + 1, seq.end());
+      } else {
+        std::vector<int64_t> prompt = s.source;
+        prompt.push_back(kBos);
+        Tensor p = from_vector<int64_t>(prompt, {1, (int64_t)prompt.size()});
+        std::vector<int64_t> seq = generate(*model_.decoder_lm, p, greedy).to_vector<int64_t>();
+        out.assign(seq.begin() + prompt.size(), seq.end());
+      }
+      if (!out.empty() && out.back() == kEos) out.pop_back();
+      bool ok = out == s.target;
+      exact += ok;
+      *out_ << "  input  " << vocab.decode(s.source) << "\n  target " << vocab.decode(s.target) << "\n  model  "
+            << vocab.decode(out) << (ok ? "   (exact)" : "   (differs)") << "\n";
+    }
+    *out_ << exact << "/" << n << " exact\n";
+  } else if (data_.music()) {
+    SamplingOptions o = sampling_options(config_.sample);
+    std::vector<int64_t> seq = generate(*model_.decoder_lm, from_vector<int64_t>({kBos}, {1, 1}), o).to_vector<int64_t>();
+    const std::string path = config_.train.out_dir + "/sample.mid";
+    MidiFile midi = decode_performance(seq);
+    write_midi(path, midi);
+    *out_ << "sampled " << seq.size() - 1 << " events (" << decode_notes(seq).size() << " notes) from <bos>: " << path
+          << "\n";
+  } else if (data_.tokens()) {
+    // Prompt: the first ids of the validation split (of the training split when there is none).
+    const TokenDataset& t = *data_.tokens();
+    const int64_t from = t.val_size() > 0 ? t.train_size() : 0;
+    const int64_t prompt_len = std::min<int64_t>(32, t.size() - from);
+    std::vector<int64_t> prompt(t.tokens().begin() + from, t.tokens().begin() + from + prompt_len);
+    SamplingOptions o = sampling_options(config_.sample);
+    o.eos = -1;
+    std::vector<int64_t> seq = generate(*model_.decoder_lm, from_vector<int64_t>(prompt, {1, prompt_len}), o).to_vector<int64_t>();
+    *out_ << "sample (prompt: the first " << prompt_len << " ids of the " << (from ? "validation" : "training")
+          << " split):\n" << vocab.decode(seq) << "\n";
+  } else {
+    const std::string& text = data_.text()->bytes();
+    const int64_t prompt_len = std::min<int64_t>(32, data_.text()->val_size());
+    std::vector<int64_t> prompt;
+    for (int64_t i = 0; i < prompt_len; ++i)
+      prompt.push_back(static_cast<unsigned char>(text[data_.text()->train_size() + i]));
+    SamplingOptions o = sampling_options(config_.sample);
+    o.eos = -1;
+    Tensor p = from_vector<int64_t>(prompt, {1, prompt_len});
+    std::vector<int64_t> seq = generate(*model_.decoder_lm, p, o).to_vector<int64_t>();
+    std::string s;
+    for (int64_t id : seq) s += static_cast<char>(id);
+    *out_ << "sample (prompt: the first " << prompt_len << " bytes of the validation text):\n" << s << "\n";
+  }
+}
+
+LoadedRun load_run(const std::string& path, Device device) {
+  LoadedRun run;
+  run.checkpoint = load_checkpoint(path);
+  run.config = RunConfig::defaults();
+  try {
+    load_config_json_text(run.config, run.checkpoint.meta.config_json, "config");
+    run.config.validate();
+  } catch (const Error& e) {
+    throw Error("[checkpoint] " + path + ": its config cannot be used: " + e.what());
+  }
+  run.config.derive_from_data();
+  Generator init(run.config.train.seed);
+  run.model = build_model(run.config, &init);
+  run.model.to(device);  // then restore: load_state_dict copies each host value onto the model's device
+  restore(run.checkpoint, *run.model.module, nullptr, nullptr);
+  return run;
+}
+
+}  // namespace relgrad
