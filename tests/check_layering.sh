@@ -16,6 +16,17 @@ if grep -rnE '#include "core/' "$root/cuda" | grep -v '"core/base/'; then echo "
 check core 'autograd|layers|train'
 check autograd 'layers|train'
 check layers 'train'
+# train/ in wings (docs/design.md, "Training"): plot, optim, data <- music <- trainer <- instruments <- command.
+check train/plot 'train/(optim|data|music|trainer|instruments|command)'
+check train/optim 'train/(plot|data|music|trainer|instruments|command)'
+check train/data 'train/(plot|optim|music|trainer|instruments|command)'
+check train/music 'train/(plot|optim|trainer|instruments|command)'
+check train/instruments 'train/command'
+# The Trainer still takes the command's RunConfig (train/command/config.h); nothing else of command.
+if grep -rn '#include "train/command/' "$root/train/trainer" | grep -v '"train/command/config.h"'; then
+  echo "train/trainer includes train/command/ beyond config.h"; fail=1
+fi
+check train/trainer 'train/(plot|instruments)'
 # core/base headers may include only each other.
 if grep -nE '#include "' "$root"/core/base/*.h | grep -v '"core/base/'; then echo "core/base includes outside core/base"; fail=1; fi
 [ $fail -eq 0 ] && echo "layering ok"
