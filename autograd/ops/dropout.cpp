@@ -2,13 +2,12 @@
 // the Philox uniform u(seed, offset, i) >= p, and kept elements are scaled by 1/(1-p) so the expected
 // value is unchanged. One draw takes one offset from the generator (core/rng.h), so the mask depends
 // only on the seed and on the draws before it: the same on any thread count, and the same mask
-// rand() would give for that generator state (keep iff rand >= p). On CUDA the same loop runs as a
-// kernel (cuda/random.h) on the same Philox stream: the mask equals the CPU's bit for bit.
+// rand() would give for that generator state (keep iff rand >= p). The backend (core/backend/random.h)
+// runs the same loop on the CPU or as a CUDA kernel: the mask is the same bit for bit.
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "autograd/ops/checks.h"
-#include "core/base/philox.h"
-#include "cuda/random.h"
+#include "core/backend/random.h"
 
 namespace relgrad {
 
@@ -28,35 +27,11 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* generator) {
   RG_CHECK(gen.shard_rows() == 0 || x.numel() % gen.shard_rows() == 0, op, "x ", shape_str(x.shape()),
            " is not batch-major for the generator's row shard of ", gen.shard_rows(), " rows");
   const uint64_t base = gen.element_base(x.numel());
-  Tensor xc = x.detach().contiguous();
-  Tensor out = empty(x.shape(), TensorOptions(x.dtype()).device(x.device()));
-  Tensor mask = empty(x.shape(), TensorOptions(x.dtype()).device(x.device()));
-  if (x.device().is_cuda()) {
-    cuda::dropout_forward(x.dtype(), xc.raw_data(), out.raw_data(), mask.raw_data(), x.numel(), seed, offset, base, p,
-                          drop_all ? 0.0 : 1.0 / (1.0 - p), drop_all, x.device().index);
-  } else {
-    dispatch_float(x.dtype(), op, [&](auto zero) {
-      using T = decltype(zero);
-      const T scale = drop_all ? T(0) : static_cast<T>(1.0 / (1.0 - p));
-      const T* xp = xc.data_ptr<T>();
-      T* op_ = out.data_ptr<T>();
-      T* mp = mask.data_ptr<T>();
-      const int64_t n = x.numel();
-#pragma omp parallel for schedule(static) if (n > 65536)
-      for (int64_t i = 0; i < n; ++i) {
-        bool keep = false;
-        if (!drop_all) {
-          philox::Block b = philox::draw(seed, offset, base + static_cast<uint64_t>(i));
-          keep = philox::uniform(b.x[0], b.x[1]) >= p;
-        }
-        mp[i] = keep ? scale : T(0);
-        op_[i] = keep ? xp[i] * scale : T(0);
-      }
-    });
-  }
+  backend::DropoutForward f = backend::dropout_forward(x.detach().contiguous(), p, drop_all, seed, offset, base);
+  Tensor out = f.out;
   if (!needs_grad({x})) return out;
   // Saves the scaled mask, the only thing the backward needs: d out / d x = mask.
-  return record(out, op, {x}, [mask = SavedTensor(mask)](const Tensor& g) -> TensorList { return {mul(g, mask.get())}; });
+  return record(out, op, {x}, [mask = SavedTensor(f.mask)](const Tensor& g) -> TensorList { return {mul(g, mask.get())}; });
 }
 
 }  // namespace relgrad

@@ -1,66 +1,30 @@
 // Elementwise ops: unary (generated from core/base/unary_ops.def), pow, binary arithmetic with
-// broadcasting and comparisons (where and masked_fill are in where.cpp). Forward picks the CPU kernel (core/cpu/elementwise.h)
-// or the CUDA one (cuda/elementwise.cu); backward sits beside each forward.
+// broadcasting and comparisons (where and masked_fill are in where.cpp). Forward calls the backend
+// entry (core/backend/elementwise.h), which picks the CPU or CUDA kernel; backward sits beside each forward.
 #include <string>
 
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "autograd/ops/checks.h"
-#include "core/base/functors.h"
-#include "core/cpu/elementwise.h"
-#include "cuda/runtime.h"
+#include "core/backend/elementwise.h"
 
 namespace relgrad {
 
 namespace {
 
-// On CUDA the kernels take contiguous arrays: broadcast operands are materialised first.
-Tensor cuda_contiguous(const Tensor& t, const Shape& shape) {
-  Tensor e = t.shape() == shape ? t : t.detach().expand(shape);
-  return e.is_contiguous() ? e : e.contiguous();
-}
-
-template <class F>
-Tensor unary_forward(const Tensor& x, F f, cuda::UnaryOp cuda_op, const char* op) {
-  if (x.device().is_cpu()) return cpu::unary(x, f, op);
-  dispatch_float(x.dtype(), op, [](auto) {});
-  Tensor xc = cuda_contiguous(x, x.shape());
-  Tensor y = empty(x.shape(), TensorOptions(x.dtype()).device(x.device()));
-  cuda::unary_forward(cuda_op, x.dtype(), xc.raw_data(), y.raw_data(), x.numel(), x.device().index);
-  return y;
-}
-
-template <class F>
-Tensor unary_backward(const Tensor& x, const Tensor& y, const Tensor& gy, F f, cuda::UnaryOp cuda_op, const char* op) {
-  if (x.device().is_cpu()) return cpu::unary_grad(x, y, gy, f, op);
-  Tensor xc = cuda_contiguous(x, x.shape()), yc = cuda_contiguous(y, x.shape()), gc = cuda_contiguous(gy, x.shape());
-  Tensor gx = empty(x.shape(), TensorOptions(x.dtype()).device(x.device()));
-  cuda::unary_backward(cuda_op, x.dtype(), xc.raw_data(), yc.raw_data(), gc.raw_data(), gx.raw_data(), x.numel(),
-                       x.device().index);
-  return gx;
-}
-
 // One differentiable unary op: y = f(x); dx = f.grad(x, y, dy).
-template <class F>
-Tensor unary_op(const Tensor& x, F f, cuda::UnaryOp cuda_op, const char* op) {
-  Tensor y = unary_forward(x, f, cuda_op, op);
+Tensor unary_op(const Tensor& x, backend::Unary f, const char* op) {
+  Tensor y = backend::unary_forward(f, x, op);
   if (!needs_grad({x})) return y;
-  return record(y, op, {x}, [f, cuda_op, op, x = SavedTensor(x), y = SavedTensor(y)](const Tensor& gy) -> TensorList {
-    return {unary_backward(x.get(), y.get(), gy, f, cuda_op, op)};
+  return record(y, op, {x}, [f, op, x = SavedTensor(x), y = SavedTensor(y)](const Tensor& gy) -> TensorList {
+    return {backend::unary_backward(f, x.get(), y.get(), gy, op)};
   });
 }
 
-template <class F>
-Tensor binary_forward(const Tensor& a, const Tensor& b, F f, cuda::BinaryOp cuda_op, bool bool_result,
-                      const char* op) {
+Tensor binary_forward(const Tensor& a, const Tensor& b, backend::Binary f, const char* op) {
   check_same_device(a, b, op);
   check_same_dtype(a, b, op);
-  if (a.device().is_cpu()) return cpu::binary(a, b, f, bool_result, op);
-  Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
-  Tensor ac = cuda_contiguous(a, shape), bc = cuda_contiguous(b, shape);
-  Tensor out = empty(shape, TensorOptions(bool_result ? kBool : a.dtype()).device(a.device()));
-  cuda::binary_forward(cuda_op, a.dtype(), ac.raw_data(), bc.raw_data(), out.raw_data(), out.numel(), a.device().index);
-  return out;
+  return backend::binary_forward(f, a, b, op);
 }
 
 Tensor scalar_like(double v, const Tensor& t) { return scalar_tensor(v, TensorOptions(t.dtype()).device(t.device())); }
@@ -69,7 +33,7 @@ Tensor scalar_like(double v, const Tensor& t) { return scalar_tensor(v, TensorOp
 
 // ---- unary ops from the X-macro list ----------------------------------------------------------
 #define RG_UNARY(name, Functor) \
-  Tensor name(const Tensor& x) { return unary_op(x, fn::Functor{}, cuda::UnaryOp::Functor, #name); }
+  Tensor name(const Tensor& x) { return unary_op(x, backend::Unary::Functor, #name); }
 #include "core/base/unary_ops.def"
 #undef RG_UNARY
 
@@ -81,36 +45,23 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
 
 // pow with a scalar exponent: its functor carries the exponent, so it is not in the X-macro list.
 Tensor pow(const Tensor& x, double exponent) {
-  fn::PowScalar f{exponent};
-  auto forward = [&]() {
-    if (x.device().is_cpu()) return cpu::unary(x, f, "pow");
-    Tensor xc = cuda_contiguous(x, x.shape());
-    Tensor y = empty(x.shape(), TensorOptions(x.dtype()).device(x.device()));
-    cuda::pow_forward(exponent, x.dtype(), xc.raw_data(), y.raw_data(), x.numel(), x.device().index);
-    return y;
-  };
-  Tensor y = forward();
+  Tensor y = backend::pow_forward(x, exponent);
   if (!needs_grad({x})) return y;
-  return record(y, "pow", {x}, [f, x = SavedTensor(x)](const Tensor& gy) -> TensorList {
-    const Tensor& xv = x.get();
-    if (xv.device().is_cpu()) return {cpu::unary_grad(xv, xv, gy, f, "pow")};
-    Tensor xc = cuda_contiguous(xv, xv.shape()), gc = cuda_contiguous(gy, xv.shape());
-    Tensor gx = empty(xv.shape(), TensorOptions(xv.dtype()).device(xv.device()));
-    cuda::pow_backward(f.p, xv.dtype(), xc.raw_data(), gc.raw_data(), gx.raw_data(), xv.numel(), xv.device().index);
-    return {gx};
+  return record(y, "pow", {x}, [exponent, x = SavedTensor(x)](const Tensor& gy) -> TensorList {
+    return {backend::pow_backward(x.get(), gy, exponent)};
   });
 }
 
 // ---- binary arithmetic: the backward rules, written with ops (so they run on any device) ---------
 Tensor add(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_forward(a, b, fn::Add{}, cuda::BinaryOp::Add, false, "add");
+  Tensor out = binary_forward(a, b, backend::Binary::Add, "add");
   if (!needs_grad({a, b})) return out;
   Shape sa = a.shape(), sb = b.shape();
   return record(out, "add", {a, b}, [sa, sb](const Tensor& g) -> TensorList { return {sum_to(g, sa), sum_to(g, sb)}; });
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_forward(a, b, fn::Sub{}, cuda::BinaryOp::Sub, false, "sub");
+  Tensor out = binary_forward(a, b, backend::Binary::Sub, "sub");
   if (!needs_grad({a, b})) return out;
   Shape sa = a.shape(), sb = b.shape();
   return record(out, "sub", {a, b},
@@ -118,7 +69,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_forward(a, b, fn::Mul{}, cuda::BinaryOp::Mul, false, "mul");
+  Tensor out = binary_forward(a, b, backend::Binary::Mul, "mul");
   if (!needs_grad({a, b})) return out;
   bool need_a = a.requires_grad(), need_b = b.requires_grad();
   // Save only the operand each gradient needs: d(ab)/da = b, d(ab)/db = a.
@@ -131,7 +82,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_forward(a, b, fn::Div{}, cuda::BinaryOp::Div, false, "div");
+  Tensor out = binary_forward(a, b, backend::Binary::Div, "div");
   if (!needs_grad({a, b})) return out;
   bool need_b = b.requires_grad();
   // d(a/b)/da = 1/b; d(a/b)/db = -a/b^2 = -out/b.
@@ -167,7 +118,7 @@ Tensor operator-(const Tensor& x) { return neg(x); }
 // ---- comparisons: bool masks, no gradient ----------------------------------------------------------
 #define RG_COMPARE(name, Functor)                                                                        \
   Tensor name(const Tensor& a, const Tensor& b) {                                                        \
-    return binary_forward(a, b, fn::Functor{}, cuda::BinaryOp::Functor, true, #name);                    \
+    return binary_forward(a, b, backend::Binary::Functor, #name);                    \
   }                                                                                                      \
   Tensor name(const Tensor& a, double b) { return name(a, scalar_like(b, a)); }
 RG_COMPARE(eq, Eq)

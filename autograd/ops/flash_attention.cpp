@@ -1,6 +1,5 @@
 // flash_relative_attention: the fused relative attention op (declared in autograd/ops.h). Forward
-// and backward call the raw kernels (core/cpu/flash_attention.h on the CPU, cuda/flash_attention.h
-// on the GPU); this file checks the arguments, makes the operands contiguous and records the tape
+// and backward call the backend entries (core/backend/flash_attention.h); this file checks the arguments, makes the operands contiguous and records the tape
 // node. Its composite twin, the test oracle, is attention_heads' chain
 //   q·kᵀ + relative_gather(q_rel·Eᵀ, C) → masked_softmax(·, mask, scale, bias) → ·v
 // (tests/test_flash_attention.cpp compares the two for every scheme).
@@ -13,8 +12,7 @@
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "autograd/ops/checks.h"
-#include "core/cpu/flash_attention.h"
-#include "cuda/flash_attention.h"
+#include "core/backend/flash_attention.h"
 
 namespace relgrad {
 
@@ -41,17 +39,7 @@ int64_t table_heads(const Tensor& t, int64_t row_dims, int64_t H, const char* wh
   return heads;
 }
 
-// Everything the kernels need, checked once, on the operands' device (lookups and positions also
-// on the host for the checks and the CUDA planning).
-struct Plan {
-  int64_t B = 0, H = 0, t2 = 0, t1 = 0, D = 0;
-  double scale = 1;
-  bool causal = false;
-  Tensor pos;  // int64 (t2), on the device
-  std::vector<int64_t> pos_host, rel_host, bias_host;
-  Tensor rel_rows, bias_rows, pad;  // on the device (contiguous)
-  int64_t E_heads = 1, R = 0, bias_heads = 1, Rb = 0, W = 0, min_delta = 0;
-};
+using Plan = backend::FlashPlan;
 
 Plan make_plan(const Tensor& q, const Tensor& k, const Tensor& v, const FlashAttentionOptions& o) {
   Plan p;
@@ -147,43 +135,6 @@ Plan make_plan(const Tensor& q, const Tensor& k, const Tensor& v, const FlashAtt
   return p;
 }
 
-// The CPU problem over contiguous tensors (all alive in the caller).
-template <class T>
-cpu::FlashProblem<T> cpu_problem(const Plan& p, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& qr,
-                                 const Tensor& E, const Tensor& bt) {
-  cpu::FlashProblem<T> f;
-  f.B = p.B, f.H = p.H, f.t2 = p.t2, f.t1 = p.t1, f.D = p.D, f.scale = p.scale, f.causal = p.causal;
-  f.pos = p.pos_host.data();
-  f.q = q.data_ptr<T>(), f.k = k.data_ptr<T>(), f.v = v.data_ptr<T>();
-  f.qr = qr.defined() ? qr.data_ptr<T>() : f.q;
-  if (E.defined()) f.E = E.data_ptr<T>(), f.E_heads = p.E_heads, f.R = p.R, f.rel_rows = p.rel_host.data();
-  if (bt.defined()) f.bias = bt.data_ptr<T>(), f.bias_heads = p.bias_heads, f.Rb = p.Rb, f.bias_rows = p.bias_host.data();
-  f.min_delta = p.min_delta, f.W = p.W;
-  f.pad = p.pad.defined() ? p.pad.data_ptr<bool>() : nullptr;
-  return f;
-}
-
-cuda::FlashArgs cuda_args(const Plan& p, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& qr,
-                          const Tensor& E, const Tensor& bt) {
-  cuda::FlashArgs a;
-  a.dtype = q.dtype(), a.device = q.device().index;
-  a.B = p.B, a.H = p.H, a.t2 = p.t2, a.t1 = p.t1, a.D = p.D, a.scale = p.scale, a.causal = p.causal;
-  a.pos = p.pos.data_ptr<int64_t>(), a.pos_host = p.pos_host.data();
-  a.q = q.raw_data(), a.k = k.raw_data(), a.v = v.raw_data();
-  a.qr = qr.defined() ? qr.raw_data() : a.q;
-  if (E.defined()) {
-    a.E = E.raw_data(), a.E_heads = p.E_heads, a.R = p.R;
-    a.rel_rows = p.rel_rows.data_ptr<int64_t>(), a.rel_rows_host = p.rel_host.data();
-  }
-  if (bt.defined()) {
-    a.bias = bt.raw_data(), a.bias_heads = p.bias_heads, a.Rb = p.Rb;
-    a.bias_rows = p.bias_rows.data_ptr<int64_t>(), a.bias_rows_host = p.bias_host.data();
-  }
-  a.min_delta = p.min_delta, a.W = p.W;
-  a.pad = p.pad.defined() ? p.pad.data_ptr<bool>() : nullptr;
-  return a;
-}
-
 Tensor contiguous_data(const Tensor& t) { return t.defined() ? t.detach().contiguous() : Tensor(); }
 
 }  // namespace
@@ -192,18 +143,8 @@ Tensor flash_relative_attention(const Tensor& q, const Tensor& k, const Tensor& 
   const Plan plan = make_plan(q, k, v, o);
   const Tensor qc = contiguous_data(q), kc = contiguous_data(k), vc = contiguous_data(v);
   const Tensor qrc = contiguous_data(o.rel_query), Ec = contiguous_data(o.rel_table), bc = contiguous_data(o.bias_table);
-  const TensorOptions topt = TensorOptions(q.dtype()).device(q.device());
-  Tensor out = empty(q.shape(), topt);
-  Tensor lse = empty({plan.B, plan.H, plan.t2}, topt);
-  const bool on_cuda = q.device().is_cuda();
-  if (on_cuda) {
-    cuda::flash_attention_forward(cuda_args(plan, qc, kc, vc, qrc, Ec, bc), out.raw_data(), lse.raw_data());
-  } else {
-    dispatch_float(q.dtype(), kOp, [&](auto zero) {
-      using T = decltype(zero);
-      cpu::flash_forward<T>(cpu_problem<T>(plan, qc, kc, vc, qrc, Ec, bc), out.data_ptr<T>(), lse.data_ptr<T>());
-    });
-  }
+  const backend::FlashForward f = backend::flash_forward(plan, qc, kc, vc, qrc, Ec, bc);
+  const Tensor out = f.out;
   // Inputs in a fixed order: q, k, v, then whichever of rel_query, rel_table, bias_table are given.
   TensorList inputs{q, k, v};
   const int in_qr = o.rel_query.defined() ? static_cast<int>(inputs.size()) : -1;
@@ -219,35 +160,18 @@ Tensor flash_relative_attention(const Tensor& q, const Tensor& k, const Tensor& 
   return record(out, kOp, inputs,
                 [=, qs = SavedTensor(qc), ks = SavedTensor(kc), vs = SavedTensor(vc), qrs = SavedTensor(qrc),
                  Es = SavedTensor(Ec), bs = SavedTensor(bc), outs = SavedTensor(out),
-                 lses = SavedTensor(lse)](const Tensor& g) -> TensorList {
+                 lses = SavedTensor(f.lse)](const Tensor& g) -> TensorList {
                   const Tensor q_ = qs.get(), k_ = ks.get(), v_ = vs.get(), o_ = outs.get(), l_ = lses.get();
                   const Tensor qr_ = qrs.defined() ? qrs.get() : Tensor(), E_ = Es.defined() ? Es.get() : Tensor();
                   const Tensor b_ = bs.defined() ? bs.get() : Tensor();
                   const Tensor gc = g.contiguous();
-                  const TensorOptions to = TensorOptions(q_.dtype()).device(q_.device());
-                  Tensor dq = empty(q_.shape(), to), dk = empty(k_.shape(), to), dv = empty(v_.shape(), to);
-                  Tensor dqr = in_qr >= 0 ? empty(q_.shape(), to) : Tensor();
-                  Tensor dE = want_E ? empty({plan.E_heads, plan.R, plan.D}, to) : Tensor();
-                  Tensor db = want_b ? empty({plan.bias_heads, plan.Rb}, to) : Tensor();
-                  auto ptr = [](const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; };
-                  if (on_cuda) {
-                    cuda::flash_attention_backward(cuda_args(plan, q_, k_, v_, qr_, E_, b_), o_.raw_data(),
-                                                   l_.raw_data(), gc.raw_data(), dq.raw_data(), dk.raw_data(),
-                                                   dv.raw_data(), ptr(dqr), ptr(dE), ptr(db));
-                  } else {
-                    dispatch_float(q_.dtype(), kOp, [&](auto zero) {
-                      using T = decltype(zero);
-                      cpu::flash_backward<T>(cpu_problem<T>(plan, q_, k_, v_, qr_, E_, b_), o_.data_ptr<T>(),
-                                             l_.data_ptr<T>(), gc.data_ptr<T>(), dq.data_ptr<T>(), dk.data_ptr<T>(),
-                                             dv.data_ptr<T>(), static_cast<T*>(ptr(dqr)), static_cast<T*>(ptr(dE)),
-                                             static_cast<T*>(ptr(db)));
-                    });
-                  }
+                  const backend::FlashGrads d = backend::flash_backward(plan, q_, k_, v_, qr_, E_, b_, o_, l_, gc,
+                                                                        in_qr >= 0, want_E, want_b);
                   TensorList grads(n_inputs);
-                  grads[0] = dq, grads[1] = dk, grads[2] = dv;
-                  if (in_qr >= 0) grads[in_qr] = dqr;
-                  if (want_E) grads[in_E] = dE.reshape(E_shape);
-                  if (want_b) grads[in_b] = db.reshape(b_shape);
+                  grads[0] = d.dq, grads[1] = d.dk, grads[2] = d.dv;
+                  if (in_qr >= 0) grads[in_qr] = d.dqr;
+                  if (want_E) grads[in_E] = d.dE.reshape(E_shape);
+                  if (want_b) grads[in_b] = d.dbias.reshape(b_shape);
                   return grads;
                 });
 }

@@ -1,7 +1,6 @@
-// Indexing ops: embedding, index_select and gather share one gather kernel (forward) and one
-// deterministic scatter-add kernel (backward), both in core/cpu/index.h; on CUDA, their twins in
-// cuda/index.h (bitwise the same gradients: each output element sums its contributions in the same
-// order, no atomics). Index values are always checked on the host first (a CUDA index is copied
+// Indexing ops: embedding, index_select and gather share one gather entry (forward) and the
+// deterministic scatter-adds (backward) of core/backend/index.h (bitwise the same gradients on every
+// device: each output element sums its contributions in the same order, no atomics). Index values are always checked on the host first (a CUDA index is copied
 // down once), so that a bad index gives the same IndexError on every device. Then the concatenation
 // family: cat copies into slices of one output (backward: slices of g); stack is unsqueeze + cat;
 // split and chunk are narrow views, so their gradients flow through narrow's backward.
@@ -11,8 +10,7 @@
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "autograd/ops/checks.h"
-#include "core/cpu/index.h"
-#include "cuda/index.h"
+#include "core/backend/index.h"
 
 namespace relgrad {
 
@@ -31,11 +29,9 @@ Tensor index_arg(const Tensor& index, const Tensor& x, const char* op, const cha
 
 // The index values on the host (itself on the CPU), for the range check and the CUDA scatter-add's
 // host-side sort.
-Tensor on_host(const Tensor& idx) { return idx.device().is_cpu() ? idx : idx.to(Device::cpu()); }
+Tensor on_host(const Tensor& idx) { return idx.to(Device::cpu()); }
 
 TensorOptions like(const Tensor& t, DType dtype) { return TensorOptions(dtype).device(t.device()); }
-
-const int64_t* index_ptr(const Tensor& idx) { return static_cast<const int64_t*>(idx.raw_data()); }
 
 int64_t prod(const Shape& s, size_t begin, size_t end) {
   int64_t p = 1;
@@ -55,44 +51,21 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_id
   const int64_t V = weight.size(0), C = weight.size(1);
   RG_CHECK_T(IndexError, padding_idx == -1 || (padding_idx >= 0 && padding_idx < V), op, "padding_idx ",
              padding_idx, " is out of range for weight ", shape_str(weight.shape()), " (use -1 for none)");
-  cpu::check_indices(host_idx, V, op,
+  backend::check_indices(host_idx, V, op,
                      "weight " + shape_str(weight.shape()) + ", indices " + shape_str(indices.shape()));
   Shape out_shape = indices.shape();
   out_shape.push_back(C);
-  Tensor out = empty(out_shape, like(weight, weight.dtype()));
   // Gather along a new dim: each index picks a row of weight (step weight.stride(0)), C columns each.
   Shape w_strides(indices.dim(), 0), i_strides = contiguous_strides(indices.shape());
   w_strides.push_back(weight.stride(1));
   i_strides.push_back(0);
-  dispatch_float(weight.dtype(), op, [&](auto zero) {
-    using T = decltype(zero);
-    if (weight.device().is_cuda()) {
-      cuda::gather(weight.dtype(), out_shape, out.raw_data(), weight.raw_data(), w_strides, weight.stride(0),
-                   index_ptr(idx), i_strides, weight.device().index);
-      return;
-    }
-    cpu::gather_kernel<T>(out_shape, out.data_ptr<T>(), static_cast<const T*>(weight.raw_data()), w_strides,
-                          weight.stride(0), idx.data_ptr<int64_t>(), i_strides);
-  });
+  Tensor out = backend::gather(weight, out_shape, w_strides, weight.stride(0), idx, i_strides, false, op);
   if (!needs_grad({weight})) return out;
   // Saves only the indices (on the host: both backwards read them there; on the CPU this is idx
   // itself): the gradient of a lookup does not depend on the weight's values.
   return record(out, op, {weight}, [V, C, padding_idx, idx = SavedTensor(host_idx)](const Tensor& g) -> TensorList {
-    const Tensor& ix = idx.get();
-    Tensor gc = g.contiguous();  // (N, C) with N = numel(indices)
-    if (g.device().is_cuda()) {  // every row of gw written (padding_idx's with 0)
-      Tensor gw = empty({V, C}, like(g, g.dtype()));
-      cuda::scatter_add_rows(g.dtype(), gc.raw_data(), ix.data_ptr<int64_t>(), padding_idx, gw.raw_data(), 1,
-                             ix.numel(), V, C, g.device().index);
-      return {gw};
-    }
-    Tensor gw = zeros({V, C}, TensorOptions(g.dtype()));
-    dispatch_float(g.dtype(), "embedding_backward", [&](auto zero) {
-      using T = decltype(zero);
-      cpu::scatter_add_kernel<T>(gc.data_ptr<T>(), ix.data_ptr<int64_t>(), {0, 1, 0}, gw.data_ptr<T>(), 1, ix.numel(),
-                                 V, C, padding_idx);
-    });
-    return {gw};
+    // g (N, C) with N = numel(indices); every row of gw written (padding_idx's with 0)
+    return {backend::scatter_add_rows(g.contiguous(), idx.get(), padding_idx, {V, C}, 1, V, C, "embedding_backward")};
   });
 }
 
@@ -105,42 +78,19 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   RG_CHECK_T(ShapeError, index.dim() <= 1, op, "index must be 1-D, got shape ", shape_str(index.shape()));
   const int64_t d = normalize_dim(dim, x.dim(), op);
   Tensor host_idx = on_host(idx);
-  cpu::check_indices(host_idx, x.size(d), op, "dim " + std::to_string(d) + " of x " + shape_str(x.shape()));
+  backend::check_indices(host_idx, x.size(d), op, "dim " + std::to_string(d) + " of x " + shape_str(x.shape()));
   Shape out_shape = x.shape();
   out_shape[d] = idx.numel();
-  Tensor out = empty(out_shape, like(x, x.dtype()));
   Shape x_strides = x.strides(), i_strides(x.dim(), 0);
   x_strides[d] = 0;  // the index value supplies the position along dim
   i_strides[d] = 1;  // one index per position along dim, shared by all other positions
-  if (x.device().is_cuda()) {  // a gather only moves elements: any dtype
-    cuda::gather(x.dtype(), out_shape, out.raw_data(), x.raw_data(), x_strides, x.stride(d), index_ptr(idx), i_strides,
-                 x.device().index);
-  } else {
-    dispatch_all(x.dtype(), op, [&](auto zero) {
-      using T = decltype(zero);
-      cpu::gather_kernel<T>(out_shape, out.data_ptr<T>(), static_cast<const T*>(x.raw_data()), x_strides,
-                            x.stride(d), idx.data_ptr<int64_t>(), i_strides);
-    });
-  }
+  Tensor out = backend::gather(x, out_shape, x_strides, x.stride(d), idx, i_strides, true, op);  // any dtype
   if (!needs_grad({x})) return out;
   // Saves the index on the host (idx itself on the CPU): both backwards read it there.
   return record(out, op, {x}, [x_shape = x.shape(), d, idx = SavedTensor(host_idx)](const Tensor& g) -> TensorList {
-    const Tensor& ix = idx.get();
-    Tensor gc = g.contiguous();  // (O, K, I)
     const int64_t O = prod(x_shape, 0, d), I = prod(x_shape, d + 1, x_shape.size());
-    if (g.device().is_cuda()) {  // every element of gx written
-      Tensor gx = empty(x_shape, like(g, g.dtype()));
-      cuda::scatter_add_rows(g.dtype(), gc.raw_data(), ix.data_ptr<int64_t>(), -1, gx.raw_data(), O, ix.numel(),
-                             x_shape[d], I, g.device().index);
-      return {gx};
-    }
-    Tensor gx = zeros(x_shape, TensorOptions(g.dtype()));
-    dispatch_float(g.dtype(), "index_select_backward", [&](auto zero) {
-      using T = decltype(zero);
-      cpu::scatter_add_kernel<T>(gc.data_ptr<T>(), ix.data_ptr<int64_t>(), {0, 1, 0}, gx.data_ptr<T>(), O, ix.numel(),
-                                 x_shape[d], I, -1);
-    });
-    return {gx};
+    // g (O, K, I) → gx (O, n, I), every element written
+    return {backend::scatter_add_rows(g.contiguous(), idx.get(), -1, x_shape, O, x_shape[d], I, "index_select_backward")};
   });
 }
 
@@ -156,20 +106,11 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   for (int64_t k = 0; k < x.dim(); ++k)
     RG_CHECK_T(ShapeError, k == d || index.size(k) <= x.size(k), op, "index ", shape_str(index.shape()),
                " is larger than x ", shape_str(x.shape()), " in dim ", k, " (gather is along dim ", d, ")");
-  cpu::check_indices(on_host(idx), x.size(d), op, "dim " + std::to_string(d) + " of x " + shape_str(x.shape()));
-  Tensor out = empty(index.shape(), like(x, x.dtype()));
+  backend::check_indices(on_host(idx), x.size(d), op, "dim " + std::to_string(d) + " of x " + shape_str(x.shape()));
   Shape x_strides = x.strides();
   x_strides[d] = 0;  // the index value supplies the position along dim
-  if (x.device().is_cuda()) {  // a gather only moves elements: any dtype
-    cuda::gather(x.dtype(), index.shape(), out.raw_data(), x.raw_data(), x_strides, x.stride(d), index_ptr(idx),
-                 contiguous_strides(index.shape()), x.device().index);
-  } else {
-    dispatch_all(x.dtype(), op, [&](auto zero) {
-      using T = decltype(zero);
-      cpu::gather_kernel<T>(index.shape(), out.data_ptr<T>(), static_cast<const T*>(x.raw_data()), x_strides,
-                            x.stride(d), idx.data_ptr<int64_t>(), contiguous_strides(index.shape()));
-    });
-  }
+  Tensor out = backend::gather(x, index.shape(), x_strides, x.stride(d), idx, contiguous_strides(index.shape()), true,
+                               op);  // any dtype
   if (!needs_grad({x})) return out;
   return record(out, op, {x}, [x_shape = x.shape(), d, idx = SavedTensor(idx)](const Tensor& g) -> TensorList {
     const Tensor& ix = idx.get();
@@ -179,20 +120,8 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
     // contiguous (O, n, I) block for that corner, then place it in x's shape when it is smaller.
     Shape corner = is;
     corner[d] = n;
-    Tensor gc = g.contiguous();  // (O, K, I)
-    Tensor gr;
-    if (g.device().is_cuda()) {  // the index stays on the device: one thread per (o, i) column walks it
-      gr = empty(corner, like(g, g.dtype()));  // every element written
-      cuda::scatter_add_columns(g.dtype(), gc.raw_data(), index_ptr(ix), K * I, I, 1, gr.raw_data(), O, K, n, I,
-                                g.device().index);
-    } else {
-      gr = zeros(corner, TensorOptions(g.dtype()));
-      dispatch_float(g.dtype(), "gather_backward", [&](auto zero) {
-        using T = decltype(zero);
-        cpu::scatter_add_kernel<T>(gc.data_ptr<T>(), ix.data_ptr<int64_t>(), {K * I, I, 1}, gr.data_ptr<T>(), O, K,
-                                   n, I, -1);
-      });
-    }
+    // g (O, K, I); the index stays on g's device
+    Tensor gr = backend::scatter_add_columns(g.contiguous(), ix, corner, O, K, n, I, "gather_backward");
     if (corner == x_shape) return {gr};
     Tensor gx = zeros(x_shape, like(g, g.dtype()));
     copy_into(make_view(gx, corner, gx.strides(), 0), gr, "gather_backward");

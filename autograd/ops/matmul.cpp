@@ -1,5 +1,5 @@
-// matmul and bmm. Forward calls the Eigen GEMM kernel (core/cpu/matmul.h) or, for CUDA operands,
-// cuBLAS (cuda/blas.h); both read transposed and broadcast operands in place. Backward is two more
+// matmul and bmm. Forward calls the backend's GEMM (core/backend/matmul.h: Eigen on the CPU, cuBLAS
+// on the GPU), which reads transposed and broadcast operands in place. Backward is two more
 // matmuls on transposed views (so it runs on the operands' device too):
 //   C = A @ B   →   dA = dC @ Bᵀ,   dB = Aᵀ @ dC,
 // each summed over the batch dims its operand was broadcast along (sum_to).
@@ -9,8 +9,7 @@
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "autograd/ops/checks.h"
-#include "core/cpu/matmul.h"
-#include "cuda/blas.h"
+#include "core/backend/matmul.h"
 
 namespace relgrad {
 
@@ -50,43 +49,11 @@ bool rows_foldable(const Tensor& x) {
   return true;
 }
 
-// x's last two dims as cuBLAS reads them; a view that is neither row- nor column-major there (e.g. a
-// step-2 slice of both dims) is copied once into a contiguous tensor, replacing x.
-cuda::MatrixLayout gemm_operand(Tensor& x, const char* op) {
-  cuda::MatrixLayout L = cuda::classify_matrix(x.size(-2), x.size(-1), x.stride(-2), x.stride(-1));
-  if (L.order != cuda::MatrixOrder::Neither) return L;
-  Tensor packed = empty(x.shape(), TensorOptions(x.dtype()).device(x.device()));
-  copy_into(packed, x, op);
-  x = packed;
-  return cuda::classify_matrix(x.size(-2), x.size(-1), x.stride(-2), x.stride(-1));
-}
-
-// The CUDA twin of cpu::matmul (same contract): out (batch..., n, m) = [init +] alpha · (a @ b).
-Tensor cuda_matmul(const Tensor& a_in, const Tensor& b_in, const Shape& batch, const char* op, const Tensor& init,
-                   double alpha) {
-  const int64_t n = a_in.size(-2), k = a_in.size(-1), m = b_in.size(-1);
-  Shape out_shape = batch;
-  out_shape.push_back(n);
-  out_shape.push_back(m);
-  const TensorOptions options = TensorOptions(a_in.dtype()).device(a_in.device());
-  const bool accumulate = init.defined();
-  if (k == 0 && !accumulate) return zeros(out_shape, options);  // an empty sum
-  Tensor out = empty(out_shape, options);
-  if (out.numel() == 0) return out;
-  if (accumulate) copy_into(out, init.detach().expand(out_shape), op);
-  if (k == 0) return out;
-  Tensor a = a_in.detach(), b = b_in.detach();
-  const cuda::MatrixLayout la = gemm_operand(a, op), lb = gemm_operand(b, op);
-  cuda::gemm_batched(a.dtype(), a.raw_data(), la, cpu::batch_offsets(a, batch), b.raw_data(), lb,
-                     cpu::batch_offsets(b, batch), out.raw_data(), n, k, m, alpha, accumulate, a.device().index);
-  return out;
-}
-
 // The differentiable core, both operands at least 2-D: a (.., n, k) @ b (.., k, m) → (batch.., n, m),
 // or with init (addmm): init + alpha · (a @ b), init broadcast to the product's shape.
 Tensor matmul_nd(const Tensor& a, const Tensor& b, const char* op, const Tensor& init = Tensor(), double alpha = 1.0) {
   Shape batch = batch_shape(a, b, op);
-  Tensor out = a.device().is_cuda() ? cuda_matmul(a, b, batch, op, init, alpha) : cpu::matmul(a, b, batch, op, init, alpha);
+  Tensor out = backend::matmul(a, b, batch, op, init, alpha);
   TensorList inputs{a, b};
   if (init.defined()) inputs.push_back(init);
   if (!needs_grad(inputs)) return out;

@@ -1,6 +1,6 @@
 // layer_norm and rms_norm over the trailing dims named by `normalized_shape`. The input is viewed as
-// rows (R, N), N = numel(normalized_shape); the fused CPU kernels (core/cpu/norm.h) normalise each
-// row (CUDA tensors: cuda/norm.h). Forward saves x, weight, and the per-row statistics (mean and
+// rows (R, N), N = numel(normalized_shape); the fused kernels (core/backend/norm.h) normalise each
+// row. Forward saves x, weight, and the per-row statistics (mean and
 // rstd, or rstd alone for rms_norm) for one fused backward kernel that gives dx, dweight and dbias
 // together.
 #include <limits>
@@ -8,8 +8,7 @@
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "autograd/ops/checks.h"
-#include "core/cpu/norm.h"
-#include "cuda/norm.h"
+#include "core/backend/norm.h"
 
 namespace relgrad {
 
@@ -22,13 +21,6 @@ Tensor dense(const Tensor& t) {
   copy_into(c, t, "norm");
   return c;
 }
-
-template <class T>
-T* ptr_or_null(const Tensor& t) {
-  return t.defined() ? t.data_ptr<T>() : nullptr;
-}
-// The same for the CUDA kernels, which take untyped device pointers.
-void* raw_or_null(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; }
 
 // Checks shared by both ops; returns N, the number of elements in one normalised row.
 int64_t check_norm_args(const Tensor& x, const Shape& ns, const Tensor& weight, const Tensor& bias, const char* op) {
@@ -62,48 +54,20 @@ Tensor norm_op(const Tensor& x, const Shape& ns, const Tensor& weight, const Ten
   // eps < 0 (the default -1 of rms_norm) stands for PyTorch's None: the dtype's machine epsilon.
   if (eps < 0) eps = x.dtype() == kFloat32 ? std::numeric_limits<float>::epsilon() : std::numeric_limits<double>::epsilon();
   Tensor xc = dense(x), wc = dense(weight), bc = dense(bias);
-  const TensorOptions opts = TensorOptions(x.dtype()).device(x.device());
-  Tensor y = empty(x.shape(), opts);
-  Tensor mean = rms ? Tensor() : empty({R}, opts);  // (R)
-  Tensor rstd = empty({R}, opts);                    // (R)
-  dispatch_float(x.dtype(), op, [&](auto zero) {
-    using T = decltype(zero);
-    if (x.device().is_cuda()) {
-      cuda::norm_forward(x.dtype(), xc.raw_data(), raw_or_null(wc), raw_or_null(bc), y.raw_data(), raw_or_null(mean),
-                         rstd.raw_data(), R, N, eps, x.device().index);
-      return;
-    }
-    cpu::norm_forward<T>(xc.data_ptr<T>(), ptr_or_null<T>(wc), ptr_or_null<T>(bc), y.data_ptr<T>(), ptr_or_null<T>(mean),
-                         rstd.data_ptr<T>(), R, N, eps);
-  });
+  backend::NormForward f = backend::norm_forward(xc, wc, bc, rms, R, N, eps);
+  Tensor y = f.y;
   TensorList inputs = rms ? TensorList{x, weight} : TensorList{x, weight, bias};
   if (!needs_grad(inputs)) return y;
   const bool need_x = x.requires_grad(), need_w = weight.defined() && weight.requires_grad(),
              need_b = bias.defined() && bias.requires_grad();
   // xc and wc are saved (not x and weight): they are what the kernel reads, already contiguous.
   return record(y, op, inputs,
-                [need_x, need_w, need_b, rms, R, N, op, x_shape = x.shape(), ns, x = SavedTensor(xc),
-                 w = SavedTensor(wc), mean = SavedTensor(mean), rstd = SavedTensor(rstd)](const Tensor& g) -> TensorList {
-                  const Tensor& xv = x.get();
-                  Tensor gc = dense(g);  // (R, N)
-                  const TensorOptions opts = TensorOptions(xv.dtype()).device(xv.device());
-                  Tensor dx = need_x ? empty(x_shape, opts) : Tensor();
-                  Tensor dw = need_w ? empty(ns, opts) : Tensor();
-                  Tensor db = need_b ? empty(ns, opts) : Tensor();
-                  dispatch_float(xv.dtype(), op, [&](auto zero) {
-                    using T = decltype(zero);
-                    if (xv.device().is_cuda()) {
-                      cuda::norm_backward(xv.dtype(), gc.raw_data(), xv.raw_data(), raw_or_null(mean.get()),
-                                          rstd.get().raw_data(), raw_or_null(w.get()), raw_or_null(dx),
-                                          raw_or_null(dw), raw_or_null(db), R, N, xv.device().index);
-                      return;
-                    }
-                    cpu::norm_backward<T>(gc.data_ptr<T>(), xv.data_ptr<T>(), ptr_or_null<T>(mean.get()),
-                                          rstd.get().data_ptr<T>(), ptr_or_null<T>(w.get()), ptr_or_null<T>(dx),
-                                          ptr_or_null<T>(dw), ptr_or_null<T>(db), R, N);
-                  });
-                  if (rms) return {dx, dw};
-                  return {dx, dw, db};
+                [need_x, need_w, need_b, rms, R, N, x_shape = x.shape(), ns, x = SavedTensor(xc),
+                 w = SavedTensor(wc), mean = SavedTensor(f.mean), rstd = SavedTensor(f.rstd)](const Tensor& g) -> TensorList {
+                  backend::NormGrads d = backend::norm_backward(dense(g), x.get(), mean.get(), rstd.get(), w.get(),
+                                                                x_shape, ns, need_x, need_w, need_b, R, N);  // g (R, N)
+                  if (rms) return {d.dx, d.dw};
+                  return {d.dx, d.dw, d.db};
                 });
 }
 

@@ -16,8 +16,7 @@
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "autograd/ops/checks.h"
-#include "core/cpu/relative.h"
-#include "cuda/index.h"
+#include "core/backend/index.h"
 
 namespace relgrad {
 
@@ -84,7 +83,7 @@ Tensor check_index(const Tensor& index, int64_t t2, int64_t t1, int64_t R, const
              shape_str(index.shape()), " does not match ", t2, " queries and ", t1, " keys (input ",
              shape_str(x.shape()), ")");
   // Every entry must be a row of the table or -1: checked before any kernel reads through it.
-  const Tensor ic = index.device().is_cpu() ? index.contiguous() : index.to(Device::cpu());
+  const Tensor ic = index.to(Device::cpu()).contiguous();  // index itself when on the CPU and contiguous
   const int64_t* c = ic.data_ptr<int64_t>();
   for (int64_t k = 0; k < ic.numel(); ++k)
     RG_CHECK_T(IndexError, c[k] >= -1 && c[k] < R, op, "index entry ", c[k], " at (", k / t1, ", ", k % t1,
@@ -134,20 +133,7 @@ Tensor relative_gather(const Tensor& P, const Tensor& index, int64_t R) {
   }
   Shape out_shape = P.shape();
   out_shape.back() = t1;
-  Tensor S = empty(out_shape, TensorOptions(P.dtype()).device(P.device()));
-  const int64_t N = leading(P);
-  const int64_t row_stride = P3.stride(-2);
-  if (P.device().is_cuda()) {
-    Tensor on_device = index.device().is_cuda() ? index.contiguous() : ic.to(P.device());
-    cuda::relative_gather(P.dtype(), P3.raw_data(), batch_stride, row_stride,
-                          static_cast<const int64_t*>(on_device.raw_data()), S.raw_data(), N, t2, t1, P.device().index);
-  } else {
-    dispatch_float(P.dtype(), op, [&](auto zero) {
-      using T = decltype(zero);
-      cpu::relative_gather_kernel<T>(static_cast<const T*>(P3.raw_data()), batch_stride, row_stride,
-                                     ic.data_ptr<int64_t>(), S.data_ptr<T>(), N, t2, t1);
-    });
-  }
+  Tensor S = backend::relative_gather(P3, batch_stride, P3.stride(-2), index, ic, out_shape, leading(P), t2, t1);
   if (!needs_grad({P})) return S;
   return record(S, op, {P}, [p_shape = P.shape(), R, idx = SavedTensor(ic)](const Tensor& g) -> TensorList {
     return {sum_to(relative_scatter(g, idx.get(), R), p_shape)};
@@ -164,17 +150,7 @@ Tensor relative_scatter(const Tensor& S, const Tensor& index, int64_t R) {
   Tensor Sc = S.detach().contiguous();
   Shape out_shape = S.shape();
   out_shape.back() = R;
-  Tensor P = empty(out_shape, TensorOptions(S.dtype()).device(S.device()));
-  if (S.device().is_cuda()) {  // every element of P written
-    cuda::relative_scatter(S.dtype(), Sc.raw_data(), ic.data_ptr<int64_t>(), P.raw_data(), leading(S), t2, t1, R,
-                           S.device().index);
-  } else {
-    dispatch_float(S.dtype(), op, [&](auto zero) {
-      using T = decltype(zero);
-      cpu::relative_scatter_kernel<T>(Sc.data_ptr<T>(), ic.data_ptr<int64_t>(), P.data_ptr<T>(), leading(S), t2, t1,
-                                      R);
-    });
-  }
+  Tensor P = backend::relative_scatter(Sc, ic, out_shape, leading(S), t2, t1, R);
   if (!needs_grad({S})) return P;
   return record(P, op, {S}, [R, idx = SavedTensor(ic)](const Tensor& g) -> TensorList {
     return {relative_gather(g, idx.get(), R)};

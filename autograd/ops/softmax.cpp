@@ -1,13 +1,9 @@
 // The softmax family: softmax, log_softmax and cross_entropy (fused with log_softmax). Forward and
-// backward are one pass each over a contiguous (outer, C, inner) block (kernels in core/cpu/softmax.h
-// and, for CUDA tensors, cuda/softmax.h).
+// backward are one pass each over a contiguous (outer, C, inner) block (core/backend/softmax.h).
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "autograd/ops/checks.h"
-#include "core/cpu/elementwise.h"
-#include "core/cpu/softmax.h"
-#include "cuda/reduce.h"
-#include "cuda/softmax.h"
+#include "core/backend/softmax.h"
 
 namespace relgrad {
 
@@ -23,34 +19,14 @@ DimLayout layout_around(const Shape& shape, int64_t d) {
   return L;
 }
 
-// A new tensor of `dtype` on t's device.
-TensorOptions on_device_of(const Tensor& t, DType dtype) { return TensorOptions(dtype).device(t.device()); }
-
 // softmax or (log_) log_softmax along dim. Saves only the output y: both backwards need y alone.
 Tensor softmax_op(const Tensor& x, int64_t dim, bool log_, const char* op) {
   DimLayout L = layout_around(x.shape(), normalize_dim(dim, x.dim(), op));
-  Tensor xc = x.detach().contiguous();  // detach: the copy is internal, not a step on the tape
-  Tensor y = empty(x.shape(), on_device_of(x, x.dtype()));
-  dispatch_float(x.dtype(), op, [&](auto zero) {
-    using T = decltype(zero);
-    if (x.device().is_cuda())
-      cuda::softmax_forward(x.dtype(), xc.raw_data(), y.raw_data(), L.outer, L.C, L.inner, log_, x.device().index);
-    else
-      cpu::softmax_forward<T>(xc.data_ptr<T>(), y.data_ptr<T>(), L.outer, L.C, L.inner, log_);
-  });
+  // detach: the contiguous copy is internal, not a step on the tape
+  Tensor y = backend::softmax_forward(x.detach().contiguous(), L.outer, L.C, L.inner, log_);
   if (!needs_grad({x})) return y;
-  return record(y, op, {x}, [L, log_, op, y = SavedTensor(y)](const Tensor& g) -> TensorList {
-    Tensor gc = g.contiguous(), gx = empty(g.shape(), on_device_of(g, g.dtype()));
-    dispatch_float(g.dtype(), op, [&](auto zero) {
-      using T = decltype(zero);
-      if (g.device().is_cuda()) {
-        cuda::softmax_backward(g.dtype(), y.get().raw_data(), gc.raw_data(), gx.raw_data(), L.outer, L.C, L.inner, log_,
-                               g.device().index);
-        return;
-      }
-      cpu::softmax_backward<T>(y.get().data_ptr<T>(), gc.data_ptr<T>(), gx.data_ptr<T>(), L.outer, L.C, L.inner, log_);
-    });
-    return {gx};
+  return record(y, op, {x}, [L, log_, y = SavedTensor(y)](const Tensor& g) -> TensorList {
+    return {backend::softmax_backward(y.get(), g.contiguous(), L.outer, L.C, L.inner, log_)};
   });
 }
 
@@ -58,24 +34,6 @@ Tensor softmax_op(const Tensor& x, int64_t dim, bool log_, const char* op) {
 
 Tensor softmax(const Tensor& x, int64_t dim) { return softmax_op(x, dim, false, "softmax"); }
 Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_op(x, dim, true, "log_softmax"); }
-
-namespace {
-
-// Per-row element offsets of t broadcast to `shape` (rows = every dim but the last), and its step
-// along the last dim.
-struct RowOffsets {
-  std::vector<int64_t> row;
-  int64_t step = 0;
-};
-RowOffsets row_offsets(const Tensor& t, const Shape& shape) {
-  Shape s = cpu::broadcast_strides(t, shape);
-  RowOffsets r;
-  r.step = s.back();
-  r.row = strided_offsets(Shape(shape.begin(), shape.end() - 1), Shape(s.begin(), s.end() - 1));
-  return r;
-}
-
-}  // namespace
 
 Tensor masked_softmax(const Tensor& x, const Tensor& mask, double scale, const Tensor& bias) {
   const char* op = "masked_softmax";
@@ -95,49 +53,17 @@ Tensor masked_softmax(const Tensor& x, const Tensor& mask, double scale, const T
     check_broadcasts(bias, "bias");
     check_same_dtype(x, bias, op);
   }
-  const int64_t C = shape.back(), rows = C == 0 ? 0 : x.numel() / C;
-  Tensor xc = x.detach().contiguous();
-  Tensor y = empty(shape, on_device_of(x, x.dtype()));
-  if (x.device().is_cuda()) {  // bias and mask are read in place through their broadcast strides
-    dispatch_float(x.dtype(), op, [&](auto) {
-      cuda::masked_softmax_forward(x.dtype(), xc.raw_data(), scale, bias.defined() ? bias.raw_data() : nullptr,
-                                   bias.defined() ? cpu::broadcast_strides(bias, shape) : Shape(),
-                                   mask.defined() ? static_cast<const bool*>(mask.raw_data()) : nullptr,
-                                   mask.defined() ? cpu::broadcast_strides(mask, shape) : Shape(), y.raw_data(), shape,
-                                   x.device().index);
-    });
-  } else {
-    RowOffsets bo, mo;
-    if (bias.defined()) bo = row_offsets(bias, shape);
-    if (mask.defined()) mo = row_offsets(mask, shape);
-    dispatch_float(x.dtype(), op, [&](auto zero) {
-      using T = decltype(zero);
-      cpu::masked_softmax_forward<T>(xc.data_ptr<T>(), scale,
-                                     bias.defined() ? static_cast<const T*>(bias.raw_data()) : nullptr, bo.row.data(),
-                                     bo.step, mask.defined() ? static_cast<const bool*>(mask.raw_data()) : nullptr,
-                                     mo.row.data(), mo.step, y.data_ptr<T>(), rows, C);
-    });
-  }
+  // bias and mask are read in place through their broadcast strides
+  Tensor y = backend::masked_softmax_forward(x.detach().contiguous(), scale, bias, mask);
   TensorList inputs{x};
   if (bias.defined()) inputs.push_back(bias);
   if (!needs_grad(inputs)) return y;
   const bool want_bias = bias.defined() && bias.requires_grad();
   const Shape bias_shape = bias.defined() ? bias.shape() : Shape();
   return record(y, op, inputs, [=, y = SavedTensor(y)](const Tensor& g) -> TensorList {
-    Tensor gc = g.contiguous(), gx = empty(shape, on_device_of(g, g.dtype()));
-    Tensor gz = want_bias ? empty(shape, on_device_of(g, g.dtype())) : Tensor();
-    dispatch_float(g.dtype(), op, [&](auto zero) {
-      using T = decltype(zero);
-      if (g.device().is_cuda()) {
-        cuda::masked_softmax_backward(g.dtype(), y.get().raw_data(), gc.raw_data(), scale, gx.raw_data(),
-                                      want_bias ? gz.raw_data() : nullptr, rows, C, g.device().index);
-        return;
-      }
-      cpu::masked_softmax_backward<T>(y.get().data_ptr<T>(), gc.data_ptr<T>(), scale, gx.data_ptr<T>(),
-                                      want_bias ? gz.data_ptr<T>() : nullptr, rows, C);
-    });
-    TensorList grads{gx};
-    if (inputs.size() > 1) grads.push_back(want_bias ? sum_to(gz, bias_shape) : Tensor());
+    backend::MaskedSoftmaxGrads d = backend::masked_softmax_backward(y.get(), g.contiguous(), scale, want_bias);
+    TensorList grads{d.gx};
+    if (inputs.size() > 1) grads.push_back(want_bias ? sum_to(d.gz, bias_shape) : Tensor());
     return grads;
   });
 }
@@ -166,7 +92,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
   // Check every target here, before the (parallel) kernel, which must not throw. CUDA targets are
   // checked on a host copy: the mean's denominator is needed on the host anyway.
   Tensor t = target.detach().contiguous();
-  Tensor t_host = t.device().is_cpu() ? t : t.to(Device::cpu());
+  Tensor t_host = t.to(Device::cpu());  // t itself on the CPU
   const int64_t* tp = t_host.data_ptr<int64_t>();
   int64_t count = 0;  // non-ignored positions: the denominator of the mean
   for (int64_t k = 0; k < N * D; ++k) {
@@ -177,58 +103,19 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
   }
 
   Tensor x = logits.detach().contiguous();
-  const TensorOptions opts = on_device_of(logits, logits.dtype());
-  Tensor loss = empty(target_shape, opts), lse = empty(target_shape, opts);
-  Tensor out;
-  dispatch_float(logits.dtype(), op, [&](auto zero) {
-    using T = decltype(zero);
-    if (x.device().is_cuda()) {
-      const int dev = x.device().index;
-      cuda::cross_entropy_forward(x.dtype(), x.raw_data(), static_cast<const int64_t*>(t.raw_data()), loss.raw_data(),
-                                  lse.raw_data(), N, C, D, ignore, eps, dev);
-      if (options.reduction == Reduction::None) {
-        out = loss;
-        return;
-      }
-      // The sum over positions in the fixed order of the reduction kernel; mean over zero targets is NaN.
-      out = empty({}, opts);
-      const double s = options.reduction == Reduction::Mean ? 1.0 / static_cast<double>(count) : 1.0;
-      cuda::reduce_sum(x.dtype(), loss.raw_data(), out.raw_data(), 1, N * D, 1, s, dev);
-      return;
-    }
-    cpu::cross_entropy_forward<T>(x.data_ptr<T>(), tp, loss.data_ptr<T>(), lse.data_ptr<T>(), N, C, D, ignore, eps);
-    if (options.reduction == Reduction::None) {
-      out = loss;
-      return;
-    }
-    const T* lp = loss.data_ptr<T>();
-    double total = 0;  // serial, in position order: reproducible
-    for (int64_t k = 0; k < N * D; ++k) total += lp[k];
-    // Mean over zero targets is 0/0 = NaN, as PyTorch.
-    if (options.reduction == Reduction::Mean) total /= static_cast<double>(count);
-    out = scalar_tensor(total, TensorOptions(logits.dtype()));
-  });
+  backend::CrossEntropyForward f = backend::cross_entropy_forward(x, t, t_host, target_shape, N, C, D, ignore, eps);
+  // Mean over zero targets is 0/0 = NaN, as PyTorch.
+  Tensor out = options.reduction == Reduction::None
+                   ? f.loss
+                   : backend::sum_positions(f.loss, options.reduction == Reduction::Mean, count);
   if (!needs_grad({logits})) return out;
   // Saved: the logits (an alias when they were contiguous, so no copy), the targets and lse (one
   // value per position). Saving log-probabilities instead would cost a second (N, C, D) buffer.
   const Reduction reduction = options.reduction;
   double scale = reduction == Reduction::Mean ? 1.0 / static_cast<double>(count) : 1.0;
-  return record(out, op, {logits}, [=, x = SavedTensor(x), t = SavedTensor(t), lse = SavedTensor(lse)](const Tensor& g) -> TensorList {
-    const Tensor& xv = x.get();
-    Tensor gc = g.contiguous(), gx = empty(xv.shape(), on_device_of(xv, xv.dtype()));
-    dispatch_float(xv.dtype(), op, [&](auto zero) {
-      using T = decltype(zero);
-      if (xv.device().is_cuda()) {
-        cuda::cross_entropy_backward(xv.dtype(), xv.raw_data(), static_cast<const int64_t*>(t.get().raw_data()),
-                                     lse.get().raw_data(), gc.raw_data(), reduction != Reduction::None, scale,
-                                     gx.raw_data(), N, C, D, ignore, eps, xv.device().index);
-        return;
-      }
-      cpu::cross_entropy_backward<T>(xv.data_ptr<T>(), t.get().data_ptr<int64_t>(), lse.get().data_ptr<T>(),
-                                     gc.data_ptr<T>(), reduction != Reduction::None, scale, gx.data_ptr<T>(), N, C, D,
-                                     ignore, eps);
-    });
-    return {gx};
+  return record(out, op, {logits}, [=, x = SavedTensor(x), t = SavedTensor(t), lse = SavedTensor(f.lse)](const Tensor& g) -> TensorList {
+    return {backend::cross_entropy_backward(x.get(), t.get(), lse.get(), g.contiguous(), reduction != Reduction::None,
+                                            scale, N, C, D, ignore, eps)};
   });
 }
 

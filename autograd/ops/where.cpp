@@ -1,13 +1,11 @@
 // where(cond, a, b) and masked_fill(x, mask, value): a three-way select with NumPy broadcasting
-// (kernels: cpu::where_kernel in core/cpu/index.h, cuda::where_select in cuda/reduce.h; both read the
-// operands in place through their broadcast strides). The gradient goes to whichever operand was picked,
+// (backend::where_select, core/backend/elementwise.h, reads the operands in place through their
+// broadcast strides on either device). The gradient goes to whichever operand was picked,
 // then sum_to folds it back over the dims that broadcasting added.
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "autograd/ops/checks.h"
-#include "core/cpu/elementwise.h"
-#include "core/cpu/index.h"
-#include "cuda/reduce.h"
+#include "core/backend/elementwise.h"
 
 namespace relgrad {
 
@@ -17,24 +15,6 @@ void check_mask(const Tensor& mask, const char* op, const char* name) {
   RG_CHECK(mask.defined(), op, name, " is an undefined tensor");
   RG_CHECK_T(DTypeError, mask.dtype() == kBool, op, name, " must be bool, got ", dtype_name(mask.dtype()), " ",
              shape_str(mask.shape()), " (make one with a comparison, e.g. gt(x, 0))");
-}
-
-// out (shape) = cond ? a : b, all three broadcast to `shape`; a and b share a dtype.
-Tensor select_forward(const Tensor& cond, const Tensor& a, const Tensor& b, const Shape& shape, const char* op) {
-  Tensor out = empty(shape, TensorOptions(a.dtype()).device(a.device()));
-  Shape cs = cpu::broadcast_strides(cond, shape), as = cpu::broadcast_strides(a, shape),
-        bs = cpu::broadcast_strides(b, shape);
-  dispatch_all(a.dtype(), op, [&](auto zero) {
-    using T = decltype(zero);
-    if (a.device().is_cuda()) {
-      cuda::where_select(a.dtype(), shape, out.raw_data(), static_cast<const bool*>(cond.raw_data()), cs, a.raw_data(),
-                         as, b.raw_data(), bs, a.device().index);
-      return;
-    }
-    cpu::where_kernel<T>(shape, out.data_ptr<T>(), cond.data_ptr<bool>(), cs, static_cast<const T*>(a.raw_data()), as,
-                         static_cast<const T*>(b.raw_data()), bs);
-  });
-  return out;
 }
 
 // A 0-d zero of g's dtype on g's device (where needs all operands on one device).
@@ -57,7 +37,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
     throw ShapeError(detail::concat("[where] shapes cannot be broadcast: condition ", shape_str(cond.shape()),
                                     ", a ", shape_str(a.shape()), ", b ", shape_str(b.shape())));
   }
-  Tensor out = select_forward(cond, a, b, shape, op);
+  Tensor out = backend::where_select(cond, a, b, shape, op);
   if (!needs_grad({a, b})) return out;
   // Saves only the condition: the gradient of a select does not depend on the selected values.
   return record(out, op, {a, b},
@@ -76,7 +56,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   check_mask(mask, op, "mask");
   check_same_device(x, mask, op);
   Shape shape = broadcast_shapes(x.shape(), mask.shape(), op);
-  Tensor out = select_forward(mask, scalar_tensor(value, TensorOptions(x.dtype()).device(x.device())), x, shape, op);
+  Tensor out = backend::where_select(mask, scalar_tensor(value, TensorOptions(x.dtype()).device(x.device())), x, shape, op);
   if (!needs_grad({x})) return out;
   // Masked positions were overwritten by a constant: they get no gradient.
   return record(out, op, {x}, [sx = x.shape(), mask = SavedTensor(mask)](const Tensor& g) -> TensorList {

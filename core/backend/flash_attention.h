@@ -1,0 +1,41 @@
+// The backend seam for fused relative attention (kernels: core/cpu/flash_attention.h,
+// cuda/flash_attention.h). autograd/ops/flash_attention.cpp checks the arguments into a FlashPlan
+// and makes the operands contiguous; these entries fill the kernels' argument blocks and allocate
+// the outputs on q's device.
+#pragma once
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace relgrad::backend {
+
+// Everything the kernels need, checked once, on the operands' device (lookups and positions also
+// on the host for the checks and the CUDA planning).
+struct FlashPlan {
+  int64_t B = 0, H = 0, t2 = 0, t1 = 0, D = 0;
+  double scale = 1;
+  bool causal = false;
+  Tensor pos;  // int64 (t2), on the device
+  std::vector<int64_t> pos_host, rel_host, bias_host;
+  Tensor rel_rows, bias_rows, pad;  // on the device (contiguous)
+  int64_t E_heads = 1, R = 0, bias_heads = 1, Rb = 0, W = 0, min_delta = 0;
+};
+
+// q (B, H, t2, D), k and v (B, H, t1, D), and the optional (undefined) relative query qr (B, H, t2, D),
+// relative table E (E_heads, R, D) and bias table (bias_heads, Rb), all contiguous → out (B, H, t2, D)
+// and the per-row logsumexp lse (B, H, t2) the backward recomputes the probabilities from.
+struct FlashForward {
+  Tensor out, lse;
+};
+FlashForward flash_forward(const FlashPlan& p, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& qr,
+                           const Tensor& E, const Tensor& bias);
+// The gradients of q, k, v (always), of qr (when want_qr), E ((E_heads, R, D), when want_E) and the
+// bias table ((bias_heads, Rb), when want_bias) from the forward's operands, out, lse and g (contiguous).
+struct FlashGrads {
+  Tensor dq, dk, dv, dqr, dE, dbias;
+};
+FlashGrads flash_backward(const FlashPlan& p, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& qr,
+                          const Tensor& E, const Tensor& bias, const Tensor& out, const Tensor& lse, const Tensor& g,
+                          bool want_qr, bool want_E, bool want_bias);
+
+}  // namespace relgrad::backend

@@ -1,0 +1,98 @@
+// Indexing entries. The CUDA scatters read their index on the host (to sort it into per-row lists:
+// each output element is one thread's ordered sum, the same bits as the CPU's serial sum).
+#include "core/backend/index.h"
+
+#include "core/backend/dense.h"
+#include "core/cpu/index.h"
+#include "core/cpu/relative.h"
+#include "cuda/index.h"
+
+namespace relgrad::backend {
+
+namespace {
+const int64_t* index_ptr(const Tensor& idx) { return static_cast<const int64_t*>(idx.raw_data()); }
+}  // namespace
+
+Tensor gather(const Tensor& x, const Shape& out_shape, const Shape& x_strides, int64_t dim_stride, const Tensor& idx,
+              const Shape& i_strides, bool any_dtype, const char* op) {
+  if (!any_dtype) dispatch_float(x.dtype(), op, [](auto) {});
+  Tensor out = empty_on(x, out_shape, x.dtype());
+  if (x.device().is_cuda()) {
+    cuda::gather(x.dtype(), out_shape, out.raw_data(), x.raw_data(), x_strides, dim_stride, index_ptr(idx), i_strides,
+                 x.device().index);
+    return out;
+  }
+  dispatch_all(x.dtype(), op, [&](auto zero) {
+    using T = decltype(zero);
+    cpu::gather_kernel<T>(out_shape, out.data_ptr<T>(), static_cast<const T*>(x.raw_data()), x_strides, dim_stride,
+                          index_ptr(idx), i_strides);
+  });
+  return out;
+}
+
+Tensor scatter_add_rows(const Tensor& g, const Tensor& host_idx, int64_t skip, const Shape& out_shape, int64_t O,
+                        int64_t n, int64_t I, const char* op) {
+  if (g.device().is_cuda()) {  // every element written (skipped rows with 0)
+    Tensor gx = empty_on(g, out_shape, g.dtype());
+    cuda::scatter_add_rows(g.dtype(), g.raw_data(), index_ptr(host_idx), skip, gx.raw_data(), O, host_idx.numel(), n,
+                           I, g.device().index);
+    return gx;
+  }
+  Tensor gx = zeros(out_shape, TensorOptions(g.dtype()));
+  dispatch_float(g.dtype(), op, [&](auto zero) {
+    using T = decltype(zero);
+    cpu::scatter_add_kernel<T>(g.data_ptr<T>(), index_ptr(host_idx), {0, 1, 0}, gx.data_ptr<T>(), O, host_idx.numel(),
+                               n, I, skip);
+  });
+  return gx;
+}
+
+Tensor scatter_add_columns(const Tensor& g, const Tensor& idx, const Shape& out_shape, int64_t O, int64_t K, int64_t n,
+                           int64_t I, const char* op) {
+  if (g.device().is_cuda()) {  // the index stays on the device: one thread per (o, i) column walks it
+    Tensor gx = empty_on(g, out_shape, g.dtype());  // every element written
+    cuda::scatter_add_columns(g.dtype(), g.raw_data(), index_ptr(idx), K * I, I, 1, gx.raw_data(), O, K, n, I,
+                              g.device().index);
+    return gx;
+  }
+  Tensor gx = zeros(out_shape, TensorOptions(g.dtype()));
+  dispatch_float(g.dtype(), op, [&](auto zero) {
+    using T = decltype(zero);
+    cpu::scatter_add_kernel<T>(g.data_ptr<T>(), index_ptr(idx), {K * I, I, 1}, gx.data_ptr<T>(), O, K, n, I, -1);
+  });
+  return gx;
+}
+
+Tensor relative_gather(const Tensor& P, int64_t batch_stride, int64_t row_stride, const Tensor& index,
+                       const Tensor& host_index, const Shape& out_shape, int64_t N, int64_t t2, int64_t t1) {
+  Tensor S = empty_on(P, out_shape, P.dtype());
+  if (P.device().is_cuda()) {  // the index is uploaded once when it came on the CPU
+    Tensor on_device = index.device().is_cuda() ? dense(index) : copy_as(host_index, TensorOptions(kInt64).device(P.device()));
+    cuda::relative_gather(P.dtype(), P.raw_data(), batch_stride, row_stride, index_ptr(on_device), S.raw_data(), N, t2,
+                          t1, P.device().index);
+    return S;
+  }
+  dispatch_float(P.dtype(), "relative_gather", [&](auto zero) {
+    using T = decltype(zero);
+    cpu::relative_gather_kernel<T>(static_cast<const T*>(P.raw_data()), batch_stride, row_stride,
+                                   index_ptr(host_index), S.data_ptr<T>(), N, t2, t1);
+  });
+  return S;
+}
+
+Tensor relative_scatter(const Tensor& S, const Tensor& host_index, const Shape& out_shape, int64_t N, int64_t t2,
+                        int64_t t1, int64_t R) {
+  Tensor P = empty_on(S, out_shape, S.dtype());
+  if (S.device().is_cuda()) {  // every element of P written
+    cuda::relative_scatter(S.dtype(), S.raw_data(), index_ptr(host_index), P.raw_data(), N, t2, t1, R,
+                           S.device().index);
+    return P;
+  }
+  dispatch_float(S.dtype(), "relative_scatter", [&](auto zero) {
+    using T = decltype(zero);
+    cpu::relative_scatter_kernel<T>(S.data_ptr<T>(), index_ptr(host_index), P.data_ptr<T>(), N, t2, t1, R);
+  });
+  return P;
+}
+
+}  // namespace relgrad::backend

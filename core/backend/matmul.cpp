@@ -1,0 +1,52 @@
+// matmul's two kernels side by side: cpu::matmul (core/cpu/matmul.cpp) and its CUDA twin below,
+// which plans cuBLAS's strided-batched GEMM (cuda/blas.h) with the same contract.
+#include "core/backend/matmul.h"
+
+#include "core/backend/dense.h"
+#include "core/cpu/matmul.h"
+#include "cuda/blas.h"
+
+namespace relgrad::backend {
+
+namespace {
+
+// x's last two dims as cuBLAS reads them; a view that is neither row- nor column-major there (e.g. a
+// step-2 slice of both dims) is copied once into a contiguous tensor, replacing x.
+cuda::MatrixLayout gemm_operand(Tensor& x, const char* op) {
+  cuda::MatrixLayout L = cuda::classify_matrix(x.size(-2), x.size(-1), x.stride(-2), x.stride(-1));
+  if (L.order != cuda::MatrixOrder::Neither) return L;
+  Tensor packed = empty_on(x, x.shape(), x.dtype());
+  copy_into(packed, x, op);
+  x = packed;
+  return cuda::classify_matrix(x.size(-2), x.size(-1), x.stride(-2), x.stride(-1));
+}
+
+// The CUDA twin of cpu::matmul (same contract): out (batch..., n, m) = [init +] alpha · (a @ b).
+Tensor cuda_matmul(const Tensor& a_in, const Tensor& b_in, const Shape& batch, const char* op, const Tensor& init,
+                   double alpha) {
+  const int64_t n = a_in.size(-2), k = a_in.size(-1), m = b_in.size(-1);
+  Shape out_shape = batch;
+  out_shape.push_back(n);
+  out_shape.push_back(m);
+  const TensorOptions options = TensorOptions(a_in.dtype()).device(a_in.device());
+  const bool accumulate = init.defined();
+  if (k == 0 && !accumulate) return zeros(out_shape, options);  // an empty sum
+  Tensor out = empty(out_shape, options);
+  if (out.numel() == 0) return out;
+  if (accumulate) copy_into(out, make_view(init, out_shape, cpu::broadcast_strides(init, out_shape), init.offset()), op);
+  if (k == 0) return out;
+  Tensor a = a_in, b = b_in;  // handles: gemm_operand may replace them by packed copies
+  const cuda::MatrixLayout la = gemm_operand(a, op), lb = gemm_operand(b, op);
+  cuda::gemm_batched(a.dtype(), a.raw_data(), la, cpu::batch_offsets(a, batch), b.raw_data(), lb,
+                     cpu::batch_offsets(b, batch), out.raw_data(), n, k, m, alpha, accumulate, a.device().index);
+  return out;
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b, const Shape& batch, const char* op, const Tensor& init, double alpha) {
+  if (a.device().is_cuda()) return cuda_matmul(a, b, batch, op, init, alpha);
+  return cpu::matmul(a, b, batch, op, init, alpha);
+}
+
+}  // namespace relgrad::backend
