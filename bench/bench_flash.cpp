@@ -1,4 +1,4 @@
-// Fused relative attention benchmark (issue 6): one causal attention core on split heads, forward +
+// Fused relative attention benchmark: one causal attention core on split heads, forward +
 // backward, no projections: q, k, v (B, H, L, D) requiring grad, loss = sum(out * g), backward.
 // Variants:
 //   fused_rel        attention_heads_fused with SeedRelativeEmbedding, a per-head table of 2L − 1 rows

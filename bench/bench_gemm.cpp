@@ -1,5 +1,5 @@
-// GEMM alternatives on the shapes of the W1/W2 training workloads (issue 7: "if Eigen's GEMM is the
-// limit, measure the alternatives"), float32, in one process, timed alternately rep by rep:
+// GEMM alternatives on the shapes of the W1/W2 training workloads (bench/bench_train.cpp), to see
+// whether Eigen's GEMM is what limits training; float32, in one process, timed alternately rep by rep:
 //   Eigen     Eigen 3.4's GEMM on Maps of the operands (what cpu::matmul did for every product);
 //   sgemm     relgrad's AVX-512 kernel (bench/sgemm_kernel.h), called directly;
 //   matmul    relgrad's public matmul (output allocation included; Eigen, since cpu::matmul does

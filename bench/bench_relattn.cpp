@@ -1,5 +1,6 @@
-// Relative-attention benchmark (issue 3): one causal attention op on split heads, no projections,
-// forward + backward, the workload of ../shared/bench/relattn_micro.py (PyTorch 1.13):
+// Relative-attention benchmark: one causal attention op on split heads, no projections, forward +
+// backward, the same workload as the PyTorch 1.13 script it is compared with (relattn_micro.py, a
+// reference kept outside this repository and passed to bench/run_relattn.sh):
 //   q, k, v (B, H, L, D) requiring grad, out = attention_heads(q, k, v, scheme, causal),
 //   loss = sum(out * g) with a fixed random g (B, H, L, D), loss.backward().
 // Variants (the positional scheme):

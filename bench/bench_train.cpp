@@ -1,5 +1,6 @@
-// Training-throughput benchmark (issue 7): the two workloads of ../shared/bench/torch_ref.py, built
-// from relgrad's own models with the same architecture and hyperparameters.
+// Training-throughput benchmark: the two workloads of the PyTorch reference script it is compared
+// with (torch_ref.py, kept outside this repository and passed to bench/run_train.sh), built from
+// relgrad's own models with the same architecture and hyperparameters.
 //
 //   W1 charlm   DecoderLM: vocab 128, d_model 256, 4 layers, 4 heads (d_head 64), d_ff 1024, GELU,
 //               pre-LayerNorm, final LayerNorm, untied head, no absolute positions; causal

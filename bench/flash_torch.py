@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch's side of bench/bench_flash.cpp (issue 6): causal attention on split heads, forward +
+"""PyTorch's side of bench/bench_flash.cpp: causal attention on split heads, forward +
 backward, no projections, on the GPU, for L = 1024 ... 16384:
 
   sdpa        torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)   (the fused floor)

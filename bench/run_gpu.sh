@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU measurements of issue 6 in one script, for a machine with an NVIDIA GPU, nvcc and CMake (no
+# The GPU measurements of docs/benchmarks.md in one script, for a machine with an NVIDIA GPU, nvcc and CMake (no
 # internet needed): builds relgrad with CUDA, runs the CUDA tests (ctest -R cuda), then the training
 # workloads W1 charlm and W2 seq2seq of torch_ref.py on the GPU for relgrad (bench/bench_train
 # --device cuda) and for PyTorch (torch_ref.py's own models and data, moved to the GPU by the small
@@ -8,7 +8,8 @@
 # (fused relative attention against PyTorch's SDPA) if that target exists.
 #
 # Usage (from anywhere):  bench/run_gpu.sh [DIR holding torch_ref.py and benchutil.py]
-#   default: $TORCH_REF_DIR, else shared/bench inside the repo, else ../shared/bench next to it.
+#   (PyTorch's reference scripts, kept outside this repository). Without DIR: $TORCH_REF_DIR, else
+#   the folders the `for d in` loop below tries.
 #   Without torch_ref.py (or without torch with CUDA) the PyTorch rows are skipped, with a note.
 # Settings from the environment [defaults]: PHASES ["build test train flash"]  BUILD [build-gpu]
 #   ROUNDS [2]  STEPS [20]  WARMUP [5]  WORKLOADS ["charlm seq2seq"]  DEVICE [cuda]  JOBS [nproc]

@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
-# Relative attention, relgrad next to PyTorch (issue 3, docs/benchmarks.md): one causal attention op,
+# Relative attention, relgrad next to PyTorch (docs/benchmarks.md): one causal attention op,
 # forward + backward, B=4 H=8 D=64, float32. For each L and each thread count, runs relgrad's
-# bench_relattn (every variant, each in a fresh process) and then ../shared/bench/relattn_micro.py
-# (none, skew_gather, naive), so load from elsewhere lands on both alike; prints one table.
+# bench_relattn (every variant, each in a fresh process) and then PyTorch's relattn_micro.py (a
+# reference script kept outside this repository; variants none, skew_gather, naive), so load from
+# elsewhere lands on both alike; prints one table.
 # Builds nothing: build first (Release):
 #   cmake -S . -B build-bench -DRELGRAD_CUDA=OFF -DCMAKE_BUILD_TYPE=Release && make -C build-bench -j2 bench_relattn
-# Usage: bench/run_relattn.sh [path/to/relattn_micro.py]   (default: ../shared/bench/relattn_micro.py
-#        from the repo root). Settings from the environment (defaults in brackets):
+# Usage: bench/run_relattn.sh [path/to/relattn_micro.py]   (default: the `micro=` line below).
+#        Settings from the environment (defaults in brackets):
 #   LENGTHS [128,256,512,1024,2048]  THREADS ["1 2"]  REPS [3]  WARMUP [1]  MIN_TIME [1.0] (seconds of
 #   timed work per configuration)  MAX_GIB [16]  MAX_SECONDS [20] (per rep, predicted ∝ L² from the
 #   previous L)  RELGRAD_VARIANTS [none,seed,huang,shaw,shaw_v,t5,naive,naive_shared]
 #   TORCH_VARIANTS [none,skew_gather,naive]  BUILD [build-bench]  RESULTS [$BUILD/relattn_results.tsv]
-# PyTorch runs with the "expert" settings of ../shared/bench/README.md: OPENBLAS_CORETYPE unset (AVX-512
+# PyTorch runs with its fastest settings on this machine ("expert"): OPENBLAS_CORETYPE unset (AVX-512
 # kernels) and, at 2 threads, OMP_WAIT_POLICY=PASSIVE. relgrad gets only OMP_NUM_THREADS (PASSIVE
 # slows Eigen's GEMM).
 set -euo pipefail

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# Training throughput, relgrad next to PyTorch (issue 7, docs/benchmarks.md): the W1 charlm and W2
-# seq2seq workloads of ../shared/bench/torch_ref.py, run in turn on the same machine — relgrad
-# (bench/bench_train), PyTorch with its default settings, and PyTorch with the expert settings of
-# ../shared/bench/README.md (OpenBLAS's AVX-512 kernels: OPENBLAS_CORETYPE unset; OMP_WAIT_POLICY=PASSIVE
+# Training throughput, relgrad next to PyTorch (docs/benchmarks.md): the W1 charlm and W2 seq2seq
+# workloads of PyTorch's reference script torch_ref.py (kept outside this repository, in the folder
+# given as the argument, with relattn_micro.py and peak_fma.cpp), run in turn on the same machine —
+# relgrad (bench/bench_train), PyTorch with its default settings, and PyTorch with its fastest
+# ("expert") settings (OpenBLAS's AVX-512 kernels: OPENBLAS_CORETYPE unset; OMP_WAIT_POLICY=PASSIVE
 # at 2 threads) — interleaved round by round so that load from elsewhere hits all three alike. Prints
 # tokens/s (median over rounds of each run's median step), GFLOP/s, share of the FMA peak (measured
-# by ../shared/bench/peak_fma.cpp for the same thread count), peak RSS, and the ratios. Then, unless
+# by peak_fma.cpp from that folder for the same thread count), peak RSS, and the ratios. Then, unless
 # RELATTN=0, runs bench/run_relattn.sh (the relative-attention micro benchmark, both sides).
 #
 # Usage (from anywhere; builds what it needs in $BUILD):
-#   bench/run_train.sh [path/to/shared/bench]     default: ../shared/bench next to the repo
+#   bench/run_train.sh [DIR holding torch_ref.py, relattn_micro.py, peak_fma.cpp]   default: the `shared=` line below
 # Settings from the environment [defaults]: THREADS ["1 2"]  ROUNDS [2]  STEPS [12]  WARMUP [3]
 #   WORKLOADS ["charlm seq2seq"]  BUILD [build-bench]  RELATTN [1]  LENGTHS [256,512,1024] (relattn)
 # Needs Debian's python3-torch and libopenblas0-pthread (PyTorch's BLAS; without it Debian's torch

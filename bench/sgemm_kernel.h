@@ -15,7 +15,7 @@
 //
 // Not called by cpu::matmul (yet): 1.2–1.5× Eigen when the operands are in L2/L3
 // (bench/bench_gemm), but only ~1.04× inside a W1 training step, where these products stream their
-// (B, H, L, L) operand from DRAM and both GEMMs are bandwidth-bound (/work/notes/sgemm.md).
+// (B, H, L, L) operand from DRAM and both GEMMs are bandwidth-bound (docs/benchmarks.md, "A hand-written kernel for the attention products").
 #pragma once
 #include <cstdint>
 

@@ -1,5 +1,5 @@
-// The seed's generalised diagonal method (shared/seeds/000, research doc §A3), worked out for t3 = 4
-// as the seed does — QE, S̄ = diagonal(QE, 0, t3 − 1) and S = S̄ᵀ — first with labels, then with
+// The seed's generalised diagonal method (SeedRelativeEmbedding, layers/relative_learned.h;
+// docs/relative-attention.md), worked out for t3 = 4 as the seed does — QE, S̄ = diagonal(QE, 0, t3 − 1) and S = S̄ᵀ — first with labels, then with
 // numbers, next to relgrad's index-mapped primitive:
 //
 //   S = relative_gather(Q·tableᵀ, relative_index(t2, t1, {max_past = max_future = t3 − 1}))
@@ -45,8 +45,8 @@ void print(const char* title, const Matrix<double>& m) {
   std::printf("\n");
 }
 
-// TensorFlow's tf.linalg.diag_part(x, k = (0, k1)) with the default align = "RIGHT_LEFT" (TF API
-// docs; research doc §A3): row m holds diagonal d = k1 − m; a diagonal shorter than the longest is
+// TensorFlow's tf.linalg.diag_part(x, k = (0, k1)) with the default align = "RIGHT_LEFT" (as
+// TensorFlow's API documentation defines it): row m holds diagonal d = k1 − m; a diagonal shorter than the longest is
 // right-aligned (padded on the left with `pad`).
 template <class T>
 Matrix<T> tf_diag_part(const Matrix<T>& x, int64_t k1, T pad) {

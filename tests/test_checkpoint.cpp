@@ -3,7 +3,7 @@
 // failed save (each system call failing in turn: disk full, I/O error; a device or FIFO as the target)
 // keeps the previous file and leaves no temp; a hostile config in the metadata is an error; and the
 // resume test: 10 steps + save + fresh process-like restore + 10 steps gives
-// the same losses and weights, bit for bit, as 20 uninterrupted steps (research/reliability.md §2.6).
+// the same losses and weights, bit for bit, as 20 uninterrupted steps.
 #include <sys/resource.h>
 #include <sys/stat.h>
 
@@ -418,7 +418,7 @@ TEST_CASE("checkpoint: resume after 10 steps is bit-identical to 20 uninterrupte
   CHECK(straight.back() < straight.front());  // it did train
 }
 
-// ---- disk full and failing system calls (research/reliability.md §2.6) ------------------------------
+// ---- disk full and failing system calls -------------------------------------------------------------
 namespace {
 
 // The fault hook's plan: fail `op` with `error` once `calls` earlier calls of that op went through.

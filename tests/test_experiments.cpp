@@ -1,6 +1,6 @@
 // The verification experiments (train/instruments/experiments.h) in their CI form: each trains small models for a
-// few hundred steps and asserts what the research notes (§D) say the learned relative positions must
-// show. Fixed seeds, no dropout: the runs are deterministic (seed 1 here). The thresholds were
+// few hundred steps and asserts what the learned relative positions must show (docs/experiments.md
+// states each expectation). Fixed seeds, no dropout: the runs are deterministic (seed 1 here). The thresholds were
 // checked on seeds 1–5 (D1, D6), 1–4 (D3) and 1–8 (D2); the ranges are in the comments.
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-// File sweeps (research/reliability.md §2.1 (b)): every loader of a relgrad file format, fed every
+// File sweeps (docs/reliability.md): every loader of a relgrad file format, fed every
 // truncation (lengths 0 .. size-1) and every single-byte change (each position xor 0x01, 0x80 and
 // 0xFF) of a small valid file, must either throw relgrad::Error or load, and never crash, hang or
 // throw anything else. Subjects: (a) a checkpoint written by save_checkpoint (a few KiB), (b) a token

@@ -1,4 +1,4 @@
-// Crash consistency of checkpoint saves (research/reliability.md §2.5 (2), §2.6 (2)), with a real
+// Crash consistency of checkpoint saves (docs/reliability.md), with a real
 // child process (tests/kill_save/kill_save_child.cpp) that saves checkpoints in a loop:
 //   - "kill save": the parent SIGKILLs it at random moments (seeded), 100 times, mostly in the middle
 //     of a save, and after each kill checks that the checkpoint loads and passes its checksum, that

@@ -1,4 +1,4 @@
-// NaN / Inf handling (research/reliability.md §1.3, §2.3): faults injected into a real tiny training
+// NaN / Inf handling (docs/reliability.md): faults injected into a real tiny training
 // run (tests/trainer_testing.h) — a NaN weight (→ NaN loss), an Inf or NaN in one parameter's
 // gradient with a finite loss, a NaN in the AdamW state (the optimizer's input) — under
 // train.nonfinite = "stop" (error naming step, lr and tensor; checkpoint byte-identical; exit code 3)

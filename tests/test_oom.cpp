@@ -1,4 +1,4 @@
-// Out of memory (research/reliability.md §2.4): the CPU allocator throws OutOfMemoryError naming the
+// Out of memory (docs/reliability.md): the CPU allocator throws OutOfMemoryError naming the
 // bytes requested and held; `relgrad train` turns it, and std::bad_alloc from containers or Eigen,
 // into one stderr line naming what to reduce and exit code 4 — in-process, and for the real binary
 // under an address-space limit (RLIMIT_AS) in a child process, next to a control run that fits.

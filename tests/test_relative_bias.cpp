@@ -1,4 +1,5 @@
-// T5RelativeBias and ALiBi: buckets and slopes equal the research doc's vectors (§E.1, §E.2); the
+// T5RelativeBias and ALiBi: buckets equal HF T5's _relative_position_bucket and slopes ALiBi's
+// get_slopes (reference vectors worked out from those functions, below); the
 // biases equal explicit float64 loops for every alignment and shape; gradients pass gradcheck, alone
 // and inside MultiHeadAttention; shifting queries and keys together changes nothing; misuse is an error.
 #include "layers/attention.h"

@@ -1,4 +1,5 @@
-// RoPE and Transformer-XL: the research doc's vectors (§E.5, §E.6); each scheme's terms equal explicit
+// RoPE and Transformer-XL: reference vectors worked out from RoFormer's rotation and Transformer-XL's
+// sinusoid R_p (below); each scheme's terms equal explicit
 // float64 loops for every alignment and shape; gradients pass gradcheck, alone and inside
 // MultiHeadAttention; shifting queries and keys together leaves the logits unchanged; bad input errors.
 #include <cmath>

@@ -1,6 +1,6 @@
 // safetensors reader/writer: round trips, the exact bytes of a tiny file, and hostile files
 // (truncated at every length, every header byte flipped, hand-written malformed headers modelled on
-// the bugs of other tensor-file parsers, research/reliability.md §1.5 and §2.1).
+// kinds of bugs found in other tensor-file parsers: size overflow, offsets past the end, overlaps).
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>

@@ -1,6 +1,6 @@
 // Token data files (train/data/token_file.h): the exact layout, round trips at both widths, and every
-// rule of the reader on hand-made hostile files (research/reliability.md §2.1: size checks before
-// allocation, ids below the vocabulary, checksum). The truncation and byte-flip sweeps are in
+// rule of the reader on hand-made hostile files (size checks before allocation, ids below the
+// vocabulary, checksum). The truncation and byte-flip sweeps are in
 // tests/test_file_sweeps.cpp.
 #include <sys/stat.h>
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Checks that no CUDA runtime/driver, cuBLAS or NCCL status is dropped (research/reliability.md §2.7):
+# Checks that no CUDA runtime/driver, cuBLAS or NCCL status is dropped (a dropped error surfaces
+# later as wrong numbers or a crash elsewhere; docs/reliability.md):
 #   - every call to cuda*/cu*/cublas*/nccl* (a name with an upper-case letter after the prefix) is
 #     inside RG_CUDA_CHECK / RG_CUBLAS_CHECK / RG_NCCL_CHECK (cuda/common.cuh), or its result is used:
 #     stored (`cudaError_t err = cudaMalloc(...)`, the allocator's out-of-memory retry), returned, or

@@ -4,7 +4,7 @@
     /usr/bin/python3 tools/gen_golden_attention.py        (Debian's python3-torch 1.13)
 
 One multi-head attention layer per positional scheme, written here in plain PyTorch float64 from
-the papers' formulas (research doc ../shared/research/relative-attention.md §A1–A7), NOT by calling
+the papers' formulas (the scheme table of docs/relative-attention.md names each paper), NOT by calling
 relgrad: explicit loops over (query i, key j) and each paper's own table orientation. Every file
 tests/golden/attn_<case>.safetensors holds
 
@@ -46,7 +46,7 @@ def randn(g, *shape, scale=1.0):
 # ---- the positional terms, one per paper (q: (B, H, t2, D), k: (B, H, t1, D); query i at π(i) = i) ----
 
 def seed_scores(q, E_seed, t3, t1):
-    """Ukhov's generalised diagonal method (§A3), left-aligned, done right: S[i, j] = q_i · E[:, t3−1−(j−i)],
+    """Ukhov's generalised diagonal method, left-aligned, done right: S[i, j] = q_i · E[:, t3−1−(j−i)],
     zero for |j − i| > t3 − 1 (the blog's LEFT_RIGHT padding value 0). E_seed is (D, 2·t3 − 1), future first."""
     t2 = q.shape[2]
     rows = []
@@ -63,7 +63,7 @@ def seed_scores(q, E_seed, t3, t1):
 
 
 def huang_scores(q, E_left, t3):
-    """Music Transformer (§A2): S[i, j] = q_i · E_left[h, t3−1 + j−i] for j ≤ i, per-head E_left (H, t3, D)
+    """Music Transformer: S[i, j] = q_i · E_left[h, t3−1 + j−i] for j ≤ i, per-head E_left (H, t3, D)
     ordered from δ = −(t3−1) to 0; distances beyond the table get zero (t2t get_relative_embeddings_left)."""
     _, _, t, _ = q.shape
     rows = []
@@ -84,7 +84,7 @@ def shaw_index(i, j, k):
 
 
 def shaw_key_scores(q, wK, k):
-    """Shaw et al. eq. 3 (§A1): q_i · a^K_ij, a^K_ij = w^K[clip(j − i, −k, k) + k], shared by the heads."""
+    """Shaw et al. eq. 3: q_i · a^K_ij, a^K_ij = w^K[clip(j − i, −k, k) + k], shared by the heads."""
     _, _, t, _ = q.shape
     return torch.stack([torch.stack([q[:, :, i, :] @ wK[shaw_index(i, j, k)] for j in range(t)], -1)
                         for i in range(t)], -2)
@@ -97,7 +97,7 @@ def shaw_value_term(w, wV, k):
 
 
 def t5_bucket(rel, bidirectional, num_buckets, max_distance):
-    """HF T5Attention._relative_position_bucket for one δ = memory − query (§A4)."""
+    """HF T5Attention._relative_position_bucket for one δ = memory − query."""
     ret = 0
     if bidirectional:
         num_buckets //= 2
@@ -120,7 +120,7 @@ def t5_bias(beta, t2, t1, bidirectional, num_buckets, max_distance):
 
 
 def alibi_slopes(n):
-    """ofirpress get_slopes (§A6)."""
+    """ofirpress get_slopes."""
     def power_of_2(m):
         start = 2 ** (-2 ** -(math.log2(m) - 3))
         return [start * start ** i for i in range(m)]
@@ -131,7 +131,7 @@ def alibi_slopes(n):
 
 
 def rope(x, pairing, base=10000.0):
-    """RoFormer (§A7): rotate pairs by θ_k = base^(−2k/D) times the position (x (B, H, t, D), positions 0..t−1)."""
+    """RoFormer: rotate pairs by θ_k = base^(−2k/D) times the position (x (B, H, t, D), positions 0..t−1)."""
     t, d = x.shape[-2], x.shape[-1]
     inv_freq = 1.0 / base ** (torch.arange(0, d, 2, dtype=F64) / d)                        # (D/2)
     angle = torch.arange(t, dtype=F64)[:, None] * inv_freq[None, :]                        # (t, D/2)
@@ -151,7 +151,7 @@ def txl_sinusoid(p, dim):
 
 
 def txl_bd(q, W_r, v, t):
-    """Terms (b) + (d) (§A5): (q_i + v)·(W_r R_{i−j})_h, for j ≤ i (causal: only p = i − j ≥ 0 exist)."""
+    """Terms (b) + (d): (q_i + v)·(W_r R_{i−j})_h, for j ≤ i (causal: only p = i − j ≥ 0 exist)."""
     rows = []
     for i in range(t):
         cols = []

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Valgrind memcheck over a small CPU-only subset of the tests (research/reliability.md §2.8): the file
+# Valgrind memcheck over a small CPU-only subset of the tests (docs/reliability.md): the file
 # parsers (safetensors, MIDI, config, token files) and a few kernels. A second opinion on ASan: it
 # needs no recompilation of the code it checks for uninitialised reads (which ASan does not see) and
 # runs the code as the compiler optimised it. 10-50x slower than native, so only a subset.
