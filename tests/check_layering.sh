@@ -1,7 +1,9 @@
 #!/bin/sh
-# The one-way house: train -> layers -> autograd -> core -> cuda -> core/base.
+# The one-way house: train -> layers -> autograd -> core/backend -> core/cpu -> core -> cuda -> core/base.
 # A folder may include its own headers and those of the folders after it, never before it.
 # cuda/ sees only core/base/ (error, dtype, functors, philox), which include nothing else of relgrad.
+# core/backend/ is the one place above cuda/ that picks a device: it includes core/cpu/ and cuda/.
+# autograd/ never sees a device: it calls core/backend/ and includes neither cuda/ nor core/cpu/.
 root="${1:-.}"
 fail=0
 check() {  # check FOLDER FORBIDDEN_PATTERN...
@@ -14,7 +16,11 @@ check() {  # check FOLDER FORBIDDEN_PATTERN...
 check cuda 'autograd|layers|train'
 if grep -rnE '#include "core/' "$root/cuda" | grep -v '"core/base/'; then echo "cuda/ includes core/ outside core/base/"; fail=1; fi
 check core 'autograd|layers|train'
-check autograd 'layers|train'
+# core/*.cpp and core/cpu/ sit under the backend: they never include it.
+if grep -nE '#include "core/backend/' "$root"/core/*.h "$root"/core/*.cpp "$root"/core/cpu/* 2>/dev/null; then
+  echo "core/ or core/cpu/ includes core/backend/"; fail=1
+fi
+check autograd 'layers|train|cuda|core/cpu'
 check layers 'train'
 # train/ in wings (docs/design.md, "Training"): plot, optim, data <- music <- trainer <- instruments <- command.
 check train/plot 'train/(optim|data|music|trainer|instruments|command)'
