@@ -1,6 +1,10 @@
 // The differentiable ops: PyTorch's names and behaviour. Each family lives in one file of
-// autograd/ops/ with each op's forward and backward side by side; the raw kernels they call are in
-// core/cpu/ (CPU) and cuda/ (GPU).
+// autograd/ops/ with each op's forward and backward side by side: argument checks, one call to the
+// family's backend entry (core/backend/), record(...) and the backward rule.
+//
+// Autograd never sees a device: no device branch, raw pointer or device index in autograd/; the
+// backend entries pick the CPU kernel (core/cpu/) or the CUDA one (cuda/). tests/check_layering.sh
+// enforces that autograd/ includes neither cuda/ nor core/cpu/.
 //
 // Errors: every op throws relgrad::Error (or ShapeError, DTypeError, DeviceError, IndexError)
 // whose message starts with "[op_name]" and names the shapes involved.

@@ -1,6 +1,7 @@
 // flash_relative_attention: the fused relative attention op (declared in autograd/ops.h). Forward
-// and backward call the backend entries (core/backend/flash_attention.h); this file checks the arguments, makes the operands contiguous and records the tape
-// node. Its composite twin, the test oracle, is attention_heads' chain
+// and backward call the backend entries (core/backend/flash_attention.h); this file checks the
+// arguments, makes the operands contiguous and records the tape node. Its composite twin, the test
+// oracle, is attention_heads' chain
 //   q·kᵀ + relative_gather(q_rel·Eᵀ, C) → masked_softmax(·, mask, scale, bias) → ·v
 // (tests/test_flash_attention.cpp compares the two for every scheme).
 //

@@ -6,7 +6,7 @@
 //   scalar bias S += relative_gather(β expanded over queries, C)
 // The two ops are each other's adjoint, so each one's backward is the other.
 //
-// On CUDA (cuda/index.h) the index map may be on the CPU (as relative_index makes it) or on the
+// On CUDA (core/backend/index.h, cuda/index.h) the index map may be on the CPU (as relative_index makes it) or on the
 // input's device: it is validated on the host either way, and relative_scatter sorts it there into
 // per-(query, row) lists so that each output element is one thread's ordered sum (no atomics; the
 // same sums in the same order as the CPU kernel, hence the same bits).
