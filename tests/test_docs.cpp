@@ -152,10 +152,18 @@ std::vector<std::string> comment_lines(const std::string& text, Syntax syntax) {
   return lines;
 }
 
-// `a/{b,c}/d.{h,cpp}` → a/b/d.h a/b/d.cpp a/c/d.h a/c/d.cpp (nested braces are not used).
+// `a/{b,c}/d.{h,cpp}` → a/b/d.h a/b/d.cpp a/c/d.h a/c/d.cpp (nested braces are not used), and the
+// shorthand `a/d.h/.cpp` → a/d.h a/d.cpp.
 std::vector<std::string> expand_braces(const std::string& path) {
   const size_t open = path.find('{');
-  if (open == std::string::npos) return {path};
+  if (open == std::string::npos) {
+    const size_t alt = path.rfind("/."), dot = alt == std::string::npos ? alt : path.rfind('.', alt);
+    const size_t slash = alt == std::string::npos ? alt : path.rfind('/', alt - 1);
+    if (alt == std::string::npos || dot == std::string::npos || (slash != std::string::npos && dot < slash) ||
+        path.find('/', alt + 1) != std::string::npos)
+      return {path};
+    return {path.substr(0, alt), path.substr(0, dot) + path.substr(alt + 1)};
+  }
   const size_t close = path.find('}', open);
   std::vector<std::string> out;
   const std::string head = path.substr(0, open), tail = path.substr(close + 1);
@@ -314,9 +322,10 @@ TEST_CASE("docs: the path checker finds missing paths and outside pointers, in c
       "const char* out = \"tests/not_here.h\";  // a literal is code; tests/also_not_here.h is a comment\n"
       "/* block: docs/cli.md, then docs/nothing_*.md */\n"
       "int x = 1'000; char q = '\"'; const char* r = R\"(// tests/in_raw.h)\";  // docs/cli.md\n"
-      "// core/ alone is a word; ../tests/elsewhere.h is not a repository path, ./tests/none.h is\n";
+      "// core/ alone is a word; ../tests/elsewhere.h is not a repository path, ./tests/none.h is\n"
+      "// tests/testing.h/.cpp: the header exists, the source does not\n";
   const Scan scan = scan_text(repo_root(), "sample.cpp", sample, Syntax::CLike);
-  CHECK(scan.references == 9);  // 1 + 2 (braces) + 1 (glob); 1; 2; 1; 1
+  CHECK(scan.references == 11);  // 1 + 2 (braces) + 1 (glob); 1; 2; 1; 1; 2
   std::vector<std::string> got;
   for (const Problem& p : scan.problems) got.push_back(p.file + ":" + std::to_string(p.line) + ": " + p.message);
   const std::vector<std::string> want = {
@@ -324,6 +333,7 @@ TEST_CASE("docs: the path checker finds missing paths and outside pointers, in c
       "sample.cpp:2: names tests/also_not_here.h, which does not exist",
       "sample.cpp:3: names docs/nothing_*.md, which does not exist",
       "sample.cpp:5: names tests/none.h, which does not exist",
+      "sample.cpp:6: names tests/testing.cpp, which does not exist",
   };
   CHECK(got == want);
   // Shell and markdown: `$#` and `${x#y}` are not comments; markdown is read whole.
