@@ -1,6 +1,6 @@
-// Adam / AdamW's update as one CUDA kernel over a parameter (train/optim.cpp calls it for CUDA
+// Adam / AdamW's update as one CUDA kernel over a parameter (core/backend/adam.cpp calls it for CUDA
 // parameters; the CPU twin is core/cpu/adam.h, the composite twin adam_composite_update in
-// train/optim.cpp). Per element, in the exact order of the composite and of the CPU kernel, each
+// train/optim/optim.cpp). Per element, in the exact order of the composite and of the CPU kernel, each
 // operation an explicitly rounded IEEE one (__fmul_rn, __fadd_rn, __fdiv_rn, __fsqrt_rn and their
 // double forms: no FMA contraction, no approximate division or square root), so the GPU gives the
 // same bits as the CPU:

@@ -1,5 +1,5 @@
 // Matrix products on the GPU through cuBLAS: the raw interface (plain pointers, no Tensor) that
-// autograd/ops/matmul.cpp calls for CUDA operands, and the host-side planning it needs.
+// core/backend/matmul.cpp calls for CUDA operands, and the host-side planning it needs.
 //
 // cuBLAS is column-major; relgrad's matrices are row-major views with arbitrary strides. The plan:
 //   * each operand's last two dims are classified (classify_matrix) as row-major (unit stride along
@@ -79,7 +79,7 @@ inline bool uniform_stride(const std::vector<int64_t>& offsets, int64_t* stride)
 
 // TF32 tensor-core math for float32 GEMMs: off by default, so float32 products match the CPU to
 // ~1e-6 rather than ~1e-3 (the same functions cuda/common.cuh declares for the .cu files; defined in
-// cuda/runtime.cu, and in cuda/blas_stub.cpp as "never" for a build without CUDA).
+// cuda/runtime.cu, and in cuda/no_cuda.cpp as "never" for a build without CUDA).
 void set_allow_tf32(bool allow);
 bool allow_tf32();
 

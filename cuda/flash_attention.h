@@ -1,7 +1,7 @@
 // Fused ("flash") relative attention on the GPU: the raw interface (plain device pointers, no
-// Tensor) that autograd/ops/flash_attention.cpp calls for CUDA operands. The maths, the lookups and
+// Tensor) that core/backend/flash_attention.cpp calls for CUDA operands. The maths, the lookups and
 // the tiling are those of the CPU twin, core/cpu/flash_attention.h, which is this kernel's oracle.
-// Without CUDA, cuda/flash_attention_stub.cpp throws DeviceError.
+// Without CUDA, cuda/no_cuda.cpp throws DeviceError.
 #pragma once
 #include <cstdint>
 

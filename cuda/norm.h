@@ -1,10 +1,10 @@
-// CUDA kernels of layer_norm and rms_norm (autograd/ops/norm.cpp) on plain device pointers, with the
+// CUDA kernels of layer_norm and rms_norm (core/backend/norm.cpp) on plain device pointers, with the
 // contract of the CPU kernels in core/cpu/norm.h: x (R, N) contiguous, each row normalised on its
 // own; `mean == nullptr` selects rms_norm (no centring, no bias).
 //   layer_norm: y = (x - mean) * rstd * w + b,  rstd = 1 / sqrt(var + eps)     (var: population)
 //   rms_norm:   y =  x         * rstd * w,      rstd = 1 / sqrt(mean(x^2) + eps)
 // float32 and float64, statistics in double. Deterministic (fixed-order reductions, no atomics).
-// `device` is the CUDA device of every pointer. Without CUDA (cuda/norm_stub.cpp) they throw DeviceError.
+// `device` is the CUDA device of every pointer. Without CUDA (cuda/no_cuda.cpp) they throw DeviceError.
 #pragma once
 #include <cstdint>
 

@@ -9,7 +9,7 @@ namespace relgrad::cuda {
 
 namespace {
 
-// x, out, mask (n), contiguous. The CPU loop of autograd/ops/dropout.cpp, element for element.
+// x, out, mask (n), contiguous. The CPU loop of core/backend/random.cpp, element for element.
 template <class T>
 __global__ void dropout_kernel(const T* x, T* out, T* mask, int64_t n, uint64_t seed, uint64_t offset, uint64_t base,
                                double p, T scale, bool drop_all) {

@@ -3,7 +3,7 @@
 // is a pure function of (seed, offset, i), so a GPU draw equals the CPU draw for the same state.
 // uniform() is exact double arithmetic on the integer bits, so rand, randint and dropout masks are
 // bitwise the same on both devices. (randn uses log and cos, whose CUDA versions may differ from
-// glibc's by an ulp; autograd/ops/random.cpp therefore draws randn on the host and copies it.)
+// glibc's by an ulp; core/backend/random.cpp therefore draws randn on the host and copies it.)
 #pragma once
 #include <cstdint>
 

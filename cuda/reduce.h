@@ -1,11 +1,11 @@
-// CUDA kernels of the reductions (autograd/ops/reduce.cpp) and of the three-way select behind where
+// CUDA kernels of the reductions (core/backend/reduce.cpp) and of the three-way select behind where
 // and masked_fill (autograd/ops/where.cpp), on plain device pointers; the same contract as the CPU
 // kernels of core/cpu/reduce.h and core/cpu/index.h. Every reduction takes a contiguous
 // (outer, R, inner) block: output (o, i) reduces x[(o * R + r) * inner + i] over r.
 //
 // Results are deterministic (a fixed reduction tree, no atomics; cuda/reduce_common.cuh). Sums are
 // accumulated in double, as on the CPU. `device` is the CUDA device of every pointer; the kernels run
-// there, on the default stream. Without CUDA (cuda/reduce_stub.cpp) every function throws DeviceError.
+// there, on the default stream. Without CUDA (cuda/no_cuda.cpp) every function throws DeviceError.
 #pragma once
 #include <cstdint>
 #include <vector>

@@ -1,6 +1,6 @@
 // The CUDA backend's raw interface: device memory, copies and kernels on plain pointers.
 // It knows nothing of Tensor or autograd; core/ calls it. It includes only core/base/ headers.
-// When relgrad is built without CUDA (RELGRAD_CUDA=OFF, or AUTO with no nvcc), cuda/stub.cpp
+// When relgrad is built without CUDA (RELGRAD_CUDA=OFF, or AUTO with no nvcc), cuda/no_cuda.cpp
 // implements every function by throwing DeviceError, so callers need no #ifdefs.
 #pragma once
 #include <cstddef>

@@ -3,7 +3,7 @@
 // contiguous (outer, C, inner) block, attention's masked_softmax over rows of C, and cross_entropy
 // fused with log_softmax over logits (N, C, D). float32 and float64. Deterministic: sums in double
 // in a fixed order (one block per row, or one thread per column; no atomics). `device` is the CUDA
-// device of every pointer. Without CUDA (cuda/softmax_stub.cpp) every function throws DeviceError.
+// device of every pointer. Without CUDA (cuda/no_cuda.cpp) every function throws DeviceError.
 #pragma once
 #include <cstdint>
 #include <vector>

@@ -1,6 +1,7 @@
-// Adam / AdamW's update as one pass over a parameter (train/optim.cpp calls it; its composite twin,
-// the same update written with tensor ops, stays there as the path for other layouts and as the
-// test oracle: tests/test_optim.cpp checks the two agree bit for bit).
+// Adam / AdamW's update as one pass over a parameter (core/backend/adam.cpp calls it for CPU
+// parameters). Its composite twin in train/optim/optim.cpp, the same update written with tensor ops,
+// is the path for other layouts and the test oracle: tests/test_optim.cpp checks the two agree bit
+// for bit.
 #pragma once
 #include "core/tensor.h"
 

@@ -1,5 +1,5 @@
 // Fused ("flash") relative attention on the CPU: the raw kernels behind
-// autograd/ops/flash_attention.cpp, on plain contiguous buffers, no autograd.
+// core/backend/flash_attention.cpp, on plain contiguous buffers, no autograd.
 //
 // For query i at position π(i) (on the key axis) and key j, with δ = j − π(i):
 //   s_ij = scale · (q_i·k_j + qr_i·E[row(δ)]) + bias[brow(δ)]        (the E term only when row(δ) ≥ 0,

@@ -4,7 +4,8 @@
 // row-major Eigen::Map with an outer stride (the usual case), or a column-major Map (a transposed
 // view, x.transpose(-1, -2)). Only other layouts (both strides > 1) get one contiguous copy.
 // Broadcast batch dims are read with stride 0, so an expanded operand is never materialised.
-// No autograd here: autograd/ops/matmul.cpp records the op and its backward.
+// No autograd here: core/backend/matmul.cpp picks it or its CUDA twin; autograd/ops/matmul.cpp
+// records the op and its backward.
 #pragma once
 #include "core/tensor.h"
 
