@@ -1,6 +1,5 @@
-// The model and data of a run (RunModel, RunData, build_model, load_run), held-out evaluation and
-// the samples printed at the end of training; the training loop itself is in trainer.cpp.
-#include "train/trainer/trainer.h"
+// The model and data of a run (RunModel, RunData, build_model, load_run) and held-out evaluation.
+#include "train/trainer/run.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -10,7 +9,6 @@
 
 #include "autograd/grad_mode.h"
 #include "core/base/error.h"
-#include "train/trainer/sampler.h"
 
 namespace relgrad {
 namespace {
@@ -30,16 +28,6 @@ TaskConfig task_config(const RunConfig& c) {
 }
 
 }  // namespace
-
-SamplingOptions sampling_options(const SampleConfig& c) {
-  SamplingOptions o;
-  o.max_new_tokens = c.max_new_tokens;
-  o.temperature = c.temperature;
-  o.top_k = c.top_k;
-  o.top_p = c.top_p;
-  o.seed = c.seed;
-  return o;
-}
 
 // ---- RunModel / RunData ------------------------------------------------------------------------
 Tensor RunModel::logits(const Batch& batch) {
@@ -161,73 +149,6 @@ EvalResult evaluate(RunModel& model, const RunData& data, int64_t batches, Commu
   r.accuracy = r.tokens ? static_cast<double>(correct) / static_cast<double>(r.tokens) : 0.0;
   r.sequence_accuracy = r.sequences ? static_cast<double>(rows_right) / static_cast<double>(r.sequences) : 0.0;
   return r;
-}
-
-void Trainer::print_samples() {
-  NoGradGuard no_grad;
-  const Vocab& vocab = data_.vocab();
-  SamplingOptions greedy;
-  greedy.temperature = 0.0;
-  if (data_.task()) {
-    Batch b = data_.batch(0, Split::HeldOut);
-    const int64_t n = std::min<int64_t>(config_.train.samples, b.tgt_out.defined() ? b.tgt_out.size(0) : b.tokens.size(0));
-    *out_ << "greedy samples on held-out sequences:\n";
-    int64_t exact = 0;
-    for (int64_t row = 0; row < n; ++row) {
-      SyntheticTask::Sample s = data_.task()->sample(0, row, Split::HeldOut);
-      std::vector<int64_t> out;
-      greedy.max_new_tokens = static_cast<int64_t>(s.target.size()) + 1;
-      if (model_.encoder_decoder) {
-        Tensor src = from_vector<int64_t>(s.source, {1, (int64_t)s.source.size()});
-        std::vector<int64_t> seq = generate(*model_.encoder_decoder, src, Tensor(), greedy).to_vector<int64_t>();
-        out.assign(seq.begin() + 1, seq.end());
-      } else {
-        std::vector<int64_t> prompt = s.source;
-        prompt.push_back(kBos);
-        Tensor p = from_vector<int64_t>(prompt, {1, (int64_t)prompt.size()});
-        std::vector<int64_t> seq = generate(*model_.decoder_lm, p, greedy).to_vector<int64_t>();
-        out.assign(seq.begin() + prompt.size(), seq.end());
-      }
-      if (!out.empty() && out.back() == kEos) out.pop_back();
-      bool ok = out == s.target;
-      exact += ok;
-      *out_ << "  input  " << vocab.decode(s.source) << "\n  target " << vocab.decode(s.target) << "\n  model  "
-            << vocab.decode(out) << (ok ? "   (exact)" : "   (differs)") << "\n";
-    }
-    *out_ << exact << "/" << n << " exact\n";
-  } else if (data_.music()) {
-    SamplingOptions o = sampling_options(config_.sample);
-    std::vector<int64_t> seq = generate(*model_.decoder_lm, from_vector<int64_t>({kBos}, {1, 1}), o).to_vector<int64_t>();
-    const std::string path = config_.train.out_dir + "/sample.mid";
-    MidiFile midi = decode_performance(seq);
-    write_midi(path, midi);
-    *out_ << "sampled " << seq.size() - 1 << " events (" << decode_notes(seq).size() << " notes) from <bos>: " << path
-          << "\n";
-  } else if (data_.tokens()) {
-    // Prompt: the first ids of the validation split (of the training split when there is none).
-    const TokenDataset& t = *data_.tokens();
-    const int64_t from = t.val_size() > 0 ? t.train_size() : 0;
-    const int64_t prompt_len = std::min<int64_t>(32, t.size() - from);
-    std::vector<int64_t> prompt(t.tokens().begin() + from, t.tokens().begin() + from + prompt_len);
-    SamplingOptions o = sampling_options(config_.sample);
-    o.eos = -1;
-    std::vector<int64_t> seq = generate(*model_.decoder_lm, from_vector<int64_t>(prompt, {1, prompt_len}), o).to_vector<int64_t>();
-    *out_ << "sample (prompt: the first " << prompt_len << " ids of the " << (from ? "validation" : "training")
-          << " split):\n" << vocab.decode(seq) << "\n";
-  } else {
-    const std::string& text = data_.text()->bytes();
-    const int64_t prompt_len = std::min<int64_t>(32, data_.text()->val_size());
-    std::vector<int64_t> prompt;
-    for (int64_t i = 0; i < prompt_len; ++i)
-      prompt.push_back(static_cast<unsigned char>(text[data_.text()->train_size() + i]));
-    SamplingOptions o = sampling_options(config_.sample);
-    o.eos = -1;
-    Tensor p = from_vector<int64_t>(prompt, {1, prompt_len});
-    std::vector<int64_t> seq = generate(*model_.decoder_lm, p, o).to_vector<int64_t>();
-    std::string s;
-    for (int64_t id : seq) s += static_cast<char>(id);
-    *out_ << "sample (prompt: the first " << prompt_len << " bytes of the validation text):\n" << s << "\n";
-  }
 }
 
 LoadedRun load_run(const std::string& path, Device device) {
