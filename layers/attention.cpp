@@ -4,116 +4,33 @@
 #include <limits>
 #include <vector>
 
-#include "layers/relative_bias.h"
-#include "layers/relative_learned.h"
-#include "layers/rotary.h"
-#include "layers/transformer_xl.h"
 
 namespace relgrad {
-
-namespace {
-
-// The per-distance row lookup of a learned table for δ = min_delta + w, w < W: relative_index's rules
-// (row = δ + max_past; causal: no entry for δ > 0; beyond the table: edge row (Clip), none (Zero)).
-// Under the Error policy every distance a visible pair reaches must be in the table: checked here per
-// query, O(t2), with relative_index's wording.
-Tensor table_lookup(const RelativeIndexOptions& o, int64_t min_delta, int64_t W, const std::vector<int64_t>& pi,
-                    int64_t t1, const char* scheme) {
-  const int64_t R = o.table_size();
-  if (o.out_of_range == OutOfRange::Error) {
-    for (size_t i = 0; i < pi.size(); ++i) {
-      const int64_t lo = -pi[i], hi = o.causal ? std::min<int64_t>(0, t1 - 1 - pi[i]) : t1 - 1 - pi[i];
-      RG_CHECK_T(IndexError, hi < lo || (lo >= -o.max_past && hi <= o.max_future), scheme, "query ", i,
-                 " (position ", pi[i], ") reaches relative positions [", lo, ", ", hi,
-                 "], outside the table's range [", -o.max_past, ", ", o.max_future,
-                 "] under the 'error' policy; use a longer table or the clip or zero policy");
-    }
-  }
-  std::vector<int64_t> rows(static_cast<size_t>(W));
-  for (int64_t w = 0; w < W; ++w) {
-    const int64_t delta = min_delta + w;
-    int64_t row = delta + o.max_past;
-    if (o.causal && delta > 0) row = -1;
-    else if (row < 0 || row >= R) row = o.out_of_range == OutOfRange::Clip ? (row < 0 ? 0 : R - 1) : -1;
-    rows[w] = row;
-  }
-  return from_vector(rows, {W});
-}
-
-}  // namespace
 
 Tensor attention_heads_fused(const Tensor& q, const Tensor& k, const Tensor& v, const PositionalScheme* positional,
                              const AttentionGeometry& g, const Tensor& key_padding_mask) {
   if (g.t2 == 0 || g.t1 == 0) return Tensor();
-  FlashAttentionOptions f;
+  FusedCall call;
+  call.q = q;
+  call.k = k;
+  FlashAttentionOptions& f = call.options;
   f.causal = g.causal;
   f.query_positions = g.positions();
   f.key_padding_mask = key_padding_mask;
-  const std::vector<int64_t> pi = f.query_positions.to(Device::cpu()).contiguous().to_vector<int64_t>();
-  const int64_t pmin = *std::min_element(pi.begin(), pi.end()), pmax = *std::max_element(pi.begin(), pi.end());
+  call.positions = f.query_positions.to(Device::cpu()).contiguous().to_vector<int64_t>();
+  const int64_t pmin = *std::min_element(call.positions.begin(), call.positions.end());
+  const int64_t pmax = *std::max_element(call.positions.begin(), call.positions.end());
   // The distances keys 0 … t1−1 reach from every π(i): the lookups' range.
-  const int64_t min_delta = -pmax, W = g.t1 + pmax - pmin;
-  f.min_delta = min_delta;
-  Tensor qc = q, kc = k;
+  call.min_delta = -pmax;
+  call.width = g.t1 + pmax - pmin;
+  f.min_delta = call.min_delta;
   if (!positional) {
     f.scale = 1.0 / std::sqrt(static_cast<double>(g.head_dim));
-    return flash_relative_attention(qc, kc, v, f);
+    return flash_relative_attention(call.q, call.k, v, f);
   }
   f.scale = positional->logit_scale(g.head_dim);
-  if (const auto* s = dynamic_cast<const SeedRelativeEmbedding*>(positional)) {
-    f.rel_table = s->table;
-    f.rel_rows = table_lookup(s->index_options(g), min_delta, W, pi, g.t1, "SeedRelativeEmbedding");
-  } else if (const auto* s = dynamic_cast<const HuangRelativeEmbedding*>(positional)) {
-    if (!g.causal) return Tensor();  // the composite path reports the error
-    f.rel_table = s->table;
-    f.rel_rows = table_lookup(s->index_options(g), min_delta, W, pi, g.t1, "HuangRelativeEmbedding");
-  } else if (const auto* s = dynamic_cast<const ShawRelativeEmbedding*>(positional)) {
-    if (s->values) return Tensor();  // the value term a^V is not fused
-    f.rel_table = s->key_table;
-    f.rel_rows = table_lookup(s->index_options(g), min_delta, W, pi, g.t1, "ShawRelativeEmbedding");
-  } else if (const auto* s = dynamic_cast<const T5RelativeBias*>(positional)) {
-    if (g.heads != s->num_heads || !(s->bidirectional || g.causal)) return Tensor();  // composite reports it
-    std::vector<int64_t> rows(static_cast<size_t>(W));
-    for (int64_t w = 0; w < W; ++w)
-      rows[w] = t5_relative_bucket(min_delta + w, s->bidirectional, s->num_buckets, s->max_distance);
-    f.bias_table = s->table;
-    f.bias_rows = from_vector(rows, {W});
-  } else if (const auto* s = dynamic_cast<const ALiBi*>(positional)) {
-    if (g.heads != s->num_heads || !(s->bidirectional || g.causal)) return Tensor();
-    // The bias per distance, −m_h · dist(δ), as ALiBi::logit_bias computes it, with the identity lookup.
-    std::vector<double> dist(static_cast<size_t>(W));
-    std::vector<int64_t> rows(static_cast<size_t>(W));
-    for (int64_t w = 0; w < W; ++w) {
-      const int64_t delta = min_delta + w;
-      dist[w] = static_cast<double>(s->bidirectional ? std::abs(delta) : delta <= 0 ? -delta : 0);
-      rows[w] = w;
-    }
-    Tensor d = from_vector<double>(dist, {1, W}).to(s->slopes.dtype()).to(s->slopes.device());
-    f.bias_table = neg(s->slopes.reshape({s->num_heads, 1}) * d);  // (H, W)
-    f.bias_rows = from_vector(rows, {W});
-  } else if (const auto* s = dynamic_cast<const TransformerXL*>(positional)) {
-    if (g.heads != s->num_heads || q.dim() != 4 || q.size(1) != s->num_heads || q.size(3) != s->head_dim)
-      return Tensor();  // the composite path reports the mismatch
-    std::tie(qc, kc) = positional->content_qk(q, k, g);  // (a) + (c): q + u
-    // (b) + (d): (q + v)·(W_r R)ᵀ over exactly the distances these lengths reach, as score_term.
-    const int64_t max_past = std::max<int64_t>(0, pmax);
-    const int64_t max_future = g.causal ? 0 : std::max<int64_t>(0, g.t1 - 1 - pmin);
-    const int64_t R = max_past + max_future + 1;
-    Tensor r = txl_sinusoid(max_past, max_future, s->embed_dim, s->r_proj->weight.dtype()).to(q.device());
-    f.rel_table = s->r_proj->forward(r).reshape({R, s->num_heads, s->head_dim}).permute({1, 0, 2});  // (H, R, D)
-    f.rel_query = q + s->v.reshape({1, s->num_heads, 1, s->head_dim});
-    RelativeIndexOptions o;
-    o.max_past = max_past;
-    o.max_future = max_future;
-    o.causal = g.causal;
-    o.out_of_range = OutOfRange::Error;
-    f.rel_rows = table_lookup(o, min_delta, W, pi, g.t1, "TransformerXL");
-  } else if (dynamic_cast<const RoPE*>(positional)) {
-    std::tie(qc, kc) = positional->content_qk(q, k, g);
-  } else {
-    return Tensor();  // a scheme the fused op does not know
-  }
-  return flash_relative_attention(qc, kc, v, f);
+  if (!positional->fuse(call, g)) return Tensor();  // the scheme's own answer: the composite core runs
+  return flash_relative_attention(call.q, call.k, v, f);
 }
 
 Tensor causal_mask(const Tensor& positions, int64_t t1) {
@@ -172,7 +89,7 @@ void MultiHeadAttention::check_query(const Tensor& query, const AttentionOptions
 }
 
 AttentionOutput MultiHeadAttention::attend(const Tensor& q, const Tensor& k, const Tensor& v,
-                                           const AttentionGeometry& g, const AttentionOptions& o, bool keys_rotated) {
+                                           const AttentionGeometry& g, const AttentionOptions& o) {
   const char* op = "MultiHeadAttention";
   const int64_t B = g.batch, t2 = g.t2, t1 = g.t1;
   if (o.key_padding_mask.defined()) {
@@ -181,18 +98,11 @@ AttentionOutput MultiHeadAttention::attend(const Tensor& q, const Tensor& k, con
                "key_padding_mask must be bool (B, t1) = (", B, ", ", t1, "), got ", dtype_name(kpm.dtype()), " ",
                shape_str(kpm.shape()));
   }
-  Tensor qs = q;
   const PositionalScheme* scheme = positional.get();
-  if (keys_rotated) {
-    // RoPE acts only through content_qk: with the keys rotated already, rotate the queries at π(i)
-    // and run the core without the scheme (its scale is the default 1/√D).
-    qs = static_cast<const RoPE*>(scheme)->rotate(q, g.positions());
-    scheme = nullptr;
-  }
   // The fused core when it applies (no dropout to draw, no weights to return), else the composite.
   if (fused && !(dropout > 0 && is_training()) && !o.need_weights && !record_weights) {
     Tensor kpm = o.key_padding_mask.defined() ? o.key_padding_mask.to(q.device()) : Tensor();
-    Tensor out = attention_heads_fused(qs, k, v, scheme, g, kpm);
+    Tensor out = attention_heads_fused(q, k, v, scheme, g, kpm);
     if (out.defined()) {
       Tensor merged = out.permute({0, 2, 1, 3}).reshape({B, t2, embed_dim});
       return {out_proj->forward(merged), Tensor()};
@@ -204,7 +114,7 @@ AttentionOutput MultiHeadAttention::attend(const Tensor& q, const Tensor& k, con
     Tensor pad = o.key_padding_mask.to(q.device()).reshape({B, 1, 1, t1});
     mask = mask.defined() ? where(mask, mask, pad) : pad;  // logical or
   }
-  AttentionOutput a = attention_heads(qs, k, v, scheme, g, mask, dropout, is_training(), dropout_generator);
+  AttentionOutput a = attention_heads(q, k, v, scheme, g, mask, dropout, is_training(), dropout_generator);
   Tensor merged = a.output.permute({0, 2, 1, 3}).reshape({B, t2, embed_dim});
   if (record_weights) recorded_weights = a.weights.detach();
   return {out_proj->forward(merged), o.need_weights ? a.weights : Tensor()};
@@ -224,7 +134,7 @@ AttentionOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& k
   Tensor q = heads(q_proj->forward(query), t2);
   Tensor k = heads(k_proj->forward(key_value), t1);
   Tensor v = heads(v_proj->forward(key_value), t1);
-  return attend(q, k, v, g, o, false);
+  return attend(q, k, v, g, o);
 }
 
 AttentionOutput MultiHeadAttention::forward(const Tensor& x_new, KVCache& cache, const AttentionOptions& o) {
@@ -243,12 +153,14 @@ AttentionOutput MultiHeadAttention::forward(const Tensor& x_new, KVCache& cache,
   Tensor q = heads(q_proj->forward(x_new));  // (B, H, t2, D)
   Tensor k = heads(k_proj->forward(x_new));
   Tensor v = heads(v_proj->forward(x_new));
-  const auto* rope = dynamic_cast<const RoPE*>(positional.get());
-  // RoPE's content_qk would rotate keys at 0..t1−1; the new keys sit at t_cached..t1−1.
-  if (rope) k = rope->rotate(k, arange(static_cast<double>(t_cached), static_cast<double>(t1), 1.0, kInt64));
+  // The cache holds keys in the scheme's content form (RoPE: rotated), the new ones at t_cached … t1−1.
+  if (positional) {
+    k = positional->content_key(k, arange(static_cast<double>(t_cached), static_cast<double>(t1), 1.0, kInt64));
+    g.keys_in_content_form = true;
+  }
   cache.k = t_cached > 0 ? cat({cache.k, k}, 2) : k.contiguous();  // (B, H, t1, D)
   cache.v = t_cached > 0 ? cat({cache.v, v}, 2) : v.contiguous();
-  return attend(q, cache.k, cache.v, g, o, rope != nullptr);
+  return attend(q, cache.k, cache.v, g, o);
 }
 
 AttentionOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& memory, KVCache& cache,
@@ -263,17 +175,17 @@ AttentionOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& m
   g.alignment = o.alignment;
   g.query_positions = o.query_positions;
   auto heads = [&](const Tensor& x, int64_t t) { return x.reshape({B, t, H, D}).permute({0, 2, 1, 3}); };
-  const auto* rope = dynamic_cast<const RoPE*>(positional.get());
   if (!cache.k.defined()) {
     Tensor k = heads(k_proj->forward(memory), t1);  // (B, H, t1, D)
-    if (rope) k = rope->rotate(k, arange(static_cast<double>(t1), kInt64));
+    if (positional) k = positional->content_key(k, arange(static_cast<double>(t1), kInt64));  // content form
     cache.k = k.contiguous();
     cache.v = heads(v_proj->forward(memory), t1).contiguous();
   }
   RG_CHECK_T(ShapeError, cache.k.size(0) == B && cache.k.size(2) == t1, op, "the cross-attention cache holds keys ",
              shape_str(cache.k.shape()), ", but the memory is ", shape_str(memory.shape()));
   Tensor q = heads(q_proj->forward(query), t2);
-  return attend(q, cache.k, cache.v, g, o, rope != nullptr);
+  g.keys_in_content_form = positional != nullptr;
+  return attend(q, cache.k, cache.v, g, o);
 }
 
 }  // namespace relgrad

@@ -21,8 +21,9 @@ struct AttentionOptions {
 
 // Projected keys and values of one attention layer, kept between decoding steps: (B, H, t_cached, D)
 // each. Self-attention appends the new tokens' keys and values at every step; cross-attention fills
-// it once from the encoder output and reuses it. With RoPE the keys are stored already rotated at
-// their absolute positions (rotation is per position, so this equals rotating the whole sequence).
+// it once from the encoder output and reuses it. Keys are stored in the scheme's content form
+// (PositionalScheme::content_key at their absolute positions: RoPE rotates them), which depends on each
+// key's own position only, so this equals transforming the whole sequence at every step.
 struct KVCache {
   Tensor k, v;
   int64_t length() const { return k.defined() ? k.size(2) : 0; }
@@ -65,16 +66,16 @@ class MultiHeadAttention : public Module {
   bool record_weights = false;
   Tensor recorded_weights;
   // Use the fused core (flash_relative_attention: O(t·D) memory, no (t2, t1) tensor) whenever it
-  // covers the call: every scheme but Shaw with values (a^V) and user-defined schemes, no attention
-  // dropout while training, neither need_weights nor record_weights. Otherwise the composite core
-  // runs; both give the same results (tests/test_flash_attention.cpp).
+  // covers the call: no scheme or one whose PositionalScheme::fuse accepts it (every built-in but Shaw
+  // with values), no attention dropout while training, neither need_weights nor record_weights.
+  // Otherwise the composite core runs; both give the same results (tests/test_flash_attention.cpp).
   bool fused = false;
 
  private:
   // What every forward shares after the projections: the mask, the core and the head merge.
-  // q (B,H,t2,D), k and v (B,H,t1,D). keys_rotated: k is RoPE-rotated already (from a cache).
+  // q (B,H,t2,D), k and v (B,H,t1,D); k in the scheme's content form when g.keys_in_content_form.
   AttentionOutput attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionGeometry& g,
-                         const AttentionOptions& options, bool keys_rotated);
+                         const AttentionOptions& options);
   void check_query(const Tensor& query, const AttentionOptions& options) const;
 };
 
@@ -88,7 +89,8 @@ AttentionOutput attention_heads(const Tensor& q, const Tensor& k, const Tensor& 
 // flash_relative_attention, for the schemes it covers (the learned tables of the seed's method, Huang and
 // Shaw without values, T5, ALiBi, Transformer-XL, RoPE, none). key_padding_mask: optional bool (B, t1),
 // causality comes from the geometry. Returns an undefined Tensor when the fused op does not cover the
-// call (Shaw's value term, a user-defined scheme, an empty sequence): the caller runs attention_heads.
+// call (an empty sequence, or the scheme's PositionalScheme::fuse says no: Shaw's value term, a scheme
+// that does not override it): the caller runs attention_heads.
 Tensor attention_heads_fused(const Tensor& q, const Tensor& k, const Tensor& v, const PositionalScheme* positional,
                              const AttentionGeometry& geometry, const Tensor& key_padding_mask);
 

@@ -2,29 +2,20 @@
 
 #include <cmath>
 
-#include "layers/relative_bias.h"
-#include "layers/relative_learned.h"
-#include "layers/rotary.h"
-#include "layers/transformer_xl.h"
 
 namespace relgrad {
 
 namespace {
 
-bool known_scheme(const std::string& s) {
-  for (const char* k : {"none", "seed", "huang", "shaw", "t5", "alibi", "rope", "transformer_xl"})
-    if (s == k) return true;
-  return false;
-}
-
 // Checks what the schemes' own constructors cannot know: the name and whether it suits the place.
-void check_positional(const PositionalConfig& p, const std::string& place, bool causal, const char* op) {
-  RG_CHECK(known_scheme(p.scheme), op, "unknown positional scheme '", p.scheme, "' for ", place,
-           " (expected none, seed, huang, shaw, t5, alibi, rope or transformer_xl)");
-  RG_CHECK(p.scheme != "huang" || causal, op, "positional scheme 'huang' needs causal attention; ", place,
+const SchemeEntry& check_positional(const PositionalConfig& p, const std::string& place, bool causal, const char* op) {
+  const SchemeEntry* e = find_scheme(p.scheme);
+  RG_CHECK(e, op, "unknown positional scheme '", p.scheme, "' for ", place, " (expected ", scheme_names_text(), ")");
+  RG_CHECK(!e->causal_only || causal, op, "positional scheme '", p.scheme, "' needs causal attention; ", place,
            " is not causal (use it for decoder_self)");
-  RG_CHECK(p.scheme != "transformer_xl" || place != "cross", op,
-           "positional scheme 'transformer_xl' is for self-attention, not ", place);
+  RG_CHECK(!e->self_only || place != "cross", op, "positional scheme '", p.scheme,
+           "' is for self-attention, not ", place);
+  return *e;
 }
 
 // (B, T) int64 tokens, and an optional bool (B, T) mask of the same size.
@@ -100,21 +91,9 @@ BlockOptions TransformerConfig::block_options(bool causal) const {
 std::shared_ptr<PositionalScheme> make_positional(const PositionalConfig& p, const std::string& place,
                                                   int64_t d_model, int64_t n_heads, bool causal, const char* op,
                                                   Generator* init) {
-  check_positional(p, place, causal, op);
-  const int64_t D = d_model / n_heads;
-  const int64_t table_heads = p.per_head ? n_heads : 0;  // 0: one table shared by the heads
-  if (p.scheme == "none") return nullptr;
-  if (p.scheme == "seed")
-    return std::make_shared<SeedRelativeEmbedding>(D, p.max_length, table_heads, p.out_of_range, init);
-  if (p.scheme == "huang")
-    return std::make_shared<HuangRelativeEmbedding>(D, p.max_length, table_heads, p.out_of_range, init);
-  if (p.scheme == "shaw") return std::make_shared<ShawRelativeEmbedding>(D, p.clip, table_heads, p.shaw_values, init);
-  // T5: decoder self-attention uses unidirectional buckets (all of them for the past), as T5's decoder.
-  if (p.scheme == "t5")
-    return std::make_shared<T5RelativeBias>(n_heads, p.num_buckets, p.max_distance, !causal, init);
-  if (p.scheme == "alibi") return std::make_shared<ALiBi>(n_heads, !causal);
-  if (p.scheme == "rope") return std::make_shared<RoPE>(D, p.rope_base);
-  return std::make_shared<TransformerXL>(d_model, n_heads, init);  // transformer_xl (names checked above)
+  const SchemeEntry& e = check_positional(p, place, causal, op);
+  if (!e.make) return nullptr;  // none
+  return e.make(SchemeContext{p, place, d_model, n_heads, d_model / n_heads, causal, init});
 }
 
 std::vector<std::shared_ptr<PositionalScheme>> make_stack_positional(const PositionalConfig& p,
@@ -123,7 +102,8 @@ std::vector<std::shared_ptr<PositionalScheme>> make_stack_positional(const Posit
                                                                      const char* op, Generator* init) {
   std::vector<std::shared_ptr<PositionalScheme>> schemes;
   std::shared_ptr<PositionalScheme> shared;
-  if (p.scheme == "t5") shared = make_positional(p, place, d_model, n_heads, causal, op, init);
+  if (check_positional(p, place, causal, op).shared_by_stack)
+    shared = make_positional(p, place, d_model, n_heads, causal, op, init);
   for (int64_t i = 0; i < n_layers; ++i)
     schemes.push_back(shared ? shared : make_positional(p, place, d_model, n_heads, causal, op, init));
   return schemes;

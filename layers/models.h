@@ -21,7 +21,8 @@
 // parameters. Causal places (decoder self-attention) build the causal variant: T5 unidirectional
 // buckets, ALiBi's causal bias; non-causal places get bidirectional T5 buckets and symmetric ALiBi.
 // huang needs causal attention, so it is accepted for decoder_self only; transformer_xl is a
-// self-attention scheme, so it is refused for cross.
+// self-attention scheme, so it is refused for cross. These facts are the schemes' registry entries
+// (layers/schemes.cpp: shared_by_stack, causal_only, self_only).
 //
 // Initialisation: PyTorch's defaults from the layers, nothing rescaled — Embedding N(0, 1), Linear
 // (attention projections, feed-forward, head) U(−1/√in, 1/√in), norm gains 1 and biases 0,
@@ -35,21 +36,9 @@
 
 #include "layers/blocks.h"
 #include "layers/embedding.h"
+#include "layers/schemes.h"
 
 namespace relgrad {
-
-// One place's positional scheme and its parameters (only those of the chosen scheme are read).
-struct PositionalConfig {
-  std::string scheme = "none";  // none, seed, huang, shaw, t5, alibi, rope or transformer_xl
-  int64_t max_length = 512;     // seed, huang: t3, the table covers |δ| ≤ t3 − 1
-  OutOfRange out_of_range = OutOfRange::Zero;  // seed, huang: δ beyond the table
-  int64_t clip = 16;            // shaw: k, distances clipped to [−k, k]
-  bool shaw_values = true;      // shaw: also the a^V value term
-  bool per_head = false;        // seed, huang, shaw: one table per head instead of one shared
-  int64_t num_buckets = 32;     // t5
-  int64_t max_distance = 128;   // t5
-  double rope_base = 10000.0;   // rope
-};
 
 struct TransformerConfig {
   int64_t vocab_size = 0;        // target / LM vocabulary V
@@ -78,11 +67,13 @@ struct TransformerConfig {
   BlockOptions block_options(bool causal) const;
 };
 
-// The scheme for one place ("encoder_self", "decoder_self" or "cross"); null for "none". Errors name op.
+// The scheme for one place ("encoder_self", "decoder_self" or "cross") from the registry
+// (layers/schemes.h); null for "none". Errors name op.
 std::shared_ptr<PositionalScheme> make_positional(const PositionalConfig& config, const std::string& place,
                                                   int64_t d_model, int64_t n_heads, bool causal, const char* op,
                                                   Generator* init_generator = nullptr);
-// One scheme per layer of a stack of n_layers, except T5: one object shared by all (null entries for "none").
+// One scheme per layer of a stack of n_layers, except a scheme registered shared_by_stack (T5): one
+// object shared by all (null entries for "none").
 std::vector<std::shared_ptr<PositionalScheme>> make_stack_positional(const PositionalConfig& config,
                                                                      const std::string& place, int64_t n_layers,
                                                                      int64_t d_model, int64_t n_heads, bool causal,

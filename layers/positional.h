@@ -4,13 +4,17 @@
 // and each scheme overrides only the places its paper uses (docs/relative-attention.md has the table):
 //   Shaw, Huang, the seed's method, Transformer-XL: score_term (scaled with q·k by 1/√D); Shaw's a^V:
 //   value_term; T5: logit_bias with logit_scale 1 (T5 has no 1/√D); ALiBi: logit_bias;
-//   RoPE and Transformer-XL's u: content_qk.
+//   RoPE and Transformer-XL's u: the content pair (content_query, content_key).
+// Beyond the five places a scheme answers for itself what the rest of relgrad asks of it, so no caller
+// needs to know its type: its config name (name), its terms for the fused core or "not fusable" (fuse),
+// and the positional response the probe reports (response).
 // Schemes are Modules, so their tables are parameters; one scheme object may be shared by several
-// layers (T5 shares its table across a stack).
+// layers (T5 shares its table across a stack). layers/schemes.h registers them by config name.
 #pragma once
 #include <cmath>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "layers/module.h"
 
@@ -24,6 +28,8 @@ struct AttentionGeometry {
   bool causal = false;
   Alignment alignment = Alignment::Left;   // π(i): where query i sits on the key axis
   Tensor query_positions;                  // optional explicit π(i), int64 (t2)
+  // The keys come from a KV cache that stored them through content_key already (cached decoding).
+  bool keys_in_content_form = false;
   // The geometry of split heads: B batches, H heads of size D, t2 queries, t1 keys.
   static AttentionGeometry make(int64_t B, int64_t H, int64_t D, int64_t t2, int64_t t1, bool causal) {
     AttentionGeometry g;
@@ -40,12 +46,42 @@ struct AttentionGeometry {
   static Tensor query_positions_for(int64_t t2, int64_t t1, Alignment a) { return relgrad::query_positions(t2, t1, a); }
 };
 
+// One call of the fused core (attention_heads_fused, layers/attention.h) as a scheme sees it. The caller
+// has set options.scale (the scheme's logit_scale), causal, query_positions, key_padding_mask and
+// min_delta; a scheme puts its content pair into q, k and its tables into options. Lookups cover the
+// distances δ = min_delta + w, w = 0 … width − 1: every δ that keys 0 … t1 − 1 reach from every π(i).
+struct FusedCall {
+  Tensor q, k;                     // (B,H,t2,D), (B,H,t1,D): the content pair
+  FlashAttentionOptions options;
+  std::vector<int64_t> positions;  // π(i) on the host, t2 entries
+  int64_t min_delta = 0, width = 0;
+};
+
+// What the probe (train/instruments/probe.h) knows of one attention's eval forward. Shapes: B batch,
+// H heads, D head size, t2 queries, t1 keys; tensors detached.
+struct ResponseInput {
+  Tensor q, k;                         // (B,H,t2,D), (B,H,t1,D): projected, before the scheme
+  std::vector<int64_t> positions;      // π(i), t2 entries
+  std::vector<bool> query_valid;       // (B, t2) row-major: not padding
+  std::vector<bool> key_valid;         // (B, t1) row-major: not padding
+  bool causal = false;
+  AttentionGeometry geometry;          // B, H, D, t2, t1, causal of the forward
+};
+
 class PositionalScheme : public Module {
  public:
+  // The config name (layers/schemes.h: "seed", "t5", …); the probe reports curves under it.
   virtual std::string name() const = 0;
-  // q (B,H,t2,D), k (B,H,t1,D) → the pair whose product q·kᵀ gives the content logits.
-  virtual std::pair<Tensor, Tensor> content_qk(const Tensor& q, const Tensor& k, const AttentionGeometry&) const {
-    return {q, k};
+  // The content pair whose product q·kᵀ gives the content logits, one side at a time: q (B,H,t2,D)
+  // against the geometry, and keys k (B,H,t,D) by their own positions alone (int64 (t)), so a KV cache
+  // can store keys in this form once (RoPE rotates them; Transformer-XL adds u to q).
+  virtual Tensor content_query(const Tensor& q, const AttentionGeometry&) const { return q; }
+  virtual Tensor content_key(const Tensor& k, const Tensor& /*key_positions*/) const { return k; }
+  // Both sides, keys at 0 … t1 − 1 (left as they are when g.keys_in_content_form).
+  std::pair<Tensor, Tensor> content_qk(const Tensor& q, const Tensor& k, const AttentionGeometry& g) const {
+    Tensor qc = content_query(q, g);
+    if (g.keys_in_content_form) return {qc, k};
+    return {qc, content_key(k, arange(static_cast<double>(k.size(-2)), kInt64))};
   }
   // A q-dependent term (B,H,t2,t1) added to the content logits before scaling; undefined = none.
   virtual Tensor score_term(const Tensor& /*q*/, const AttentionGeometry&) const { return Tensor(); }
@@ -55,6 +91,34 @@ class PositionalScheme : public Module {
   virtual Tensor logit_bias(const AttentionGeometry&) const { return Tensor(); }
   // weights (B,H,t2,t1) → a term (B,H,t2,D) added to weights·v; undefined = none.
   virtual Tensor value_term(const Tensor& /*weights*/, const AttentionGeometry&) const { return Tensor(); }
+
+  // Fills `call` with this scheme's terms for the fused core and returns true, or returns false when the
+  // fused core cannot serve this call (a term it has no slot for, a mismatch the composite path reports):
+  // the composite core then runs. Default: not fusable, so a new scheme is correct before it is fast.
+  virtual bool fuse(FusedCall& /*call*/, const AttentionGeometry&) const { return false; }
+  // The positional part of the logits at δ = −reach … reach, per head: H rows of 2·reach + 1 values in
+  // the units they enter the logits (after every scale); NaN = undefined. Empty (the default): no
+  // response curve. The probe sets δ > 0 to NaN itself under causal attention.
+  virtual std::vector<std::vector<double>> response(const ResponseInput&, int64_t /*reach*/) const { return {}; }
 };
+
+// ---- helpers the schemes share (layers/positional.cpp) ----
+
+// The table row a learned table reads for relative position δ under `o` (relative_index's rules):
+// row = δ + max_past inside the table; causal: none for δ > 0; beyond the table the edge row (Clip) or
+// none (Zero, Error). −1 = no entry.
+int64_t relative_row(int64_t delta, const RelativeIndexOptions& o);
+// The fused core's row lookup int64 (width) for a learned table under `o`. Under the Error policy every
+// distance a visible pair reaches must be in the table: checked per query, O(t2), with relative_index's
+// wording (`scheme` names the error).
+Tensor fused_table_rows(const RelativeIndexOptions& o, const FusedCall& call, int64_t t1, const char* scheme);
+// q̄: the mean query of each head over the non-padding queries, (H·D) row-major; NaN without any.
+std::vector<double> mean_query(const ResponseInput& in);
+// (scale)·q̄_h·e_{h,δ} for a key table (rows, D) shared (table_heads = 0) or (H, rows, D) per head, at
+// δ = −reach … reach: no entry gives 0, except off an Error table, where the model would refuse: NaN.
+std::vector<std::vector<double>> table_response(const ResponseInput& in, const Tensor& table, int64_t table_heads,
+                                                const RelativeIndexOptions& o, double scale, int64_t reach);
+// A tensor's values as host doubles.
+std::vector<double> host_values(const Tensor& t);
 
 }  // namespace relgrad

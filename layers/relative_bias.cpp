@@ -104,16 +104,56 @@ Tensor ALiBi::logit_bias(const AttentionGeometry& g) const {
            "the causal variant needs a causal mask (AttentionOptions::causal); for attention that sees later "
            "keys build ALiBi(num_heads, /*bidirectional=*/true)");
   std::vector<int64_t> pi = host_positions(g.positions(), g.t2, op);
-  // The distance part, (t2, t1): |δ| (bidirectional) or π(i) − j for the visible past (causal; later
-  // keys get 0 and are masked).
+  // The distance part, (t2, t1).
   std::vector<double> dist(static_cast<size_t>(g.t2 * g.t1));
   for (int64_t i = 0; i < g.t2; ++i)
-    for (int64_t j = 0; j < g.t1; ++j) {
-      const int64_t delta = j - pi[i];
-      dist[i * g.t1 + j] = static_cast<double>(bidirectional ? std::abs(delta) : delta <= 0 ? -delta : 0);
-    }
+    for (int64_t j = 0; j < g.t1; ++j) dist[i * g.t1 + j] = distance(j - pi[i]);
   Tensor d = from_vector<double>(dist, {1, 1, g.t2, g.t1}).to(slopes.dtype()).to(slopes.device());
   return neg(slopes.reshape({1, num_heads, 1, 1}) * d);  // (1, H, t2, t1)
+}
+
+bool T5RelativeBias::fuse(FusedCall& call, const AttentionGeometry& g) const {
+  if (g.heads != num_heads || !(bidirectional || g.causal)) return false;  // the composite path reports it
+  std::vector<int64_t> rows(static_cast<size_t>(call.width));
+  for (int64_t w = 0; w < call.width; ++w)
+    rows[w] = t5_relative_bucket(call.min_delta + w, bidirectional, num_buckets, max_distance);
+  call.options.bias_table = table;  // (H, num_buckets)
+  call.options.bias_rows = from_vector(rows, {call.width});
+  return true;
+}
+
+std::vector<std::vector<double>> T5RelativeBias::response(const ResponseInput& in, int64_t reach) const {
+  const int64_t H = in.geometry.heads;
+  std::vector<double> t = host_values(table);  // (H, num_buckets)
+  std::vector<std::vector<double>> out(static_cast<size_t>(H));
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t d = -reach; d <= reach; ++d)
+      out[h].push_back(t[h * num_buckets + t5_relative_bucket(d, bidirectional, num_buckets, max_distance)]);
+  return out;
+}
+
+bool ALiBi::fuse(FusedCall& call, const AttentionGeometry& g) const {
+  if (g.heads != num_heads || !(bidirectional || g.causal)) return false;
+  // The bias per distance, −m_h · dist(δ), with the identity lookup.
+  std::vector<double> dist(static_cast<size_t>(call.width));
+  std::vector<int64_t> rows(static_cast<size_t>(call.width));
+  for (int64_t w = 0; w < call.width; ++w) {
+    dist[w] = distance(call.min_delta + w);
+    rows[w] = w;
+  }
+  Tensor d = from_vector<double>(dist, {1, call.width}).to(slopes.dtype()).to(slopes.device());
+  call.options.bias_table = neg(slopes.reshape({num_heads, 1}) * d);  // (H, W)
+  call.options.bias_rows = from_vector(rows, {call.width});
+  return true;
+}
+
+std::vector<std::vector<double>> ALiBi::response(const ResponseInput& in, int64_t reach) const {
+  const int64_t H = in.geometry.heads;
+  std::vector<double> m = host_values(slopes);
+  std::vector<std::vector<double>> out(static_cast<size_t>(H));
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t d = -reach; d <= reach; ++d) out[h].push_back(-m[h] * distance(d));
+  return out;
 }
 
 }  // namespace relgrad

@@ -5,6 +5,7 @@
 // Both return a (1, H, t2, t1) bias that broadcasts over the batch; relative position is δ = j − π(i)
 // (key minus query, README), with π(i) from the attention's alignment or explicit positions.
 #pragma once
+#include <cstdlib>
 #include <vector>
 
 #include "layers/positional.h"
@@ -25,9 +26,12 @@ class T5RelativeBias : public PositionalScheme {
   // for reproducible init). Share one object across the layers of a stack (T5 does).
   T5RelativeBias(int64_t num_heads, int64_t num_buckets = 32, int64_t max_distance = 128, bool bidirectional = true,
                  Generator* init_generator = nullptr);
-  std::string name() const override { return "T5RelativeBias"; }
+  std::string name() const override { return "t5"; }
   double logit_scale(int64_t) const override { return 1.0; }  // T5 adds q·k and the bias unscaled
   Tensor logit_bias(const AttentionGeometry& g) const override;  // (1, H, t2, t1)
+  bool fuse(FusedCall& call, const AttentionGeometry& g) const override;
+  // β[h, bucket(δ)]: the table itself, the same for every layer that shares it.
+  std::vector<std::vector<double>> response(const ResponseInput& in, int64_t reach) const override;
 
   // Bucket of every (query i, key j), int64 (t2, t1), queries at `positions` (int64 (t2)), keys at 0..t1−1.
   Tensor bucket_index(int64_t t2, int64_t t1, const Tensor& positions) const;
@@ -50,8 +54,16 @@ class ALiBi : public PositionalScheme {
   // bidirectional:    bias = −m_h · |j − π(i)| (symmetric, as x-transformers and flash-attn's
   //                   alibi_slopes); it cannot tell left from right on its own.
   explicit ALiBi(int64_t num_heads, bool bidirectional = false);
-  std::string name() const override { return "ALiBi"; }
+  std::string name() const override { return "alibi"; }
   Tensor logit_bias(const AttentionGeometry& g) const override;  // (1, H, t2, t1), added after 1/√D
+  bool fuse(FusedCall& call, const AttentionGeometry& g) const override;
+  std::vector<std::vector<double>> response(const ResponseInput& in, int64_t reach) const override;  // −m_h·dist(δ)
+
+  // The distance the slope multiplies at δ = j − π(i): |δ| (bidirectional) or π(i) − j for the past
+  // (causal; later keys get 0 and are masked). The one place ALiBi's rule is written.
+  double distance(int64_t delta) const {
+    return static_cast<double>(bidirectional ? std::abs(delta) : delta <= 0 ? -delta : 0);
+  }
 
   int64_t num_heads;
   bool bidirectional;

@@ -99,6 +99,16 @@ Tensor SeedRelativeEmbedding::score_term(const Tensor& q, const AttentionGeometr
   return table_scores("SeedRelativeEmbedding", q, table, num_heads, g, index_options(g));
 }
 
+bool SeedRelativeEmbedding::fuse(FusedCall& call, const AttentionGeometry& g) const {
+  call.options.rel_table = table;
+  call.options.rel_rows = fused_table_rows(index_options(g), call, g.t1, "SeedRelativeEmbedding");
+  return true;
+}
+
+std::vector<std::vector<double>> SeedRelativeEmbedding::response(const ResponseInput& in, int64_t reach) const {
+  return table_response(in, table, num_heads, index_options(in.geometry), logit_scale(in.geometry.head_dim), reach);
+}
+
 void SeedRelativeEmbedding::load_seed_table(const Tensor& seed_table) {
   const char* op = "SeedRelativeEmbedding";
   const int64_t R = table_rows();
@@ -134,6 +144,17 @@ Tensor HuangRelativeEmbedding::score_term(const Tensor& q, const AttentionGeomet
   return table_scores("HuangRelativeEmbedding", q, table, num_heads, g, index_options(g));
 }
 
+bool HuangRelativeEmbedding::fuse(FusedCall& call, const AttentionGeometry& g) const {
+  if (!g.causal) return false;  // the composite path reports the error
+  call.options.rel_table = table;
+  call.options.rel_rows = fused_table_rows(index_options(g), call, g.t1, "HuangRelativeEmbedding");
+  return true;
+}
+
+std::vector<std::vector<double>> HuangRelativeEmbedding::response(const ResponseInput& in, int64_t reach) const {
+  return table_response(in, table, num_heads, index_options(in.geometry), logit_scale(in.geometry.head_dim), reach);
+}
+
 // ---- ShawRelativeEmbedding ----
 
 ShawRelativeEmbedding::ShawRelativeEmbedding(int64_t head_dim_, int64_t clip_, int64_t num_heads_, bool values_,
@@ -163,6 +184,17 @@ Tensor ShawRelativeEmbedding::value_term(const Tensor& weights, const AttentionG
   Tensor C = relative_index(g.t2, g.t1, index_options(g));  // (t2, t1)
   Tensor rel = relative_scatter(weights, C, R);              // (B,H,t2,R): weight on each relative row (C on the host)
   return matmul(rel, value_table);                          // (B,H,t2,R) @ (H?,R,D) → (B,H,t2,D)
+}
+
+bool ShawRelativeEmbedding::fuse(FusedCall& call, const AttentionGeometry& g) const {
+  if (values) return false;  // the value term a^V is not fused
+  call.options.rel_table = key_table;
+  call.options.rel_rows = fused_table_rows(index_options(g), call, g.t1, "ShawRelativeEmbedding");
+  return true;
+}
+
+std::vector<std::vector<double>> ShawRelativeEmbedding::response(const ResponseInput& in, int64_t reach) const {
+  return table_response(in, key_table, num_heads, index_options(in.geometry), logit_scale(in.geometry.head_dim), reach);
 }
 
 }  // namespace relgrad

@@ -42,8 +42,11 @@ class SeedRelativeEmbedding : public PositionalScheme {
   // num_heads = 0: one table (2·t3 − 1, D) shared by all heads; else one per head (H, 2·t3 − 1, D).
   SeedRelativeEmbedding(int64_t head_dim, int64_t max_length, int64_t num_heads = 0,
                         OutOfRange policy = OutOfRange::Zero, Generator* generator = nullptr);
-  std::string name() const override { return "SeedRelativeEmbedding"; }
+  std::string name() const override { return "seed"; }
   Tensor score_term(const Tensor& q, const AttentionGeometry& g) const override;  // (B,H,t2,t1)
+  bool fuse(FusedCall& call, const AttentionGeometry& g) const override;
+  // (1/√D)·q̄_h·e_{h,δ} (positional.h: table_response).
+  std::vector<std::vector<double>> response(const ResponseInput& in, int64_t reach) const override;
 
   RelativeIndexOptions index_options(const AttentionGeometry& g) const;
   int64_t table_rows() const { return 2 * max_length - 1; }
@@ -68,8 +71,10 @@ class HuangRelativeEmbedding : public PositionalScheme {
  public:
   HuangRelativeEmbedding(int64_t head_dim, int64_t max_length, int64_t num_heads = 0,
                          OutOfRange policy = OutOfRange::Zero, Generator* generator = nullptr);
-  std::string name() const override { return "HuangRelativeEmbedding"; }
+  std::string name() const override { return "huang"; }
   Tensor score_term(const Tensor& q, const AttentionGeometry& g) const override;  // (B,H,t2,t1)
+  bool fuse(FusedCall& call, const AttentionGeometry& g) const override;
+  std::vector<std::vector<double>> response(const ResponseInput& in, int64_t reach) const override;
 
   RelativeIndexOptions index_options(const AttentionGeometry& g) const;
   int64_t table_rows() const { return max_length; }
@@ -88,9 +93,12 @@ class ShawRelativeEmbedding : public PositionalScheme {
  public:
   ShawRelativeEmbedding(int64_t head_dim, int64_t clip, int64_t num_heads = 0, bool values = true,
                         Generator* generator = nullptr);
-  std::string name() const override { return "ShawRelativeEmbedding"; }
+  std::string name() const override { return "shaw"; }
   Tensor score_term(const Tensor& q, const AttentionGeometry& g) const override;      // (B,H,t2,t1)
   Tensor value_term(const Tensor& weights, const AttentionGeometry& g) const override;  // (B,H,t2,D)
+  bool fuse(FusedCall& call, const AttentionGeometry& g) const override;  // not with values (a^V)
+  // The key term only: the value term is not a logit.
+  std::vector<std::vector<double>> response(const ResponseInput& in, int64_t reach) const override;
 
   RelativeIndexOptions index_options(const AttentionGeometry& g) const;
   int64_t table_rows() const { return 2 * clip + 1; }

@@ -1,6 +1,9 @@
 #include "layers/rotary.h"
 
 #include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <tuple>
 #include <vector>
 
 namespace relgrad {
@@ -43,11 +46,48 @@ Tensor RoPE::rotate(const Tensor& x, const Tensor& positions) const {
   return cat({x0 * cos_t - x1 * sin_t, x1 * cos_t + x0 * sin_t}, -1);
 }
 
-std::pair<Tensor, Tensor> RoPE::content_qk(const Tensor& q, const Tensor& k, const AttentionGeometry& g) const {
-  RG_CHECK_T(ShapeError, q.size(-1) == head_dim && k.size(-1) == head_dim, "RoPE", "built for head_dim ", head_dim,
-             ", the attention has q ", shape_str(q.shape()), " and k ", shape_str(k.shape()));
-  Tensor key_positions = arange(static_cast<double>(k.size(-2)), kInt64);
-  return {rotate(q, g.positions()), rotate(k, key_positions)};
+Tensor RoPE::content_query(const Tensor& q, const AttentionGeometry& g) const {
+  RG_CHECK_T(ShapeError, q.size(-1) == head_dim, "RoPE", "built for head_dim ", head_dim, ", the attention has q ",
+             shape_str(q.shape()));
+  return rotate(q, g.positions());
+}
+
+Tensor RoPE::content_key(const Tensor& k, const Tensor& key_positions) const {
+  RG_CHECK_T(ShapeError, k.size(-1) == head_dim, "RoPE", "built for head_dim ", head_dim, ", the attention has k ",
+             shape_str(k.shape()));
+  return rotate(k, key_positions);
+}
+
+bool RoPE::fuse(FusedCall& call, const AttentionGeometry& g) const {
+  std::tie(call.q, call.k) = content_qk(call.q, call.k, g);
+  return true;
+}
+
+std::vector<std::vector<double>> RoPE::response(const ResponseInput& in, int64_t reach) const {
+  const int64_t B = in.q.size(0), H = in.q.size(1), t2 = in.q.size(2), D = in.q.size(3), t1 = in.k.size(2);
+  AttentionGeometry g = AttentionGeometry::make(B, H, D, t2, t1, in.causal);
+  g.query_positions = from_vector<int64_t>(in.positions, {t2});
+  auto [qc, kc] = content_qk(in.q, in.k, g);
+  std::vector<double> logits = host_values(matmul(qc, kc.transpose(-1, -2)));  // (B, H, t2, t1)
+  const double scale = logit_scale(D);
+  std::vector<std::vector<double>> out(static_cast<size_t>(H));
+  for (int64_t h = 0; h < H; ++h) {
+    std::vector<double> sum(static_cast<size_t>(2 * reach + 1), 0.0);
+    std::vector<int64_t> count(sum.size(), 0);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t i = 0; i < t2; ++i) {
+        if (!in.query_valid[b * t2 + i]) continue;
+        for (int64_t j = 0; j < t1; ++j) {
+          const int64_t delta = j - in.positions[i];
+          if (!in.key_valid[b * t1 + j] || (in.causal && delta > 0) || std::abs(delta) > reach) continue;
+          sum[delta + reach] += logits[((b * H + h) * t2 + i) * t1 + j] * scale;
+          ++count[delta + reach];
+        }
+      }
+    for (size_t n = 0; n < sum.size(); ++n)
+      out[h].push_back(count[n] > 0 ? sum[n] / static_cast<double>(count[n]) : std::numeric_limits<double>::quiet_NaN());
+  }
+  return out;
 }
 
 }  // namespace relgrad

@@ -18,8 +18,14 @@ class RoPE : public PositionalScheme {
     HalfSplit,    // (k, k + D/2): GPT-NeoX, HF LLaMA's rotate_half
   };
   explicit RoPE(int64_t head_dim, double base = 10000.0, Pairing pairing = Pairing::Interleaved);
-  std::string name() const override { return "RoPE"; }
-  std::pair<Tensor, Tensor> content_qk(const Tensor& q, const Tensor& k, const AttentionGeometry& g) const override;
+  std::string name() const override { return "rope"; }
+  Tensor content_query(const Tensor& q, const AttentionGeometry& g) const override;  // q rotated at π(i)
+  Tensor content_key(const Tensor& k, const Tensor& key_positions) const override;   // k rotated at j
+  bool fuse(FusedCall& call, const AttentionGeometry& g) const override;
+  // Measured, content included: the mean over visible (query, key) pairs at offset δ (non-padding,
+  // unmasked) of the scaled logit R(π(i))q_i · R(j)k_j / √D; NaN where the batch has no such pair.
+  // RoPE has no position-only term to read off.
+  std::vector<std::vector<double>> response(const ResponseInput& in, int64_t reach) const override;
 
   // x (..., T, D) rotated at positions int64 (T) → (..., T, D).
   Tensor rotate(const Tensor& x, const Tensor& positions) const;

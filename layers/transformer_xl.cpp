@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 #include <vector>
 
 namespace relgrad {
@@ -35,10 +36,10 @@ TransformerXL::TransformerXL(int64_t embed_dim_, int64_t num_heads_, Generator* 
   v = register_parameter("v", rand({num_heads, head_dim}, kFloat32, init) * (2 * bound) - bound);
 }
 
-std::pair<Tensor, Tensor> TransformerXL::content_qk(const Tensor& q, const Tensor& k, const AttentionGeometry&) const {
+Tensor TransformerXL::content_query(const Tensor& q, const AttentionGeometry&) const {
   RG_CHECK_T(ShapeError, q.dim() == 4 && q.size(1) == num_heads && q.size(3) == head_dim, "TransformerXL", "built for ",
              num_heads, " heads of size ", head_dim, ", got q ", shape_str(q.shape()));
-  return {q + u.reshape({1, num_heads, 1, head_dim}), k};  // (a) + (c)
+  return q + u.reshape({1, num_heads, 1, head_dim});  // (a) + (c)
 }
 
 Tensor TransformerXL::score_term(const Tensor& q, const AttentionGeometry& g) const {
@@ -68,6 +69,43 @@ Tensor TransformerXL::score_term(const Tensor& q, const AttentionGeometry& g) co
   Tensor rw = r_proj->forward(r).reshape({R, num_heads, head_dim}).permute({1, 0, 2});        // (H, R, D)
   Tensor p = matmul(q + v.reshape({1, num_heads, 1, head_dim}), rw.transpose(-1, -2));        // (B, H, t2, R)
   return relative_gather(p, c, R);                                                            // (b) + (d)
+}
+
+bool TransformerXL::fuse(FusedCall& call, const AttentionGeometry& g) const {
+  const Tensor& q = call.q;
+  if (g.heads != num_heads || q.dim() != 4 || q.size(1) != num_heads || q.size(3) != head_dim)
+    return false;  // the composite path reports the mismatch
+  const int64_t pmin = *std::min_element(call.positions.begin(), call.positions.end());
+  const int64_t pmax = *std::max_element(call.positions.begin(), call.positions.end());
+  // (b) + (d): (q + v)·(W_r R)ᵀ over exactly the distances these lengths reach, as score_term.
+  RelativeIndexOptions o;
+  o.max_past = std::max<int64_t>(0, pmax);
+  o.max_future = g.causal ? 0 : std::max<int64_t>(0, g.t1 - 1 - pmin);
+  o.causal = g.causal;
+  o.out_of_range = OutOfRange::Error;
+  const int64_t R = o.max_past + o.max_future + 1;
+  Tensor r = txl_sinusoid(o.max_past, o.max_future, embed_dim, r_proj->weight.dtype()).to(q.device());
+  call.options.rel_table = r_proj->forward(r).reshape({R, num_heads, head_dim}).permute({1, 0, 2});  // (H, R, D)
+  call.options.rel_query = q + v.reshape({1, num_heads, 1, head_dim});
+  call.options.rel_rows = fused_table_rows(o, call, g.t1, "TransformerXL");
+  std::tie(call.q, call.k) = content_qk(call.q, call.k, g);  // (a) + (c): q + u
+  return true;
+}
+
+std::vector<std::vector<double>> TransformerXL::response(const ResponseInput& in, int64_t reach) const {
+  const int64_t H = num_heads, D = head_dim, C = embed_dim;
+  Tensor sin_rows = txl_sinusoid(reach, reach, C, r_proj->weight.dtype()).to(r_proj->weight.device());  // (2R+1, C)
+  std::vector<double> r = host_values(r_proj->forward(sin_rows));  // (2R+1, C) = (2R+1, H, D): row n ↔ δ = n − R
+  std::vector<double> qbar = mean_query(in), vh = host_values(v);
+  const double scale = logit_scale(D);
+  std::vector<std::vector<double>> out(static_cast<size_t>(H));
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t n = 0; n <= 2 * reach; ++n) {
+      double s = 0.0;
+      for (int64_t d = 0; d < D; ++d) s += (qbar[h * D + d] + vh[h * D + d]) * r[(n * H + h) * D + d];
+      out[h].push_back(s * scale);
+    }
+  return out;
 }
 
 }  // namespace relgrad

@@ -23,9 +23,12 @@ class TransformerXL : public PositionalScheme {
  public:
   // u and v start ~ U(−b, b) with b = √(6 / (H + D)) (ESPnet's xavier-uniform); W_r as nn.Linear.
   TransformerXL(int64_t embed_dim, int64_t num_heads, Generator* init_generator = nullptr);
-  std::string name() const override { return "TransformerXL"; }
-  std::pair<Tensor, Tensor> content_qk(const Tensor& q, const Tensor& k, const AttentionGeometry& g) const override;
-  Tensor score_term(const Tensor& q, const AttentionGeometry& g) const override;  // (B, H, t2, t1)
+  std::string name() const override { return "transformer_xl"; }
+  Tensor content_query(const Tensor& q, const AttentionGeometry& g) const override;  // (a) + (c): q + u
+  Tensor score_term(const Tensor& q, const AttentionGeometry& g) const override;     // (B, H, t2, t1)
+  bool fuse(FusedCall& call, const AttentionGeometry& g) const override;
+  // (1/√D)·(q̄_h + v_h)·(W_r R_{p=−δ})_h: terms (b)+(d); (a)+(c) are content only.
+  std::vector<std::vector<double>> response(const ResponseInput& in, int64_t reach) const override;
 
   int64_t embed_dim, num_heads, head_dim;
   std::shared_ptr<Linear> r_proj;  // W_r: (C, C), no bias

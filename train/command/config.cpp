@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <functional>
 #include <limits>
 #include <sstream>
@@ -43,27 +44,43 @@ std::function<void*(RunConfig&)> at2(S RunConfig::*outer, T S::*inner) {
   return [outer, inner](RunConfig& c) -> void* { return &((c.*outer).*inner); };
 }
 
-// Enums stored as strings in the config, converted where the model is built.
+// "seed/huang": the registered schemes that read a PositionalConfig option (layers/schemes.h).
+std::string schemes_taking(const std::string& option) {
+  std::string out;
+  for (const SchemeEntry& e : positional_schemes())
+    if (std::find(e.options.begin(), e.options.end(), option) != e.options.end()) out += (out.empty() ? "" : "/") + e.name;
+  return out;
+}
+
+// Enums stored as strings in the config, converted where the model is built. The scheme names and
+// which scheme reads which option come from the scheme registry; a field's help is "<schemes>: <what>".
 std::vector<Field> positional_fields(const std::string& place, PositionalConfig TransformerConfig::*p) {
   auto pc = [p](RunConfig& c) -> PositionalConfig& { return c.model.*p; };
   std::string k = "model." + place + ".";
   auto key = [k](const char* name) { return k + name; };
+  static std::deque<std::string> helps;  // Field::help points into it (a deque keeps them in place)
+  auto help = [](const char* option, const char* what) {
+    helps.push_back(schemes_taking(option) + ": " + what);
+    return helps.back().c_str();
+  };
+  std::vector<std::string> names;
+  for (const SchemeEntry& e : positional_schemes()) names.push_back(e.name);
   return {
-      {key("scheme"), Kind::String, "positional scheme", {"none", "seed", "huang", "shaw", "t5", "alibi", "rope", "transformer_xl"},
-       [pc](RunConfig& c) -> void* { return &pc(c).scheme; }},
-      {key("max_length"), Kind::Int, "seed/huang: table covers |δ| ≤ max_length − 1", {},
+      {key("scheme"), Kind::String, "positional scheme", names, [pc](RunConfig& c) -> void* { return &pc(c).scheme; }},
+      {key("max_length"), Kind::Int, help("max_length", "table covers |δ| ≤ max_length − 1"), {},
        [pc](RunConfig& c) -> void* { return &pc(c).max_length; }},
-      {key("out_of_range"), Kind::String, "seed/huang: δ beyond the table", {"zero", "clip", "error"}, nullptr},
-      {key("clip"), Kind::Int, "shaw: distances clipped to [−clip, clip]", {},
+      {key("out_of_range"), Kind::String, help("out_of_range", "δ beyond the table"), {"zero", "clip", "error"}, nullptr},
+      {key("clip"), Kind::Int, help("clip", "distances clipped to [−clip, clip]"), {},
        [pc](RunConfig& c) -> void* { return &pc(c).clip; }},
-      {key("shaw_values"), Kind::Bool, "shaw: also the value term", {},
+      {key("shaw_values"), Kind::Bool, help("shaw_values", "also the value term"), {},
        [pc](RunConfig& c) -> void* { return &pc(c).shaw_values; }},
-      {key("per_head"), Kind::Bool, "seed/huang/shaw: one table per head", {},
+      {key("per_head"), Kind::Bool, help("per_head", "one table per head"), {},
        [pc](RunConfig& c) -> void* { return &pc(c).per_head; }},
-      {key("num_buckets"), Kind::Int, "t5: buckets", {}, [pc](RunConfig& c) -> void* { return &pc(c).num_buckets; }},
-      {key("max_distance"), Kind::Int, "t5: distance of the last bucket", {},
+      {key("num_buckets"), Kind::Int, help("num_buckets", "buckets"), {},
+       [pc](RunConfig& c) -> void* { return &pc(c).num_buckets; }},
+      {key("max_distance"), Kind::Int, help("max_distance", "distance of the last bucket"), {},
        [pc](RunConfig& c) -> void* { return &pc(c).max_distance; }},
-      {key("rope_base"), Kind::Double, "rope: frequency base", {},
+      {key("rope_base"), Kind::Double, help("rope_base", "frequency base"), {},
        [pc](RunConfig& c) -> void* { return &pc(c).rope_base; }},
   };
 }

@@ -7,10 +7,6 @@
 #include <limits>
 #include <sstream>
 
-#include "layers/relative_bias.h"
-#include "layers/relative_learned.h"
-#include "layers/rotary.h"
-#include "layers/transformer_xl.h"
 
 namespace relgrad {
 
@@ -21,34 +17,29 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 std::vector<double> host(const Tensor& t) { return t.to(Device::cpu()).to(kFloat64).contiguous().to_vector<double>(); }
 
-// The config's name of a scheme (layers/models.h), or the scheme's own name for one built by hand.
-std::string scheme_name(const PositionalScheme* s) {
-  if (!s) return "none";
-  if (dynamic_cast<const SeedRelativeEmbedding*>(s)) return "seed";
-  if (dynamic_cast<const HuangRelativeEmbedding*>(s)) return "huang";
-  if (dynamic_cast<const ShawRelativeEmbedding*>(s)) return "shaw";
-  if (dynamic_cast<const T5RelativeBias*>(s)) return "t5";
-  if (dynamic_cast<const ALiBi*>(s)) return "alibi";
-  if (dynamic_cast<const RoPE*>(s)) return "rope";
-  if (dynamic_cast<const TransformerXL*>(s)) return "transformer_xl";
-  return s->name();
-}
-
-// Wraps a module's scheme for one forward: every call goes to the real scheme unchanged; content_qk
-// (called once per forward with the projected q and k, before any scheme term) keeps them.
+// Wraps a module's scheme for one forward: every call goes to the real scheme unchanged; the content
+// pair's two sides (called once per forward with the projected q and k, before any scheme term) keep
+// them.
 class RecordingScheme : public PositionalScheme {
  public:
   explicit RecordingScheme(std::shared_ptr<PositionalScheme> inner) : inner_(std::move(inner)) {}
   std::string name() const override { return inner_->name(); }
-  std::pair<Tensor, Tensor> content_qk(const Tensor& q, const Tensor& k, const AttentionGeometry& g) const override {
+  Tensor content_query(const Tensor& q, const AttentionGeometry& g) const override {
     q_ = q.detach();
+    return inner_->content_query(q, g);
+  }
+  Tensor content_key(const Tensor& k, const Tensor& key_positions) const override {
     k_ = k.detach();
-    return inner_->content_qk(q, k, g);
+    return inner_->content_key(k, key_positions);
   }
   Tensor score_term(const Tensor& q, const AttentionGeometry& g) const override { return inner_->score_term(q, g); }
   double logit_scale(int64_t head_dim) const override { return inner_->logit_scale(head_dim); }
   Tensor logit_bias(const AttentionGeometry& g) const override { return inner_->logit_bias(g); }
   Tensor value_term(const Tensor& w, const AttentionGeometry& g) const override { return inner_->value_term(w, g); }
+  bool fuse(FusedCall& call, const AttentionGeometry& g) const override { return inner_->fuse(call, g); }
+  std::vector<std::vector<double>> response(const ResponseInput& in, int64_t reach) const override {
+    return inner_->response(in, reach);
+  }
   const std::shared_ptr<PositionalScheme>& inner() const { return inner_; }
   mutable Tensor q_, k_;
 
@@ -139,91 +130,6 @@ ProbeCurve make_curve(const AttentionRecord& rec, const std::string& kind, int h
   return c;
 }
 
-// q̄: the mean query of each head over the non-padding queries, (H·D) row-major; NaN without any.
-std::vector<double> mean_query(const AttentionRecord& rec) {
-  const int64_t B = rec.q.size(0), H = rec.q.size(1), t2 = rec.q.size(2), D = rec.q.size(3);
-  std::vector<double> q = host(rec.q), mean(static_cast<size_t>(H * D), 0.0);
-  int64_t n = 0;
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t i = 0; i < t2; ++i) {
-      if (!rec.query_valid[b * t2 + i]) continue;
-      ++n;
-      for (int64_t h = 0; h < H; ++h)
-        for (int64_t d = 0; d < D; ++d) mean[h * D + d] += q[((b * H + h) * t2 + i) * D + d];
-    }
-  for (double& m : mean) m = n > 0 ? m / static_cast<double>(n) : kNaN;
-  return mean;
-}
-
-// The table row for δ under the scheme's index options: −1 = no term (Zero), −2 = undefined (Error).
-int64_t table_row(int64_t delta, const RelativeIndexOptions& o) {
-  const int64_t R = o.table_size();
-  int64_t r = delta + o.max_past;
-  if (r >= 0 && r < R) return r;
-  if (o.out_of_range == OutOfRange::Clip) return std::clamp<int64_t>(r, 0, R - 1);
-  return o.out_of_range == OutOfRange::Zero ? -1 : -2;
-}
-
-// (1/√D)·q̄_h·e_{h,δ} for a key table (rows, D) shared or (H, rows, D) per head.
-void learned_response(const AttentionRecord& rec, const Tensor& table, int64_t table_heads,
-                      const RelativeIndexOptions& o, double scale, std::vector<ProbeCurve>& curves) {
-  const int64_t H = rec.q.size(1), D = rec.q.size(3), rows = o.table_size();
-  std::vector<double> qbar = mean_query(rec), e = host(table);
-  for (int64_t h = 0; h < H; ++h) {
-    const double* eh = e.data() + (table_heads > 0 ? h * rows * D : 0);
-    ProbeCurve& c = curves[static_cast<size_t>(h)];
-    for (size_t n = 0; n < c.delta.size(); ++n) {
-      const int64_t r = table_row(c.delta[n], o);
-      double s = 0.0;
-      if (r == -2) s = kNaN;
-      for (int64_t d = 0; r >= 0 && d < D; ++d) s += qbar[h * D + d] * eh[r * D + d];
-      c.value[n] = s * scale;
-    }
-  }
-}
-
-// (1/√D)·(q̄_h + v_h)·(W_r R_{p=−δ})_h.
-void txl_response(const AttentionRecord& rec, const TransformerXL& txl, int64_t R, std::vector<ProbeCurve>& curves) {
-  const int64_t H = txl.num_heads, D = txl.head_dim, C = txl.embed_dim;
-  Tensor sin_rows = txl_sinusoid(R, R, C, txl.r_proj->weight.dtype()).to(txl.r_proj->weight.device());  // (2R+1, C)
-  std::vector<double> r = host(txl.r_proj->forward(sin_rows));  // (2R+1, C) = (2R+1, H, D): row n ↔ δ = n − R
-  std::vector<double> qbar = mean_query(rec), v = host(txl.v);
-  const double scale = txl.logit_scale(D);
-  for (int64_t h = 0; h < H; ++h)
-    for (int64_t n = 0; n <= 2 * R; ++n) {
-      double s = 0.0;
-      for (int64_t d = 0; d < D; ++d) s += (qbar[h * D + d] + v[h * D + d]) * r[(n * H + h) * D + d];
-      curves[static_cast<size_t>(h)].value[static_cast<size_t>(n)] = s * scale;
-    }
-}
-
-// RoPE: the mean scaled logit over visible (query, key) pairs at each offset; NaN where none.
-void rope_response(const AttentionRecord& rec, const RoPE& rope, std::vector<ProbeCurve>& curves) {
-  const int64_t B = rec.q.size(0), H = rec.q.size(1), t2 = rec.q.size(2), D = rec.q.size(3), t1 = rec.k.size(2);
-  AttentionGeometry g = AttentionGeometry::make(B, H, D, t2, t1, rec.causal);
-  g.query_positions = from_vector<int64_t>(rec.positions, {t2});
-  auto [qc, kc] = rope.content_qk(rec.q, rec.k, g);
-  std::vector<double> logits = host(matmul(qc, kc.transpose(-1, -2)));  // (B, H, t2, t1)
-  const double scale = rope.logit_scale(D);
-  const int64_t R = (static_cast<int64_t>(curves[0].delta.size()) - 1) / 2;
-  for (int64_t h = 0; h < H; ++h) {
-    std::vector<double> sum(curves[0].delta.size(), 0.0);
-    std::vector<int64_t> count(sum.size(), 0);
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t i = 0; i < t2; ++i) {
-        if (!rec.query_valid[b * t2 + i]) continue;
-        for (int64_t j = 0; j < t1; ++j) {
-          const int64_t delta = j - rec.positions[i];
-          if (!rec.key_valid[b * t1 + j] || (rec.causal && delta > 0) || std::abs(delta) > R) continue;
-          sum[delta + R] += logits[((b * H + h) * t2 + i) * t1 + j] * scale;
-          ++count[delta + R];
-        }
-      }
-    for (size_t n = 0; n < sum.size(); ++n)
-      curves[static_cast<size_t>(h)].value[n] = count[n] > 0 ? sum[n] / static_cast<double>(count[n]) : kNaN;
-  }
-}
-
 }  // namespace
 
 std::vector<AttentionRecord> record_attention(RunModel& model, const Batch& batch) {
@@ -255,7 +161,7 @@ std::vector<AttentionRecord> record_attention(RunModel& model, const Batch& batc
       rec.place = s.place;
       rec.attention = s.attention;
       rec.positional = wrappers[n] ? wrappers[n]->inner().get() : nullptr;
-      rec.scheme = scheme_name(rec.positional);
+      rec.scheme = rec.positional ? rec.positional->name() : "none";
       rec.causal = s.causal;
       rec.weights = s.attention->recorded_weights;
       RG_CHECK(rec.weights.defined(), kOp, s.layer, " recorded no attention weights");
@@ -270,57 +176,61 @@ std::vector<AttentionRecord> record_attention(RunModel& model, const Batch& batc
   return records;
 }
 
+// Bit-equal curves (NaN equal to NaN): a scheme object that several layers share and whose response
+// does not depend on the layer (T5's one table per stack) is reported once.
+bool same_values(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t n = 0; n < a.size(); ++n)
+    if (!(a[n] == b[n] || (std::isnan(a[n]) && std::isnan(b[n])))) return false;
+  return true;
+}
+
 std::vector<ProbeCurve> positional_response(const std::vector<AttentionRecord>& records, int64_t reach) {
   const int64_t R = auto_reach(records, reach);
   std::vector<ProbeCurve> out;
-  std::vector<std::pair<const PositionalScheme*, size_t>> t5_seen;  // shared T5 table → first curve index
+  std::vector<std::pair<const PositionalScheme*, size_t>> seen;  // scheme object → its first curve index
   for (const AttentionRecord& rec : records) {
     const PositionalScheme* s = rec.positional;
     if (!s) continue;
-    if (dynamic_cast<const T5RelativeBias*>(s)) {
-      auto seen = std::find_if(t5_seen.begin(), t5_seen.end(), [&](const auto& p) { return p.first == s; });
-      if (seen != t5_seen.end()) {  // the stack's table, reported already: name this layer too
-        for (size_t n = seen->second; n < out.size() && out[n].layer == out[seen->second].layer; ++n)
-          out[n].shared_by.push_back(rec.layer);
-        continue;
-      }
-      t5_seen.push_back({s, out.size()});
-    }
     const int64_t H = rec.weights.size(1), D = rec.attention->head_dim;
+    ResponseInput in;
+    in.q = rec.q;
+    in.k = rec.k;
+    in.positions = rec.positions;
+    in.query_valid = rec.query_valid;
+    in.key_valid = rec.key_valid;
+    in.causal = rec.causal;
+    in.geometry = AttentionGeometry::make(rec.weights.size(0), H, D, rec.weights.size(2), rec.weights.size(3),
+                                          rec.causal);
+    std::vector<std::vector<double>> values = s->response(in, R);  // (H, 2R + 1)
+    if (values.empty()) continue;  // a scheme without a response curve
+    RG_CHECK(static_cast<int64_t>(values.size()) == H, kOp, rec.layer, ": the ", rec.scheme, " scheme's response has ",
+             values.size(), " heads, the attention ", H);
     std::vector<ProbeCurve> curves;
-    for (int64_t h = 0; h < H; ++h) curves.push_back(make_curve(rec, "response", static_cast<int>(h), R));
-    AttentionGeometry g = AttentionGeometry::make(rec.weights.size(0), H, D, rec.weights.size(2),
-                                                  rec.weights.size(3), rec.causal);
-    if (const auto* t5 = dynamic_cast<const T5RelativeBias*>(s)) {
-      std::vector<double> table = host(t5->table);  // (H, num_buckets)
-      for (int64_t h = 0; h < H; ++h)
-        for (size_t n = 0; n < curves[h].delta.size(); ++n)
-          curves[h].value[n] = table[h * t5->num_buckets + t5_relative_bucket(curves[h].delta[n], t5->bidirectional,
-                                                                              t5->num_buckets, t5->max_distance)];
-    } else if (const auto* alibi = dynamic_cast<const ALiBi*>(s)) {
-      std::vector<double> slopes = host(alibi->slopes);
-      for (int64_t h = 0; h < H; ++h)
-        for (size_t n = 0; n < curves[h].delta.size(); ++n) {
-          const int64_t d = curves[h].delta[n];
-          curves[h].value[n] = -slopes[h] * static_cast<double>(alibi->bidirectional ? std::abs(d) : d <= 0 ? -d : 0);
-        }
-    } else if (const auto* seed = dynamic_cast<const SeedRelativeEmbedding*>(s)) {
-      learned_response(rec, seed->table, seed->num_heads, seed->index_options(g), seed->logit_scale(D), curves);
-    } else if (const auto* huang = dynamic_cast<const HuangRelativeEmbedding*>(s)) {
-      learned_response(rec, huang->table, huang->num_heads, huang->index_options(g), huang->logit_scale(D), curves);
-    } else if (const auto* shaw = dynamic_cast<const ShawRelativeEmbedding*>(s)) {
-      learned_response(rec, shaw->key_table, shaw->num_heads, shaw->index_options(g), shaw->logit_scale(D), curves);
-    } else if (const auto* txl = dynamic_cast<const TransformerXL*>(s)) {
-      txl_response(rec, *txl, R, curves);
-    } else if (const auto* rope = dynamic_cast<const RoPE*>(s)) {
-      rope_response(rec, *rope, curves);
-    } else {
-      continue;  // a scheme the probe does not know: no response curve
+    for (int64_t h = 0; h < H; ++h) {
+      curves.push_back(make_curve(rec, "response", static_cast<int>(h), R));
+      RG_CHECK(values[h].size() == curves[h].delta.size(), kOp, rec.layer, ": the ", rec.scheme,
+               " scheme's response has ", values[h].size(), " offsets, expected ", curves[h].delta.size());
+      curves[h].value = std::move(values[h]);
     }
     if (rec.causal)  // future keys are masked: the model never uses these values
       for (ProbeCurve& c : curves)
         for (size_t n = 0; n < c.delta.size(); ++n)
           if (c.delta[n] > 0) c.value[n] = kNaN;
+    auto first = std::find_if(seen.begin(), seen.end(), [&](const auto& p) {
+      if (p.first != s) return false;
+      for (int64_t h = 0; h < H; ++h)
+        if (p.second + h >= out.size() || out[p.second + h].layer != out[p.second].layer ||
+            !same_values(out[p.second + h].value, curves[h].value))
+          return false;
+      return true;
+    });
+    if (first != seen.end()) {  // the same object's curves, reported already: name this layer too
+      for (size_t n = first->second; n < out.size() && out[n].layer == out[first->second].layer; ++n)
+        out[n].shared_by.push_back(rec.layer);
+      continue;
+    }
+    seen.push_back({s, out.size()});
     for (ProbeCurve& c : curves) out.push_back(std::move(c));
   }
   return out;

@@ -1,0 +1,70 @@
+#include "layers/positional.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace relgrad {
+
+int64_t relative_row(int64_t delta, const RelativeIndexOptions& o) {
+  const int64_t R = o.table_size();
+  const int64_t row = delta + o.max_past;
+  if (o.causal && delta > 0) return -1;
+  if (row >= 0 && row < R) return row;
+  return o.out_of_range == OutOfRange::Clip ? (row < 0 ? 0 : R - 1) : -1;
+}
+
+Tensor fused_table_rows(const RelativeIndexOptions& o, const FusedCall& call, int64_t t1, const char* scheme) {
+  const std::vector<int64_t>& pi = call.positions;
+  if (o.out_of_range == OutOfRange::Error) {
+    for (size_t i = 0; i < pi.size(); ++i) {
+      const int64_t lo = -pi[i], hi = o.causal ? std::min<int64_t>(0, t1 - 1 - pi[i]) : t1 - 1 - pi[i];
+      RG_CHECK_T(IndexError, hi < lo || (lo >= -o.max_past && hi <= o.max_future), scheme, "query ", i,
+                 " (position ", pi[i], ") reaches relative positions [", lo, ", ", hi,
+                 "], outside the table's range [", -o.max_past, ", ", o.max_future,
+                 "] under the 'error' policy; use a longer table or the clip or zero policy");
+    }
+  }
+  std::vector<int64_t> rows(static_cast<size_t>(call.width));
+  for (int64_t w = 0; w < call.width; ++w) rows[w] = relative_row(call.min_delta + w, o);
+  return from_vector(rows, {call.width});
+}
+
+std::vector<double> host_values(const Tensor& t) {
+  return t.to(Device::cpu()).to(kFloat64).contiguous().to_vector<double>();
+}
+
+std::vector<double> mean_query(const ResponseInput& in) {
+  const int64_t B = in.q.size(0), H = in.q.size(1), t2 = in.q.size(2), D = in.q.size(3);
+  std::vector<double> q = host_values(in.q), mean(static_cast<size_t>(H * D), 0.0);
+  int64_t n = 0;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < t2; ++i) {
+      if (!in.query_valid[b * t2 + i]) continue;
+      ++n;
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t d = 0; d < D; ++d) mean[h * D + d] += q[((b * H + h) * t2 + i) * D + d];
+    }
+  for (double& m : mean) m = n > 0 ? m / static_cast<double>(n) : std::numeric_limits<double>::quiet_NaN();
+  return mean;
+}
+
+std::vector<std::vector<double>> table_response(const ResponseInput& in, const Tensor& table, int64_t table_heads,
+                                                const RelativeIndexOptions& o, double scale, int64_t reach) {
+  const int64_t H = in.q.size(1), D = in.q.size(3), rows = o.table_size();
+  std::vector<double> qbar = mean_query(in), e = host_values(table);
+  std::vector<std::vector<double>> out(static_cast<size_t>(H), std::vector<double>(static_cast<size_t>(2 * reach + 1)));
+  for (int64_t h = 0; h < H; ++h) {
+    const double* eh = e.data() + (table_heads > 0 ? h * rows * D : 0);
+    for (int64_t n = 0; n <= 2 * reach; ++n) {
+      const int64_t delta = n - reach, r = relative_row(delta, o);
+      // Off an Error table the model would refuse the pair: undefined, not 0.
+      const bool refused = r < 0 && o.out_of_range == OutOfRange::Error && !(o.causal && delta > 0);
+      double s = refused ? std::numeric_limits<double>::quiet_NaN() : 0.0;
+      for (int64_t d = 0; r >= 0 && d < D; ++d) s += qbar[h * D + d] * eh[r * D + d];
+      out[h][n] = s * scale;
+    }
+  }
+  return out;
+}
+
+}  // namespace relgrad

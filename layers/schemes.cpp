@@ -1,0 +1,81 @@
+#include "layers/schemes.h"
+
+#include "layers/relative_bias.h"
+#include "layers/relative_learned.h"
+#include "layers/rotary.h"
+#include "layers/transformer_xl.h"
+
+namespace relgrad {
+
+namespace {
+
+using Ctx = SchemeContext;
+template <class S, class... A>
+std::shared_ptr<PositionalScheme> make(A&&... a) {
+  return std::make_shared<S>(std::forward<A>(a)...);
+}
+
+// One line per scheme. Causal places (decoder self-attention) get the causal variants: T5's
+// unidirectional buckets (all of them for the past, as T5's decoder), ALiBi's causal bias.
+std::vector<SchemeEntry>& registry() {
+  static std::vector<SchemeEntry> r = {
+      {"none", {}, nullptr},
+      {"seed", {"max_length", "out_of_range", "per_head"},
+       [](const Ctx& c) { return make<SeedRelativeEmbedding>(c.head_dim, c.config.max_length, c.table_heads(), c.config.out_of_range, c.init); }},
+      {"huang", {"max_length", "out_of_range", "per_head"},
+       [](const Ctx& c) { return make<HuangRelativeEmbedding>(c.head_dim, c.config.max_length, c.table_heads(), c.config.out_of_range, c.init); },
+       false, /*causal_only=*/true},
+      {"shaw", {"clip", "shaw_values", "per_head"},
+       [](const Ctx& c) { return make<ShawRelativeEmbedding>(c.head_dim, c.config.clip, c.table_heads(), c.config.shaw_values, c.init); }},
+      {"t5", {"num_buckets", "max_distance"},
+       [](const Ctx& c) { return make<T5RelativeBias>(c.n_heads, c.config.num_buckets, c.config.max_distance, !c.causal, c.init); },
+       /*shared_by_stack=*/true},
+      {"alibi", {}, [](const Ctx& c) { return make<ALiBi>(c.n_heads, !c.causal); }},
+      {"rope", {"rope_base"}, [](const Ctx& c) { return make<RoPE>(c.head_dim, c.config.rope_base); }},
+      {"transformer_xl", {}, [](const Ctx& c) { return make<TransformerXL>(c.d_model, c.n_heads, c.init); },
+       false, false, /*self_only=*/true},
+  };
+  return r;
+}
+
+// How many entries the list above holds (taken before register_scheme adds any).
+size_t builtin_count() {
+  static const size_t n = registry().size();
+  return n;
+}
+
+}  // namespace
+
+const std::vector<SchemeEntry>& positional_schemes() { return registry(); }
+
+const SchemeEntry* find_scheme(const std::string& name) {
+  for (const SchemeEntry& e : registry())
+    if (e.name == name) return &e;
+  return nullptr;
+}
+
+std::string scheme_names_text() {
+  const auto& r = registry();
+  std::string out;
+  for (size_t i = 0; i < r.size(); ++i) out += (i == 0 ? "" : i + 1 == r.size() ? " or " : ", ") + r[i].name;
+  return out;
+}
+
+void register_scheme(SchemeEntry entry) {
+  RG_CHECK(!entry.name.empty(), "register_scheme", "a scheme needs a name");
+  RG_CHECK(!find_scheme(entry.name), "register_scheme", "a scheme named '", entry.name, "' is registered already");
+  builtin_count();
+  registry().push_back(std::move(entry));
+}
+
+void unregister_scheme(const std::string& name) {
+  auto& r = registry();
+  for (size_t i = builtin_count(); i < r.size(); ++i)
+    if (r[i].name == name) {
+      r.erase(r.begin() + static_cast<std::ptrdiff_t>(i));
+      return;
+    }
+  RG_CHECK(false, "unregister_scheme", "no scheme named '", name, "' was registered by register_scheme");
+}
+
+}  // namespace relgrad

@@ -1,0 +1,60 @@
+// The positional schemes by config name: one registry read by the models (layers/models.h), the run
+// config (its scheme choices and which options each scheme takes) and the probe (through
+// PositionalScheme::name). Adding a scheme = its file (a PositionalScheme, layers/positional.h) plus one
+// entry: a line in the built-in list of layers/schemes.cpp, or register_scheme() from a program's own
+// code before it builds a model. docs/relative-attention.md walks through an example.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "layers/positional.h"
+
+namespace relgrad {
+
+// One place's positional scheme and its parameters (only those of the chosen scheme are read).
+struct PositionalConfig {
+  std::string scheme = "none";  // a registered name: none, seed, huang, shaw, t5, alibi, rope, transformer_xl, …
+  int64_t max_length = 512;     // seed, huang: t3, the table covers |δ| ≤ t3 − 1
+  OutOfRange out_of_range = OutOfRange::Zero;  // seed, huang: δ beyond the table
+  int64_t clip = 16;            // shaw: k, distances clipped to [−k, k]
+  bool shaw_values = true;      // shaw: also the a^V value term
+  bool per_head = false;        // seed, huang, shaw: one table per head instead of one shared
+  int64_t num_buckets = 32;     // t5
+  int64_t max_distance = 128;   // t5
+  double rope_base = 10000.0;   // rope
+};
+
+// What a factory is given: the place's config and the attention it serves.
+struct SchemeContext {
+  const PositionalConfig& config;
+  const std::string& place;   // "encoder_self", "decoder_self" or "cross"
+  int64_t d_model, n_heads, head_dim;
+  bool causal;                // the place's attention is causal (decoder self-attention)
+  Generator* init;            // initialisation; null = the default generator
+  int64_t table_heads() const { return config.per_head ? n_heads : 0; }  // 0: one table shared by the heads
+};
+
+struct SchemeEntry {
+  std::string name;                  // the config name; the scheme's name() returns the same
+  std::vector<std::string> options;  // the PositionalConfig keys it reads (the config's help names it there)
+  std::function<std::shared_ptr<PositionalScheme>(const SchemeContext&)> make;  // null: no scheme ("none")
+  bool shared_by_stack = false;      // one object for every layer of a stack (T5's one table)
+  bool causal_only = false;          // refused where attention is not causal (a past-only table)
+  bool self_only = false;            // refused for cross-attention
+};
+
+// Every registered scheme: the built-ins in the order of layers/schemes.cpp, then register_scheme's.
+const std::vector<SchemeEntry>& positional_schemes();
+// The entry for a config name; null when none is registered under it.
+const SchemeEntry* find_scheme(const std::string& name);
+// "none, seed, …, rope or transformer_xl": the names for error messages.
+std::string scheme_names_text();
+// Adds a scheme (an error for an empty or taken name). Register before building models or reading
+// configs: the run config's key list is built once, on first use.
+void register_scheme(SchemeEntry entry);
+// Removes a scheme that register_scheme added (tests); built-ins stay.
+void unregister_scheme(const std::string& name);
+
+}  // namespace relgrad
