@@ -63,7 +63,7 @@ void write_file_atomic(const std::string& path, const std::string& bytes, const 
 std::string read_file(const std::string& path, const std::string& who, uint64_t max_bytes = uint64_t(1) << 32);
 
 // FNV-1a 64 of `bytes`, continuing from `hash` (the offset basis for a fresh hash): the checksum of
-// checkpoints (train/checkpoint.h) and token files (train/token_file.h).
+// checkpoints (train/trainer/checkpoint.h) and token files (train/data/token_file.h).
 uint64_t fnv1a64(const void* bytes, size_t size, uint64_t hash = 0xcbf29ce484222325ULL);
 
 // The directory part of a path ("." when there is none).

@@ -16,7 +16,7 @@ class Generator {
   void set_state(uint64_t seed, uint64_t offset) { seed_ = seed; offset_ = offset; }
   // The offset to use for the next draw; advances the state.
   uint64_t next_offset() { return offset_++; }
-  // Data parallelism (train/distributed.h): this process holds rows [row_begin, row_begin + rows) of
+  // Data parallelism (train/trainer/distributed.h): this process holds rows [row_begin, row_begin + rows) of
   // the job's batch. Dropout then numbers the n elements of a batch-major tensor from
   // row_begin * n / rows, so each row draws the mask it would draw in the whole batch in one process.
   // rows = 0 (the default): no shard. Not part of the saved state.

@@ -61,7 +61,7 @@ class MultiHeadAttention : public Module {
   Generator* dropout_generator = nullptr;  // null: the default generator
   std::shared_ptr<Linear> q_proj, k_proj, v_proj, out_proj;
   std::shared_ptr<PositionalScheme> positional;
-  // Instruments (train/probe.h): while record_weights is set, every forward keeps its attention
+  // Instruments (train/instruments/probe.h): while record_weights is set, every forward keeps its attention
   // weights (B, H, t2, t1), detached and before dropout, in recorded_weights (the last call wins).
   bool record_weights = false;
   Tensor recorded_weights;

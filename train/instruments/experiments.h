@@ -1,4 +1,4 @@
-// The verification experiments of the research notes (../shared/research/relative-attention.md §D):
+// Verification experiments for the relative positional schemes (docs/experiments.md has the report):
 // small models trained from scratch on toy tasks where position is the only cue, then probed
 // (train/instruments/probe.h) to check that the learned relative parameters encode the offset the task needs.
 // The API behind `relgrad experiments [--full] [--only D1] [--out docs/experiments.md]`:

@@ -1,4 +1,5 @@
-// Pieces shared by the experiment files (train/experiments*.cpp); not a public API.
+// Pieces shared by the experiment files (train/instruments/experiments.cpp, experiments_common.cpp,
+// experiments_d3.cpp, experiments_report.cpp); not a public API.
 #pragma once
 #include <cstdint>
 #include <functional>

@@ -1,6 +1,6 @@
 // Standard MIDI Files (SMF, the ".mid" format), read and written by relgrad itself: no library, so
-// that a hostile or broken file can only ever produce a relgrad::Error (research/reliability.md §2.1
-// found a heap overflow in Debian's libsmf on every truncation of a valid file).
+// that a hostile or broken file can only ever produce a relgrad::Error (Debian's libsmf was found to overflow
+// its heap on every truncation of a valid file).
 //
 // Data model. A file is a header (format, ticks per quarter note) and tracks; a track is a list of
 // events with ABSOLUTE tick times (non-decreasing). Each event keeps its bytes as the file had them:

@@ -1,5 +1,5 @@
 // Training checkpoints: everything needed to resume a run bit-identically, in one safetensors file
-// (research/reliability.md §2.5, §2.6).
+// (docs/checkpoint-format.md; docs/reliability.md for the atomic writes).
 //
 //   CheckpointMeta meta;  meta.step = step; meta.config_json = ...; meta.data_position = pos;
 //   meta.rng_seed = default_generator().seed(); meta.rng_offset = default_generator().offset();
