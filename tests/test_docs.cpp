@@ -51,8 +51,12 @@ TEST_CASE("docs: configs/default.toml is the built-in default run") {
 // Comments and docs name files (`core/tensor.h`, `core/cpu/matmul.{h,cpp}`, `cuda/*.cu`); files move
 // and get renamed, and a stale name sends the reader nowhere. Only comments are read in source files:
 // string literals may name run-time paths (a run's out_dir) that need not exist. In markdown every
-// line is read. The repository must also stand alone, so no comment or doc may send the reader to
-// an issue tracker, a notes folder or a file beside the checkout.
+// line is read; Python docstrings count as comments. A path starts with a top folder (core/, docs/,
+// ...) at a word boundary or after "./" ("../x" and "$root/x" are relative to something else) and
+// ends in a known extension or "/" (a folder), or holds a glob (a match must exist); brace lists and
+// the a.h/.cpp shorthand are expanded; "train/eval" and the like are prose. The repository must also
+// stand alone, so no comment or doc may send the reader to an issue tracker, a notes or research
+// folder, a file beside the checkout or a folder of this machine.
 namespace {
 namespace fs = std::filesystem;
 
