@@ -48,7 +48,7 @@ AttentionOutput attention_heads(const Tensor& q, const Tensor& k, const Tensor& 
   Tensor term = positional ? positional->score_term(q, g) : Tensor();
   Tensor logits = term.defined() ? addmm(term, qc, kc.transpose(-1, -2)) : matmul(qc, kc.transpose(-1, -2));
   // Scale, bias (T5, ALiBi) and mask enter the one fused softmax (its composite twin, the chain of
-  // mul, add, masked_fill, softmax, masked_fill, is its test oracle: tests/test_masked_softmax.cpp).
+  // mul, add, masked_fill, softmax, masked_fill, is its test oracle: tests/test_fused.cpp).
   // A row whose keys are all masked gets zero weights, so it outputs 0 with zero gradient.
   const double scale = positional ? positional->logit_scale(g.head_dim) : 1.0 / std::sqrt(double(g.head_dim));
   Tensor bias = positional ? positional->logit_bias(g) : Tensor();

@@ -17,7 +17,7 @@ namespace relgrad {
 //                  nb/2, "future at distance 0", is never produced);
 //   causal:        all nb buckets hold the past by −δ; every δ > 0 falls into bucket 0 (masked anyway).
 // Within a half of n buckets: distances below n/2 are exact, the rest log-spaced up to max_distance,
-// truncated (floor) and clamped to the last bucket. Research doc §A4, vectors in §E.1.
+// truncated (floor) and clamped to the last bucket. HF's values: tests/test_relative_bias.cpp.
 int64_t t5_relative_bucket(int64_t delta, bool bidirectional, int64_t num_buckets, int64_t max_distance);
 
 class T5RelativeBias : public PositionalScheme {
@@ -43,7 +43,7 @@ class T5RelativeBias : public PositionalScheme {
 
 // ALiBi's official slopes for any head count (ofirpress get_slopes): for a power of two n the
 // geometric sequence 2^(−8k/n), k = 1..n; otherwise the slopes for the largest power of two c < n,
-// then every other slope of the 2c list for the remaining n − c heads. Research doc §A6, §E.2.
+// then every other slope of the 2c list for the remaining n − c heads (Press et al. 2022).
 std::vector<double> alibi_slopes(int64_t num_heads);
 
 class ALiBi : public PositionalScheme {

@@ -1,6 +1,6 @@
 // The learned-table relative schemes: a table E of relative embeddings, one row per relative
 // position δ = j − π(i), and the score term q_i · e_δ added to q·k before the 1/√D scaling
-// (research doc §0.2; every one of them is one GEMM and one relative_gather):
+// (docs/relative-attention.md, "The primitive"; every one of them is one GEMM and one relative_gather):
 //
 //   P = q · Eᵀ           (B,H,t2,D) @ (R,D)ᵀ → (B,H,t2,R)     (per head: (H,R,D), one table per head)
 //   S = relative_gather(P, C)                  → (B,H,t2,t1)   C = relative_index(t2, t1, ...)
@@ -28,7 +28,7 @@
 
 namespace relgrad {
 
-// The seed's generalised diagonal method (Ukhov 2024, research doc §A3), done right for any t1,
+// The seed's generalised diagonal method (Ukhov 2024), done right for any t1,
 // t2 and alignment: S[i, j] = q_i · e_{j − π(i)}, and for |δ| > t3 − 1 zero (Zero), the edge row
 // (Clip) or a clear error (Error). The seed's TF recipe (diag_part with its default RIGHT_LEFT
 // alignment) silently mixes other queries' scores into a row when t2 > t3; here the index map is
@@ -60,7 +60,7 @@ class SeedRelativeEmbedding : public PositionalScheme {
   Tensor table;  // (2·t3 − 1, D) or (H, 2·t3 − 1, D); row r ↔ δ = r − (t3 − 1)
 };
 
-// Music Transformer's memory-efficient causal relative attention (Huang et al. 2018, §A2): only the
+// Music Transformer's memory-efficient causal relative attention (Huang et al. 2018): only the
 // past half of the table, t3 rows for δ ∈ [−(t3 − 1), 0]. The paper's "skew" (pad, reshape, slice)
 // is just one layout of the index map, so relgrad computes the same scores through relative_gather
 // and writes nothing into the masked triangle. Needs causal attention (a clear error otherwise).
@@ -84,7 +84,7 @@ class HuangRelativeEmbedding : public PositionalScheme {
   Tensor table;  // (t3, D) or (H, t3, D); row r ↔ δ = r − (t3 − 1), the last row is δ = 0
 };
 
-// Shaw, Uszkoreit, Vaswani 2018 (§A1): tables w^K (and w^V) of 2k + 1 rows, distances clipped to
+// Shaw, Uszkoreit, Vaswani 2018: tables w^K (and w^V) of 2k + 1 rows, distances clipped to
 // [−k, k] (the edge rows absorb everything further, the paper's clip). The paper shares the tables
 // across heads (num_heads = 0); per-head tables are the t2t option. With `values`, the value term
 //   out += relative_scatter(weights, C) · w^V      (B,H,t2,t1) → (B,H,t2,R) @ (R,D) → (B,H,t2,D)

@@ -1,6 +1,6 @@
 // RoPE (Su et al. 2021, RoFormer): rotate each pair of head dims of q and k by an angle proportional
 // to the token's position, θ_k = base^(−2k/D), k = 0 … D/2 − 1. Then q_i·k_j after rotation depends
-// only on j − π(i), and the usual 1/√D scaling applies (a content_qk scheme; research doc §A7).
+// only on j − π(i), and the usual 1/√D scaling applies (a content-pair scheme: content_query, content_key).
 // Queries are rotated at π(i) (the attention's alignment or explicit positions), keys at j = 0 … t1−1.
 // No parameters. The rotation is composed of differentiable ops (slices, mul, add, stack/cat), so its
 // backward (a rotation by −θ) comes from autograd.
