@@ -225,15 +225,18 @@ Scan scan_text(const fs::path& root, const std::string& name, const std::string&
   // Issue numbers, notes and research folders, files beside the checkout, this machine's folders.
   static const std::regex outside(
       R"((\bissues?\s*#?\d+)|(\.\./shared\b)|(\bshared/(bench|seeds|research|notes)\b)|((^|[^\w.])/(work|home|root)/)|)"
-      R"(((^|[^\w./-])(notes|research)/)|(\bresearch (doc|notes)\b))",
+      R"(((^|[^\w./-])(notes|research)/)|(\bresearch\s+(doc|notes)\b))",
       std::regex::icase);
   auto path_char = [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || std::strchr("_./*-", ch); };
   Scan scan;
   const std::vector<std::string> lines = comment_lines(text, syntax);
   for (size_t n = 0; n < lines.size(); ++n) {
     const std::string& line = lines[n];
+    // Read on into the next line, so that a phrase wrapped there ("the research\n// notes") is seen;
+    // a match that starts on the next line is reported there.
+    const std::string joined = n + 1 < lines.size() ? line + " " + lines[n + 1] : line;
     std::smatch m;
-    if (std::regex_search(line, m, outside)) {
+    if (std::regex_search(joined, m, outside) && static_cast<size_t>(m.position()) < line.size()) {
       std::string what = m.str();
       what.erase(0, what.find_first_not_of(" \t(\"'`"));
       scan.problems.push_back({name, static_cast<int>(n + 1), "points outside the repository: \"" + what + "\""});
@@ -344,10 +347,12 @@ TEST_CASE("docs: the path checker finds missing paths and outside pointers, in c
   const Scan sh = scan_text(repo_root(), "s.sh", "n=$# y=${x#tests/no.h} # see tests/none.sh\n", Syntax::Shell);
   REQUIRE(sh.problems.size() == 1);
   CHECK(sh.problems[0].message == "names tests/none.sh, which does not exist");
-  const Scan md = scan_text(repo_root(), "d.md", "See `docs/cli.md` and ../shared/research/x.md.\n", Syntax::Markdown);
+  const Scan md = scan_text(repo_root(), "d.md", "See `docs/cli.md` and ../shared/research/x.md.\nAs the research\nnotes say.\n",
+                            Syntax::Markdown);
   CHECK(md.references == 1);
-  REQUIRE(md.problems.size() == 1);
+  REQUIRE(md.problems.size() == 2);
   CHECK(md.problems[0].message == "points outside the repository: \"../shared\"");
+  CHECK(md.problems[1].line == 2);  // wrapped onto the next line, reported where it starts
 }
 
 TEST_CASE("docs: every path named in a comment or a doc exists, and none points outside the repository") {
