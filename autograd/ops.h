@@ -200,7 +200,7 @@ Tensor relative_gather(const Tensor& P, const Tensor& index, int64_t table_size)
 Tensor relative_scatter(const Tensor& S, const Tensor& index, int64_t table_size);
 
 // ---- fused relative attention (autograd/ops/flash_attention.cpp; kernels core/cpu/flash_attention.h,
-// cuda/flash_attention.cu) ----
+// cuda/flash_attention_forward.cu, cuda/flash_attention_backward.cu) ----
 // out (B,H,t2,D) = softmax(s)·v without any (t2, t1) tensor in memory (flash-style tiles, online
 // softmax, backward recomputed from the saved per-row logsumexp), for query i at π(i), key j, δ = j − π(i):
 //   s_ij = scale · (q_i·k_j + rel_query_i · rel_table[rel_rows(δ)]) + bias_table[bias_rows(δ)]

@@ -1,6 +1,6 @@
 // The relative-position primitive: index maps from (query, key) pairs to rows of a relative table,
 // and the differentiable gather / scatter pair that every learned-table scheme is built from
-// (research doc §0.2):
+// (docs/relative-attention.md has the conventions):
 //   key term    S = relative_gather(Q·Eᵀ, C)          (no (t2, t1, D) tensor anywhere)
 //   value term  O += relative_scatter(W, C)·E_V
 //   scalar bias S += relative_gather(β expanded over queries, C)

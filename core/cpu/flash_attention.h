@@ -9,7 +9,7 @@
 // row(δ) = rel_rows[δ − min_delta] and brow(δ) = bias_rows[δ − min_delta]: per-distance lookups that
 // encode every scheme (full-range skewed tables, Shaw's clipped table, T5 buckets, ALiBi distances).
 //
-// Tiling (the algorithm the CUDA kernel in cuda/flash_attention.cu mirrors): a query tile
+// Tiling (the algorithm the CUDA kernels in cuda/flash_attention_{forward,backward}.cu mirror): a query tile
 // [i0, i0 + BQ) against a key tile [j0, j0 + BK) reaches the distances
 //   δ ∈ [j0 − π_max, j0 + BK − 1 − π_min]          (π_max, π_min over the query tile)
 // that is BK + π_max − π_min table rows ("the window"; BQ + BK − 1 for left or right alignment). The

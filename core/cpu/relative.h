@@ -1,4 +1,4 @@
-// The relative-position primitive's two raw kernels (research doc §0.2): an index-mapped gather
+// The relative-position primitive's two raw kernels (docs/relative-attention.md): an index-mapped gather
 // from a "relative layout" to the (query, key) layout of attention scores, and its adjoint, a
 // row-owned scatter. The index map C (t2, t1) holds, for query i and key j, the column of the
 // relative layout that (i, j) reads, or -1 for "no entry" (the score term is 0 there).
