@@ -1,6 +1,6 @@
 // Whole-file I/O with relgrad's two guarantees: a write never leaves a half-written file under its
-// name (temp file in the same directory, fsync, rename, fsync of the directory: research/reliability.md
-// §2.5), and a read never trusts the file to be small or regular. Errors are relgrad::Error
+// name (temp file in the same directory, fsync, rename, fsync of the directory; docs/reliability.md),
+// and a read never trusts the file to be small or regular. Errors are relgrad::Error
 // "[<who>] <path>: <what>", where `who` names the caller ("safetensors", "plot", "relgrad train", ...).
 //
 //   AtomicFile out(path, "plot");          // creates "<path>.tmp.<pid>.<n>"

@@ -2,7 +2,7 @@
 // header length against the file size, parses the JSON header with a strict parser for exactly the
 // subset safetensors uses, checks every tensor's size with overflow-checked arithmetic, and only then
 // allocates (never more bytes than the file holds). The bug classes this guards against are the ones
-// found in other tensor-file parsers (research/reliability.md §1.5): size overflow, offsets past EOF,
+// found in other tensor-file parsers (docs/reliability.md): size overflow, offsets past EOF,
 // allocation sized by an untrusted count, duplicate keys, overlapping or gapped data.
 #include "core/safetensors.h"
 
