@@ -25,7 +25,8 @@ ExtrapolationResult experiment_extrapolation(const ExperimentScale& scale, std::
   // The learned tables of seed and huang cover the training length only (t3 = L, |δ| ≤ L − 1; beyond:
   // no term, OutOfRange::Zero), as the seed's recipe sizes them; Shaw clips at 2P; T5 keeps its
   // default 32 buckets up to distance 128.
-  std::vector<std::string> schemes = {"none", "seed", "huang", "shaw", "t5", "alibi", "rope", "transformer_xl"};
+  std::vector<std::string> schemes;  // every registered scheme (layers/schemes.h), built-ins first
+  for (const SchemeEntry& e : positional_schemes()) schemes.push_back(e.name);
   r.setup = "D2's task (period P = " + std::to_string(P) + ", " + std::to_string(symbols) +
             " symbols, loss on the repeated part) trained at length " + std::to_string(L) +
             " and evaluated (teacher-forced, held-out) at " + std::to_string(L) + ", " + std::to_string(2 * L) +
