@@ -1,7 +1,7 @@
 // Optimizers: the shared bookkeeping (groups, state, checkpoints) and the SGD / Adam / AdamW updates,
 // written in the same operation order as torch.optim 1.13's single-tensor path so that float64 runs
 // agree with PyTorch to rounding. Every update runs on the parameter's device: SGD and the composite
-// Adam through tensor ops, the fused Adam step through core/cpu/adam.h or cuda/adam.h.
+// Adam through tensor ops, the fused Adam step through core/backend/adam.h.
 #include "train/optim/optim.h"
 
 #include <cmath>
@@ -10,7 +10,7 @@
 
 #include "autograd/grad_mode.h"
 #include "core/base/error.h"
-#include "cuda/adam.h"
+#include "core/backend/adam.h"
 
 namespace relgrad {
 
@@ -205,7 +205,7 @@ AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions options) : Adam("AdamW
 AdamW::AdamW(const TensorList& params, AdamWOptions options)
     : Adam("AdamW", one_group(params, options.lr_, options.weight_decay_), options, true) {}
 
-void adam_composite_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const cpu::AdamStep& s) {
+void adam_composite_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const backend::AdamStep& s) {
   Tensor g = grad;
   if (s.decoupled) param.mul_(1 - s.lr * s.weight_decay);                   // AdamW: shrink p directly
   else if (s.weight_decay != 0) g = add(grad, mul(param, s.weight_decay));  // Adam: L2 in the gradient
@@ -216,38 +216,12 @@ void adam_composite_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor&
   param.add_(div(m, denom), -(s.lr / s.bias_correction1));
 }
 
-namespace {
-// The CUDA kernel's conditions: every tensor on the parameter's GPU, contiguous, one float dtype, one shape.
-bool cuda_adam_fusable(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v) {
-  if (!param.device().is_cuda() || !is_floating(param.dtype())) return false;
-  for (const Tensor* t : {&param, &grad, &m, &v})
-    if (t->device() != param.device() || !t->is_contiguous() || t->dtype() != param.dtype() ||
-        t->shape() != param.shape())
-      return false;
-  return true;
-}
-
-void cuda_adam_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const cpu::AdamStep& s) {
-  cuda::AdamParams c;
-  c.lr = s.lr;
-  c.beta1 = s.beta1;
-  c.beta2 = s.beta2;
-  c.eps = s.eps;
-  c.weight_decay = s.weight_decay;
-  c.bias_correction1 = s.bias_correction1;
-  c.bias_correction2 = s.bias_correction2;
-  c.decoupled = s.decoupled;
-  cuda::adam_step(param.dtype(), param.raw_data(), grad.raw_data(), m.raw_data(), v.raw_data(), param.numel(), c,
-                  param.device().index);
-}
-}  // namespace
-
 void Adam::update(const ParamGroup& group, Tensor& param, const Tensor& grad, ParamState& state) {
   const AdamOptions& o = options_;
   Tensor& m = state.slots[0];
   Tensor& v = state.slots[1];
   const double t = static_cast<double>(state.step);
-  cpu::AdamStep s;
+  backend::AdamStep s;
   s.lr = group.lr;
   s.weight_decay = group.weight_decay;
   s.beta1 = o.beta1_;
@@ -256,14 +230,10 @@ void Adam::update(const ParamGroup& group, Tensor& param, const Tensor& grad, Pa
   s.bias_correction1 = 1 - std::pow(o.beta1_, t);
   s.bias_correction2 = 1 - std::pow(o.beta2_, t);
   s.decoupled = decoupled_;
-  // One fused pass (core/cpu/adam.cpp, or cuda/adam.cu for a GPU parameter) where the layout
-  // allows; same bits as the composite.
-  if (cuda_adam_fusable(param, grad, m, v)) {
-    cuda_adam_step(param, grad, m, v, s);
-  } else {
-    if (!cpu::adam_fusable(param, grad, m, v)) return adam_composite_update(param, grad, m, v, s);
-    cpu::adam_step(param, grad, m, v, s);
-  }
+  // One fused pass on the parameter's device (core/backend/adam.h) where the layout allows; same
+  // bits as the composite.
+  if (!backend::adam_fusable(param, grad, m, v)) return adam_composite_update(param, grad, m, v, s);
+  backend::adam_step(param, grad, m, v, s);
   for (Tensor* t : {&param, &m, &v}) t->bump_version();
 }
 

@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/cpu/adam.h"
+#include "core/backend/adam.h"
 
 #include "autograd/ops.h"
 
@@ -144,7 +144,7 @@ struct AdamWOptions : AdamOptions {
 
 // The Adam / AdamW update written with tensor ops: the fused kernels' twin (used where neither fused
 // one, CPU or CUDA, can run: non-contiguous or mixed layouts) and their test oracle.
-void adam_composite_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const cpu::AdamStep& s);
+void adam_composite_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const backend::AdamStep& s);
 
 class Adam : public Optimizer {
  public:
