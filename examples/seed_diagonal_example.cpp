@@ -139,7 +139,7 @@ int main() {
                                       {D, R});
   Tensor Q = narrow(Q5, 0, 0, t3);
   Matrix<double> QE = to_matrix(matmul(Q, E_seed));
-  print("QE with Q = [[1,0],[0,1],[1,1],[2,-1]] and e_t = (t, 1) (research doc §E.3's vectors):", QE);
+  print("QE with Q = [[1,0],[0,1],[1,1],[2,-1]] and e_t = (t, 1) (small enough to check by hand):", QE);
   Matrix<double> S_seed = seed_recipe(QE, t3, t3, 0.0);
   print("S, the seed's recipe on QE:", S_seed);
 

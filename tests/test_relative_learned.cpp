@@ -109,7 +109,7 @@ TEST_CASE("SeedRelativeEmbedding: score_term equals the double loop (all alignme
   CHECK(errors > 20);
 }
 
-TEST_CASE("SeedRelativeEmbedding: t2 > t3 never mixes rows (the seed's TF recipe does, research doc §E.4)") {
+TEST_CASE("SeedRelativeEmbedding: t2 > t3 never mixes rows (the seed's TF recipe does)") {
   // t3 = 4, t2 = 5, t1 = 4, left alignment: TF's default diag_part puts q0·e0 at (1, 0); the right
   // answer there is q1·e−1, and query 4 at key 0 (δ = −4) is outside the table: 0 under Zero.
   const int64_t D = 2, t3 = 4;

@@ -57,7 +57,7 @@ std::vector<double> row(const Ref& r, int64_t b, int64_t h, int64_t t) {
 
 }  // namespace
 
-TEST_CASE("RoPE: the research doc's vectors (§E.5), both pairings") {
+TEST_CASE("RoPE: hand-computed rotations, both pairings") {
   RoPE inter(4, 10000, RoPE::Pairing::Interleaved), half(4, 10000, RoPE::Pairing::HalfSplit);
   Tensor q = from_vector<double>({1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3, 4}, {3, 4});
   Tensor pos = from_vector<int64_t>({1, 2, 5}, {3});
@@ -144,7 +144,7 @@ TEST_CASE("RoPE: bad inputs give clear errors") {
   check_throws_with([&] { mha->forward(x, x); }, "[RoPE] built for head_dim 4");
 }
 
-TEST_CASE("Transformer-XL: the sinusoid table matches Transformer-XL's R_p (§E.6) at p = −δ") {
+TEST_CASE("Transformer-XL: the sinusoid table matches Transformer-XL's R_p at p = −δ") {
   // rows δ = −2 … 1, i.e. p = 2, 1, 0, −1
   Tensor r = txl_sinusoid(2, 1, 4, kFloat64);
   Tensor expected = from_vector<double>({0.909297, 0.019999, -0.416147, 0.9998, 0.841471, 0.01, 0.540302, 0.99995,

@@ -143,7 +143,7 @@ std::string summary(const std::vector<ProbedRun>& runs, const std::string& at) {
 std::string d1_section(const ShiftResult& d, const ExperimentOptions& o) {
   const std::string k = std::to_string(d.lag), expected = "δ = −" + k;
   std::string md = "## D1 — shift-copy with lag k = " + k + " (cross-attention, Left alignment)\n\n" + d.setup + "\n\n";
-  md += "Expected (research notes §D1, posed there for a causal decoder LM; here cross-attention carries the lag, "
+  md += "Expected (the task is usually posed for a causal decoder LM; here cross-attention carries the lag, "
         "so that the scheme under test is the model's only source of position): one cross-attention head puts "
         "≥ 0.9 of its attention at " + expected +
         " and its learned response peaks there, for T5, the seed's method and Shaw when the clip can single out "
@@ -191,7 +191,7 @@ std::string d2_section(const PeriodicResult& d, const ExperimentOptions& o) {
   const std::string expected = "δ = " + offset_text(1 - d.period);
   std::string md = "## D2 — periodic repetition, period P = " + std::to_string(d.period) + " (decoder-only LM)\n\n" +
                    d.setup + "\n\n";
-  md += "Expected (research notes §D2): the response peaks at the period. Counted from the query, which sits one "
+  md += "Expected: the response peaks at the period. Counted from the query, which sits one "
         "position before the token it predicts, that is " + expected + " (δ = −P from the predicted token). "
         "T5's causal buckets are exact up to 15 and merge 19–20 (bucket 17), so a period of 20 (δ* = −19) "
         "can only be found up to a shared bucket; Shaw needs clip > |δ*|, i.e. clip ≥ P.\n\n";
@@ -221,7 +221,7 @@ std::string d3_section(const ExtrapolationResult& d, const ExperimentOptions& o)
   std::string md = "## D3 — length extrapolation (train at " + std::to_string(d.train_length) + ", evaluate at " +
                    std::to_string(d.eval_lengths[1]) + " and " + std::to_string(d.eval_lengths[2]) + ")\n\n" + d.setup +
                    "\n\n";
-  md += "Expected (research notes §D3): T5 and clipped Shaw generalise when the offset they need was seen in "
+  md += "Expected: T5 and clipped Shaw generalise when the offset they need was seen in "
         "training (their tables do not grow); tables sized to the training length (seed, huang with t3 = L) have "
         "no entry for |δ| ≥ L; ALiBi/NoPE-style behaviour per Press et al. and Kazemnejad et al.\n\n";
   md += "| scheme";
@@ -270,7 +270,7 @@ std::string d3_section(const ExtrapolationResult& d, const ExperimentOptions& o)
 std::string d6_section(const SyncResult& d, const ExperimentOptions& o) {
   const std::string c = std::to_string(d.lag);
   std::string md = "## D6 — synchronous cross-attention (lag c = " + c + "; time stretch t2 = 2·t1)\n\n" + d.setup + "\n\n";
-  md += "Expected (research notes §D6): with Left alignment the lag task gives one sharp peak at δ = +" + c +
+  md += "Expected: with Left alignment the lag task gives one sharp peak at δ = +" + c +
         "; the stretch task works with Scaled alignment (π(i) = ⌊i·t1/t2⌋) and not with Left.\n\n";
   md += "### Lag\n\n" + probe_table(d.lag_runs, "δ = +" + c) + "\n";
   md += summary(d.lag_runs, "δ = +" + c);
@@ -330,7 +330,7 @@ std::string experiments_markdown(const ExperimentResults& r, const ExperimentOpt
         ", " + std::to_string(std::thread::hardware_concurrency()) + " hardware threads, " +
         std::to_string(omp_get_max_threads()) + (omp_get_max_threads() == 1 ? " OpenMP thread; " : " OpenMP threads; ") + seconds_text(r.seconds) +
         " in all. Do not edit by hand: rerun the command.\n\n";
-  md += "Toy tasks from the research notes (../shared/research/relative-attention.md §D) where position is the only "
+  md += "Toy tasks where position is the only "
         "cue, trained from scratch and then read with the probe (train/instruments/probe.h, docs/relative-attention.md for "
         "the conventions: δ = j − π(i), negative = past). Every run is deterministic (fixed seeds, no dropout, "
         "counter-based data): the same thread count gives the same figures. " +
