@@ -44,7 +44,7 @@ TEST_CASE("autograd: diamond and shared subgraph") {
   }
 }
 
-TEST_CASE("autograd: gradients accumulate over backward calls; zero with set_grad") {
+TEST_CASE("autograd: gradients accumulate over backward calls — zero with set_grad") {
   Tensor a = leaf({1, 2});
   (a * 3.0).sum().backward();
   (a * 3.0).sum().backward();

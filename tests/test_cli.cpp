@@ -161,7 +161,7 @@ TEST_CASE("cli: usage errors exit 2 and name what is wrong") {
 
 // ---- a full run and the commands on its checkpoint ---------------------------------------------------
 
-TEST_CASE("cli: a tiny train writes checkpoint, log and plot; inspect, eval and sample read them") {
+TEST_CASE("cli: a tiny train writes checkpoint, log and plot — inspect, eval and sample read them") {
   const TrainedRun& t = trained();
   CHECK(contains(t.result.out, "# effective config"));
   CHECK(contains(t.result.out, "encoder-decoder model, "));

@@ -236,7 +236,7 @@ TEST_CASE("cuda addmm: init broadcast, alpha, folded and batched forms") {
       [](const TensorList& in) { return TensorList{addmm(in[0], in[1], in[2], 3.0)}; });
 }
 
-TEST_CASE("cuda matmul: TF32 is off by default; on, float32 stays close; results are reproducible") {
+TEST_CASE("cuda matmul: TF32 is off by default — on, float32 stays close — results are reproducible") {
   if (!have_gpu()) return;
   CHECK_FALSE(cuda::allow_tf32());
   Tensor a = uniform({257, 129}, -1, 1, kFloat32, 40), b = uniform({129, 65}, -1, 1, kFloat32, 41);

@@ -126,7 +126,7 @@ TEST_CASE("distributed: under a row shard, dropout gives each row the mask it ge
   CHECK(default_generator().element_base(12) == 0);
 }
 
-TEST_CASE("distributed: GradientReducer sums gradients across ranks; undefined stays undefined only if so everywhere") {
+TEST_CASE("distributed: GradientReducer sums gradients across ranks — undefined stays undefined only if so everywhere") {
   for (DType dt : {kFloat32, kFloat64}) {
     CAPTURE(dtype_name(dt));
     TensorList params = {param({3, 4}, dt, 1), param({5}, dt, 2), param({2, 2}, dt, 3), param({6}, dt, 4)};

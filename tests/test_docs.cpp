@@ -370,3 +370,25 @@ TEST_CASE("docs: every path named in a comment or a doc exists, and none points 
   CHECK(files > 200);
   CHECK(references > 100);  // the scan reads something: a broken walk or lexer would find nothing
 }
+
+// ctest runs each doctest case by name (doctest_discover_tests in tests/CMakeLists.txt), and CMake
+// splits a name at ';': a case with ';' in its name would run nothing under ctest and still pass.
+TEST_CASE("tests: no test case name contains a semicolon (ctest would run nothing under it)") {
+  const fs::path tests = repo_root() / "tests";
+  int cases = 0;
+  for (const auto& entry : fs::directory_iterator(tests)) {
+    if (entry.path().extension() != ".cpp") continue;
+    std::istringstream in(read_all(entry.path()));
+    std::string line;
+    for (int n = 1; std::getline(in, line); ++n) {
+      const size_t at = line.find("TEST_CASE(\"");
+      if (at == std::string::npos || at != line.find_first_not_of(' ')) continue;
+      ++cases;
+      const size_t end = line.find('"', at + 11);  // names hold no quotes
+      const std::string name = line.substr(at + 11, end == std::string::npos ? std::string::npos : end - at - 11);
+      CHECK_MESSAGE(name.find(';') == std::string::npos, "tests/", entry.path().filename().string(), ":", n,
+                    ": test name with ';': ", name);
+    }
+  }
+  CHECK(cases > 400);
+}

@@ -44,7 +44,7 @@ void check_finds(const ProbedRun& r) {
 // Seeds 1–5: t5 mass 0.948 0.955 0.963 0.958 0.923; seed ≥ 0.954; shaw clip 4 ≥ 0.997 and copy
 // accuracy 1. Shaw clip 3 (= k): mass 0.48–0.61, response flat over −5 … −3, copy accuracy 0.75–0.84;
 // clip 2: mass ≤ 0.32, response flat over −5 … −2, copy accuracy 0.19–0.44.
-TEST_CASE("experiment D1 shift-copy: T5, seed and Shaw clip > k find δ = −k in cross-attention; Shaw clip ≤ k cannot") {
+TEST_CASE("experiment D1 shift-copy: T5, seed and Shaw clip > k find δ = −k in cross-attention — Shaw clip ≤ k cannot") {
   ShiftResult r = experiment_shift(ExperimentScale{});
   REQUIRE(r.lag == 3);
   REQUIRE(r.runs.size() == 5);
@@ -91,7 +91,7 @@ TEST_CASE("experiment D2 periodic repetition: the decoder's response peaks at th
 
 // Seeds 1–4, accuracy at 16 / 64: seed, huang, shaw, transformer_xl 1 / 1; t5 1 / 0.90–0.998;
 // rope 1 / 0.56–0.66; none and alibi 0.36–0.42 at every length (the bag of symbols, chance 0.1).
-TEST_CASE("experiment D3 length extrapolation: every scheme trains; RoPE degrades at 4× the training length, the tables do not") {
+TEST_CASE("experiment D3 length extrapolation: every scheme trains — RoPE degrades at 4× the training length, the tables do not") {
   ExtrapolationResult r = experiment_extrapolation(ExperimentScale{});
   REQUIRE(r.train_length == 16);
   REQUIRE(r.eval_lengths == std::vector<int64_t>{16, 32, 64});
@@ -124,7 +124,7 @@ TEST_CASE("experiment D3 length extrapolation: every scheme trains; RoPE degrade
 // mass ≤ 0.43. (Left is not hopeless: a causal decoder can estimate its index without positions, and
 // the full form's larger model reaches 0.94 (seed) and 0.83 (t5) on even positions, still with no head
 // on the needed key. So the assertions are: Scaled exact, Left below it with no such head.)
-TEST_CASE("experiment D6 synchronous cross-attention: the lag peaks at +c (Left); the time stretch needs Scaled alignment") {
+TEST_CASE("experiment D6 synchronous cross-attention: the lag peaks at +c (Left) — the time stretch needs Scaled alignment") {
   SyncResult r = experiment_synchronous(ExperimentScale{});
   REQUIRE(r.lag == 2);
   REQUIRE(r.lag_runs.size() == 1);

@@ -44,7 +44,7 @@ Tensor attention_mask(int64_t B, int64_t T, const std::vector<int64_t>& pad) {
 
 }  // namespace
 
-TEST_CASE("fast_expf: within 1 ulp of exp on [-87, 88.7], 0 below, inf above, NaN kept; every float of a sweep") {
+TEST_CASE("fast_expf: within 1 ulp of exp on [-87, 88.7], 0 below, inf above, NaN kept — every float of a sweep") {
   int64_t worst = 0, checked = 0;
   for (float x = -87.0f; x < 88.7f; x = std::nextafter(x + std::fabs(x) * 1e-5f, 100.0f), ++checked) {
     const float want = static_cast<float>(std::exp(static_cast<double>(x)));
@@ -61,7 +61,7 @@ TEST_CASE("fast_expf: within 1 ulp of exp on [-87, 88.7], 0 below, inf above, Na
   CHECK(std::isnan(fn::fast_expf(NAN)));
 }
 
-TEST_CASE("fast_erff: within 5e-7 of erf; odd; ±1 far out; NaN kept") {
+TEST_CASE("fast_erff: within 5e-7 of erf — odd — ±1 far out — NaN kept") {
   double worst = 0;
   for (float x = -6.0f; x < 6.0f; x += 1.0f / 4096) {
     worst = std::max(worst, std::fabs(double(fn::fast_erff(x)) - std::erf(double(x))));
@@ -116,7 +116,7 @@ TEST_CASE("masked_softmax: equals its composite twin, forward and backward, floa
   CHECK(sum(abs(x.grad().select(0, 2))).item() == 0.0);
 }
 
-TEST_CASE("masked_softmax: float64 gradcheck through x and a broadcast bias; bad inputs are named") {
+TEST_CASE("masked_softmax: float64 gradcheck through x and a broadcast bias — bad inputs are named") {
   const int64_t T = 5;
   Tensor mask = attention_mask(2, T, {1, 0});
   Tensor x = uniform({2, 2, T, T}, -2, 2, kFloat64, 11).requires_grad_(true);

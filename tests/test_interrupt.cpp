@@ -40,7 +40,7 @@ std::string log_without_timing(const std::string& path) {
 }
 }  // namespace
 
-TEST_CASE("interrupt: a stop request saves a checkpoint; resuming matches the uninterrupted run bit for bit") {
+TEST_CASE("interrupt: a stop request saves a checkpoint — resuming matches the uninterrupted run bit for bit") {
   TempDir dir;
   Trainer straight(tiny(dir.file("straight")));
   straight.train();
@@ -85,7 +85,7 @@ TEST_CASE("interrupt: a stop request saves a checkpoint; resuming matches the un
   }
 }
 
-TEST_CASE("interrupt: the stop flag is an atomic the handler can set; clear resets it") {
+TEST_CASE("interrupt: the stop flag is an atomic the handler can set — clear resets it") {
   clear_training_stop();
   CHECK(training_stop_requested() == 0);
   request_training_stop(SIGTERM);

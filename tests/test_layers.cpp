@@ -126,7 +126,7 @@ TEST_CASE("layers: LayerNorm init and output against a loop") {
   CHECK_FALSE(no_bias.bias.defined());
 }
 
-TEST_CASE("layers: LayerNorm gradcheck (float64) over two normalised dims; every parameter gets a gradient") {
+TEST_CASE("layers: LayerNorm gradcheck (float64) over two normalised dims — every parameter gets a gradient") {
   LayerNorm ln(Shape{2, 3});
   ln.to(kFloat64);
   set_values(ln.weight, uniform({2, 3}, 0.5, 1.5, kFloat64, 5));

@@ -102,7 +102,7 @@ void poison_grad(const Tensor& p, double value) {
 
 // ---- stop (the default) ----------------------------------------------------------------------------
 
-TEST_CASE("nonfinite: a NaN weight stops at that step, naming the step, the lr and the weight; checkpoint intact") {
+TEST_CASE("nonfinite: a NaN weight stops at that step, naming the step, the lr and the weight — checkpoint intact") {
   Run run;
   auto t = run.resumed();
   auto [name, w] = weight(*t, "q_proj");
@@ -280,7 +280,7 @@ TEST_CASE("nonfinite: skip mode counts skips in a row: a good step resets the co
 
 // ---- the command: exit code 3 ----------------------------------------------------------------------------
 
-TEST_CASE("nonfinite: relgrad train exits 3 with one line naming step, lr and tensor; the checkpoint stays") {
+TEST_CASE("nonfinite: relgrad train exits 3 with one line naming step, lr and tensor — the checkpoint stays") {
   TempDir dir;
   const std::string run = dir.file("run");
   std::vector<std::string> args = {"train", "--train.out_dir=" + run, "--model.d_model=16", "--model.n_heads=2",
@@ -317,7 +317,7 @@ TEST_CASE("nonfinite: relgrad train exits 3 with one line naming step, lr and te
 
 // ---- anomaly mode ------------------------------------------------------------------------------------------
 
-TEST_CASE("anomaly: off by default; the guard turns it on for a scope and restores it") {
+TEST_CASE("anomaly: off by default — the guard turns it on for a scope and restores it") {
   CHECK_FALSE(AnomalyMode::is_enabled());
   Tensor x = from_vector<double>({1.0, -1.0}, {2}).requires_grad_();
   Tensor y = log(x);  // NaN, silently, as in PyTorch

@@ -74,7 +74,7 @@ TEST_CASE("op dropout: identity in eval mode and for p = 0, zeros for p = 1") {
   CHECK(special.grad().to_vector<double>() == std::vector<double>{0, 0, 0});
 }
 
-TEST_CASE("op dropout: same seed, same mask; each draw advances the generator") {
+TEST_CASE("op dropout: same seed, same mask — each draw advances the generator") {
   Tensor x = ones({1000});
   Generator g1(42), g2(42);
   Tensor a = dropout(x, 0.5, true, &g1), b = dropout(x, 0.5, true, &g2);

@@ -262,7 +262,7 @@ TEST_CASE("reduce: logsumexp is stable at large and infinite inputs") {
   CHECK(logsumexp(empty_rows, {1}).to_vector<double>() == std::vector<double>{-inf, -inf});
 }
 
-TEST_CASE("reduce: var of one element with correction 1 is NaN; reductions of a scalar") {
+TEST_CASE("reduce: var of one element with correction 1 is NaN — reductions of a scalar") {
   CHECK(std::isnan(var(from_vector<double>({3}, {1}), {}).item()));
   CHECK(var(from_vector<double>({3}, {1}), {}, 0).item() == 0);
   Tensor s = scalar_tensor(2.5, kFloat64);

@@ -194,7 +194,7 @@ TEST_CASE("cross_entropy: known values, as PyTorch") {
         doctest::Approx(0.9 * nll + 0.1 * smooth));
 }
 
-TEST_CASE("cross_entropy: ignored targets get no gradient; all ignored gives NaN mean, zero gradient") {
+TEST_CASE("cross_entropy: ignored targets get no gradient — all ignored gives NaN mean, zero gradient") {
   Tensor logits = uniform({3, 4}, -1, 1, kFloat64, 3).requires_grad_();
   cross_entropy(logits, int_tensor({1, -100, 2}, {3})).backward();
   std::vector<double> g = logits.grad().to_vector<double>();
@@ -212,7 +212,7 @@ TEST_CASE("cross_entropy: ignored targets get no gradient; all ignored gives NaN
             .item() == 0);
 }
 
-TEST_CASE("softmax: rows sum to 1 along any dim; modifying the saved output in place is caught") {
+TEST_CASE("softmax: rows sum to 1 along any dim — modifying the saved output in place is caught") {
   Tensor x = uniform({2, 3, 4}, -5, 5, kFloat64, 9);
   for (int64_t dim : {0, 1, 2}) {
     Tensor s = sum(softmax(x, dim), {dim});

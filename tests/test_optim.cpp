@@ -140,7 +140,7 @@ TEST_CASE("LrSchedule: bad inputs name the field") {
 }
 
 // ---- decay_groups ----------------------------------------------------------------------------------
-TEST_CASE("decay_groups: matrices decay; biases, norm gains and *norm*/*ln* names do not") {
+TEST_CASE("decay_groups: matrices decay — biases, norm gains and *norm*/*ln* names do not") {
   Tensor wte = param({10, 4}, 1), qkv_w = param({4, 12}, 2), qkv_b = param({12}, 3);
   Tensor ln_w = param({4}, 4), rms_w = param({4}, 5), ln_2d = param({2, 4}, 6), norm_2d = param({4, 4}, 7);
   Named named = {{"wte.weight", wte},         {"blocks.0.attn.qkv.weight", qkv_w}, {"blocks.0.attn.qkv.bias", qkv_b},
@@ -170,7 +170,7 @@ TEST_CASE("decay_groups: matrices decay; biases, norm gains and *norm*/*ln* name
 }
 
 // ---- zero_grad, skipped params --------------------------------------------------------------------
-TEST_CASE("Optimizer: zero_grad drops grads; params without a grad are not updated") {
+TEST_CASE("Optimizer: zero_grad drops grads — params without a grad are not updated") {
   Tensor a = param({3}, 1), b = param({2, 2}, 2);
   Tensor b_before = b.clone().detach();
   SGD opt(TensorList{a, b}, SGDOptions(0.5).momentum(0.9));
@@ -307,7 +307,7 @@ TEST_CASE("clip_grad_norm_: total norm, scaling only above max_norm, params with
   CHECK(clip_grad_norm_({none}, 1.0) == 0.0);
 }
 
-TEST_CASE("clip_grad_norm_: float32 grads accumulate in float64; non-finite norm returned, grads untouched") {
+TEST_CASE("clip_grad_norm_: float32 grads accumulate in float64 — non-finite norm returned, grads untouched") {
   Tensor big = zeros({2}, kFloat32).requires_grad_();
   big.set_grad(full({2}, 3e20, kFloat32));  // squares overflow float32, not float64
   CHECK(clip_grad_norm_({big}, 1e30) == doctest::Approx(std::sqrt(2.0) * 3e20).epsilon(1e-6));

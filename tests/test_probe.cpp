@@ -391,7 +391,7 @@ TEST_CASE("probe: cross-attention offsets are measured from pi(i) of the block's
   }
 }
 
-TEST_CASE("probe: record_attention restores the model; helpers check their arguments") {
+TEST_CASE("probe: record_attention restores the model — helpers check their arguments") {
   RunModel m = ed_model(tiny("seed", "t5", "shaw"));
   m.module->train();
   auto* attn = m.encoder_decoder->encoder->layers->items[0]->self_attn.get();

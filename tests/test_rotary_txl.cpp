@@ -75,7 +75,7 @@ TEST_CASE("RoPE: hand-computed rotations, both pairings") {
   }
 }
 
-TEST_CASE("RoPE: content logits equal rotated dot products for every alignment and shape; gradcheck") {
+TEST_CASE("RoPE: content logits equal rotated dot products for every alignment and shape — gradcheck") {
   for (RoPE::Pairing pairing : {RoPE::Pairing::Interleaved, RoPE::Pairing::HalfSplit}) {
     const bool interleaved = pairing == RoPE::Pairing::Interleaved;
     RoPE rope(6, 500.0, pairing);

@@ -144,7 +144,7 @@ TEST_CASE("sampling: EncoderDecoder cached and uncached decoding give the same l
   }
 }
 
-TEST_CASE("sampling: a cross scheme under Right or Scaled alignment refuses the cache; generate recomputes") {
+TEST_CASE("sampling: a cross scheme under Right or Scaled alignment refuses the cache — generate recomputes") {
   // There π(i) of every earlier target query moves as the target grows, so cached states go stale.
   for (Alignment a : {Alignment::Right, Alignment::Scaled}) {
     INFO("cross alignment ", static_cast<int>(a));
@@ -172,7 +172,7 @@ TEST_CASE("sampling: a cache needs a causal block") {
 
 // ---- generate ----
 
-TEST_CASE("sampling: greedy equals the argmax of the full forward, cached or not; temperature 0 ignores filters") {
+TEST_CASE("sampling: greedy equals the argmax of the full forward, cached or not — temperature 0 ignores filters") {
   for (const char* scheme : {"t5", "rope", "alibi"}) {
     INFO("decoder_self ", std::string(scheme));
     Generator init(5);
@@ -220,7 +220,7 @@ TEST_CASE("sampling: EncoderDecoder greedy equals the argmax of decode, cached o
   CHECK(ints(generate(model, src, src_mask, o, false)) == ints(generate(model, src, src_mask, o)));
 }
 
-TEST_CASE("sampling: the same seed gives the same samples, cached or not; another seed differs") {
+TEST_CASE("sampling: the same seed gives the same samples, cached or not — another seed differs") {
   Generator init(17);
   DecoderLM lm(small_config("shaw"), &init);
   Tensor prompt = random_tokens(3, 2, 11, 18);
@@ -231,7 +231,7 @@ TEST_CASE("sampling: the same seed gives the same samples, cached or not; anothe
   CHECK(ints(generate(lm, prompt, SamplingOptions(o).seed_(124))) != ints(a));  // 36 draws over 11 ids
 }
 
-TEST_CASE("sampling: generation stops at EOS; a finished row is padded") {
+TEST_CASE("sampling: generation stops at EOS — a finished row is padded") {
   Generator init(19);
   DecoderLM lm(small_config("alibi"), &init);
   Tensor prompt = random_tokens(2, 3, 11, 20);

@@ -55,7 +55,7 @@ Tensor input() { return uniform({2, 5, 3}, -1, 1, kFloat32, 7); }
 
 }  // namespace
 
-TEST_CASE("state_dict: own parameters, then buffers, then children; dotted names; detached aliases") {
+TEST_CASE("state_dict: own parameters, then buffers, then children — dotted names — detached aliases") {
   Net net(1);
   auto sd = net.state_dict();
   std::vector<std::string> names;
@@ -76,7 +76,7 @@ TEST_CASE("state_dict: own parameters, then buffers, then children; dotted names
   CHECK(net.scale.to_vector<float>() == std::vector<float>(4, 3.0f));
 }
 
-TEST_CASE("state_dict: a shared tensor appears once, at its named_parameters name; any alias loads it") {
+TEST_CASE("state_dict: a shared tensor appears once, at its named_parameters name — any alias loads it") {
   // Share by registering the same Linear twice.
   struct Shared : Module {
     std::shared_ptr<Linear> enc, dec;

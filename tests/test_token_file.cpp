@@ -156,7 +156,7 @@ TEST_CASE("token file: hostile headers and payloads are refused with the file, t
   refused(bad, "checksum mismatch");
 }
 
-TEST_CASE("token file: writing checks its input and is atomic; reading refuses what is not a file") {
+TEST_CASE("token file: writing checks its input and is atomic — reading refuses what is not a file") {
   TempDir dir;
   std::string path = dir.file("w.tokens");
   check_throws_with([&] { write_token_file(path, {1, 2}, 0); }, "[tokens] " + path + ": vocab_size 0 is out of range");
