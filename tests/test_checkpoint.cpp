@@ -24,6 +24,7 @@
 #include "train/optim/clip.h"
 #include "train/optim/optim.h"
 #include "train/optim/schedule.h"
+#include "train/config/run_options.h"
 #include "train/trainer/trainer.h"
 
 using namespace relgrad;

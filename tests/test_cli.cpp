@@ -9,6 +9,7 @@
 #include "file_testing.h"
 #include "testing.h"
 #include "train/command/cli.h"
+#include "train/config/run_options.h"
 #include "train/trainer/trainer.h"
 
 using namespace relgrad;
@@ -200,7 +201,7 @@ TEST_CASE("cli: a tiny train writes checkpoint, log and plot — inspect, eval a
     CHECK_CLI(r, 0);
     LoadedRun run = load_run(t.checkpoint);
     RunData data(run.config);
-    EvalResult e = evaluate(run.model, data, 3);
+    EvalResult e = evaluate(run.model, data.dataset(), 3);
     std::string expected = "step 6: held-out loss " + fixed(e.loss, 4) + ", token accuracy " + fixed(100 * e.accuracy, 2) +
                            "% (" + std::to_string(e.tokens) + " tokens), sequence accuracy " +
                            fixed(100 * e.sequence_accuracy, 2) + "% (" + std::to_string(e.sequences) + " sequences)\n";

@@ -12,6 +12,7 @@
 #include "train/music/midi.h"
 #include "train/music/music.h"
 #include "train/trainer/sampler.h"
+#include "train/config/run_options.h"
 #include "train/trainer/trainer.h"
 
 using namespace relgrad;

@@ -80,7 +80,7 @@ TEST_CASE("cuda train: asking for CUDA where there is none is a clear usage erro
   CHECK(key.code == 2);
   CHECK(contains(key.err, expected_no_cuda("train.device")));
   CHECK_FALSE(std::filesystem::exists(out_dir));
-  check_throws_with([&] { Trainer t(tiny(out_dir, 0.0, "cuda")); }, expected_no_cuda("train.device"));
+  check_throws_with([&] { Trainer t(trainer_options(tiny(out_dir, 0.0, "cuda"))); }, expected_no_cuda("train.device"));
   CHECK_FALSE(std::filesystem::exists(out_dir));
   // --device on sample and eval: checked before the checkpoint is read (it does not exist here).
   for (const char* command : {"sample", "eval"}) {
@@ -102,7 +102,7 @@ TEST_CASE("cuda train: a checkpoint whose config says cuda samples, evaluates an
   RunConfig config = tiny(dir.file("run"), 0.0, "cpu");
   config.train.steps = 2;
   {
-    Trainer cpu(config);
+    Trainer cpu(trainer_options(config));
     cpu.train();
   }
   const std::string ck = dir.file("run/checkpoint.safetensors");
@@ -134,8 +134,8 @@ TEST_CASE("cuda train: a 10-step trajectory on the GPU follows the CPU's within 
   for (double dropout : {0.0, 0.1}) {  // 0.1: the GPU's dropout masks are the CPU's (one Philox stream)
     INFO("dropout ", dropout);
     TempDir dir;
-    Trainer cpu(tiny(dir.file("cpu"), dropout, "cpu"));
-    Trainer gpu(tiny(dir.file("gpu"), dropout, "cuda"));
+    Trainer cpu(trainer_options(tiny(dir.file("cpu"), dropout, "cpu")));
+    Trainer gpu(trainer_options(tiny(dir.file("gpu"), dropout, "cuda")));
     CHECK(gpu.model().device.is_cuda());
     for (const auto& [name, p] : gpu.model().module->named_parameters()) CHECK(p.device().is_cuda());
     for (const auto& [name, s] : gpu.optimizer().state_tensors())
@@ -168,13 +168,13 @@ TEST_CASE("cuda train: checkpoints go from the GPU to the CPU and back, optimize
   RunConfig gpu_config = tiny(dir.file("gpu"), 0.1, "cuda");
   gpu_config.train.steps = 3;
   gpu_config.train.save_every = 3;
-  Trainer gpu(gpu_config);
+  Trainer gpu(trainer_options(gpu_config));
   gpu.train();
   const std::string gpu_ck = gpu.checkpoint_path();
 
   // GPU → CPU: the same weights, moments, step counts and data position, bit for bit.
   RunConfig cpu_config = tiny(dir.file("cpu"), 0.1, "cpu");
-  Trainer cpu(cpu_config);
+  Trainer cpu(trainer_options(cpu_config));
   cpu.resume(gpu_ck);
   CHECK(cpu.step() == 3);
   CHECK(cpu.data_position() == gpu.data_position());
@@ -185,7 +185,7 @@ TEST_CASE("cuda train: checkpoints go from the GPU to the CPU and back, optimize
 
   // CPU → GPU: resume the CPU's checkpoint on the GPU.
   cpu.save(dir.file("cpu_checkpoint.safetensors"));
-  Trainer gpu2(tiny(dir.file("gpu2"), 0.1, "cuda"));
+  Trainer gpu2(trainer_options(tiny(dir.file("gpu2"), 0.1, "cuda")));
   gpu2.resume(dir.file("cpu_checkpoint.safetensors"));
   CHECK(gpu2.step() == cpu.step());
   check_states_equal(gpu2, cpu);
@@ -199,7 +199,7 @@ TEST_CASE("cuda train: checkpoints go from the GPU to the CPU and back, optimize
   LoadedRun on_cpu = load_run(gpu_ck);
   CHECK(device_of(*on_gpu.model.module).is_cuda());
   RunData data(on_cpu.config);
-  EvalResult a = evaluate(on_cpu.model, data, 2), b = evaluate(on_gpu.model, data, 2);
+  EvalResult a = evaluate(on_cpu.model, data.dataset(), 2), b = evaluate(on_gpu.model, data.dataset(), 2);
   CHECK(std::fabs(a.loss - b.loss) <= 1e-4);
   CHECK(a.tokens == b.tokens);
   CliResult e = run_relgrad({"eval", gpu_ck, "--batches", "2", "--device", "cuda"});

@@ -176,7 +176,7 @@ TEST_CASE("distributed: one process needs no MPI: the single communicator, and a
   CHECK(agree_on_stop(w, 15) == 15);
   CHECK(agree_on_stop(w, 0) == 0);
   check_same(w, 7, "anything");  // nothing to compare with
-  Trainer trainer(relgrad::testing::tiny_ed("unused"));
+  Trainer trainer(trainer_options(relgrad::testing::tiny_ed("unused")));
   CHECK(trainer.gradient_reducer() == nullptr);
   CHECK(&trainer.communicator() == &w);
   if (!nccl_built()) relgrad::testing::check_throws_with([] { make_nccl_communicator(world(), 0); }, "built without NCCL");

@@ -42,14 +42,14 @@ std::string log_without_timing(const std::string& path) {
 
 TEST_CASE("interrupt: a stop request saves a checkpoint — resuming matches the uninterrupted run bit for bit") {
   TempDir dir;
-  Trainer straight(tiny(dir.file("straight")));
+  Trainer straight(trainer_options(tiny(dir.file("straight"))));
   straight.train();
 
   for (int signal : {SIGINT, SIGTERM}) {
     CAPTURE(signal);
     const std::string out = dir.file("interrupted" + std::to_string(signal));
     // The request is already pending when train() starts: it runs one step, saves, stops.
-    Trainer first(tiny(out));
+    Trainer first(trainer_options(tiny(out)));
     request_training_stop(signal);
     TrainResult r = first.train();
     clear_training_stop();
@@ -58,7 +58,7 @@ TEST_CASE("interrupt: a stop request saves a checkpoint — resuming matches the
     REQUIRE(std::filesystem::exists(out + "/checkpoint.safetensors"));
     CHECK(load_checkpoint(out + "/checkpoint.safetensors").meta.step == 1);
 
-    Trainer resumed(tiny(out));
+    Trainer resumed(trainer_options(tiny(out)));
     resumed.resume(out + "/checkpoint.safetensors");
     TrainResult rest = resumed.train();
     CHECK(rest.interrupted_by == 0);

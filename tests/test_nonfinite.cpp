@@ -69,14 +69,14 @@ struct Run {
     config.model.dropout = 0.0;
     config.train.steps = 3;
     config.train.nonfinite = policy;
-    Trainer(config).train();
+    Trainer(trainer_options(config)).train();
     checkpoint = dir.file("run/checkpoint.safetensors");
     saved = read_bytes(checkpoint);
     config.train.steps = 8;
   }
   // A trainer resumed from the checkpoint at step 3.
   std::unique_ptr<Trainer> resumed(std::ostream* out = nullptr) const {
-    auto t = std::make_unique<Trainer>(config, out);
+    auto t = std::make_unique<Trainer>(trainer_options(config), out);
     t->resume(checkpoint);
     return t;
   }

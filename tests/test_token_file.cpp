@@ -236,11 +236,11 @@ TEST_CASE("token file: relgrad tokenize, then training on the token file gives t
   RunConfig by_tokens = tiny_lm_on("tokens", token_path, dir.file("token_run"));
   // One run after the other: a Trainer seeds the global generator that dropout draws from.
   std::vector<double> la, lb;
-  Trainer a(by_text);
+  Trainer a(trainer_options(by_text));
   for (int k = 0; k < 6; ++k) la.push_back(a.train_step());
-  Trainer b(by_tokens);
+  Trainer b(trainer_options(by_tokens));
   for (int k = 0; k < 6; ++k) lb.push_back(b.train_step());
-  CHECK(b.config().model.vocab_size == 256);
+  CHECK(b.options().model.config.vocab_size == 256);
   for (Split split : {Split::Train, Split::HeldOut})
     for (int64_t index : {0, 1, 7}) {
       Batch x = a.data().batch(index, split), y = b.data().batch(index, split);
@@ -259,12 +259,12 @@ TEST_CASE("token file: relgrad tokenize, then training on the token file gives t
   std::vector<int32_t> other = f.tokens;
   other[5] ^= 1;
   write_token_file(token_path, other, 256);
-  Trainer c(by_tokens);
+  Trainer c(trainer_options(by_tokens));
   check_throws_with([&] { c.resume(dir.file("token_run.safetensors")); }, "it was trained on a different " + token_path);
   // ... and a vocab_size that differs changes the model itself.
   write_token_file(token_path, f.tokens, 300);
-  Trainer d(by_tokens);
-  CHECK(d.config().model.vocab_size == 300);
+  Trainer d(trainer_options(by_tokens));
+  CHECK(d.options().model.config.vocab_size == 300);
   CHECK_THROWS_AS(d.resume(dir.file("token_run.safetensors")), Error);
 }
 
@@ -272,13 +272,13 @@ TEST_CASE("token file: bad token data stops a run before anything is written, na
   TempDir dir;
   const std::string path = dir.file("bad.tokens");
   RunConfig c = tiny_lm_on("tokens", path, dir.file("run"));
-  check_throws_with([&] { Trainer t(c); }, "[tokens] " + path + ": cannot open");
+  check_throws_with([&] { Trainer t(trainer_options(c)); }, "[tokens] " + path + ": cannot open");
   write_token_file(path, {1, 2, 3}, 10);
-  check_throws_with([&] { Trainer t(c); }, "'" + path + "' has 3 tokens, which leaves");
+  check_throws_with([&] { Trainer t(trainer_options(c)); }, "'" + path + "' has 3 tokens, which leaves");
   std::string bytes = read_bytes(path);
   bytes.pop_back();
   write_bytes(path, bytes);
-  check_throws_with([&] { Trainer t(c); }, "[tokens] " + path + ": header says 3 tokens of 2 bytes but only 5 bytes follow");
+  check_throws_with([&] { Trainer t(trainer_options(c)); }, "[tokens] " + path + ": header says 3 tokens of 2 bytes but only 5 bytes follow");
   CHECK_FALSE(std::filesystem::exists(dir.file("run")));
   RunConfig no_path = c;
   no_path.data.token_path = "";

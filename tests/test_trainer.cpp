@@ -94,10 +94,10 @@ TEST_CASE("trainer: the same config gives bit-identical losses and weights") {
   TempDir dir;
   RunConfig c = tiny_ed(dir.file("run"));
   c.train.grad_accum = 2;
-  Trainer a(c);
+  Trainer a(trainer_options(c));
   std::vector<double> la = steps_of(a, 6);
   NamedTensors wa = snapshot(a.model().module->state_dict());
-  Trainer b(c);
+  Trainer b(trainer_options(c));
   std::vector<double> lb = steps_of(b, 6);
   CHECK(la == lb);
   check_identical(b.model().module->state_dict(), wa);
@@ -108,7 +108,7 @@ TEST_CASE("trainer: the same config gives bit-identical losses and weights") {
 
   // Dropout draws from the default generator: another stream gives other losses, so the equality
   // above is not vacuous.
-  Trainer d(c);
+  Trainer d(trainer_options(c));
   default_generator().set_state(12345, 0);
   CHECK(d.train_step() != la[0]);
 }
@@ -117,18 +117,18 @@ namespace {
 // 20 steps straight vs 10 steps, save, a NEW Trainer resumed, 10 more: same losses, weights,
 // optimizer state, bit for bit.
 void check_resume(const RunConfig& c, const std::string& checkpoint) {
-  Trainer straight(c);
+  Trainer straight(trainer_options(c));
   std::vector<double> losses = steps_of(straight, 20);
   NamedTensors weights = snapshot(straight.model().module->state_dict());
   NamedTensors optim = snapshot(straight.optimizer().state_tensors());
   {
-    Trainer first(c);
+    Trainer first(trainer_options(c));
     std::vector<double> head = steps_of(first, 10);
     CHECK(head == std::vector<double>(losses.begin(), losses.begin() + 10));
     first.save(checkpoint);
   }
   default_generator().set_state(999, 999);  // resume must restore the dropout stream
-  Trainer second(c);
+  Trainer second(trainer_options(c));
   second.resume(checkpoint);
   CHECK(second.step() == 10);
   CHECK(second.data_position() == 10 * c.train.grad_accum);
@@ -140,7 +140,7 @@ void check_resume(const RunConfig& c, const std::string& checkpoint) {
   // Control: the same resume with the dropout stream moved elsewhere does not match (when the model
   // has dropout), so the comparison above can fail.
   if (c.model.dropout > 0) {
-    Trainer third(c);
+    Trainer third(trainer_options(c));
     third.resume(checkpoint);
     default_generator().set_state(4242, 0);
     CHECK(third.train_step() != losses[10]);
@@ -173,13 +173,13 @@ TEST_CASE("trainer: a resumed train() continues the log: records up to the check
     c.train.steps = 5;
     const std::string ck = dir.file("run/checkpoint.safetensors");
     const std::string log = dir.file("run/log." + format);
-    Trainer(c).train();
+    Trainer(trainer_options(c)).train();
     const std::string at5 = read_bytes(ck);
     // The run went on to step 8 (records 6..8 written), then was killed mid-record...
     RunConfig to8 = c;
     to8.train.steps = 8;
     {
-      Trainer t(to8);
+      Trainer t(trainer_options(to8));
       t.resume(ck);
       t.train();
     }
@@ -188,7 +188,7 @@ TEST_CASE("trainer: a resumed train() continues the log: records up to the check
     write_bytes(log, read_bytes(log) + torn);
     RunConfig to12 = c;
     to12.train.steps = 12;
-    Trainer resumed(to12);
+    Trainer resumed(trainer_options(to12));
     resumed.resume(ck);
     TrainResult r = resumed.train();
     CHECK(r.steps == 12);
@@ -209,7 +209,7 @@ TEST_CASE("trainer: a resumed train() continues the log: records up to the check
     // The same run straight through: the same records (timing fields aside) and the same weights.
     RunConfig straight_config = to12;
     straight_config.train.out_dir = dir.file("straight");
-    Trainer straight(straight_config);
+    Trainer straight(trainer_options(straight_config));
     straight.train();
     CHECK(stable_records(log) == stable_records(dir.file("straight/log." + format)));
     check_identical(resumed.model().module->state_dict(), straight.model().module->state_dict());
@@ -231,7 +231,7 @@ TEST_CASE("trainer: with grad_accum = 2 a step's gradient is that of the summed 
   c.optim.clip = 0.0;
   c.optim.warmup_steps = 0;
   c.optim.decay = "constant";
-  Trainer t(c);
+  Trainer t(trainer_options(c));
   RunModel& m = t.model();
   const auto params = m.module->named_parameters();
   REQUIRE(params.front().second.dtype() == kFloat64);
@@ -290,7 +290,7 @@ TEST_CASE("trainer: evaluate() is the token-mean cross-entropy and argmax accura
   TempDir dir;
   RunConfig c = tiny_ed(dir.file("run"));
   c.train.eval_batches = 3;
-  Trainer t(c);
+  Trainer t(trainer_options(c));
   steps_of(t, 3);
 
   SUBCASE("against a hand computation on the trained model") {
@@ -343,8 +343,8 @@ TEST_CASE("trainer: evaluate() is the token-mean cross-entropy and argmax accura
     // accuracy = the share of targets equal to argmax z.
     RunConfig u = c;
     u.model.tie_weights = false;
-    Trainer ut(u);
-    const int64_t V = ut.config().model.vocab_size;
+    Trainer ut(trainer_options(u));
+    const int64_t V = ut.options().model.config.vocab_size;
     std::vector<double> z(V);
     for (int64_t v = 0; v < V; ++v) z[v] = 0.25 * double((v * 5) % 7);  // symbol "1" (id 4) is the largest: 1.5
     const int64_t best = 4;
@@ -402,7 +402,7 @@ TEST_CASE("trainer: log records (jsonl and csv) carry the documented fields") {
     c.train.log_every = 2;
     c.train.eval_every = 3;
     c.train.log_format = format;
-    Trainer t(c);
+    Trainer t(trainer_options(c));
     TrainResult r = t.train();
     CHECK(r.steps == 6);
     CHECK(t.log_path() == dir.file("out/nested/log." + format));
@@ -445,14 +445,14 @@ TEST_CASE("trainer: a fresh run keeps an earlier run's checkpoint and log as *.p
   TempDir dir;
   RunConfig c = tiny_ed(dir.file("run"));
   c.train.steps = 3;
-  Trainer(c).train();
+  Trainer(trainer_options(c)).train();
   const std::string ck = dir.file("run/checkpoint.safetensors"), log = dir.file("run/log.jsonl");
   const std::string old_ck = read_bytes(ck), old_log = read_bytes(log);
   REQUIRE(!old_ck.empty());
   REQUIRE(!old_log.empty());
   c.train.steps = 2;
   std::ostringstream out;
-  Trainer(c, &out).train();
+  Trainer(trainer_options(c), &out).train();
   CHECK(read_bytes(dir.file("run/checkpoint.prev.safetensors")) == old_ck);
   CHECK(read_bytes(dir.file("run/log.prev.jsonl")) == old_log);
   CHECK(read_bytes(ck) != old_ck);
@@ -467,7 +467,7 @@ TEST_CASE("trainer: train.target_accuracy stops at the first evaluation that rea
   c.train.steps = 10;
   c.train.eval_every = 2;
   c.train.target_accuracy = 1e-9;  // any correct token: the first evaluation (step 2) reaches it
-  Trainer t(c);
+  Trainer t(trainer_options(c));
   TrainResult r = t.train();
   REQUIRE(r.eval.accuracy > 0);
   CHECK(r.reached_target);
@@ -482,7 +482,7 @@ TEST_CASE("trainer: train.target_accuracy stops at the first evaluation that rea
   RunConfig d = c;
   d.train.target_accuracy = 1.0;
   d.train.out_dir = dir.file("other");
-  TrainResult full = Trainer(d).train();
+  TrainResult full = Trainer(trainer_options(d)).train();
   CHECK_FALSE(full.reached_target);
   CHECK(full.steps == 10);
 }
@@ -496,14 +496,14 @@ TEST_CASE("trainer: a diverging run throws naming the step and leaves the last c
   c.optim.name = "sgd";
   c.optim.decay = "constant";
   c.train.steps = 4;
-  Trainer(c).train();
+  Trainer(trainer_options(c)).train();
   const std::string ck = dir.file("run/checkpoint.safetensors");
   const std::string saved = read_bytes(ck);
 
   SUBCASE("a NaN in a weight") {
     RunConfig more = c;
     more.train.steps = 8;
-    Trainer t(more);
+    Trainer t(trainer_options(more));
     t.resume(ck);
     {
       NoGradGuard no_grad;
@@ -517,7 +517,7 @@ TEST_CASE("trainer: a diverging run throws naming the step and leaves the last c
     wild.train.steps = 40;
     wild.optim.lr = 1e6;
     wild.optim.clip = 0.0;
-    Trainer t(wild);
+    Trainer t(trainer_options(wild));
     t.resume(ck);
     std::string message;
     try {
@@ -541,14 +541,14 @@ TEST_CASE("trainer: resume refuses a checkpoint of another model, data or optimi
   TempDir dir;
   RunConfig c = tiny_ed(dir.file("run"));
   c.train.steps = 2;
-  Trainer(c).train();
+  Trainer(trainer_options(c)).train();
   const std::string ck = dir.file("run/checkpoint.safetensors");
 
   auto refused = [&](const std::vector<std::string>& overrides, const std::string& expected) {
     CAPTURE(overrides.front());
     RunConfig other = c;
     apply_overrides(other, overrides);
-    Trainer t(other);
+    Trainer t(trainer_options(other));
     NamedTensors before = snapshot(t.model().module->state_dict());
     check_throws_with([&] { t.resume(ck); }, expected);
     CHECK(t.step() == 0);
@@ -561,7 +561,7 @@ TEST_CASE("trainer: resume refuses a checkpoint of another model, data or optimi
   refused({"--optim.name=adam"}, "optim.name");
   refused({"--train.dtype=float64"}, "train.dtype");
   refused({"--train.steps=1", "--optim.warmup_steps=1"}, "beyond train.steps = 1");
-  Trainer same(c);
+  Trainer same(trainer_options(c));
   CHECK_NOTHROW(same.resume(ck));  // the unchanged config resumes
   CHECK(same.step() == 2);
 }
@@ -570,7 +570,7 @@ TEST_CASE("trainer: resume accepts changed loop keys, refuses corrupt and missin
   TempDir dir;
   RunConfig c = tiny_ed(dir.file("run"));
   c.train.steps = 2;
-  Trainer(c).train();
+  Trainer(trainer_options(c)).train();
   const std::string ck = dir.file("run/checkpoint.safetensors");
   {
     RunConfig loop = c;
@@ -578,7 +578,7 @@ TEST_CASE("trainer: resume accepts changed loop keys, refuses corrupt and missin
     loop.train.log_every = 3;
     loop.optim.lr = 5e-4;
     loop.train.out_dir = dir.file("elsewhere");
-    Trainer t(loop);
+    Trainer t(trainer_options(loop));
     CHECK_NOTHROW(t.resume(ck));
     CHECK(t.step() == 2);
   }
@@ -588,7 +588,7 @@ TEST_CASE("trainer: resume accepts changed loop keys, refuses corrupt and missin
   const std::string bad = dir.file("flipped.safetensors"), cut = dir.file("cut.safetensors");
   write_bytes(bad, flipped);
   write_bytes(cut, good.substr(0, good.size() - 5));
-  Trainer t(c);
+  Trainer t(trainer_options(c));
   check_throws_with([&] { t.resume(bad); }, bad);
   check_throws_with([&] { t.resume(bad); }, "checksum");
   check_throws_with([&] { t.resume(cut); }, cut);
@@ -598,9 +598,9 @@ TEST_CASE("trainer: resume accepts changed loop keys, refuses corrupt and missin
   // A text run resumed on a file whose bytes changed.
   RunConfig lm = tiny_lm(write_text(dir), dir.file("lm"));
   lm.train.steps = 2;
-  Trainer(lm).train();
+  Trainer(trainer_options(lm)).train();
   write_bytes(lm.data.text_path, read_bytes(lm.data.text_path) + "one more line\n");
-  check_throws_with([&] { Trainer(lm).resume(dir.file("lm/checkpoint.safetensors")); }, "it was trained on a different");
+  check_throws_with([&] { Trainer(trainer_options(lm)).resume(dir.file("lm/checkpoint.safetensors")); }, "it was trained on a different");
 }
 
 // ---- load_run ----------------------------------------------------------------------------------------
@@ -611,12 +611,12 @@ TEST_CASE("trainer: load_run rebuilds the trained model with identical logits") 
     CAPTURE(lm);
     RunConfig c = lm ? tiny_lm(write_text(dir), dir.file("lm")) : tiny_ed(dir.file("ed"));
     c.train.steps = 3;
-    Trainer t(c);
+    Trainer t(trainer_options(c));
     t.train();
     LoadedRun run = load_run(t.checkpoint_path());
     CHECK(run.checkpoint.meta.step == 3);
-    CHECK(config_to_json(run.config) == config_to_json(t.config()));
-    CHECK(run.config.model.vocab_size == t.config().model.vocab_size);
+    CHECK(config_to_json(run.config) == t.options().config_json);
+    CHECK(run.config.model.vocab_size == t.options().model.config.vocab_size);
     CHECK(bool(run.model.decoder_lm) == lm);
     NoGradGuard no_grad;
     t.model().module->eval();

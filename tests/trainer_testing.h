@@ -2,7 +2,7 @@
 #pragma once
 #include <string>
 
-#include "train/command/config.h"
+#include "train/config/run_options.h"
 
 namespace relgrad::testing {
 

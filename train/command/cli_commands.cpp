@@ -34,6 +34,7 @@
 #include "train/trainer/sampler.h"
 #include "train/data/token_file.h"
 #include "train/trainer/distributed.h"
+#include "train/config/run_options.h"
 #include "train/trainer/trainer.h"
 
 namespace relgrad {
@@ -96,13 +97,13 @@ int cmd_train(const std::string& config_path, const std::string& resume, const s
   }
   out << "# effective config\n" << config_to_toml(config) << "\n";
   if (dry_run) return 0;
-  Trainer trainer(config, world().is_root() ? &out : nullptr, &world());  // mpirun: rank 0 prints
+  Trainer trainer(trainer_options(config), world().is_root() ? &out : nullptr, &world());  // mpirun: rank 0 prints
   const size_t params = [&] {
     size_t n = 0;
     for (const Tensor& p : trainer.model().module->parameters()) n += static_cast<size_t>(p.numel());
     return n;
   }();
-  out << trainer.config().model_type << " model, " << params << " parameters, "
+  out << trainer.options().model.type << " model, " << params << " parameters, "
       << (trainer.model().device.is_cpu() ? std::to_string(omp_get_max_threads()) + " threads"
                                            : "on " + trainer.model().device.str())
       << "\n";
@@ -133,7 +134,7 @@ int cmd_train(const std::string& config_path, const std::string& resume, const s
         << trainer.checkpoint_path() << "\n";
     return 128 + (r.interrupted_by > 0 ? r.interrupted_by : 0);
   }
-  const std::string plot_path = trainer.config().train.out_dir + "/loss." + trainer.config().train.plot_format;
+  const std::string plot_path = trainer.options().train.out_dir + "/loss." + trainer.options().train.plot_format;
   if (world().is_root()) plot_training_log(trainer.log_path(), plot_path);  // the log is rank 0's
   out << "done: " << r.steps << " steps, held-out token accuracy " << fixed(100 * r.eval.accuracy, 2)
       << "%, sequence accuracy " << fixed(100 * r.eval.sequence_accuracy, 2) << "%, " << fixed(r.seconds, 1) << " s, "
@@ -309,7 +310,7 @@ int cmd_eval(const std::string& checkpoint, int64_t batches, const std::string& 
     out << "wrote logits " << shape_str(tensors["logits"].shape()) << " to " << dump_path << "\n";
     return 0;
   }
-  EvalResult e = evaluate(m, data, batches);
+  EvalResult e = evaluate(m, data.dataset(), batches);
   out << "step " << run.checkpoint.meta.step << ": held-out loss " << fixed(e.loss, 4) << ", token accuracy "
       << fixed(100 * e.accuracy, 2) << "% (" << e.tokens << " tokens), sequence accuracy "
       << fixed(100 * e.sequence_accuracy, 2) << "% (" << e.sequences << " sequences)\n";

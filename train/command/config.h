@@ -19,6 +19,7 @@
 
 #include "layers/models.h"
 #include "train/data/data.h"
+#include "train/trainer/options.h"  // OptimConfig, TrainLoopConfig: the [optim] and [train] sections
 
 namespace relgrad {
 
@@ -41,42 +42,6 @@ struct DataConfig {
   int64_t context = 128;                   // text, music: tokens per training window
   int64_t batch_size = 32;                 // sequences per micro-batch
   uint64_t seed = 0;                       // the data streams' Philox key
-};
-
-struct OptimConfig {
-  std::string name = "adamw";  // sgd, adam, adamw
-  double lr = 1e-3;            // peak learning rate
-  double min_lr = 0.0;         // reached at train.steps
-  int64_t warmup_steps = 100;  // linear warmup from 0
-  std::string decay = "cosine";  // cosine, linear, constant (after warmup)
-  double weight_decay = 0.01;  // decay_groups: tensors of 2+ dims (positional tables too), not biases or norms
-  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adam, adamw
-  double momentum = 0.0;       // sgd
-  bool nesterov = false;       // sgd
-  double clip = 1.0;           // global gradient-norm clip; 0 = off
-};
-
-struct TrainLoopConfig {
-  int64_t steps = 1000;         // optimizer steps
-  int64_t grad_accum = 1;       // micro-batches per step
-  int64_t log_every = 10;       // progress line + log record every n steps
-  int64_t eval_every = 250;     // held-out evaluation every n steps (and at the end); 0 = only at the end
-  int64_t eval_batches = 8;     // held-out batches per evaluation
-  int64_t save_every = 500;     // checkpoint every n steps (and at the end); 0 = only at the end
-  std::string out_dir = "runs/default";  // checkpoint.safetensors, log.jsonl|csv, loss.svg|png
-  std::string log_format = "jsonl";      // jsonl or csv
-  std::string plot_format = "svg";       // svg or png (written at the end)
-  uint64_t seed = 1;            // model initialisation and dropout
-  int64_t threads = 0;          // OpenMP threads; 0 = OpenMP's default. Bit-identical runs need the same count.
-  double collective_timeout_s = 300;  // mpirun: seconds a rank waits for the others in a collective before it
-                                      // ends the job with an error (docs/distributed.md); 0 = forever
-  std::string device = "cpu";   // cpu or cuda
-  std::string dtype = "float32";  // float32 or float64 parameters and activations
-  double target_accuracy = 0.0;   // stop early once a held-out evaluation reaches it (0 = never)
-  int64_t samples = 4;          // examples decoded greedily after training (0 = none)
-  std::string nonfinite = "stop";  // a NaN/Inf loss or gradient: "stop" (error, exit 3) or "skip" the step
-  int64_t max_skipped_steps = 10;  // skip: consecutive skipped steps allowed; one more stops the run
-  bool detect_anomaly = false;     // check every op's output and gradient for NaN/Inf (slow; names the op)
 };
 
 struct SampleConfig {

@@ -64,7 +64,7 @@ RunModel train_model(const RunConfig& config, const BatchFn& data, std::ostream*
                      double positional_lr_scale) {
   config.model.validate("experiments", config.encoder_decoder());
   Generator init(config.train.seed);
-  RunModel model = build_model(config, &init);
+  RunModel model = build_model(model_options(config), &init);
   const OptimConfig& o = config.optim;
   // decay_groups' two groups, then a third holding the positional tables (taken out of the others).
   std::vector<ParamGroup> groups = decay_groups(model.module->named_parameters(), o.lr, o.weight_decay);

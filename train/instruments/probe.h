@@ -42,6 +42,7 @@
 #include <string>
 #include <vector>
 
+#include "train/config/run_options.h"
 #include "train/trainer/trainer.h"
 
 namespace relgrad {

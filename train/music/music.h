@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "train/data/data.h"
+#include "train/data/dataset.h"
 #include "train/music/midi.h"
 
 namespace relgrad {
@@ -180,6 +181,24 @@ class MusicDataset {
   std::vector<std::string> train_files_, val_files_;
   std::vector<std::vector<int64_t>> train_, val_;
   std::vector<Skipped> skipped_;
+};
+
+// A MusicDataset in windows of `context`, as the trainer's Dataset; samples: a piece sampled from
+// BOS, written to out_dir/sample.mid.
+class MusicData : public Dataset {
+ public:
+  MusicData(const MusicDatasetConfig& config, int64_t batch_size, int64_t context)
+      : music_(config), vocab_(MusicDataset::vocab()), batch_size_(batch_size), context_(context) {}
+  Batch batch(int64_t index, Split split) const override { return music_.batch(index, batch_size_, context_, split); }
+  const Vocab& vocab() const override { return vocab_; }
+  int64_t batch_size() const override { return batch_size_; }
+  void print_samples(SampleModel& model, int64_t count, const std::string& out_dir, std::ostream& out) const override;
+  const MusicDataset& music() const { return music_; }
+
+ private:
+  MusicDataset music_;
+  Vocab vocab_;
+  int64_t batch_size_, context_;
 };
 
 }  // namespace relgrad

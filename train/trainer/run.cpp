@@ -1,4 +1,4 @@
-// The model and data of a run (RunModel, RunData, build_model, load_run) and held-out evaluation.
+// The model of a run (RunModel, build_model) and held-out evaluation.
 #include "train/trainer/run.h"
 
 #include <algorithm>
@@ -11,25 +11,7 @@
 #include "core/base/error.h"
 
 namespace relgrad {
-namespace {
-
-TaskConfig task_config(const RunConfig& c) {
-  TaskConfig t;
-  t.kind = task_kind_from_string(c.data.task);
-  t.layout = c.encoder_decoder() ? Layout::EncoderDecoder : Layout::DecoderOnly;
-  t.num_symbols = c.data.num_symbols;
-  t.min_len = c.data.min_len;
-  t.max_len = c.data.max_len;
-  t.batch_size = c.data.batch_size;
-  t.lag = c.data.lag;
-  t.period = c.data.period;
-  t.seed = c.data.seed;
-  return t;
-}
-
-}  // namespace
-
-// ---- RunModel / RunData ------------------------------------------------------------------------
+// ---- RunModel ------------------------------------------------------------------------
 Tensor RunModel::logits(const Batch& batch) {
   const Tensor& first = batch.decoder_only() ? batch.tokens : batch.src;
   const Batch b = first.defined() && first.device() != device ? batch.to(device) : batch;
@@ -60,48 +42,20 @@ Device resolve_device(const std::string& name, const std::string& what) {
   return d;
 }
 
-RunModel build_model(const RunConfig& config, Generator* init) {
+RunModel build_model(const ModelOptions& options, Generator* init) {
   RunModel m;
-  if (config.encoder_decoder()) {
-    m.encoder_decoder = std::make_shared<EncoderDecoder>(config.model, init);
+  if (options.encoder_decoder()) {
+    m.encoder_decoder = std::make_shared<EncoderDecoder>(options.config, init);
     m.module = m.encoder_decoder;
   } else {
-    m.decoder_lm = std::make_shared<DecoderLM>(config.model, init);
+    m.decoder_lm = std::make_shared<DecoderLM>(options.config, init);
     m.module = m.decoder_lm;
   }
-  if (config.train.dtype == "float64") m.module->to(kFloat64);
+  if (options.dtype == "float64") m.module->to(kFloat64);
   return m;
 }
 
-RunData::RunData(const RunConfig& config) : config_(&config) {
-  if (config.data.source == "text") {
-    text_ = std::make_unique<TextDataset>(config.data.text_path, config.data.val_fraction, config.data.seed);
-    vocab_ = TextDataset::vocab();
-  } else if (config.data.source == "tokens") {
-    tokens_ = std::make_unique<TokenDataset>(config.data.token_path, config.data.val_fraction, config.data.seed);
-    vocab_ = tokens_->vocab();
-  } else if (config.data.source == "music") {
-    MusicDatasetConfig m;
-    m.folder = config.data.music_dir;
-    m.synth = music_synth_config(config);
-    m.val_fraction = config.data.val_fraction;
-    m.seed = config.data.seed;
-    music_ = std::make_unique<MusicDataset>(m);
-    vocab_ = MusicDataset::vocab();
-  } else {
-    task_ = std::make_unique<SyntheticTask>(task_config(config));
-    vocab_ = task_->vocab();
-  }
-}
-
-Batch RunData::batch(int64_t index, Split split) const {
-  if (text_) return text_->batch(index, config_->data.batch_size, config_->data.context, split);
-  if (tokens_) return tokens_->batch(index, config_->data.batch_size, config_->data.context, split);
-  if (music_) return music_->batch(index, config_->data.batch_size, config_->data.context, split);
-  return task_->batch(index, split);
-}
-
-EvalResult evaluate(RunModel& model, const RunData& data, int64_t batches, Communicator* comm) {
+EvalResult evaluate(RunModel& model, const Dataset& data, int64_t batches, Communicator* comm) {
   NoGradGuard no_grad;
   const bool was_training = model.module->is_training();
   model.module->eval();
@@ -149,24 +103,6 @@ EvalResult evaluate(RunModel& model, const RunData& data, int64_t batches, Commu
   r.accuracy = r.tokens ? static_cast<double>(correct) / static_cast<double>(r.tokens) : 0.0;
   r.sequence_accuracy = r.sequences ? static_cast<double>(rows_right) / static_cast<double>(r.sequences) : 0.0;
   return r;
-}
-
-LoadedRun load_run(const std::string& path, Device device) {
-  LoadedRun run;
-  run.checkpoint = load_checkpoint(path);
-  run.config = RunConfig::defaults();
-  try {
-    load_config_json_text(run.config, run.checkpoint.meta.config_json, "config");
-    run.config.validate();
-  } catch (const Error& e) {
-    throw Error("[checkpoint] " + path + ": its config cannot be used: " + e.what());
-  }
-  run.config.derive_from_data();
-  Generator init(run.config.train.seed);
-  run.model = build_model(run.config, &init);
-  run.model.to(device);  // then restore: load_state_dict copies each host value onto the model's device
-  restore(run.checkpoint, *run.model.module, nullptr, nullptr);
-  return run;
 }
 
 }  // namespace relgrad

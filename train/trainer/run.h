@@ -1,16 +1,16 @@
-// The model and data of a run, as the trainer, the command and the instruments see them: RunModel
-// (either kind of model behind one interface for batches), RunData (the data of a run's config),
-// held-out evaluation, and a checkpoint reopened as a run (load_run).
+// The model of a run, as the trainer, the command and the instruments see them: RunModel (either kind
+// of model behind one interface for batches), build_model, and held-out evaluation on a Dataset.
+// A run's data and a checkpoint reopened as a run are built from its config in
+// train/config/run_options.h.
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <string>
 
-#include "train/command/config.h"
-#include "train/data/data.h"
-#include "train/music/music.h"
+#include "train/data/dataset.h"
 #include "train/trainer/checkpoint.h"
 #include "train/trainer/distributed.h"
+#include "train/trainer/options.h"
 
 namespace relgrad {
 
@@ -32,30 +32,10 @@ struct RunModel {
 // "... but no CUDA device is visible ..." (relgrad train exits 2, as for other config errors).
 // `what` names the setting in the message: "train.device" or "--device".
 Device resolve_device(const std::string& name, const std::string& what);
-// Builds the model `config` describes (vocab sizes must be derived), initialised from `init`, on the
+// Builds the model `options` describe (vocab sizes filled in), initialised from `init`, on the
 // CPU: the initial weights are drawn on the host whatever train.device says, so a run gives the same
 // starting point on every device (RunModel::to moves it after).
-RunModel build_model(const RunConfig& config, Generator* init);
-
-// The data of a run: a synthetic task or a text file.
-class RunData {
- public:
-  explicit RunData(const RunConfig& config);
-  Batch batch(int64_t index, Split split) const;
-  const Vocab& vocab() const { return vocab_; }
-  const SyntheticTask* task() const { return task_.get(); }
-  const TextDataset* text() const { return text_.get(); }
-  const TokenDataset* tokens() const { return tokens_.get(); }
-  const MusicDataset* music() const { return music_.get(); }
-
- private:
-  const RunConfig* config_;
-  std::unique_ptr<SyntheticTask> task_;
-  std::unique_ptr<TextDataset> text_;
-  std::unique_ptr<TokenDataset> tokens_;
-  std::unique_ptr<MusicDataset> music_;
-  Vocab vocab_;
-};
+RunModel build_model(const ModelOptions& options, Generator* init);
 
 struct EvalResult {
   double loss = 0.0;               // token-mean cross-entropy over the held-out batches
@@ -68,16 +48,6 @@ struct EvalResult {
 // on the model's device (each batch is copied there; the counts come back to the host).
 // With a communicator of several ranks, rank r evaluates batches r, r + N, ... and the sums are
 // all-reduced, so every rank returns the result for all batches.
-EvalResult evaluate(RunModel& model, const RunData& data, int64_t batches, Communicator* comm = nullptr);
-
-// A checkpoint opened for sampling / evaluation: its config (from the metadata) and the model,
-// restored onto `device` (a checkpoint holds host tensors, whatever device wrote it; the config's
-// train.device is not consulted: a run trained on a GPU samples on the CPU by default). Errors name the file.
-struct LoadedRun {
-  RunConfig config;
-  Checkpoint checkpoint;
-  RunModel model;
-};
-LoadedRun load_run(const std::string& checkpoint_path, Device device = Device::cpu());
+EvalResult evaluate(RunModel& model, const Dataset& data, int64_t batches, Communicator* comm = nullptr);
 
 }  // namespace relgrad

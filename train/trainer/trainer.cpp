@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "autograd/grad_mode.h"
@@ -70,12 +71,6 @@ std::string checkpoint_note(const std::string& path) {
                            : "No checkpoint was written before this step";
 }
 
-// The keys that must agree between a checkpoint and the config resuming it.
-bool shapes_run(const std::string& key) {
-  return key.rfind("model.", 0) == 0 || key.rfind("data.", 0) == 0 || key == "optim.name" || key == "train.dtype" ||
-         key == "train.seed";
-}
-
 }  // namespace
 
 // ---- interruption ------------------------------------------------------------------------------
@@ -88,26 +83,24 @@ int training_stop_requested() { return g_stop_signal.load(); }
 
 // ---- Trainer -------------------------------------------------------------------------------------
 namespace {
-RunConfig prepared(RunConfig c) {
-  c.validate();
-  resolve_device(c.train.device, "train.device");  // no CUDA: the error comes before any data is read
-  c.derive_from_data();
-  if (c.train.threads > 0) omp_set_num_threads(static_cast<int>(c.train.threads));
-  return c;
+TrainerOptions prepared(TrainerOptions o) {
+  RG_CHECK(o.data != nullptr, "train", "TrainerOptions::data is not set");
+  if (o.train.threads > 0) omp_set_num_threads(static_cast<int>(o.train.threads));
+  return o;
 }
 }  // namespace
 
-Trainer::Trainer(RunConfig config, std::ostream* out, Communicator* comm)
-    : config_(prepared(std::move(config))), out_(out), comm_(comm ? comm : &world()), data_(config_) {
-  const Device device = resolve_device(config_.train.device, "train.device");
-  RG_CHECK(device.is_cpu() || comm_->size() == 1, "train", "train.device = ", config_.train.device, " with ",
+Trainer::Trainer(TrainerOptions options, std::ostream* out, Communicator* comm)
+    : options_(prepared(std::move(options))), out_(out), comm_(comm ? comm : &world()) {
+  const Device device = resolve_device(options_.train.device, "train.device");
+  RG_CHECK(device.is_cpu() || comm_->size() == 1, "train", "train.device = ", options_.train.device, " with ",
            comm_->size(), " ranks: data-parallel training runs on the CPU only (train/trainer/distributed.h); use "
            "train.device = \"cpu\" or a single process");
-  Generator init(config_.train.seed);
-  model_ = build_model(config_, &init);
+  Generator init(options_.train.seed);
+  model_ = build_model(options_.model, &init);
   model_.to(device);  // before the optimizer: its state is allocated beside the weights
-  default_generator().set_state(config_.train.seed ^ kDropoutKey, 0);
-  const OptimConfig& o = config_.optim;
+  default_generator().set_state(options_.train.seed ^ kDropoutKey, 0);
+  const OptimConfig& o = options_.optim;
   auto groups = decay_groups(model_.module->named_parameters(), o.lr, o.weight_decay);
   if (o.name == "sgd")
     optimizer_ = std::make_unique<SGD>(groups, SGDOptions(o.lr).momentum(o.momentum).nesterov(o.nesterov));
@@ -117,60 +110,43 @@ Trainer::Trainer(RunConfig config, std::ostream* out, Communicator* comm)
     optimizer_ = std::make_unique<AdamW>(groups, AdamWOptions(o.lr).betas(o.beta1, o.beta2).eps(o.eps));
   auto decay = o.decay == "cosine" ? LrSchedule::Decay::Cosine
                : o.decay == "linear" ? LrSchedule::Decay::Linear : LrSchedule::Decay::Constant;
-  schedule_ = LrSchedule(o.lr, o.warmup_steps, config_.train.steps, o.min_lr, decay);
+  schedule_ = LrSchedule(o.lr, o.warmup_steps, options_.train.steps, o.min_lr, decay);
   if (comm_->size() > 1) start_data_parallel();
 }
 
 // Several ranks (train/trainer/distributed.h): the same config everywhere, rank 0's weights, this rank's rows.
 void Trainer::start_data_parallel() {
-  comm_->set_timeout(config_.train.collective_timeout_s);
-  const std::string json = config_to_json(config_);
+  comm_->set_timeout(options_.train.collective_timeout_s);
+  const std::string& json = options_.config_json;
   check_same(*comm_, fnv1a64(json.data(), json.size()), "the config");
-  rows_ = shard_rows(config_.data.batch_size, comm_->rank(), comm_->size());
+  rows_ = shard_rows(options_.data->batch_size(), comm_->rank(), comm_->size());
   const TensorList params = model_.module->parameters();
   for (const Tensor& p : params) broadcast(*comm_, p, 0);
   reducer_ = std::make_unique<GradientReducer>(*comm_, params);
   if (out_)
     *out_ << "data parallel: " << comm_->size() << " ranks (" << comm_->backend() << "), rank 0 trains rows ["
-          << rows_.begin << ", " << rows_.end << ") of " << config_.data.batch_size << "; all-reduce of "
+          << rows_.begin << ", " << rows_.end << ") of " << options_.data->batch_size() << "; all-reduce of "
           << reducer_->bytes_per_reduce() << " bytes per step (" << reducer_->buckets()
           << (reducer_->buckets() == 1 ? " bucket)\n" : " buckets)\n");
 }
 
 Trainer::~Trainer() = default;
 
-std::string Trainer::checkpoint_path() const { return config_.train.out_dir + "/checkpoint.safetensors"; }
-std::string Trainer::log_path() const { return config_.train.out_dir + "/log." + config_.train.log_format; }
+std::string Trainer::checkpoint_path() const { return options_.train.out_dir + "/checkpoint.safetensors"; }
+std::string Trainer::log_path() const { return options_.train.out_dir + "/log." + options_.train.log_format; }
 
 void Trainer::resume(const std::string& path) {
   Checkpoint ck = load_checkpoint(path);
-  RunConfig saved = config_;
-  try {
-    load_config_json_text(saved, ck.meta.config_json, "config");
-  } catch (const Error& e) {
-    throw Error("[train] " + path + ": the checkpoint's config cannot be read: " + e.what());
-  }
-  // Compare through the JSON form, key by key, so the error names what differs.
-  std::string mine = config_to_toml(config_), theirs = config_to_toml(saved);
-  std::istringstream a(mine), b(theirs);
-  std::string la, lb, section;
-  while (std::getline(a, la) && std::getline(b, lb)) {
-    if (!la.empty() && la[0] == '[') section = la.substr(1, la.size() - 2);
-    std::string key = section + "." + la.substr(0, la.find(" = "));
-    RG_CHECK(la == lb || !shapes_run(key), "train", "cannot resume from ", path, ": ", key, " is ",
-             lb.substr(lb.find(" = ") + 3), " there and ", la.substr(la.find(" = ") + 3),
-             " here (keys of the model, data, optimizer, dtype and seed must match)");
-  }
+  if (options_.check_resume) options_.check_resume(ck.meta.config_json, path);
   RG_CHECK(ck.optimizer_name == optimizer_->name(), "train", "cannot resume from ", path, ": it holds '",
            ck.optimizer_name, "' state, this run uses ", optimizer_->name());
-  RG_CHECK(ck.meta.step <= config_.train.steps, "train", "cannot resume from ", path, ": it is at step ",
-           ck.meta.step, ", beyond train.steps = ", config_.train.steps);
-  if (data_.text() || data_.tokens()) {
+  RG_CHECK(ck.meta.step <= options_.train.steps, "train", "cannot resume from ", path, ": it is at step ",
+           ck.meta.step, ", beyond train.steps = ", options_.train.steps);
+  if (std::optional<uint64_t> sum = options_.data->checksum()) {
     auto it = ck.meta.extra.find("data_checksum");
-    std::string here = std::to_string(data_.text() ? data_.text()->checksum() : data_.tokens()->checksum());
+    std::string here = std::to_string(*sum);
     RG_CHECK(it == ck.meta.extra.end() || it->second == here, "train", "cannot resume from ", path,
-             ": it was trained on a different ", data_.text() ? config_.data.text_path : config_.data.token_path,
-             " (checksum ", it->second, " vs ", here, ")");
+             ": it was trained on a different ", options_.data->path(), " (checksum ", it->second, " vs ", here, ")");
   }
   restore(ck, *model_.module, optimizer_.get(), &default_generator());
   step_ = ck.meta.step;
@@ -189,13 +165,12 @@ void Trainer::resume(const std::string& path) {
 void Trainer::save(const std::string& path) const {
   CheckpointMeta meta;
   meta.step = step_;
-  meta.config_json = config_to_json(config_);
+  meta.config_json = options_.config_json;
   meta.rng_seed = default_generator().seed();
   meta.rng_offset = default_generator().offset();
   meta.data_position = data_position_;
   meta.num_threads = omp_get_max_threads();
-  if (data_.text()) meta.extra["data_checksum"] = std::to_string(data_.text()->checksum());
-  if (data_.tokens()) meta.extra["data_checksum"] = std::to_string(data_.tokens()->checksum());
+  if (std::optional<uint64_t> sum = options_.data->checksum()) meta.extra["data_checksum"] = std::to_string(*sum);
   meta.extra["tokens_seen"] = std::to_string(tokens_seen_);
   save_checkpoint(path, *model_.module, optimizer_.get(), meta);
 }
@@ -209,8 +184,8 @@ double Trainer::train_step() {
   std::vector<Batch> micro;
   int64_t total_targets = 0;
   last_tokens_ = 0;
-  for (int64_t m = 0; m < config_.train.grad_accum; ++m) {
-    micro.push_back(data_.batch(data_position_ + m, Split::Train));
+  for (int64_t m = 0; m < options_.train.grad_accum; ++m) {
+    micro.push_back(options_.data->batch(data_position_ + m, Split::Train));
     total_targets += micro.back().num_targets;
     last_tokens_ += input_tokens(micro.back());
     if (reducer_) micro.back() = shard_batch(micro.back(), rows_);  // counts above: the global batch's
@@ -219,7 +194,7 @@ double Trainer::train_step() {
   double loss_value = 0.0;
   RowShardGuard dropout_rows(reducer_ ? rows_ : RowRange{});  // this rank's rows draw as in the whole batch
   try {
-    DetectAnomalyGuard anomaly(config_.train.detect_anomaly || AnomalyMode::is_enabled());
+    DetectAnomalyGuard anomaly(options_.train.detect_anomaly || AnomalyMode::is_enabled());
     for (const Batch& host : micro) {
       const Batch b = host.to(model_.device);  // one micro-batch on the device at a time
       Tensor logits = model_.logits(b);  // (B, T, V)
@@ -240,15 +215,15 @@ double Trainer::train_step() {
   if (after_backward_) after_backward_(*this);
   const TensorList params = model_.module->parameters();
   last_grad_norm_ = std::isfinite(loss_value)
-                        ? clip_grad_norm_(params, config_.optim.clip > 0 ? config_.optim.clip : INFINITY)
+                        ? clip_grad_norm_(params, options_.optim.clip > 0 ? options_.optim.clip : INFINITY)
                         : NAN;
   if (!std::isfinite(loss_value) || !std::isfinite(last_grad_norm_)) {
     const NonFiniteDiagnosis bad = diagnose_step(loss_value, last_grad_norm_, model_.module->named_parameters());
-    const std::string warning = nonfinite_.on_nonfinite(config_.train.nonfinite, config_.train.max_skipped_steps, step_,
+    const std::string warning = nonfinite_.on_nonfinite(options_.train.nonfinite, options_.train.max_skipped_steps, step_,
                                                         lr, bad, checkpoint_note(checkpoint_path()));  // or throws
     // Skipped (PyTorch's GradScaler): weights and optimizer state (moments, step counts) stay bit for
     // bit; the step number (so the lr schedule) and the data position advance.
-    data_position_ += config_.train.grad_accum;
+    data_position_ += options_.train.grad_accum;
     ++step_;  // the log counts steps done, as for "train" records
     write_record("skip", {{"step", double(step_)}, {"loss", loss_value}, {"lr", lr}, {"grad_norm", last_grad_norm_}},
                  {{"tensor", bad.tensor.name}});
@@ -263,17 +238,17 @@ double Trainer::train_step() {
                                 first_nonfinite(model_.module->named_parameters(), /*grads=*/false),
                                 checkpoint_note(checkpoint_path()));
   nonfinite_.on_applied();
-  data_position_ += config_.train.grad_accum;
+  data_position_ += options_.train.grad_accum;
   ++step_;
   return loss_value;
 }
 
 void Trainer::open_log(bool fresh) {
   const std::string path = log_path();
-  const bool csv = config_.train.log_format == "csv";
+  const bool csv = options_.train.log_format == "csv";
   if (fresh) {
     if (file_exists(path)) {
-      const std::string prev = config_.train.out_dir + "/log.prev." + config_.train.log_format;
+      const std::string prev = options_.train.out_dir + "/log.prev." + options_.train.log_format;
       RG_CHECK(::rename(path.c_str(), prev.c_str()) == 0, "train", "cannot keep the earlier log as ", prev, ": ",
                std::strerror(errno));
     }
@@ -311,7 +286,7 @@ void Trainer::write_record(const std::string& event, const std::vector<std::pair
   if (!log_) return;
   std::ostringstream line;
   line.precision(9);
-  if (config_.train.log_format == "csv") {
+  if (options_.train.log_format == "csv") {
     static const char* columns[] = {"step", "loss", "accuracy", "sequence_accuracy", "lr", "grad_norm", "tokens",
                                     "tokens_per_s", "elapsed_s"};
     line << event;
@@ -340,15 +315,15 @@ void Trainer::write_record(const std::string& event, const std::vector<std::pair
 
 TrainResult Trainer::train() {
   const bool writer = comm_->is_root();  // several ranks: only rank 0 writes files
-  if (writer) make_directories(config_.train.out_dir);
+  if (writer) make_directories(options_.train.out_dir);
   if (writer && !resumed_ && file_exists(checkpoint_path())) {
-    const std::string prev = config_.train.out_dir + "/checkpoint.prev.safetensors";
+    const std::string prev = options_.train.out_dir + "/checkpoint.prev.safetensors";
     RG_CHECK(::rename(checkpoint_path().c_str(), prev.c_str()) == 0, "train", "cannot keep the earlier checkpoint as ",
              prev, ": ", std::strerror(errno));
-    if (out_) *out_ << "note: " << config_.train.out_dir << " held an earlier run; its checkpoint is now " << prev << "\n";
+    if (out_) *out_ << "note: " << options_.train.out_dir << " held an earlier run; its checkpoint is now " << prev << "\n";
   }
   if (writer) open_log(!resumed_);
-  const TrainLoopConfig& tc = config_.train;
+  const TrainLoopConfig& tc = options_.train;
   TrainResult result;
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
@@ -428,81 +403,44 @@ TrainResult Trainer::train() {
 }
 
 // ---- the samples printed at the end of training ---------------------------------------------------
-SamplingOptions sampling_options(const SampleConfig& c) {
-  SamplingOptions o;
-  o.max_new_tokens = c.max_new_tokens;
-  o.temperature = c.temperature;
-  o.top_k = c.top_k;
-  o.top_p = c.top_p;
-  o.seed = c.seed;
-  return o;
-}
+namespace {
+// The trained model lent to Dataset::print_samples (train/data/dataset.h).
+class TrainedSampleModel : public SampleModel {
+ public:
+  TrainedSampleModel(RunModel& model, const SamplingOptions& options) : model_(model), options_(options) {}
+  std::vector<int64_t> answer(const std::vector<int64_t>& source, int64_t max_new_tokens) override {
+    SamplingOptions greedy;
+    greedy.temperature = 0.0;
+    greedy.max_new_tokens = max_new_tokens;
+    if (model_.encoder_decoder) {
+      Tensor src = from_vector<int64_t>(source, {1, (int64_t)source.size()});
+      std::vector<int64_t> seq = generate(*model_.encoder_decoder, src, Tensor(), greedy).to_vector<int64_t>();
+      return {seq.begin() + 1, seq.end()};  // after the BOS the decoder starts from
+    }
+    std::vector<int64_t> prompt = source;
+    prompt.push_back(kBos);
+    Tensor p = from_vector<int64_t>(prompt, {1, (int64_t)prompt.size()});
+    std::vector<int64_t> seq = generate(*model_.decoder_lm, p, greedy).to_vector<int64_t>();
+    return {seq.begin() + prompt.size(), seq.end()};
+  }
+  std::vector<int64_t> continue_prompt(const std::vector<int64_t>& prompt, bool stop_at_eos) override {
+    RG_CHECK(model_.decoder_lm != nullptr, "train", "samples from a prompt need a decoder-only model");
+    SamplingOptions o = options_;
+    if (!stop_at_eos) o.eos = -1;
+    Tensor p = from_vector<int64_t>(prompt, {1, (int64_t)prompt.size()});
+    return generate(*model_.decoder_lm, p, o).to_vector<int64_t>();
+  }
+
+ private:
+  RunModel& model_;
+  SamplingOptions options_;
+};
+}  // namespace
 
 void Trainer::print_samples() {
   NoGradGuard no_grad;
-  const Vocab& vocab = data_.vocab();
-  SamplingOptions greedy;
-  greedy.temperature = 0.0;
-  if (data_.task()) {
-    Batch b = data_.batch(0, Split::HeldOut);
-    const int64_t n = std::min<int64_t>(config_.train.samples, b.tgt_out.defined() ? b.tgt_out.size(0) : b.tokens.size(0));
-    *out_ << "greedy samples on held-out sequences:\n";
-    int64_t exact = 0;
-    for (int64_t row = 0; row < n; ++row) {
-      SyntheticTask::Sample s = data_.task()->sample(0, row, Split::HeldOut);
-      std::vector<int64_t> out;
-      greedy.max_new_tokens = static_cast<int64_t>(s.target.size()) + 1;
-      if (model_.encoder_decoder) {
-        Tensor src = from_vector<int64_t>(s.source, {1, (int64_t)s.source.size()});
-        std::vector<int64_t> seq = generate(*model_.encoder_decoder, src, Tensor(), greedy).to_vector<int64_t>();
-        out.assign(seq.begin() + 1, seq.end());
-      } else {
-        std::vector<int64_t> prompt = s.source;
-        prompt.push_back(kBos);
-        Tensor p = from_vector<int64_t>(prompt, {1, (int64_t)prompt.size()});
-        std::vector<int64_t> seq = generate(*model_.decoder_lm, p, greedy).to_vector<int64_t>();
-        out.assign(seq.begin() + prompt.size(), seq.end());
-      }
-      if (!out.empty() && out.back() == kEos) out.pop_back();
-      bool ok = out == s.target;
-      exact += ok;
-      *out_ << "  input  " << vocab.decode(s.source) << "\n  target " << vocab.decode(s.target) << "\n  model  "
-            << vocab.decode(out) << (ok ? "   (exact)" : "   (differs)") << "\n";
-    }
-    *out_ << exact << "/" << n << " exact\n";
-  } else if (data_.music()) {
-    SamplingOptions o = sampling_options(config_.sample);
-    std::vector<int64_t> seq = generate(*model_.decoder_lm, from_vector<int64_t>({kBos}, {1, 1}), o).to_vector<int64_t>();
-    const std::string path = config_.train.out_dir + "/sample.mid";
-    MidiFile midi = decode_performance(seq);
-    write_midi(path, midi);
-    *out_ << "sampled " << seq.size() - 1 << " events (" << decode_notes(seq).size() << " notes) from <bos>: " << path
-          << "\n";
-  } else if (data_.tokens()) {
-    // Prompt: the first ids of the validation split (of the training split when there is none).
-    const TokenDataset& t = *data_.tokens();
-    const int64_t from = t.val_size() > 0 ? t.train_size() : 0;
-    const int64_t prompt_len = std::min<int64_t>(32, t.size() - from);
-    std::vector<int64_t> prompt(t.tokens().begin() + from, t.tokens().begin() + from + prompt_len);
-    SamplingOptions o = sampling_options(config_.sample);
-    o.eos = -1;
-    std::vector<int64_t> seq = generate(*model_.decoder_lm, from_vector<int64_t>(prompt, {1, prompt_len}), o).to_vector<int64_t>();
-    *out_ << "sample (prompt: the first " << prompt_len << " ids of the " << (from ? "validation" : "training")
-          << " split):\n" << vocab.decode(seq) << "\n";
-  } else {
-    const std::string& text = data_.text()->bytes();
-    const int64_t prompt_len = std::min<int64_t>(32, data_.text()->val_size());
-    std::vector<int64_t> prompt;
-    for (int64_t i = 0; i < prompt_len; ++i)
-      prompt.push_back(static_cast<unsigned char>(text[data_.text()->train_size() + i]));
-    SamplingOptions o = sampling_options(config_.sample);
-    o.eos = -1;
-    Tensor p = from_vector<int64_t>(prompt, {1, prompt_len});
-    std::vector<int64_t> seq = generate(*model_.decoder_lm, p, o).to_vector<int64_t>();
-    std::string s;
-    for (int64_t id : seq) s += static_cast<char>(id);
-    *out_ << "sample (prompt: the first " << prompt_len << " bytes of the validation text):\n" << s << "\n";
-  }
+  TrainedSampleModel model(model_, options_.sample);
+  options_.data->print_samples(model, options_.train.samples, options_.train.out_dir, *out_);
 }
 
 }  // namespace relgrad

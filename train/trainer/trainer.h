@@ -1,7 +1,8 @@
 // The training loop behind `relgrad train`, usable from C++ too:
 //
-//   RunConfig config = RunConfig::defaults();          // or load_config_file + apply_overrides
-//   Trainer trainer(config, &std::cout);               // builds data, model, optimizer, schedule
+//   TrainerOptions options = trainer_options(config);  // a RunConfig's (train/config/run_options.h),
+//                                                      // or filled by hand (train/trainer/options.h)
+//   Trainer trainer(options, &std::cout);              // builds model, optimizer, schedule
 //   trainer.resume("runs/default/checkpoint.safetensors");   // optional
 //   TrainResult result = trainer.train();              // logs, evaluates, checkpoints
 //
@@ -40,20 +41,17 @@
 #include <string>
 #include <vector>
 
-#include "train/command/config.h"
-#include "train/data/data.h"
+#include "train/data/dataset.h"
 #include "train/optim/optim.h"
 #include "train/optim/schedule.h"
 #include "train/trainer/checkpoint.h"
 #include "train/trainer/distributed.h"
 #include "train/trainer/nonfinite.h"
+#include "train/trainer/options.h"
 #include "train/trainer/run.h"
 #include "train/trainer/sampler.h"
 
 namespace relgrad {
-
-// The [sample] section as sampler options (train/trainer/sampler.h; eos stays the default).
-SamplingOptions sampling_options(const SampleConfig& config);
 
 struct TrainResult {
   int64_t steps = 0;             // optimizer steps done in total (including before a resume)
@@ -76,18 +74,19 @@ int training_stop_requested();
 
 class Trainer {
  public:
-  // Validates the config (nothing is written before that), derives vocab sizes, seeds, builds
-  // everything. Progress lines go to `out` (null: silent). `comm` (null: world(), train/trainer/distributed.h)
+  // Checks the device (nothing is written before that), seeds, builds the model, optimizer and
+  // schedule; `options` come validated, vocab sizes filled in (trainer_options does both). Progress lines go to `out` (null: silent). `comm` (null: world(), train/trainer/distributed.h)
   // with several ranks makes the training data-parallel: this rank trains on its rows of every
   // batch, gradients and losses are summed over the ranks, weights start as rank 0's, and only rank
   // 0 writes the log and checkpoints (pass out = null on the other ranks). Every rank must make
   // the same calls (resume, train) in the same order.
-  explicit Trainer(RunConfig config, std::ostream* out = nullptr, Communicator* comm = nullptr);
+  explicit Trainer(TrainerOptions options, std::ostream* out = nullptr, Communicator* comm = nullptr);
   ~Trainer();
 
   // Continues the run saved in `checkpoint_path`: model, optimizer, RNG, step, data position. The
   // checkpoint's config must agree with this one in everything that shapes the model, the data or
-  // the optimizer state (other keys, such as train.steps or log_every, may change on resume).
+  // the optimizer state (TrainerOptions::check_resume; other keys, such as train.steps or log_every,
+  // may change on resume), and its data checksum with the Dataset's.
   void resume(const std::string& checkpoint_path);
 
   TrainResult train();          // steps until train.steps (or the target accuracy), with logging
@@ -104,12 +103,12 @@ class Trainer {
   // Called in train_step after the backward pass(es), before the checks, clipping and the update:
   // for gradient logging, or for tests that inject a fault.
   void set_after_backward(std::function<void(Trainer&)> hook) { after_backward_ = std::move(hook); }
-  EvalResult evaluate() { return relgrad::evaluate(model_, data_, config_.train.eval_batches, comm_); }
+  EvalResult evaluate() { return relgrad::evaluate(model_, *options_.data, options_.train.eval_batches, comm_); }
   void save(const std::string& path) const;
 
-  const RunConfig& config() const { return config_; }
+  const TrainerOptions& options() const { return options_; }
   RunModel& model() { return model_; }
-  const RunData& data() const { return data_; }
+  const Dataset& data() const { return *options_.data; }
   Optimizer& optimizer() { return *optimizer_; }
   int64_t step() const { return step_; }
   int64_t data_position() const { return data_position_; }
@@ -126,12 +125,11 @@ class Trainer {
                     const std::vector<std::pair<std::string, std::string>>& texts = {});
   void print_samples();
 
-  RunConfig config_;
+  TrainerOptions options_;
   std::ostream* out_;
   Communicator* comm_;
   std::unique_ptr<GradientReducer> reducer_;  // several ranks only
   RowRange rows_;                             // this rank's rows of every batch
-  RunData data_;
   RunModel model_;
   std::unique_ptr<Optimizer> optimizer_;
   LrSchedule schedule_;

@@ -1,0 +1,56 @@
+// A RunConfig (train/command/config.h) turned into what the training side runs: the one place that maps
+// the command's config onto the trainer's options (train/trainer/options.h) and data.source onto a
+// Dataset, and a checkpoint (whose metadata holds its config) reopened as a run.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "train/command/config.h"  // moves to train/config/ once its other edits land
+#include "train/data/dataset.h"
+#include "train/music/music.h"
+#include "train/trainer/checkpoint.h"
+#include "train/trainer/options.h"
+#include "train/trainer/run.h"
+#include "train/trainer/sampler.h"
+
+namespace relgrad {
+
+// Validates `config` (nothing is read or written before that), checks train.device, derives the vocab
+// sizes, opens the data and fills every option the Trainer reads; the checkpoints' config JSON is
+// config_to_json of the derived config, and a resume is refused when a key of the model, data,
+// optimizer, dtype or seed differs from the checkpoint's.
+TrainerOptions trainer_options(RunConfig config);
+
+// The Dataset data.source names: "synthetic", "text", "tokens" or "music" (vocab sizes need not be derived).
+std::shared_ptr<const Dataset> make_dataset(const RunConfig& config);
+ModelOptions model_options(const RunConfig& config);      // model.type, the model, train.dtype
+SamplingOptions sampling_options(const SampleConfig& config);  // the [sample] section (eos stays the default)
+
+// The data of a run's config, with its source for the commands that treat sources apart (sample, eval).
+class RunData {
+ public:
+  explicit RunData(const RunConfig& config) : data_(make_dataset(config)) {}
+  Batch batch(int64_t index, Split split) const { return data_->batch(index, split); }
+  const Vocab& vocab() const { return data_->vocab(); }
+  const Dataset& dataset() const { return *data_; }
+  const SyntheticTask* task() const;  // null unless data.source = "synthetic"; and so on
+  const TextDataset* text() const;
+  const TokenDataset* tokens() const;
+  const MusicDataset* music() const;
+
+ private:
+  std::shared_ptr<const Dataset> data_;
+};
+
+// A checkpoint opened for sampling / evaluation: its config (from the metadata) and the model,
+// restored onto `device` (a checkpoint holds host tensors, whatever device wrote it; the config's
+// train.device is not consulted: a run trained on a GPU samples on the CPU by default). Errors name the file.
+struct LoadedRun {
+  RunConfig config;
+  Checkpoint checkpoint;
+  RunModel model;
+};
+LoadedRun load_run(const std::string& checkpoint_path, Device device = Device::cpu());
+
+}  // namespace relgrad

@@ -1,0 +1,46 @@
+// The samples each data source prints after training (train/data/dataset.h).
+#include "train/data/dataset.h"
+
+#include <algorithm>
+#include <ostream>
+
+namespace relgrad {
+
+void SyntheticData::print_samples(SampleModel& model, int64_t count, const std::string&, std::ostream& out) const {
+  Batch b = task_.batch(0, Split::HeldOut);
+  const int64_t n = std::min<int64_t>(count, b.tgt_out.defined() ? b.tgt_out.size(0) : b.tokens.size(0));
+  out << "greedy samples on held-out sequences:\n";
+  int64_t exact = 0;
+  for (int64_t row = 0; row < n; ++row) {
+    SyntheticTask::Sample s = task_.sample(0, row, Split::HeldOut);
+    std::vector<int64_t> answer = model.answer(s.source, static_cast<int64_t>(s.target.size()) + 1);
+    if (!answer.empty() && answer.back() == kEos) answer.pop_back();
+    bool ok = answer == s.target;
+    exact += ok;
+    out << "  input  " << vocab().decode(s.source) << "\n  target " << vocab().decode(s.target) << "\n  model  "
+        << vocab().decode(answer) << (ok ? "   (exact)" : "   (differs)") << "\n";
+  }
+  out << exact << "/" << n << " exact\n";
+}
+
+void TextData::print_samples(SampleModel& model, int64_t, const std::string&, std::ostream& out) const {
+  const std::string& text = text_.bytes();
+  const int64_t prompt_len = std::min<int64_t>(32, text_.val_size());
+  std::vector<int64_t> prompt;
+  for (int64_t i = 0; i < prompt_len; ++i) prompt.push_back(static_cast<unsigned char>(text[text_.train_size() + i]));
+  std::string s;
+  for (int64_t id : model.continue_prompt(prompt, false)) s += static_cast<char>(id);
+  out << "sample (prompt: the first " << prompt_len << " bytes of the validation text):\n" << s << "\n";
+}
+
+void TokenData::print_samples(SampleModel& model, int64_t, const std::string&, std::ostream& out) const {
+  // Prompt: the first ids of the validation split (of the training split when there is none).
+  const int64_t from = tokens_.val_size() > 0 ? tokens_.train_size() : 0;
+  const int64_t prompt_len = std::min<int64_t>(32, tokens_.size() - from);
+  std::vector<int64_t> prompt(tokens_.tokens().begin() + from, tokens_.tokens().begin() + from + prompt_len);
+  std::vector<int64_t> seq = model.continue_prompt(prompt, false);
+  out << "sample (prompt: the first " << prompt_len << " ids of the " << (from ? "validation" : "training")
+      << " split):\n" << vocab_.decode(seq) << "\n";
+}
+
+}  // namespace relgrad

@@ -1,0 +1,75 @@
+// What the Trainer (train/trainer/trainer.h) reads: the model it builds, the optimizer and its schedule,
+// the loop, checkpoints and samples, and the data as a Dataset (train/data/dataset.h). The relgrad
+// command fills them from a RunConfig in one place (trainer_options, train/config/run_options.h);
+// a C++ program may fill them itself.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "layers/models.h"
+#include "train/data/dataset.h"
+#include "train/trainer/sampler.h"
+
+namespace relgrad {
+
+struct OptimConfig {
+  std::string name = "adamw";  // sgd, adam, adamw
+  double lr = 1e-3;            // peak learning rate
+  double min_lr = 0.0;         // reached at train.steps
+  int64_t warmup_steps = 100;  // linear warmup from 0
+  std::string decay = "cosine";  // cosine, linear, constant (after warmup)
+  double weight_decay = 0.01;  // decay_groups: tensors of 2+ dims (positional tables too), not biases or norms
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adam, adamw
+  double momentum = 0.0;       // sgd
+  bool nesterov = false;       // sgd
+  double clip = 1.0;           // global gradient-norm clip; 0 = off
+};
+
+struct TrainLoopConfig {
+  int64_t steps = 1000;         // optimizer steps
+  int64_t grad_accum = 1;       // micro-batches per step
+  int64_t log_every = 10;       // progress line + log record every n steps
+  int64_t eval_every = 250;     // held-out evaluation every n steps (and at the end); 0 = only at the end
+  int64_t eval_batches = 8;     // held-out batches per evaluation
+  int64_t save_every = 500;     // checkpoint every n steps (and at the end); 0 = only at the end
+  std::string out_dir = "runs/default";  // checkpoint.safetensors, log.jsonl|csv, loss.svg|png
+  std::string log_format = "jsonl";      // jsonl or csv
+  std::string plot_format = "svg";       // svg or png (written at the end)
+  uint64_t seed = 1;            // model initialisation and dropout
+  int64_t threads = 0;          // OpenMP threads; 0 = OpenMP's default. Bit-identical runs need the same count.
+  double collective_timeout_s = 300;  // mpirun: seconds a rank waits for the others in a collective before it
+                                      // ends the job with an error (docs/distributed.md); 0 = forever
+  std::string device = "cpu";   // cpu or cuda
+  std::string dtype = "float32";  // float32 or float64 parameters and activations
+  double target_accuracy = 0.0;   // stop early once a held-out evaluation reaches it (0 = never)
+  int64_t samples = 4;          // examples decoded greedily after training (0 = none)
+  std::string nonfinite = "stop";  // a NaN/Inf loss or gradient: "stop" (error, exit 3) or "skip" the step
+  int64_t max_skipped_steps = 10;  // skip: consecutive skipped steps allowed; one more stops the run
+  bool detect_anomaly = false;     // check every op's output and gradient for NaN/Inf (slow; names the op)
+};
+
+// The model of a run: its kind and sizes (vocab sizes filled in) and the parameters' dtype.
+struct ModelOptions {
+  std::string type = "encoder-decoder";  // encoder-decoder or decoder-only
+  TransformerConfig config;
+  std::string dtype = "float32";         // float32 or float64
+  bool encoder_decoder() const { return type == "encoder-decoder"; }
+};
+
+struct TrainerOptions {
+  ModelOptions model;
+  OptimConfig optim;
+  TrainLoopConfig train;
+  SamplingOptions sample;          // the samples printed after training (eos as the data's samples need)
+  std::shared_ptr<const Dataset> data;
+  // Written verbatim into every checkpoint (and compared across ranks): the config the run came
+  // from, so that a checkpoint can be reopened without the trainer (train/config/run_options.h).
+  std::string config_json;
+  // Called by Trainer::resume with the checkpoint's config_json and path: throws when the two runs
+  // differ in what shapes the model, the data or the optimizer state. Empty: no check.
+  std::function<void(const std::string& saved_json, const std::string& path)> check_resume;
+};
+
+}  // namespace relgrad
