@@ -4,7 +4,7 @@
 // must read back to the same config.
 #pragma once
 #include "fuzz/fuzz_common.h"
-#include "train/command/config.h"
+#include "train/config/config.h"
 
 namespace relgrad::fuzz {
 

@@ -21,7 +21,7 @@ namespace relgrad::fuzz {
   std::abort();
 }
 
-// For the parsers that only read from a path (core/safetensors.h, train/command/config.h): one anonymous
+// For the parsers that only read from a path (core/safetensors.h, train/config/config.h): one anonymous
 // in-memory file (memfd), rewritten for each input and opened by the parser as /proc/self/fd/N. It
 // is a regular file to stat(), so the loaders' size and file-type checks run as on disk, and no
 // input ever touches the disk.

@@ -1,4 +1,4 @@
-// libFuzzer target: train/command/config.h load_config_json_text on arbitrary bytes (the JSON form of a run
+// libFuzzer target: train/config/config.h load_config_json_text on arbitrary bytes (the JSON form of a run
 // config, also what every checkpoint stores and `relgrad sample` / `eval` read back).
 #include <cstdint>
 

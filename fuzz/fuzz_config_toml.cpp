@@ -1,4 +1,4 @@
-// libFuzzer target: train/command/config.h load_config_file on arbitrary bytes (TOML, or JSON when the first
+// libFuzzer target: train/config/config.h load_config_file on arbitrary bytes (TOML, or JSON when the first
 // non-blank byte is '{': the same sniffing `relgrad train --config` does), from an in-memory file.
 #include <cstdint>
 

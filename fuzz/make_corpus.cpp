@@ -11,7 +11,7 @@
 #include "core/safetensors.h"
 #include "layers/linear.h"
 #include "train/trainer/checkpoint.h"
-#include "train/command/config.h"
+#include "train/config/config.h"
 #include "train/music/midi.h"
 #include "train/music/music.h"
 #include "train/optim/optim.h"

@@ -1,4 +1,4 @@
-// The run configuration (train/command/config.h): TOML and JSON files (nested tables → dotted keys),
+// The run configuration (train/config/config.h): TOML and JSON files (nested tables → dotted keys),
 // --key=value overrides on top, every key type; errors that name the key (and the file); round trips
 // through config_to_json / config_to_toml; the shipped configs/*.toml; config_help() covering every key.
 #include <filesystem>
@@ -9,7 +9,7 @@
 
 #include "file_testing.h"
 #include "testing.h"
-#include "train/command/config.h"
+#include "train/config/config.h"
 
 using namespace relgrad;
 using namespace relgrad::testing;

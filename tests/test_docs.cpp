@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "train/command/config.h"
+#include "train/config/config.h"
 
 namespace {
 std::string repo_file(const std::string& relative) {

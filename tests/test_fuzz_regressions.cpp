@@ -2,7 +2,7 @@
 // or property-breaking input is also in fuzz/corpus/<target>/, which ctest replays in the fuzz build.
 #include "file_testing.h"
 #include "core/safetensors.h"
-#include "train/command/config.h"
+#include "train/config/config.h"
 
 using namespace relgrad;
 

@@ -14,7 +14,7 @@
 #include "core/base/error.h"
 #include "core/file_io.h"
 #include "train/command/cli_commands.h"
-#include "train/command/config.h"
+#include "train/config/config.h"
 #include "train/trainer/distributed.h"
 #include "train/instruments/experiments.h"
 #include "train/trainer/nonfinite.h"

@@ -1,4 +1,4 @@
-// A RunConfig (train/command/config.h) turned into what the training side runs: the one place that maps
+// A RunConfig (train/config/config.h) turned into what the training side runs: the one place that maps
 // the command's config onto the trainer's options (train/trainer/options.h) and data.source onto a
 // Dataset, and a checkpoint (whose metadata holds its config) reopened as a run.
 #pragma once
@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "train/command/config.h"  // moves to train/config/ once its other edits land
+#include "train/config/config.h"
 #include "train/data/dataset.h"
 #include "train/music/music.h"
 #include "train/trainer/checkpoint.h"

@@ -1,6 +1,6 @@
 // RunConfig from TOML / JSON / --key=value. One table of fields (kFields) drives everything: parsing,
 // type checks, printing, JSON, TOML and the help text, so a new key is one line here.
-#include "train/command/config.h"
+#include "train/config/config.h"
 
 #include <nlohmann/json.hpp>
 #include <toml++/toml.h>

@@ -1,6 +1,6 @@
 // RunConfig's defaults, its cross-key checks (validate) and the sizes taken from the data
 // (derive_from_data); the key table and the TOML / JSON / --key=value parsing are in config.cpp.
-#include "train/command/config.h"
+#include "train/config/config.h"
 
 #include <string>
 
