@@ -3,8 +3,8 @@
 # load from elsewhere hits both alike: W1 charlm and W2 seq2seq (bench/bench_train), the relative-
 # attention micro benchmark (bench/bench_relattn: seed, huang, t5 at L = 512) and the README's main
 # job (`relgrad train`, default config, 300 steps; its tokens/s). Prints each figure's median over
-# rounds and the ratio new/old (above 1: the new build is faster). Used to show that a restructuring
-# changed no speed (docs/benchmarks.md).
+# rounds, the ratio (above 1: the new build is faster) and each side's range over rounds. Used to
+# show that a restructuring changed no speed (docs/benchmarks.md).
 #   usage: bench/compare_builds.sh OLD_BUILD_DIR NEW_BUILD_DIR      (each holding bench/bench_train,
 #          bench/bench_relattn and relgrad, Release builds)
 # Settings [defaults]: THREADS [2]  ROUNDS [3]  STEPS [8]  WARMUP [2]
@@ -37,12 +37,15 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 
 median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
-printf "%-28s %12s %12s %8s\n" figure old new "new/old"
+spread() { sort -n | awk '{a[NR]=$1} END {printf "%s-%s", a[1], a[NR]}'; }
+printf "%-28s %12s %12s %8s   %s\n" figure old new "new/old" "old range | new range"
 cut -f1 "$work/old.tsv" | awk '!seen[$0]++' | while IFS= read -r key; do
   o=$(awk -F'\t' -v k="$key" '$1 == k {print $2}' "$work/old.tsv" | median)
   n=$(awk -F'\t' -v k="$key" '$1 == k {print $2}' "$work/new.tsv" | median)
   # Times (s) are better lower: report the speed ratio old/new for them, new/old for rates.
   case $key in *" s") ratio=$(awk -v o="$o" -v n="$n" 'BEGIN {printf "%.3f", o / n}') ;;
                *) ratio=$(awk -v o="$o" -v n="$n" 'BEGIN {printf "%.3f", n / o}') ;; esac
-  printf "%-28s %12s %12s %8s\n" "$key" "$o" "$n" "$ratio"
+  ro=$(awk -F'\t' -v k="$key" '$1 == k {print $2}' "$work/old.tsv" | spread)
+  rn=$(awk -F'\t' -v k="$key" '$1 == k {print $2}' "$work/new.tsv" | spread)
+  printf "%-28s %12s %12s %8s   %s | %s\n" "$key" "$o" "$n" "$ratio" "$ro" "$rn"
 done
