@@ -25,9 +25,7 @@ cuda::MatrixLayout gemm_operand(Tensor& x, const char* op) {
 Tensor cuda_matmul(const Tensor& a_in, const Tensor& b_in, const Shape& batch, const char* op, const Tensor& init,
                    double alpha) {
   const int64_t n = a_in.size(-2), k = a_in.size(-1), m = b_in.size(-1);
-  Shape out_shape = batch;
-  out_shape.push_back(n);
-  out_shape.push_back(m);
+  const Shape out_shape = cpu::matmul_shape(batch, n, m);
   const TensorOptions options = TensorOptions(a_in.dtype()).device(a_in.device());
   const bool accumulate = init.defined();
   if (k == 0 && !accumulate) return zeros(out_shape, options);  // an empty sum

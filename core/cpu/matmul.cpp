@@ -84,9 +84,7 @@ std::vector<int64_t> batch_offsets(const Tensor& x, const Shape& batch) {
 Tensor matmul(const Tensor& a, const Tensor& b, const Shape& batch, const char* op, const Tensor& init,
               double alpha) {
   const int64_t n = a.size(-2), k = a.size(-1), m = b.size(-1);
-  Shape out_shape = batch;
-  out_shape.push_back(n);
-  out_shape.push_back(m);
+  const Shape out_shape = matmul_shape(batch, n, m);
   Tensor out = empty(out_shape, TensorOptions(a.dtype()));
   if (out.numel() == 0) return out;
   const bool accumulate = init.defined();

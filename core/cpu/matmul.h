@@ -25,6 +25,14 @@ namespace relgrad::cpu {
 Tensor matmul(const Tensor& a, const Tensor& b, const Shape& batch, const char* op, const Tensor& init = Tensor(),
               double alpha = 1.0);
 
+// The product's shape: (batch..., n, m) for a (.., n, k) @ b (.., k, m). Any device.
+inline Shape matmul_shape(const Shape& batch, int64_t n, int64_t m) {
+  Shape out = batch;
+  out.push_back(n);
+  out.push_back(m);
+  return out;
+}
+
 // The element offset of each batch entry of x (x_batch..., rows, cols) over `batch`, in row-major
 // order of the batch index: 0 steps along dims x lacks or has of size 1 (broadcast). Any device
 // (the CUDA matmul plans its batches with it too).
