@@ -2,28 +2,11 @@
 
 namespace relgrad {
 
-std::shared_ptr<Module> make_norm(const std::string& kind, int64_t d_model, double eps, const char* op) {
+std::shared_ptr<Norm> make_norm(const std::string& kind, int64_t d_model, double eps, const char* op) {
   if (kind == "layer_norm") return std::make_shared<LayerNorm>(d_model, eps);
   if (kind == "rms_norm") return std::make_shared<RMSNorm>(d_model);  // dtype epsilon, as nn.RMSNorm(eps=None)
   RG_CHECK(false, op, "unknown norm '", kind, "' (expected layer_norm or rms_norm)");
   return nullptr;
-}
-
-// The two norm layers share no base beyond Module; a cast keeps the blocks free of a wrapper
-// module (which would add a level to every parameter name).
-Tensor apply_norm(const Module& norm, const Tensor& x) {
-  if (auto* ln = dynamic_cast<const LayerNorm*>(&norm)) return ln->forward(x);
-  if (auto* rms = dynamic_cast<const RMSNorm*>(&norm)) return rms->forward(x);
-  RG_CHECK(false, "apply_norm", "module is neither LayerNorm nor RMSNorm");
-  return Tensor();
-}
-
-Tensor& norm_weight(Module& norm) {
-  if (auto* ln = dynamic_cast<LayerNorm*>(&norm)) return ln->weight;
-  if (auto* rms = dynamic_cast<RMSNorm*>(&norm)) return rms->weight;
-  RG_CHECK(false, "norm_weight", "module is neither LayerNorm nor RMSNorm");
-  static Tensor none;
-  return none;
 }
 
 namespace {
@@ -74,11 +57,11 @@ Tensor EncoderBlock::forward_with(const Tensor& x, const Tensor& key_padding_mas
   };
   Tensor h = x;  // (B, T, C)
   if (options.pre_norm) {
-    h = h + dropout->forward(attend(apply_norm(*norm1, h)));
-    h = h + dropout->forward(ff->forward(apply_norm(*norm2, h)));
+    h = h + dropout->forward(attend(norm1->forward(h)));
+    h = h + dropout->forward(ff->forward(norm2->forward(h)));
   } else {
-    h = apply_norm(*norm1, h + dropout->forward(attend(h)));
-    h = apply_norm(*norm2, h + dropout->forward(ff->forward(h)));
+    h = norm1->forward(h + dropout->forward(attend(h)));
+    h = norm2->forward(h + dropout->forward(ff->forward(h)));
   }
   return h;
 }
@@ -142,13 +125,13 @@ Tensor DecoderBlock::forward_with(const Tensor& x, const Tensor& memory, const T
   };
   Tensor h = x;  // (B, t2, C)
   if (options.pre_norm) {
-    h = h + dropout->forward(self(apply_norm(*norm1, h)));
-    h = h + dropout->forward(cross(apply_norm(*norm2, h)));
-    h = h + dropout->forward(ff->forward(apply_norm(*norm3, h)));
+    h = h + dropout->forward(self(norm1->forward(h)));
+    h = h + dropout->forward(cross(norm2->forward(h)));
+    h = h + dropout->forward(ff->forward(norm3->forward(h)));
   } else {
-    h = apply_norm(*norm1, h + dropout->forward(self(h)));
-    h = apply_norm(*norm2, h + dropout->forward(cross(h)));
-    h = apply_norm(*norm3, h + dropout->forward(ff->forward(h)));
+    h = norm1->forward(h + dropout->forward(self(h)));
+    h = norm2->forward(h + dropout->forward(cross(h)));
+    h = norm3->forward(h + dropout->forward(ff->forward(h)));
   }
   return h;
 }

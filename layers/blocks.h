@@ -50,11 +50,7 @@ struct BlockOptions {
 };
 
 // A LayerNorm or RMSNorm, by BlockOptions::norm (an error names `op` for any other kind).
-std::shared_ptr<Module> make_norm(const std::string& kind, int64_t d_model, double eps, const char* op);
-// Applies a norm made by make_norm: x (..., C) → (..., C).
-Tensor apply_norm(const Module& norm, const Tensor& x);
-// The gain of a norm made by make_norm (for tests that swap parameter handles).
-Tensor& norm_weight(Module& norm);
+std::shared_ptr<Norm> make_norm(const std::string& kind, int64_t d_model, double eps, const char* op);
 
 class EncoderBlock : public Module {
  public:
@@ -71,7 +67,7 @@ class EncoderBlock : public Module {
   BlockOptions options;
   std::shared_ptr<MultiHeadAttention> self_attn;
   std::shared_ptr<FeedForward> ff;
-  std::shared_ptr<Module> norm1, norm2;
+  std::shared_ptr<Norm> norm1, norm2;
   std::shared_ptr<Dropout> dropout;
 
  private:
@@ -102,7 +98,7 @@ class DecoderBlock : public Module {
   Alignment cross_alignment;
   std::shared_ptr<MultiHeadAttention> self_attn, cross_attn;
   std::shared_ptr<FeedForward> ff;
-  std::shared_ptr<Module> norm1, norm2, norm3;
+  std::shared_ptr<Norm> norm1, norm2, norm3;
   std::shared_ptr<Dropout> dropout;
 
  private:

@@ -128,7 +128,7 @@ Tensor DecoderLM::forward(const Tensor& tokens, const Tensor& key_padding_mask) 
   check_tokens("DecoderLM", "tokens", tokens, key_padding_mask);
   Tensor h = dropout->forward(embed->forward(tokens));  // (B, T, C)
   for (const auto& block : layers->items) h = block->forward(h, key_padding_mask);
-  if (final_norm) h = apply_norm(*final_norm, h);
+  if (final_norm) h = final_norm->forward(h);
   return lm_logits(h, lm_head, *embed);  // (B, T, V)
 }
 
@@ -139,7 +139,7 @@ Tensor DecoderLM::forward(const Tensor& tokens, const Tensor& key_padding_mask, 
   // The embedding has no positions (they live in the schemes), so the new tokens embed alone.
   Tensor h = dropout->forward(embed->forward(tokens));  // (B, t_new, C)
   for (size_t i = 0; i < layers->size(); ++i) h = (*layers)[i].forward(h, key_padding_mask, (*cache)[i]);
-  if (final_norm) h = apply_norm(*final_norm, h);
+  if (final_norm) h = final_norm->forward(h);
   return lm_logits(h, lm_head, *embed);  // (B, t_new, V)
 }
 
@@ -161,7 +161,7 @@ TransformerEncoder::TransformerEncoder(const TransformerConfig& c, Generator* in
 Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& src_padding_mask) {
   Tensor h = dropout->forward(embed->forward(src));  // (B, t1, C)
   for (const auto& block : layers->items) h = block->forward(h, src_padding_mask);
-  return final_norm ? apply_norm(*final_norm, h) : h;
+  return final_norm ? final_norm->forward(h) : h;
 }
 
 TransformerDecoder::TransformerDecoder(const TransformerConfig& c, Generator* init) {
@@ -182,7 +182,7 @@ Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory, cons
                                    const Tensor& memory_padding_mask) {
   Tensor h = dropout->forward(embed->forward(tgt));  // (B, t2, C)
   for (const auto& block : layers->items) h = block->forward(h, memory, tgt_padding_mask, memory_padding_mask);
-  return final_norm ? apply_norm(*final_norm, h) : h;
+  return final_norm ? final_norm->forward(h) : h;
 }
 
 Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_padding_mask,
@@ -192,7 +192,7 @@ Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory, cons
   Tensor h = dropout->forward(embed->forward(tgt));  // (B, t_new, C)
   for (size_t i = 0; i < layers->size(); ++i)
     h = (*layers)[i].forward(h, memory, tgt_padding_mask, memory_padding_mask, (*cache)[i]);
-  return final_norm ? apply_norm(*final_norm, h) : h;
+  return final_norm ? final_norm->forward(h) : h;
 }
 
 EncoderDecoder::EncoderDecoder(const TransformerConfig& c, Generator* init) : config(c) {

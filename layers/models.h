@@ -110,7 +110,7 @@ class DecoderLM : public Module {
   std::shared_ptr<Embedding> embed;
   std::shared_ptr<Dropout> dropout;                 // on the embeddings
   std::shared_ptr<BlockList<EncoderBlock>> layers;  // causal self-attention blocks
-  std::shared_ptr<Module> final_norm;               // null with post-norm
+  std::shared_ptr<Norm> final_norm;               // null with post-norm
   std::shared_ptr<Linear> lm_head;                  // null with tie_weights
 };
 
@@ -123,7 +123,7 @@ class TransformerEncoder : public Module {
   std::shared_ptr<Embedding> embed;
   std::shared_ptr<Dropout> dropout;
   std::shared_ptr<BlockList<EncoderBlock>> layers;
-  std::shared_ptr<Module> final_norm;  // null with post-norm
+  std::shared_ptr<Norm> final_norm;  // null with post-norm
 };
 
 // EncoderDecoder's decoder: tgt (B, t2), memory (B, t1, C) → hidden (B, t2, C) (before the head).
@@ -139,7 +139,7 @@ class TransformerDecoder : public Module {
   std::shared_ptr<Embedding> embed;
   std::shared_ptr<Dropout> dropout;
   std::shared_ptr<BlockList<DecoderBlock>> layers;
-  std::shared_ptr<Module> final_norm;  // null with post-norm
+  std::shared_ptr<Norm> final_norm;  // null with post-norm
 };
 
 class EncoderDecoder : public Module {

@@ -6,17 +6,24 @@
 
 namespace relgrad {
 
+// What a block needs of its norm layer, whichever kind BlockOptions::norm picks (layers/blocks.h).
+class Norm : public Module {
+ public:
+  virtual Tensor forward(const Tensor& x) const = 0;
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+
+  Tensor weight;  // normalized_shape, or undefined without elementwise_affine
+};
+
 // y = (x − mean) / sqrt(var + eps) · weight + bias, var biased (÷ N) as PyTorch.
 // weight starts at ones, bias at zeros, so a fresh layer is a plain normalisation.
-class LayerNorm : public Module {
+class LayerNorm : public Norm {
  public:
   LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true, bool bias = true);
   LayerNorm(int64_t normalized_size, double eps = 1e-5, bool elementwise_affine = true, bool bias = true)
       : LayerNorm(Shape{normalized_size}, eps, elementwise_affine, bias) {}
-  Tensor forward(const Tensor& x) const;
-  Tensor operator()(const Tensor& x) const { return forward(x); }
+  Tensor forward(const Tensor& x) const override;
 
-  Tensor weight;  // normalized_shape, or undefined without elementwise_affine
   Tensor bias;    // normalized_shape, or undefined
   Shape normalized_shape;
   double eps;
@@ -24,15 +31,13 @@ class LayerNorm : public Module {
 
 // y = x / sqrt(mean(x²) + eps) · weight; eps = −1 uses the machine epsilon of x's dtype (PyTorch's
 // eps=None). weight starts at ones.
-class RMSNorm : public Module {
+class RMSNorm : public Norm {
  public:
   RMSNorm(Shape normalized_shape, double eps = -1, bool elementwise_affine = true);
   RMSNorm(int64_t normalized_size, double eps = -1, bool elementwise_affine = true)
       : RMSNorm(Shape{normalized_size}, eps, elementwise_affine) {}
-  Tensor forward(const Tensor& x) const;
-  Tensor operator()(const Tensor& x) const { return forward(x); }
+  Tensor forward(const Tensor& x) const override;
 
-  Tensor weight;  // normalized_shape, or undefined
   Shape normalized_shape;
   double eps;
 };

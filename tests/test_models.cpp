@@ -63,10 +63,10 @@ TEST_CASE("models: EncoderBlock gradcheck (float64), pre/post norm × LayerNorm/
       block.to(kFloat64);
       Tensor x = uniform({2, 3, 8}, -1, 1, kFloat64, 22).requires_grad_();
       Tensor pad = from_vector<bool>({false, false, true, false, false, false}, {2, 3});
-      gradcheck_with_params({&block.ff->fc1->weight, &norm_weight(*block.norm1), &t5->table}, {x},
+      gradcheck_with_params({&block.ff->fc1->weight, &block.norm1->weight, &t5->table}, {x},
                             [&](const TensorList& in) { return block.forward(in[0], pad); });
       block.options.causal = true;  // the decoder-only use of the block
-      gradcheck_with_params({&block.self_attn->q_proj->weight, &norm_weight(*block.norm2)}, {x},
+      gradcheck_with_params({&block.self_attn->q_proj->weight, &block.norm2->weight}, {x},
                             [&](const TensorList& in) { return block.forward(in[0]); });
     }
 }
@@ -86,7 +86,7 @@ TEST_CASE("models: DecoderBlock gradcheck (float64), pre/post norm, w.r.t. x, me
       Tensor x = uniform({2, 3, 8}, -1, 1, kFloat64, 24).requires_grad_();
       Tensor memory = uniform({2, 5, 8}, -1, 1, kFloat64, 25).requires_grad_();
       Tensor src_pad = from_vector<bool>({false, false, false, true, true, false, false, false, false, false}, {2, 5});
-      gradcheck_with_params({&block.cross_attn->k_proj->weight, &norm_weight(*block.norm3), &seed->table, &t5->table},
+      gradcheck_with_params({&block.cross_attn->k_proj->weight, &block.norm3->weight, &seed->table, &t5->table},
                             {x, memory},
                             [&](const TensorList& in) { return block.forward(in[0], in[1], Tensor(), src_pad); });
     }
