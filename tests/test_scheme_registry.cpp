@@ -162,3 +162,17 @@ TEST_CASE("scheme registry: unregistered, the name is unknown again") {
   check_throws_with([&] { DecoderLM lm(c); }, "unknown positional scheme 'learned_slope' for decoder_self (expected none, "
                                               "seed, huang, shaw, t5, alibi, rope or transformer_xl)");
 }
+
+TEST_CASE("scheme registry: bad registrations are refused, naming the scheme") {
+  SchemeEntry nameless = learned_slope_entry();
+  nameless.name = "";
+  check_throws_with([&] { register_scheme(nameless); }, "[register_scheme] a scheme needs a name");
+  SchemeEntry again = learned_slope_entry();
+  again.name = "t5";
+  check_throws_with([&] { register_scheme(again); }, "[register_scheme] a scheme named 't5' is registered already");
+  check_throws_with([&] { unregister_scheme("t5"); },
+                    "[unregister_scheme] no scheme named 't5' was registered by register_scheme");
+  check_throws_with([&] { unregister_scheme("learned_slope"); },
+                    "[unregister_scheme] no scheme named 'learned_slope' was registered by register_scheme");
+  CHECK(find_scheme("t5") != nullptr);  // the built-in is untouched
+}

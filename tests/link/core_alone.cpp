@@ -53,6 +53,14 @@ int main(int argc, char** argv) {
     expect(file.tensors.at("mt").shape() == Shape({3, 2}), "safetensors shape");
     expect(file.tensors.at("mt").to_vector<double>() == std::vector<double>({0, 3, 1, -1, 2, 5}), "safetensors values");
     std::remove(path.c_str());
+    // Bad input is an error naming the op, not a crash.
+    bool refused = false;
+    try {
+      copy_as(Tensor(), TensorOptions(kFloat32));
+    } catch (const Error& e) {
+      refused = std::string(e.what()) == "[copy_as] source is an undefined tensor";
+    }
+    expect(refused, "copy_as refuses an undefined tensor, naming itself");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "core_alone: unexpected error: %s\n", e.what());
     return 1;
