@@ -31,7 +31,7 @@ Tensor cuda_matmul(const Tensor& a_in, const Tensor& b_in, const Shape& batch, c
   if (k == 0 && !accumulate) return zeros(out_shape, options);  // an empty sum
   Tensor out = empty(out_shape, options);
   if (out.numel() == 0) return out;
-  if (accumulate) copy_into(out, make_view(init, out_shape, cpu::broadcast_strides(init, out_shape), init.offset()), op);
+  if (accumulate) copy_into(out, init, op);  // copy_into broadcasts init to the product's shape
   if (k == 0) return out;
   Tensor a = a_in, b = b_in;  // handles: gemm_operand may replace them by packed copies
   const cuda::MatrixLayout la = gemm_operand(a, op), lb = gemm_operand(b, op);
