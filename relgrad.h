@@ -3,6 +3,7 @@
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "autograd/gradcheck.h"
+#include "autograd/graph_dot.h"
 #include "autograd/ops.h"
 #include "core/allocator.h"
 #include "core/rng.h"
