@@ -111,7 +111,7 @@ int main() {
         logits[i][j] = (content[i][j] + S[i][j]) / std::sqrt(static_cast<double>(D));
         row_max = std::fmax(row_max, logits[i][j]);
       }
-      for (int j = 0; j < t; ++j) row_sum += weights[i][j] = std::exp(logits[i][j] - row_max);
+      for (int j = 0; j < t; ++j) row_sum += (weights[i][j] = std::exp(logits[i][j] - row_max));
       for (int j = 0; j < t; ++j) weights[i][j] /= row_sum;
     }
     print("logits (Q.K^T + S) / sqrt(D):", logits);
