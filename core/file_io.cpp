@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -79,12 +80,11 @@ std::string directory_of(const std::string& path) {
 
 AtomicFile::AtomicFile(std::string path, std::string who) : path_(std::move(path)), who_(std::move(who)) {
   IO_CHECK(!path_.empty(), who_, path_, "empty file name");
-  // rename() would replace a device node, FIFO or empty directory by a regular file (as root, saving
-  // to /dev/full would delete the device), so only a regular file (or nothing) may be replaced.
-  struct stat st {};
-  if (::stat(path_.c_str(), &st) == 0)
-    IO_CHECK(S_ISREG(st.st_mode), who_, path_, "exists and is ", file_kind(st.st_mode), ", not a regular file: ",
-             "refusing to replace it");
+  // rename() would replace a device node, FIFO, empty directory or symbolic link by a regular file (as
+  // root, saving to /dev/full would delete the device), so only a regular file (or nothing) may be
+  // replaced; a link is judged as itself (lstat): relgrad never writes through one, so a link planted in
+  // a shared directory cannot aim the write elsewhere (refuse_unless_replaceable, after commit()).
+  refuse_unless_replaceable(path_, who_);
   static std::atomic<uint64_t> counter{0};
   temp_path_ = path_ + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
   fd_ = call_or_fail(FileOp::Create, 0, [&] {
@@ -136,6 +136,20 @@ void AtomicFile::commit() {
            "' failed: ", std::strerror(errno));
 }
 
+void AtomicFile::refuse_unless_replaceable(const std::string& path, const std::string& who) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return;  // nothing there (or nothing to see): the create will tell
+  if (S_ISLNK(st.st_mode)) {
+    char target[4096];
+    const ssize_t n = ::readlink(path.c_str(), target, sizeof target - 1);
+    const std::string to = n > 0 ? std::string(target, static_cast<size_t>(n)) : std::string("?");
+    IO_CHECK(false, who, path, "is a symbolic link (to '", to, "'): refusing to replace it; give the path of ",
+             "the file itself, or remove the link");
+  }
+  IO_CHECK(S_ISREG(st.st_mode), who, path, "exists and is ", file_kind(st.st_mode), ", not a regular file: ",
+           "refusing to replace it");
+}
+
 int remove_stale_temps(const std::string& path) {
   const std::string dir = directory_of(path);
   const size_t slash = path.find_last_of('/');
@@ -161,6 +175,81 @@ int remove_stale_temps(const std::string& path) {
   }
   ::closedir(d);
   return removed;
+}
+
+void fsync_directory(const std::string& dir, const std::string& who) {
+  FdGuard dir_fd{::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
+  IO_CHECK(dir_fd.fd >= 0, who, dir, "cannot open the directory to fsync it: ", std::strerror(errno));
+  IO_CHECK(::fsync(dir_fd.fd) == 0 || errno == EINVAL || errno == ENOTSUP, who, dir, "fsync of the directory failed: ",
+           std::strerror(errno));
+}
+
+// ---- DirectoryLock -------------------------------------------------------------------------------
+namespace {
+// "pid 123 host h" as the refused process shows it; the file's bytes are whatever is there, so only
+// printable characters are kept.
+std::string holder_text(const std::string& raw) {
+  std::string line;
+  for (char c : raw.substr(0, 200)) {
+    if (c == '\n') break;
+    if (c >= 32 && c < 127) line += c;
+  }
+  // "pid <digits>", then " host <name>" when the holder knew its name.
+  if (line.rfind("pid ", 0) == 0) {
+    const size_t end = std::min(line.find_first_not_of("0123456789", 4), line.size());
+    const std::string pid = line.substr(4, end - 4);
+    const std::string host = line.compare(end, 6, " host ") == 0 ? line.substr(end + 6) : "";
+    if (!pid.empty() && pid.size() <= 10) return "process " + pid + (host.empty() ? "" : " on host " + host);
+  }
+  return line.empty() ? "another process (it has not written its pid yet)" : "another process ('" + line + "')";
+}
+}  // namespace
+
+DirectoryLock::DirectoryLock(const std::string& dir, const std::string& who, const std::string& what)
+    : path_(dir + "/.lock") {
+  // O_NOFOLLOW: the holder line is written into this file, so a planted symlink must not redirect it;
+  // O_NONBLOCK: a FIFO under that name is not waited on (it is refused below).
+  fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+  IO_CHECK(fd_ >= 0, who, path_, "cannot open the lock file of ", what, " '", dir, "': ",
+           errno == ELOOP ? "it is a symbolic link" : std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const std::string kind = file_kind(st.st_mode);
+    ::close(fd_);
+    fd_ = -1;
+    IO_CHECK(false, who, path_, "the lock file of ", what, " '", dir, "' is ", kind, ", not a regular file");
+  }
+  int rc;
+  while ((rc = ::flock(fd_, LOCK_EX | LOCK_NB)) != 0 && errno == EINTR) {
+  }
+  if (rc != 0 && errno == EWOULDBLOCK) {
+    char raw[256];
+    const ssize_t n = ::pread(fd_, raw, sizeof raw, 0);
+    const std::string holder = holder_text(n > 0 ? std::string(raw, static_cast<size_t>(n)) : std::string());
+    ::close(fd_);
+    fd_ = -1;
+    throw Error("[" + who_or(who) + "] " + what + " '" + dir + "' is in use by " + holder + ", which holds " + path_ +
+                ": wait for that run to end, or choose another " + what);
+  }
+  if (rc != 0) {  // ENOLCK, EOPNOTSUPP, EINVAL, ...: the file system keeps no locks
+    warning_ = "[" + who_or(who) + "] " + what + " '" + dir + "': cannot lock " + path_ + " (" + std::strerror(errno) +
+               "): this file system keeps no locks, so nothing stops a second run from writing into it";
+    return;
+  }
+  locked_ = true;
+  char host[256] = "";
+  if (::gethostname(host, sizeof host - 1) != 0) host[0] = 0;
+  const std::string line = "pid " + std::to_string(::getpid()) + " host " + (host[0] ? host : "?") + "\n";
+  // The holder line only names this process to a refused one: a failure to write it changes nothing.
+  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, line.data(), line.size(), 0) < 0) {
+  }
+}
+
+DirectoryLock::~DirectoryLock() {
+  if (fd_ < 0) return;
+  if (locked_ && ::ftruncate(fd_, 0) != 0) {  // no holder line is left once the lock is free
+  }
+  ::close(fd_);  // releases the lock
 }
 
 void write_file_atomic(const std::string& path, const std::string& bytes, const std::string& who) {

@@ -14,6 +14,9 @@
 // reported too, although the new file is then already in place (it is complete; only its survival of
 // a power cut is in doubt). An existing `path` that is not a regular file (a device such as /dev/full,
 // a FIFO, a directory) is refused before anything is created: renaming over it would replace it.
+// So is a symbolic link, whatever it points to: rename() would replace the link itself by a regular
+// file (and writing through it would let a link planted in a shared directory redirect the write), so
+// relgrad never writes through a link; give the link's target as the path instead.
 //
 // A process killed mid-write (SIGKILL, power cut) leaves its temp file behind, never a torn `path`.
 // Readers open `path` only, so a temp file is never taken for the real one; remove_stale_temps(path)
@@ -38,6 +41,9 @@ class AtomicFile {
   const std::string& temp_path() const { return temp_path_; }
 
  private:
+  // Throws unless `path` is absent or a regular file (a symlink, FIFO, device or directory is refused).
+  static void refuse_unless_replaceable(const std::string& path, const std::string& who);
+
   std::string path_, who_, temp_path_;
   int fd_ = -1;
   uint64_t written_ = 0;
@@ -54,6 +60,37 @@ int remove_stale_temps(const std::string& path);
 enum class FileOp { Create, Write, Fsync, Close, Rename, OpenDir, FsyncDir };
 using FileFaultHook = int (*)(FileOp op, uint64_t bytes_written);
 void set_file_fault_hook(FileFaultHook hook);
+
+// fsync of a directory, so that renames in it survive a crash (EINVAL/ENOTSUP, a filesystem that
+// cannot fsync directories, is accepted). Throws "[<who>] <dir>: ..." when it cannot be opened or synced.
+void fsync_directory(const std::string& dir, const std::string& who);
+
+// An advisory lock on a directory that one process at a time may write into (relgrad train's
+// train.out_dir): flock(2) on the file "<dir>/.lock", which is created when absent and never deleted
+// (deleting a lock file races with a process that has just opened it). The lock belongs to the open
+// file, so it ends with the process however that ends (exit, SIGKILL, a crash) and a stale lock cannot
+// remain. The holder writes "pid <pid> host <hostname>" into the file, which the refused process
+// reads to name it: "[<who>] <what> '<dir>' is in use by process <pid> on <host>, which holds
+// <dir>/.lock; ...". A "<dir>/.lock" that is not a regular file (a symlink, a FIFO) is refused.
+// Network file systems: on NFS Linux turns flock into a POSIX (fcntl) lock on the server, which
+// needs the lock manager (lockd/NLM for NFSv3, built into NFSv4); a file system mounted with
+// "nolock", or one that refuses locks (ENOLCK, EOPNOTSUPP, ...), gives no mutual exclusion between
+// hosts: then the lock is not taken and warning() says so.
+class DirectoryLock {
+ public:
+  DirectoryLock(const std::string& dir, const std::string& who, const std::string& what = "directory");
+  ~DirectoryLock();  // releases the lock (clears the holder line first); the file stays
+  DirectoryLock(const DirectoryLock&) = delete;
+  DirectoryLock& operator=(const DirectoryLock&) = delete;
+  const std::string& path() const { return path_; }
+  bool locked() const { return locked_; }
+  const std::string& warning() const { return warning_; }  // non-empty when the file system refused locks
+
+ private:
+  std::string path_, warning_;
+  int fd_ = -1;
+  bool locked_ = false;
+};
 
 // write_file_atomic(path, bytes, who): an AtomicFile written in one go.
 void write_file_atomic(const std::string& path, const std::string& bytes, const std::string& who);

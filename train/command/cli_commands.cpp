@@ -98,6 +98,8 @@ int cmd_train(const std::string& config_path, const std::string& resume, const s
   out << "# effective config\n" << config_to_toml(config) << "\n";
   if (dry_run) return 0;
   Trainer trainer(trainer_options(config), world().is_root() ? &out : nullptr, &world());  // mpirun: rank 0 prints
+  // One run at a time in train.out_dir: a second is refused here, before any work (docs/cli.md).
+  trainer.lock_out_dir();
   const size_t params = [&] {
     size_t n = 0;
     for (const Tensor& p : trainer.model().module->parameters()) n += static_cast<size_t>(p.numel());
@@ -394,9 +396,12 @@ int cmd_render(const std::string& midi_path, std::string wav_path, const std::st
     size_t dot = midi_path.find_last_of('.');
     wav_path = (dot == std::string::npos ? midi_path : midi_path.substr(0, dot)) + ".wav";
   }
-  // FluidSynth writes a temporary file that is renamed over the target only when it succeeded.
-  const std::string tmp = wav_path + ".tmp." + std::to_string(::getpid()) + ".wav";
-  std::vector<std::string> args = {fluidsynth, "-ni", "-q", "-F", tmp, "-r", "44100", soundfont, midi_path};
+  // The one atomic writer (core/file_io.h) owns the output: it refuses a target that is a FIFO, a
+  // device, a directory or a symbolic link before FluidSynth runs, FluidSynth renders into its
+  // temporary file, and only a successful render is fsynced and renamed over the target.
+  AtomicFile wav(wav_path, "render");
+  std::vector<std::string> args = {fluidsynth, "-ni", "-q", "-F", wav.temp_path(), "-T", "wav", "-r", "44100",
+                                   soundfont, midi_path};
   std::vector<char*> argv;
   for (std::string& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);
@@ -411,16 +416,12 @@ int cmd_render(const std::string& midi_path, std::string wav_path, const std::st
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0 && ::stat(tmp.c_str(), &st) == 0 && st.st_size > 44;
-  if (!ok) {
-    ::unlink(tmp.c_str());
+  const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0 && ::stat(wav.temp_path().c_str(), &st) == 0 &&
+                  S_ISREG(st.st_mode) && st.st_size > 44;
+  if (!ok)  // the AtomicFile removes its temporary file; the target stays as it was
     throw Error("[render] fluidsynth failed on " + midi_path + " (exit status " +
                 std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + ")");
-  }
-  if (::rename(tmp.c_str(), wav_path.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    throw Error("[render] cannot rename the rendered file to " + wav_path + ": " + std::strerror(errno));
-  }
+  wav.commit();
   out << "wrote " << wav_path << "\n";
   return 0;
 }

@@ -3,6 +3,7 @@
 
 #include <omp.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -149,6 +150,9 @@ void Trainer::resume(const std::string& path) {
              ": it was trained on a different ", options_.data->path(), " (checksum ", it->second, " vs ", here, ")");
   }
   restore(ck, *model_.module, optimizer_.get(), &default_generator());
+  resumed_from_ = path;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) resumed_device_ = uint64_t(st.st_dev), resumed_inode_ = uint64_t(st.st_ino);
   step_ = ck.meta.step;
   data_position_ = ck.meta.data_position;
   auto seen = ck.meta.extra.find("tokens_seen");
@@ -220,7 +224,7 @@ double Trainer::train_step() {
   if (!std::isfinite(loss_value) || !std::isfinite(last_grad_norm_)) {
     const NonFiniteDiagnosis bad = diagnose_step(loss_value, last_grad_norm_, model_.module->named_parameters());
     const std::string warning = nonfinite_.on_nonfinite(options_.train.nonfinite, options_.train.max_skipped_steps, step_,
-                                                        lr, bad, checkpoint_note(checkpoint_path()));  // or throws
+                                                        lr, bad, failure_note());  // or throws
     // Skipped (PyTorch's GradScaler): weights and optimizer state (moments, step counts) stay bit for
     // bit; the step number (so the lr schedule) and the data position advance.
     data_position_ += options_.train.grad_accum;
@@ -236,7 +240,7 @@ double Trainer::train_step() {
   if (!all_finite(params))
     throw update_went_nonfinite(step_, lr, last_grad_norm_,
                                 first_nonfinite(model_.module->named_parameters(), /*grads=*/false),
-                                checkpoint_note(checkpoint_path()));
+                                failure_note());
   nonfinite_.on_applied();
   data_position_ += options_.train.grad_accum;
   ++step_;
@@ -244,14 +248,18 @@ double Trainer::train_step() {
 }
 
 void Trainer::open_log(bool fresh) {
-  const std::string path = log_path();
+  // A fresh run in a directory that holds an earlier run logs to log.new.* until its first checkpoint.
+  const std::string path = fresh && rotate_pending_ ? pending_log_path() : log_path();
   const bool csv = options_.train.log_format == "csv";
+  // The log is appended to, not replaced atomically: like AtomicFile, never write through a symlink or
+  // into a FIFO or device.
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0)
+    RG_CHECK(S_ISREG(st.st_mode), "train", path, ": exists and is ", S_ISLNK(st.st_mode) ? "a symbolic link" : "not a regular file",
+             ": refusing to write the log into it");
   if (fresh) {
-    if (file_exists(path)) {
-      const std::string prev = options_.train.out_dir + "/log.prev." + options_.train.log_format;
-      RG_CHECK(::rename(path.c_str(), prev.c_str()) == 0, "train", "cannot keep the earlier log as ", prev, ": ",
-               std::strerror(errno));
-    }
+    if (file_exists(path)) RG_CHECK(::unlink(path.c_str()) == 0, "train", path, ": cannot remove the leftover log of a "
+                                    "run that ended before its first checkpoint: ", std::strerror(errno));
   } else if (file_exists(path)) {
     // Keep the records up to the resumed step: the ones after it describe steps that are redone.
     std::istringstream in(read_file(path, "train"));
@@ -313,16 +321,142 @@ void Trainer::write_record(const std::string& event, const std::vector<std::pair
   log_->flush();
 }
 
-TrainResult Trainer::train() {
-  const bool writer = comm_->is_root();  // several ranks: only rank 0 writes files
-  if (writer) make_directories(options_.train.out_dir);
-  if (writer && !resumed_ && file_exists(checkpoint_path())) {
-    const std::string prev = options_.train.out_dir + "/checkpoint.prev.safetensors";
-    RG_CHECK(::rename(checkpoint_path().c_str(), prev.c_str()) == 0, "train", "cannot keep the earlier checkpoint as ",
-             prev, ": ", std::strerror(errno));
-    if (out_) *out_ << "note: " << options_.train.out_dir << " held an earlier run; its checkpoint is now " << prev << "\n";
+// ---- the run directory -------------------------------------------------------------------------------
+std::string Trainer::pending_log_path() const {
+  return options_.train.out_dir + "/log.new." + options_.train.log_format;
+}
+
+// The end of a NonFiniteError: a failed step writes nothing, so the last checkpoint is intact.
+std::string Trainer::failure_note() const {
+  if (rotate_pending_)
+    return "No checkpoint of this run was written before this step; the earlier run's files in " +
+           options_.train.out_dir + " are left as they were";
+  return checkpoint_note(checkpoint_path());
+}
+
+// Rank 0 does `action` (the others write nothing); with several ranks every rank learns whether it
+// failed, so that the others stop at once instead of waiting for rank 0 until the collective timeout.
+void Trainer::writer_does(const std::string& what, const std::function<void()>& action) {
+  std::exception_ptr failed;
+  if (comm_->is_root()) {
+    try {
+      action();
+    } catch (...) {
+      failed = std::current_exception();
+    }
   }
-  if (writer) open_log(!resumed_);
+  if (comm_->size() > 1 && comm_->all_reduce_sum(failed ? 1.0 : 0.0) > 0 && !failed)
+    throw Error("[train] rank 0 could not " + what + " (rank 0's error says why)");
+  if (failed) std::rethrow_exception(failed);
+}
+
+void Trainer::lock_out_dir() {
+  if (out_dir_locked_) return;
+  writer_does("lock train.out_dir " + options_.train.out_dir, [&] {
+    make_directories(options_.train.out_dir);
+    lock_ = std::make_unique<DirectoryLock>(options_.train.out_dir, "train", "train.out_dir");
+    if (!lock_->warning().empty() && out_) *out_ << "warning: " << lock_->warning() << "\n";
+  });
+  out_dir_locked_ = true;
+}
+
+// Resuming writes out_dir/checkpoint.safetensors and rewrites the log: refused when that checkpoint is
+// not the file resumed from and is another run's or further on (it would be lost), and when a log is
+// there without a checkpoint (it cannot be told whose it is, and its records would be spliced in).
+void Trainer::check_resume_target() const {
+  const std::string target = checkpoint_path(), dir = options_.train.out_dir;
+  struct stat st {};
+  if (::stat(target.c_str(), &st) == 0 && uint64_t(st.st_dev) == resumed_device_ && uint64_t(st.st_ino) == resumed_inode_)
+    return;  // resuming in place: the usual case
+  const std::string refused = "cannot resume from " + resumed_from_ + " into train.out_dir " + dir + ": ";
+  const std::string way_out = "; continue in another directory (--train.out_dir=DIR), or move that file away first";
+  if (file_exists(target)) {
+    std::string why;
+    Checkpoint there;
+    try {
+      there = load_checkpoint(target);
+    } catch (const Error& e) {
+      why = "cannot be read (" + std::string(e.what()) + "), so it cannot be told whether it is this run's";
+    }
+    if (why.empty() && options_.check_resume) {
+      try {
+        options_.check_resume(there.meta.config_json, target);
+      } catch (const Error& e) {  // "[train] cannot resume from <target>: train.seed is 2 there and 1 here (keys ...)"
+        std::string differs = e.what();
+        const size_t at = differs.find(target + ": ");
+        if (at != std::string::npos) differs = differs.substr(at + target.size() + 2);
+        differs = differs.substr(0, differs.find(" (keys"));
+        why = "is another run's (" + differs + ")";
+      }
+    }
+    if (why.empty() && there.meta.step > step_)
+      why = "is at step " + std::to_string(there.meta.step) + ", later than the resumed step " + std::to_string(step_);
+    RG_CHECK(why.empty(), "train", refused, target, " ", why, ", and resuming would overwrite it", way_out);
+  } else if (file_exists(log_path())) {
+    RG_CHECK(false, "train", refused, log_path(), " is there without a checkpoint, so it may be another run's log, ",
+             "and resuming would rewrite it", way_out);
+  }
+}
+
+void Trainer::prepare_out_dir() {
+  if (resumed_) {
+    check_resume_target();
+    open_log(/*fresh=*/false);
+    return;
+  }
+  // Nothing is renamed yet: a run that fails before its first checkpoint leaves the earlier run as it was.
+  rotate_pending_ = file_exists(checkpoint_path()) || file_exists(log_path());
+  open_log(/*fresh=*/true);
+}
+
+void Trainer::save_in_out_dir() {
+  if (!rotate_pending_) {
+    save(checkpoint_path());
+    return;
+  }
+  // The first checkpoint of a fresh run in a directory that held an earlier run: only now, with
+  // something of its own to keep, does this run move the earlier run's files to *.prev. The checkpoint
+  // is written first under another name, so a failed save (a full disk) still renames nothing.
+  const std::string dir = options_.train.out_dir;
+  const std::string next = dir + "/checkpoint.new.safetensors";
+  save(next);
+  auto move = [&](const std::string& from, const std::string& to) {
+    if (file_exists(from))
+      RG_CHECK(::rename(from.c_str(), to.c_str()) == 0, "train", "cannot rename ", from, " to ", to, ": ", std::strerror(errno));
+  };
+  const std::string prev = dir + "/checkpoint.prev.safetensors";
+  const bool had_checkpoint = file_exists(checkpoint_path());
+  move(checkpoint_path(), prev);
+  move(log_path(), dir + "/log.prev." + options_.train.log_format);
+  move(pending_log_path(), log_path());  // the open log follows its file: appending goes on
+  move(next, checkpoint_path());
+  fsync_directory(dir, "train");
+  rotate_pending_ = false;
+  if (out_)
+    *out_ << "note: " << dir << " held an earlier run; its " << (had_checkpoint ? "checkpoint is now " + prev + " and its " : "")
+          << "log is now log.prev." << options_.train.log_format << "\n";
+}
+
+TrainResult Trainer::train() {
+  const bool own_lock = !out_dir_locked_;  // taken here, released at the end (lock_out_dir() keeps it)
+  lock_out_dir();
+  try {
+    writer_does("prepare train.out_dir " + options_.train.out_dir, [&] { prepare_out_dir(); });
+    TrainResult result = train_loop();
+    if (own_lock) lock_.reset(), out_dir_locked_ = false;
+    return result;
+  } catch (...) {
+    log_.reset();
+    // The failed run's own log, when it had not reached its first checkpoint, is not kept.
+    if (rotate_pending_ && comm_->is_root()) ::unlink(pending_log_path().c_str());
+    rotate_pending_ = false;
+    if (own_lock) lock_.reset(), out_dir_locked_ = false;
+    throw;
+  }
+}
+
+TrainResult Trainer::train_loop() {
+  const bool writer = comm_->is_root();  // several ranks: only rank 0 writes files
   const TrainLoopConfig& tc = options_.train;
   TrainResult result;
   using clock = std::chrono::steady_clock;
@@ -384,7 +518,7 @@ TrainResult Trainer::train() {
     const int signal = agree_on_stop(*comm_, training_stop_requested());  // all ranks stop at the same step
     if ((tc.save_every > 0 && step_ % tc.save_every == 0) || last || stop || signal != 0) {
       if (reducer_) check_same(*comm_, parameters_checksum(model_.module->parameters()), "the weights (the replicas have diverged)");
-      if (writer) save(checkpoint_path());
+      if (writer) save_in_out_dir();
     }
     if (signal != 0 && !last) {
       result.interrupted_by = signal;

@@ -31,8 +31,16 @@
 // ("event":"train": step, loss, lr, grad_norm, tokens (since step 0, across resumes), tokens_per_s,
 // elapsed_s (this process)) and per evaluation
 // ("event":"eval": step, loss, accuracy, sequence_accuracy, elapsed_s), and one per step skipped
-// under train.nonfinite = "skip" ("event":"skip": step, loss, lr, grad_norm, tensor). A fresh run in a directory
-// that holds an earlier run keeps that run's files as checkpoint.prev.safetensors / log.prev.*.
+// under train.nonfinite = "skip" ("event":"skip": step, loss, lr, grad_norm, tensor).
+//
+// The run directory (docs/cli.md "Run directories"): train() (rank 0) holds an advisory lock on
+// train.out_dir (core/file_io.h DirectoryLock, the file out_dir/.lock) while it runs, so a second run
+// into the same directory is refused at its start with an error naming the holder's pid. A fresh run
+// in a directory that holds an earlier run keeps that run's files as checkpoint.prev.safetensors /
+// log.prev.*, but only at its own first checkpoint: until then its log is log.new.* and the earlier
+// files are untouched, so a run that fails before saving anything (a NaN, out of memory) leaves the
+// directory as it found it. A resume refuses to write into a directory whose checkpoint.safetensors is
+// not the one it resumed from and is another run's or at a later step (it would be overwritten).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -52,6 +60,8 @@
 #include "train/trainer/sampler.h"
 
 namespace relgrad {
+
+class DirectoryLock;
 
 struct TrainResult {
   int64_t steps = 0;             // optimizer steps done in total (including before a resume)
@@ -89,6 +99,13 @@ class Trainer {
   // may change on resume), and its data checksum with the Dataset's.
   void resume(const std::string& checkpoint_path);
 
+  // Takes the lock on train.out_dir (creating the directory) now, and keeps it until the Trainer is
+  // destroyed: `relgrad train` calls it first, so that a second run is refused before any work and the
+  // lock also covers the plot written after train(). Without it train() takes the lock for its own
+  // duration. Throws relgrad::Error naming the directory and the holder's pid when another process
+  // holds it. Several ranks: rank 0 locks, and every rank throws when it cannot.
+  void lock_out_dir();
+
   TrainResult train();          // steps until train.steps (or the target accuracy), with logging
   // One optimizer step; returns the step's token-mean loss. A NaN/Inf loss or gradient throws
   // NonFiniteError ("[train] step S: the loss is nan at lr L; first non-finite tensor: ...", the
@@ -119,7 +136,14 @@ class Trainer {
   std::string log_path() const;
 
  private:
+  TrainResult train_loop();
   void open_log(bool fresh);
+  void writer_does(const std::string& what, const std::function<void()>& action);
+  void prepare_out_dir();
+  void check_resume_target() const;
+  void save_in_out_dir();
+  std::string failure_note() const;
+  std::string pending_log_path() const;
   void start_data_parallel();
   void write_record(const std::string& event, const std::vector<std::pair<std::string, double>>& values,
                     const std::vector<std::pair<std::string, std::string>>& texts = {});
@@ -140,7 +164,12 @@ class Trainer {
   NonFiniteSteps nonfinite_;  // train.nonfinite = "skip": skips counted (not checkpointed)
   std::function<void(Trainer&)> after_backward_;
   bool resumed_ = false;
+  std::string resumed_from_;                   // the checkpoint resume() read, and its file's identity
+  uint64_t resumed_device_ = 0, resumed_inode_ = 0;
   std::unique_ptr<std::ofstream> log_;
+  std::unique_ptr<DirectoryLock> lock_;        // rank 0, while train.out_dir is locked
+  bool out_dir_locked_ = false;                // lock_out_dir() was called (on every rank)
+  bool rotate_pending_ = false;                // a fresh run whose first checkpoint will make the earlier *.prev
 };
 
 }  // namespace relgrad

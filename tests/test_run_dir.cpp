@@ -1,0 +1,308 @@
+// The run directory and the output files of `relgrad` (docs/cli.md "Run directories"): one run at a
+// time in a train.out_dir (an advisory lock that dies with its process), a resume never overwrites
+// another run's checkpoint or a later one, a fresh run that fails leaves the earlier run's files as
+// they were, and every writer refuses a FIFO, a device or a symbolic link as its target.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+
+#include "cli_testing.h"
+#include "core/file_io.h"
+#include "file_testing.h"
+#include "testing.h"
+#include "train/music/midi.h"
+#include "train/music/music.h"
+
+using namespace relgrad;
+using namespace relgrad::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+#define CHECK_CLI(result, expected_code)                                                                    \
+  CHECK_MESSAGE((result).code == (expected_code), "exit " << (result).code << "\nstdout:\n" << (result).out \
+                                                          << "\nstderr:\n" << (result).err)
+
+// relgrad train with a tiny encoder–decoder on the reverse task (about 0.1 s), plus `extra`.
+CliResult train_tiny(const std::string& out_dir, const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> args = {"train", "--train.out_dir=" + out_dir, "--model.d_model=16", "--model.n_heads=2",
+                                   "--model.d_ff=32", "--model.n_encoder_layers=1", "--model.n_decoder_layers=1",
+                                   "--model.cross.max_length=8", "--data.num_symbols=6", "--data.min_len=3",
+                                   "--data.max_len=6", "--data.batch_size=4", "--optim.warmup_steps=2",
+                                   "--train.steps=6", "--train.log_every=2", "--train.eval_every=3",
+                                   "--train.eval_batches=2", "--train.save_every=0", "--train.samples=0",
+                                   "--train.target_accuracy=0"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return run_relgrad(args);
+}
+
+// Every regular file of a directory (but the lock file), name → bytes.
+std::map<std::string, std::string> files_of(const std::string& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_regular_file() && e.path().filename() != ".lock") files[e.path().filename().string()] = read_bytes(e.path().string());
+  return files;
+}
+
+std::vector<std::string> names(const std::map<std::string, std::string>& files) {
+  std::vector<std::string> n;
+  for (const auto& [name, bytes] : files) n.push_back(name);
+  return n;
+}
+
+// Two runs into one directory: seed 2's files in place, seed 1's as *.prev.
+struct TwoRuns {
+  TempDir dir;
+  std::string run = dir.file("run");
+  TwoRuns() {
+    CliResult first = train_tiny(run, {"--train.seed=1"});
+    REQUIRE_MESSAGE(first.code == 0, first.err);
+    CliResult second = train_tiny(run, {"--train.seed=2"});
+    REQUIRE_MESSAGE(second.code == 0, second.err);
+    REQUIRE(contains(second.out, "held an earlier run"));
+    REQUIRE(fs::exists(run + "/checkpoint.prev.safetensors"));
+    REQUIRE(fs::exists(run + "/log.prev.jsonl"));
+  }
+};
+
+}  // namespace
+
+// ---- one run at a time -------------------------------------------------------------------------------
+
+TEST_CASE("run dir: DirectoryLock is exclusive, names its holder, dies with its owner and keeps its file") {
+  TempDir dir;
+  const std::string d = dir.path.string();
+  {
+    DirectoryLock held(d, "test", "train.out_dir");
+    CHECK(held.locked());
+    CHECK(held.warning().empty());
+    CHECK(read_bytes(d + "/.lock").rfind("pid " + std::to_string(::getpid()) + " host ", 0) == 0);
+    // flock belongs to the open file, so a second open in this very process is refused too.
+    try {
+      DirectoryLock second(d, "test", "train.out_dir");
+      FAIL("a second lock on a locked directory was granted");
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      CHECK_MESSAGE(contains(m, "train.out_dir '" + d + "' is in use by process " + std::to_string(::getpid())), m);
+      CHECK_MESSAGE(contains(m, d + "/.lock"), m);
+    }
+  }
+  // Released: the file stays (deleting it would race with a process that just opened it), empty.
+  CHECK(fs::exists(d + "/.lock"));
+  CHECK(read_bytes(d + "/.lock").empty());
+  DirectoryLock again(d, "test");
+  CHECK(again.locked());
+}
+
+TEST_CASE("run dir: a .lock that is a symbolic link or a FIFO is refused, and nothing is written through it") {
+  TempDir dir;
+  const std::string victim = dir.file("victim.txt");
+  write_bytes(victim, "keep me");
+  fs::create_directories(dir.file("a"));
+  fs::create_symlink(victim, dir.file("a/.lock"));
+  CHECK_THROWS_WITH_AS(DirectoryLock(dir.file("a"), "test"), doctest::Contains("symbolic link"), Error);
+  CHECK(read_bytes(victim) == "keep me");
+  fs::create_directories(dir.file("b"));
+  REQUIRE(::mkfifo(dir.file("b/.lock").c_str(), 0644) == 0);
+  CHECK_THROWS_WITH_AS(DirectoryLock(dir.file("b"), "test"), doctest::Contains("a FIFO, not a regular file"), Error);
+}
+
+TEST_CASE("run dir: relgrad train into a directory another process is training in is refused with its pid") {
+  TempDir dir;
+  const std::string run = dir.file("run");
+  fs::create_directories(run);
+  // The holder: a child process that takes the lock, says so on a pipe and waits to be killed.
+  int ready[2];
+  REQUIRE(::pipe(ready) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::close(ready[0]);
+    try {
+      DirectoryLock lock(run, "child");
+      if (::write(ready[1], "L", 1) != 1) ::_exit(2);
+      for (;;) ::pause();
+    } catch (...) {
+      ::_exit(3);
+    }
+  }
+  ::close(ready[1]);
+  char byte = 0;
+  REQUIRE(::read(ready[0], &byte, 1) == 1);
+  ::close(ready[0]);
+
+  CliResult refused = train_tiny(run);
+  CHECK_CLI(refused, 1);
+  CHECK_MESSAGE(contains(refused.err, "relgrad train: error: [train] train.out_dir '" + run + "' is in use by process " +
+                                          std::to_string(child)),
+                refused.err);
+  CHECK(contains(refused.err, "choose another train.out_dir"));
+  CHECK_FALSE(fs::exists(run + "/checkpoint.safetensors"));  // refused before anything was written
+  CHECK_FALSE(fs::exists(run + "/log.jsonl"));
+
+  // The lock dies with its process, however it ends: SIGKILL, no clean-up ran.
+  ::kill(child, SIGKILL);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK(WIFSIGNALED(status));
+  CliResult after = train_tiny(run);
+  CHECK_CLI(after, 0);
+  CHECK(fs::exists(run + "/checkpoint.safetensors"));
+}
+
+// ---- a resume never destroys a newer run -----------------------------------------------------------------
+
+TEST_CASE("run dir: resuming from checkpoint.prev.safetensors into its directory refuses to overwrite the newer run") {
+  TwoRuns t;
+  const auto before = files_of(t.run);
+  CliResult r = run_relgrad({"train", "--resume", t.run + "/checkpoint.prev.safetensors", "--train.steps=8"});
+  CHECK_CLI(r, 1);
+  CHECK_MESSAGE(contains(r.err, "cannot resume from " + t.run + "/checkpoint.prev.safetensors into train.out_dir " + t.run +
+                                    ": " + t.run + "/checkpoint.safetensors is another run's (train.seed is 2 there and 1 here)"),
+                r.err);
+  CHECK(contains(r.err, "--train.out_dir=DIR"));
+  CHECK(files_of(t.run) == before);  // every file byte for byte, and no new one
+
+  // Elsewhere it continues, and in place (the usual resume) too.
+  CliResult elsewhere = run_relgrad({"train", "--resume", t.run + "/checkpoint.prev.safetensors", "--train.steps=8",
+                                     "--train.out_dir=" + t.dir.file("continued")});
+  CHECK_CLI(elsewhere, 0);
+  CHECK(contains(elsewhere.out, "done: 8 steps"));
+  CHECK(files_of(t.run) == before);
+  CliResult in_place = run_relgrad({"train", "--resume", t.run + "/checkpoint.safetensors", "--train.steps=8"});
+  CHECK_CLI(in_place, 0);
+  CHECK(contains(in_place.out, "done: 8 steps"));
+}
+
+TEST_CASE("run dir: resuming an earlier copy of a run into its directory refuses to overwrite the later checkpoint") {
+  TempDir dir;
+  const std::string run = dir.file("run");
+  REQUIRE(train_tiny(run, {"--train.steps=4"}).code == 0);
+  const std::string early = dir.file("step4.safetensors");
+  fs::copy_file(run + "/checkpoint.safetensors", early);
+  REQUIRE(run_relgrad({"train", "--resume", run + "/checkpoint.safetensors", "--train.steps=6"}).code == 0);
+  const auto before = files_of(run);
+  CliResult r = run_relgrad({"train", "--resume", early, "--train.steps=8"});
+  CHECK_CLI(r, 1);
+  CHECK_MESSAGE(contains(r.err, run + "/checkpoint.safetensors is at step 6, later than the resumed step 4"), r.err);
+  CHECK(files_of(run) == before);
+  // The same copy at the step the directory holds is this run at that step: nothing is lost.
+  const std::string same = dir.file("step6.safetensors");
+  fs::copy_file(run + "/checkpoint.safetensors", same);
+  CliResult ok = run_relgrad({"train", "--resume", same, "--train.steps=8"});
+  CHECK_CLI(ok, 0);
+}
+
+TEST_CASE("run dir: a resume into a directory holding a log but no checkpoint is refused") {
+  TwoRuns t;
+  fs::rename(t.run + "/checkpoint.safetensors", t.dir.file("moved.safetensors"));
+  const auto before = files_of(t.run);
+  CliResult r = run_relgrad({"train", "--resume", t.run + "/checkpoint.prev.safetensors", "--train.steps=8"});
+  CHECK_CLI(r, 1);
+  CHECK_MESSAGE(contains(r.err, t.run + "/log.jsonl is there without a checkpoint"), r.err);
+  CHECK(files_of(t.run) == before);
+}
+
+// ---- a fresh run that fails rotates nothing ------------------------------------------------------------
+
+TEST_CASE("run dir: a fresh run that fails before its first checkpoint leaves both earlier runs byte for byte") {
+  TwoRuns t;
+  const auto before = files_of(t.run);
+  REQUIRE(names(before) == std::vector<std::string>{"checkpoint.prev.safetensors", "checkpoint.safetensors", "log.jsonl",
+                                                    "log.prev.jsonl", "loss.svg"});
+  CliResult r = train_tiny(t.run, {"--train.seed=3", "--optim.lr=1e308"});
+  CHECK_CLI(r, 3);
+  CHECK_MESSAGE(contains(r.err, "No checkpoint of this run was written before this step; the earlier run's files in " +
+                                    t.run + " are left as they were"),
+                r.err);
+  CHECK(files_of(t.run) == before);  // nothing renamed, nothing replaced, no log.new.jsonl left behind
+
+  // A run that succeeds rotates at its first checkpoint: seed 2's files become *.prev, byte for byte.
+  CliResult third = train_tiny(t.run, {"--train.seed=3", "--train.save_every=2"});
+  CHECK_CLI(third, 0);
+  const auto after = files_of(t.run);
+  CHECK(after.at("checkpoint.prev.safetensors") == before.at("checkpoint.safetensors"));
+  CHECK(after.at("log.prev.jsonl") == before.at("log.jsonl"));
+  CHECK(after.at("checkpoint.safetensors") != before.at("checkpoint.safetensors"));
+  CHECK(after.count("log.new.jsonl") == 0);
+  CHECK(after.count("checkpoint.new.safetensors") == 0);
+  // The new log holds this run's records from its first step on (written to log.new.jsonl before
+  // the rotation, then renamed): steps 2, 3 (eval), 4, 6.
+  CHECK(contains(after.at("log.jsonl"), "{\"event\":\"train\",\"step\":2,"));
+  CHECK(contains(after.at("log.jsonl"), "{\"event\":\"train\",\"step\":6,"));
+}
+
+// ---- every writer refuses FIFOs, devices and symbolic links ---------------------------------------
+
+TEST_CASE("run dir: the atomic writer refuses a symbolic link as its target and leaves link and target alone") {
+  TempDir dir;
+  const std::string target = dir.file("real.txt"), link = dir.file("link.txt");
+  write_bytes(target, "target");
+  fs::create_symlink(target, link);
+  try {
+    write_file_atomic(link, "new", "test");
+    FAIL("a symbolic link was replaced");
+  } catch (const Error& e) {
+    CHECK_MESSAGE(contains(e.what(), "link.txt: is a symbolic link (to '" + target + "'): refusing to replace it"), e.what());
+  }
+  CHECK(fs::is_symlink(link));
+  CHECK(read_bytes(target) == "target");
+  // A dangling link is refused too (rename would replace it; following it would create its target).
+  fs::create_symlink(dir.file("nowhere"), dir.file("dangling"));
+  CHECK_THROWS_AS(write_file_atomic(dir.file("dangling"), "new", "test"), Error);
+  CHECK_FALSE(fs::exists(dir.file("nowhere")));
+  // A link in the directory part of the path is an ordinary way to place files: it is followed.
+  fs::create_directories(dir.file("d"));
+  fs::create_directory_symlink(dir.file("d"), dir.file("dlink"));
+  write_file_atomic(dir.file("dlink/x.txt"), "through", "test");
+  CHECK(read_bytes(dir.file("d/x.txt")) == "through");
+}
+
+TEST_CASE("run dir: relgrad render -o goes through the atomic writer (FIFO and symlink refused, no temp left)") {
+  TempDir dir;
+  const std::vector<Note> notes{{60, 80, 0.0, 0.5, 0}};
+  write_midi(dir.file("a.mid"), midi_of(notes));
+  // A stand-in for FluidSynth: writes 100 bytes to the file after -F, as a render would.
+  const std::string bin = dir.file("bin");
+  fs::create_directories(bin);
+  write_bytes(bin + "/fluidsynth",
+              "#!/bin/sh\nwhile [ $# -gt 0 ]; do [ \"$1\" = -F ] && out=$2; shift; done\nhead -c 100 /dev/zero > \"$out\"\n");
+  fs::permissions(bin + "/fluidsynth", fs::perms::owner_all);
+  write_bytes(dir.file("font.sf2"), "sf2");
+  const std::string fifo = dir.file("out.fifo"), real = dir.file("real.wav"), link = dir.file("link.wav");
+  REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
+  write_bytes(real, "earlier render");
+  fs::create_symlink(real, link);
+
+  const char* old_path = std::getenv("PATH");
+  const std::string saved = old_path ? old_path : "";
+  ::setenv("PATH", (bin + ":" + saved).c_str(), 1);
+  auto render = [&](const std::string& out) {
+    return run_relgrad({"render", dir.file("a.mid"), "-o", out, "--soundfont", dir.file("font.sf2")});
+  };
+  CliResult to_fifo = render(fifo);
+  CliResult to_link = render(link);
+  CliResult to_file = render(dir.file("new.wav"));
+  ::setenv("PATH", saved.c_str(), 1);
+
+  CHECK_CLI(to_fifo, 1);
+  CHECK_MESSAGE(contains(to_fifo.err, "[render] " + fifo + ": exists and is a FIFO, not a regular file: refusing to replace it"),
+                to_fifo.err);
+  struct stat st {};
+  REQUIRE(::lstat(fifo.c_str(), &st) == 0);
+  CHECK(S_ISFIFO(st.st_mode));
+  CHECK_CLI(to_link, 1);
+  CHECK_MESSAGE(contains(to_link.err, "is a symbolic link"), to_link.err);
+  CHECK(fs::is_symlink(link));
+  CHECK(read_bytes(real) == "earlier render");
+  CHECK_CLI(to_file, 0);
+  CHECK(read_bytes(dir.file("new.wav")).size() == 100);
+  for (const auto& e : fs::directory_iterator(dir.path))  // no temporary file of any render is left
+    CHECK_MESSAGE(e.path().filename().string().find(".tmp.") == std::string::npos, e.path());
+}
