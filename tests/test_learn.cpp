@@ -117,7 +117,7 @@ TEST_CASE("learn: every line range docs/learn.md names exists and starts and end
 
 TEST_CASE("learn: docs/learn.md links the ten numbered examples, in order, and each exists") {
   const std::string doc = learn_md();
-  // Where each example is first named as a file (examples/NN_name.cpp), in the document's order.
+  // Where each example is first named as a file (its path under examples/), in the document's order.
   static const std::regex link(R"(examples/(\d\d)_\w+\.cpp)");
   std::vector<std::string> first(11);
   std::vector<size_t> at(11, std::string::npos);
