@@ -1,23 +1,32 @@
 // The run directory and the output files of `relgrad` (docs/cli.md "Run directories"): one run at a
 // time in a train.out_dir (an advisory lock that dies with its process), a resume never overwrites
 // another run's checkpoint or a later one, a fresh run that fails leaves the earlier run's files as
-// they were, and every writer refuses a FIFO, a device or a symbolic link as its target.
+// they were, and every writer refuses a FIFO, a device or a symbolic link as its target. Also the knobs
+// that were valid but unbounded: probe --reach, eval --batches, a batch beyond the machine's memory,
+// train.threads above the cores.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <omp.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <iostream>
 #include <map>
+#include <sstream>
 
 #include "cli_testing.h"
 #include "core/file_io.h"
 #include "file_testing.h"
 #include "testing.h"
+#include "train/config/run_options.h"
 #include "train/music/midi.h"
 #include "train/music/music.h"
+#include "train/trainer/run.h"
 
 using namespace relgrad;
 using namespace relgrad::testing;
@@ -305,4 +314,90 @@ TEST_CASE("run dir: relgrad render -o goes through the atomic writer (FIFO and s
   CHECK(read_bytes(dir.file("new.wav")).size() == 100);
   for (const auto& e : fs::directory_iterator(dir.path))  // no temporary file of any render is left
     CHECK_MESSAGE(e.path().filename().string().find(".tmp.") == std::string::npos, e.path());
+}
+
+// ---- knobs that were valid but unbounded ----------------------------------------------------------------
+
+TEST_CASE("bounded knobs: probe --reach beyond what the model and batch show is a usage error, before any picture") {
+  TempDir dir;
+  const std::string run = dir.file("run");
+  REQUIRE(train_tiny(run, {"--train.steps=2"}).code == 0);
+  const std::string ck = run + "/checkpoint.safetensors";
+  // The tiny model's decoder self-attention is T5 with max_distance 128 (the default): its bias
+  // reaches offsets up to 128, further than the batch (at most 7 tokens) or the cross table (7).
+  for (const std::string reach : {"129", "100000"}) {
+    CliResult r = run_relgrad({"probe", ck, "--reach", reach, "--out", dir.file("p")});
+    CHECK_CLI(r, 2);
+    CHECK_MESSAGE(contains(r.err, "[probe] --reach " + reach + " is beyond any offset this model shows: the model's "
+                                  "positional tables reach offsets up to 128 (model.decoder_self.max_distance); give "
+                                  "--reach 128 or less"),
+                  r.err);
+    CHECK_FALSE(fs::exists(dir.file("p")));
+  }
+  CliResult ok = run_relgrad({"probe", ck, "--reach", "128", "--out", dir.file("p")});
+  CHECK_CLI(ok, 0);
+  // Without T5 the bound is the batch's longest offset (or the seed table's 7 in cross-attention).
+  const std::string plain = dir.file("plain");
+  REQUIRE(train_tiny(plain, {"--train.steps=2", "--model.encoder_self.scheme=none", "--model.decoder_self.scheme=none"})
+              .code == 0);
+  CliResult far = run_relgrad({"probe", plain + "/checkpoint.safetensors", "--reach", "8", "--out", dir.file("q")});
+  CHECK_CLI(far, 2);
+  CHECK_MESSAGE(contains(far.err, "up to 7 (model.cross.max_length); give --reach 7 or less"), far.err);
+}
+
+TEST_CASE("bounded knobs: eval --batches above 100000 is a usage error, and evaluate reports its progress") {
+  TempDir dir;
+  const std::string run = dir.file("run");
+  REQUIRE(train_tiny(run, {"--train.steps=2"}).code == 0);
+  CliResult r = run_relgrad({"eval", run + "/checkpoint.safetensors", "--batches", "1000000000"});
+  CHECK_CLI(r, 2);
+  CHECK_MESSAGE(contains(r.err, "[eval] --batches 1000000000 is more than the limit of 100000"), r.err);
+  CHECK_CLI(run_relgrad({"eval", run + "/checkpoint.safetensors", "--batches", "3"}), 0);
+  // The hook `relgrad eval` prints its progress line from: once per batch, counting up.
+  LoadedRun loaded = load_run(run + "/checkpoint.safetensors");
+  RunData data(loaded.config);
+  std::vector<int64_t> seen;
+  evaluate(loaded.model, data.dataset(), 4, nullptr, [&](int64_t done) { seen.push_back(done); });
+  CHECK(seen == std::vector<int64_t>{1, 2, 3, 4});
+}
+
+TEST_CASE("bounded knobs: a batch far beyond the machine's memory is exit 4 with the estimate, before it is built") {
+  TempDir dir;
+  const std::string run = dir.file("run");
+  CliResult r = train_tiny(run, {"--data.batch_size=100000000"});
+  CHECK_CLI(r, 4);
+  CHECK_MESSAGE(contains(r.err, "relgrad train: error: [memory] out of memory: a training step needs at least "), r.err);
+  CHECK_MESSAGE(contains(r.err, "100000000 rows of at least 3 source and 1 target tokens, before any is allocated), "
+                                "more than the "),
+                r.err);
+  CHECK(contains(r.err, "(config keys: data.batch_size"));
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK_FALSE(fs::exists(run + "/checkpoint.safetensors"));
+  CHECK_FALSE(fs::exists(run + "/log.jsonl"));
+  // A batch that fits is not refused by the estimate (it is a lower bound, not a guess).
+  CHECK_CLI(train_tiny(dir.file("fits"), {"--data.batch_size=64", "--train.steps=2"}), 0);
+}
+
+TEST_CASE("bounded knobs: train.threads above the cores is run, with one warning line on stderr") {
+  TempDir dir;
+  const int before = omp_get_max_threads();
+  const int cores = omp_get_num_procs();
+  std::ostringstream captured;
+  std::streambuf* old = std::cerr.rdbuf(captured.rdbuf());
+  CliResult many = train_tiny(dir.file("many"), {"--train.threads=" + std::to_string(cores + 1), "--train.steps=2"});
+  std::cerr.rdbuf(old);
+  omp_set_num_threads(before);  // train.threads is process-wide: the other tests keep their count
+  CHECK_CLI(many, 0);
+  const std::string warning = captured.str();
+  CHECK_MESSAGE(contains(warning, "relgrad train: warning: [config] train.threads = " + std::to_string(cores + 1) +
+                                      " is more than the " + std::to_string(cores) + " cores this process may use"),
+                warning);
+  CHECK(std::count(warning.begin(), warning.end(), '\n') == 1);
+  std::ostringstream quiet;
+  old = std::cerr.rdbuf(quiet.rdbuf());
+  CliResult fine = train_tiny(dir.file("fine"), {"--train.threads=1", "--train.steps=2"});
+  std::cerr.rdbuf(old);
+  omp_set_num_threads(before);
+  CHECK_CLI(fine, 0);
+  CHECK(quiet.str().empty());
 }

@@ -7,17 +7,22 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iomanip>
+#include <iostream>
 #include <ostream>
 #include <sstream>
 
@@ -76,6 +81,96 @@ std::vector<int64_t> bytes_of(const std::string& text) {
 
 Tensor row(const std::vector<int64_t>& ids) { return from_vector<int64_t>(ids, {1, static_cast<int64_t>(ids.size())}); }
 
+std::string bytes_text(double bytes) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 6) bytes /= 1024, ++u;
+  return fixed(bytes, u == 0 ? 0 : 2) + " " + units[u];
+}
+
+// The memory this process can still get: MemAvailable + SwapFree (/proc/meminfo), or less under an
+// address-space limit (RLIMIT_AS, prlimit --as / ulimit -v) minus what the process maps already.
+// `where` says which bound it is. Negative when nothing can be read (then nothing is refused).
+double available_memory(std::string* where) {
+  auto field = [](const std::string& file, const std::string& key) -> double {
+    std::ifstream in(file);  // /proc files report size 0, so read_file (which trusts the size) does not do
+    std::string line;
+    while (std::getline(in, line))
+      if (line.rfind(key + ":", 0) == 0) return std::atof(line.c_str() + key.size() + 1) * 1024.0;  // kB
+    return -1.0;
+  };
+  double available = -1.0;
+  {
+    const double mem = field("/proc/meminfo", "MemAvailable"), swap = field("/proc/meminfo", "SwapFree");
+    if (mem >= 0) available = mem + std::max(0.0, swap), *where = "MemAvailable + SwapFree in /proc/meminfo";
+    struct rlimit limit {};
+    if (::getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+      const double left = double(limit.rlim_cur) - std::max(0.0, field("/proc/self/status", "VmSize"));
+      if (available < 0 || left < available) available = std::max(0.0, left), *where = "the address-space limit (RLIMIT_AS)";
+    }
+  }
+  return available;
+}
+
+// A lower bound of the bytes one training step needs at its peak, from the config alone: the token
+// tensors of the step's micro-batches (all are built before the first forward pass), and for one
+// micro-batch the activations the backward pass keeps (per block at least q, k, v, the attention
+// output and the feed-forward's hidden layer before and after its activation, and the attention
+// weights, unless model.fused_attention recomputes them), the logits with their gradient, and the
+// parameters' gradients. Sequences are counted
+// at their shortest (a synthetic source of data.min_len tokens, a target of 1), so a run refused by
+// it could never have fit; what it leaves out (the optimizer state, temporaries) only adds.
+double step_bytes_lower_bound(const RunConfig& c, const TransformerConfig& m, int64_t params, int ranks,
+                              std::string* shape) {
+  const double word = c.train.dtype == "float64" ? 8.0 : 4.0;
+  const double rows = std::ceil(double(c.data.batch_size) / std::max(1, ranks));
+  const double C = double(m.d_model), H = double(m.n_heads), F = double(m.d_ff), V = double(m.vocab_size);
+  const bool synthetic = c.data.source == "synthetic";
+  // The attention weights (H·t·keys per row) are kept unless the fused core recomputes them.
+  const double weights = m.fused_attention ? 0.0 : 1.0;
+  auto block = [&](double t, double keys) { return rows * t * (4 * C + 2 * F) + weights * rows * H * t * keys; };
+  double floats = 0.0, ids = 0.0;  // per micro-batch: activations, token ids (int64)
+  if (c.encoder_decoder()) {
+    const double ts = synthetic ? double(c.data.min_len) : double(c.data.context), tt = synthetic ? 1.0 : ts;
+    floats = double(m.n_encoder_layers) * block(ts, ts) +
+             double(m.n_decoder_layers) * (block(tt, tt) + rows * tt * 4 * C + weights * rows * H * tt * ts) + 2 * rows * tt * V;
+    ids = rows * (ts + 2 * tt);
+    *shape = std::to_string(c.data.batch_size) + " rows of at least " + fixed(ts, 0) + " source and " + fixed(tt, 0) +
+             " target tokens";
+  } else {
+    const double t = synthetic ? 2.0 * double(c.data.min_len) + 1 : double(c.data.context);
+    floats = double(m.n_decoder_layers) * block(t, t) + 2 * rows * t * V;
+    ids = rows * 2 * t;
+    *shape = std::to_string(c.data.batch_size) + " rows of at least " + fixed(t, 0) + " tokens";
+  }
+  if (ranks > 1) *shape += ", " + fixed(rows, 0) + " of them on each of " + std::to_string(ranks) + " ranks";
+  return floats * word + ids * 8.0 * double(c.train.grad_accum) + double(params) * word;
+}
+
+// The largest |δ| a probe can show for this model and batch: the batch's longest offset, or further
+// where a positional table of the model reaches further (seed/huang: max_length − 1, shaw: clip,
+// t5: max_distance); beyond that every column would repeat the last or be empty.
+int64_t probe_reach_limit(const RunConfig& c, const Batch& batch, std::string* why) {
+  const int64_t longest = batch.decoder_only() ? batch.tokens.size(1) : std::max(batch.src.size(1), batch.tgt_in.size(1));
+  int64_t limit = std::max<int64_t>(1, longest - 1);
+  *why = "held-out batch 0 spans offsets up to " + std::to_string(limit);
+  std::vector<std::pair<std::string, const PositionalConfig*>> places = {{"decoder_self", &c.model.decoder_self}};
+  if (c.encoder_decoder()) places.insert(places.end(), {{"encoder_self", &c.model.encoder_self}, {"cross", &c.model.cross}});
+  for (const auto& [place, p] : places) {
+    int64_t table = 0;
+    std::string key;
+    if (p->scheme == "seed" || p->scheme == "huang") table = p->max_length - 1, key = "max_length";
+    else if (p->scheme == "shaw") table = p->clip, key = "clip";
+    else if (p->scheme == "t5") table = p->max_distance, key = "max_distance";
+    if (table > limit) {
+      limit = table;
+      *why = "the model's positional tables reach offsets up to " + std::to_string(table) + " (model." + place + "." +
+             key + ")";
+    }
+  }
+  return limit;
+}
+
 }  // namespace
 
 // ---- train ---------------------------------------------------------------------------------------
@@ -98,8 +193,6 @@ int cmd_train(const std::string& config_path, const std::string& resume, const s
   out << "# effective config\n" << config_to_toml(config) << "\n";
   if (dry_run) return 0;
   Trainer trainer(trainer_options(config), world().is_root() ? &out : nullptr, &world());  // mpirun: rank 0 prints
-  // One run at a time in train.out_dir: a second is refused here, before any work (docs/cli.md).
-  trainer.lock_out_dir();
   const size_t params = [&] {
     size_t n = 0;
     for (const Tensor& p : trainer.model().module->parameters()) n += static_cast<size_t>(p.numel());
@@ -109,6 +202,26 @@ int cmd_train(const std::string& config_path, const std::string& resume, const s
       << (trainer.model().device.is_cpu() ? std::to_string(omp_get_max_threads()) + " threads"
                                            : "on " + trainer.model().device.str())
       << "\n";
+  // One run at a time in train.out_dir: a second is refused here, before any work (docs/cli.md).
+  trainer.lock_out_dir();
+  // More OpenMP threads than cores make every parallel region wait on descheduled threads (1000 threads
+  // on 2 cores: 90 s per step): allowed, since it is not wrong, but said.
+  if (config.train.threads > omp_get_num_procs() && world().is_root())
+    std::cerr << "relgrad train: warning: [config] train.threads = " << config.train.threads << " is more than the "
+              << omp_get_num_procs() << " cores this process may use: each step will be much slower than with "
+              << "train.threads = " << omp_get_num_procs() << " or fewer (0 = OpenMP's default)\n";
+  // A batch far too large for the machine would be killed by the kernel's OOM killer (SIGKILL, no
+  // message) while it is being built: refused here instead, exit 4 (docs/cli.md "Out of memory").
+  {
+    std::string where, shape;
+    const double available = available_memory(&where);
+    const double needed = step_bytes_lower_bound(config, trainer.options().model.config, int64_t(params), world().size(), &shape);
+    if (trainer.model().device.is_cpu() && available >= 0 && needed > available)  // a GPU's allocator says itself
+      throw OutOfMemoryError("[memory] out of memory: a training step needs at least " + fixed(needed, 0) + " bytes (" +
+                             bytes_text(needed) + ": " + shape + ", before any is allocated), more than the " +
+                             fixed(available, 0) + " bytes (" + bytes_text(available) + ") available (" + where +
+                             "); reduce the batch size, the sequence length or the model size");
+  }
   if (!resume.empty()) {
     trainer.resume(resume);
     out << "resumed from " << resume << " at step " << trainer.step() << "\n";
@@ -269,9 +382,14 @@ int cmd_sample(SampleArgs a, std::ostream& out) {
 }
 
 // ---- eval ----------------------------------------------------------------------------------------
+constexpr int64_t kMaxEvalBatches = 100000;
+
 int cmd_eval(const std::string& checkpoint, int64_t batches, const std::string& dump_path, const std::string& input,
              const std::string& target, const std::string& device, std::ostream& out) {
   if (batches < 1) throw UsageError("[eval] --batches must be >= 1, got " + std::to_string(batches));
+  if (batches > kMaxEvalBatches)
+    throw UsageError("[eval] --batches " + std::to_string(batches) + " is more than the limit of " +
+                     std::to_string(kMaxEvalBatches) + " (held-out batches; a few hundred give a steady estimate)");
   if (dump_path.empty() && (!input.empty() || !target.empty()))
     throw UsageError("[eval] --input / --target only go with --dump-logits FILE");
   const Device on = device_option(device);
@@ -312,7 +430,18 @@ int cmd_eval(const std::string& checkpoint, int64_t batches, const std::string& 
     out << "wrote logits " << shape_str(tensors["logits"].shape()) << " to " << dump_path << "\n";
     return 0;
   }
-  EvalResult e = evaluate(m, data.dataset(), batches);
+  // A long evaluation says how far it is, on stderr every 10 s (stdout keeps only the result).
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  auto last = start;
+  EvalResult e = evaluate(m, data.dataset(), batches, nullptr, [&](int64_t done) {
+    const auto now = clock::now();
+    if (done == batches || now - last < std::chrono::seconds(10)) return;
+    last = now;
+    const double spent = std::chrono::duration<double>(now - start).count();
+    std::cerr << "relgrad eval: " << done << "/" << batches << " batches, " << fixed(spent, 0) << " s, about "
+              << fixed(spent / double(done) * double(batches - done), 0) << " s to go\n";
+  });
   out << "step " << run.checkpoint.meta.step << ": held-out loss " << fixed(e.loss, 4) << ", token accuracy "
       << fixed(100 * e.accuracy, 2) << "% (" << e.tokens << " tokens), sequence accuracy "
       << fixed(100 * e.sequence_accuracy, 2) << "% (" << e.sequences << " sequences)\n";
@@ -431,6 +560,11 @@ int cmd_probe(const std::string& checkpoint, int64_t reach, std::string out_dir,
   LoadedRun run = load_run(checkpoint);
   RunData data(run.config);
   Batch batch = data.batch(0, Split::HeldOut);
+  std::string why;
+  const int64_t limit = probe_reach_limit(run.config, batch, &why);
+  if (reach > limit)  // each offset is a column of every picture: 100000 made gigabytes of PNGs
+    throw UsageError("[probe] --reach " + std::to_string(reach) + " is beyond any offset this model shows: " + why +
+                     "; give --reach " + std::to_string(limit) + " or less (0 = the batch's longest offset)");
   std::vector<ProbeCurve> curves = probe(run.model, batch, reach);
   out << "probe of " << checkpoint << " (step " << run.checkpoint.meta.step << ") on held-out batch 0\n"
       << probe_table(curves);

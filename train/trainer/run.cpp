@@ -55,7 +55,8 @@ RunModel build_model(const ModelOptions& options, Generator* init) {
   return m;
 }
 
-EvalResult evaluate(RunModel& model, const Dataset& data, int64_t batches, Communicator* comm) {
+EvalResult evaluate(RunModel& model, const Dataset& data, int64_t batches, Communicator* comm,
+                    const std::function<void(int64_t done)>& progress) {
   NoGradGuard no_grad;
   const bool was_training = model.module->is_training();
   model.module->eval();
@@ -87,6 +88,7 @@ EvalResult evaluate(RunModel& model, const Dataset& data, int64_t batches, Commu
         rows_right += all;
         ++r.sequences;
       }
+      if (progress) progress(n + 1);
     }
   } catch (...) {
     model.module->train(was_training);

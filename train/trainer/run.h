@@ -4,6 +4,7 @@
 // train/config/run_options.h.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -48,6 +49,8 @@ struct EvalResult {
 // on the model's device (each batch is copied there; the counts come back to the host).
 // With a communicator of several ranks, rank r evaluates batches r, r + N, ... and the sums are
 // all-reduced, so every rank returns the result for all batches.
-EvalResult evaluate(RunModel& model, const Dataset& data, int64_t batches, Communicator* comm = nullptr);
+// `progress` (optional) is called after each batch this rank evaluates, with the batches done so far.
+EvalResult evaluate(RunModel& model, const Dataset& data, int64_t batches, Communicator* comm = nullptr,
+                    const std::function<void(int64_t done)>& progress = {});
 
 }  // namespace relgrad
