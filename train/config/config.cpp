@@ -15,6 +15,7 @@
 #include <deque>
 #include <functional>
 #include <limits>
+#include <set>
 #include <sstream>
 
 #include "core/base/error.h"
@@ -389,13 +390,23 @@ void set_from_json(RunConfig& c, const std::string& key, const nlohmann::json& v
   }
 }
 
+// No key has more than 3 parts (model.cross.max_length): a table or object at a 4th level is an
+// unknown key, refused before recursing, so that hostile nesting (a config in a checkpoint is up to
+// 100 MB, a config file up to 1 MiB: half a million levels of "a.a.a…") cannot overflow the stack or
+// build quadratically long key strings. walk_json and walk_toml both call it before going down.
+constexpr int kMaxKeyParts = 3;
+void refuse_deeper_table(const std::string& key, const std::string& origin) {
+  if (std::count(key.begin(), key.end(), '.') < kMaxKeyParts) return;
+  throw Error("[config] " + origin + "unknown key '" + key + "': a table nested " +
+              std::to_string(kMaxKeyParts + 1) + " or more levels deep, deeper than any key (at most " +
+              std::to_string(kMaxKeyParts) +
+              " parts, as in model.cross.max_length); `relgrad train --help-config` lists every key");
+}
+
 void walk_json(RunConfig& c, const nlohmann::json& node, const std::string& prefix, const std::string& origin) {
   for (auto it = node.begin(); it != node.end(); ++it) {
     std::string key = prefix.empty() ? it.key() : prefix + "." + it.key();
-    // No key has more than 3 parts: a deeper object is an unknown key (find_field says so), refused
-    // before recursing, so that hostile nesting (a config in a checkpoint is up to 100 MB) cannot
-    // overflow the stack or build quadratically long key strings.
-    if (it->is_object() && std::count(key.begin(), key.end(), '.') >= 3) find_field(key, origin);
+    if (it->is_object()) refuse_deeper_table(key, origin);
     if (it->is_object()) walk_json(c, *it, key, origin);
     else set_from_json(c, key, *it, origin);
   }
@@ -405,6 +416,7 @@ void walk_toml(RunConfig& c, const toml::table& table, const std::string& prefix
   for (const auto& [k, node] : table) {
     std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
     if (const toml::table* sub = node.as_table()) {
+      refuse_deeper_table(key, origin);
       walk_toml(c, *sub, key, origin);
       continue;
     }
@@ -449,16 +461,98 @@ void apply_overrides(RunConfig& config, const std::vector<std::string>& args) {
   }
 }
 
+namespace {
+
+// nlohmann::json keeps the last of duplicate keys without a word; TOML refuses them, and so does this
+// (a config is a checkpoint's too, so one spelling of a run must mean one run). The parser callback
+// sees every object open and close and every key: one set of keys per open object.
+nlohmann::json parse_json_unique_keys(const std::string& text, const std::string& origin) {
+  struct Open {
+    std::set<std::string> keys;
+    std::string path;  // the dotted key of this object ("" at the top)
+    std::string last;  // its latest key, the parent part of an object opened next
+  };
+  std::vector<Open> open;
+  using Event = nlohmann::json::parse_event_t;
+  auto callback = [&](int /*depth*/, Event event, nlohmann::json& parsed) {
+    if (event == Event::object_start) {
+      std::string path;
+      if (!open.empty())
+        path = open.back().path.empty() ? open.back().last : open.back().path + "." + open.back().last;
+      if (open.size() > kMaxKeyParts) path = "…";  // deeper than any key: no long paths for hostile nesting
+      open.push_back({{}, path, ""});
+    } else if (event == Event::object_end) {
+      if (!open.empty()) open.pop_back();
+    } else if (event == Event::key && !open.empty()) {
+      std::string key = parsed.get<std::string>();
+      if (!open.back().keys.insert(key).second)
+        throw Error("[config] " + origin + ": duplicate key '" +
+                    (open.back().path.empty() ? key : open.back().path + "." + key) +
+                    "' (JSON keys must be unique, as in TOML: which of the values was meant?)");
+      open.back().last = std::move(key);
+    } else if (event == Event::array_start && !open.empty()) {
+      open.back().last += "[]";  // an object inside an array is named after the array
+    }
+    return true;
+  };
+  return nlohmann::json::parse(text, callback);
+}
+
+}  // namespace
+
 void load_config_json_text(RunConfig& config, const std::string& text, const std::string& origin) {
   nlohmann::json doc;
   try {
-    doc = nlohmann::json::parse(text);
+    doc = parse_json_unique_keys(text, origin);
   } catch (const nlohmann::json::exception& e) {
     throw Error("[config] " + origin + ": not valid JSON: " + e.what());
   }
   if (!doc.is_object()) throw Error("[config] " + origin + ": the top level must be an object");
   walk_json(config, doc, "", origin + ": ");
 }
+
+namespace {
+
+// toml++ recurses once per level of nesting, both while parsing and while freeing the tree: half a
+// million levels of "a.a.a… = 1" (a 1 MiB file) overflow the stack. Every level is a '.', '[' or '{'
+// outside strings and comments, and a config relgrad accepts has few of them (each of its ~80 keys
+// has at most 3 parts and one value), so a file with more than kMaxTomlNesting of them is refused
+// before toml++ sees it, naming the line where the count ran over.
+constexpr int64_t kMaxTomlNesting = 1000;
+void check_toml_nesting(const std::string& text, const std::string& path) {
+  int64_t marks = 0, line = 1;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\n') ++line;
+    if (c == '#') {  // a comment runs to the end of the line
+      while (i + 1 < text.size() && text[i + 1] != '\n') ++i;
+    } else if (c == '"' || c == '\'') {
+      const bool multi = text.compare(i, 3, std::string(3, c)) == 0;
+      i += multi ? 3 : 1;
+      for (; i < text.size(); ++i) {
+        if (text[i] == '\n') {
+          ++line;
+          if (!multi) break;  // a one-line string ends with its line (toml++ refuses it there)
+        }
+        if (c == '"' && text[i] == '\\') { ++i; if (i < text.size() && text[i] == '\n') ++line; continue; }
+        if (text[i] != c) continue;
+        if (!multi) break;
+        if (text.compare(i, 3, std::string(3, c)) == 0) {
+          i += 2;
+          while (i + 1 < text.size() && text[i + 1] == c) ++i;  // the content may end in 1 or 2 quotes
+          break;
+        }
+      }
+    } else if ((c == '.' || c == '[' || c == '{') && ++marks > kMaxTomlNesting) {
+      throw Error("[config] " + path + ":" + std::to_string(line) + ": more than " +
+                  std::to_string(kMaxTomlNesting) +
+                  " '.', '[' and '{' outside strings and comments: nesting deeper than any config needs "
+                  "(keys have at most 3 parts, as in model.cross.max_length), refused before parsing");
+    }
+  }
+}
+
+}  // namespace
 
 void load_config_file(RunConfig& config, const std::string& path) {
   std::string text = read_file(path, "config", 1u << 20);
@@ -468,6 +562,7 @@ void load_config_file(RunConfig& config, const std::string& path) {
     load_config_json_text(config, text, path);
     return;
   }
+  check_toml_nesting(text, path);
   toml::table table;
   try {
     table = toml::parse(text, path);
