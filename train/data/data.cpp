@@ -1,6 +1,10 @@
 // Synthetic tasks and byte-level text. See data.h for the token conventions and the counter scheme.
 #include "train/data/data.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -286,15 +290,54 @@ Batch window_batch(uint64_t seed, Split split, int64_t index, int64_t batch_size
   return batch;
 }
 
+const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+// The whole of a regular file of at most kTextFileMaxBytes. O_NONBLOCK: opening a FIFO would
+// otherwise wait for a writer; it is refused by its fstat (the file opened, not a name looked up
+// again), as are devices (/dev/zero never ends) and directories, before a byte is read.
+std::string read_text_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  RG_CHECK(fd >= 0, "TextDataset", "cannot open '", path, "': ", std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  RG_CHECK(::fstat(fd, &st) == 0, "TextDataset", path, ": cannot stat: ", std::strerror(errno));
+  RG_CHECK(S_ISREG(st.st_mode), "TextDataset", path, ": is ", file_kind(st.st_mode),
+           ", not a regular file (data.text_path must name a file)");
+  const auto size = static_cast<uint64_t>(st.st_size);
+  RG_CHECK(size <= kTextFileMaxBytes, "TextDataset", path, ": file has ", size,
+           " bytes, more than the limit of ", kTextFileMaxBytes,
+           " (1 GiB) for data.text_path; a larger corpus trains as a token file "
+           "(relgrad tokenize)");
+  std::string bytes(static_cast<size_t>(size), '\0');
+  uint64_t done = 0;
+  while (done < size) {
+    const auto chunk = static_cast<size_t>(std::min<uint64_t>(size - done, 1u << 30));
+    ssize_t got = ::pread(fd, bytes.data() + done, chunk, static_cast<off_t>(done));
+    if (got < 0 && errno == EINTR) continue;
+    RG_CHECK(got >= 0, "TextDataset", path, ": read failed: ", std::strerror(errno));
+    if (got == 0) break;  // the file shrank while being read: keep what is there
+    done += static_cast<uint64_t>(got);
+  }
+  bytes.resize(static_cast<size_t>(done));
+  return bytes;
+}
+
 }  // namespace
 
 TextDataset::TextDataset(const std::string& path, double val_fraction, uint64_t seed) : path_(path), seed_(seed) {
   RG_CHECK(val_fraction >= 0.0 && val_fraction < 1.0, "TextDataset", "val_fraction must be in [0, 1), got ",
            val_fraction);
-  std::ifstream in(path, std::ios::binary);
-  RG_CHECK(in.is_open(), "TextDataset", "cannot open '", path, "': ", std::strerror(errno));
-  bytes_.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  RG_CHECK(!in.bad(), "TextDataset", "error while reading '", path, "'");
+  bytes_ = read_text_file(path);
   RG_CHECK(!bytes_.empty(), "TextDataset", "'", path, "' is empty");
 
   train_size_ = split_train_size(size(), val_fraction, "TextDataset", path, "bytes");

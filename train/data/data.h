@@ -170,10 +170,14 @@ class SyntheticTask {
 // text, so no padding is ever needed. The file is split contiguously: the first
 // (1 - val_fraction) of the bytes train, the rest validate (a random split would leak neighbouring
 // text into validation).
+inline constexpr uint64_t kTextFileMaxBytes = uint64_t(1) << 30;  // 1 GiB: TextDataset's limit
+
 class TextDataset {
  public:
   // Errors: missing/unreadable file, empty file, val_fraction outside [0, 1), or a split of fewer
-  // than 2 bytes (one input and one target).
+  // than 2 bytes (one input and one target). `path` must name a regular file (a FIFO, device or
+  // directory is refused before anything is read: it could block forever or never end) of at most
+  // kTextFileMaxBytes (checked from its size before reading; larger corpora: `relgrad tokenize`).
   TextDataset(const std::string& path, double val_fraction = 0.1, uint64_t seed = 0);
 
   // B windows of context + 1 bytes at random offsets (counter-based, as the synthetic tasks):
