@@ -23,6 +23,8 @@
 
 namespace relgrad {
 
+inline constexpr int64_t kMaxSyntheticLength = 4096;  // data.max_len's limit (validate)
+
 struct DataConfig {
   std::string source = "synthetic";  // "synthetic" (train/data/data.h tasks), "text" (a byte-level file),
                                      // "tokens" (ids of a token file, train/data/token_file.h) or

@@ -103,6 +103,11 @@ void RunConfig::validate() const {
   check(sample.top_k >= 0, "sample.top_k must be >= 0");
   check(sample.top_p > 0.0 && sample.top_p <= 1.0, "sample.top_p must be in (0, 1]");
   if (data.source == "synthetic") {
+    // A synthetic source is a toy sequence; sample and eval build one of up to max_len tokens and attend
+    // over it (O(max_len^2)), so an edited checkpoint's max_len = 1e8 must not get that far.
+    check(data.max_len <= kMaxSyntheticLength, "data.max_len must be at most " +
+                                                   std::to_string(kMaxSyntheticLength) + ", got " +
+                                                   std::to_string(data.max_len));
     TaskConfig t;
     t.kind = task_kind_from_string(data.task);
     t.layout = encoder_decoder() ? Layout::EncoderDecoder : Layout::DecoderOnly;

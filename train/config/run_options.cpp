@@ -1,9 +1,13 @@
 // A RunConfig as trainer options, a Dataset and a reopened run (train/config/run_options.h).
 #include "train/config/run_options.h"
 
+#include <algorithm>
+#include <iostream>
+#include <set>
 #include <sstream>
 
 #include "core/base/error.h"
+#include "train/trainer/distributed.h"
 
 namespace relgrad {
 namespace {
@@ -48,7 +52,109 @@ void check_resume(const RunConfig& config, const std::string& saved_json, const 
   }
 }
 
+// Decimal with thousands separators, for element counts in messages.
+std::string count_text(double n) {
+  if (n >= 1e18) {
+    std::ostringstream s;
+    s.precision(3);
+    s << n;
+    return s.str();
+  }
+  std::string digits = std::to_string(static_cast<uint64_t>(n)), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+// A lower bound of the parameters (elements) the model of a derived config holds, in double (a hostile
+// config overflows int64): every attention has four C×C projections, every feed-forward C×d_ff twice,
+// one embedding V×C, and the built-in positional tables their rows × head size (T5: buckets × heads,
+// once per stack). Biases, norms, a second embedding and other schemes' parameters only add to it.
+double implied_elements_at_least(const RunConfig& c) {
+  const TransformerConfig& m = c.model;
+  const double C = static_cast<double>(m.d_model), F = static_cast<double>(m.d_ff);
+  const double H = static_cast<double>(std::max<int64_t>(1, m.n_heads));
+  const double V = static_cast<double>(m.vocab_size);
+  const bool ed = c.encoder_decoder();
+  const double enc = ed ? static_cast<double>(m.n_encoder_layers) : 0.0;
+  const double dec = static_cast<double>(m.n_decoder_layers);
+  const double attention = 4 * C * C, ff = 2 * C * F;
+  double total = V * C + enc * (attention + ff) + dec * (attention + ff) + (ed ? dec * attention : 0.0);
+  auto positional = [&](const PositionalConfig& p, double layers) {
+    const double head = C / H;
+    double each = 0;
+    if (p.scheme == "seed") each = (2.0 * static_cast<double>(p.max_length) - 1) * head;
+    else if (p.scheme == "huang") each = static_cast<double>(p.max_length) * head;
+    else if (p.scheme == "shaw") each = (2.0 * static_cast<double>(p.clip) + 1) * head;
+    else if (p.scheme == "t5") return std::max(0.0, static_cast<double>(p.num_buckets) * H);  // one per stack
+    return std::max(0.0, each) * layers;
+  };
+  if (ed) total += positional(m.encoder_self, enc) + positional(m.cross, dec);
+  return total + positional(m.decoder_self, dec);
+}
+
+// How many blocks the tensor names hold under `prefix` ("encoder.layers.", "layers."): the distinct
+// indices of "<prefix><i>.<...>".
+int64_t layers_in(const std::map<std::string, Tensor>& tensors, const std::string& prefix) {
+  std::set<std::string> seen;
+  for (const auto& [name, tensor] : tensors) {
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    size_t dot = name.find('.', prefix.size());
+    if (dot != std::string::npos) seen.insert(name.substr(prefix.size(), dot - prefix.size()));
+  }
+  return static_cast<int64_t>(seen.size());
+}
+
+std::string shape_text(const Shape& shape) {
+  std::string s = "(";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + ")";
+}
+
 }  // namespace
+
+void check_config_fits_checkpoint(const RunConfig& c, const Checkpoint& checkpoint, const std::string& path) {
+  const TransformerConfig& m = c.model;
+  const std::map<std::string, Tensor>& tensors = checkpoint.model;
+  auto refuse = [&](const std::string& what) {
+    throw Error("[checkpoint] " + path + ": its config does not describe its tensors: " + what +
+                " (refused before building the model)");
+  };
+  // The block counts, by name: what a hostile n_*_layers would otherwise allocate first.
+  const bool ed = c.encoder_decoder();
+  const std::string dec_prefix = ed ? "decoder.layers." : "layers.";
+  const int64_t dec_layers = layers_in(tensors, dec_prefix);
+  if (dec_layers != m.n_decoder_layers)
+    refuse("model.n_decoder_layers = " + std::to_string(m.n_decoder_layers) + ", but the tensors hold " +
+           std::to_string(dec_layers) + " blocks " + dec_prefix + "<i>");
+  if (ed && layers_in(tensors, "encoder.layers.") != m.n_encoder_layers)
+    refuse("model.n_encoder_layers = " + std::to_string(m.n_encoder_layers) + ", but the tensors hold " +
+           std::to_string(layers_in(tensors, "encoder.layers.")) + " blocks encoder.layers.<i>");
+  // The widths, from the (decoder's) embedding and first feed-forward, when the tensors have them.
+  auto expect_shape = [&](const std::string& name, const Shape& shape, const std::string& from) {
+    auto it = tensors.find(name);
+    if (it != tensors.end() && it->second.shape() != shape)
+      refuse(from + " make " + name + " " + shape_text(shape) + ", but it is " +
+             shape_text(it->second.shape()));
+  };
+  const std::string top = ed ? "decoder." : "";
+  expect_shape(top + "embed.weight", {m.vocab_size, m.d_model},
+               "the vocabulary of " + std::to_string(m.vocab_size) +
+                   " (from the data keys) and model.d_model = " + std::to_string(m.d_model));
+  expect_shape(dec_prefix + "0.ff.fc1.weight", {m.d_ff, m.d_model},
+               "model.d_ff = " + std::to_string(m.d_ff) + " and model.d_model = " +
+                   std::to_string(m.d_model));
+  // The rest (positional tables, and any tensor missing above) through a bound on the total size.
+  double held = 0;
+  for (const auto& [name, tensor] : tensors) held += static_cast<double>(tensor.numel());
+  const double implied = implied_elements_at_least(c);
+  if (implied > held)
+    refuse("its model keys (model.d_model, model.d_ff, the layer counts, the positional tables' "
+           "max_length / clip / num_buckets) make at least " + count_text(implied) +
+           " parameters, but the tensors hold " + count_text(held));
+}
 
 std::shared_ptr<const Dataset> make_dataset(const RunConfig& c) {
   const DataConfig& d = c.data;
@@ -83,7 +189,19 @@ SamplingOptions sampling_options(const SampleConfig& c) {
   return o;
 }
 
-TrainerOptions trainer_options(RunConfig c) {
+void report_skipped_files(const Dataset& data, std::ostream& out) {
+  const auto* music = dynamic_cast<const MusicData*>(&data);
+  if (!music) return;
+  const auto& skipped = music->music().skipped();
+  for (size_t i = 0; i < skipped.size() && i < kListedSkips; ++i)
+    out << "warning: data.music_dir: skipped '" << skipped[i].path << "': " << skipped[i].error << "\n";
+  if (skipped.size() > kListedSkips)
+    out << "warning: data.music_dir: skipped " << skipped.size() - kListedSkips << " more file(s) ("
+        << skipped.size() << " in all)\n";
+  out << std::flush;
+}
+
+TrainerOptions trainer_options(RunConfig c, std::ostream* warnings) {
   c.validate();
   resolve_device(c.train.device, "train.device");  // no CUDA: the error comes before any data is read
   c.derive_from_data();
@@ -93,6 +211,7 @@ TrainerOptions trainer_options(RunConfig c) {
   o.train = c.train;
   o.sample = sampling_options(c.sample);
   o.data = make_dataset(c);
+  if (warnings && world().is_root()) report_skipped_files(*o.data, *warnings);  // mpirun: listed once
   o.config_json = config_to_json(c);
   o.check_resume = [c](const std::string& saved_json, const std::string& path) { check_resume(c, saved_json, path); };
   return o;
@@ -128,6 +247,7 @@ LoadedRun load_run(const std::string& path, Device device) {
     throw Error("[checkpoint] " + path + ": its config cannot be used: " + e.what());
   }
   run.config.derive_from_data();
+  check_config_fits_checkpoint(run.config, run.checkpoint, path);  // before the model allocates anything
   Generator init(run.config.train.seed);
   run.model = build_model(model_options(run.config), &init);
   run.model.to(device);  // then restore: load_state_dict copies each host value onto the model's device

@@ -197,18 +197,25 @@ MusicDataset::MusicDataset(const MusicDatasetConfig& config) : config_(config) {
   std::error_code ec;
   RG_CHECK(fs::is_directory(folder, ec), "MusicDataset", "'", folder, "' is not a directory");
   std::vector<std::string> paths;  // relative to the folder
+  std::vector<std::string> unreadable;  // .mid entries that are not regular files (a FIFO would block)
   fs::recursive_directory_iterator it(folder, fs::directory_options::skip_permission_denied, ec), end;
   RG_CHECK(!ec, "MusicDataset", "cannot list '", folder, "': ", ec.message());
   for (; it != end; it.increment(ec)) {
     RG_CHECK(!ec, "MusicDataset", "cannot list '", folder, "': ", ec.message());
     std::string ext = it->path().extension().string();
     std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char ch) { return std::tolower(ch); });
-    if ((ext == ".mid" || ext == ".midi") && it->is_regular_file(ec)) {
-      const fs::path rel = fs::relative(it->path(), folder, ec);
-      paths.push_back(ec ? it->path().string() : rel.string());
+    if (ext != ".mid" && ext != ".midi") continue;
+    if (!it->is_regular_file(ec)) {
+      unreadable.push_back(it->path().string());
+      continue;
     }
+    const fs::path rel = fs::relative(it->path(), folder, ec);
+    paths.push_back(ec ? it->path().string() : rel.string());
   }
   std::sort(paths.begin(), paths.end());
+  std::sort(unreadable.begin(), unreadable.end());
+  for (const std::string& path : unreadable)
+    skipped_.push_back({path, "[MusicDataset] " + path + ": not a regular file"});
 
   struct Piece { uint64_t hash; std::string path; std::vector<int64_t> tokens; };
   std::vector<Piece> pieces;
@@ -225,7 +232,8 @@ MusicDataset::MusicDataset(const MusicDatasetConfig& config) : config_(config) {
       skipped_.push_back({path, e.what()});
     }
   }
-  RG_CHECK(!pieces.empty(), "MusicDataset", "no usable .mid/.midi file in '", folder, "' (", paths.size(), " found, ",
+  RG_CHECK(!pieces.empty(), "MusicDataset", "no usable .mid/.midi file in '", folder, "' (",
+           paths.size() + unreadable.size(), " found, ",
            skipped_.size(), " skipped", skipped_.empty() ? "" : "; the first: " + skipped_[0].error, ")");
   std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return std::tie(a.hash, a.path) < std::tie(b.hash, b.path); });
   const int64_t n = static_cast<int64_t>(pieces.size());
