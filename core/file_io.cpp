@@ -143,11 +143,11 @@ void AtomicFile::refuse_unless_replaceable(const std::string& path, const std::s
     char target[4096];
     const ssize_t n = ::readlink(path.c_str(), target, sizeof target - 1);
     const std::string to = n > 0 ? std::string(target, static_cast<size_t>(n)) : std::string("?");
-    IO_CHECK(false, who, path, "is a symbolic link (to '", to, "'): refusing to replace it; give the path of ",
-             "the file itself, or remove the link");
+    IO_CHECK(false, who, path, "is a symbolic link (to '", to, "'): refusing to replace it; ",
+             "give the path of the file itself, or remove the link");
   }
-  IO_CHECK(S_ISREG(st.st_mode), who, path, "exists and is ", file_kind(st.st_mode), ", not a regular file: ",
-           "refusing to replace it");
+  IO_CHECK(S_ISREG(st.st_mode), who, path, "exists and is ", file_kind(st.st_mode),
+           ", not a regular file: ", "refusing to replace it");
 }
 
 int remove_stale_temps(const std::string& path) {
@@ -180,8 +180,8 @@ int remove_stale_temps(const std::string& path) {
 void fsync_directory(const std::string& dir, const std::string& who) {
   FdGuard dir_fd{::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
   IO_CHECK(dir_fd.fd >= 0, who, dir, "cannot open the directory to fsync it: ", std::strerror(errno));
-  IO_CHECK(::fsync(dir_fd.fd) == 0 || errno == EINVAL || errno == ENOTSUP, who, dir, "fsync of the directory failed: ",
-           std::strerror(errno));
+  IO_CHECK(::fsync(dir_fd.fd) == 0 || errno == EINVAL || errno == ENOTSUP, who, dir,
+           "fsync of the directory failed: ", std::strerror(errno));
 }
 
 // ---- DirectoryLock -------------------------------------------------------------------------------
@@ -201,7 +201,8 @@ std::string holder_text(const std::string& raw) {
     const std::string host = line.compare(end, 6, " host ") == 0 ? line.substr(end + 6) : "";
     if (!pid.empty() && pid.size() <= 10) return "process " + pid + (host.empty() ? "" : " on host " + host);
   }
-  return line.empty() ? "another process (it has not written its pid yet)" : "another process ('" + line + "')";
+  return line.empty() ? "another process (the lock file does not name it, or not yet)"
+                      : "another process ('" + line + "')";
 }
 }  // namespace
 
@@ -210,8 +211,8 @@ DirectoryLock::DirectoryLock(const std::string& dir, const std::string& who, con
   // O_NOFOLLOW: the holder line is written into this file, so a planted symlink must not redirect it;
   // O_NONBLOCK: a FIFO under that name is not waited on (it is refused below).
   fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
-  IO_CHECK(fd_ >= 0, who, path_, "cannot open the lock file of ", what, " '", dir, "': ",
-           errno == ELOOP ? "it is a symbolic link" : std::strerror(errno));
+  IO_CHECK(fd_ >= 0, who, path_, "cannot open the lock file of ", what, " '", dir,
+           "': ", errno == ELOOP ? "it is a symbolic link" : std::strerror(errno));
   struct stat st {};
   if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
     const std::string kind = file_kind(st.st_mode);
@@ -228,12 +229,13 @@ DirectoryLock::DirectoryLock(const std::string& dir, const std::string& who, con
     const std::string holder = holder_text(n > 0 ? std::string(raw, static_cast<size_t>(n)) : std::string());
     ::close(fd_);
     fd_ = -1;
-    throw Error("[" + who_or(who) + "] " + what + " '" + dir + "' is in use by " + holder + ", which holds " + path_ +
-                ": wait for that run to end, or choose another " + what);
+    throw Error("[" + who_or(who) + "] " + what + " '" + dir + "' is in use by " + holder + ", which holds " +
+                path_ + ": wait for that run to end, or choose another " + what);
   }
   if (rc != 0) {  // ENOLCK, EOPNOTSUPP, EINVAL, ...: the file system keeps no locks
-    warning_ = "[" + who_or(who) + "] " + what + " '" + dir + "': cannot lock " + path_ + " (" + std::strerror(errno) +
-               "): this file system keeps no locks, so nothing stops a second run from writing into it";
+    warning_ = "[" + who_or(who) + "] " + what + " '" + dir + "': cannot lock " + path_ + " (" +
+               std::strerror(errno) + "): this file system keeps no locks, so nothing stops a second run " +
+               "from writing into it";
     return;
   }
   locked_ = true;

@@ -106,7 +106,8 @@ double available_memory(std::string* where) {
     struct rlimit limit {};
     if (::getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
       const double left = double(limit.rlim_cur) - std::max(0.0, field("/proc/self/status", "VmSize"));
-      if (available < 0 || left < available) available = std::max(0.0, left), *where = "the address-space limit (RLIMIT_AS)";
+      if (available < 0 || left < available)
+        available = std::max(0.0, left), *where = "the address-space limit (RLIMIT_AS)";
     }
   }
   return available;
@@ -128,15 +129,18 @@ double step_bytes_lower_bound(const RunConfig& c, const TransformerConfig& m, in
   const bool synthetic = c.data.source == "synthetic";
   // The attention weights (H·t·keys per row) are kept unless the fused core recomputes them.
   const double weights = m.fused_attention ? 0.0 : 1.0;
-  auto block = [&](double t, double keys) { return rows * t * (4 * C + 2 * F) + weights * rows * H * t * keys; };
+  auto block = [&](double t, double keys) {
+    return rows * t * (4 * C + 2 * F) + weights * rows * H * t * keys;
+  };
   double floats = 0.0, ids = 0.0;  // per micro-batch: activations, token ids (int64)
   if (c.encoder_decoder()) {
     const double ts = synthetic ? double(c.data.min_len) : double(c.data.context), tt = synthetic ? 1.0 : ts;
     floats = double(m.n_encoder_layers) * block(ts, ts) +
-             double(m.n_decoder_layers) * (block(tt, tt) + rows * tt * 4 * C + weights * rows * H * tt * ts) + 2 * rows * tt * V;
+             double(m.n_decoder_layers) * (block(tt, tt) + rows * tt * 4 * C + weights * rows * H * tt * ts) +
+             2 * rows * tt * V;
     ids = rows * (ts + 2 * tt);
-    *shape = std::to_string(c.data.batch_size) + " rows of at least " + fixed(ts, 0) + " source and " + fixed(tt, 0) +
-             " target tokens";
+    *shape = std::to_string(c.data.batch_size) + " rows of at least " + fixed(ts, 0) + " source and " +
+             fixed(tt, 0) + " target tokens";
   } else {
     const double t = synthetic ? 2.0 * double(c.data.min_len) + 1 : double(c.data.context);
     floats = double(m.n_decoder_layers) * block(t, t) + 2 * rows * t * V;
@@ -151,21 +155,27 @@ double step_bytes_lower_bound(const RunConfig& c, const TransformerConfig& m, in
 // where a positional table of the model reaches further (seed/huang: max_length − 1, shaw: clip,
 // t5: max_distance); beyond that every column would repeat the last or be empty.
 int64_t probe_reach_limit(const RunConfig& c, const Batch& batch, std::string* why) {
-  const int64_t longest = batch.decoder_only() ? batch.tokens.size(1) : std::max(batch.src.size(1), batch.tgt_in.size(1));
+  const int64_t longest =
+      batch.decoder_only() ? batch.tokens.size(1) : std::max(batch.src.size(1), batch.tgt_in.size(1));
   int64_t limit = std::max<int64_t>(1, longest - 1);
   *why = "held-out batch 0 spans offsets up to " + std::to_string(limit);
-  std::vector<std::pair<std::string, const PositionalConfig*>> places = {{"decoder_self", &c.model.decoder_self}};
-  if (c.encoder_decoder()) places.insert(places.end(), {{"encoder_self", &c.model.encoder_self}, {"cross", &c.model.cross}});
+  std::vector<std::pair<std::string, const PositionalConfig*>> places = {
+      {"decoder_self", &c.model.decoder_self}};
+  if (c.encoder_decoder())
+    places.insert(places.end(), {{"encoder_self", &c.model.encoder_self}, {"cross", &c.model.cross}});
   for (const auto& [place, p] : places) {
     int64_t table = 0;
     std::string key;
-    if (p->scheme == "seed" || p->scheme == "huang") table = p->max_length - 1, key = "max_length";
-    else if (p->scheme == "shaw") table = p->clip, key = "clip";
-    else if (p->scheme == "t5") table = p->max_distance, key = "max_distance";
+    if (p->scheme == "seed" || p->scheme == "huang")
+      table = p->max_length - 1, key = "max_length";
+    else if (p->scheme == "shaw")
+      table = p->clip, key = "clip";
+    else if (p->scheme == "t5")
+      table = p->max_distance, key = "max_distance";
     if (table > limit) {
       limit = table;
-      *why = "the model's positional tables reach offsets up to " + std::to_string(table) + " (model." + place + "." +
-             key + ")";
+      *why = "the model's positional tables reach offsets up to " + std::to_string(table) + " (model." +
+             place + "." + key + ")";
     }
   }
   return limit;
@@ -207,19 +217,23 @@ int cmd_train(const std::string& config_path, const std::string& resume, const s
   // More OpenMP threads than cores make every parallel region wait on descheduled threads (1000 threads
   // on 2 cores: 90 s per step): allowed, since it is not wrong, but said.
   if (config.train.threads > omp_get_num_procs() && world().is_root())
-    std::cerr << "relgrad train: warning: [config] train.threads = " << config.train.threads << " is more than the "
-              << omp_get_num_procs() << " cores this process may use: each step will be much slower than with "
+    std::cerr << "relgrad train: warning: [config] train.threads = " << config.train.threads
+              << " is more than the " << omp_get_num_procs()
+              << " cores this process may use: each step will be much slower than with "
               << "train.threads = " << omp_get_num_procs() << " or fewer (0 = OpenMP's default)\n";
   // A batch far too large for the machine would be killed by the kernel's OOM killer (SIGKILL, no
   // message) while it is being built: refused here instead, exit 4 (docs/cli.md "Out of memory").
   {
     std::string where, shape;
     const double available = available_memory(&where);
-    const double needed = step_bytes_lower_bound(config, trainer.options().model.config, int64_t(params), world().size(), &shape);
-    if (trainer.model().device.is_cpu() && available >= 0 && needed > available)  // a GPU's allocator says itself
-      throw OutOfMemoryError("[memory] out of memory: a training step needs at least " + fixed(needed, 0) + " bytes (" +
-                             bytes_text(needed) + ": " + shape + ", before any is allocated), more than the " +
-                             fixed(available, 0) + " bytes (" + bytes_text(available) + ") available (" + where +
+    const double needed = step_bytes_lower_bound(config, trainer.options().model.config, int64_t(params),
+                                                 world().size(), &shape);
+    // On a GPU the activations live on the device, whose allocator reports its own exit 4.
+    if (trainer.model().device.is_cpu() && available >= 0 && needed > available)
+      throw OutOfMemoryError("[memory] out of memory: a training step needs at least " + fixed(needed, 0) +
+                             " bytes (" + bytes_text(needed) + ": " + shape +
+                             ", before any is allocated), more than the " + fixed(available, 0) + " bytes (" +
+                             bytes_text(available) + ") available (" + where +
                              "); reduce the batch size, the sequence length or the model size");
   }
   if (!resume.empty()) {
@@ -389,7 +403,8 @@ int cmd_eval(const std::string& checkpoint, int64_t batches, const std::string& 
   if (batches < 1) throw UsageError("[eval] --batches must be >= 1, got " + std::to_string(batches));
   if (batches > kMaxEvalBatches)
     throw UsageError("[eval] --batches " + std::to_string(batches) + " is more than the limit of " +
-                     std::to_string(kMaxEvalBatches) + " (held-out batches; a few hundred give a steady estimate)");
+                     std::to_string(kMaxEvalBatches) +
+                     " (held-out batches; a few hundred give a steady estimate)");
   if (dump_path.empty() && (!input.empty() || !target.empty()))
     throw UsageError("[eval] --input / --target only go with --dump-logits FILE");
   const Device on = device_option(device);
@@ -545,8 +560,8 @@ int cmd_render(const std::string& midi_path, std::string wav_path, const std::st
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0 && ::stat(wav.temp_path().c_str(), &st) == 0 &&
-                  S_ISREG(st.st_mode) && st.st_size > 44;
+  const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
+                  ::stat(wav.temp_path().c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 44;
   if (!ok)  // the AtomicFile removes its temporary file; the target stays as it was
     throw Error("[render] fluidsynth failed on " + midi_path + " (exit status " +
                 std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + ")");
@@ -563,8 +578,9 @@ int cmd_probe(const std::string& checkpoint, int64_t reach, std::string out_dir,
   std::string why;
   const int64_t limit = probe_reach_limit(run.config, batch, &why);
   if (reach > limit)  // each offset is a column of every picture: 100000 made gigabytes of PNGs
-    throw UsageError("[probe] --reach " + std::to_string(reach) + " is beyond any offset this model shows: " + why +
-                     "; give --reach " + std::to_string(limit) + " or less (0 = the batch's longest offset)");
+    throw UsageError("[probe] --reach " + std::to_string(reach) +
+                     " is beyond any offset this model shows: " + why + "; give --reach " +
+                     std::to_string(limit) + " or less (0 = the batch's longest offset)");
   std::vector<ProbeCurve> curves = probe(run.model, batch, reach);
   out << "probe of " << checkpoint << " (step " << run.checkpoint.meta.step << ") on held-out batch 0\n"
       << probe_table(curves);

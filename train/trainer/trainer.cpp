@@ -152,7 +152,8 @@ void Trainer::resume(const std::string& path) {
   restore(ck, *model_.module, optimizer_.get(), &default_generator());
   resumed_from_ = path;
   struct stat st {};
-  if (::stat(path.c_str(), &st) == 0) resumed_device_ = uint64_t(st.st_dev), resumed_inode_ = uint64_t(st.st_ino);
+  if (::stat(path.c_str(), &st) == 0)
+    resumed_device_ = uint64_t(st.st_dev), resumed_inode_ = uint64_t(st.st_ino);
   step_ = ck.meta.step;
   data_position_ = ck.meta.data_position;
   auto seen = ck.meta.extra.find("tokens_seen");
@@ -223,8 +224,9 @@ double Trainer::train_step() {
                         : NAN;
   if (!std::isfinite(loss_value) || !std::isfinite(last_grad_norm_)) {
     const NonFiniteDiagnosis bad = diagnose_step(loss_value, last_grad_norm_, model_.module->named_parameters());
-    const std::string warning = nonfinite_.on_nonfinite(options_.train.nonfinite, options_.train.max_skipped_steps, step_,
-                                                        lr, bad, failure_note());  // or throws
+    const std::string warning =
+        nonfinite_.on_nonfinite(options_.train.nonfinite, options_.train.max_skipped_steps, step_, lr, bad,
+                                failure_note());  // or throws
     // Skipped (PyTorch's GradScaler): weights and optimizer state (moments, step counts) stay bit for
     // bit; the step number (so the lr schedule) and the data position advance.
     data_position_ += options_.train.grad_accum;
@@ -255,11 +257,13 @@ void Trainer::open_log(bool fresh) {
   // into a FIFO or device.
   struct stat st {};
   if (::lstat(path.c_str(), &st) == 0)
-    RG_CHECK(S_ISREG(st.st_mode), "train", path, ": exists and is ", S_ISLNK(st.st_mode) ? "a symbolic link" : "not a regular file",
+    RG_CHECK(S_ISREG(st.st_mode), "train", path, ": exists and is ",
+             S_ISLNK(st.st_mode) ? "a symbolic link" : "not a regular file",
              ": refusing to write the log into it");
   if (fresh) {
-    if (file_exists(path)) RG_CHECK(::unlink(path.c_str()) == 0, "train", path, ": cannot remove the leftover log of a "
-                                    "run that ended before its first checkpoint: ", std::strerror(errno));
+    if (file_exists(path))
+      RG_CHECK(::unlink(path.c_str()) == 0, "train", path, ": cannot remove the leftover log of a run that ",
+               "ended before its first checkpoint: ", std::strerror(errno));
   } else if (file_exists(path)) {
     // Keep the records up to the resumed step: the ones after it describe steps that are redone.
     std::istringstream in(read_file(path, "train"));
@@ -366,10 +370,12 @@ void Trainer::lock_out_dir() {
 void Trainer::check_resume_target() const {
   const std::string target = checkpoint_path(), dir = options_.train.out_dir;
   struct stat st {};
-  if (::stat(target.c_str(), &st) == 0 && uint64_t(st.st_dev) == resumed_device_ && uint64_t(st.st_ino) == resumed_inode_)
+  if (::stat(target.c_str(), &st) == 0 && uint64_t(st.st_dev) == resumed_device_ &&
+      uint64_t(st.st_ino) == resumed_inode_)
     return;  // resuming in place: the usual case
   const std::string refused = "cannot resume from " + resumed_from_ + " into train.out_dir " + dir + ": ";
-  const std::string way_out = "; continue in another directory (--train.out_dir=DIR), or move that file away first";
+  const std::string way_out =
+      "; continue in another directory (--train.out_dir=DIR), or move that file away first";
   if (file_exists(target)) {
     std::string why;
     Checkpoint there;
@@ -381,7 +387,8 @@ void Trainer::check_resume_target() const {
     if (why.empty() && options_.check_resume) {
       try {
         options_.check_resume(there.meta.config_json, target);
-      } catch (const Error& e) {  // "[train] cannot resume from <target>: train.seed is 2 there and 1 here (keys ...)"
+      } catch (const Error& e) {
+        // "[train] cannot resume from <target>: train.seed is 2 there and 1 here (keys ...)" → what differs
         std::string differs = e.what();
         const size_t at = differs.find(target + ": ");
         if (at != std::string::npos) differs = differs.substr(at + target.size() + 2);
@@ -390,10 +397,12 @@ void Trainer::check_resume_target() const {
       }
     }
     if (why.empty() && there.meta.step > step_)
-      why = "is at step " + std::to_string(there.meta.step) + ", later than the resumed step " + std::to_string(step_);
+      why = "is at step " + std::to_string(there.meta.step) + ", later than the resumed step " +
+            std::to_string(step_);
     RG_CHECK(why.empty(), "train", refused, target, " ", why, ", and resuming would overwrite it", way_out);
   } else if (file_exists(log_path())) {
-    RG_CHECK(false, "train", refused, log_path(), " is there without a checkpoint, so it may be another run's log, ",
+    RG_CHECK(false, "train", refused, log_path(),
+             " is there without a checkpoint, so it may be another run's log, ",
              "and resuming would rewrite it", way_out);
   }
 }
@@ -422,7 +431,8 @@ void Trainer::save_in_out_dir() {
   save(next);
   auto move = [&](const std::string& from, const std::string& to) {
     if (file_exists(from))
-      RG_CHECK(::rename(from.c_str(), to.c_str()) == 0, "train", "cannot rename ", from, " to ", to, ": ", std::strerror(errno));
+      RG_CHECK(::rename(from.c_str(), to.c_str()) == 0, "train", "cannot rename ", from, " to ", to, ": ",
+               std::strerror(errno));
   };
   const std::string prev = dir + "/checkpoint.prev.safetensors";
   const bool had_checkpoint = file_exists(checkpoint_path());
@@ -433,8 +443,9 @@ void Trainer::save_in_out_dir() {
   fsync_directory(dir, "train");
   rotate_pending_ = false;
   if (out_)
-    *out_ << "note: " << dir << " held an earlier run; its " << (had_checkpoint ? "checkpoint is now " + prev + " and its " : "")
-          << "log is now log.prev." << options_.train.log_format << "\n";
+    *out_ << "note: " << dir << " held an earlier run; its "
+          << (had_checkpoint ? "checkpoint is now " + prev + " and its " : "") << "log is now log.prev."
+          << options_.train.log_format << "\n";
 }
 
 TrainResult Trainer::train() {

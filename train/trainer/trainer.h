@@ -164,12 +164,12 @@ class Trainer {
   NonFiniteSteps nonfinite_;  // train.nonfinite = "skip": skips counted (not checkpointed)
   std::function<void(Trainer&)> after_backward_;
   bool resumed_ = false;
-  std::string resumed_from_;                   // the checkpoint resume() read, and its file's identity
+  std::string resumed_from_;  // the checkpoint resume() read, and its file's identity
   uint64_t resumed_device_ = 0, resumed_inode_ = 0;
   std::unique_ptr<std::ofstream> log_;
-  std::unique_ptr<DirectoryLock> lock_;        // rank 0, while train.out_dir is locked
-  bool out_dir_locked_ = false;                // lock_out_dir() was called (on every rank)
-  bool rotate_pending_ = false;                // a fresh run whose first checkpoint will make the earlier *.prev
+  std::unique_ptr<DirectoryLock> lock_;  // rank 0, while train.out_dir is locked
+  bool out_dir_locked_ = false;          // lock_out_dir() was called (on every rank)
+  bool rotate_pending_ = false;          // a fresh run whose first checkpoint will make the earlier *.prev
 };
 
 }  // namespace relgrad
