@@ -34,19 +34,19 @@ namespace fs = std::filesystem;
 
 namespace {
 
-#define CHECK_CLI(result, expected_code)                                                                    \
-  CHECK_MESSAGE((result).code == (expected_code), "exit " << (result).code << "\nstdout:\n" << (result).out \
-                                                          << "\nstderr:\n" << (result).err)
+#define CHECK_CLI(result, expected_code)                                                    \
+  CHECK_MESSAGE((result).code == (expected_code), "exit " << (result).code << "\nstdout:\n" \
+                                                          << (result).out << "\nstderr:\n"  \
+                                                          << (result).err)
 
 // relgrad train with a tiny encoder–decoder on the reverse task (about 0.1 s), plus `extra`.
 CliResult train_tiny(const std::string& out_dir, const std::vector<std::string>& extra = {}) {
-  std::vector<std::string> args = {"train", "--train.out_dir=" + out_dir, "--model.d_model=16", "--model.n_heads=2",
-                                   "--model.d_ff=32", "--model.n_encoder_layers=1", "--model.n_decoder_layers=1",
-                                   "--model.cross.max_length=8", "--data.num_symbols=6", "--data.min_len=3",
-                                   "--data.max_len=6", "--data.batch_size=4", "--optim.warmup_steps=2",
-                                   "--train.steps=6", "--train.log_every=2", "--train.eval_every=3",
-                                   "--train.eval_batches=2", "--train.save_every=0", "--train.samples=0",
-                                   "--train.target_accuracy=0"};
+  std::vector<std::string> args = {
+      "train", "--train.out_dir=" + out_dir, "--model.d_model=16", "--model.n_heads=2", "--model.d_ff=32",
+      "--model.n_encoder_layers=1", "--model.n_decoder_layers=1", "--model.cross.max_length=8",
+      "--data.num_symbols=6", "--data.min_len=3", "--data.max_len=6", "--data.batch_size=4",
+      "--optim.warmup_steps=2", "--train.steps=6", "--train.log_every=2", "--train.eval_every=3",
+      "--train.eval_batches=2", "--train.save_every=0", "--train.samples=0", "--train.target_accuracy=0"};
   args.insert(args.end(), extra.begin(), extra.end());
   return run_relgrad(args);
 }
@@ -55,7 +55,8 @@ CliResult train_tiny(const std::string& out_dir, const std::vector<std::string>&
 std::map<std::string, std::string> files_of(const std::string& dir) {
   std::map<std::string, std::string> files;
   for (const auto& e : fs::directory_iterator(dir))
-    if (e.is_regular_file() && e.path().filename() != ".lock") files[e.path().filename().string()] = read_bytes(e.path().string());
+    if (e.is_regular_file() && e.path().filename() != ".lock")
+      files[e.path().filename().string()] = read_bytes(e.path().string());
   return files;
 }
 
@@ -84,7 +85,7 @@ struct TwoRuns {
 
 // ---- one run at a time -------------------------------------------------------------------------------
 
-TEST_CASE("run dir: DirectoryLock is exclusive, names its holder, dies with its owner and keeps its file") {
+TEST_CASE("run dir: DirectoryLock is exclusive, names its holder, and keeps its file when released") {
   TempDir dir;
   const std::string d = dir.path.string();
   {
@@ -98,7 +99,8 @@ TEST_CASE("run dir: DirectoryLock is exclusive, names its holder, dies with its 
       FAIL("a second lock on a locked directory was granted");
     } catch (const Error& e) {
       const std::string m = e.what();
-      CHECK_MESSAGE(contains(m, "train.out_dir '" + d + "' is in use by process " + std::to_string(::getpid())), m);
+      CHECK_MESSAGE(
+          contains(m, "train.out_dir '" + d + "' is in use by process " + std::to_string(::getpid())), m);
       CHECK_MESSAGE(contains(m, d + "/.lock"), m);
     }
   }
@@ -109,7 +111,7 @@ TEST_CASE("run dir: DirectoryLock is exclusive, names its holder, dies with its 
   CHECK(again.locked());
 }
 
-TEST_CASE("run dir: a .lock that is a symbolic link or a FIFO is refused, and nothing is written through it") {
+TEST_CASE("run dir: a .lock that is a symbolic link or a FIFO is refused, nothing is written through it") {
   TempDir dir;
   const std::string victim = dir.file("victim.txt");
   write_bytes(victim, "keep me");
@@ -119,10 +121,11 @@ TEST_CASE("run dir: a .lock that is a symbolic link or a FIFO is refused, and no
   CHECK(read_bytes(victim) == "keep me");
   fs::create_directories(dir.file("b"));
   REQUIRE(::mkfifo(dir.file("b/.lock").c_str(), 0644) == 0);
-  CHECK_THROWS_WITH_AS(DirectoryLock(dir.file("b"), "test"), doctest::Contains("a FIFO, not a regular file"), Error);
+  CHECK_THROWS_WITH_AS(DirectoryLock(dir.file("b"), "test"), doctest::Contains("a FIFO, not a regular file"),
+                       Error);
 }
 
-TEST_CASE("run dir: relgrad train into a directory another process is training in is refused with its pid") {
+TEST_CASE("run dir: train into a directory another process holds is refused with its pid, then not") {
   TempDir dir;
   const std::string run = dir.file("run");
   fs::create_directories(run);
@@ -148,8 +151,8 @@ TEST_CASE("run dir: relgrad train into a directory another process is training i
 
   CliResult refused = train_tiny(run);
   CHECK_CLI(refused, 1);
-  CHECK_MESSAGE(contains(refused.err, "relgrad train: error: [train] train.out_dir '" + run + "' is in use by process " +
-                                          std::to_string(child)),
+  CHECK_MESSAGE(contains(refused.err, "relgrad train: error: [train] train.out_dir '" + run +
+                                          "' is in use by process " + std::to_string(child)),
                 refused.err);
   CHECK(contains(refused.err, "choose another train.out_dir"));
   CHECK_FALSE(fs::exists(run + "/checkpoint.safetensors"));  // refused before anything was written
@@ -167,29 +170,32 @@ TEST_CASE("run dir: relgrad train into a directory another process is training i
 
 // ---- a resume never destroys a newer run -----------------------------------------------------------------
 
-TEST_CASE("run dir: resuming from checkpoint.prev.safetensors into its directory refuses to overwrite the newer run") {
+TEST_CASE("run dir: resuming checkpoint.prev.safetensors in its directory keeps the newer run") {
   TwoRuns t;
   const auto before = files_of(t.run);
   CliResult r = run_relgrad({"train", "--resume", t.run + "/checkpoint.prev.safetensors", "--train.steps=8"});
   CHECK_CLI(r, 1);
-  CHECK_MESSAGE(contains(r.err, "cannot resume from " + t.run + "/checkpoint.prev.safetensors into train.out_dir " + t.run +
-                                    ": " + t.run + "/checkpoint.safetensors is another run's (train.seed is 2 there and 1 here)"),
-                r.err);
+  CHECK_MESSAGE(
+      contains(r.err, "cannot resume from " + t.run + "/checkpoint.prev.safetensors into train.out_dir " +
+                          t.run + ": " + t.run +
+                          "/checkpoint.safetensors is another run's (train.seed is 2 there and 1 here)"),
+      r.err);
   CHECK(contains(r.err, "--train.out_dir=DIR"));
   CHECK(files_of(t.run) == before);  // every file byte for byte, and no new one
 
   // Elsewhere it continues, and in place (the usual resume) too.
-  CliResult elsewhere = run_relgrad({"train", "--resume", t.run + "/checkpoint.prev.safetensors", "--train.steps=8",
-                                     "--train.out_dir=" + t.dir.file("continued")});
+  CliResult elsewhere = run_relgrad({"train", "--resume", t.run + "/checkpoint.prev.safetensors",
+                                     "--train.steps=8", "--train.out_dir=" + t.dir.file("continued")});
   CHECK_CLI(elsewhere, 0);
   CHECK(contains(elsewhere.out, "done: 8 steps"));
   CHECK(files_of(t.run) == before);
-  CliResult in_place = run_relgrad({"train", "--resume", t.run + "/checkpoint.safetensors", "--train.steps=8"});
+  CliResult in_place =
+      run_relgrad({"train", "--resume", t.run + "/checkpoint.safetensors", "--train.steps=8"});
   CHECK_CLI(in_place, 0);
   CHECK(contains(in_place.out, "done: 8 steps"));
 }
 
-TEST_CASE("run dir: resuming an earlier copy of a run into its directory refuses to overwrite the later checkpoint") {
+TEST_CASE("run dir: resuming an earlier copy of a run in its directory keeps the later checkpoint") {
   TempDir dir;
   const std::string run = dir.file("run");
   REQUIRE(train_tiny(run, {"--train.steps=4"}).code == 0);
@@ -199,7 +205,8 @@ TEST_CASE("run dir: resuming an earlier copy of a run into its directory refuses
   const auto before = files_of(run);
   CliResult r = run_relgrad({"train", "--resume", early, "--train.steps=8"});
   CHECK_CLI(r, 1);
-  CHECK_MESSAGE(contains(r.err, run + "/checkpoint.safetensors is at step 6, later than the resumed step 4"), r.err);
+  CHECK_MESSAGE(contains(r.err, run + "/checkpoint.safetensors is at step 6, later than the resumed step 4"),
+                r.err);
   CHECK(files_of(run) == before);
   // The same copy at the step the directory holds is this run at that step: nothing is lost.
   const std::string same = dir.file("step6.safetensors");
@@ -220,16 +227,17 @@ TEST_CASE("run dir: a resume into a directory holding a log but no checkpoint is
 
 // ---- a fresh run that fails rotates nothing ------------------------------------------------------------
 
-TEST_CASE("run dir: a fresh run that fails before its first checkpoint leaves both earlier runs byte for byte") {
+TEST_CASE("run dir: a fresh run failing before its first checkpoint leaves both earlier runs intact") {
   TwoRuns t;
   const auto before = files_of(t.run);
-  REQUIRE(names(before) == std::vector<std::string>{"checkpoint.prev.safetensors", "checkpoint.safetensors", "log.jsonl",
-                                                    "log.prev.jsonl", "loss.svg"});
+  REQUIRE(names(before) == std::vector<std::string>{"checkpoint.prev.safetensors", "checkpoint.safetensors",
+                                                    "log.jsonl", "log.prev.jsonl", "loss.svg"});
   CliResult r = train_tiny(t.run, {"--train.seed=3", "--optim.lr=1e308"});
   CHECK_CLI(r, 3);
-  CHECK_MESSAGE(contains(r.err, "No checkpoint of this run was written before this step; the earlier run's files in " +
-                                    t.run + " are left as they were"),
-                r.err);
+  CHECK_MESSAGE(
+      contains(r.err, "No checkpoint of this run was written before this step; the earlier run's files in " +
+                          t.run + " are left as they were"),
+      r.err);
   CHECK(files_of(t.run) == before);  // nothing renamed, nothing replaced, no log.new.jsonl left behind
 
   // A run that succeeds rotates at its first checkpoint: seed 2's files become *.prev, byte for byte.
@@ -249,7 +257,7 @@ TEST_CASE("run dir: a fresh run that fails before its first checkpoint leaves bo
 
 // ---- every writer refuses FIFOs, devices and symbolic links ---------------------------------------
 
-TEST_CASE("run dir: the atomic writer refuses a symbolic link as its target and leaves link and target alone") {
+TEST_CASE("run dir: the atomic writer refuses a symbolic link target, leaving link and target alone") {
   TempDir dir;
   const std::string target = dir.file("real.txt"), link = dir.file("link.txt");
   write_bytes(target, "target");
@@ -258,7 +266,9 @@ TEST_CASE("run dir: the atomic writer refuses a symbolic link as its target and 
     write_file_atomic(link, "new", "test");
     FAIL("a symbolic link was replaced");
   } catch (const Error& e) {
-    CHECK_MESSAGE(contains(e.what(), "link.txt: is a symbolic link (to '" + target + "'): refusing to replace it"), e.what());
+    CHECK_MESSAGE(
+        contains(e.what(), "link.txt: is a symbolic link (to '" + target + "'): refusing to replace it"),
+        e.what());
   }
   CHECK(fs::is_symlink(link));
   CHECK(read_bytes(target) == "target");
@@ -273,7 +283,7 @@ TEST_CASE("run dir: the atomic writer refuses a symbolic link as its target and 
   CHECK(read_bytes(dir.file("d/x.txt")) == "through");
 }
 
-TEST_CASE("run dir: relgrad render -o goes through the atomic writer (FIFO and symlink refused, no temp left)") {
+TEST_CASE("run dir: render -o goes through the atomic writer (FIFO and symlink refused, no temp left)") {
   TempDir dir;
   const std::vector<Note> notes{{60, 80, 0.0, 0.5, 0}};
   write_midi(dir.file("a.mid"), midi_of(notes));
@@ -281,7 +291,8 @@ TEST_CASE("run dir: relgrad render -o goes through the atomic writer (FIFO and s
   const std::string bin = dir.file("bin");
   fs::create_directories(bin);
   write_bytes(bin + "/fluidsynth",
-              "#!/bin/sh\nwhile [ $# -gt 0 ]; do [ \"$1\" = -F ] && out=$2; shift; done\nhead -c 100 /dev/zero > \"$out\"\n");
+              "#!/bin/sh\nwhile [ $# -gt 0 ]; do [ \"$1\" = -F ] && out=$2; shift; done\nhead -c 100 "
+              "/dev/zero > \"$out\"\n");
   fs::permissions(bin + "/fluidsynth", fs::perms::owner_all);
   write_bytes(dir.file("font.sf2"), "sf2");
   const std::string fifo = dir.file("out.fifo"), real = dir.file("real.wav"), link = dir.file("link.wav");
@@ -301,8 +312,10 @@ TEST_CASE("run dir: relgrad render -o goes through the atomic writer (FIFO and s
   ::setenv("PATH", saved.c_str(), 1);
 
   CHECK_CLI(to_fifo, 1);
-  CHECK_MESSAGE(contains(to_fifo.err, "[render] " + fifo + ": exists and is a FIFO, not a regular file: refusing to replace it"),
-                to_fifo.err);
+  CHECK_MESSAGE(
+      contains(to_fifo.err,
+               "[render] " + fifo + ": exists and is a FIFO, not a regular file: refusing to replace it"),
+      to_fifo.err);
   struct stat st {};
   REQUIRE(::lstat(fifo.c_str(), &st) == 0);
   CHECK(S_ISFIFO(st.st_mode));
@@ -318,7 +331,7 @@ TEST_CASE("run dir: relgrad render -o goes through the atomic writer (FIFO and s
 
 // ---- knobs that were valid but unbounded ----------------------------------------------------------------
 
-TEST_CASE("bounded knobs: probe --reach beyond what the model and batch show is a usage error, before any picture") {
+TEST_CASE("bounded knobs: probe --reach beyond what the model shows is a usage error, before any picture") {
   TempDir dir;
   const std::string run = dir.file("run");
   REQUIRE(train_tiny(run, {"--train.steps=2"}).code == 0);
@@ -328,24 +341,29 @@ TEST_CASE("bounded knobs: probe --reach beyond what the model and batch show is 
   for (const std::string reach : {"129", "100000"}) {
     CliResult r = run_relgrad({"probe", ck, "--reach", reach, "--out", dir.file("p")});
     CHECK_CLI(r, 2);
-    CHECK_MESSAGE(contains(r.err, "[probe] --reach " + reach + " is beyond any offset this model shows: the model's "
-                                  "positional tables reach offsets up to 128 (model.decoder_self.max_distance); give "
-                                  "--reach 128 or less"),
-                  r.err);
+    CHECK_MESSAGE(
+        contains(r.err,
+                 "[probe] --reach " + reach +
+                     " is beyond any offset this model shows: the model's "
+                     "positional tables reach offsets up to 128 (model.decoder_self.max_distance); give "
+                     "--reach 128 or less"),
+        r.err);
     CHECK_FALSE(fs::exists(dir.file("p")));
   }
   CliResult ok = run_relgrad({"probe", ck, "--reach", "128", "--out", dir.file("p")});
   CHECK_CLI(ok, 0);
   // Without T5 the bound is the batch's longest offset (or the seed table's 7 in cross-attention).
   const std::string plain = dir.file("plain");
-  REQUIRE(train_tiny(plain, {"--train.steps=2", "--model.encoder_self.scheme=none", "--model.decoder_self.scheme=none"})
+  REQUIRE(train_tiny(plain, {"--train.steps=2", "--model.encoder_self.scheme=none",
+                             "--model.decoder_self.scheme=none"})
               .code == 0);
-  CliResult far = run_relgrad({"probe", plain + "/checkpoint.safetensors", "--reach", "8", "--out", dir.file("q")});
+  CliResult far =
+      run_relgrad({"probe", plain + "/checkpoint.safetensors", "--reach", "8", "--out", dir.file("q")});
   CHECK_CLI(far, 2);
   CHECK_MESSAGE(contains(far.err, "up to 7 (model.cross.max_length); give --reach 7 or less"), far.err);
 }
 
-TEST_CASE("bounded knobs: eval --batches above 100000 is a usage error, and evaluate reports its progress") {
+TEST_CASE("bounded knobs: eval --batches above 100000 is a usage error, evaluate reports its progress") {
   TempDir dir;
   const std::string run = dir.file("run");
   REQUIRE(train_tiny(run, {"--train.steps=2"}).code == 0);
@@ -361,14 +379,17 @@ TEST_CASE("bounded knobs: eval --batches above 100000 is a usage error, and eval
   CHECK(seen == std::vector<int64_t>{1, 2, 3, 4});
 }
 
-TEST_CASE("bounded knobs: a batch far beyond the machine's memory is exit 4 with the estimate, before it is built") {
+TEST_CASE("bounded knobs: a batch far beyond the memory is exit 4 with the estimate, before it is built") {
   TempDir dir;
   const std::string run = dir.file("run");
   CliResult r = train_tiny(run, {"--data.batch_size=100000000"});
   CHECK_CLI(r, 4);
-  CHECK_MESSAGE(contains(r.err, "relgrad train: error: [memory] out of memory: a training step needs at least "), r.err);
-  CHECK_MESSAGE(contains(r.err, "100000000 rows of at least 3 source and 1 target tokens, before any is allocated), "
-                                "more than the "),
+  CHECK_MESSAGE(
+      contains(r.err, "relgrad train: error: [memory] out of memory: a training step needs at least "),
+      r.err);
+  CHECK_MESSAGE(contains(r.err,
+                         "100000000 rows of at least 3 source and 1 target tokens, before any is allocated), "
+                         "more than the "),
                 r.err);
   CHECK(contains(r.err, "(config keys: data.batch_size"));
   CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
@@ -384,14 +405,16 @@ TEST_CASE("bounded knobs: train.threads above the cores is run, with one warning
   const int cores = omp_get_num_procs();
   std::ostringstream captured;
   std::streambuf* old = std::cerr.rdbuf(captured.rdbuf());
-  CliResult many = train_tiny(dir.file("many"), {"--train.threads=" + std::to_string(cores + 1), "--train.steps=2"});
+  CliResult many =
+      train_tiny(dir.file("many"), {"--train.threads=" + std::to_string(cores + 1), "--train.steps=2"});
   std::cerr.rdbuf(old);
   omp_set_num_threads(before);  // train.threads is process-wide: the other tests keep their count
   CHECK_CLI(many, 0);
   const std::string warning = captured.str();
-  CHECK_MESSAGE(contains(warning, "relgrad train: warning: [config] train.threads = " + std::to_string(cores + 1) +
-                                      " is more than the " + std::to_string(cores) + " cores this process may use"),
-                warning);
+  CHECK_MESSAGE(
+      contains(warning, "relgrad train: warning: [config] train.threads = " + std::to_string(cores + 1) +
+                            " is more than the " + std::to_string(cores) + " cores this process may use"),
+      warning);
   CHECK(std::count(warning.begin(), warning.end(), '\n') == 1);
   std::ostringstream quiet;
   old = std::cerr.rdbuf(quiet.rdbuf());
