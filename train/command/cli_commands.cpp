@@ -212,8 +212,6 @@ int cmd_train(const std::string& config_path, const std::string& resume, const s
       << (trainer.model().device.is_cpu() ? std::to_string(omp_get_max_threads()) + " threads"
                                            : "on " + trainer.model().device.str())
       << "\n";
-  // One run at a time in train.out_dir: a second is refused here, before any work (docs/cli.md).
-  trainer.lock_out_dir();
   // More OpenMP threads than cores make every parallel region wait on descheduled threads (1000 threads
   // on 2 cores: 90 s per step): allowed, since it is not wrong, but said.
   if (config.train.threads > omp_get_num_procs() && world().is_root())
@@ -236,6 +234,8 @@ int cmd_train(const std::string& config_path, const std::string& resume, const s
                              bytes_text(available) + ") available (" + where +
                              "); reduce the batch size, the sequence length or the model size");
   }
+  // One run at a time in train.out_dir: a second is refused here, before any work (docs/cli.md).
+  trainer.lock_out_dir();
   if (!resume.empty()) {
     trainer.resume(resume);
     out << "resumed from " << resume << " at step " << trainer.step() << "\n";
