@@ -255,6 +255,25 @@ TEST_CASE("run dir: a fresh run failing before its first checkpoint leaves both 
   CHECK(contains(after.at("log.jsonl"), "{\"event\":\"train\",\"step\":6,"));
 }
 
+TEST_CASE("run dir: a resume that fails at its first step leaves the log as it was, records after the step too") {
+  TempDir dir;
+  const std::string run = dir.file("run");
+  REQUIRE(train_tiny(run).code == 0);  // checkpoint at step 6
+  // As if the run had been killed after logging step 8 but before saving it.
+  const std::string log = run + "/log.jsonl";
+  write_bytes(log, read_bytes(log) + "{\"event\":\"train\",\"step\":8,\"loss\":1.5}\n");
+  const auto before = files_of(run);
+  CliResult r = run_relgrad({"train", "--resume", run + "/checkpoint.safetensors", "--train.steps=10",
+                             "--optim.lr=1e308"});
+  CHECK_CLI(r, 3);
+  CHECK(files_of(run) == before);
+  // A resume that trains drops the records after its step (they describe steps it redoes).
+  CliResult ok = run_relgrad({"train", "--resume", run + "/checkpoint.safetensors", "--train.steps=7"});
+  CHECK_CLI(ok, 0);
+  CHECK_FALSE(contains(read_bytes(log), "\"step\":8,\"loss\":1.5}"));
+  CHECK(contains(read_bytes(log), "{\"event\":\"train\",\"step\":7,"));
+}
+
 // ---- every writer refuses FIFOs, devices and symbolic links ---------------------------------------
 
 TEST_CASE("run dir: the atomic writer refuses a symbolic link target, leaving link and target alone") {

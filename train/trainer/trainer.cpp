@@ -266,7 +266,8 @@ void Trainer::open_log(bool fresh) {
                "ended before its first checkpoint: ", std::strerror(errno));
   } else if (file_exists(path)) {
     // Keep the records up to the resumed step: the ones after it describe steps that are redone.
-    std::istringstream in(read_file(path, "train"));
+    const std::string before = read_file(path, "train");
+    std::istringstream in(before);
     std::string line, kept;
     bool header = csv;
     while (std::getline(in, line)) {
@@ -285,8 +286,27 @@ void Trainer::open_log(bool fresh) {
       }
       if (step >= 0 && step <= step_) kept += line + "\n";
     }
-    write_file_atomic(path, kept, "train");
+    // Rewritten only once this run writes its first record or checkpoint (open_pending_log): a resume
+    // that fails before (a NaN at its first step) leaves the log as it was.
+    if (kept != before) log_rewrite_ = std::make_unique<std::string>(std::move(kept));
   }
+  if (!fresh) {
+    log_open_pending_ = true;
+    return;
+  }
+  open_log_file(path);
+}
+
+void Trainer::open_pending_log() {
+  if (!log_open_pending_) return;
+  log_open_pending_ = false;
+  if (log_rewrite_) write_file_atomic(log_path(), *log_rewrite_, "train");
+  log_rewrite_.reset();
+  open_log_file(log_path());
+}
+
+void Trainer::open_log_file(const std::string& path) {
+  const bool csv = options_.train.log_format == "csv";
   const bool new_file = !file_exists(path);
   log_ = std::make_unique<std::ofstream>(path, std::ios::app);
   RG_CHECK(log_->good(), "train", "cannot open the log ", path, " for writing");
@@ -295,6 +315,7 @@ void Trainer::open_log(bool fresh) {
 
 void Trainer::write_record(const std::string& event, const std::vector<std::pair<std::string, double>>& values,
                            const std::vector<std::pair<std::string, std::string>>& texts) {
+  open_pending_log();
   if (!log_) return;
   std::ostringstream line;
   line.precision(9);
@@ -421,6 +442,7 @@ void Trainer::prepare_out_dir() {
 void Trainer::save_in_out_dir() {
   if (!rotate_pending_) {
     save(checkpoint_path());
+    open_pending_log();  // a resume's log is rewritten now at the latest, to match the checkpoint
     return;
   }
   // The first checkpoint of a fresh run in a directory that held an earlier run: only now, with
@@ -461,6 +483,8 @@ TrainResult Trainer::train() {
     // The failed run's own log, when it had not reached its first checkpoint, is not kept.
     if (rotate_pending_ && comm_->is_root()) ::unlink(pending_log_path().c_str());
     rotate_pending_ = false;
+    log_open_pending_ = false;  // a resume's log is left as it was
+    log_rewrite_.reset();
     if (own_lock) lock_.reset(), out_dir_locked_ = false;
     throw;
   }

@@ -138,6 +138,8 @@ class Trainer {
  private:
   TrainResult train_loop();
   void open_log(bool fresh);
+  void open_pending_log();
+  void open_log_file(const std::string& path);
   void writer_does(const std::string& what, const std::function<void()>& action);
   void prepare_out_dir();
   void check_resume_target() const;
@@ -167,6 +169,8 @@ class Trainer {
   std::string resumed_from_;  // the checkpoint resume() read, and its file's identity
   uint64_t resumed_device_ = 0, resumed_inode_ = 0;
   std::unique_ptr<std::ofstream> log_;
+  bool log_open_pending_ = false;              // a resume: the log is opened at the first record or save
+  std::unique_ptr<std::string> log_rewrite_;   // ... and first rewritten to these records, when set
   std::unique_ptr<DirectoryLock> lock_;  // rank 0, while train.out_dir is locked
   bool out_dir_locked_ = false;          // lock_out_dir() was called (on every rank)
   bool rotate_pending_ = false;          // a fresh run whose first checkpoint will make the earlier *.prev
