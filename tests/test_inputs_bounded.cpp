@@ -273,6 +273,28 @@ TEST_CASE("inputs: a checkpoint whose config asks for another model is refused b
   }
 }
 
+TEST_CASE("inputs: train --resume refuses a checkpoint whose config does not describe its tensors, before building") {
+  TempDir dir;
+  const std::string ck = small_checkpoint(dir), bad = dir.file("wide.safetensors");
+  rewrite_config(ck, bad, [&](const std::string& json) { return set_number(json, "model", "d_model", "8192"); });
+  // With and without --dry-run: the check runs before the trainer builds the model from the config.
+  for (const bool dry_run : {true, false}) {
+    CAPTURE(dry_run);
+    std::vector<std::string> args = {"train", "--resume", bad, "--train.out_dir=" + dir.file("resumed"),
+                                     "--train.steps=2"};
+    if (dry_run) args.push_back("--dry-run");
+    auto res = run_relgrad(args);
+    CHECK(res.code == 1);
+    CHECK(contains(res.err, "[checkpoint] " + bad + ": its config does not describe its tensors: "));
+    CHECK(contains(res.err, "model.d_model = 8192"));
+    CHECK_FALSE(std::filesystem::exists(dir.file("resumed")));
+  }
+  // The same checkpoint unedited still resumes.
+  auto good = run_relgrad({"train", "--resume", ck, "--train.out_dir=" + dir.file("resumed_ok"), "--train.steps=2",
+                           "--train.eval_batches=1"});
+  CHECK_MESSAGE(good.code == 0, good.err);
+}
+
 TEST_CASE(
     "inputs: a checkpoint's data.max_len is bounded (sample draws and attends over sources that long)") {
   TempDir dir;

@@ -187,10 +187,11 @@ int64_t probe_reach_limit(const RunConfig& c, const Batch& batch, std::string* w
 int cmd_train(const std::string& config_path, const std::string& resume, const std::vector<std::string>& overrides,
               bool dry_run, std::ostream& out) {
   RunConfig config = RunConfig::defaults();
+  Checkpoint resume_from;
+  if (!resume.empty()) resume_from = load_checkpoint(resume);  // verified (checksums), nothing applied yet
   if (!resume.empty() && config_path.empty()) {
     // Continue with the checkpoint's own config (overrides may still change e.g. train.steps).
-    Checkpoint ck = load_checkpoint(resume);
-    load_config_json_text(config, ck.meta.config_json, resume + " (config)");
+    load_config_json_text(config, resume_from.meta.config_json, resume + " (config)");
   }
   try {
     if (!config_path.empty()) load_config_file(config, config_path);
@@ -199,6 +200,14 @@ int cmd_train(const std::string& config_path, const std::string& resume, const s
     resolve_device(config.train.device, "train.device");  // CUDA asked for but absent: before any work
   } catch (const Error& e) {
     throw UsageError(e.what());  // a config problem is a usage error (exit 2)
+  }
+  if (!resume.empty()) {
+    // The model is built from this config before the checkpoint's tensors are restored into it: a
+    // config that does not describe those tensors (model.d_model = 8192 in an edited checkpoint) is
+    // refused here, before it allocates anything, as load_run does for eval, sample and probe.
+    RunConfig derived = config;
+    derived.derive_from_data();
+    check_config_fits_checkpoint(derived, resume_from, resume);
   }
   out << "# effective config\n" << config_to_toml(config) << "\n";
   if (dry_run) return 0;
