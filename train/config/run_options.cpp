@@ -1,10 +1,16 @@
 // A RunConfig as trainer options, a Dataset and a reopened run (train/config/run_options.h).
 #include "train/config/run_options.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <climits>
 #include <iostream>
 #include <set>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "core/base/error.h"
 #include "train/trainer/distributed.h"
@@ -213,26 +219,146 @@ TrainerOptions trainer_options(RunConfig c, std::ostream* warnings) {
   o.data = make_dataset(c);
   if (warnings && world().is_root()) report_skipped_files(*o.data, *warnings);  // mpirun: listed once
   o.config_json = config_to_json(c);
+  o.vocab_json = vocab_to_json(c.data.source, o.data->vocab());
   o.check_resume = [c](const std::string& saved_json, const std::string& path) { check_resume(c, saved_json, path); };
   return o;
 }
 
 // ---- RunData -----------------------------------------------------------------------------------
-const SyntheticTask* RunData::task() const {
-  auto* d = dynamic_cast<const SyntheticData*>(data_.get());
-  return d ? &d->task() : nullptr;
+namespace {
+
+// The file or folder data.source reads, as its key and value; empty for the synthetic sources.
+std::pair<std::string, std::string> data_path_key(const DataConfig& d) {
+  if (d.source == "text") return {"data.text_path", d.text_path};
+  if (d.source == "tokens") return {"data.token_path", d.token_path};
+  if (d.source == "music" && !d.music_dir.empty()) return {"data.music_dir", d.music_dir};
+  return {};
 }
-const TextDataset* RunData::text() const {
-  auto* d = dynamic_cast<const TextData*>(data_.get());
-  return d ? &d->text() : nullptr;
+
+std::string current_directory() {
+  char buf[PATH_MAX];
+  return ::getcwd(buf, sizeof buf) ? std::string(buf) : std::string("the current directory");
 }
-const TokenDataset* RunData::tokens() const {
-  auto* d = dynamic_cast<const TokenData*>(data_.get());
-  return d ? &d->tokens() : nullptr;
+
+}  // namespace
+
+const Dataset& RunData::dataset() const {
+  if (data_) return *data_;
+  try {
+    data_ = make_dataset(config_);
+  } catch (const Error& e) {
+    // A run's data paths are as it was given them: relative ones are read from the current directory,
+    // which is often not where the run was trained. Say so, beside the reader's own message.
+    const auto [key, path] = data_path_key(config_.data);
+    if (typeid(e) != typeid(Error) || path.empty() || path[0] == '/' || ::access(path.c_str(), F_OK) == 0 ||
+        errno != ENOENT)
+      throw;
+    throw Error(std::string(e.what()) + " (" + key + " = '" + path + "' is relative to the current directory, " +
+                current_directory() + ": run this where the run was trained, or pass the data there)");
+  }
+  if (warnings_) report_skipped_files(*data_, *warnings_);
+  return *data_;
 }
-const MusicDataset* RunData::music() const {
-  auto* d = dynamic_cast<const MusicData*>(data_.get());
-  return d ? &d->music() : nullptr;
+
+const Vocab& RunData::vocab() const {
+  if (vocab_) return *vocab_;
+  const DataConfig& d = config_.data;
+  if (d.source == "text") vocab_ = std::make_shared<Vocab>(TextDataset::vocab());
+  else if (d.source == "music") vocab_ = std::make_shared<Vocab>(MusicDataset::vocab());
+  else if (d.source == "tokens" && config_.model.vocab_size > 0)
+    vocab_ = std::make_shared<Vocab>(TokenDataset::ids_vocab(config_.model.vocab_size));
+  else vocab_ = std::make_shared<Vocab>(dataset().vocab());  // a synthetic task, or a token file's header
+  return *vocab_;
+}
+
+DataOf<SyntheticTask> RunData::task() const {
+  return {*this, config_.data.source == "synthetic",
+          [](const RunData& r) { return &dynamic_cast<const SyntheticData&>(r.dataset()).task(); }};
+}
+DataOf<TextDataset> RunData::text() const {
+  return {*this, config_.data.source == "text",
+          [](const RunData& r) { return &dynamic_cast<const TextData&>(r.dataset()).text(); }};
+}
+DataOf<TokenDataset> RunData::tokens() const {
+  return {*this, config_.data.source == "tokens",
+          [](const RunData& r) { return &dynamic_cast<const TokenData&>(r.dataset()).tokens(); }};
+}
+DataOf<MusicDataset> RunData::music() const {
+  return {*this, config_.data.source == "music",
+          [](const RunData& r) { return &dynamic_cast<const MusicData&>(r.dataset()).music(); }};
+}
+
+// ---- the stored vocabulary -----------------------------------------------------------------------
+namespace {
+
+// The kind of vocabulary data.source has: its ids are bytes, token-file ids, or named tokens.
+std::string vocab_kind(const std::string& source) {
+  return source == "text" ? "bytes" : source == "tokens" ? "ids" : "names";
+}
+
+// Larger vocabularies are refused on load (the names alone would take gigabytes).
+constexpr int64_t kMaxStoredVocab = TokenDataset::kMaxTokenVocab;
+
+}  // namespace
+
+std::string vocab_to_json(const std::string& source, const Vocab& vocab) {
+  const std::string kind = vocab_kind(source);
+  nlohmann::json j = nlohmann::json::object();
+  j["kind"] = kind;
+  j["size"] = vocab.size;
+  if (kind == "names") {
+    j["pad"] = vocab.pad;
+    j["names"] = vocab.names;
+  }
+  return j.dump();  // keys in byte order; non-ASCII names as UTF-8 (the header must be valid UTF-8)
+}
+
+Vocab vocab_from_json(const std::string& text, const std::string& source) {
+  auto refuse = [](const std::string& what) { throw Error("extra.vocab " + what); };
+  nlohmann::json j;
+  std::set<std::string> keys;  // duplicate keys are refused, as in configs: which value was meant?
+  try {
+    using Event = nlohmann::json::parse_event_t;
+    j = nlohmann::json::parse(text, [&](int depth, Event event, nlohmann::json& parsed) {
+      if (event == Event::key && depth == 1 && !keys.insert(parsed.get<std::string>()).second)
+        throw Error("extra.vocab has the key '" + parsed.get<std::string>() + "' twice");
+      return true;
+    });
+  } catch (const nlohmann::json::exception& e) {
+    refuse(std::string("is not JSON: ") + e.what());
+  }
+  if (!j.is_object()) refuse("must be a JSON object");
+  const std::string kind = vocab_kind(source);
+  const std::set<std::string> allowed = kind == "names" ? std::set<std::string>{"kind", "size", "pad", "names"}
+                                                        : std::set<std::string>{"kind", "size"};
+  for (const auto& item : j.items())
+    if (!allowed.count(item.key())) refuse("has the unknown key '" + item.key() + "'");
+  if (!j.contains("kind") || !j["kind"].is_string()) refuse("needs \"kind\" as a string");
+  if (j["kind"] != kind)
+    refuse("is a vocabulary of " + j["kind"].get<std::string>() + ", but data.source = \"" + source +
+           "\" has " + kind);
+  if (!j.contains("size") || !j["size"].is_number_integer()) refuse("needs \"size\" as an integer");
+  const int64_t size = j["size"].get<int64_t>();
+  if (size < 1 || size > kMaxStoredVocab)
+    refuse("size " + std::to_string(size) + " is out of range (1 .. " + std::to_string(kMaxStoredVocab) + ")");
+  if (kind == "bytes") {
+    if (size != 256) refuse("of bytes must have size 256, got " + std::to_string(size));
+    return TextDataset::vocab();
+  }
+  if (kind == "ids") return TokenDataset::ids_vocab(size);
+  if (!j.contains("pad") || !j["pad"].is_number_integer()) refuse("needs \"pad\" as an integer");
+  const int64_t pad = j["pad"].get<int64_t>();
+  if (pad < -1 || pad >= size) refuse("pad " + std::to_string(pad) + " is not -1 or an id below the size");
+  if (!j.contains("names") || !j["names"].is_array() || static_cast<int64_t>(j["names"].size()) != size)
+    refuse("needs \"names\" as an array of its " + std::to_string(size) + " names");
+  Vocab v;
+  v.size = size;
+  v.pad = pad;
+  for (const auto& name : j["names"]) {
+    if (!name.is_string()) refuse("names must be strings");
+    v.names.push_back(name.get<std::string>());
+  }
+  return v;
 }
 
 // ---- load_run ----------------------------------------------------------------------------------
@@ -246,8 +372,28 @@ LoadedRun load_run(const std::string& path, Device device) {
   } catch (const Error& e) {
     throw Error("[checkpoint] " + path + ": its config cannot be used: " + e.what());
   }
-  run.config.derive_from_data();
+  const auto stored = run.checkpoint.meta.extra.find("vocab");
+  if (stored == run.checkpoint.meta.extra.end()) {
+    run.config.derive_from_data();  // an older checkpoint: the sizes from the data, as the run did
+  } else {
+    const std::string& source = run.config.data.source;
+    try {
+      run.vocab = vocab_from_json(stored->second, source);
+    } catch (const Error& e) {
+      throw Error("[checkpoint] " + path + ": " + e.what());
+    }
+    if (source == "tokens") {  // the token file's header is not needed: the checkpoint says its size
+      run.config.model.vocab_size = run.vocab.size;
+      run.config.model.src_vocab_size = 0;
+    } else {
+      run.config.derive_from_data();  // no file read for these sources
+    }
+  }
   check_config_fits_checkpoint(run.config, run.checkpoint, path);  // before the model allocates anything
+  if (run.vocab.size > 0 && run.vocab.size != run.config.model.vocab_size)  // the config fits the tensors
+    throw Error("[checkpoint] " + path + ": extra.vocab holds " + std::to_string(run.vocab.size) +
+                " ids, but its config and embedding make a vocabulary of " +
+                std::to_string(run.config.model.vocab_size));
   Generator init(run.config.train.seed);
   run.model = build_model(model_options(run.config), &init);
   run.model.to(device);  // then restore: load_state_dict copies each host value onto the model's device

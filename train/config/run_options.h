@@ -35,35 +35,73 @@ std::shared_ptr<const Dataset> make_dataset(const RunConfig& config);
 ModelOptions model_options(const RunConfig& config);      // model.type, the model, train.dtype
 SamplingOptions sampling_options(const SampleConfig& config);  // the [sample] section (eos stays the default)
 
-// The data of a run's config, with its source for the commands that treat sources apart (sample, eval).
-class RunData {
+class RunData;
+
+// What RunData::text(), tokens(), music() and task() return: whether the run's data is of that source,
+// known from the config alone (no file is opened), and on * or -> the data itself, opened then.
+template <class T>
+class DataOf {
  public:
-  // Skipped files are reported on `warnings` as trainer_options does.
-  explicit RunData(const RunConfig& config, std::ostream* warnings = &std::cerr)
-      : data_(make_dataset(config)) {
-    if (warnings) report_skipped_files(*data_, *warnings);
-  }
-  Batch batch(int64_t index, Split split) const { return data_->batch(index, split); }
-  const Vocab& vocab() const { return data_->vocab(); }
-  const Dataset& dataset() const { return *data_; }
-  const SyntheticTask* task() const;  // null unless data.source = "synthetic"; and so on
-  const TextDataset* text() const;
-  const TokenDataset* tokens() const;
-  const MusicDataset* music() const;
+  DataOf(const RunData& data, bool is, const T* (*open)(const RunData&)) : data_(data), is_(is), open_(open) {}
+  explicit operator bool() const { return is_; }
+  const T* get() const { return is_ ? open_(data_) : nullptr; }  // opens the data
+  const T& operator*() const { return *get(); }
+  const T* operator->() const { return get(); }
 
  private:
-  std::shared_ptr<const Dataset> data_;
+  const RunData& data_;
+  bool is_;
+  const T* (*open_)(const RunData&);
+};
+
+// The data of a run's config, with its source for the commands that treat sources apart (sample, eval).
+// The files are opened at the first batch or dataset (or * / -> on text(), tokens(), ...), not before:
+// what only needs the vocabulary (`relgrad sample --prompt`, `eval --dump-logits --input`) works where
+// the corpus is not, e.g. from another directory than the run's relative data.text_path.
+class RunData {
+ public:
+  // Skipped files are reported on `warnings` as trainer_options does, when the data is opened.
+  explicit RunData(const RunConfig& config, std::ostream* warnings = &std::cerr)
+      : config_(config), warnings_(warnings) {}
+  Batch batch(int64_t index, Split split) const { return dataset().batch(index, split); }
+  // The source's vocabulary; from the config without opening any file, except for a token file of
+  // unknown size (model.vocab_size 0: a config not derived) and a synthetic task (no file).
+  const Vocab& vocab() const;
+  const Dataset& dataset() const;  // opens the files; errors name the key and the current directory
+  DataOf<SyntheticTask> task() const;  // data.source = "synthetic"; and so on
+  DataOf<TextDataset> text() const;
+  DataOf<TokenDataset> tokens() const;
+  DataOf<MusicDataset> music() const;
+
+ private:
+  RunConfig config_;
+  std::ostream* warnings_;
+  mutable std::shared_ptr<const Dataset> data_;
+  mutable std::shared_ptr<const Vocab> vocab_;
 };
 
 // A checkpoint opened for sampling / evaluation: its config (from the metadata) and the model,
 // restored onto `device` (a checkpoint holds host tensors, whatever device wrote it; the config's
 // train.device is not consulted: a run trained on a GPU samples on the CPU by default). Errors name the file.
+// The vocabulary sizes come from the checkpoint's extra.vocab when it has one, so a token-file model
+// loads without its token file; a checkpoint without it (written before it was stored) derives them
+// from the data as before (a token file's header). A stored vocabulary that disagrees with the config
+// or the embedding is refused.
 struct LoadedRun {
   RunConfig config;
   Checkpoint checkpoint;
   RunModel model;
+  Vocab vocab;  // the stored vocabulary (extra.vocab); size 0 for a checkpoint without one
 };
 LoadedRun load_run(const std::string& checkpoint_path, Device device = Device::cpu());
+
+// The vocabulary as relgrad train stores it in every checkpoint's extra.vocab (docs/checkpoint-format.md,
+// 1.3), by data.source: "text" {"kind":"bytes","size":256}; "tokens" {"kind":"ids","size":V}; otherwise
+// {"kind":"names","size":N,"pad":P,"names":[...]} (pad: the id decode() skips, -1 for none).
+std::string vocab_to_json(const std::string& source, const Vocab& vocab);
+// Back to a Vocab equal to the data's, checked against data.source `source`: throws relgrad::Error
+// "extra.vocab ..." naming what is wrong (load_run prefixes "[checkpoint] <path>: ").
+Vocab vocab_from_json(const std::string& json, const std::string& source);
 
 // The checkpoint's config (validated and derived) against its model tensors, before anything is built
 // from it: the block counts (by tensor name), the embedding's and first feed-forward's shapes, and a

@@ -386,12 +386,14 @@ uint64_t TokenDataset::checksum() const {
   return fnv1a64(&vocab, sizeof vocab, h);
 }
 
-Vocab TokenDataset::vocab() const {
+Vocab TokenDataset::vocab() const { return ids_vocab(vocab_size_); }
+
+Vocab TokenDataset::ids_vocab(int64_t vocab_size) {
   Vocab v;
-  v.size = vocab_size_;
+  v.size = vocab_size;
   v.pad = -1;  // every id is data
-  v.names.reserve(static_cast<size_t>(vocab_size_));
-  for (int64_t id = 0; id < vocab_size_; ++id) v.names.push_back(std::to_string(id));
+  v.names.reserve(static_cast<size_t>(vocab_size));
+  for (int64_t id = 0; id < vocab_size; ++id) v.names.push_back(std::to_string(id));
   return v;
 }
 

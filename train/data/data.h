@@ -231,6 +231,7 @@ class TokenDataset {
 
  private:
   std::string path_;
+  static Vocab ids_vocab(int64_t vocab_size);  // that vocabulary for any size (a checkpoint's, unread file)
   std::vector<int32_t> tokens_;
   int64_t vocab_size_ = 0;
   int64_t train_size_ = 0;

@@ -67,6 +67,9 @@ struct TrainerOptions {
   // Written verbatim into every checkpoint (and compared across ranks): the config the run came
   // from, so that a checkpoint can be reopened without the trainer (train/config/run_options.h).
   std::string config_json;
+  // Written into every checkpoint as extra.vocab when not empty: what the ids mean, so that sampling
+  // needs no data (docs/checkpoint-format.md, 1.3; trainer_options fills it, vocab_to_json).
+  std::string vocab_json;
   // Called by Trainer::resume with the checkpoint's config_json and path: throws when the two runs
   // differ in what shapes the model, the data or the optimizer state. Empty: no check.
   std::function<void(const std::string& saved_json, const std::string& path)> check_resume;

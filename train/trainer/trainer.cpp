@@ -177,6 +177,7 @@ void Trainer::save(const std::string& path) const {
   meta.num_threads = omp_get_max_threads();
   if (std::optional<uint64_t> sum = options_.data->checksum()) meta.extra["data_checksum"] = std::to_string(*sum);
   meta.extra["tokens_seen"] = std::to_string(tokens_seen_);
+  if (!options_.vocab_json.empty()) meta.extra["vocab"] = options_.vocab_json;
   save_checkpoint(path, *model_.module, optimizer_.get(), meta);
 }
 

@@ -1,0 +1,177 @@
+// What relgrad prints and writes, checked where users stumbled: sampling from a checkpoint needs its
+// vocabulary, not its corpus (extra.vocab, docs/checkpoint-format.md 1.3); resuming a finished
+// checkpoint writes no duplicate record and is refused into another directory; sampled text is
+// escaped for the terminal; probe tables print "." for every empty cell; a damaged .jsonl log is
+// reported as JSON; language models report no sequence accuracy; PNGs are compressed.
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "cli_testing.h"
+#include "core/safetensors.h"
+#include "file_testing.h"
+#include "testing.h"
+#include "train/config/run_options.h"
+#include "train/data/token_file.h"
+#include "train/instruments/probe.h"
+#include "train/plot/plot.h"
+#include "train/trainer/checkpoint.h"
+
+using namespace relgrad;
+using namespace relgrad::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+#define CHECK_CLI(result, expected_code)                                                    \
+  CHECK_MESSAGE((result).code == (expected_code), "exit " << (result).code << "\nstdout:\n" \
+                                                          << (result).out << "\nstderr:\n"  \
+                                                          << (result).err)
+
+// The current directory for a scope, then the one before.
+struct InDirectory {
+  explicit InDirectory(const fs::path& dir) : before(fs::current_path()) { fs::current_path(dir); }
+  ~InDirectory() { fs::current_path(before); }
+  fs::path before;
+};
+
+// A small decoder-only run (two steps) on the data `data_args` name, with paths relative to `dir`.
+CliResult train_lm(const std::string& dir, const std::vector<std::string>& data_args,
+                   const std::vector<std::string>& extra = {}) {
+  InDirectory here(dir);
+  std::vector<std::string> args = {
+      "train", "--model.type=decoder-only", "--model.d_model=16", "--model.n_heads=2", "--model.d_ff=32",
+      "--model.n_decoder_layers=1", "--model.decoder_self.scheme=rope", "--data.context=16",
+      "--data.batch_size=4", "--optim.warmup_steps=1", "--train.steps=2", "--train.eval_batches=1",
+      "--train.samples=0", "--train.out_dir=run"};
+  args.insert(args.end(), data_args.begin(), data_args.end());
+  args.insert(args.end(), extra.begin(), extra.end());
+  return run_relgrad(args);
+}
+
+std::string corpus_text() {
+  std::string text;
+  for (int i = 0; i < 60; ++i) text += "In the beginning God created the heaven and the earth.\n";
+  return text;
+}
+
+// The checkpoint at `from` written to `to` with its metadata edited, the header checksum recomputed
+// (as a writer that knows the format would: only the meaning of the edit is left to refuse).
+template <class Edit>
+void rewrite_metadata(const std::string& from, const std::string& to, Edit edit) {
+  SafetensorsFile f = load_safetensors(from);
+  auto md = f.metadata;
+  edit(md);
+  md["header_checksum"] = checksum_hex(checkpoint_header_checksum(md, f.tensors));
+  save_safetensors(to, f.tensors, md);
+}
+
+}  // namespace
+
+// ---- the vocabulary in the checkpoint ------------------------------------------------------------
+
+TEST_CASE("output: a text model samples from another directory than its relative corpus (extra.vocab)") {
+  TempDir trained, elsewhere;
+  write_bytes(trained.file("corpus.txt"), corpus_text());
+  CliResult t = train_lm(trained.path.string(), {"--data.source=text", "--data.text_path=corpus.txt"});
+  REQUIRE_MESSAGE(t.code == 0, t.err);
+  const std::string ck = trained.file("run/checkpoint.safetensors");
+  CHECK(load_checkpoint(ck).meta.extra.at("vocab") == R"({"kind":"bytes","size":256})");
+
+  InDirectory here(elsewhere.path);  // data.text_path = corpus.txt is not here
+  CliResult s = run_relgrad({"sample", ck, "--prompt", "In the", "--max-new-tokens", "4"});
+  CHECK_CLI(s, 0);
+  CHECK(s.out.rfind("--- sample 0 (seed 0)\nIn the", 0) == 0);
+  CliResult d = run_relgrad({"eval", ck, "--dump-logits", elsewhere.file("x.safetensors"), "--input", "In"});
+  CHECK_CLI(d, 0);
+  // What needs the data still needs it, and says where it looked.
+  CliResult p = run_relgrad({"probe", ck, "--out", elsewhere.file("p")});
+  CHECK_CLI(p, 1);
+  CHECK(contains(p.err, "cannot open 'corpus.txt'"));
+  CHECK(contains(p.err, "data.text_path = 'corpus.txt' is relative to the current directory, " +
+                            fs::current_path().string()));
+}
+
+TEST_CASE("output: a token model loads from its stored vocabulary size, an older checkpoint as before") {
+  TempDir trained, elsewhere;
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 400; ++i) ids.push_back((i * 7) % 50);
+  write_token_file(trained.file("ids.tok"), ids, 50);
+  CliResult t = train_lm(trained.path.string(), {"--data.source=tokens", "--data.token_path=ids.tok"});
+  REQUIRE_MESSAGE(t.code == 0, t.err);
+  const std::string ck = trained.file("run/checkpoint.safetensors");
+  CHECK(load_checkpoint(ck).meta.extra.at("vocab") == R"({"kind":"ids","size":50})");
+  // Without extra.vocab (a checkpoint written before it existed), sizes come from the token file.
+  const std::string old = trained.file("old.safetensors");
+  rewrite_metadata(ck, old, [](auto& md) { md.erase("extra.vocab"); });
+
+  InDirectory here(elsewhere.path);  // ids.tok is not here
+  LoadedRun run = load_run(ck);
+  CHECK(run.vocab.size == 50);
+  CHECK(run.config.model.vocab_size == 50);
+  RunData data(run.config);
+  CHECK(data.vocab().size == 50);  // no file opened
+  CHECK(data.vocab().name(49) == "49");
+  CHECK(static_cast<bool>(data.tokens()));
+  CHECK(!data.text());
+  CliResult d = run_relgrad({"eval", ck, "--dump-logits", elsewhere.file("x.safetensors"), "--input", "1 2 3"});
+  CHECK_CLI(d, 0);
+  check_throws_with([&] { data.batch(0, Split::HeldOut); }, "data.token_path = 'ids.tok' is relative");
+  check_throws_with([&] { load_run(old); }, "ids.tok");
+  {
+    InDirectory back(trained.path);
+    LoadedRun o = load_run(old);
+    CHECK(o.vocab.size == 0);
+    CHECK(o.config.model.vocab_size == 50);
+  }
+}
+
+TEST_CASE("output: extra.vocab that disagrees with the checkpoint or is malformed is refused, naming the file") {
+  TempDir dir;
+  write_bytes(dir.file("corpus.txt"), corpus_text());
+  CliResult t = train_lm(dir.path.string(), {"--data.source=text", "--data.text_path=corpus.txt"});
+  REQUIRE_MESSAGE(t.code == 0, t.err);
+  const std::string ck = dir.file("run/checkpoint.safetensors"), bad = dir.file("bad.safetensors");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"kind":"ids","size":256})", "is a vocabulary of ids, but data.source = \"text\" has bytes"},
+      {R"({"kind":"bytes","size":255})", "of bytes must have size 256, got 255"},
+      {R"({"kind":"bytes","size":256,"names":[]})", "has the unknown key 'names'"},
+      {R"({"kind":"bytes","kind":"bytes","size":256})", "has the key 'kind' twice"},
+      {R"({"kind":"bytes","size":0})", "size 0 is out of range"},
+      {R"(["bytes"])", "must be a JSON object"},
+      {R"({"kind":"bytes")", "is not JSON"},
+  };
+  for (const auto& [json, message] : cases) {
+    INFO(json);
+    rewrite_metadata(ck, bad, [&](auto& md) { md["extra.vocab"] = json; });
+    check_throws_with([&] { load_run(bad); }, "[checkpoint] " + bad + ": extra.vocab ");
+    check_throws_with([&] { load_run(bad); }, message);
+  }
+  // A names vocabulary of another size than the embedding's (a synthetic task's checkpoint).
+  CliResult syn = run_relgrad({"train", "--model.d_model=16", "--model.n_heads=2", "--model.d_ff=32",
+                               "--model.n_encoder_layers=1", "--model.n_decoder_layers=1",
+                               "--model.cross.max_length=8", "--data.max_len=6", "--data.batch_size=4",
+                               "--optim.warmup_steps=1", "--train.steps=1", "--train.eval_batches=1",
+                               "--train.samples=0", "--train.out_dir=" + dir.file("syn")});
+  REQUIRE_MESSAGE(syn.code == 0, syn.err);
+  rewrite_metadata(dir.file("syn/checkpoint.safetensors"), bad, [&](auto& md) {
+    md["extra.vocab"] = R"({"kind":"names","names":["<pad>","<bos>"],"pad":0,"size":2})";
+  });
+  check_throws_with([&] { load_run(bad); }, "[checkpoint] " + bad + ": extra.vocab holds 2 ids, but its config and "
+                                            "embedding make a vocabulary of 13");
+  // The round trip of each kind.
+  Vocab names = vocab_from_json(vocab_to_json("synthetic", RunData(RunConfig::defaults()).vocab()), "synthetic");
+  CHECK(names.names == RunData(RunConfig::defaults()).vocab().names);
+  CHECK(names.pad == kPad);
+  CHECK(vocab_from_json(vocab_to_json("text", TextDataset::vocab()), "text").names == TextDataset::vocab().names);
+  check_throws_with([] { vocab_from_json(R"({"kind":"names","size":2,"pad":0,"names":["a"]})", "music"); },
+                    "needs \"names\" as an array of its 2 names");
+  check_throws_with([] { vocab_from_json(R"({"kind":"names","size":2,"pad":2,"names":["a","b"]})", "music"); },
+                    "pad 2 is not -1 or an id below the size");
+}
+
