@@ -175,3 +175,18 @@ TEST_CASE("output: extra.vocab that disagrees with the checkpoint or is malforme
                     "pad 2 is not -1 or an id below the size");
 }
 
+// ---- printable sampled text --------------------------------------------------------------------------
+
+TEST_CASE("output: sampled bytes are escaped for the terminal, valid UTF-8 text kept") {
+  CHECK(printable_text("In the beginning\n\tGod") == "In the beginning\n\tGod");
+  CHECK(printable_text("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80") == "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+  CHECK(printable_text(std::string("a\x1b[2Jb\rc\x7f\0d", 11)) == "a\\x1b[2Jb\\x0dc\\x7f\\x00d");
+  CHECK(printable_text("\xff\xfe") == "\\xff\\xfe");                 // never UTF-8
+  CHECK(printable_text("x\xc3") == "x\\xc3");                        // cut off at the end
+  CHECK(printable_text("\xc3(") == "\\xc3(");                        // a lead byte without its continuation
+  CHECK(printable_text("\xc0\xaf") == "\\xc0\\xaf");                 // overlong '/'
+  CHECK(printable_text("\xed\xa0\x80") == "\\xed\\xa0\\x80");        // a surrogate
+  CHECK(printable_text("\xc2\x9b" "1m") == "\\xc2\\x9b1m");          // C1 CSI
+  CHECK(printable_text("a\\x41") == "a\\\\x41");                     // a backslash cannot pose as an escape
+}
+

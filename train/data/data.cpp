@@ -397,6 +397,44 @@ Vocab TokenDataset::ids_vocab(int64_t vocab_size) {
   return v;
 }
 
+std::string printable_text(const std::string& s) {
+  static const char* hex = "0123456789abcdef";
+  auto escape = [](std::string& out, unsigned char c) {
+    out += "\\x";
+    out += hex[c >> 4];
+    out += hex[c & 15];
+  };
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c == '\n' || c == '\t' || (c >= 0x20 && c < 0x7F)) {
+      out += c == '\\' ? "\\\\" : std::string(1, static_cast<char>(c));
+      ++i;
+      continue;
+    }
+    // A UTF-8 sequence: its length from the lead byte, continuation bytes 10xxxxxx, no overlong form,
+    // no surrogate, at most U+10FFFF, and not a C1 control (U+0080..U+009F).
+    const size_t n = (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    bool ok = n > 0 && i + n <= s.size();
+    uint32_t cp = n ? c & (0x7F >> n) : 0;
+    for (size_t k = 1; ok && k < n; ++k) {
+      const auto cc = static_cast<unsigned char>(s[i + k]);
+      ok = (cc & 0xC0) == 0x80;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    ok = ok && cp >= (n == 2 ? 0xA0u : n == 3 ? 0x800u : 0x10000u) && cp <= 0x10FFFF && (cp < 0xD800 || cp > 0xDFFF);
+    if (ok) {
+      out.append(s, i, n);
+      i += n;
+    } else {
+      escape(out, c);  // one byte at a time: what follows is looked at afresh
+      ++i;
+    }
+  }
+  return out;
+}
+
 Vocab TextDataset::vocab() {
   Vocab v;
   v.size = 256;

@@ -172,6 +172,12 @@ class SyntheticTask {
 // text into validation).
 inline constexpr uint64_t kTextFileMaxBytes = uint64_t(1) << 30;  // 1 GiB: TextDataset's limit
 
+// Bytes a byte-level model produced, made safe to print on a terminal: valid UTF-8 text, newlines and
+// tabs stay as they are; every other control byte (C0, DEL, and the C1 characters U+0080..U+009F),
+// every byte of invalid or cut-off UTF-8 becomes "\xNN" (two lowercase hex digits, as the vocabulary
+// names them), and a backslash becomes "\\", so the escapes cannot be confused with the text.
+std::string printable_text(const std::string& bytes);
+
 class TextDataset {
  public:
   // Errors: missing/unreadable file, empty file, val_fraction outside [0, 1), or a split of fewer
@@ -225,13 +231,13 @@ class TokenDataset {
   // data_checksum: a resume on other data is refused).
   uint64_t checksum() const;
   Vocab vocab() const;  // the ids by number: names "0", "1", ...; no padding id
+  static Vocab ids_vocab(int64_t vocab_size);  // that vocabulary for any size (a checkpoint's, unread file)
 
   // Larger vocabularies are refused (the names alone would take gigabytes; so would the embedding).
   static constexpr int64_t kMaxTokenVocab = int64_t(1) << 22;
 
  private:
   std::string path_;
-  static Vocab ids_vocab(int64_t vocab_size);  // that vocabulary for any size (a checkpoint's, unread file)
   std::vector<int32_t> tokens_;
   int64_t vocab_size_ = 0;
   int64_t train_size_ = 0;
