@@ -175,6 +175,58 @@ TEST_CASE("output: extra.vocab that disagrees with the checkpoint or is malforme
                     "pad 2 is not -1 or an id below the size");
 }
 
+// ---- resuming a finished checkpoint ----------------------------------------------------------------
+
+TEST_CASE("output: resuming a finished checkpoint adds no record in place and is refused into another directory") {
+  TempDir dir;
+  write_bytes(dir.file("corpus.txt"), corpus_text());
+  CliResult t = train_lm(dir.path.string(), {"--data.source=text", "--data.text_path=corpus.txt"});
+  REQUIRE_MESSAGE(t.code == 0, t.err);
+  InDirectory here(dir.path);
+  const std::string log_before = read_bytes("run/log.jsonl");
+  const std::string ck_before = read_bytes("run/checkpoint.safetensors");
+  CliResult again = run_relgrad({"train", "--resume", "run/checkpoint.safetensors"});
+  CHECK_CLI(again, 0);
+  CHECK(contains(again.out, "eval  step 2 | held-out loss "));
+  CHECK(read_bytes("run/log.jsonl") == log_before);  // no second eval record at step 2
+  CHECK(read_bytes("run/checkpoint.safetensors") == ck_before);
+
+  CliResult moved = run_relgrad({"train", "--resume", "run/checkpoint.safetensors", "--train.out_dir=other"});
+  CHECK_CLI(moved, 1);
+  CHECK(contains(moved.err, "cannot resume from run/checkpoint.safetensors into train.out_dir other: it is at "
+                            "step 2 and train.steps = 2, so there is nothing to train; give --train.steps=N "
+                            "with N > 2"));
+  CHECK(!fs::exists("other/checkpoint.safetensors"));
+  CHECK(!fs::exists("other/log.jsonl"));
+  // Training on from there is what a new directory is for.
+  CliResult longer =
+      run_relgrad({"train", "--resume", "run/checkpoint.safetensors", "--train.out_dir=other", "--train.steps=3"});
+  CHECK_CLI(longer, 0);
+  CHECK(fs::exists("other/loss.svg"));
+}
+
+// ---- language models: no sequence accuracy ----------------------------------------------------------
+
+TEST_CASE("output: a language model's evaluation reports no sequence accuracy, a synthetic task's does") {
+  TempDir dir;
+  write_bytes(dir.file("corpus.txt"), corpus_text());
+  CliResult t = train_lm(dir.path.string(), {"--data.source=text", "--data.text_path=corpus.txt"});
+  REQUIRE_MESSAGE(t.code == 0, t.err);
+  CHECK(contains(t.out, "eval  step 2 | held-out loss "));
+  for (size_t at = t.out.find("eval  step"); at != std::string::npos; at = t.out.find("eval  step", at + 1))
+    CHECK(t.out.substr(at, t.out.find('\n', at) - at).find("sequence") == std::string::npos);
+  for (const LogRecord& r : read_training_log(dir.file("run/log.jsonl"))) CHECK(r.values.count("sequence_accuracy") == 0);
+
+  CliResult s = run_relgrad({"train", "--model.d_model=16", "--model.n_heads=2", "--model.d_ff=32",
+                             "--model.n_encoder_layers=1", "--model.n_decoder_layers=1", "--model.cross.max_length=8",
+                             "--data.max_len=6", "--data.batch_size=4", "--optim.warmup_steps=1", "--train.steps=1",
+                             "--train.eval_batches=1", "--train.samples=0", "--train.out_dir=" + dir.file("syn")});
+  REQUIRE_MESSAGE(s.code == 0, s.err);
+  CHECK(contains(s.out, "| sequence accuracy "));
+  for (const LogRecord& r : read_training_log(dir.file("syn/log.jsonl")))
+    if (r.event == "eval") CHECK(r.values.count("sequence_accuracy") == 1);
+}
+
 // ---- printable sampled text --------------------------------------------------------------------------
 
 TEST_CASE("output: sampled bytes are escaped for the terminal, valid UTF-8 text kept") {

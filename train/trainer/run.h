@@ -43,6 +43,10 @@ struct EvalResult {
   double accuracy = 0.0;           // argmax == target, over loss tokens (teacher forcing)
   double sequence_accuracy = 0.0;  // rows whose every loss token is right
   int64_t tokens = 0, sequences = 0;
+  // Whether a row is one example (a synthetic task's source → target), so that sequence accuracy means
+  // something; false for language-model windows (text, tokens, music), cut anywhere in the stream:
+  // print and log no sequence accuracy for those.
+  bool rows_are_examples = true;
 };
 
 // Evaluates `model` on held-out batches 0 .. batches−1 of `data` (eval mode, no grad; restores the mode),

@@ -396,6 +396,11 @@ void Trainer::check_resume_target() const {
       uint64_t(st.st_ino) == resumed_inode_)
     return;  // resuming in place: the usual case
   const std::string refused = "cannot resume from " + resumed_from_ + " into train.out_dir " + dir + ": ";
+  // A finished checkpoint has nothing to train: another directory would get no training record (and
+  // no plot). In place it is evaluated and reported, writing nothing (train_loop).
+  RG_CHECK(step_ < options_.train.steps, "train", refused, "it is at step ", step_, " and train.steps = ",
+           options_.train.steps, ", so there is nothing to train; give --train.steps=N with N > ", step_,
+           " to continue there, or evaluate it with relgrad eval ", resumed_from_);
   const std::string way_out =
       "; continue in another directory (--train.out_dir=DIR), or move that file away first";
   if (file_exists(target)) {
@@ -501,16 +506,26 @@ TrainResult Trainer::train_loop() {
   const int64_t first_step = step_;
   int64_t tokens = 0, window_tokens = 0;
   double window_start = 0.0;
-  auto run_eval = [&] {
+  auto run_eval = [&](bool record = true) {
     EvalResult e = evaluate();
     result.eval = e;
-    write_record("eval", {{"step", double(step_)}, {"loss", e.loss}, {"accuracy", e.accuracy},
-                          {"sequence_accuracy", e.sequence_accuracy}, {"elapsed_s", seconds()}});
+    if (record) {
+      std::vector<std::pair<std::string, double>> values{{"step", double(step_)}, {"loss", e.loss},
+                                                         {"accuracy", e.accuracy}};
+      if (e.rows_are_examples) values.emplace_back("sequence_accuracy", e.sequence_accuracy);
+      values.emplace_back("elapsed_s", seconds());
+      write_record("eval", values);
+    }
     if (out_) {
       char buf[160];
-      std::snprintf(buf, sizeof buf, "eval  step %lld | held-out loss %.4f | token accuracy %.2f%% | sequence accuracy %.2f%%\n",
-                    (long long)step_, e.loss, 100 * e.accuracy, 100 * e.sequence_accuracy);
-      *out_ << buf << std::flush;
+      std::snprintf(buf, sizeof buf, "eval  step %lld | held-out loss %.4f | token accuracy %.2f%%",
+                    (long long)step_, e.loss, 100 * e.accuracy);
+      *out_ << buf;
+      if (e.rows_are_examples) {
+        std::snprintf(buf, sizeof buf, " | sequence accuracy %.2f%%", 100 * e.sequence_accuracy);
+        *out_ << buf;
+      }
+      *out_ << "\n" << std::flush;
     }
     return e;
   };
@@ -563,7 +578,9 @@ TrainResult Trainer::train_loop() {
     }
     if (stop) break;
   }
-  if (step_ == first_step && result.interrupted_by == 0) run_eval();  // nothing to train (resumed at the end): still report
+  // Nothing to train (resumed in place at or past train.steps): the evaluation is reported, but not
+  // logged again, since the log already ends at this step (check_resume_target refuses another directory).
+  if (step_ == first_step && result.interrupted_by == 0) run_eval(/*record=*/false);
   result.steps = step_;
   result.seconds = seconds();
   result.tokens_per_s = tokens / std::max(1e-9, result.seconds);
