@@ -242,3 +242,18 @@ TEST_CASE("output: sampled bytes are escaped for the terminal, valid UTF-8 text 
   CHECK(printable_text("a\\x41") == "a\\\\x41");                     // a backslash cannot pose as an escape
 }
 
+// ---- probe tables ----------------------------------------------------------------------------------
+
+TEST_CASE("output: a probe table prints '.' for every empty cell, never nan") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  ProbeCurve causal{"layers.0.self_attn", "decoder_self", "t5", "response", 0, {-2, -1, 0, 1, 2},
+                    {0.5, 2.0, 1.0, nan, nan}, 0.0, {"layers.0.self_attn"}};
+  ProbeCurve none = causal;
+  none.head = 1;
+  none.value = std::vector<double>(5, nan);
+  std::string table = probe_table({causal, none});
+  CHECK(table.find("nan") == std::string::npos);
+  CHECK(contains(table, "  . . 0.5 2 1 . .\n"));  // peak −1: δ = −4 … 2, beyond the curve and undefined alike
+  CHECK(contains(table, ".: no value"));
+}
+

@@ -302,9 +302,12 @@ double value_at(const ProbeCurve& c, int64_t delta) {
 }
 
 std::string probe_table(const std::vector<ProbeCurve>& curves) {
-  auto fmt = [](double v) {
+  // Every cell without a value prints ".": an undefined value (NaN: a masked offset, no pair at that
+  // offset) as well as an offset beyond the curve, as the footnote says.
+  bool empty_cell = false;
+  auto fmt = [&](double v) {
     char buf[32];
-    if (std::isnan(v)) return std::string("nan");
+    if (std::isnan(v)) return empty_cell = true, std::string(".");
     std::snprintf(buf, sizeof buf, "%.4g", v);
     return std::string(buf);
   };
@@ -317,13 +320,15 @@ std::string probe_table(const std::vector<ProbeCurve>& curves) {
   out << line;
   for (const auto& c : curves) {
     bool finite = std::any_of(c.value.begin(), c.value.end(), [](double v) { return std::isfinite(v); });
-    std::string peak = "-", at = "nan", around;
+    std::string peak = ".", at = ".", around;
+    empty_cell = empty_cell || !finite;
     if (finite) {
       const int64_t p = peak_offset(c);
       peak = std::to_string(p);
       at = fmt(value_at(c, p));
       for (int64_t d = p - 3; d <= p + 3; ++d) {
         bool inside = !c.delta.empty() && d >= c.delta.front() && d <= c.delta.back();
+        empty_cell = empty_cell || !inside;
         around += (d > p - 3 ? " " : "") + (inside ? fmt(value_at(c, d)) : std::string("."));
       }
     }
@@ -336,6 +341,7 @@ std::string probe_table(const std::vector<ProbeCurve>& curves) {
   }
   if (std::any_of(curves.begin(), curves.end(), [](const ProbeCurve& c) { return c.shared_by.size() > 1; }))
     out << "*n: one table shared by n layers (reported under the first)\n";
+  if (empty_cell) out << ".: no value (a masked offset, an offset no query-key pair has, or beyond the curve)\n";
   return out.str();
 }
 

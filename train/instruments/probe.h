@@ -97,7 +97,8 @@ double value_at(const ProbeCurve& curve, int64_t delta);
 inline double mass_at(const ProbeCurve& curve, int64_t delta) { return value_at(curve, delta); }
 
 // A text table, one line per curve: layer, kind, scheme, head, peak δ, value at the peak, and the
-// values at δ = peak − 3 … peak + 3 ("." beyond the curve, "nan" for undefined values).
+// values at δ = peak − 3 … peak + 3. A cell without a value, undefined (NaN) or beyond the curve, is
+// "." (as are the peak cells of a curve with no value at all), explained by a last line when any is.
 std::string probe_table(const std::vector<ProbeCurve>& curves);
 
 // For each (layer, kind) of `curves`: <layer>.<kind>.heatmap.png (rows = heads, columns = δ, a
