@@ -257,3 +257,15 @@ TEST_CASE("output: a probe table prints '.' for every empty cell, never nan") {
   CHECK(contains(table, ".: no value"));
 }
 
+// ---- training logs ---------------------------------------------------------------------------------
+
+TEST_CASE("output: a damaged .jsonl log is reported as JSON, not as a CSV header") {
+  TempDir dir;
+  write_bytes(dir.file("log.jsonl"), "garbage, not a log\n{\"event\":\"train\",\"step\":1,\"loss\":1}\n");
+  check_throws_with([&] { read_training_log(dir.file("log.jsonl")); }, dir.file("log.jsonl") + ":1: invalid JSON");
+  write_bytes(dir.file("log.csv"), "event,step,loss\ntrain,1,2\n");
+  CHECK(read_training_log(dir.file("log.csv")).size() == 1);
+  write_bytes(dir.file("log.txt"), "{\"event\":\"train\",\"step\":1,\"loss\":1}\n");  // other names: by content
+  CHECK(read_training_log(dir.file("log.txt")).size() == 1);
+}
+

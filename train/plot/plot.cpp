@@ -164,6 +164,12 @@ std::vector<LogRecord> read_training_log(const std::string& path) {
   std::string text = read_file(path, kWho, uint64_t(1) << 30);
   if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);  // a UTF-8 byte order mark
   std::vector<LogRecord> records;
+  // A file named .jsonl (or .json) is read as JSONL whatever its first line: a damaged one is then
+  // reported as invalid JSON, not as a CSV file with a bad header.
+  const size_t dot = path.rfind('.'), slash = path.rfind('/');
+  const std::string ext = dot != std::string::npos && (slash == std::string::npos || dot > slash)
+                              ? lower(path.substr(dot)) : std::string();
+  const bool named_jsonl = ext == ".jsonl" || ext == ".json";
   bool decided = false, jsonl = false, have_header = false;
   CsvHeader header;
   size_t line_no = 0;
@@ -179,7 +185,7 @@ std::vector<LogRecord> read_training_log(const std::string& path) {
     if (trim(line).empty()) continue;
     if (!decided) {
       decided = true;
-      jsonl = trim(line)[0] == '{';
+      jsonl = trim(line)[0] == '{' || named_jsonl;
     }
     try {
       if (!jsonl && !have_header) {

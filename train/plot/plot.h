@@ -7,8 +7,8 @@
 //   PlotPanel p{"loss", "step", "loss", /*log_y=*/true, {{"train", steps, losses}}};
 //   write_plot("loss.svg", {p});                                       // any panels of your own
 //
-// Log formats (chosen by content: a first non-empty line starting with '{' means JSONL, anything else
-// CSV with a header line):
+// Log formats (a file named *.jsonl or *.json is JSONL; otherwise chosen by content: a first non-empty
+// line starting with '{' means JSONL, anything else CSV with a header line):
 //   JSONL  one object per line: {"event":"train","step":10,"loss":2.31,"lr":0.0003,...}. "event" is
 //          a string; every other value is a number, null (= absent) or one of the strings "nan",
 //          "inf", "-inf" (any case; "+inf", "infinity" too). Unknown keys are kept when numeric;
