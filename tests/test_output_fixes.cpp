@@ -269,3 +269,39 @@ TEST_CASE("output: a damaged .jsonl log is reported as JSON, not as a CSV header
   CHECK(read_training_log(dir.file("log.txt")).size() == 1);
 }
 
+// ---- PNG -------------------------------------------------------------------------------------------
+
+TEST_CASE("output: PNGs are compressed and hold exactly the pixels given") {
+  // Noise in one corner (incompressible), flat colour elsewhere, as a plot is.
+  const int w = 300, h = 200;
+  std::vector<uint8_t> rgb(size_t(w) * h * 3, 255);
+  uint32_t x = 12345;
+  for (int y = 0; y < 40; ++y)
+    for (int c = 0; c < 40 * 3; ++c) x = x * 1103515245u + 12345u, rgb[size_t(y) * w * 3 + c] = uint8_t(x >> 24);
+  std::string png = plot_detail::encode_png(w, h, rgb);
+  REQUIRE(png.rfind("\x89PNG\r\n\x1a\n", 0) == 0);
+  std::string idat;
+  for (size_t pos = 8; pos + 12 <= png.size();) {
+    uint32_t len = 0;
+    for (int k = 0; k < 4; ++k) len = len << 8 | static_cast<unsigned char>(png[pos + k]);
+    if (png.compare(pos + 4, 4, "IDAT") == 0) idat += png.substr(pos + 8, len);
+    pos += 12 + len;
+  }
+  std::string raw(size_t(h) * (1 + size_t(w) * 3), '\0');
+  uLongf size = raw.size();
+  REQUIRE(uncompress(reinterpret_cast<Bytef*>(raw.data()), &size, reinterpret_cast<const Bytef*>(idat.data()),
+                     idat.size()) == Z_OK);
+  REQUIRE(size == raw.size());
+  std::vector<uint8_t> back;
+  for (int y = 0; y < h; ++y) {
+    CHECK(raw[size_t(y) * (1 + w * 3)] == 0);  // filter none
+    back.insert(back.end(), raw.begin() + long(y * (1 + w * 3) + 1), raw.begin() + long((y + 1) * (1 + w * 3)));
+  }
+  CHECK(back == rgb);
+  CHECK(png.size() < raw.size() / 10);  // stored blocks were raw.size() and more
+
+  TempDir dir;
+  PlotPanel p{"loss", "step", "loss", false, {{"train", {1, 2, 3}, {3, 2, 1}}}};
+  write_plot(dir.file("loss.png"), {p});
+  CHECK(fs::file_size(dir.file("loss.png")) < 100000);  // 900 x 360 pixels: 972 kB stored
+}

@@ -16,7 +16,7 @@ stamp() { echo "== ci_sanitizers [$((SECONDS - started)) s] $*"; }
 
 # clang + its runtimes (libFuzzer, ASan/UBSan: libclang-rt-14-dev; OpenMP: libomp-14-dev) on top of
 # what tools/setup.sh installs. clang's OpenMP runtime is libomp, not gcc's libgomp.
-packages="cmake g++ make libeigen3-dev doctest-dev nlohmann-json3-dev libtomlplusplus-dev libcli11-dev clang libclang-rt-14-dev libomp-14-dev"
+packages="cmake g++ make libeigen3-dev doctest-dev nlohmann-json3-dev libpng-dev libtomlplusplus-dev libcli11-dev clang libclang-rt-14-dev libomp-14-dev"
 missing=""
 for p in $packages; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then

@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # bible-kjv: the default text corpus (data/kjv.txt, made below), no download from outside Debian.
 # libopenmpi-dev openmpi-bin: `mpirun -np N relgrad train` (docs/distributed.md) and its tests.
-packages="cmake g++ make libeigen3-dev doctest-dev nlohmann-json3-dev libtomlplusplus-dev libcli11-dev bible-kjv libopenmpi-dev openmpi-bin"
+packages="cmake g++ make libeigen3-dev doctest-dev nlohmann-json3-dev libpng-dev libtomlplusplus-dev libcli11-dev bible-kjv libopenmpi-dev openmpi-bin"
 missing=""
 for p in $packages; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then

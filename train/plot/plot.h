@@ -1,5 +1,5 @@
-// Loss curves from a training log, as SVG or PNG, with no dependency beyond the standard library
-// (the PNG encoder, rasteriser and 5x7 bitmap font are built in: train/plot/plot_png.cpp).
+// Loss curves from a training log, as SVG or PNG (the rasteriser and 5x7 bitmap font are built in,
+// the PNG file is written by libpng: train/plot/plot_png.cpp).
 //
 //   std::vector<LogRecord> log = read_training_log("run/log.jsonl");   // or a .csv log
 //   plot_training_log("run/log.jsonl", "run/loss.png");                // loss, accuracy, lr panels
@@ -138,9 +138,10 @@ Scene build_scene(const std::vector<PlotPanel>& panels, int width, int height_pe
 std::string render_svg(const Scene& scene);
 std::string render_png(const Scene& scene);  // plot_png.cpp
 
-// PNG file bytes of an 8-bit RGB image (rgb: height rows of width * 3 bytes): IHDR, IDAT chunks of
-// a zlib stream of stored deflate blocks, IEND.
+// PNG file bytes of an 8-bit RGB image (rgb: height rows of width * 3 bytes), written by libpng:
+// IHDR, IDAT (zlib, deflate level 6, filter "none" on every row), IEND.
 std::string encode_png(int width, int height, const std::vector<uint8_t>& rgb);
+// The PNG and zlib checksums (CRC-32, Adler-32), for checking files such as these.
 uint32_t crc32(const uint8_t* bytes, size_t size, uint32_t crc = 0);
 uint32_t adler32(const uint8_t* bytes, size_t size, uint32_t adler = 1);
 

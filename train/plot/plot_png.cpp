@@ -1,8 +1,9 @@
 // The PNG back end of train/plot/plot.h: a small rasteriser (anti-aliased thick lines by distance to the
-// segment, filled rectangles, dots, a 5x7 bitmap font) and a dependency-free PNG encoder (stored
-// deflate blocks, so no compression, but every byte is checked: CRC-32 per chunk, Adler-32 on the
-// zlib stream).
+// segment, filled rectangles, dots, a 5x7 bitmap font), the pixels encoded by libpng (compressed
+// with zlib's deflate: a 900 x 1080 loss plot is tens of kilobytes, not the 2.9 MB of stored blocks).
 #include "train/plot/plot.h"
+
+#include <png.h>
 
 #include <algorithm>
 #include <array>
@@ -129,17 +130,6 @@ class Canvas {
   std::vector<uint8_t> px_;
 };
 
-void put_u32(std::string& out, uint32_t v) {
-  for (int shift = 24; shift >= 0; shift -= 8) out += static_cast<char>((v >> shift) & 0xFF);
-}
-
-void put_chunk(std::string& out, const char type[4], const std::string& data) {
-  put_u32(out, static_cast<uint32_t>(data.size()));
-  std::string body = std::string(type, 4) + data;
-  out += body;
-  put_u32(out, crc32(reinterpret_cast<const uint8_t*>(body.data()), body.size()));
-}
-
 }  // namespace
 
 uint32_t crc32(const uint8_t* bytes, size_t size, uint32_t crc) {
@@ -171,37 +161,45 @@ uint32_t adler32(const uint8_t* bytes, size_t size, uint32_t adler) {
 std::string encode_png(int width, int height, const std::vector<uint8_t>& rgb) {
   RG_CHECK(width > 0 && height > 0 && rgb.size() == static_cast<size_t>(width) * height * 3, "plot",
            "encode_png: ", rgb.size(), " bytes for a ", width, "x", height, " RGB image");
-  // Scanlines, each with filter type 0 (none).
-  const size_t row = static_cast<size_t>(width) * 3;
-  std::string raw;
-  raw.reserve((row + 1) * height);
-  for (int y = 0; y < height; ++y) {
-    raw += '\0';
-    raw.append(reinterpret_cast<const char*>(rgb.data()) + y * row, row);
+  // libpng writes into `png` through the callbacks; its errors come back as a longjmp to here, where
+  // nothing owning memory has been built since setjmp (so nothing leaks), and become a relgrad::Error.
+  struct Sink {
+    std::string bytes;
+    std::string error;
+  } sink;
+  png_structp writer = png_create_write_struct(
+      PNG_LIBPNG_VER_STRING, &sink,
+      [](png_structp p, png_const_charp message) {
+        static_cast<Sink*>(png_get_error_ptr(p))->error = message;
+        png_longjmp(p, 1);
+      },
+      [](png_structp, png_const_charp) {});  // warnings: none are expected for 8-bit RGB
+  RG_CHECK(writer != nullptr, "plot", "encode_png: libpng could not start (out of memory)");
+  png_infop info = png_create_info_struct(writer);
+  std::vector<png_bytep> rows(static_cast<size_t>(height));
+  for (int y = 0; y < height; ++y)
+    rows[y] = const_cast<png_bytep>(rgb.data() + static_cast<size_t>(y) * width * 3);  // libpng only reads
+  if (info == nullptr || setjmp(png_jmpbuf(writer))) {
+    png_destroy_write_struct(&writer, info ? &info : nullptr);
+    throw Error("[plot] encode_png: libpng: " + (sink.error.empty() ? std::string("out of memory") : sink.error));
   }
-  // zlib: CMF 0x78 (deflate, 32K window), FLG 0x01 ((0x78 * 256 + 0x01) % 31 == 0, no dictionary),
-  // stored blocks of at most 65535 bytes (BFINAL on the last), then the Adler-32 of the raw bytes.
-  std::string z = "\x78\x01";
-  for (size_t pos = 0; pos < raw.size();) {
-    size_t n = std::min<size_t>(raw.size() - pos, 65535);
-    bool final = pos + n == raw.size();
-    z += static_cast<char>(final ? 1 : 0);  // BFINAL, BTYPE = 00 (stored), padding to the byte
-    z += static_cast<char>(n & 0xFF), z += static_cast<char>(n >> 8);
-    z += static_cast<char>(~n & 0xFF), z += static_cast<char>((~n >> 8) & 0xFF);
-    z.append(raw, pos, n);
-    pos += n;
-  }
-  put_u32(z, adler32(reinterpret_cast<const uint8_t*>(raw.data()), raw.size()));
-
-  std::string png = "\x89PNG\r\n\x1a\n";
-  std::string ihdr;
-  put_u32(ihdr, static_cast<uint32_t>(width));
-  put_u32(ihdr, static_cast<uint32_t>(height));
-  ihdr += std::string("\x08\x02\x00\x00\x00", 5);  // 8 bits, RGB, deflate, adaptive filters, no interlace
-  put_chunk(png, "IHDR", ihdr);
-  for (size_t pos = 0; pos < z.size(); pos += 1 << 18) put_chunk(png, "IDAT", z.substr(pos, 1 << 18));
-  put_chunk(png, "IEND", "");
-  return png;
+  png_set_write_fn(
+      writer, &sink,
+      [](png_structp p, png_bytep data, png_size_t size) {
+        static_cast<Sink*>(png_get_io_ptr(p))->bytes.append(reinterpret_cast<const char*>(data), size);
+      },
+      [](png_structp) {});
+  png_set_IHDR(writer, info, static_cast<png_uint_32>(width), static_cast<png_uint_32>(height), 8,
+               PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+  // Filter "none" on every row, so the inflated rows are the pixels as they are: deflate alone takes a
+  // 900 x 1080 loss plot from 2.9 MB to 30 kB and a probe heatmap from 565 kB to 6 kB; a predictor
+  // ("up") would take another 13% and 27% off those (measured), not worth the less direct files.
+  png_set_filter(writer, PNG_FILTER_TYPE_BASE, PNG_FILTER_NONE);
+  png_set_compression_level(writer, 6);
+  png_set_rows(writer, info, rows.data());
+  png_write_png(writer, info, PNG_TRANSFORM_IDENTITY, nullptr);
+  png_destroy_write_struct(&writer, &info);
+  return std::move(sink.bytes);
 }
 
 std::string render_png(const Scene& scene) {
