@@ -37,6 +37,15 @@ expect 0 "$relgrad" eval "$run/checkpoint.safetensors" --batches 2
 grep -q '^step 4: held-out loss [0-9.]*, token accuracy' "$work/out" || fail "eval printed no loss / accuracy"
 expect 0 "$relgrad" sample "$run/checkpoint.safetensors" --input "1 2 3"
 grep -q '^model  ' "$work/out" || fail "sample printed no output"
+# Output that cannot reach stdout (a full disk, /dev/full): exit 1 naming why, not a silent success.
+if [[ -w /dev/full ]]; then
+  got=0
+  "$relgrad" sample "$run/checkpoint.safetensors" --input "1 2 3" >/dev/full 2>"$work/err" || got=$?
+  [[ $got == 1 ]] || fail "sample > /dev/full exited $got, expected 1"
+  grep -q 'could not write to standard output: No space left' "$work/err" || fail "$(cat "$work/err")"
+fi
+expect 0 "$relgrad" --version
+grep -q '^relgrad [0-9][0-9.]*$' "$work/out" || fail "--version printed no 'relgrad <version>' line"
 expect 0 "$relgrad" plot "$run/log.jsonl" -o "$work/curves.png"
 [[ $(head -c 4 "$work/curves.png" | od -An -tx1 | tr -d ' \n') == 89504e47 ]] || fail "plot wrote no PNG"
 

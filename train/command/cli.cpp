@@ -6,11 +6,14 @@
 #include <omp.h>
 
 #include <cctype>
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <ostream>
 #include <sstream>
 
 #include "core/allocator.h"
+#include "core/device.h"
 #include "core/base/error.h"
 #include "core/file_io.h"
 #include "train/command/cli_commands.h"
@@ -24,7 +27,50 @@
 namespace relgrad {
 using namespace cli_detail;  // UsageError, SampleArgs, cmd_*
 
+namespace {
+
+// `relgrad --version`: the project's version (CMakeLists.txt) and what this binary was built with.
+std::string version_text() {
+#ifndef RELGRAD_VERSION
+#define RELGRAD_VERSION "unknown"
+#endif
+#ifndef RELGRAD_BUILD_TYPE
+#define RELGRAD_BUILD_TYPE "unknown"
+#endif
+  auto yes = [](bool built) { return built ? "yes" : "no"; };
+  return std::string("relgrad ") + RELGRAD_VERSION + "\nbuild type: " + RELGRAD_BUILD_TYPE +
+         "\nCUDA: " + yes(cuda_built()) + "\nMPI: " + yes(mpi_built()) + "\nNCCL: " + yes(nccl_built());
+}
+
+bool blank(const std::string& text) { return text.find_first_not_of(" \t\r\n") == std::string::npos; }
+
+int run_command(int argc, const char* const* argv, std::ostream& out_all, std::ostream& err,
+                std::string& command);
+
+}  // namespace
+
 int run_cli(int argc, const char* const* argv, std::ostream& out_all, std::ostream& err) {
+  std::string command = "relgrad";
+  int code = run_command(argc, argv, out_all, err, command);
+  // What a command printed must have reached stdout: `relgrad sample > /dev/full` is an error (exit 1,
+  // or the command's own code when it failed already), not a success whose output went nowhere.
+  if (world().is_root()) {
+    errno = 0;
+    out_all.flush();
+    if (!out_all) {
+      const int why = errno;
+      err << command << ": error: [output] could not write to standard output"
+          << (why != 0 ? std::string(": ") + std::strerror(why) : std::string()) << "\n";
+      if (code == 0) code = 1;
+    }
+  }
+  return code;
+}
+
+namespace {
+
+int run_command(int argc, const char* const* argv, std::ostream& out_all, std::ostream& err,
+                std::string& command) {
   // Under mpirun only rank 0 prints; errors come from every rank, naming it (docs/distributed.md).
   std::ostream silent(nullptr);
   std::ostream& out = world().is_root() ? out_all : silent;
@@ -32,6 +78,8 @@ int run_cli(int argc, const char* const* argv, std::ostream& out_all, std::ostre
   CLI::App app{"relgrad: train, sample, evaluate, inspect and plot relative-attention transformers", "relgrad"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "help for every command");
+  app.set_version_flag("--version", version_text(),
+                       "the version, build type and whether CUDA, MPI and NCCL are built in");
 
   auto* train = app.add_subcommand("train", "train a model; --key=value overrides any config key");
   std::string config_path, resume;
@@ -107,7 +155,6 @@ int run_cli(int argc, const char* const* argv, std::ostream& out_all, std::ostre
   plot->add_option("log", log_path, "log.jsonl or log.csv")->required();
   plot->add_option("-o,--output", plot_out, "output .svg or .png (default: loss.svg next to the log)");
 
-  std::string command = "relgrad";
   try {
     try {
       app.parse(argc, argv);
@@ -116,6 +163,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out_all, std::ostre
       return 0;
     } catch (const CLI::CallForAllHelp&) {
       out << app.help("", CLI::AppFormatMode::All);
+      return 0;
+    } catch (const CLI::CallForVersion&) {
+      out << version_text() << "\n";
       return 0;
     } catch (const CLI::ParseError& e) {
       for (const CLI::App* sub : app.get_subcommands()) command = "relgrad " + sub->get_name();
@@ -133,16 +183,45 @@ int run_cli(int argc, const char* const* argv, std::ostream& out_all, std::ostre
         return 0;
       }
       std::vector<std::string> overrides = train->remaining();
-      for (const std::string& o : overrides)
-        if (o.rfind("--", 0) != 0 || o.find('=') == std::string::npos)
-          throw UsageError("[config] '" + o + "' is neither an option of relgrad train nor a --key=value override");
+      for (size_t i = 0; i < overrides.size(); ++i) {
+        const std::string& o = overrides[i];
+        if (o.rfind("--", 0) == 0 && o.find('=') != std::string::npos) continue;
+        std::string hint;
+        // "--train.steps 5": a config key with its value after a blank, which CLI11 cannot know.
+        if (o.rfind("--", 0) == 0 && is_config_key(o.substr(2)))
+          hint = i + 1 < overrides.size() && overrides[i + 1].rfind("--", 0) != 0
+                     ? ": write " + o + "=" + overrides[i + 1] + " (a config override takes '=', not a blank)"
+                     : ": write " + o + "=VALUE (a config override takes '=')";
+        throw UsageError("[config] '" + o +
+                         "' is neither an option of relgrad train nor a --key=value override" + hint);
+      }
       // After the --key=value overrides, so that it wins over a --train.device given too.
       if (!train_device.empty()) overrides.push_back("--train.device=" + train_device);
       return cmd_train(config_path, resume, overrides, dry_run, out);
     }
-    if (sample->parsed()) return command = "relgrad sample", cmd_sample(sa, out);
-    if (eval->parsed())
-      return command = "relgrad eval", cmd_eval(eval_ckpt, eval_batches, dump_path, eval_input, eval_target, eval_device, out);
+    if (sample->parsed()) {
+      command = "relgrad sample";
+      // Options given but meaningless are refused rather than ignored without a word.
+      if (sample->count("--input") && blank(sa.input))
+        throw UsageError("[sample] --input is empty: give tokens (\"4 1 7\"), or leave --input out");
+      if (sample->count("--prompt") && sa.prompt.empty())
+        throw UsageError("[sample] --prompt is empty: give some text, or leave --prompt out");
+      if (sample->count("--output") && sa.format != "midi")
+        throw UsageError("[sample] -o " + sa.output +
+                         " only goes with --format midi (music models write .mid "
+                         "files); samples are otherwise printed on stdout (redirect it: > FILE)");
+      return cmd_sample(sa, out);
+    }
+    if (eval->parsed()) {
+      command = "relgrad eval";
+      if (eval->count("--input") && blank(eval_input))
+        throw UsageError("[eval] --input is empty: give tokens, or leave --input out (held-out batch 0)");
+      if (eval->count("--target") && !eval->count("--input"))
+        throw UsageError(
+            "[eval] --target goes with --input (the source it follows); without --input the logits "
+            "are those of held-out batch 0, targets included");
+      return cmd_eval(eval_ckpt, eval_batches, dump_path, eval_input, eval_target, eval_device, out);
+    }
     if (inspect->parsed()) return command = "relgrad inspect", cmd_inspect(inspect_path, out);
     if (render->parsed()) return command = "relgrad render", cmd_render(render_in, render_out, soundfont, out);
     if (probe_cmd->parsed()) return command = "relgrad probe", cmd_probe(probe_ckpt, probe_reach, probe_out, out);
@@ -182,6 +261,8 @@ int run_cli(int argc, const char* const* argv, std::ostream& out_all, std::ostre
   }
   return 2;
 }
+
+}  // namespace
 
 int report_error(const std::string& command, std::exception_ptr error, std::ostream& err) {
   // What to make smaller, in config keys, when `relgrad train` runs out of memory.

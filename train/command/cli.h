@@ -12,9 +12,11 @@
 //   relgrad probe   CHECKPOINT [--reach R] [--out DIR]
 //   relgrad render  FILE.mid [-o OUT.wav] [--soundfont FILE.sf2]
 //   relgrad experiments [--full] [--only D1|D2|D3|D6] [--out docs/experiments.md]
+//   relgrad --version
 //
-// Exit codes: 0 success, 1 an error while running (bad file, ...), 2 a usage error (unknown option
-// or key, bad value, missing argument), 3 a NaN/Inf stopped training (NonFiniteError), 4 out of
+// Exit codes: 0 success, 1 an error while running (bad file, output that could not be written to
+// `out`, ...), 2 a usage error (unknown option or key, bad value, missing argument, an option that
+// would be ignored), 3 a NaN/Inf stopped training (NonFiniteError), 4 out of
 // memory (OutOfMemoryError or std::bad_alloc), 128 + N stopped by signal N. Every error is one line on stderr,
 // "relgrad <command>: error: [<where>] <what>", and nothing that existed is overwritten by a failing
 // command: configs are validated and inputs read before any output file is touched, and every

@@ -181,6 +181,39 @@ int64_t probe_reach_limit(const RunConfig& c, const Batch& batch, std::string* w
   return limit;
 }
 
+// An input longer than the model saw in training is run (relative schemes may extrapolate), but said:
+// `limit` is data.max_len for a synthetic task's source, data.context for text, tokens and music.
+void warn_if_longer_than_trained(const char* command, size_t tokens, const RunConfig& c) {
+  const bool synthetic = c.data.source == "synthetic";
+  const int64_t limit = synthetic ? c.data.max_len : c.data.context;
+  if (static_cast<int64_t>(tokens) <= limit || !world().is_root()) return;
+  std::cerr << "relgrad " << command << ": warning: [" << command << "] the input has " << tokens
+            << " tokens, more than the " << limit << " the model was trained on ("
+            << (synthetic ? "data.max_len" : "data.context") << " = " << limit
+            << "): it never saw the positions beyond, so its output there is untested\n";
+}
+
+// A run shortened below the warmup it inherits (--train.steps=60 under the default's 100 warmup
+// steps, or a config file's) warms up over all of its steps, with a warning, instead of failing on a
+// key the user did not type. A warmup given on the command line is the user's own: validate() refuses
+// it, naming optim.warmup_steps.
+void shorten_warmup(RunConfig& c, const std::vector<std::string>& overrides) {
+  if (c.train.steps < 1 || c.optim.warmup_steps <= c.train.steps) return;  // train.steps < 1: validate
+  std::string steps_typed;
+  for (const std::string& o : overrides) {
+    const std::string key =
+        o.substr(o.rfind("--", 0) == 0 ? 2 : 0, o.find('=') - (o.rfind("--", 0) == 0 ? 2 : 0));
+    if (key == "optim.warmup_steps") return;
+    if (key == "train.steps") steps_typed = " (" + o + ")";
+  }
+  if (world().is_root())
+    std::cerr << "relgrad train: warning: [config] optim.warmup_steps = " << c.optim.warmup_steps
+              << " is more than train.steps = " << c.train.steps << steps_typed << ": warming up over all "
+              << c.train.steps << " steps instead (--optim.warmup_steps=N with N <= " << c.train.steps
+              << " chooses another)\n";
+  c.optim.warmup_steps = c.train.steps;
+}
+
 }  // namespace
 
 // ---- train ---------------------------------------------------------------------------------------
@@ -193,9 +226,13 @@ int cmd_train(const std::string& config_path, const std::string& resume, const s
     // Continue with the checkpoint's own config (overrides may still change e.g. train.steps).
     load_config_json_text(config, resume_from.meta.config_json, resume + " (config)");
   }
+  // A config file that cannot be read is a missing file (exit 1, as a missing checkpoint); what it
+  // says is checked below, where a bad key or value is a usage error (exit 2).
+  const std::string config_text = config_path.empty() ? std::string() : read_config_file(config_path);
   try {
-    if (!config_path.empty()) load_config_file(config, config_path);
+    if (!config_path.empty()) load_config_text(config, config_text, config_path);
     apply_overrides(config, overrides);
+    shorten_warmup(config, overrides);
     config.validate();
     resolve_device(config.train.device, "train.device");  // CUDA asked for but absent: before any work
   } catch (const Error& e) {
@@ -274,8 +311,9 @@ int cmd_train(const std::string& config_path, const std::string& resume, const s
   }
   const std::string plot_path = trainer.options().train.out_dir + "/loss." + trainer.options().train.plot_format;
   if (world().is_root()) plot_training_log(trainer.log_path(), plot_path);  // the log is rank 0's
-  out << "done: " << r.steps << " steps, held-out token accuracy " << fixed(100 * r.eval.accuracy, 2)
-      << "%, sequence accuracy " << fixed(100 * r.eval.sequence_accuracy, 2) << "%, " << fixed(r.seconds, 1) << " s, "
+  out << "done: " << r.steps << " steps, held-out token accuracy " << fixed(100 * r.eval.accuracy, 2) << "%, "
+      << (r.eval.rows_are_examples ? "sequence accuracy " + fixed(100 * r.eval.sequence_accuracy, 2) + "%, " : "")
+      << fixed(r.seconds, 1) << " s, "
       << fixed(r.tokens_per_s, 0) << " tokens/s\n"
       << "checkpoint " << trainer.checkpoint_path() << "\nlog        " << trainer.log_path() << "\nplot       "
       << plot_path << "\n";
@@ -286,13 +324,15 @@ int cmd_train(const std::string& config_path, const std::string& resume, const s
 
 // Music: generate from <bos> (plus --input event names or a --prompt-midi file), print the events and,
 // with --format midi, write each sample as a format-0 MIDI file (atomically).
-int sample_music(const SampleArgs& a, RunModel& m, const Vocab& vocab, SamplingOptions o, std::ostream& out) {
+int sample_music(const SampleArgs& a, RunModel& m, const Vocab& vocab, const RunConfig& config,
+                 SamplingOptions o, std::ostream& out) {
   if (!a.prompt.empty()) throw UsageError("[sample] this is a music model: give --input \"NOTE_ON_60 ...\" or --prompt-midi FILE");
   std::vector<int64_t> prompt{kBos};
   if (!a.prompt_midi.empty())
     for (int64_t id : encode_performance(read_midi(a.prompt_midi))) prompt.push_back(id);
   if (!a.input.empty())
     for (int64_t id : parse_tokens(a.input, vocab, "sample")) prompt.push_back(id);
+  warn_if_longer_than_trained("sample", prompt.size(), config);
   o.eos = kEos;
   std::string base = a.output.empty() ? "sample.mid" : a.output;
   for (int64_t n = 0; n < a.num; ++n) {
@@ -348,29 +388,34 @@ int cmd_sample(SampleArgs a, std::ostream& out) {
   if (a.num < 0) a.num = data.task() ? 4 : 1;
   if (a.format == "midi" && !data.music()) throw UsageError("[sample] --format midi needs a music model (data.source = \"music\")");
   if (!a.prompt_midi.empty() && !data.music()) throw UsageError("[sample] --prompt-midi needs a music model");
-  if (data.music()) return sample_music(a, m, vocab, o, out);
+  if (data.music()) return sample_music(a, m, vocab, run.config, o, out);
   if (data.text()) {
     o.eos = -1;
     std::string prompt = a.prompt.empty() ? "\n" : a.prompt;
     if (!a.input.empty()) throw UsageError("[sample] this is a text model: give --prompt TEXT, not --input");
+    warn_if_longer_than_trained("sample", prompt.size(), run.config);
     for (int64_t n = 0; n < a.num; ++n) {
       SamplingOptions on = o;
       on.seed = o.seed + static_cast<uint64_t>(n);
       std::vector<int64_t> seq = generate(*m.decoder_lm, row(bytes_of(prompt)), on).to_vector<int64_t>();
       std::string s;
       for (int64_t id : seq) s += static_cast<char>(id);
-      out << "--- sample " << n << " (seed " << on.seed << ")\n" << s << "\n";
+      out << "--- sample " << n << " (seed " << on.seed << ")\n" << printable_text(s) << "\n";
     }
     return 0;
   }
   if (data.tokens()) {  // ids in, ids out; the prompt defaults to the first ids of the validation split
     o.eos = -1;
     if (!a.prompt.empty()) throw UsageError("[sample] this is a token-file model: give --input \"ids\", not --prompt");
-    const TokenDataset& t = *data.tokens();
-    const int64_t from = t.val_size() > 0 ? t.train_size() : 0;
-    std::vector<int64_t> prompt = a.input.empty()
-        ? std::vector<int64_t>(t.tokens().begin() + from, t.tokens().begin() + from + std::min<int64_t>(32, t.size() - from))
-        : parse_tokens(a.input, vocab, "sample");
+    std::vector<int64_t> prompt;
+    if (!a.input.empty()) {
+      prompt = parse_tokens(a.input, vocab, "sample");
+    } else {  // the token file is read only here: with --input the checkpoint's vocabulary is enough
+      const TokenDataset& t = *data.tokens();
+      const int64_t from = t.val_size() > 0 ? t.train_size() : 0;
+      prompt.assign(t.tokens().begin() + from, t.tokens().begin() + from + std::min<int64_t>(32, t.size() - from));
+    }
+    warn_if_longer_than_trained("sample", prompt.size(), run.config);
     for (int64_t n = 0; n < a.num; ++n) {
       SamplingOptions on = o;
       on.seed = o.seed + static_cast<uint64_t>(n);
@@ -380,8 +425,10 @@ int cmd_sample(SampleArgs a, std::ostream& out) {
   }
   if (!a.prompt.empty()) throw UsageError("[sample] this is a synthetic-task model: give --input \"tokens\", not --prompt");
   std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> cases;  // (source, expected or empty)
-  if (!a.input.empty()) cases.push_back({parse_tokens(a.input, vocab, "sample"), {}});
-  else
+  if (!a.input.empty()) {
+    cases.push_back({parse_tokens(a.input, vocab, "sample"), {}});
+    warn_if_longer_than_trained("sample", cases.back().first.size(), run.config);
+  } else
     for (int64_t n = 0; n < a.num; ++n) {
       SyntheticTask::Sample s = data.task()->sample(n / run.config.data.batch_size, n % run.config.data.batch_size, Split::HeldOut);
       cases.push_back({s.source, s.target});
@@ -439,10 +486,12 @@ int cmd_eval(const std::string& checkpoint, int64_t batches, const std::string& 
     } else if (m.decoder_lm) {
       if (!target.empty()) throw UsageError("[eval] --target is for encoder-decoder models");
       std::vector<int64_t> ids = data.text() ? bytes_of(input) : parse_tokens(input, data.vocab(), "eval");
+      warn_if_longer_than_trained("eval", ids.size(), run.config);
       tensors["tokens"] = row(ids);
       tensors["logits"] = m.decoder_lm->forward(tensors["tokens"].to(on)).to(Device::cpu());
     } else {
       std::vector<int64_t> src = parse_tokens(input, data.vocab(), "eval");
+      warn_if_longer_than_trained("eval", src.size(), run.config);
       std::vector<int64_t> tgt_in{kBos};
       if (!target.empty())
         for (int64_t id : parse_tokens(target, data.vocab(), "eval")) tgt_in.push_back(id);
@@ -467,8 +516,10 @@ int cmd_eval(const std::string& checkpoint, int64_t batches, const std::string& 
               << fixed(spent / double(done) * double(batches - done), 0) << " s to go\n";
   });
   out << "step " << run.checkpoint.meta.step << ": held-out loss " << fixed(e.loss, 4) << ", token accuracy "
-      << fixed(100 * e.accuracy, 2) << "% (" << e.tokens << " tokens), sequence accuracy "
-      << fixed(100 * e.sequence_accuracy, 2) << "% (" << e.sequences << " sequences)\n";
+      << fixed(100 * e.accuracy, 2) << "% (" << e.tokens << " tokens)";
+  if (e.rows_are_examples)  // a language model's windows are cut anywhere: no sequence accuracy
+    out << ", sequence accuracy " << fixed(100 * e.sequence_accuracy, 2) << "% (" << e.sequences << " sequences)";
+  out << "\n";
   return 0;
 }
 
@@ -480,16 +531,19 @@ int cmd_inspect(const std::string& path, std::ostream& out) {
     auto it = file.metadata.find(k);
     return it == file.metadata.end() ? std::string("(missing)") : it->second;
   };
-  out << "file            " << path << "\n";
+  size_t key_width = 16, name_width = 52;  // at least the usual widths; two spaces after the longest
+  for (const auto& [k, v] : file.metadata) key_width = std::max(key_width, k.size() + 2);
+  for (const auto& [name, t] : file.tensors) name_width = std::max(name_width, name.size() + 2);
+  out << std::left << std::setw(int(key_width)) << "file" << path << "\n";
   for (const char* k : {"format_version", "step", "optimizer", "data_position", "num_threads", "rng_seed", "rng_offset"})
-    out << std::left << std::setw(16) << k << meta(k) << "\n";
+    out << std::left << std::setw(int(key_width)) << k << meta(k) << "\n";
   for (const auto& [k, v] : file.metadata)
-    if (k.rfind("extra.", 0) == 0) out << std::left << std::setw(16) << k << v << "\n";
+    if (k.rfind("extra.", 0) == 0) out << std::left << std::setw(int(key_width)) << k << v << "\n";
   int64_t params = 0;
   out << "\ntensors\n";
   for (const auto& [name, t] : file.tensors) {
     if (name.rfind("model.", 0) == 0) params += t.numel();
-    out << "  " << std::left << std::setw(52) << name << std::setw(9) << dtype_name(t.dtype()) << shape_str(t.shape())
+    out << "  " << std::left << std::setw(int(name_width)) << name << std::setw(9) << dtype_name(t.dtype()) << shape_str(t.shape())
         << "\n";
   }
   out << file.tensors.size() << " tensors, " << params << " model values\n";

@@ -219,9 +219,36 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   return row[b.size()];
 }
 
+// "'a', 'b' or 'c'".
+std::string quoted_list(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + ("'" + names[i] + "'");
+  return out;
+}
+
 const Field& find_field(const std::string& key, const std::string& origin) {
   for (const Field& f : fields())
     if (key == f.key) return f;
+  // A table's name given a value (`model = 5` in TOML, --model=5): it holds keys, it is not one.
+  std::vector<std::string> inside;
+  for (const Field& f : fields())
+    if (f.key.rfind(key + ".", 0) == 0) inside.push_back(f.key);
+  if (!inside.empty())
+    throw Error("[config] " + origin + "unknown key '" + key + "': '" + key +
+                "' is a table, not a key; expected a table ([" + key +
+                "] in TOML, an object in JSON) holding keys such as " +
+                quoted_list({inside.begin(), inside.begin() + std::min<size_t>(3, inside.size())}) +
+                ", got a value; `relgrad train --help-config` lists every key");
+  // A key without its table (--steps=5, max_length): the keys that end with it.
+  std::vector<std::string> ending;
+  for (const Field& f : fields())
+    if (f.key.size() > key.size() + 1 &&
+        f.key.compare(f.key.size() - key.size() - 1, std::string::npos, "." + key) == 0)
+      ending.push_back(f.key);
+  if (!ending.empty())
+    throw Error("[config] " + origin + "unknown key '" + key + "' (did you mean " + quoted_list(ending) +
+                "?); `relgrad train --help-config` lists every key");
   std::string best;
   size_t best_d = std::numeric_limits<size_t>::max();
   for (const Field& f : fields()) {
@@ -554,8 +581,19 @@ void check_toml_nesting(const std::string& text, const std::string& path) {
 
 }  // namespace
 
+bool is_config_key(const std::string& key) {
+  for (const Field& f : fields())
+    if (key == f.key) return true;
+  return false;
+}
+
+std::string read_config_file(const std::string& path) { return read_file(path, "config", 1u << 20); }
+
 void load_config_file(RunConfig& config, const std::string& path) {
-  std::string text = read_file(path, "config", 1u << 20);
+  load_config_text(config, read_config_file(path), path);
+}
+
+void load_config_text(RunConfig& config, const std::string& text, const std::string& path) {
   size_t first = text.find_first_not_of(" \t\r\n");
   bool json = path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
   if (json || (first != std::string::npos && text[first] == '{')) {

@@ -69,6 +69,9 @@ struct RunConfig {
   bool encoder_decoder() const { return model_type == "encoder-decoder"; }
   // Cross-field checks (model dims, task parameters, data/model compatibility); "[config] ...".
   void validate() const;
+  // Part of validate(): the model's values that only its layers would check (the norm's ε, each
+  // positional scheme's parameters), named by their config keys.
+  void validate_model_values() const;
   // Fills model.vocab_size / src_vocab_size (and positional max lengths left at 0) from the data.
   void derive_from_data();
 };
@@ -83,6 +86,12 @@ void apply_overrides(RunConfig& config, const std::vector<std::string>& args);  
 // Reads TOML (.toml) or JSON (.json; also any file whose first non-blank byte is '{') into `config`
 // on top of what it holds.
 void load_config_file(RunConfig& config, const std::string& path);
+// load_config_file in two steps: reading the file (an Error that is a missing or unreadable file,
+// at most 1 MiB) and applying its text (an Error that is a bad key or value); `relgrad train` gives
+// the first exit code 1, the second 2 (docs/cli.md).
+std::string read_config_file(const std::string& path);
+void load_config_text(RunConfig& config, const std::string& text, const std::string& path);
+bool is_config_key(const std::string& key);  // a settable key such as "train.steps"
 void load_config_json_text(RunConfig& config, const std::string& json, const std::string& origin);
 
 std::string config_to_json(const RunConfig& config);  // nested, every key, stable order

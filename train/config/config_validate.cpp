@@ -2,9 +2,12 @@
 // (derive_from_data); the key table and the TOML / JSON / --key=value parsing are in config.cpp.
 #include "train/config/config.h"
 
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "core/base/error.h"
+#include "layers/schemes.h"
 #include "train/music/music.h"
 #include "train/data/token_file.h"
 
@@ -77,6 +80,8 @@ void RunConfig::validate() const {
   check(data.context >= 1, "data.context must be >= 1, got " + std::to_string(data.context));
   check(optim.lr > 0.0, "optim.lr must be > 0");
   check(optim.min_lr >= 0.0 && optim.min_lr <= optim.lr, "optim.min_lr must be in [0, optim.lr]");
+  // train.steps first: a negative step count is that key's error, not the warmup's.
+  check(train.steps >= 1, "train.steps must be >= 1, got " + std::to_string(train.steps));
   check(optim.warmup_steps >= 0 && optim.warmup_steps <= train.steps,
         "optim.warmup_steps must be in [0, train.steps = " + std::to_string(train.steps) + "], got " +
             std::to_string(optim.warmup_steps));
@@ -87,7 +92,6 @@ void RunConfig::validate() const {
   check(optim.eps > 0.0, "optim.eps must be > 0");
   check(optim.momentum >= 0.0, "optim.momentum must be >= 0");
   check(!optim.nesterov || optim.momentum > 0.0, "optim.nesterov needs optim.momentum > 0");
-  check(train.steps >= 1, "train.steps must be >= 1, got " + std::to_string(train.steps));
   check(train.grad_accum >= 1, "train.grad_accum must be >= 1, got " + std::to_string(train.grad_accum));
   check(train.log_every >= 1, "train.log_every must be >= 1");
   check(train.eval_every >= 0 && train.save_every >= 0, "train.eval_every and train.save_every must be >= 0");
@@ -121,10 +125,82 @@ void RunConfig::validate() const {
   }
   TransformerConfig m = model;
   if (m.vocab_size == 0) m.vocab_size = 1;  // derived from the data later; only the shape checks matter here
+  validate_model_values();
   try {
     m.validate("model", encoder_decoder());
   } catch (const Error& e) {
     throw Error(std::string("[config] ") + e.what());
+  }
+}
+
+// The values the layers check only when the model is built (the norm's ε, each scheme's parameters),
+// checked here under their config keys: otherwise `--dry-run` accepts them, and the run then fails
+// naming a layer ("[RoPE] head_dim ...") with exit code 1 instead of a config error (exit 2). The
+// conditions are the layers' own (layers/norm.cpp, layers/relative_bias.cpp, layers/rotary.cpp,
+// layers/relative_learned.cpp, layers/transformer_xl.cpp); tests/test_cli_fixes.cpp checks that a
+// config that passes here builds.
+void RunConfig::validate_model_values() const {
+  auto check = [](bool ok, const std::string& what) {
+    if (!ok) throw Error("[config] " + what);
+  };
+  auto text = [](double v) {
+    std::ostringstream s;
+    s << v;
+    return s.str();
+  };
+  if (model.norm == "layer_norm")
+    check(model.norm_eps > 0.0, "model.norm_eps must be > 0 (LayerNorm's ε), got " + text(model.norm_eps));
+  struct Place {
+    const char* name;
+    const PositionalConfig* config;
+    bool causal;  // decoder self-attention: T5's buckets are one-sided there
+  };
+  std::vector<Place> places = {{"decoder_self", &model.decoder_self, true}};
+  if (encoder_decoder())
+    places.insert(places.begin(),
+                  {{"encoder_self", &model.encoder_self, false}, {"cross", &model.cross, false}});
+  // 0 when the heads do not divide the width: TransformerConfig::validate reports that.
+  const int64_t head_dim = model.n_heads > 0 && model.d_model > 0 && model.d_model % model.n_heads == 0
+                               ? model.d_model / model.n_heads
+                               : 0;
+  for (const Place& place : places) {
+    const PositionalConfig& p = *place.config;
+    const std::string key = std::string("model.") + place.name + ".";
+    const std::string scheme = key + "scheme = " + p.scheme;
+    // Where a scheme may go (its registry entry, layers/schemes.h), as TransformerConfig::validate.
+    if (const SchemeEntry* entry = find_scheme(p.scheme)) {
+      check(!entry->causal_only || place.causal,
+            scheme + " needs causal attention: only model.decoder_self may use it");
+      check(!entry->self_only || std::string(place.name) != "cross",
+            scheme + " is for self-attention (model.encoder_self, model.decoder_self), not cross-attention");
+    }
+    if (p.scheme == "seed" || p.scheme == "huang") {
+      check(p.max_length >= 1, key + "max_length must be >= 1 (" + p.scheme +
+                                   ": the table covers |δ| ≤ max_length − 1), got " +
+                                   std::to_string(p.max_length));
+    } else if (p.scheme == "shaw") {
+      check(p.clip >= 0, key + "clip must be >= 0, got " + std::to_string(p.clip));
+    } else if (p.scheme == "t5") {
+      // Each half of a bidirectional table (the whole causal one) needs 2 buckets or more, and
+      // max_distance must lie beyond the exact buckets (half of each half): T5RelativeBias.
+      const int64_t half = place.causal ? p.num_buckets : p.num_buckets / 2;
+      check(half >= 2, key + "num_buckets must be at least " + (place.causal ? "2" : "4") + " (t5, " +
+                           (place.causal ? "causal" : "bidirectional") + "), got " +
+                           std::to_string(p.num_buckets));
+      check(p.max_distance > half / 2, key + "max_distance must be more than the " +
+                                           std::to_string(half / 2) + " exact buckets of " + key +
+                                           "num_buckets = " + std::to_string(p.num_buckets) + ", got " +
+                                           std::to_string(p.max_distance));
+    } else if (p.scheme == "rope") {
+      check(head_dim == 0 || head_dim % 2 == 0,
+            scheme + " needs an even head size, but model.d_model / model.n_heads = " +
+                std::to_string(model.d_model) + " / " + std::to_string(model.n_heads) + " = " +
+                std::to_string(head_dim));
+      check(p.rope_base > 1.0, key + "rope_base must be > 1, got " + text(p.rope_base));
+    } else if (p.scheme == "transformer_xl") {
+      check(model.d_model <= 0 || model.d_model % 2 == 0,
+            scheme + " needs an even model.d_model (its sinusoid), got " + std::to_string(model.d_model));
+    }
   }
 }
 
