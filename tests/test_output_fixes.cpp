@@ -9,6 +9,8 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -44,11 +46,20 @@ struct InDirectory {
 CliResult train_lm(const std::string& dir, const std::vector<std::string>& data_args,
                    const std::vector<std::string>& extra = {}) {
   InDirectory here(dir);
-  std::vector<std::string> args = {
-      "train", "--model.type=decoder-only", "--model.d_model=16", "--model.n_heads=2", "--model.d_ff=32",
-      "--model.n_decoder_layers=1", "--model.decoder_self.scheme=rope", "--data.context=16",
-      "--data.batch_size=4", "--optim.warmup_steps=1", "--train.steps=2", "--train.eval_batches=1",
-      "--train.samples=0", "--train.out_dir=run"};
+  std::vector<std::string> args = {"train",
+                                   "--model.type=decoder-only",
+                                   "--model.d_model=16",
+                                   "--model.n_heads=2",
+                                   "--model.d_ff=32",
+                                   "--model.n_decoder_layers=1",
+                                   "--model.decoder_self.scheme=rope",
+                                   "--data.context=16",
+                                   "--data.batch_size=4",
+                                   "--optim.warmup_steps=1",
+                                   "--train.steps=2",
+                                   "--train.eval_batches=1",
+                                   "--train.samples=0",
+                                   "--train.out_dir=run"};
   args.insert(args.end(), data_args.begin(), data_args.end());
   args.insert(args.end(), extra.begin(), extra.end());
   return run_relgrad(args);
@@ -119,7 +130,8 @@ TEST_CASE("output: a token model loads from its stored vocabulary size, an older
   CHECK(data.vocab().name(49) == "49");
   CHECK(static_cast<bool>(data.tokens()));
   CHECK(!data.text());
-  CliResult d = run_relgrad({"eval", ck, "--dump-logits", elsewhere.file("x.safetensors"), "--input", "1 2 3"});
+  CliResult d =
+      run_relgrad({"eval", ck, "--dump-logits", elsewhere.file("x.safetensors"), "--input", "1 2 3"});
   CHECK_CLI(d, 0);
   check_throws_with([&] { data.batch(0, Split::HeldOut); }, "data.token_path = 'ids.tok' is relative");
   check_throws_with([&] { load_run(old); }, "ids.tok");
@@ -131,7 +143,8 @@ TEST_CASE("output: a token model loads from its stored vocabulary size, an older
   }
 }
 
-TEST_CASE("output: extra.vocab that disagrees with the checkpoint or is malformed is refused, naming the file") {
+TEST_CASE(
+    "output: extra.vocab that disagrees with the checkpoint or is malformed is refused, naming the file") {
   TempDir dir;
   write_bytes(dir.file("corpus.txt"), corpus_text());
   CliResult t = train_lm(dir.path.string(), {"--data.source=text", "--data.text_path=corpus.txt"});
@@ -153,31 +166,36 @@ TEST_CASE("output: extra.vocab that disagrees with the checkpoint or is malforme
     check_throws_with([&] { load_run(bad); }, message);
   }
   // A names vocabulary of another size than the embedding's (a synthetic task's checkpoint).
-  CliResult syn = run_relgrad({"train", "--model.d_model=16", "--model.n_heads=2", "--model.d_ff=32",
-                               "--model.n_encoder_layers=1", "--model.n_decoder_layers=1",
-                               "--model.cross.max_length=8", "--data.max_len=6", "--data.batch_size=4",
-                               "--optim.warmup_steps=1", "--train.steps=1", "--train.eval_batches=1",
-                               "--train.samples=0", "--train.out_dir=" + dir.file("syn")});
+  CliResult syn =
+      run_relgrad({"train", "--model.d_model=16", "--model.n_heads=2", "--model.d_ff=32",
+                   "--model.n_encoder_layers=1", "--model.n_decoder_layers=1", "--model.cross.max_length=8",
+                   "--data.max_len=6", "--data.batch_size=4", "--optim.warmup_steps=1", "--train.steps=1",
+                   "--train.eval_batches=1", "--train.samples=0", "--train.out_dir=" + dir.file("syn")});
   REQUIRE_MESSAGE(syn.code == 0, syn.err);
   rewrite_metadata(dir.file("syn/checkpoint.safetensors"), bad, [&](auto& md) {
     md["extra.vocab"] = R"({"kind":"names","names":["<pad>","<bos>"],"pad":0,"size":2})";
   });
-  check_throws_with([&] { load_run(bad); }, "[checkpoint] " + bad + ": extra.vocab holds 2 ids, but its config and "
-                                            "embedding make a vocabulary of 13");
+  check_throws_with([&] { load_run(bad); }, "[checkpoint] " + bad +
+                                                ": extra.vocab holds 2 ids, but its config and "
+                                                "embedding make a vocabulary of 13");
   // The round trip of each kind.
-  Vocab names = vocab_from_json(vocab_to_json("synthetic", RunData(RunConfig::defaults()).vocab()), "synthetic");
+  Vocab names =
+      vocab_from_json(vocab_to_json("synthetic", RunData(RunConfig::defaults()).vocab()), "synthetic");
   CHECK(names.names == RunData(RunConfig::defaults()).vocab().names);
   CHECK(names.pad == kPad);
-  CHECK(vocab_from_json(vocab_to_json("text", TextDataset::vocab()), "text").names == TextDataset::vocab().names);
+  CHECK(vocab_from_json(vocab_to_json("text", TextDataset::vocab()), "text").names ==
+        TextDataset::vocab().names);
   check_throws_with([] { vocab_from_json(R"({"kind":"names","size":2,"pad":0,"names":["a"]})", "music"); },
                     "needs \"names\" as an array of its 2 names");
-  check_throws_with([] { vocab_from_json(R"({"kind":"names","size":2,"pad":2,"names":["a","b"]})", "music"); },
-                    "pad 2 is not -1 or an id below the size");
+  check_throws_with(
+      [] { vocab_from_json(R"({"kind":"names","size":2,"pad":2,"names":["a","b"]})", "music"); },
+      "pad 2 is not -1 or an id below the size");
 }
 
 // ---- resuming a finished checkpoint ----------------------------------------------------------------
 
-TEST_CASE("output: resuming a finished checkpoint adds no record in place and is refused into another directory") {
+TEST_CASE(
+    "output: resuming a finished checkpoint adds no record in place and is refused into another directory") {
   TempDir dir;
   write_bytes(dir.file("corpus.txt"), corpus_text());
   CliResult t = train_lm(dir.path.string(), {"--data.source=text", "--data.text_path=corpus.txt"});
@@ -193,14 +211,15 @@ TEST_CASE("output: resuming a finished checkpoint adds no record in place and is
 
   CliResult moved = run_relgrad({"train", "--resume", "run/checkpoint.safetensors", "--train.out_dir=other"});
   CHECK_CLI(moved, 1);
-  CHECK(contains(moved.err, "cannot resume from run/checkpoint.safetensors into train.out_dir other: it is at "
-                            "step 2 and train.steps = 2, so there is nothing to train; give --train.steps=N "
-                            "with N > 2"));
+  CHECK(contains(moved.err,
+                 "cannot resume from run/checkpoint.safetensors into train.out_dir other: it is at "
+                 "step 2 and train.steps = 2, so there is nothing to train; give --train.steps=N "
+                 "with N > 2"));
   CHECK(!fs::exists("other/checkpoint.safetensors"));
   CHECK(!fs::exists("other/log.jsonl"));
   // Training on from there is what a new directory is for.
-  CliResult longer =
-      run_relgrad({"train", "--resume", "run/checkpoint.safetensors", "--train.out_dir=other", "--train.steps=3"});
+  CliResult longer = run_relgrad(
+      {"train", "--resume", "run/checkpoint.safetensors", "--train.out_dir=other", "--train.steps=3"});
   CHECK_CLI(longer, 0);
   CHECK(fs::exists("other/loss.svg"));
 }
@@ -215,12 +234,14 @@ TEST_CASE("output: a language model's evaluation reports no sequence accuracy, a
   CHECK(contains(t.out, "eval  step 2 | held-out loss "));
   for (size_t at = t.out.find("eval  step"); at != std::string::npos; at = t.out.find("eval  step", at + 1))
     CHECK(t.out.substr(at, t.out.find('\n', at) - at).find("sequence") == std::string::npos);
-  for (const LogRecord& r : read_training_log(dir.file("run/log.jsonl"))) CHECK(r.values.count("sequence_accuracy") == 0);
+  for (const LogRecord& r : read_training_log(dir.file("run/log.jsonl")))
+    CHECK(r.values.count("sequence_accuracy") == 0);
 
-  CliResult s = run_relgrad({"train", "--model.d_model=16", "--model.n_heads=2", "--model.d_ff=32",
-                             "--model.n_encoder_layers=1", "--model.n_decoder_layers=1", "--model.cross.max_length=8",
-                             "--data.max_len=6", "--data.batch_size=4", "--optim.warmup_steps=1", "--train.steps=1",
-                             "--train.eval_batches=1", "--train.samples=0", "--train.out_dir=" + dir.file("syn")});
+  CliResult s =
+      run_relgrad({"train", "--model.d_model=16", "--model.n_heads=2", "--model.d_ff=32",
+                   "--model.n_encoder_layers=1", "--model.n_decoder_layers=1", "--model.cross.max_length=8",
+                   "--data.max_len=6", "--data.batch_size=4", "--optim.warmup_steps=1", "--train.steps=1",
+                   "--train.eval_batches=1", "--train.samples=0", "--train.out_dir=" + dir.file("syn")});
   REQUIRE_MESSAGE(s.code == 0, s.err);
   CHECK(contains(s.out, "| sequence accuracy "));
   for (const LogRecord& r : read_training_log(dir.file("syn/log.jsonl")))
@@ -231,23 +252,32 @@ TEST_CASE("output: a language model's evaluation reports no sequence accuracy, a
 
 TEST_CASE("output: sampled bytes are escaped for the terminal, valid UTF-8 text kept") {
   CHECK(printable_text("In the beginning\n\tGod") == "In the beginning\n\tGod");
-  CHECK(printable_text("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80") == "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+  CHECK(printable_text("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80") ==
+        "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
   CHECK(printable_text(std::string("a\x1b[2Jb\rc\x7f\0d", 11)) == "a\\x1b[2Jb\\x0dc\\x7f\\x00d");
-  CHECK(printable_text("\xff\xfe") == "\\xff\\xfe");                 // never UTF-8
-  CHECK(printable_text("x\xc3") == "x\\xc3");                        // cut off at the end
-  CHECK(printable_text("\xc3(") == "\\xc3(");                        // a lead byte without its continuation
-  CHECK(printable_text("\xc0\xaf") == "\\xc0\\xaf");                 // overlong '/'
-  CHECK(printable_text("\xed\xa0\x80") == "\\xed\\xa0\\x80");        // a surrogate
-  CHECK(printable_text("\xc2\x9b" "1m") == "\\xc2\\x9b1m");          // C1 CSI
-  CHECK(printable_text("a\\x41") == "a\\\\x41");                     // a backslash cannot pose as an escape
+  CHECK(printable_text("\xff\xfe") == "\\xff\\xfe");           // never UTF-8
+  CHECK(printable_text("x\xc3") == "x\\xc3");                  // cut off at the end
+  CHECK(printable_text("\xc3(") == "\\xc3(");                  // a lead byte without its continuation
+  CHECK(printable_text("\xc0\xaf") == "\\xc0\\xaf");           // overlong '/'
+  CHECK(printable_text("\xed\xa0\x80") == "\\xed\\xa0\\x80");  // a surrogate
+  CHECK(printable_text("\xc2\x9b"
+                       "1m") == "\\xc2\\x9b1m");  // C1 CSI
+  CHECK(printable_text("a\\x41") == "a\\\\x41");  // a backslash cannot pose as an escape
 }
 
 // ---- probe tables ----------------------------------------------------------------------------------
 
 TEST_CASE("output: a probe table prints '.' for every empty cell, never nan") {
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  ProbeCurve causal{"layers.0.self_attn", "decoder_self", "t5", "response", 0, {-2, -1, 0, 1, 2},
-                    {0.5, 2.0, 1.0, nan, nan}, 0.0, {"layers.0.self_attn"}};
+  ProbeCurve causal{"layers.0.self_attn",
+                    "decoder_self",
+                    "t5",
+                    "response",
+                    0,
+                    {-2, -1, 0, 1, 2},
+                    {0.5, 2.0, 1.0, nan, nan},
+                    0.0,
+                    {"layers.0.self_attn"}};
   ProbeCurve none = causal;
   none.head = 1;
   none.value = std::vector<double>(5, nan);
@@ -262,10 +292,12 @@ TEST_CASE("output: a probe table prints '.' for every empty cell, never nan") {
 TEST_CASE("output: a damaged .jsonl log is reported as JSON, not as a CSV header") {
   TempDir dir;
   write_bytes(dir.file("log.jsonl"), "garbage, not a log\n{\"event\":\"train\",\"step\":1,\"loss\":1}\n");
-  check_throws_with([&] { read_training_log(dir.file("log.jsonl")); }, dir.file("log.jsonl") + ":1: invalid JSON");
+  check_throws_with([&] { read_training_log(dir.file("log.jsonl")); },
+                    dir.file("log.jsonl") + ":1: invalid JSON");
   write_bytes(dir.file("log.csv"), "event,step,loss\ntrain,1,2\n");
   CHECK(read_training_log(dir.file("log.csv")).size() == 1);
-  write_bytes(dir.file("log.txt"), "{\"event\":\"train\",\"step\":1,\"loss\":1}\n");  // other names: by content
+  write_bytes(dir.file("log.txt"),
+              "{\"event\":\"train\",\"step\":1,\"loss\":1}\n");  // other names: by content
   CHECK(read_training_log(dir.file("log.txt")).size() == 1);
 }
 
@@ -277,7 +309,8 @@ TEST_CASE("output: PNGs are compressed and hold exactly the pixels given") {
   std::vector<uint8_t> rgb(size_t(w) * h * 3, 255);
   uint32_t x = 12345;
   for (int y = 0; y < 40; ++y)
-    for (int c = 0; c < 40 * 3; ++c) x = x * 1103515245u + 12345u, rgb[size_t(y) * w * 3 + c] = uint8_t(x >> 24);
+    for (int c = 0; c < 40 * 3; ++c)
+      x = x * 1103515245u + 12345u, rgb[size_t(y) * w * 3 + c] = uint8_t(x >> 24);
   std::string png = plot_detail::encode_png(w, h, rgb);
   REQUIRE(png.rfind("\x89PNG\r\n\x1a\n", 0) == 0);
   std::string idat;
@@ -295,7 +328,8 @@ TEST_CASE("output: PNGs are compressed and hold exactly the pixels given") {
   std::vector<uint8_t> back;
   for (int y = 0; y < h; ++y) {
     CHECK(raw[size_t(y) * (1 + w * 3)] == 0);  // filter none
-    back.insert(back.end(), raw.begin() + long(y * (1 + w * 3) + 1), raw.begin() + long((y + 1) * (1 + w * 3)));
+    back.insert(back.end(), raw.begin() + long(y * (1 + w * 3) + 1),
+                raw.begin() + long((y + 1) * (1 + w * 3)));
   }
   CHECK(back == rgb);
   CHECK(png.size() < raw.size() / 10);  // stored blocks were raw.size() and more
@@ -304,4 +338,76 @@ TEST_CASE("output: PNGs are compressed and hold exactly the pixels given") {
   PlotPanel p{"loss", "step", "loss", false, {{"train", {1, 2, 3}, {3, 2, 1}}}};
   write_plot(dir.file("loss.png"), {p});
   CHECK(fs::file_size(dir.file("loss.png")) < 100000);  // 900 x 360 pixels: 972 kB stored
+}
+
+// ---- the command (train/command/cli_commands.cpp): sample, eval, inspect ------------------------------
+
+TEST_CASE("output cli: sampled text escapes control bytes and invalid UTF-8") {
+  TempDir dir;
+  std::string text;
+  for (int i = 0; i < 60; ++i) text += "In the beginning God created the heaven and the earth.\n";
+  write_bytes(dir.file("corpus.txt"), text);
+  CliResult t = train_lm(dir.path.string(), {"--data.source=text", "--data.text_path=corpus.txt"});
+  REQUIRE_MESSAGE(t.code == 0, t.err);
+  CHECK(!contains(t.out, "sequence accuracy"));  // a language model: neither per evaluation nor at the end
+  // The prompt is printed with the sample: an escape sequence and a byte that is never UTF-8.
+  CliResult s = run_relgrad({"sample", dir.file("run/checkpoint.safetensors"), "--prompt",
+                             "a\x1b[2Jb\xff\xc3\xa9", "--max-new-tokens", "3"});
+  CHECK_CLI(s, 0);
+  CHECK(s.out.rfind("--- sample 0 (seed 0)\na\\x1b[2Jb\\xff\xc3\xa9", 0) == 0);
+  CHECK(s.out.find('\x1b') == std::string::npos);
+  InDirectory here(dir.path);  // eval reads the held-out text: data.text_path = corpus.txt
+  CliResult e = run_relgrad({"eval", "run/checkpoint.safetensors", "--batches", "1"});
+  CHECK_CLI(e, 0);
+  CHECK(contains(e.out, "token accuracy"));
+  CHECK(!contains(e.out, "sequence accuracy"));
+}
+
+TEST_CASE("output cli: a token model samples with --input where its token file is not") {
+  TempDir trained, elsewhere;
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 400; ++i) ids.push_back((i * 7) % 50);
+  write_token_file(trained.file("ids.tok"), ids, 50);
+  CliResult t = train_lm(trained.path.string(), {"--data.source=tokens", "--data.token_path=ids.tok"});
+  REQUIRE_MESSAGE(t.code == 0, t.err);
+  InDirectory here(elsewhere.path);
+  const std::string ck = trained.file("run/checkpoint.safetensors");
+  CliResult s = run_relgrad({"sample", ck, "--input", "1 2 3", "--max-new-tokens", "2"});
+  CHECK_CLI(s, 0);
+  CHECK(s.out.rfind("--- sample 0 (seed 0)\n1 2 3 ", 0) == 0);
+  CliResult d = run_relgrad({"sample", ck, "--max-new-tokens", "2"});  // the default prompt is in the file
+  CHECK_CLI(d, 1);
+  CHECK(contains(d.err, "data.token_path = 'ids.tok' is relative to the current directory"));
+}
+
+TEST_CASE("output cli: inspect leaves two spaces after the longest key and tensor name") {
+  TempDir dir;
+  CliResult t = run_relgrad(
+      {"train", "--model.d_model=16", "--model.n_heads=2", "--model.d_ff=32", "--model.n_encoder_layers=1",
+       "--model.n_decoder_layers=1", "--model.encoder_self.scheme=shaw", "--model.cross.max_length=8",
+       "--data.max_len=6", "--data.batch_size=4", "--optim.warmup_steps=1", "--train.steps=1",
+       "--train.eval_batches=1", "--train.samples=0", "--train.out_dir=" + dir.file("run")});
+  REQUIRE_MESSAGE(t.code == 0, t.err);
+  CliResult r = run_relgrad({"inspect", dir.file("run/checkpoint.safetensors")});
+  CHECK_CLI(r, 0);
+  std::istringstream lines(r.out);
+  std::string line;
+  int extras = 0, tensors = 0, long_names = 0;
+  const std::regex extra_line(R"(^extra\.\S+  +\S.*)"),
+      tensor_line(R"(^  (\S+)  +(float32|float64|int64|bool) +\(.*)");
+  std::smatch m;
+  while (std::getline(lines, line)) {
+    if (line.rfind("extra.", 0) == 0) {
+      CHECK_MESSAGE(std::regex_match(line, extra_line), line);
+      ++extras;
+    }
+    if (line.rfind("  model.", 0) == 0 || line.rfind("  optim.", 0) == 0) {
+      CHECK_MESSAGE(std::regex_match(line, m, tensor_line), line);
+      ++tensors;
+      long_names += m.size() > 1 && m[1].length() > 52;
+    }
+  }
+  CHECK(extras >= 2);  // extra.tokens_seen (17 characters) and extra.vocab
+  CHECK(tensors > 10);
+  CHECK(long_names > 0);  // model.encoder.layers.0.self_attn.positional.value_table (55 characters)
 }

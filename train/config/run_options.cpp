@@ -253,7 +253,8 @@ const Dataset& RunData::dataset() const {
     if (typeid(e) != typeid(Error) || path.empty() || path[0] == '/' || ::access(path.c_str(), F_OK) == 0 ||
         errno != ENOENT)
       throw;
-    throw Error(std::string(e.what()) + " (" + key + " = '" + path + "' is relative to the current directory, " +
+    throw Error(std::string(e.what()) + " (" + key + " = '" + path +
+                "' is relative to the current directory, " +
                 current_directory() + ": run this where the run was trained, or pass the data there)");
   }
   if (warnings_) report_skipped_files(*data_, *warnings_);
@@ -329,8 +330,9 @@ Vocab vocab_from_json(const std::string& text, const std::string& source) {
   }
   if (!j.is_object()) refuse("must be a JSON object");
   const std::string kind = vocab_kind(source);
-  const std::set<std::string> allowed = kind == "names" ? std::set<std::string>{"kind", "size", "pad", "names"}
-                                                        : std::set<std::string>{"kind", "size"};
+  const std::set<std::string> allowed = kind == "names"
+                                            ? std::set<std::string>{"kind", "size", "pad", "names"}
+                                            : std::set<std::string>{"kind", "size"};
   for (const auto& item : j.items())
     if (!allowed.count(item.key())) refuse("has the unknown key '" + item.key() + "'");
   if (!j.contains("kind") || !j["kind"].is_string()) refuse("needs \"kind\" as a string");
@@ -340,7 +342,8 @@ Vocab vocab_from_json(const std::string& text, const std::string& source) {
   if (!j.contains("size") || !j["size"].is_number_integer()) refuse("needs \"size\" as an integer");
   const int64_t size = j["size"].get<int64_t>();
   if (size < 1 || size > kMaxStoredVocab)
-    refuse("size " + std::to_string(size) + " is out of range (1 .. " + std::to_string(kMaxStoredVocab) + ")");
+    refuse("size " + std::to_string(size) + " is out of range (1 .. " + std::to_string(kMaxStoredVocab) +
+           ")");
   if (kind == "bytes") {
     if (size != 256) refuse("of bytes must have size 256, got " + std::to_string(size));
     return TextDataset::vocab();

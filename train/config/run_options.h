@@ -42,7 +42,8 @@ class RunData;
 template <class T>
 class DataOf {
  public:
-  DataOf(const RunData& data, bool is, const T* (*open)(const RunData&)) : data_(data), is_(is), open_(open) {}
+  DataOf(const RunData& data, bool is, const T* (*open)(const RunData&))
+      : data_(data), is_(is), open_(open) {}
   explicit operator bool() const { return is_; }
   const T* get() const { return is_ ? open_(data_) : nullptr; }  // opens the data
   const T& operator*() const { return *get(); }

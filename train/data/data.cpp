@@ -423,7 +423,8 @@ std::string printable_text(const std::string& s) {
       ok = (cc & 0xC0) == 0x80;
       cp = (cp << 6) | (cc & 0x3F);
     }
-    ok = ok && cp >= (n == 2 ? 0xA0u : n == 3 ? 0x800u : 0x10000u) && cp <= 0x10FFFF && (cp < 0xD800 || cp > 0xDFFF);
+    ok = ok && cp >= (n == 2 ? 0xA0u : n == 3 ? 0x800u : 0x10000u) && cp <= 0x10FFFF &&
+         (cp < 0xD800 || cp > 0xDFFF);
     if (ok) {
       out.append(s, i, n);
       i += n;

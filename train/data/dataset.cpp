@@ -30,8 +30,8 @@ void TextData::print_samples(SampleModel& model, int64_t, const std::string&, st
   for (int64_t i = 0; i < prompt_len; ++i) prompt.push_back(static_cast<unsigned char>(text[text_.train_size() + i]));
   std::string s;
   for (int64_t id : model.continue_prompt(prompt, false)) s += static_cast<char>(id);
-  out << "sample (prompt: the first " << prompt_len << " bytes of the validation text):\n" << printable_text(s)
-      << "\n";
+  out << "sample (prompt: the first " << prompt_len << " bytes of the validation text):\n"
+      << printable_text(s) << "\n";
 }
 
 void TokenData::print_samples(SampleModel& model, int64_t, const std::string&, std::ostream& out) const {

@@ -341,7 +341,8 @@ std::string probe_table(const std::vector<ProbeCurve>& curves) {
   }
   if (std::any_of(curves.begin(), curves.end(), [](const ProbeCurve& c) { return c.shared_by.size() > 1; }))
     out << "*n: one table shared by n layers (reported under the first)\n";
-  if (empty_cell) out << ".: no value (a masked offset, an offset no query-key pair has, or beyond the curve)\n";
+  if (empty_cell)
+    out << ".: no value (a masked offset, an offset no query-key pair has, or beyond the curve)\n";
   return out.str();
 }
 

@@ -181,7 +181,8 @@ std::string encode_png(int width, int height, const std::vector<uint8_t>& rgb) {
     rows[y] = const_cast<png_bytep>(rgb.data() + static_cast<size_t>(y) * width * 3);  // libpng only reads
   if (info == nullptr || setjmp(png_jmpbuf(writer))) {
     png_destroy_write_struct(&writer, info ? &info : nullptr);
-    throw Error("[plot] encode_png: libpng: " + (sink.error.empty() ? std::string("out of memory") : sink.error));
+    throw Error("[plot] encode_png: libpng: " +
+                (sink.error.empty() ? std::string("out of memory") : sink.error));
   }
   png_set_write_fn(
       writer, &sink,
