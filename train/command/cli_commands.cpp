@@ -311,10 +311,10 @@ int cmd_train(const std::string& config_path, const std::string& resume, const s
   }
   const std::string plot_path = trainer.options().train.out_dir + "/loss." + trainer.options().train.plot_format;
   if (world().is_root()) plot_training_log(trainer.log_path(), plot_path);  // the log is rank 0's
-  out << "done: " << r.steps << " steps, held-out token accuracy " << fixed(100 * r.eval.accuracy, 2) << "%, "
-      << (r.eval.rows_are_examples ? "sequence accuracy " + fixed(100 * r.eval.sequence_accuracy, 2) + "%, " : "")
-      << fixed(r.seconds, 1) << " s, "
-      << fixed(r.tokens_per_s, 0) << " tokens/s\n"
+  out << "done: " << r.steps << " steps, held-out token accuracy " << fixed(100 * r.eval.accuracy, 2) << "%, ";
+  if (r.eval.rows_are_examples)  // a language model's windows are cut anywhere: no sequence accuracy
+    out << "sequence accuracy " << fixed(100 * r.eval.sequence_accuracy, 2) << "%, ";
+  out << fixed(r.seconds, 1) << " s, " << fixed(r.tokens_per_s, 0) << " tokens/s\n"
       << "checkpoint " << trainer.checkpoint_path() << "\nlog        " << trainer.log_path() << "\nplot       "
       << plot_path << "\n";
   return 0;
@@ -413,7 +413,8 @@ int cmd_sample(SampleArgs a, std::ostream& out) {
     } else {  // the token file is read only here: with --input the checkpoint's vocabulary is enough
       const TokenDataset& t = *data.tokens();
       const int64_t from = t.val_size() > 0 ? t.train_size() : 0;
-      prompt.assign(t.tokens().begin() + from, t.tokens().begin() + from + std::min<int64_t>(32, t.size() - from));
+      const int64_t n = std::min<int64_t>(32, t.size() - from);
+      prompt.assign(t.tokens().begin() + from, t.tokens().begin() + from + n);
     }
     warn_if_longer_than_trained("sample", prompt.size(), run.config);
     for (int64_t n = 0; n < a.num; ++n) {
@@ -518,7 +519,8 @@ int cmd_eval(const std::string& checkpoint, int64_t batches, const std::string& 
   out << "step " << run.checkpoint.meta.step << ": held-out loss " << fixed(e.loss, 4) << ", token accuracy "
       << fixed(100 * e.accuracy, 2) << "% (" << e.tokens << " tokens)";
   if (e.rows_are_examples)  // a language model's windows are cut anywhere: no sequence accuracy
-    out << ", sequence accuracy " << fixed(100 * e.sequence_accuracy, 2) << "% (" << e.sequences << " sequences)";
+    out << ", sequence accuracy " << fixed(100 * e.sequence_accuracy, 2) << "% (" << e.sequences
+        << " sequences)";
   out << "\n";
   return 0;
 }
@@ -531,20 +533,19 @@ int cmd_inspect(const std::string& path, std::ostream& out) {
     auto it = file.metadata.find(k);
     return it == file.metadata.end() ? std::string("(missing)") : it->second;
   };
-  size_t key_width = 16, name_width = 52;  // at least the usual widths; two spaces after the longest
-  for (const auto& [k, v] : file.metadata) key_width = std::max(key_width, k.size() + 2);
-  for (const auto& [name, t] : file.tensors) name_width = std::max(name_width, name.size() + 2);
-  out << std::left << std::setw(int(key_width)) << "file" << path << "\n";
+  out << "file            " << path << "\n";
   for (const char* k : {"format_version", "step", "optimizer", "data_position", "num_threads", "rng_seed", "rng_offset"})
-    out << std::left << std::setw(int(key_width)) << k << meta(k) << "\n";
+    out << std::left << std::setw(16) << k << meta(k) << "\n";
   for (const auto& [k, v] : file.metadata)
-    if (k.rfind("extra.", 0) == 0) out << std::left << std::setw(int(key_width)) << k << v << "\n";
+    if (k.rfind("extra.", 0) == 0)  // a longer key than the column keeps two spaces before its value
+      out << std::left << std::setw(int(std::max<size_t>(16, k.size() + 2))) << k << v << "\n";
   int64_t params = 0;
   out << "\ntensors\n";
   for (const auto& [name, t] : file.tensors) {
     if (name.rfind("model.", 0) == 0) params += t.numel();
-    out << "  " << std::left << std::setw(int(name_width)) << name << std::setw(9) << dtype_name(t.dtype()) << shape_str(t.shape())
-        << "\n";
+    const int width = int(std::max<size_t>(52, name.size() + 2));  // a long name keeps two spaces
+    out << "  " << std::left << std::setw(width) << name << std::setw(9) << dtype_name(t.dtype())
+        << shape_str(t.shape()) << "\n";
   }
   out << file.tensors.size() << " tensors, " << params << " model values\n";
   std::string config = meta("config");
