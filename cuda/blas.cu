@@ -69,9 +69,10 @@ void gemm_batched(DType dtype, const void* a, const MatrixLayout& la, const std:
   int64_t a_stride = 0, b_stride = 0;
   if (uniform_stride(a_offsets, &a_stride) && uniform_stride(b_offsets, &b_stride)) {
     // One strided-batched call; the first batch entry of each operand is at offset 0.
-    RG_CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle, op_first, op_second, M, N, K, alpha_p, b_bytes, type, ld_first,
-                                               b_stride, a_bytes, type, ld_second, a_stride, beta_p, c_bytes, type, ldc,
-                                               static_cast<long long>(n) * m, batch, compute, CUBLAS_GEMM_DEFAULT),
+    RG_CUBLAS_CHECK(cublas().cublasGemmStridedBatchedEx(handle, op_first, op_second, M, N, K, alpha_p, b_bytes, type,
+                                                        ld_first, b_stride, a_bytes, type, ld_second, a_stride, beta_p,
+                                                        c_bytes, type, ldc, static_cast<long long>(n) * m, batch,
+                                                        compute, CUBLAS_GEMM_DEFAULT),
                     kOp);
     return;
   }
@@ -89,10 +90,10 @@ void gemm_batched(DType dtype, const void* a, const MatrixLayout& la, const std:
   try {
     memcpy_host_to_device(dev, host_ptrs.data(), nbytes, device);
     const void* const* dev_ptrs = static_cast<const void* const*>(dev);
-    RG_CUBLAS_CHECK(cublasGemmBatchedEx(handle, op_first, op_second, M, N, K, alpha_p, dev_ptrs, type, ld_first,
-                                        dev_ptrs + count, type, ld_second, beta_p,
-                                        const_cast<void* const*>(dev_ptrs + 2 * count), type, ldc, batch, compute,
-                                        CUBLAS_GEMM_DEFAULT),
+    RG_CUBLAS_CHECK(cublas().cublasGemmBatchedEx(handle, op_first, op_second, M, N, K, alpha_p, dev_ptrs, type,
+                                                 ld_first, dev_ptrs + count, type, ld_second, beta_p,
+                                                 const_cast<void* const*>(dev_ptrs + 2 * count), type, ldc, batch,
+                                                 compute, CUBLAS_GEMM_DEFAULT),
                     kOp);
   } catch (...) {
     device_free(dev, device);

@@ -19,9 +19,36 @@ namespace relgrad::cuda {
   throw DeviceError(detail::concat("[", op, "] CUDA error: ", cudaGetErrorString(err), " (", cudaGetErrorName(err),
                                    " from ", call, ")"));
 }
+// ---- cuBLAS, loaded on first use (cuda/cublas_api.cu explains why) ------------------------------
+// The entry points relgrad calls, each under cuBLAS's own name, so that a call reads
+// `cublas().cublasSetMathMode(h, mode)` and tools/check_cuda_calls.sh checks it like a direct one.
+struct CublasApi {
+  using Create = cublasStatus_t (*)(cublasHandle_t*);
+  using SetMathMode = cublasStatus_t (*)(cublasHandle_t, cublasMath_t);
+  using GemmStridedBatchedEx = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                                                  const void*, const void*, cudaDataType, int, long long int,
+                                                  const void*, cudaDataType, int, long long int, const void*, void*,
+                                                  cudaDataType, int, long long int, int, cublasComputeType_t,
+                                                  cublasGemmAlgo_t);
+  using GemmBatchedEx = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                                           const void*, const void* const[], cudaDataType, int, const void* const[],
+                                           cudaDataType, int, const void*, void* const[], cudaDataType, int, int,
+                                           cublasComputeType_t, cublasGemmAlgo_t);
+  using StatusText = const char* (*)(cublasStatus_t);
+  Create cublasCreate_v2 = nullptr;
+  SetMathMode cublasSetMathMode = nullptr;
+  GemmStridedBatchedEx cublasGemmStridedBatchedEx = nullptr;
+  GemmBatchedEx cublasGemmBatchedEx = nullptr;
+  StatusText cublasGetStatusString = nullptr;
+  StatusText cublasGetStatusName = nullptr;
+};
+// Loads cuBLAS at the first call; throws DeviceError naming the library when it cannot.
+const CublasApi& cublas();
+
 [[noreturn]] inline void throw_cublas_error(cublasStatus_t status, const char* op, const char* call) {
-  throw DeviceError(detail::concat("[", op, "] cuBLAS error: ", cublasGetStatusString(status), " (",
-                                   cublasGetStatusName(status), " from ", call, ")"));
+  // A status exists only after a call through the loaded API, so cublas() cannot fail here.
+  throw DeviceError(detail::concat("[", op, "] cuBLAS error: ", cublas().cublasGetStatusString(status), " (",
+                                   cublas().cublasGetStatusName(status), " from ", call, ")"));
 }
 
 }  // namespace relgrad::cuda

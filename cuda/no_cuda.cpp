@@ -27,6 +27,8 @@ namespace {
 // ---- runtime (cuda/runtime.h): queries answer "no GPU"; what needs one throws ----
 bool built() { return false; }
 int device_count() { return 0; }
+bool cublas_loaded() { return false; }
+RG_NO_CUDA(void, load_cublas, (), "cublas")
 void device_free(void*, int) {}
 MemoryStats memory_stats(int) { return {}; }
 void empty_cache(int) {}

@@ -90,10 +90,10 @@ cublasHandle_t cublas_handle(int device) {
   if (h.empty()) h.assign(device_count(), nullptr);
   if (h[device] == nullptr) {
     DeviceGuard guard(device, "cublas");
-    RG_CUBLAS_CHECK(cublasCreate(&h[device]), "cublas");
+    RG_CUBLAS_CHECK(cublas().cublasCreate_v2(&h[device]), "cublas");
   }
-  RG_CUBLAS_CHECK(cublasSetMathMode(h[device], tf32_allowed ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
-                  "cublas");
+  RG_CUBLAS_CHECK(
+      cublas().cublasSetMathMode(h[device], tf32_allowed ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH), "cublas");
   return h[device];
 }
 

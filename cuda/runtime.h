@@ -13,6 +13,11 @@ namespace relgrad::cuda {
 
 bool built();        // compiled with CUDA support
 int device_count();  // 0 when there is no usable GPU (never throws)
+// cuBLAS is loaded at the first GEMM on a GPU, not linked (cuda/cublas_api.cu says why). load_cublas
+// loads it now and resolves every entry point relgrad calls (no GPU needed), throwing DeviceError
+// naming the library when it cannot; cublas_loaded says whether this process has it loaded.
+void load_cublas();
+bool cublas_loaded();
 
 // Device memory through the caching allocator (cuda/allocator.cu). Throws DeviceError naming the
 // byte count when the GPU is out of memory, or when CUDA is unavailable.

@@ -48,6 +48,20 @@ TEST_CASE("cuda: without a GPU, asking for one throws DeviceError with a clear m
   cuda::empty_cache(0);
 }
 
+TEST_CASE("cuda: cuBLAS is loaded at first use, and every entry point relgrad calls resolves (no GPU needed)") {
+  if (!cuda_built()) {
+    CHECK_FALSE(cuda::cublas_loaded());
+    check_throws_with([] { cuda::load_cublas(); }, "built without CUDA support");
+    return;
+  }
+  // Nothing in this process has needed a GEMM on a GPU, so cuBLAS is not loaded: it is not linked
+  // (tests/CMakeLists.txt also checks the relgrad binary's needed libraries).
+  CHECK_FALSE(cuda::cublas_loaded());
+  CHECK_NOTHROW(cuda::load_cublas());  // dlopen + every dlsym, or DeviceError naming what is missing
+  CHECK(cuda::cublas_loaded());
+  CHECK_NOTHROW(cuda::load_cublas());  // loaded once
+}
+
 TEST_CASE("cuda: host -> device -> host round trip of every dtype") {
   if (!have_gpu()) return;
   Tensor f32 = uniform({3, 5}, -2, 2, kFloat32);
