@@ -337,6 +337,8 @@ TEST_CASE("distributed mpi: a rank that fails, hangs or dies ends the job prompt
     CHECK(f.seconds < 30);
     CHECK_HAS(f.err, "relgrad train (rank 0 of 2): error: [distributed] rank 0 of 2: all_reduce_sum of ");
     CHECK_HAS(f.err, "did not complete within 4 s: another rank has failed or stopped");
+    // The heartbeats of a waiting collective name the rank that went silent (train/trainer/distributed_mpi.cpp).
+    CHECK_HAS(f.err, "; no word from rank 1 while waiting: lost (a host or network link down), hung or stopped");
   }
   SUBCASE("rank 1 is killed (SIGKILL): mpirun ends the job and names the rank") {
     Job job = spawn(mpirun_args(2, tiny(dir.file("kill"), {"--train.steps=100000", "--train.eval_every=0"})), dir,

@@ -94,11 +94,11 @@ int finish_world(int code) {
   // An error (1..127) on one rank: the others may wait for it in a collective, so end them all. An
   // agreed stop (128 + signal, every rank returns it) and success finalise normally.
   if (code > 0 && code < 128 && g_world_owner->size() > 1) g_world_owner->abort_job(code);  // does not return
+  g_world_owner.reset();  // before MPI_Finalize: the MPI communicator frees what it holds
+  g_world = nullptr;
 #if RELGRAD_WITH_MPI
   finalize_mpi();
 #endif
-  g_world_owner.reset();
-  g_world = nullptr;
   return code;
 }
 
