@@ -84,7 +84,8 @@ if ip netns add "$switch" 2>"$work/probe.err"; then
     probe_ok=1
   fi
 fi
-[[ $probe_ok == 1 ]] || skip "cannot create network namespaces, veth pairs or bridges here: $(head -1 "$work/probe.err")"
+[[ $probe_ok == 1 ]] ||
+  skip "cannot create network namespaces, veth pairs or bridges here: $(head -1 "$work/probe.err")"
 
 # The network: 198.18.0.0/24 (RFC 2544's benchmarking range). Every address lives inside these
 # namespaces, so it cannot clash with this machine's networks or with a concurrent run.
@@ -146,8 +147,10 @@ got=0
 timeout 60 "${mpirun_across_hosts[@]}" "$relgrad" train "${tiny[@]}" --train.steps=8 --train.log_every=1 \
   --train.eval_every=4 --train.out_dir="$work/hosts" >"$work/hosts.out" 2>"$work/hosts.err" || got=$?
 grep -q "built without MPI" "$work/hosts.err" && skip "relgrad was built without MPI (RELGRAD_MPI)"
-[[ $got == 0 ]] || { cat "$work/hosts.out" "$work/hosts.err" >&2; fail "mpirun across the hosts exited $got"; }
-[[ $(sort -u "$work/agent.log" | wc -l) == 3 ]] || fail "Open MPI did not start a daemon on each host: $(cat "$work/agent.log")"
+[[ $got == 0 ]] ||
+  { cat "$work/hosts.out" "$work/hosts.err" "$work/agent.log" >&2; fail "mpirun across hosts exited $got"; }
+[[ $(sort -u "$work/agent.log" | wc -l) == 3 ]] ||
+  fail "Open MPI did not start a daemon on each host: $(cat "$work/agent.log")"
 grep -q "^data parallel: 3 ranks (mpi), rank 0 trains rows \[0, 1) of 5" "$work/hosts.out" ||
   fail "no 3-rank data-parallel run: $(head -c 2000 "$work/hosts.out")"
 
@@ -172,19 +175,21 @@ same_checkpoints() {
     END { if (!bad && NR < 1000) { print "only " NR " values"; bad = 1 }
           if (!bad) print NR, differ + 0, worst + 0; exit bad }'
 }
-[[ $(losses "$work/one/log.jsonl" | wc -l) == 10 ]] || fail "the one-process log has not 8 train + 2 eval records"
+[[ $(losses "$work/one/log.jsonl" | wc -l) == 10 ]] ||
+  fail "the one-process log has not 8 train + 2 eval records"
 [[ "$(losses "$work/one/log.jsonl")" == "$(losses "$work/hosts/log.jsonl")" ]] ||
   fail "the losses differ: $(diff <(losses "$work/one/log.jsonl") <(losses "$work/hosts/log.jsonl") | head)"
 compared=$(same_checkpoints "$work/one/checkpoint.safetensors" "$work/hosts/checkpoint.safetensors") ||
   fail "the checkpoints differ: $compared"
 read -r n differ worst <<<"$compared"
 # The comparison tells another run apart (one more process, another data seed).
-"$relgrad" train "${tiny[@]}" --train.steps=8 --data.seed=1 --train.eval_every=0 --train.out_dir="$work/other" \
-  >/dev/null 2>&1 || fail "the one-process run with data.seed=1 failed"
+"$relgrad" train "${tiny[@]}" --train.steps=8 --data.seed=1 --train.eval_every=0 \
+  --train.out_dir="$work/other" >/dev/null 2>&1 || fail "the one-process run with data.seed=1 failed"
 if same_checkpoints "$work/one/checkpoint.safetensors" "$work/other/checkpoint.safetensors" >/dev/null; then
   fail "the checkpoint comparison does not tell a run with another data seed apart"
 fi
-say "3 hosts = 1 process: the same 10 logged losses; $n checkpoint values, $differ differ by rounding, at most $worst"
+say "3 hosts = 1 process: the same 10 logged losses; $n checkpoint values, $differ differ by rounding," \
+  "at most $worst"
 
 # ---- 2. a host is cut off mid-run ---------------------------------------------------------------
 timeout_s=4
@@ -193,19 +198,25 @@ timeout_s=4
   --train.steps=100000000 --train.save_every=100 --train.log_every=100 --train.eval_every=0 \
   --train.collective_timeout_s=$timeout_s --train.out_dir="$work/cut" >"$work/cut.out" 2>"$work/cut.err" &
 mpirun_pid=$!
-running_on() { local p; for p in $(ns_pids "$1"); do [[ $(cat "/proc/$p/comm" 2>/dev/null) == relgrad ]] && return 0; done; return 1; }
+running_on() {  # a relgrad process in namespace $1
+  local p
+  for p in $(ns_pids "$1"); do [[ $(cat "/proc/$p/comm" 2>/dev/null) == relgrad ]] && return 0; done
+  return 1
+}
 ranks_left() { local ns n=0; for ns in "${hosts[@]}"; do running_on "$ns" && n=$((n + 1)); done; echo $n; }
 for _ in $(seq 600); do  # until a checkpoint is written and a rank trains on every host, at most 60 s
   [[ -s $work/cut/checkpoint.safetensors && $(ranks_left) == 3 ]] && break
   kill -0 "$mpirun_pid" 2>/dev/null || { cat "$work/cut.err" >&2; fail "the long run ended early"; }
   sleep 0.1
 done
-[[ -s $work/cut/checkpoint.safetensors && $(ranks_left) == 3 ]] || fail "the long run did not get going in 60 s"
+[[ -s $work/cut/checkpoint.safetensors && $(ranks_left) == 3 ]] ||
+  { cat "$work/cut.err" "$work/agent.log" >&2; fail "the long run did not get going in 60 s"; }
 sleep 0.5
 ip -n "$switch" link set h3 down  # host 3, rank 2 (--map-by node): its cable is pulled
 cut_at=$(date +%s%N)
 elapsed() { echo $((($(date +%s%N) - cut_at) / 1000000)); }  # ms since the cut
-say "host ${hosts[2]} (rank 2) cut off at step $(tail -1 "$work/cut/log.jsonl" | sed -E 's/.*"step":([0-9]+).*/\1/')"
+say "host ${hosts[2]} (rank 2) cut off near step" \
+  "$(tail -1 "$work/cut/log.jsonl" | sed -E 's/.*"step":([0-9]+).*/\1/')"
 ranks_ended_ms=
 for _ in $(seq 300); do  # every rank process on every host gone, at most 30 s
   [[ $(ranks_left) == 0 ]] && { ranks_ended_ms=$(elapsed); break; }
@@ -220,22 +231,27 @@ done
 mpirun_ended_ms=$(elapsed)
 [[ -n $mpirun_status ]] || fail "mpirun still runs 40 s after the cut, though every rank has ended"
 mpirun_pid=
-say "every rank ended $ranks_ended_ms ms after the cut (collective timeout ${timeout_s} s); mpirun exited $mpirun_status after $mpirun_ended_ms ms"
-((ranks_ended_ms <= (timeout_s + 4) * 1000)) || fail "the ranks took $ranks_ended_ms ms to end, timeout $timeout_s s"
+say "every rank ended $ranks_ended_ms ms after the cut (collective timeout ${timeout_s} s);" \
+  "mpirun exited $mpirun_status after $mpirun_ended_ms ms"
+((ranks_ended_ms <= (timeout_s + 4) * 1000)) ||
+  fail "the ranks took $ranks_ended_ms ms to end, timeout $timeout_s s"
 [[ $mpirun_status != 0 ]] || fail "mpirun exited 0 after losing a host"
 
 # What the ranks said. The survivors' errors reach mpirun; the lost rank's stderr cannot (its daemon
 # is cut off too), so it is read from the file that daemon wrote (--output-filename).
-timed_out=": all_reduce_sum of [0-9]+ float64 values did not complete within $timeout_s s: another rank has failed or stopped"
+timed_out=": all_reduce_sum of [0-9]+ float64 values did not complete within $timeout_s s:"
+timed_out+=" another rank has failed or stopped"
 said_by() {  # rank, where: its error line
-  grep -hE "^relgrad train \(rank $1 of 3\): error: \[distributed\] rank $1 of 3$timed_out" "$2" 2>/dev/null || true
+  local head="^relgrad train \(rank $1 of 3\): error: \[distributed\] rank $1 of 3"
+  grep -hE "$head$timed_out" "$2" 2>/dev/null || true
 }
 survivors=0
 for r in 0 1; do
   line=$(said_by $r "$work/cut.err")
   [[ -z $line ]] && continue  # the first rank to time out ends the job, so the other may not get to say it
   survivors=$((survivors + 1))
-  [[ $line == *"; no word from rank 2 while waiting: lost (a host or network link down), hung or stopped (rank $((1 - r)) was heard from)" ]] ||
+  want="; no word from rank 2 while waiting: lost (a host or network link down), hung or stopped"
+  [[ $line == *"$want (rank $((1 - r)) was heard from)" ]] ||
     fail "rank $r does not name rank 2 as the lost one: $line"
   echo "  $line"
 done
@@ -244,14 +260,19 @@ line=$(said_by 2 "$work/ranks/1/rank.2/stderr")
 [[ $line == *"; no word from ranks 0 and 1 while waiting: "* ]] ||
   fail "the lost rank 2 does not name ranks 0 and 1: $(cat "$work/ranks/1/rank.2/stderr" 2>/dev/null)"
 echo "  $line"
-if grep -q "relgrad train (rank 2 of 3)" "$work/cut.err"; then fail "the lost rank's stderr reached mpirun"; fi
+if grep -q "relgrad train (rank 2 of 3)" "$work/cut.err"; then
+  fail "the lost rank's stderr reached mpirun, though its host was cut off"
+fi
 
 # The last checkpoint loads, and one process resumes it (another rank count is allowed) for 5 steps.
-"$relgrad" inspect "$work/cut/checkpoint.safetensors" >"$work/inspect.out" || fail "the last checkpoint does not load"
+"$relgrad" inspect "$work/cut/checkpoint.safetensors" >"$work/inspect.out" ||
+  fail "the last checkpoint does not load"
 step=$(awk '$1 == "step" { print $2 }' "$work/inspect.out")
 [[ $step =~ ^[0-9]+$ && $step -ge 100 ]] || fail "the last checkpoint's step is '$step'"
-"$relgrad" train --resume "$work/cut/checkpoint.safetensors" --train.steps=$((step + 5)) >"$work/resume.out" 2>&1 ||
+"$relgrad" train --resume "$work/cut/checkpoint.safetensors" --train.steps=$((step + 5)) \
+  >"$work/resume.out" 2>&1 ||
   { cat "$work/resume.out" >&2; fail "resuming the last checkpoint failed"; }
-grep -q "^done: $((step + 5)) steps" "$work/resume.out" || fail "the resumed run did not finish: $(tail -3 "$work/resume.out")"
+grep -q "^done: $((step + 5)) steps" "$work/resume.out" ||
+  fail "the resumed run did not finish: $(tail -3 "$work/resume.out")"
 say "the last checkpoint (step $step) loads; one process resumed it to step $((step + 5))"
 say "ok"

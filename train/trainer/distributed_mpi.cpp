@@ -133,7 +133,8 @@ class MpiCommunicator : public Communicator {
         break;
       }
       if (!arrived) break;
-      if (!first_round && status.MPI_SOURCE >= 0 && status.MPI_SOURCE < size_) heard_[status.MPI_SOURCE] = now;
+      const int from = status.MPI_SOURCE;
+      if (!first_round && from >= 0 && from < size_) heard_[from] = now;
       post_beat_receive();
     }
     if (first_round) std::fill(heard_.begin(), heard_.end(), clock::time_point::min());
@@ -143,7 +144,8 @@ class MpiCommunicator : public Communicator {
       MPI_Request& r = beat_sends_[peer];
       if (peer == rank_) continue;
       int done = 1;
-      if (r != MPI_REQUEST_NULL && MPI_Test(&r, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) r = MPI_REQUEST_NULL;
+      if (r != MPI_REQUEST_NULL && MPI_Test(&r, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+        r = MPI_REQUEST_NULL;
       if (r != MPI_REQUEST_NULL && !done) continue;  // the last one is still under way (a link that is down)
       if (MPI_Isend(&kBeat, 1, MPI_CHAR, peer, 0, beats_, &r) != MPI_SUCCESS) r = MPI_REQUEST_NULL;
     }
@@ -166,7 +168,8 @@ class MpiCommunicator : public Communicator {
     if (silent.empty()) return "; every other rank was heard from while waiting";
     std::string text = "; no word from " + rank_list(silent) +
                        " while waiting: lost (a host or network link down), hung or stopped";
-    if (!heard.empty()) text += " (" + rank_list(heard) + (heard.size() == 1 ? " was" : " were") + " heard from)";
+    if (!heard.empty())
+      text += " (" + rank_list(heard) + (heard.size() == 1 ? " was" : " were") + " heard from)";
     return text;
   }
 
