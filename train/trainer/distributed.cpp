@@ -4,8 +4,10 @@
 #include "train/trainer/distributed.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "core/base/error.h"
 #include "core/file_io.h"
@@ -93,7 +95,13 @@ int finish_world(int code) {
   if (!g_world_owner) return code;
   // An error (1..127) on one rank: the others may wait for it in a collective, so end them all. An
   // agreed stop (128 + signal, every rank returns it) and success finalise normally.
-  if (code > 0 && code < 128 && g_world_owner->size() > 1) g_world_owner->abort_job(code);  // does not return
+  if (code > 0 && code < 128 && g_world_owner->size() > 1) {
+    // The abort kills every rank at once, mid-message too. When the ranks fail together (rank 0 could
+    // not lock train.out_dir, and told the others), rank 0's error says why and the others' only point
+    // to it: a rank other than 0 waits a moment, so that rank 0 has printed its error before any abort.
+    if (!g_world_owner->is_root()) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    g_world_owner->abort_job(code);  // does not return
+  }
   g_world_owner.reset();  // before MPI_Finalize: the MPI communicator frees what it holds
   g_world = nullptr;
 #if RELGRAD_WITH_MPI
