@@ -1,6 +1,7 @@
 // The `relgrad` command run in-process (train/command/cli.h run_cli), for the tests of its exit codes and
 // messages: one definition shared by every test file that drives the CLI.
 #pragma once
+#include <iostream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -25,4 +26,17 @@ inline CliResult run_relgrad(const std::vector<std::string>& args) {
 
 inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
+// Captures what is written to std::cerr (warnings the library prints there) while alive.
+struct CerrCapture {
+  std::ostringstream text;
+  std::streambuf* old = std::cerr.rdbuf(text.rdbuf());
+  ~CerrCapture() { std::cerr.rdbuf(old); }
+};
+
 }  // namespace relgrad::testing
+
+// CHECK_CLI(run_relgrad({...}), 0): the exit code, with the command's whole output when it differs.
+#define CHECK_CLI(result, expected_code)                                                    \
+  CHECK_MESSAGE((result).code == (expected_code), "exit " << (result).code << "\nstdout:\n" \
+                                                          << (result).out << "\nstderr:\n"  \
+                                                          << (result).err)

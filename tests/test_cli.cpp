@@ -18,12 +18,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-
-#define CHECK_CLI(result, expected_code)                                                               \
-  CHECK_MESSAGE((result).code == (expected_code), "exit " << (result).code << "\nstdout:\n" << (result).out \
-                                                          << "\nstderr:\n" << (result).err)
-
-
 std::string joined(const std::vector<std::string>& args) {
   std::string s;
   for (const std::string& a : args) s += (s.empty() ? "" : " ") + a;

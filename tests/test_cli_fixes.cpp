@@ -23,18 +23,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-#define CHECK_EXIT(result, expected_code)                                                   \
-  CHECK_MESSAGE((result).code == (expected_code), "exit " << (result).code << "\nstdout:\n" \
-                                                          << (result).out << "\nstderr:\n"  \
-                                                          << (result).err)
-
-// Captures what is written to std::cerr (warnings) while alive.
-struct CerrCapture {
-  std::ostringstream text;
-  std::streambuf* old = std::cerr.rdbuf(text.rdbuf());
-  ~CerrCapture() { std::cerr.rdbuf(old); }
-};
-
 // relgrad <args> with stdout a stream whose every write fails, as a full disk or /dev/full.
 struct FailingBuffer : std::streambuf {
   int_type overflow(int_type) override { return traits_type::eof(); }
@@ -73,7 +61,7 @@ TEST_CASE("cli fixes: --train.steps below the inherited warmup shortens the warm
   SUBCASE("the default's 100 warmup steps under --train.steps=60") {
     CerrCapture warnings;
     CliResult r = run_relgrad({"train", "--train.steps=60", "--dry-run"});
-    CHECK_EXIT(r, 0);
+    CHECK_CLI(r, 0);
     CHECK(contains(r.out, "\nwarmup_steps = 60\n"));
     CHECK_MESSAGE(contains(warnings.text.str(),
                            "warning: [config] optim.warmup_steps = 100 is more than "
@@ -86,18 +74,18 @@ TEST_CASE("cli fixes: --train.steps below the inherited warmup shortens the warm
     write_bytes(config, "[optim]\nwarmup_steps = 50\n");
     CerrCapture warnings;
     CliResult r = run_relgrad({"train", "--config", config, "--train.steps=20", "--dry-run"});
-    CHECK_EXIT(r, 0);
+    CHECK_CLI(r, 0);
     CHECK(contains(r.out, "\nwarmup_steps = 20\n"));
     CHECK(contains(warnings.text.str(), "optim.warmup_steps = 50 is more than train.steps = 20"));
   }
   SUBCASE("a warmup typed on the command line is the user's: refused, naming it") {
     CliResult r = run_relgrad({"train", "--train.steps=60", "--optim.warmup_steps=100", "--dry-run"});
-    CHECK_EXIT(r, 2);
+    CHECK_CLI(r, 2);
     CHECK(contains(r.err, "optim.warmup_steps must be in [0, train.steps = 60], got 100"));
   }
   SUBCASE("a negative train.steps is that key's error, not the warmup's") {
     CliResult r = run_relgrad({"train", "--train.steps=-5", "--dry-run"});
-    CHECK_EXIT(r, 2);
+    CHECK_CLI(r, 2);
     CHECK_MESSAGE(contains(r.err, "[config] train.steps must be >= 1, got -5"), r.err);
     CHECK_FALSE(contains(r.err, "warmup"));
   }
@@ -107,12 +95,12 @@ TEST_CASE("cli fixes: a config file that cannot be read is exit 1, one that says
   TempDir dir;
   const std::string missing = dir.file("nope.toml");
   CliResult r = run_relgrad({"train", "--config", missing, "--dry-run"});
-  CHECK_EXIT(r, 1);
+  CHECK_CLI(r, 1);
   CHECK(contains(r.err, "relgrad train: error: [config] " + missing + ": cannot open"));
   const std::string bad = dir.file("bad.toml");
   write_bytes(bad, "[model]\nd_model = \"wide\"\n");
   r = run_relgrad({"train", "--config", bad, "--dry-run"});
-  CHECK_EXIT(r, 2);
+  CHECK_CLI(r, 2);
   CHECK(contains(r.err, "model.d_model"));
 }
 
@@ -145,7 +133,7 @@ TEST_CASE(
     args.insert(args.end(), k.overrides.begin(), k.overrides.end());
     INFO(k.overrides[0]);
     CliResult r = run_relgrad(args);
-    CHECK_EXIT(r, 2);
+    CHECK_CLI(r, 2);
     CHECK_MESSAGE(contains(r.err, k.expected), r.err);
   }
 }
@@ -252,7 +240,7 @@ TEST_CASE("cli fixes: sample and eval refuse options they would otherwise ignore
     for (const std::string& a : k.args) shown += " '" + a + "'";
     INFO("relgrad", shown);
     CliResult r = run_relgrad(k.args);
-    CHECK_EXIT(r, 2);
+    CHECK_CLI(r, 2);
     CHECK_MESSAGE(contains(r.err, k.expected), r.err);
   }
   CHECK_FALSE(fs::exists(midi));
@@ -264,7 +252,7 @@ TEST_CASE("cli fixes: an input longer than the model was trained on runs, with a
   {
     CerrCapture warnings;
     CliResult r = run_relgrad({"sample", checkpoint, "--input", "1 2 3 4 5 1 2"});
-    CHECK_EXIT(r, 0);
+    CHECK_CLI(r, 0);
     CHECK_MESSAGE(contains(warnings.text.str(),
                            "relgrad sample: warning: [sample] the input has 7 tokens, more "
                            "than the 6 the model was trained on (data.max_len = 6)"),
@@ -275,13 +263,13 @@ TEST_CASE("cli fixes: an input longer than the model was trained on runs, with a
     CerrCapture warnings;
     CliResult r = run_relgrad(
         {"eval", checkpoint, "--dump-logits", dir.file("d.safetensors"), "--input", "1 2 3 4 5 1 2 3"});
-    CHECK_EXIT(r, 0);
+    CHECK_CLI(r, 0);
     CHECK(contains(warnings.text.str(), "relgrad eval: warning: [eval] the input has 8 tokens"));
   }
   {
     CerrCapture warnings;  // as long as trained: no warning
     CliResult r = run_relgrad({"sample", checkpoint, "--input", "1 2 3 4 5 1"});
-    CHECK_EXIT(r, 0);
+    CHECK_CLI(r, 0);
     CHECK_FALSE(contains(warnings.text.str(), "warning"));
   }
 }
@@ -293,12 +281,12 @@ TEST_CASE("cli fixes: output that cannot be written to stdout is an error, exit 
                                                {"sample", tiny_checkpoint()}}) {
     INFO(args[0]);
     CliResult r = run_relgrad_stdout_failing(args);
-    CHECK_EXIT(r, 1);
+    CHECK_CLI(r, 1);
     CHECK_MESSAGE(contains(r.err, ": error: [output] could not write to standard output"), r.err);
   }
   // A command that failed already keeps its own exit code.
   CliResult r = run_relgrad_stdout_failing({"train", "--dry-run", "--model.norm_eps=0"});
-  CHECK_EXIT(r, 2);
+  CHECK_CLI(r, 2);
 }
 
 TEST_CASE("cli fixes: mistyped overrides say what was meant") {
@@ -328,14 +316,14 @@ TEST_CASE("cli fixes: mistyped overrides say what was meant") {
        }) {
     INFO(k.args[1]);
     CliResult r = run_relgrad(k.args);
-    CHECK_EXIT(r, 2);
+    CHECK_CLI(r, 2);
     CHECK_MESSAGE(contains(r.err, k.expected), r.err);
   }
 }
 
 TEST_CASE("cli fixes: relgrad --version names the version, the build type and what is built in") {
   CliResult r = run_relgrad({"--version"});
-  CHECK_EXIT(r, 0);
+  CHECK_CLI(r, 0);
   CHECK(r.out.rfind("relgrad ", 0) == 0);
   CHECK(std::isdigit(static_cast<unsigned char>(r.out[8])));
   CHECK_FALSE(contains(r.out, "unknown"));

@@ -25,6 +25,7 @@
 #include "train/trainer/checkpoint.h"
 
 using namespace relgrad;
+using relgrad::testing::CerrCapture;
 using relgrad::testing::check_throws_with;
 using relgrad::testing::contains;
 using relgrad::testing::run_relgrad;
@@ -39,13 +40,6 @@ std::string dotted_key(int parts) {
   for (int k = 1; k < parts; ++k) key += ".a";
   return key + " = 1\n";
 }
-
-// Captures what is written to std::cerr while alive.
-struct CerrCapture {
-  std::ostringstream text;
-  std::streambuf* old = std::cerr.rdbuf(text.rdbuf());
-  ~CerrCapture() { std::cerr.rdbuf(old); }
-};
 
 // A one-step run of a small encoder-decoder, its checkpoint path.
 std::string small_checkpoint(const TempDir& dir) {

@@ -30,11 +30,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-#define CHECK_CLI(result, expected_code)                                                    \
-  CHECK_MESSAGE((result).code == (expected_code), "exit " << (result).code << "\nstdout:\n" \
-                                                          << (result).out << "\nstderr:\n"  \
-                                                          << (result).err)
-
 // The current directory for a scope, then the one before.
 struct InDirectory {
   explicit InDirectory(const fs::path& dir) : before(fs::current_path()) { fs::current_path(dir); }
@@ -82,6 +77,16 @@ void rewrite_metadata(const std::string& from, const std::string& to, Edit edit)
   save_safetensors(to, f.tensors, md);
 }
 
+// A token model of 50 ids trained in `dir` on dir/ids.tok (a relative token_path); its checkpoint is
+// dir/run/checkpoint.safetensors.
+void train_token_lm(const TempDir& dir) {
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 400; ++i) ids.push_back((i * 7) % 50);
+  write_token_file(dir.file("ids.tok"), ids, 50);
+  CliResult t = train_lm(dir.path.string(), {"--data.source=tokens", "--data.token_path=ids.tok"});
+  REQUIRE_MESSAGE(t.code == 0, t.err);
+}
+
 }  // namespace
 
 // ---- the vocabulary in the checkpoint ------------------------------------------------------------
@@ -110,11 +115,7 @@ TEST_CASE("output: a text model samples from another directory than its relative
 
 TEST_CASE("output: a token model loads from its stored vocabulary size, an older checkpoint as before") {
   TempDir trained, elsewhere;
-  std::vector<int32_t> ids;
-  for (int i = 0; i < 400; ++i) ids.push_back((i * 7) % 50);
-  write_token_file(trained.file("ids.tok"), ids, 50);
-  CliResult t = train_lm(trained.path.string(), {"--data.source=tokens", "--data.token_path=ids.tok"});
-  REQUIRE_MESSAGE(t.code == 0, t.err);
+  train_token_lm(trained);
   const std::string ck = trained.file("run/checkpoint.safetensors");
   CHECK(load_checkpoint(ck).meta.extra.at("vocab") == R"({"kind":"ids","size":50})");
   // Without extra.vocab (a checkpoint written before it existed), sizes come from the token file.
@@ -365,11 +366,7 @@ TEST_CASE("output cli: sampled text escapes control bytes and invalid UTF-8") {
 
 TEST_CASE("output cli: a token model samples with --input where its token file is not") {
   TempDir trained, elsewhere;
-  std::vector<int32_t> ids;
-  for (int i = 0; i < 400; ++i) ids.push_back((i * 7) % 50);
-  write_token_file(trained.file("ids.tok"), ids, 50);
-  CliResult t = train_lm(trained.path.string(), {"--data.source=tokens", "--data.token_path=ids.tok"});
-  REQUIRE_MESSAGE(t.code == 0, t.err);
+  train_token_lm(trained);
   InDirectory here(elsewhere.path);
   const std::string ck = trained.file("run/checkpoint.safetensors");
   CliResult s = run_relgrad({"sample", ck, "--input", "1 2 3", "--max-new-tokens", "2"});

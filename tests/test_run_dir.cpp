@@ -34,11 +34,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-#define CHECK_CLI(result, expected_code)                                                    \
-  CHECK_MESSAGE((result).code == (expected_code), "exit " << (result).code << "\nstdout:\n" \
-                                                          << (result).out << "\nstderr:\n"  \
-                                                          << (result).err)
-
 // relgrad train with a tiny encoder–decoder on the reverse task (about 0.1 s), plus `extra`.
 CliResult train_tiny(const std::string& out_dir, const std::vector<std::string>& extra = {}) {
   std::vector<std::string> args = {
@@ -421,24 +416,28 @@ TEST_CASE("bounded knobs: train.threads above the cores is run, with one warning
   TempDir dir;
   const int before = omp_get_max_threads();
   const int cores = omp_get_num_procs();
-  std::ostringstream captured;
-  std::streambuf* old = std::cerr.rdbuf(captured.rdbuf());
-  CliResult many =
-      train_tiny(dir.file("many"), {"--train.threads=" + std::to_string(cores + 1), "--train.steps=2"});
-  std::cerr.rdbuf(old);
+  std::string warning;
+  CliResult many;
+  {
+    CerrCapture captured;
+    many = train_tiny(dir.file("many"), {"--train.threads=" + std::to_string(cores + 1), "--train.steps=2"});
+    warning = captured.text.str();
+  }
   omp_set_num_threads(before);  // train.threads is process-wide: the other tests keep their count
   CHECK_CLI(many, 0);
-  const std::string warning = captured.str();
   CHECK_MESSAGE(
       contains(warning, "relgrad train: warning: [config] train.threads = " + std::to_string(cores + 1) +
                             " is more than the " + std::to_string(cores) + " cores this process may use"),
       warning);
   CHECK(std::count(warning.begin(), warning.end(), '\n') == 1);
-  std::ostringstream quiet;
-  old = std::cerr.rdbuf(quiet.rdbuf());
-  CliResult fine = train_tiny(dir.file("fine"), {"--train.threads=1", "--train.steps=2"});
-  std::cerr.rdbuf(old);
+  std::string quiet;
+  CliResult fine;
+  {
+    CerrCapture captured;
+    fine = train_tiny(dir.file("fine"), {"--train.threads=1", "--train.steps=2"});
+    quiet = captured.text.str();
+  }
   omp_set_num_threads(before);
   CHECK_CLI(fine, 0);
-  CHECK(quiet.str().empty());
+  CHECK(quiet.empty());
 }
