@@ -50,6 +50,10 @@ auto call_or_fail(FileOp op, uint64_t bytes_written, Call call) -> decltype(call
   return call();
 }
 
+}  // namespace
+
+void set_file_fault_hook(FileFaultHook hook) { g_fault_hook.store(hook); }
+
 const char* file_kind(mode_t mode) {
   if (S_ISDIR(mode)) return "a directory";
   if (S_ISCHR(mode)) return "a character device";
@@ -58,10 +62,6 @@ const char* file_kind(mode_t mode) {
   if (S_ISSOCK(mode)) return "a socket";
   return "not a regular file";
 }
-
-}  // namespace
-
-void set_file_fault_hook(FileFaultHook hook) { g_fault_hook.store(hook); }
 
 uint64_t fnv1a64(const void* bytes, size_t size, uint64_t hash) {
   const auto* p = static_cast<const unsigned char*>(bytes);

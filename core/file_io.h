@@ -22,6 +22,8 @@
 // Readers open `path` only, so a temp file is never taken for the real one; remove_stale_temps(path)
 // deletes the leftovers of writers that are no longer running (save_checkpoint calls it).
 #pragma once
+#include <sys/types.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -91,6 +93,10 @@ class DirectoryLock {
   int fd_ = -1;
   bool locked_ = false;
 };
+
+// What a file of stat mode `mode` is, when it is not a regular file ("a directory", "a FIFO", "a
+// character device", ...): the words of every "is ..., not a regular file" refusal.
+const char* file_kind(mode_t mode);
 
 // write_file_atomic(path, bytes, who): an AtomicFile written in one go.
 void write_file_atomic(const std::string& path, const std::string& bytes, const std::string& who);

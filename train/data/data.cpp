@@ -290,15 +290,6 @@ Batch window_batch(uint64_t seed, Split split, int64_t index, int64_t batch_size
   return batch;
 }
 
-const char* file_kind(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a regular file";
-}
-
 // The whole of a regular file of at most kTextFileMaxBytes. O_NONBLOCK: opening a FIFO would
 // otherwise wait for a writer; it is refused by its fstat (the file opened, not a name looked up
 // again), as are devices (/dev/zero never ends) and directories, before a byte is read.
