@@ -283,7 +283,8 @@ int cmd_train(const std::string& config_path, const std::string& resume, const s
   // One run at a time in train.out_dir: a second is refused here, before any work (docs/cli.md).
   trainer.lock_out_dir();
   if (!resume.empty()) {
-    trainer.resume(resume);
+    trainer.resume(resume_from, resume);  // loaded and verified above
+    resume_from = Checkpoint();           // its tensors are in the model now: not held for the whole run
     out << "resumed from " << resume << " at step " << trainer.step() << "\n";
   }
   // Ctrl-C / SIGTERM: finish the step, save a checkpoint, exit 128 + signal (train/trainer/trainer.h).

@@ -136,8 +136,9 @@ Trainer::~Trainer() = default;
 std::string Trainer::checkpoint_path() const { return options_.train.out_dir + "/checkpoint.safetensors"; }
 std::string Trainer::log_path() const { return options_.train.out_dir + "/log." + options_.train.log_format; }
 
-void Trainer::resume(const std::string& path) {
-  Checkpoint ck = load_checkpoint(path);
+void Trainer::resume(const std::string& path) { resume(load_checkpoint(path), path); }
+
+void Trainer::resume(const Checkpoint& ck, const std::string& path) {
   if (options_.check_resume) options_.check_resume(ck.meta.config_json, path);
   RG_CHECK(ck.optimizer_name == optimizer_->name(), "train", "cannot resume from ", path, ": it holds '",
            ck.optimizer_name, "' state, this run uses ", optimizer_->name());

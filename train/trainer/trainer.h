@@ -98,6 +98,8 @@ class Trainer {
   // the optimizer state (TrainerOptions::check_resume; other keys, such as train.steps or log_every,
   // may change on resume), and its data checksum with the Dataset's.
   void resume(const std::string& checkpoint_path);
+  // The same from a checkpoint already loaded (and verified) from `checkpoint_path`.
+  void resume(const Checkpoint& checkpoint, const std::string& checkpoint_path);
 
   // Takes the lock on train.out_dir (creating the directory) now, and keeps it until the Trainer is
   // destroyed: `relgrad train` calls it first, so that a second run is refused before any work and the
