@@ -61,6 +61,17 @@ struct TransformerConfig {
   PositionalConfig decoder_self{"t5"};
   PositionalConfig cross{"none"};
   Alignment cross_alignment = Alignment::Left;
+  // Cross-attention queries placed by the caller: forward/decode take tgt_positions int64 (t2), π(i) of
+  // each target query on the encoder axis (the same for every row), instead of cross_alignment; a call
+  // without them is an error. Harmonisation places each target token at its own time step this way.
+  bool cross_explicit = false;
+  // An absolute position term added to the token embeddings before the first block (Vaswani et al.
+  // 2017, section 3.5): "none"; "sinusoidal" (the fixed sin/cos table, no parameters); or "learned"
+  // (a table of max_positions rows, N(0, 1) like the token embedding, named "pos_embed.weight" in
+  // DecoderLM and "encoder.pos_embed.weight" / "decoder.pos_embed.weight" in EncoderDecoder). Positions
+  // start at 0 at the first token; a sequence longer than max_positions ("learned") is an error.
+  std::string absolute_position = "none";
+  int64_t max_positions = 0;  // rows of the learned table (> 0 for "learned")
 
   // Throws relgrad::Error "[op] ..." naming the bad field (for `encoder_decoder` also the encoder's).
   void validate(const char* op, bool encoder_decoder) const;

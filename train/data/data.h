@@ -62,6 +62,8 @@ struct Batch {
   Tensor tgt_out;           // int64 (B, t2)  target + EOS, -100 on the right
   Tensor src_padding_mask;  // bool  (B, t1)  true = PAD
   Tensor tgt_padding_mask;  // bool  (B, t2)  true = PAD
+  Tensor tgt_positions;     // int64 (t2)     optional: each target query's position on the source axis,
+                            //                the same for every row (model.cross_alignment = "explicit")
   // decoder-only: model(tokens, padding_mask) → logits (B, T, V), loss = cross_entropy(logits, targets)
   Tensor tokens;            // int64 (B, T)   input ids
   Tensor targets;           // int64 (B, T)   the next token where a loss is taken, else -100
