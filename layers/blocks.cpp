@@ -88,32 +88,43 @@ DecoderBlock::DecoderBlock(int64_t d_model, int64_t n_heads, int64_t d_ff, const
 }
 
 Tensor DecoderBlock::forward(const Tensor& x, const Tensor& memory, const Tensor& tgt_padding_mask,
-                             const Tensor& memory_padding_mask) {
-  return forward_with(x, memory, tgt_padding_mask, memory_padding_mask, nullptr);
+                             const Tensor& memory_padding_mask, const Tensor& tgt_positions) {
+  return forward_with(x, memory, tgt_padding_mask, memory_padding_mask, tgt_positions, nullptr);
 }
 
 Tensor DecoderBlock::forward(const Tensor& x, const Tensor& memory, const Tensor& tgt_padding_mask,
-                             const Tensor& memory_padding_mask, LayerCache& cache) {
-  return forward_with(x, memory, tgt_padding_mask, memory_padding_mask, &cache);
+                             const Tensor& memory_padding_mask, LayerCache& cache, const Tensor& tgt_positions) {
+  return forward_with(x, memory, tgt_padding_mask, memory_padding_mask, tgt_positions, &cache);
 }
 
 Tensor DecoderBlock::forward_with(const Tensor& x, const Tensor& memory, const Tensor& tgt_padding_mask,
-                                  const Tensor& memory_padding_mask, LayerCache* cache) {
+                                  const Tensor& memory_padding_mask, const Tensor& tgt_positions,
+                                  LayerCache* cache) {
   RG_CHECK(x.defined() && memory.defined(), "DecoderBlock", "x and memory must be defined tensors");
+  RG_CHECK_T(ShapeError, x.dim() == 3, "DecoderBlock", "x must be (B, t2, C), got ", shape_str(x.shape()));
+  const int64_t t_new = x.size(1), n = (cache ? cache->self.length() : 0) + t_new;  // n: every target token
+  if (tgt_positions.defined())
+    RG_CHECK_T(ShapeError, tgt_positions.dtype() == kInt64 && tgt_positions.dim() == 1 && tgt_positions.size(0) == n,
+               "DecoderBlock", "tgt_positions must be int64 (", n, "), one π(i) per target token",
+               cache ? " (cached and new)" : "", ", got ", dtype_name(tgt_positions.dtype()), " ",
+               shape_str(tgt_positions.shape()));
   AttentionOptions self_o;
   self_o.causal = true;
   self_o.key_padding_mask = tgt_padding_mask;
   AttentionOptions cross_o;
   cross_o.key_padding_mask = memory_padding_mask;
   cross_o.alignment = cross_alignment;
-  if (cache) {
+  if (tgt_positions.defined()) {
+    // Given positions do not move as the target grows, so they cache exactly.
+    cross_o.query_positions = cache ? tgt_positions.narrow(0, n - t_new, t_new) : tgt_positions;
+  } else if (cache) {
     // Under Right or Scaled alignment π(i) of every target query moves as the target grows, so the
     // earlier tokens' states (the cached self-attention keys and values) would go stale; only
     // Left alignment (π(i) = i), or a cross-attention without a scheme, can be cached exactly.
     RG_CHECK(cross_alignment == Alignment::Left || !cross_attn->positional, "DecoderBlock",
              "a KV cache needs cross_alignment Left when cross-attention has a positional scheme (under Right "
-             "or Scaled the earlier target positions move as the target grows); decode without a cache");
-    const int64_t t_new = x.size(1), n = cache->self.length() + t_new;
+             "or Scaled the earlier target positions move as the target grows); decode without a cache, or "
+             "give explicit tgt_positions");
     cross_o.query_positions = arange(static_cast<double>(n - t_new), static_cast<double>(n), 1.0, kInt64);
   }
   auto self = [&](const Tensor& h) {  // (B, t2, C)

@@ -84,15 +84,19 @@ class DecoderBlock : public Module {
                Alignment cross_alignment = Alignment::Left, Generator* init_generator = nullptr);
   // x (B, t2, C), memory (B, t1, C) → (B, t2, C). Masks optional bool, true = padding:
   // tgt_padding_mask (B, t2) for self-attention, memory_padding_mask (B, t1) for cross-attention.
+  // tgt_positions optional int64 (t2): explicit π(i) of each query for cross-attention (any integer,
+  // t1 and beyond included), instead of cross_alignment; undefined = cross_alignment.
   Tensor forward(const Tensor& x, const Tensor& memory, const Tensor& tgt_padding_mask = Tensor(),
-                 const Tensor& memory_padding_mask = Tensor());
+                 const Tensor& memory_padding_mask = Tensor(), const Tensor& tgt_positions = Tensor());
   // Incremental decoding: x (B, t_new, C) are the target tokens after those already in cache.self;
   // cache.cross holds memory's projected keys and values after the first call. tgt_padding_mask, if
   // any, covers all t_cached + t_new target keys. The new queries sit at their absolute target
   // positions, so the rows equal a full pass's. Needs cross_alignment Left when cross-attention has
-  // a scheme: under Right or Scaled the earlier tokens' π(i) change as the target grows (an error).
+  // a scheme: under Right or Scaled the earlier tokens' π(i) change as the target grows (an error),
+  // unless tgt_positions gives them: int64 (t_cached + t_new), every target token's π(i) (like the
+  // padding mask), of which the new queries use the last t_new; the cache is then exact.
   Tensor forward(const Tensor& x, const Tensor& memory, const Tensor& tgt_padding_mask,
-                 const Tensor& memory_padding_mask, LayerCache& cache);
+                 const Tensor& memory_padding_mask, LayerCache& cache, const Tensor& tgt_positions = Tensor());
 
   BlockOptions options;
   Alignment cross_alignment;
@@ -103,7 +107,8 @@ class DecoderBlock : public Module {
 
  private:
   Tensor forward_with(const Tensor& x, const Tensor& memory, const Tensor& tgt_padding_mask,
-                      const Tensor& memory_padding_mask, LayerCache* cache);  // cache may be null
+                      const Tensor& memory_padding_mask, const Tensor& tgt_positions,
+                      LayerCache* cache);  // cache and tgt_positions may be null
 };
 
 }  // namespace relgrad

@@ -47,6 +47,35 @@ int64_t prepare_cache(const char* op, std::vector<LayerCache>& cache, size_t n_l
   return t_cached;
 }
 
+// The explicit cross positions a decoder call gets, against TransformerConfig::cross_explicit: required
+// with it, refused without it (nothing is silently ignored), int64 (n) where n counts every target token
+// (t2, or t_cached + t_new with a cache).
+void check_tgt_positions(const char* op, bool cross_explicit, const Tensor& positions, int64_t n) {
+  RG_CHECK(!cross_explicit || positions.defined(), op,
+           "cross_explicit is set, so the call needs tgt_positions int64 (", n,
+           "): the encoder position π(i) of each target query");
+  RG_CHECK(cross_explicit || !positions.defined(), op,
+           "tgt_positions given but cross_explicit is off (cross-attention places its queries by "
+           "cross_alignment); set cross_explicit to use them");
+  if (!positions.defined()) return;
+  RG_CHECK_T(ShapeError, positions.dtype() == kInt64 && positions.dim() == 1 && positions.size(0) == n, op,
+             "tgt_positions must be int64 (", n, "), one π(i) per target token",
+             ", got ", dtype_name(positions.dtype()), " ", shape_str(positions.shape()));
+}
+
+// Token embeddings plus the absolute position term (if any) for tokens at first … first + T − 1.
+Tensor embed_tokens(const Embedding& embed, const std::shared_ptr<AbsolutePosition>& pos_embed,
+                    const Tensor& tokens, int64_t first) {
+  Tensor x = embed.forward(tokens);  // (B, T, C)
+  return pos_embed ? pos_embed->forward(x, first) : x;
+}
+
+// The absolute position module of one stack, registered by the caller right after embed; null for none.
+std::shared_ptr<AbsolutePosition> make_absolute(const TransformerConfig& c, const char* op, Generator* init) {
+  if (c.absolute_position == "none") return nullptr;
+  return std::make_shared<AbsolutePosition>(c.absolute_position, c.d_model, c.max_positions, op, init);
+}
+
 // h (B, T, C) → logits (B, T, V), through the head or the tied embedding table (see models.h).
 Tensor lm_logits(const Tensor& h, const std::shared_ptr<Linear>& head, const Embedding& embed) {
   if (head) return head->forward(h);
@@ -68,6 +97,13 @@ void TransformerConfig::validate(const char* op, bool encoder_decoder) const {
            activation, "' (expected gelu, gelu_tanh or relu)");
   RG_CHECK(norm == "layer_norm" || norm == "rms_norm", op, "unknown norm '", norm, "' (expected layer_norm or rms_norm)");
   RG_CHECK(dropout >= 0.0 && dropout < 1.0, op, "dropout must be in [0, 1), got ", dropout);
+  RG_CHECK(absolute_position == "none" || absolute_position == "sinusoidal" || absolute_position == "learned", op,
+           "unknown absolute_position '", absolute_position, "' (expected none, sinusoidal or learned)");
+  RG_CHECK(max_positions >= 0, op, "max_positions must be >= 0, got ", max_positions);
+  RG_CHECK(absolute_position != "learned" || max_positions >= 1, op,
+           "absolute_position learned needs max_positions >= 1 (the rows of its table), got ", max_positions);
+  RG_CHECK(encoder_decoder || !cross_explicit, op, "cross_explicit is for an encoder-decoder model (there is no "
+           "cross-attention in a decoder-only one)");
   check_positional(decoder_self, "decoder_self", true, op);
   if (encoder_decoder) {
     check_positional(encoder_self, "encoder_self", false, op);
@@ -114,6 +150,7 @@ DecoderLM::DecoderLM(const TransformerConfig& c, Generator* init) : config(c) {
   const char* op = "DecoderLM";
   c.validate(op, false);
   embed = register_module("embed", std::make_shared<Embedding>(c.vocab_size, c.d_model, -1, init));
+  if (auto pe = make_absolute(c, op, init)) pos_embed = register_module("pos_embed", pe);
   dropout = register_module("dropout", std::make_shared<Dropout>(c.dropout));
   layers = register_module("layers", std::make_shared<BlockList<EncoderBlock>>());
   auto schemes = make_stack_positional(c.decoder_self, "decoder_self", c.n_decoder_layers, c.d_model, c.n_heads,
@@ -126,7 +163,7 @@ DecoderLM::DecoderLM(const TransformerConfig& c, Generator* init) : config(c) {
 
 Tensor DecoderLM::forward(const Tensor& tokens, const Tensor& key_padding_mask) {
   check_tokens("DecoderLM", "tokens", tokens, key_padding_mask);
-  Tensor h = dropout->forward(embed->forward(tokens));  // (B, T, C)
+  Tensor h = dropout->forward(embed_tokens(*embed, pos_embed, tokens, 0));  // (B, T, C)
   for (const auto& block : layers->items) h = block->forward(h, key_padding_mask);
   if (final_norm) h = final_norm->forward(h);
   return lm_logits(h, lm_head, *embed);  // (B, T, V)
@@ -135,9 +172,9 @@ Tensor DecoderLM::forward(const Tensor& tokens, const Tensor& key_padding_mask) 
 Tensor DecoderLM::forward(const Tensor& tokens, const Tensor& key_padding_mask, std::vector<LayerCache>* cache) {
   if (!cache) return forward(tokens, key_padding_mask);
   check_tokens("DecoderLM", "tokens", tokens, Tensor());
-  prepare_cache("DecoderLM", *cache, layers->size(), tokens, key_padding_mask);
-  // The embedding has no positions (they live in the schemes), so the new tokens embed alone.
-  Tensor h = dropout->forward(embed->forward(tokens));  // (B, t_new, C)
+  const int64_t t_cached = prepare_cache("DecoderLM", *cache, layers->size(), tokens, key_padding_mask);
+  // The new tokens embed alone; an absolute position term places them after the cached ones.
+  Tensor h = dropout->forward(embed_tokens(*embed, pos_embed, tokens, t_cached));  // (B, t_new, C)
   for (size_t i = 0; i < layers->size(); ++i) h = (*layers)[i].forward(h, key_padding_mask, (*cache)[i]);
   if (final_norm) h = final_norm->forward(h);
   return lm_logits(h, lm_head, *embed);  // (B, t_new, V)
@@ -149,6 +186,7 @@ TransformerEncoder::TransformerEncoder(const TransformerConfig& c, Generator* in
   const char* op = "EncoderDecoder";
   const int64_t V = c.src_vocab_size > 0 ? c.src_vocab_size : c.vocab_size;
   embed = register_module("embed", std::make_shared<Embedding>(V, c.d_model, -1, init));
+  if (auto pe = make_absolute(c, op, init)) pos_embed = register_module("pos_embed", pe);
   dropout = register_module("dropout", std::make_shared<Dropout>(c.dropout));
   layers = register_module("layers", std::make_shared<BlockList<EncoderBlock>>());
   auto schemes = make_stack_positional(c.encoder_self, "encoder_self", c.n_encoder_layers, c.d_model, c.n_heads,
@@ -159,14 +197,15 @@ TransformerEncoder::TransformerEncoder(const TransformerConfig& c, Generator* in
 }
 
 Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& src_padding_mask) {
-  Tensor h = dropout->forward(embed->forward(src));  // (B, t1, C)
+  Tensor h = dropout->forward(embed_tokens(*embed, pos_embed, src, 0));  // (B, t1, C)
   for (const auto& block : layers->items) h = block->forward(h, src_padding_mask);
   return final_norm ? final_norm->forward(h) : h;
 }
 
-TransformerDecoder::TransformerDecoder(const TransformerConfig& c, Generator* init) {
+TransformerDecoder::TransformerDecoder(const TransformerConfig& c, Generator* init) : cross_explicit(c.cross_explicit) {
   const char* op = "EncoderDecoder";
   embed = register_module("embed", std::make_shared<Embedding>(c.vocab_size, c.d_model, -1, init));
+  if (auto pe = make_absolute(c, op, init)) pos_embed = register_module("pos_embed", pe);
   dropout = register_module("dropout", std::make_shared<Dropout>(c.dropout));
   layers = register_module("layers", std::make_shared<BlockList<DecoderBlock>>());
   const int64_t n = c.n_decoder_layers;
@@ -179,19 +218,24 @@ TransformerDecoder::TransformerDecoder(const TransformerConfig& c, Generator* in
 }
 
 Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_padding_mask,
-                                   const Tensor& memory_padding_mask) {
-  Tensor h = dropout->forward(embed->forward(tgt));  // (B, t2, C)
-  for (const auto& block : layers->items) h = block->forward(h, memory, tgt_padding_mask, memory_padding_mask);
+                                   const Tensor& memory_padding_mask, const Tensor& tgt_positions) {
+  RG_CHECK(tgt.defined(), "EncoderDecoder", "tgt is an undefined tensor");
+  check_tgt_positions("EncoderDecoder", cross_explicit, tgt_positions, tgt.size(-1));
+  Tensor h = dropout->forward(embed_tokens(*embed, pos_embed, tgt, 0));  // (B, t2, C)
+  for (const auto& block : layers->items)
+    h = block->forward(h, memory, tgt_padding_mask, memory_padding_mask, tgt_positions);
   return final_norm ? final_norm->forward(h) : h;
 }
 
 Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_padding_mask,
-                                   const Tensor& memory_padding_mask, std::vector<LayerCache>* cache) {
-  if (!cache) return forward(tgt, memory, tgt_padding_mask, memory_padding_mask);
-  prepare_cache("EncoderDecoder", *cache, layers->size(), tgt, tgt_padding_mask);
-  Tensor h = dropout->forward(embed->forward(tgt));  // (B, t_new, C)
+                                   const Tensor& memory_padding_mask, std::vector<LayerCache>* cache,
+                                   const Tensor& tgt_positions) {
+  if (!cache) return forward(tgt, memory, tgt_padding_mask, memory_padding_mask, tgt_positions);
+  const int64_t t_cached = prepare_cache("EncoderDecoder", *cache, layers->size(), tgt, tgt_padding_mask);
+  check_tgt_positions("EncoderDecoder", cross_explicit, tgt_positions, t_cached + tgt.size(1));
+  Tensor h = dropout->forward(embed_tokens(*embed, pos_embed, tgt, t_cached));  // (B, t_new, C)
   for (size_t i = 0; i < layers->size(); ++i)
-    h = (*layers)[i].forward(h, memory, tgt_padding_mask, memory_padding_mask, (*cache)[i]);
+    h = (*layers)[i].forward(h, memory, tgt_padding_mask, memory_padding_mask, (*cache)[i], tgt_positions);
   return final_norm ? final_norm->forward(h) : h;
 }
 
@@ -208,29 +252,30 @@ Tensor EncoderDecoder::encode(const Tensor& src, const Tensor& src_padding_mask)
 }
 
 Tensor EncoderDecoder::decode(const Tensor& tgt, const Tensor& memory, const Tensor& src_padding_mask,
-                              const Tensor& tgt_padding_mask) {
+                              const Tensor& tgt_padding_mask, const Tensor& tgt_positions) {
   check_tokens("EncoderDecoder", "tgt", tgt, tgt_padding_mask);
   RG_CHECK_T(ShapeError, memory.defined() && memory.dim() == 3 && memory.size(0) == tgt.size(0), "EncoderDecoder",
              "memory must be (B, t1, C) with tgt's batch ", tgt.size(0), ", got ",
              memory.defined() ? shape_str(memory.shape()) : std::string("undefined"));
-  Tensor h = decoder->forward(tgt, memory, tgt_padding_mask, src_padding_mask);  // (B, t2, C)
-  return lm_logits(h, lm_head, *decoder->embed);                                // (B, t2, V)
+  Tensor h = decoder->forward(tgt, memory, tgt_padding_mask, src_padding_mask, tgt_positions);  // (B, t2, C)
+  return lm_logits(h, lm_head, *decoder->embed);                                               // (B, t2, V)
 }
 
 Tensor EncoderDecoder::decode(const Tensor& tgt, const Tensor& memory, const Tensor& src_padding_mask,
-                              const Tensor& tgt_padding_mask, std::vector<LayerCache>* cache) {
-  if (!cache) return decode(tgt, memory, src_padding_mask, tgt_padding_mask);
+                              const Tensor& tgt_padding_mask, std::vector<LayerCache>* cache,
+                              const Tensor& tgt_positions) {
+  if (!cache) return decode(tgt, memory, src_padding_mask, tgt_padding_mask, tgt_positions);
   check_tokens("EncoderDecoder", "tgt", tgt, Tensor());
   RG_CHECK_T(ShapeError, memory.defined() && memory.dim() == 3 && memory.size(0) == tgt.size(0), "EncoderDecoder",
              "memory must be (B, t1, C) with tgt's batch ", tgt.size(0), ", got ",
              memory.defined() ? shape_str(memory.shape()) : std::string("undefined"));
-  Tensor h = decoder->forward(tgt, memory, tgt_padding_mask, src_padding_mask, cache);  // (B, t_new, C)
-  return lm_logits(h, lm_head, *decoder->embed);                                       // (B, t_new, V)
+  Tensor h = decoder->forward(tgt, memory, tgt_padding_mask, src_padding_mask, cache, tgt_positions);
+  return lm_logits(h, lm_head, *decoder->embed);  // (B, t_new, V)
 }
 
 Tensor EncoderDecoder::forward(const Tensor& src, const Tensor& tgt, const Tensor& src_padding_mask,
-                               const Tensor& tgt_padding_mask) {
-  return decode(tgt, encode(src, src_padding_mask), src_padding_mask, tgt_padding_mask);
+                               const Tensor& tgt_padding_mask, const Tensor& tgt_positions) {
+  return decode(tgt, encode(src, src_padding_mask), src_padding_mask, tgt_padding_mask, tgt_positions);
 }
 
 }  // namespace relgrad

@@ -2,11 +2,14 @@
 // each with a positional scheme chosen separately for encoder self-attention, decoder
 // self-attention and cross-attention (docs/relative-attention.md).
 //
-//   DecoderLM:      tokens (B, T) → embed → dropout → layers.0 … layers.{n−1} (causal EncoderBlock)
-//                   → final_norm (pre-norm only) → lm_head → logits (B, T, V)
-//   EncoderDecoder: src (B, t1) → encoder.{embed, dropout, layers.i (EncoderBlock), final_norm} → memory
-//                   tgt (B, t2) → decoder.{embed, dropout, layers.i (DecoderBlock), final_norm}
+//   DecoderLM:      tokens (B, T) → embed (+ pos_embed) → dropout → layers.0 … layers.{n−1} (causal
+//                   EncoderBlock) → final_norm (pre-norm only) → lm_head → logits (B, T, V)
+//   EncoderDecoder: src (B, t1) → encoder.{embed (+ pos_embed), dropout, layers.i (EncoderBlock), final_norm}
+//                   → memory
+//                   tgt (B, t2) → decoder.{embed (+ pos_embed), dropout, layers.i (DecoderBlock), final_norm}
 //                   → lm_head → logits (B, t2, V)
+// pos_embed (layers/absolute_position.h) exists only with absolute_position other than "none"; it is
+// registered right after embed, so a learned table is drawn and listed right after the token table.
 // Block computations (which norm where): layers/blocks.h. final_norm exists only with pre_norm: a
 // post-norm stack already ends on a norm.
 //
@@ -34,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "layers/absolute_position.h"
 #include "layers/blocks.h"
 #include "layers/embedding.h"
 #include "layers/schemes.h"
@@ -74,6 +78,8 @@ struct TransformerConfig {
   int64_t max_positions = 0;  // rows of the learned table (> 0 for "learned")
 
   // Throws relgrad::Error "[op] ..." naming the bad field (for `encoder_decoder` also the encoder's).
+  // absolute_position: none, sinusoidal or learned; learned needs max_positions >= 1; sinusoidal
+  // accepts an odd d_model (layers/absolute_position.h).
   void validate(const char* op, bool encoder_decoder) const;
   BlockOptions block_options(bool causal) const;
 };
@@ -115,10 +121,12 @@ class DecoderLM : public Module {
   // holds (an empty vector on the first call; it is sized to one LayerCache per layer) → logits
   // (B, t_new, V), equal to the last t_new rows of forward() over all t_cached + t_new tokens.
   // key_padding_mask optional bool (B, t_cached + t_new) over all keys. No cache (null): forward().
+  // With absolute positions the new tokens sit at t_cached … t_cached + t_new − 1.
   Tensor forward(const Tensor& tokens, const Tensor& key_padding_mask, std::vector<LayerCache>* cache);
 
   TransformerConfig config;
   std::shared_ptr<Embedding> embed;
+  std::shared_ptr<AbsolutePosition> pos_embed;      // null with absolute_position "none"
   std::shared_ptr<Dropout> dropout;                 // on the embeddings
   std::shared_ptr<BlockList<EncoderBlock>> layers;  // causal self-attention blocks
   std::shared_ptr<Norm> final_norm;               // null with post-norm
@@ -132,6 +140,7 @@ class TransformerEncoder : public Module {
   Tensor forward(const Tensor& src, const Tensor& src_padding_mask = Tensor());
 
   std::shared_ptr<Embedding> embed;
+  std::shared_ptr<AbsolutePosition> pos_embed;  // null with absolute_position "none"
   std::shared_ptr<Dropout> dropout;
   std::shared_ptr<BlockList<EncoderBlock>> layers;
   std::shared_ptr<Norm> final_norm;  // null with post-norm
@@ -141,13 +150,18 @@ class TransformerEncoder : public Module {
 class TransformerDecoder : public Module {
  public:
   TransformerDecoder(const TransformerConfig& config, Generator* init_generator);
+  // tgt_positions: see EncoderDecoder::forward.
   Tensor forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_padding_mask = Tensor(),
-                 const Tensor& memory_padding_mask = Tensor());
+                 const Tensor& memory_padding_mask = Tensor(), const Tensor& tgt_positions = Tensor());
   // Incremental decoding with one LayerCache per layer (see EncoderDecoder::decode); null: forward().
   Tensor forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_padding_mask,
-                 const Tensor& memory_padding_mask, std::vector<LayerCache>* cache);
+                 const Tensor& memory_padding_mask, std::vector<LayerCache>* cache,
+                 const Tensor& tgt_positions = Tensor());
+
+  bool cross_explicit = false;  // TransformerConfig::cross_explicit: tgt_positions required
 
   std::shared_ptr<Embedding> embed;
+  std::shared_ptr<AbsolutePosition> pos_embed;  // null with absolute_position "none"
   std::shared_ptr<Dropout> dropout;
   std::shared_ptr<BlockList<DecoderBlock>> layers;
   std::shared_ptr<Norm> final_norm;  // null with post-norm
@@ -159,24 +173,33 @@ class EncoderDecoder : public Module {
   // src int64 (B, t1), tgt int64 (B, t2); masks optional bool, true = padding → logits (B, t2, V).
   // The source padding mask hides padded source tokens from encoder self-attention and from
   // cross-attention; the target one hides padded target keys from decoder self-attention.
+  // tgt_positions int64 (t2), with cross_explicit only (required then, an error otherwise): π(i) of each
+  // target query on the encoder axis, the same for every row, given to cross-attention instead of
+  // cross_alignment. Any integer is accepted, t1 and beyond included (an EOS query one step past the
+  // source's end): every scheme computes δ = j − π(i) for it, and a learned table treats a δ outside it by
+  // its out_of_range policy (layers/relative_learned.h).
   Tensor forward(const Tensor& src, const Tensor& tgt, const Tensor& src_padding_mask = Tensor(),
-                 const Tensor& tgt_padding_mask = Tensor());
+                 const Tensor& tgt_padding_mask = Tensor(), const Tensor& tgt_positions = Tensor());
   Tensor operator()(const Tensor& src, const Tensor& tgt, const Tensor& src_padding_mask = Tensor(),
-                    const Tensor& tgt_padding_mask = Tensor()) {
-    return forward(src, tgt, src_padding_mask, tgt_padding_mask);
+                    const Tensor& tgt_padding_mask = Tensor(), const Tensor& tgt_positions = Tensor()) {
+    return forward(src, tgt, src_padding_mask, tgt_padding_mask, tgt_positions);
   }
   // The two halves, for decoding step by step: memory (B, t1, C) once, then logits per target prefix.
   Tensor encode(const Tensor& src, const Tensor& src_padding_mask = Tensor());
   Tensor decode(const Tensor& tgt, const Tensor& memory, const Tensor& src_padding_mask = Tensor(),
-                const Tensor& tgt_padding_mask = Tensor());
+                const Tensor& tgt_padding_mask = Tensor(), const Tensor& tgt_positions = Tensor());
   // Incremental decoding: tgt (B, t_new) follows the t_cached target tokens in `cache` (an empty
   // vector on the first call, sized to one LayerCache per decoder layer; the first call also caches
   // the projected memory for cross-attention, so keep `memory` the same) → logits (B, t_new, V),
   // equal to the last t_new rows of decode() over all t_cached + t_new target tokens.
   // tgt_padding_mask optional bool (B, t_cached + t_new). No cache (null): decode() above. A cross
   // scheme under Right or Scaled alignment cannot be cached exactly: an error (layers/blocks.h).
+  // Explicit positions can: tgt_positions then covers all t_cached + t_new target tokens, like the
+  // padding mask (int64 (t_cached + t_new)); the new queries use its last t_new entries.
+  // With absolute positions the new tokens sit at t_cached … t_cached + t_new − 1.
   Tensor decode(const Tensor& tgt, const Tensor& memory, const Tensor& src_padding_mask,
-                const Tensor& tgt_padding_mask, std::vector<LayerCache>* cache);
+                const Tensor& tgt_padding_mask, std::vector<LayerCache>* cache,
+                const Tensor& tgt_positions = Tensor());
 
   TransformerConfig config;
   std::shared_ptr<TransformerEncoder> encoder;

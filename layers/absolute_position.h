@@ -1,0 +1,41 @@
+// AbsolutePosition: the absolute position term added to the token embeddings before the first block
+// (Vaswani et al. 2017, section 3.5), for TransformerConfig::absolute_position (layers/models.h).
+//
+//   x (B, T, C) → x + PE[first … first + T − 1]   (PE broadcast over the batch)
+//
+// Position of token t is first + t: first = 0 for a whole sequence, t_cached when a KV cache already
+// holds the earlier tokens, so cached decoding adds the rows the full pass would.
+//
+//   "sinusoidal": PE(pos, 2i) = sin(pos / 10000^(2i/C)), PE(pos, 2i+1) = cos(pos / 10000^(2i/C)), column
+//                 c of PE is sin for even c and cos for odd c, with 2i = c rounded down to even. An odd C
+//                 is accepted: its last column is a sine. No parameters and no buffer: the rows are
+//                 computed on the fly (in double, then cast to x's dtype), so the state dict is unchanged.
+//   "learned":    weight (max_positions, C) ~ N(0, 1), as Embedding initialises its table; row p is
+//                 position p. A sequence reaching past max_positions is an error naming the layer.
+// No embedding scale: the token embedding is not multiplied by √C before the sum (relgrad has none).
+#pragma once
+#include <string>
+
+#include "layers/module.h"
+
+namespace relgrad {
+
+// The sinusoidal table rows for positions first … first + count − 1: (count, d_model), as doubles on the
+// host then converted to `options`' dtype and device.
+Tensor sinusoidal_positions(int64_t first, int64_t count, int64_t d_model, TensorOptions options = {});
+
+class AbsolutePosition : public Module {
+ public:
+  // kind "sinusoidal" or "learned" ("none" builds no module); `op` names the model in errors.
+  AbsolutePosition(const std::string& kind, int64_t d_model, int64_t max_positions, const char* op,
+                   Generator* generator = nullptr);
+  // x (B, T, C), the embeddings of tokens at positions first … first + T − 1 → (B, T, C).
+  Tensor forward(const Tensor& x, int64_t first = 0) const;
+
+  std::string kind;
+  int64_t d_model, max_positions;
+  std::string op;
+  Tensor weight;  // (max_positions, C), "learned" only
+};
+
+}  // namespace relgrad
