@@ -76,7 +76,9 @@ bool parse_bool(const std::string& s) {
   return s == "true";
 }
 
-// The TransformerConfig the file describes: every cfg.* key is read, and every one must be known.
+// The TransformerConfig the file describes: every cfg.* key is read, and every one must be known. The
+// later fields (cross_explicit, absolute_position, max_positions) are in the files of configurations that
+// use them, all three together; a file without them has their defaults.
 TransformerConfig config_of(const Golden& g) {
   TransformerConfig c;
   auto place = [&](const std::string& key, PositionalConfig& p, const std::string& field, const std::string& v) {
@@ -92,7 +94,7 @@ TransformerConfig config_of(const Golden& g) {
     else if (field == "rope_base") p.rope_base = std::stod(v);
     else FAIL(g.name << ": unknown config key " << key);
   };
-  int64_t fields = 0;
+  int64_t fields = 0, later_fields = 0;
   for (const auto& [key, v] : g.file.metadata) {
     if (key.compare(0, 4, "cfg.") != 0) continue;
     ++fields;
@@ -110,6 +112,9 @@ TransformerConfig config_of(const Golden& g) {
     else if (k == "dropout") c.dropout = std::stod(v);
     else if (k == "norm_eps") c.norm_eps = std::stod(v);
     else if (k == "tie_weights") c.tie_weights = parse_bool(v);
+    else if (k == "cross_explicit") c.cross_explicit = parse_bool(v), ++later_fields;
+    else if (k == "absolute_position") c.absolute_position = v, ++later_fields;
+    else if (k == "max_positions") c.max_positions = std::stoll(v), ++later_fields;
     else if (k == "cross_alignment")
       c.cross_alignment = v == "left" ? Alignment::Left : v == "right" ? Alignment::Right : Alignment::Scaled;
     else if (k.compare(0, 13, "encoder_self.") == 0) place(key, c.encoder_self, k.substr(13), v);
@@ -117,7 +122,9 @@ TransformerConfig config_of(const Golden& g) {
     else if (k.compare(0, 6, "cross.") == 0) place(key, c.cross, k.substr(6), v);
     else FAIL(g.name << ": unknown config key " << key);
   }
-  REQUIRE_MESSAGE(fields == 14 + 3 * 9, g.name << " has " << fields << " cfg.* keys; " << kHint);
+  REQUIRE_MESSAGE((later_fields == 0 || later_fields == 3), g.name << " has " << later_fields
+                                                                << " of the 3 later cfg.* keys; " << kHint);
+  REQUIRE_MESSAGE(fields == 14 + later_fields + 3 * 9, g.name << " has " << fields << " cfg.* keys; " << kHint);
   return c;
 }
 
@@ -136,11 +143,12 @@ struct Model {
   }
   Module& module() { return lm ? static_cast<Module&>(*lm) : static_cast<Module&>(*encdec); }
 
-  // Logits (B, T, V) of batch s.
+  // Logits (B, T, V) of batch s; with cross_explicit the batch's tgt_positions place the cross queries.
   Tensor forward(const Golden& g, int64_t s) {
     const std::string b = "batch" + std::to_string(s) + ".";
     if (lm) return lm->forward(g.at(b + "tokens"), g.at(b + "mask"));
-    return encdec->forward(g.at(b + "src"), g.at(b + "tgt"), g.at(b + "src_mask"), g.at(b + "tgt_mask"));
+    const Tensor positions = encdec->config.cross_explicit ? g.at(b + "tgt_positions") : Tensor();
+    return encdec->forward(g.at(b + "src"), g.at(b + "tgt"), g.at(b + "src_mask"), g.at(b + "tgt_mask"), positions);
   }
 };
 
@@ -342,4 +350,10 @@ TEST_CASE("golden training: EncoderDecoder, per-head seed (clip), Huang, Shaw cr
 }
 TEST_CASE("golden training: EncoderDecoder, 3-head symmetric ALiBi, causal Transformer-XL, seed cross (Right)") {
   check_golden_training("encdec_alibi3_xl_right");
+}
+TEST_CASE("golden training: DecoderLM, sinusoidal absolute positions only, odd d_model (15), tied") {
+  check_golden_training("lm_sinusoidal");
+}
+TEST_CASE("golden training: EncoderDecoder, learned absolute tables, Shaw cross at explicit positions, post-norm") {
+  check_golden_training("encdec_learned_explicit");
 }

@@ -17,7 +17,9 @@ with right padding, and records
                                 from the same weights
     batch<s>.<field>            int64 tokens, bool padding masks (true = padding), int64 targets with
                                 -100 at padding; DecoderLM: tokens, mask, targets; EncoderDecoder:
-                                src, src_mask, tgt, tgt_mask, targets. Step s trains on batch s.
+                                src, src_mask, tgt, tgt_mask, targets, and with cross_explicit
+                                tgt_positions (int64 (t2), π(i) of each target query, the same for
+                                every row). Step s trains on batch s.
     logits                      (B, T, V) float64 logits of the initial weights on batch 0
     loss64, loss32              (STEPS) the loss before each step, in a float64 and a float32 run
     grad_norm64, grad_norm32    (STEPS) the total norm clip_grad_norm_ saw at each step
@@ -32,7 +34,11 @@ cosine LrSchedule, torch.optim.AdamW over decay_groups' two groups. The metadata
 config as cfg.<field> / cfg.<place>.<field> (TransformerConfig names, docs §3.1) and the training
 hyperparameters as train.<name>, so the C++ test builds everything from the file; state_dict_order
 lists the state_dict names in the order docs §2 gives (it fixes the optimizer's param indices).
-Each file uses its own seeded generator: adding a configuration never changes the others.
+Each file uses its own seeded generator: adding a configuration never changes the others. The fields
+of LATER_DEFAULTS (absolute positions, explicit cross positions) came after the first seven files:
+they are written only for a configuration that sets one of them, and a file without them has their
+defaults, so those files stay as they were. Regenerate one file with
+    /usr/bin/python3 tools/gen_golden_train.py <config name>
 """
 import math
 import os
@@ -59,6 +65,8 @@ MODEL_DEFAULTS = {"vocab_size": 0, "src_vocab_size": 0, "d_model": 64, "n_heads"
                   "n_encoder_layers": 2, "n_decoder_layers": 2, "activation": "gelu", "norm": "layer_norm",
                   "pre_norm": True, "dropout": 0.1, "norm_eps": 1e-5, "tie_weights": True,
                   "cross_alignment": "left"}
+# Written to the metadata only when one of them differs from its default (see the docstring).
+LATER_DEFAULTS = {"cross_explicit": False, "absolute_position": "none", "max_positions": 0}
 PLACES = ("encoder_self", "decoder_self", "cross")
 PLACE_DEFAULT_SCHEME = {"encoder_self": "t5", "decoder_self": "t5", "cross": "none"}
 
@@ -67,7 +75,7 @@ def make_config(model, lengths, padding="right", **fields):
     """A full config: defaults overridden by `fields` (places given as dicts of PositionalConfig fields).
     padding: "right"; "left_row1" (DecoderLM: row 1 padded on the left, so its first queries see only
     padding: fully masked rows); "empty_src_row3" (EncoderDecoder: source row 3 is all padding)."""
-    cfg = dict(MODEL_DEFAULTS)
+    cfg = dict(MODEL_DEFAULTS, **LATER_DEFAULTS)
     for place in PLACES:
         cfg[place] = dict(POSITIONAL_DEFAULTS, scheme=PLACE_DEFAULT_SCHEME[place])
     for k, v in fields.items():
@@ -76,7 +84,7 @@ def make_config(model, lengths, padding="right", **fields):
             assert not unknown, unknown
             cfg[k].update(v)
         else:
-            assert k in MODEL_DEFAULTS, k
+            assert k in MODEL_DEFAULTS or k in LATER_DEFAULTS, k
             cfg[k] = v
     cfg["model"] = model
     cfg["lengths"] = lengths  # (T) for a DecoderLM, (t1, t2) for an EncoderDecoder: the padded batch lengths
@@ -129,6 +137,18 @@ CONFIGS = {
         cross_alignment="right",
         encoder_self={"scheme": "alibi"}, decoder_self={"scheme": "transformer_xl"},
         cross={"scheme": "seed", "max_length": 9, "out_of_range": "error"}),
+    # The sinusoidal absolute term as the only positional signal of a pre-norm LM, with an odd d_model
+    # (15: the last column is a sine), tied head.
+    "lm_sinusoidal": make_config(
+        "decoder-only", (10,), vocab_size=16, d_model=15, n_heads=3, d_ff=32, dropout=0.0,
+        absolute_position="sinusoidal", decoder_self={"scheme": "none"}),
+    # Vaswani-style: learned absolute tables in both stacks (max_positions above both lengths), no
+    # relative scheme in the self-attentions; Shaw with values in cross-attention at explicit positions
+    # (each batch's tgt_positions, the last one at t1, one step past the source); post-norm, untied.
+    "encdec_learned_explicit": make_config(
+        "encoder-decoder", (9, 8), vocab_size=16, src_vocab_size=14, d_model=16, n_heads=2, d_ff=32, dropout=0.0,
+        pre_norm=False, tie_weights=False, absolute_position="learned", max_positions=12, cross_explicit=True,
+        encoder_self={"scheme": "none"}, decoder_self={"scheme": "none"}, cross={"scheme": "shaw", "clip": 3}),
 }
 
 # ---- parameter names, shapes and random values (docs §2) ----
@@ -192,8 +212,14 @@ def state_entries(cfg):
     """Every state_dict entry (name, shape, init) in relgrad's state_dict order (docs §2.3, §2.4)."""
     C, V = cfg["d_model"], cfg["vocab_size"]
     out = []
+
+    def pos_embed(pre):  # docs §2.3: the learned absolute table, right after the token table
+        return [(pre + "pos_embed.weight", (cfg["max_positions"], C), "normal")] \
+            if cfg["absolute_position"] == "learned" else []
+
     if cfg["model"] == "decoder-only":
         out.append(("embed.weight", (V, C), "normal"))
+        out += pos_embed("")
         for l in range(cfg["n_decoder_layers"]):
             out += block_entries(f"layers.{l}.", cfg, l, cfg["decoder_self"])
         if cfg["pre_norm"]:
@@ -201,11 +227,13 @@ def state_entries(cfg):
     else:
         V_src = cfg["src_vocab_size"] or V
         out.append(("encoder.embed.weight", (V_src, C), "normal"))
+        out += pos_embed("encoder.")
         for l in range(cfg["n_encoder_layers"]):
             out += block_entries(f"encoder.layers.{l}.", cfg, l, cfg["encoder_self"])
         if cfg["pre_norm"]:
             out += norm_entries("encoder.final_norm", cfg)
         out.append(("decoder.embed.weight", (V, C), "normal"))
+        out += pos_embed("decoder.")
         for l in range(cfg["n_decoder_layers"]):
             out += block_entries(f"decoder.layers.{l}.", cfg, l, cfg["decoder_self"], cfg["cross"])
         if cfg["pre_norm"]:
@@ -359,7 +387,8 @@ def attention(P, pre, pos_pre, pc, xq, xkv, H, causal, key_padding_mask, alignme
     q = heads(linear(P, pre + "q_proj", xq), t2)
     k = heads(linear(P, pre + "k_proj", xkv), t1)
     v = heads(linear(P, pre + "v_proj", xkv), t1)
-    pi = query_positions(t2, t1, alignment)
+    # alignment: a name, or explicit positions int64 (t2) (cross_explicit, docs §3.4)
+    pi = alignment if torch.is_tensor(alignment) else query_positions(t2, t1, alignment)
     delta = torch.arange(t1)[None, :] - pi[:, None]  # (t2, t1)
     s = pc["scheme"] if pc is not None else "none"
     qc, kc, score, bias, value_term = q, k, None, None, None
@@ -460,7 +489,7 @@ def encoder_block(P, stack, l, cfg, pc, x, mask, causal):
     return norm(P, pre + "norm2", x + feed_forward(P, pre + "ff.", x, cfg["activation"]), cfg)
 
 
-def decoder_block(P, l, cfg, x, memory, tgt_mask, src_mask):
+def decoder_block(P, l, cfg, x, memory, tgt_mask, src_mask, tgt_positions):
     stack, pre, H = "decoder.", f"decoder.layers.{l}.", cfg["n_heads"]
     sp, cp = cfg["decoder_self"], cfg["cross"]
 
@@ -469,8 +498,9 @@ def decoder_block(P, l, cfg, x, memory, tgt_mask, src_mask):
                          "left")
 
     def cross_attn(h):
+        alignment = tgt_positions if cfg["cross_explicit"] else cfg["cross_alignment"]
         return attention(P, pre + "cross_attn.", pos_prefix(stack, l, "cross_attn", cp), cp, h, memory, H, False,
-                         src_mask, cfg["cross_alignment"])
+                         src_mask, alignment)
 
     ff = lambda h: feed_forward(P, pre + "ff.", h, cfg["activation"])  # noqa: E731
     if cfg["pre_norm"]:
@@ -489,23 +519,43 @@ def lm_head(P, h, cfg, embed_name):
     return linear(P, "lm_head", h, bias=False)
 
 
+def sinusoid(T, C, dtype):
+    """docs §3.2: PE(pos, 2i) = sin(pos / 10000^(2i/C)), PE(pos, 2i+1) = cos(same), in float64 → (T, C)."""
+    pos = torch.arange(T, dtype=F64)[:, None]
+    col = torch.arange(C)
+    two_i = (col - col % 2).to(F64)  # 2i for both columns of a pair; an odd C ends on a sine
+    angle = pos / 10000.0 ** (two_i / C)[None, :]
+    return torch.where((col % 2 == 0)[None, :], angle.sin(), angle.cos()).to(dtype)
+
+
+def embed(P, cfg, pre, tokens):
+    """Token embeddings plus the absolute term of positions 0 … T − 1 (docs §3.2), before dropout."""
+    h = P[pre + "embed.weight"][tokens]
+    T, C = tokens.shape[1], cfg["d_model"]
+    if cfg["absolute_position"] == "learned":
+        h = h + P[pre + "pos_embed.weight"][:T]
+    elif cfg["absolute_position"] == "sinusoidal":
+        h = h + sinusoid(T, C, h.dtype)
+    return h
+
+
 def forward(P, cfg, batch):
     """Logits (B, T, V) of one batch (docs §3.2, §3.3); dropout is 0 in every config."""
     if cfg["model"] == "decoder-only":
-        h = P["embed.weight"][batch["tokens"]]
+        h = embed(P, cfg, "", batch["tokens"])
         for l in range(cfg["n_decoder_layers"]):
             h = encoder_block(P, "", l, cfg, cfg["decoder_self"], h, batch["mask"], True)
         if cfg["pre_norm"]:
             h = norm(P, "final_norm", h, cfg)
         return lm_head(P, h, cfg, "embed.weight")
-    m = P["encoder.embed.weight"][batch["src"]]
+    m = embed(P, cfg, "encoder.", batch["src"])
     for l in range(cfg["n_encoder_layers"]):
         m = encoder_block(P, "encoder.", l, cfg, cfg["encoder_self"], m, batch["src_mask"], False)
     if cfg["pre_norm"]:
         m = norm(P, "encoder.final_norm", m, cfg)
-    h = P["decoder.embed.weight"][batch["tgt"]]
+    h = embed(P, cfg, "decoder.", batch["tgt"])
     for l in range(cfg["n_decoder_layers"]):
-        h = decoder_block(P, l, cfg, h, m, batch["tgt_mask"], batch["src_mask"])
+        h = decoder_block(P, l, cfg, h, m, batch["tgt_mask"], batch["src_mask"], batch.get("tgt_positions"))
     if cfg["pre_norm"]:
         h = norm(P, "decoder.final_norm", h, cfg)
     return lm_head(P, h, cfg, "decoder.embed.weight")
@@ -549,9 +599,14 @@ def make_batch(cfg, g):
         src[3] = []
     ys = [tokens(length(t2, b), 2, V) for b in range(BATCH)]
     tgt_in = [[1] + y[:-1] for y in ys]  # 1 = BOS
-    return {"src": padded(src, t1, 0), "src_mask": toks_mask(src, t1, 0),
-            "tgt": padded(tgt_in, t2, 0), "tgt_mask": toks_mask(tgt_in, t2, 0),
-            "targets": padded(ys, t2, -100)}
+    batch = {"src": padded(src, t1, 0), "src_mask": toks_mask(src, t1, 0),
+             "tgt": padded(tgt_in, t2, 0), "tgt_mask": toks_mask(tgt_in, t2, 0),
+             "targets": padded(ys, t2, -100)}
+    if cfg["cross_explicit"]:
+        # Non-decreasing positions in [0, t1), then t1 for the last query: one step past the source.
+        pi = sorted(torch.randint(0, t1, (t2 - 1,), generator=g).tolist()) + [t1]
+        batch["tgt_positions"] = torch.tensor(pi, dtype=torch.int64)
+    return batch
 
 
 def toks_mask(seqs, length, extra):
@@ -645,6 +700,9 @@ def metadata_of(name, cfg, seed):
 
     for k in MODEL_DEFAULTS:
         md["cfg." + k] = text(cfg[k])
+    if any(cfg[k] != v for k, v in LATER_DEFAULTS.items()):
+        for k in LATER_DEFAULTS:
+            md["cfg." + k] = text(cfg[k])
     for place in PLACES:
         for k in POSITIONAL_DEFAULTS:
             md[f"cfg.{place}.{k}"] = text(cfg[place][k])
