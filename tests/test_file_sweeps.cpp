@@ -22,6 +22,7 @@
 #include "layers/linear.h"
 #include "testing.h"
 #include "train/trainer/checkpoint.h"
+#include "train/music/chorales.h"
 #include "train/music/midi.h"
 #include "train/optim/optim.h"
 #include "train/data/token_file.h"
@@ -276,6 +277,58 @@ TEST_CASE("file sweeps: MIDI file truncated at every length and with every byte 
   MESSAGE("MIDI sweep: file ", good.size(), " bytes; truncations ", cut.cases, " (", cut.refused, " refused); changes ",
           flip.cases, ": ", flip.refused, " refused, ", flip.loaded, " loaded (valid files); slowest case ",
           std::max(cut.slowest_ms, flip.slowest_ms), " ms; ", seconds, " s");
+  CHECK(cut.refused == cut.cases);
+  CHECK(flip.loaded > 0);
+  CHECK(flip.refused > 0);
+}
+
+// A chorale file (train/music/chorales.h): every truncation is refused (the JSON object is never
+// closed); a change gives an Error naming the file or a valid set, which writes out and reads back
+// the same.
+TEST_CASE("file sweeps: chorale file truncated at every length and with every byte changed") {
+  ChoraleSet set;
+  for (int c = 0; c < 3; ++c) {
+    Chorale chorale;
+    for (int k = 0; k < 6 + 2 * c; ++k)
+      chorale.steps.push_back({k % 5 == 4 ? -1 : 67 + k % 3 - c, 60 + c, 55 - k % 2, 48 - c + k % 4});
+    (c == 0 ? set.train : c == 1 ? set.valid : set.test).push_back(chorale);
+  }
+  set.train.push_back(set.test[0]);
+  const std::string good = chorales_to_json(set);
+  REQUIRE(parse_chorales(good, "sweep.json").train == set.train);
+  auto load = [&](const std::string& bytes) {
+    const ChoraleSet got = parse_chorales(bytes, "sweep.json");
+    const ChoraleSet again = parse_chorales(chorales_to_json(got), "rewritten");
+    if (!(again.train == got.train && again.valid == got.valid && again.test == got.test))
+      throw std::logic_error("a loaded chorale set does not survive being written and read back");
+  };
+  const auto start = std::chrono::steady_clock::now();
+  Tally cut, flip;
+  for (size_t len = 0; len < good.size(); ++len) {
+    std::string message;
+    double ms = 0;
+    Outcome o = run(load, good.substr(0, len), &message, &ms);
+    cut.add(o, ms);
+    CHECK_MESSAGE(o == Outcome::Refused, "truncated to ", len, " bytes: ", message);
+    if (o == Outcome::Refused) CHECK_MESSAGE(message.rfind("[chorales] sweep.json: ", 0) == 0, message);
+  }
+  for (size_t i = 0; i < good.size(); ++i) {
+    for (unsigned char x : kFlips) {
+      std::string bad = good;
+      bad[i] = static_cast<char>(bad[i] ^ x);
+      std::string message;
+      double ms = 0;
+      Outcome o = run(load, bad, &message, &ms);
+      flip.add(o, ms);
+      CHECK_MESSAGE(o != Outcome::Other, "byte ", i, " ^ ", int(x), ": ", message);
+      if (o == Outcome::Refused) CHECK_MESSAGE(message.rfind("[chorales] sweep.json: ", 0) == 0, message);
+    }
+  }
+  const double seconds = seconds_since(start);
+  MESSAGE("chorale sweep: file ", good.size(), " bytes; truncations ", cut.cases, " (", cut.refused,
+          " refused); changes ", flip.cases, ": ", flip.refused, " refused, ", flip.loaded,
+          " loaded (other pitches, or spaces); slowest case ", std::max(cut.slowest_ms, flip.slowest_ms), " ms; ",
+          seconds, " s");
   CHECK(cut.refused == cut.cases);
   CHECK(flip.loaded > 0);
   CHECK(flip.refused > 0);
