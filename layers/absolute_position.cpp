@@ -27,7 +27,8 @@ AbsolutePosition::AbsolutePosition(const std::string& k, int64_t C, int64_t max_
            "' for AbsolutePosition (expected sinusoidal or learned)");
   RG_CHECK_T(ShapeError, C > 0, op, "AbsolutePosition needs d_model > 0, got ", C);
   if (kind != "learned") return;
-  RG_CHECK_T(ShapeError, max_rows > 0, op, "absolute_position learned needs max_positions >= 1, got ", max_rows);
+  RG_CHECK_T(ShapeError, max_rows > 0, op, "absolute_position learned needs max_positions >= 1, got ",
+             max_rows);
   Tensor w;
   {
     NoGradGuard no_grad;
@@ -43,8 +44,9 @@ Tensor AbsolutePosition::forward(const Tensor& x, int64_t first) const {
   const int64_t T = x.size(1);
   if (kind == "sinusoidal")
     return x + sinusoidal_positions(first, T, d_model, TensorOptions(x.dtype()).device(x.device()));
-  RG_CHECK_T(IndexError, first + T <= max_positions, op, "pos_embed (absolute_position learned): a sequence of length ",
-             first + T, first > 0 ? " (cached and new tokens)" : "", " is longer than max_positions ", max_positions);
+  RG_CHECK_T(IndexError, first + T <= max_positions, op,
+             "pos_embed (absolute_position learned): a sequence of length ", first + T,
+             first > 0 ? " (cached and new tokens)" : "", " is longer than max_positions ", max_positions);
   return x + weight.narrow(0, first, T);  // (B, T, C) + (T, C)
 }
 

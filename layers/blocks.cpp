@@ -93,7 +93,8 @@ Tensor DecoderBlock::forward(const Tensor& x, const Tensor& memory, const Tensor
 }
 
 Tensor DecoderBlock::forward(const Tensor& x, const Tensor& memory, const Tensor& tgt_padding_mask,
-                             const Tensor& memory_padding_mask, LayerCache& cache, const Tensor& tgt_positions) {
+                             const Tensor& memory_padding_mask, LayerCache& cache,
+                             const Tensor& tgt_positions) {
   return forward_with(x, memory, tgt_padding_mask, memory_padding_mask, tgt_positions, &cache);
 }
 
@@ -104,7 +105,8 @@ Tensor DecoderBlock::forward_with(const Tensor& x, const Tensor& memory, const T
   RG_CHECK_T(ShapeError, x.dim() == 3, "DecoderBlock", "x must be (B, t2, C), got ", shape_str(x.shape()));
   const int64_t t_new = x.size(1), n = (cache ? cache->self.length() : 0) + t_new;  // n: every target token
   if (tgt_positions.defined())
-    RG_CHECK_T(ShapeError, tgt_positions.dtype() == kInt64 && tgt_positions.dim() == 1 && tgt_positions.size(0) == n,
+    RG_CHECK_T(ShapeError,
+               tgt_positions.dtype() == kInt64 && tgt_positions.dim() == 1 && tgt_positions.size(0) == n,
                "DecoderBlock", "tgt_positions must be int64 (", n, "), one π(i) per target token",
                cache ? " (cached and new)" : "", ", got ", dtype_name(tgt_positions.dtype()), " ",
                shape_str(tgt_positions.shape()));

@@ -96,7 +96,8 @@ class DecoderBlock : public Module {
   // unless tgt_positions gives them: int64 (t_cached + t_new), every target token's π(i) (like the
   // padding mask), of which the new queries use the last t_new; the cache is then exact.
   Tensor forward(const Tensor& x, const Tensor& memory, const Tensor& tgt_padding_mask,
-                 const Tensor& memory_padding_mask, LayerCache& cache, const Tensor& tgt_positions = Tensor());
+                 const Tensor& memory_padding_mask, LayerCache& cache,
+                 const Tensor& tgt_positions = Tensor());
 
   BlockOptions options;
   Alignment cross_alignment;

@@ -97,13 +97,13 @@ void TransformerConfig::validate(const char* op, bool encoder_decoder) const {
            activation, "' (expected gelu, gelu_tanh or relu)");
   RG_CHECK(norm == "layer_norm" || norm == "rms_norm", op, "unknown norm '", norm, "' (expected layer_norm or rms_norm)");
   RG_CHECK(dropout >= 0.0 && dropout < 1.0, op, "dropout must be in [0, 1), got ", dropout);
-  RG_CHECK(absolute_position == "none" || absolute_position == "sinusoidal" || absolute_position == "learned", op,
-           "unknown absolute_position '", absolute_position, "' (expected none, sinusoidal or learned)");
+  RG_CHECK(absolute_position == "none" || absolute_position == "sinusoidal" || absolute_position == "learned",
+           op, "unknown absolute_position '", absolute_position, "' (expected none, sinusoidal or learned)");
   RG_CHECK(max_positions >= 0, op, "max_positions must be >= 0, got ", max_positions);
   RG_CHECK(absolute_position != "learned" || max_positions >= 1, op,
            "absolute_position learned needs max_positions >= 1 (the rows of its table), got ", max_positions);
-  RG_CHECK(encoder_decoder || !cross_explicit, op, "cross_explicit is for an encoder-decoder model (there is no "
-           "cross-attention in a decoder-only one)");
+  RG_CHECK(encoder_decoder || !cross_explicit, op,
+           "cross_explicit is for an encoder-decoder model (a decoder-only one has no cross-attention)");
   check_positional(decoder_self, "decoder_self", true, op);
   if (encoder_decoder) {
     check_positional(encoder_self, "encoder_self", false, op);
@@ -202,7 +202,8 @@ Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& src_padding_
   return final_norm ? final_norm->forward(h) : h;
 }
 
-TransformerDecoder::TransformerDecoder(const TransformerConfig& c, Generator* init) : cross_explicit(c.cross_explicit) {
+TransformerDecoder::TransformerDecoder(const TransformerConfig& c, Generator* init)
+    : cross_explicit(c.cross_explicit) {
   const char* op = "EncoderDecoder";
   embed = register_module("embed", std::make_shared<Embedding>(c.vocab_size, c.d_model, -1, init));
   if (auto pe = make_absolute(c, op, init)) pos_embed = register_module("pos_embed", pe);

@@ -24,7 +24,9 @@ Tensor random_tokens(int64_t B, int64_t T, int64_t V, uint64_t seed) {
   return randint(0, V, {B, T}, kInt64, &g);
 }
 
-Tensor positions(const std::vector<int64_t>& p) { return from_vector<int64_t>(p, {static_cast<int64_t>(p.size())}); }
+Tensor positions(const std::vector<int64_t>& p) {
+  return from_vector<int64_t>(p, {static_cast<int64_t>(p.size())});
+}
 
 // V = 11 (source 13), C = 8, H = 2, two layers per stack, no dropout; small relative tables, so the
 // sequences reach past them.
@@ -59,17 +61,18 @@ double vaswani_pe(int64_t pos, int64_t column, int64_t d_model) {
 Tensor reference_term(const AbsolutePosition& pe, int64_t first, int64_t T) {
   std::vector<double> out(static_cast<size_t>(T * pe.d_model));
   std::vector<double> table = pe.kind == "learned" ? values(pe.weight) : std::vector<double>();
+  const int64_t C = pe.d_model;
   for (int64_t t = 0; t < T; ++t)
-    for (int64_t c = 0; c < pe.d_model; ++c)
-      out[static_cast<size_t>(t * pe.d_model + c)] = pe.kind == "learned"
-                                                          ? table[static_cast<size_t>((first + t) * pe.d_model + c)]
-                                                          : vaswani_pe(first + t, c, pe.d_model);
+    for (int64_t c = 0; c < C; ++c)
+      out[static_cast<size_t>(t * C + c)] =
+          pe.kind == "learned" ? table[static_cast<size_t>((first + t) * C + c)] : vaswani_pe(first + t, c, C);
   return from_vector<double>(out, {T, pe.d_model});
 }
 
 // Tied head: logits = (h · C^−1/2) · Eᵀ (layers/models.h).
 Tensor tied_logits(const Tensor& h, const Embedding& embed) {
-  return matmul(h * (1.0 / std::sqrt(static_cast<double>(embed.embedding_dim))), embed.weight.transpose(0, 1));
+  const double scale = 1.0 / std::sqrt(static_cast<double>(embed.embedding_dim));
+  return matmul(h * scale, embed.weight.transpose(0, 1));
 }
 
 // Feeds `tokens` to `cached` as a first chunk, then one token at a time, and checks each call's rows
@@ -128,7 +131,8 @@ TEST_CASE("absolute position: the layer adds the term at first … first + T −
     CHECK_CLOSE(pe.forward(x), x + reference_term(pe, 0, 4), 1e-14, 0);
     std::vector<Tensor*> params;
     if (pe.kind == "learned") params.push_back(&pe.weight);
-    gradcheck_with_params(params, {x.requires_grad_()}, [&](const TensorList& in) { return pe.forward(in[0], 2); });
+    gradcheck_with_params(params, {x.requires_grad_()},
+                          [&](const TensorList& in) { return pe.forward(in[0], 2); });
   }
   Generator init(3);
   AbsolutePosition learned("learned", 6, 9, "test", &init);
@@ -244,7 +248,8 @@ TEST_CASE("explicit cross positions: float64 gradcheck through the cross scheme 
   Generator init(23);
   EncoderDecoder ed(c, &init);
   ed.to(kFloat64);
-  auto* seed = dynamic_cast<SeedRelativeEmbedding*>(ed.decoder->layers->items[0]->cross_attn->positional.get());
+  auto* seed =
+      dynamic_cast<SeedRelativeEmbedding*>(ed.decoder->layers->items[0]->cross_attn->positional.get());
   REQUIRE(seed);
   Tensor src = random_tokens(1, 5, c.src_vocab_size, 24), tgt = random_tokens(1, 3, c.vocab_size, 25);
   Tensor pi = positions({0, 3, 5});  // π = t1 for the last query
@@ -264,15 +269,17 @@ TEST_CASE("absolute position: cached decoding equals the full pass (DecoderLM, E
     lm.to(kFloat64);
     Tensor tok = random_tokens(2, 9, c.vocab_size, 28);
     std::vector<LayerCache> cache;
-    check_cached_equals_full(lm(tok), tok, 3, [&](const Tensor& t) { return lm.forward(t, Tensor(), &cache); });
+    check_cached_equals_full(lm(tok), tok, 3,
+                             [&](const Tensor& t) { return lm.forward(t, Tensor(), &cache); });
 
     EncoderDecoder ed(c, &init);
     ed.to(kFloat64);
     Tensor src = random_tokens(2, 6, c.src_vocab_size, 29);
     Tensor memory = ed.encode(src);
     std::vector<LayerCache> dcache;
-    check_cached_equals_full(ed.decode(tok, memory), tok, 2,
-                             [&](const Tensor& t) { return ed.decode(t, memory, Tensor(), Tensor(), &dcache); });
+    check_cached_equals_full(ed.decode(tok, memory), tok, 2, [&](const Tensor& t) {
+      return ed.decode(t, memory, Tensor(), Tensor(), &dcache);
+    });
   }
 }
 
@@ -303,26 +310,28 @@ TEST_CASE("explicit cross positions: cached decoding equals the full pass, every
 TEST_CASE("explicit cross positions: π of Left and Scaled give those alignments' logits, other π differ") {
   const int64_t t1 = 7, t2 = 4;
   for (const char* scheme : {"seed", "shaw", "t5", "alibi", "rope"})
-    for (Alignment a : {Alignment::Left, Alignment::Scaled}) {
-      INFO(std::string(scheme), a == Alignment::Left ? " Left" : " Scaled");
-      TransformerConfig c = small_config("sinusoidal");
-      c.cross.scheme = scheme;
-      c.cross_alignment = a;
-      Generator init_a(35), init_b(35);
-      EncoderDecoder aligned(c, &init_a);
-      c.cross_explicit = true;
-      EncoderDecoder given(c, &init_b);  // the same draws: cross_explicit changes no parameter
-      aligned.to(kFloat64);
-      given.to(kFloat64);
-      std::vector<int64_t> pi;
-      for (int64_t i = 0; i < t2; ++i) pi.push_back(a == Alignment::Left ? i : i * t1 / t2);  // ⌊i·t1/t2⌋
-      Tensor src = random_tokens(2, t1, c.src_vocab_size, 36), tgt = random_tokens(2, t2, c.vocab_size, 37);
-      Tensor want = aligned(src, tgt);
-      CHECK_CLOSE(given(src, tgt, Tensor(), Tensor(), positions(pi)), want, 1e-12, 1e-10);
-      std::vector<int64_t> shifted = pi;
-      for (int64_t& p : shifted) p += 2;
-      CHECK(compare(given(src, tgt, Tensor(), Tensor(), positions(shifted)), want, 1e-6, 0) != "");
-    }
+    for (Alignment a : {Alignment::Left, Alignment::Scaled})
+      for (bool fused : {false, true}) {
+        INFO(std::string(scheme), a == Alignment::Left ? " Left" : " Scaled", fused ? ", fused core" : "");
+        TransformerConfig c = small_config("sinusoidal");
+        c.fused_attention = fused;
+        c.cross.scheme = scheme;
+        c.cross_alignment = a;
+        Generator init_a(35), init_b(35);
+        EncoderDecoder aligned(c, &init_a);
+        c.cross_explicit = true;
+        EncoderDecoder given(c, &init_b);  // the same draws: cross_explicit changes no parameter
+        aligned.to(kFloat64);
+        given.to(kFloat64);
+        std::vector<int64_t> pi;
+        for (int64_t i = 0; i < t2; ++i) pi.push_back(a == Alignment::Left ? i : i * t1 / t2);  // ⌊i·t1/t2⌋
+        Tensor src = random_tokens(2, t1, c.src_vocab_size, 36), tgt = random_tokens(2, t2, c.vocab_size, 37);
+        Tensor want = aligned(src, tgt);
+        CHECK_CLOSE(given(src, tgt, Tensor(), Tensor(), positions(pi)), want, 1e-12, 1e-10);
+        std::vector<int64_t> shifted = pi;
+        for (int64_t& p : shifted) p += 2;
+        CHECK(compare(given(src, tgt, Tensor(), Tensor(), positions(shifted)), want, 1e-6, 0) != "");
+      }
 }
 
 TEST_CASE("explicit cross positions: every cross scheme accepts π = t1 and beyond, with finite logits") {
@@ -337,7 +346,8 @@ TEST_CASE("explicit cross positions: every cross scheme accepts π = t1 and beyo
       Generator init(39);
       EncoderDecoder ed(c, &init);
       Tensor src = random_tokens(1, 4, c.src_vocab_size, 40), tgt = random_tokens(1, 3, c.vocab_size, 41);
-      for (double v : values(ed(src, tgt, Tensor(), Tensor(), positions({2, 4, 9})))) REQUIRE(std::isfinite(v));
+      for (double v : values(ed(src, tgt, Tensor(), Tensor(), positions({2, 4, 9}))))
+        REQUIRE(std::isfinite(v));
     }
   // Under the Error policy the seed's table (|δ| ≤ t3 − 1 = 7) takes π = t1 = 4 (δ from −4 to −1) and
   // refuses π = 9 (δ = −9 and −8 fall outside), as it refuses such a distance under any alignment.
@@ -414,7 +424,8 @@ TEST_CASE("absolute position: state-dict names and order, and the init draw") {
 
 TEST_CASE("absolute position and explicit cross positions: errors name what is wrong") {
   TransformerConfig c = small_config("rotary");
-  check_throws_with([&] { DecoderLM m(c); }, "unknown absolute_position 'rotary' (expected none, sinusoidal or learned)");
+  check_throws_with([&] { DecoderLM m(c); },
+                    "unknown absolute_position 'rotary' (expected none, sinusoidal or learned)");
   c = small_config("learned");
   c.max_positions = 0;
   check_throws_with([&] { EncoderDecoder m(c); }, "absolute_position learned needs max_positions >= 1");
@@ -429,8 +440,8 @@ TEST_CASE("absolute position and explicit cross positions: errors name what is w
   c.max_positions = 5;
   DecoderLM lm(c);
   check_throws_with([&] { lm(random_tokens(1, 6, c.vocab_size, 50)); },
-                    "[DecoderLM] pos_embed (absolute_position learned): a sequence of length 6 is longer than "
-                    "max_positions 5");
+                    "[DecoderLM] pos_embed (absolute_position learned): a sequence of length 6 is longer "
+                    "than max_positions 5");
   std::vector<LayerCache> cache;
   lm.forward(random_tokens(1, 4, c.vocab_size, 51), Tensor(), &cache);
   check_throws_with([&] { lm.forward(random_tokens(1, 2, c.vocab_size, 52), Tensor(), &cache); },
@@ -448,7 +459,8 @@ TEST_CASE("absolute position and explicit cross positions: errors name what is w
                     "tgt_positions given but cross_explicit is off");
   c.cross_explicit = true;
   EncoderDecoder ed(c);
-  check_throws_with([&] { ed(src, tgt); }, "cross_explicit is set, so the call needs tgt_positions int64 (3)");
+  check_throws_with([&] { ed(src, tgt); },
+                    "cross_explicit is set, so the call needs tgt_positions int64 (3)");
   check_throws_with([&] { ed(src, tgt, Tensor(), Tensor(), positions({0, 1})); },
                     "tgt_positions must be int64 (3), one π(i) per target token, got int64 (2)");
   check_throws_with([&] { ed(src, tgt, Tensor(), Tensor(), positions({0, 1, 2}).to(kFloat32)); },
@@ -456,12 +468,14 @@ TEST_CASE("absolute position and explicit cross positions: errors name what is w
   Tensor memory = ed.encode(src);
   std::vector<LayerCache> dcache;
   ed.decode(tgt, memory, Tensor(), Tensor(), &dcache, positions({0, 1, 2}));
-  check_throws_with([&] { ed.decode(tgt.narrow(1, 0, 1), memory, Tensor(), Tensor(), &dcache, positions({3})); },
+  Tensor next = tgt.narrow(1, 0, 1);
+  check_throws_with([&] { ed.decode(next, memory, Tensor(), Tensor(), &dcache, positions({3})); },
                     "tgt_positions must be int64 (4), one π(i) per target token, got int64 (1)");
-  check_throws_with([&] { ed.decode(tgt.narrow(1, 0, 1), memory, Tensor(), Tensor(), &dcache); },
+  check_throws_with([&] { ed.decode(next, memory, Tensor(), Tensor(), &dcache); },
                     "cross_explicit is set, so the call needs tgt_positions int64 (4)");
   // DecoderBlock itself checks the positions it is handed.
   DecoderBlock block(8, 2, 16);
-  check_throws_with([&] { block.forward(zeros({1, 3, 8}), zeros({1, 4, 8}), Tensor(), Tensor(), positions({0})); },
+  Tensor x = zeros({1, 3, 8}), memory4 = zeros({1, 4, 8});
+  check_throws_with([&] { block.forward(x, memory4, Tensor(), Tensor(), positions({0})); },
                     "[DecoderBlock] tgt_positions must be int64 (3)");
 }

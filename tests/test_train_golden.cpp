@@ -124,7 +124,8 @@ TransformerConfig config_of(const Golden& g) {
   }
   REQUIRE_MESSAGE((later_fields == 0 || later_fields == 3), g.name << " has " << later_fields
                                                                 << " of the 3 later cfg.* keys; " << kHint);
-  REQUIRE_MESSAGE(fields == 14 + later_fields + 3 * 9, g.name << " has " << fields << " cfg.* keys; " << kHint);
+  REQUIRE_MESSAGE(fields == 14 + later_fields + 3 * 9,
+                  g.name << " has " << fields << " cfg.* keys; " << kHint);
   return c;
 }
 
@@ -148,7 +149,8 @@ struct Model {
     const std::string b = "batch" + std::to_string(s) + ".";
     if (lm) return lm->forward(g.at(b + "tokens"), g.at(b + "mask"));
     const Tensor positions = encdec->config.cross_explicit ? g.at(b + "tgt_positions") : Tensor();
-    return encdec->forward(g.at(b + "src"), g.at(b + "tgt"), g.at(b + "src_mask"), g.at(b + "tgt_mask"), positions);
+    return encdec->forward(g.at(b + "src"), g.at(b + "tgt"), g.at(b + "src_mask"), g.at(b + "tgt_mask"),
+                           positions);
   }
 };
 
@@ -354,6 +356,6 @@ TEST_CASE("golden training: EncoderDecoder, 3-head symmetric ALiBi, causal Trans
 TEST_CASE("golden training: DecoderLM, sinusoidal absolute positions only, odd d_model (15), tied") {
   check_golden_training("lm_sinusoidal");
 }
-TEST_CASE("golden training: EncoderDecoder, learned absolute tables, Shaw cross at explicit positions, post-norm") {
+TEST_CASE("golden training: EncoderDecoder, learned absolute tables, Shaw cross at explicit positions") {
   check_golden_training("encdec_learned_explicit");
 }
