@@ -1,6 +1,7 @@
 // The J.S. Bach chorales (train/music/chorales.h): the shipped file, the parser's refusals, the token
 // serialisation, MIDI both ways, and the two datasets with their evaluation batches.
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -52,6 +53,14 @@ TEST_CASE("chorales: the shipped file") {
   const std::string bytes = read_file(shipped_path(), "test");
   CHECK(bytes.size() == 1666444);
   CHECK(fnv1a64(bytes.data(), bytes.size()) == 0xbedae8707df2b3e0ULL);
+  // data/jsb/README.md gives the sha256 of the upstream file; coreutils' sha256sum checks it here.
+  if (FILE* p = popen(("sha256sum '" + shipped_path() + "' 2>/dev/null").c_str(), "r")) {
+    char digest[65] = {0};
+    const size_t got = fread(digest, 1, 64, p);
+    pclose(p);
+    if (got == 64) CHECK(std::string(digest) == "79294cc374f9252e95ef4b703161524c1c53dc1f712c236f00f1c1f5d54af5a7");
+    else MESSAGE("sha256sum not found: the sha256 of the shipped file is not checked");
+  }
   const ChoraleSet& set = shipped();
   CHECK(set.train.size() == 229);
   CHECK(set.valid.size() == 76);

@@ -93,7 +93,9 @@ std::vector<Note> chorale_notes(const Chorale& chorale);
 MidiFile chorale_midi(const Chorale& chorale);
 // Back from a file chorale_midi wrote (or any file whose channels 0..3 carry the four voices, one
 // note at a time each): per step, the pitch sounding in each voice at the step's midpoint, -1 if
-// none; steps of kChoraleStepSeconds up to the last note's end. chorale_from_midi(chorale_midi(c)) == c.
+// none (the latest-starting note if a voice has several); steps of kChoraleStepSeconds up to the last
+// note's end or the end of the longest track, whichever is later (chorale_midi ends its track at the
+// chorale's end, so trailing rests survive). chorale_from_midi(chorale_midi(c)) == c.
 Chorale chorale_from_midi(const MidiFile& file);
 // A melody to harmonise from any MIDI file: the highest pitch sounding at the midpoint of each 16th
 // (the 16th taken from the file's first tempo, 120 bpm without one; tracks merged), -1 where nothing
@@ -172,7 +174,8 @@ Tensor harmony_query_positions(int64_t steps);
 // chorale_tokens after BOS (EOS included) is a target exactly once; a chorale longer than `context`
 // is cut into windows starting at multiples of 4 tokens, each scoring only the tokens not scored by
 // the window before, so each scored token sees at least context / 2 tokens of history (all of it
-// near the start). Rows of at most `batch_size`, PAD / −100 / mask on the right.
+// near the start). Rows of at most `batch_size`, PAD / −100 / mask on the right. `context`: a multiple
+// of 4, at least 8; windows advance by context / 2 rounded down to a multiple of 4.
 std::vector<Batch> chorale_eval_batches(const ChoraleSet& set, ChoraleSplit split, int64_t context, int64_t batch_size);
 // The same for harmonisation: each chorale whole (source its soprano line, target its lower voices),
 // one row per chorale, batched and padded; tgt_positions ⌊i / 3⌋ as in HarmonyData (the same for every
