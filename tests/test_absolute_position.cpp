@@ -312,6 +312,7 @@ TEST_CASE("explicit cross positions: π of Left and Scaled give those alignments
   for (const char* scheme : {"seed", "shaw", "t5", "alibi", "rope"})
     for (Alignment a : {Alignment::Left, Alignment::Scaled})
       for (bool fused : {false, true}) {
+        if (fused && a == Alignment::Left) continue;  // the fused core (slow on the CPU): once per scheme
         INFO(std::string(scheme), a == Alignment::Left ? " Left" : " Scaled", fused ? ", fused core" : "");
         TransformerConfig c = small_config("sinusoidal");
         c.fused_attention = fused;
