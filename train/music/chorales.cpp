@@ -4,15 +4,10 @@
 // The parser is nlohmann's SAX interface driving a small state machine, so the file is checked as it
 // streams past and nothing but the chorales themselves is kept: no DOM of a 64 MiB hostile file, and
 // every refusal knows where it is (split, chorale, step, voice) or, for bad JSON, the byte offset.
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <limits>
-#include <set>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -37,6 +32,7 @@ class ChoraleSax : public nlohmann::json_sax<nlohmann::json> {
   bool boolean(bool b) override { return value(b ? "true" : "false"); }
   bool number_integer(number_integer_t v) override { return integer(v, std::to_string(v)); }
   bool number_unsigned(number_unsigned_t v) override {
+    // Anything above 1000 is out of range anyway; the clamp keeps a value above 2^63 from wrapping.
     return integer(v > 1000 ? 1000 : static_cast<int64_t>(v), std::to_string(v));
   }
   bool number_float(number_float_t v, const string_t& text) override {
@@ -139,20 +135,18 @@ class ChoraleSax : public nlohmann::json_sax<nlohmann::json> {
   }
   [[noreturn]] void fail(const std::string& what) { throw Error("[chorales] " + origin_ + ": " + what); }
 
-  // A value that is not a pitch where it stands: say what was expected there.
-  bool value(const std::string& what) {
-    static const char* const kExpected[] = {
-        "the file must be one JSON object with the keys \"train\", \"valid\" and \"test\"",
-        "must be an array of chorales", "must be an array of chorales", "must be an array of steps",
-        "must be -1 or a pitch 0..127"};
-    if (depth_ == 1) fail("key '" + std::string(kSplitNames[split_]) + "' " + kExpected[1] + ", got " + what);
-    if (depth_ == 2)
-      fail(where() + " chorale " + std::to_string(chorale_ + 1) + ": a chorale must be an array of steps, got " + what);
-    if (depth_ == 3)
-      fail(where() + " step " + std::to_string(split().back().steps.size()) +
-           ": a step must be an array of four integers, got " + what);
-    if (depth_ == 4) fail(where() + ": " + kExpected[4] + ", got " + what);
-    fail(std::string(kExpected[0]) + ", got " + what);
+  // A value that does not belong where it stands: say what was expected there.
+  [[noreturn]] bool value(const std::string& what) {
+    switch (depth_) {
+      case 0: fail("the file must be one JSON object with the keys \"train\", \"valid\" and \"test\", got " + what);
+      case 1: fail(where() + " must be an array of chorales, got " + what);
+      case 2:
+        fail(where() + " chorale " + std::to_string(chorale_ + 1) + ": a chorale must be an array of steps, got " + what);
+      case 3:
+        fail(where() + " step " + std::to_string(split().back().steps.size()) +
+             ": a step must be an array of four integers, got " + what);
+      default: fail(where() + ": must be -1 or a pitch 0..127, got " + what);
+    }
   }
   bool integer(int64_t v, const std::string& text) {
     if (depth_ != 4) return value("the number " + text);
