@@ -18,7 +18,9 @@ using relgrad::testing::TempDir;
 namespace {
 
 // The repository's copy (tests/golden is two levels below the repository root).
-std::string shipped_path() { return std::string(RELGRAD_GOLDEN_DIR) + "/../../data/jsb/Jsb16thSeparated.json"; }
+std::string shipped_path() {
+  return std::string(RELGRAD_GOLDEN_DIR) + "/../../data/jsb/Jsb16thSeparated.json";
+}
 
 const ChoraleSet& shipped() {
   static const ChoraleSet set = read_chorales(shipped_path());
@@ -45,7 +47,8 @@ void check_refused(const std::string& json, const std::string& expected) {
   check_throws_with([&] { parse_chorales(json, "t.json"); }, "[chorales] t.json: " + expected);
 }
 
-const char* kSmall = R"({"train": [[[60, 55, 52, 48], [62, 55, 53, 47]]], "valid": [[[-1, -1, -1, -1]]], "test": []})";
+const char* kSmall =
+    R"({"train": [[[60, 55, 52, 48], [62, 55, 53, 47]]], "valid": [[[-1, -1, -1, -1]]], "test": []})";
 
 }  // namespace
 
@@ -58,8 +61,10 @@ TEST_CASE("chorales: the shipped file") {
     char digest[65] = {0};
     const size_t got = fread(digest, 1, 64, p);
     pclose(p);
-    if (got == 64) CHECK(std::string(digest) == "79294cc374f9252e95ef4b703161524c1c53dc1f712c236f00f1c1f5d54af5a7");
-    else MESSAGE("sha256sum not found: the sha256 of the shipped file is not checked");
+    if (got == 64)
+      CHECK(std::string(digest) == "79294cc374f9252e95ef4b703161524c1c53dc1f712c236f00f1c1f5d54af5a7");
+    else
+      MESSAGE("sha256sum not found: the sha256 of the shipped file is not checked");
   }
   const ChoraleSet& set = shipped();
   CHECK(set.train.size() == 229);
@@ -105,14 +110,17 @@ TEST_CASE("chorales: every refusal names its position") {
   check_refused(R"({"train": [], "valid": []})", "missing key 'test'");
   check_refused(R"({"train": [], "valid": [], "test": [], "extra": []})", "unexpected key 'extra'");
   check_refused(R"([1, 2])", "the file must be one JSON object");
-  check_refused(R"({"train": {}, "valid": [], "test": []})", "key 'train' must be an array of chorales, got an object");
-  check_refused(R"({"train": [], "valid": [5], "test": []})", "valid chorale 0: a chorale must be an array of steps");
+  check_refused(R"({"train": {}, "valid": [], "test": []})",
+                "key 'train' must be an array of chorales, got an object");
+  check_refused(R"({"train": [], "valid": [5], "test": []})",
+                "valid chorale 0: a chorale must be an array of steps");
   check_refused(R"({"train": [], "valid": [], "test": [[[60,60,60,60]], []]})",
                 "test chorale 1: a chorale must have at least one step");
   check_refused(R"({"train": [[[60,60,60,60], "x"]], "valid": [], "test": []})",
                 "train chorale 0 step 1: a step must be an array of four integers, got a string");
-  check_refused(R"({"train": [[[60,60,60,60], [1, 2, 3]]], "valid": [], "test": []})",
-                "train chorale 0 step 1: a step must be an array of four integers (soprano, alto, tenor, bass), got 3");
+  check_refused(
+      R"({"train": [[[60,60,60,60], [1, 2, 3]]], "valid": [], "test": []})",
+      "train chorale 0 step 1: a step must be an array of four integers (soprano, alto, tenor, bass), got 3");
   check_refused(R"({"train": [[[60,60,60,60,60]]], "valid": [], "test": []})",
                 "train chorale 0 step 0: a step must be an array of four integers");
   check_refused(R"({"train": [], "valid": [], "test": [[[60,60,60,60]], [[1,2,200,4]]]})",
@@ -132,7 +140,8 @@ TEST_CASE("chorales: every refusal names its position") {
   for (int64_t k = 0; k <= kMaxChoraleSteps; ++k) many += k ? ",[1,2,3,4]" : "[1,2,3,4]";
   check_refused(many + "]]}", "train chorale 0: more than 100000 steps");
   // Over the size limit, refused before parsing.
-  check_refused(std::string(static_cast<size_t>(kMaxChoraleFileBytes) + 1, ' '), "the text is 67108865 bytes, more than the limit");
+  check_refused(std::string(static_cast<size_t>(kMaxChoraleFileBytes) + 1, ' '),
+                "the text is 67108865 bytes, more than the limit");
   // A missing file names its path.
   check_throws_with([] { read_chorales("/nonexistent/chorales.json"); }, "/nonexistent/chorales.json");
 }
@@ -175,7 +184,8 @@ TEST_CASE("chorales: token layout, vocabulary and round trips") {
   }
   // What a model may write: PAD/BOS skipped, ids outside REST..131 skipped, EOS stops, a last
   // incomplete step dropped.
-  const Chorale c = chorale_from_tokens({kPad, kBos, 64, 3, 60, kBos, 56, 500, -7, 64, 64, 64, kEos, 64, 64, 64, 64});
+  const Chorale c =
+      chorale_from_tokens({kPad, kBos, 64, 3, 60, kBos, 56, 500, -7, 64, 64, 64, kEos, 64, 64, 64, 64});
   REQUIRE(c.steps.size() == 1);
   CHECK(c.steps[0] == std::array<int, 4>{60, -1, 56, 52});
   CHECK(chorale_from_tokens({64, 64, 64}).steps.empty());
@@ -277,9 +287,9 @@ bool same_batch(const Batch& a, const Batch& b) {
   auto eq = [](const Tensor& x, const Tensor& y) {
     return x.defined() == y.defined() && (!x.defined() || testing::bitwise_equal(x, y));
   };
-  return eq(a.tokens, b.tokens) && eq(a.targets, b.targets) && eq(a.padding_mask, b.padding_mask) && eq(a.src, b.src) &&
-         eq(a.tgt_in, b.tgt_in) && eq(a.tgt_out, b.tgt_out) && eq(a.tgt_positions, b.tgt_positions) &&
-         a.num_targets == b.num_targets;
+  return eq(a.tokens, b.tokens) && eq(a.targets, b.targets) && eq(a.padding_mask, b.padding_mask) &&
+         eq(a.src, b.src) && eq(a.tgt_in, b.tgt_in) && eq(a.tgt_out, b.tgt_out) &&
+         eq(a.tgt_positions, b.tgt_positions) && a.num_targets == b.num_targets;
 }
 
 struct FakeModel : SampleModel {
@@ -383,15 +393,18 @@ TEST_CASE("chorales: harmonisation windows") {
       const auto& own = split == Split::Train ? shipped().train : shipped().valid;
       int64_t targets = 0;
       for (int64_t r = 0; r < 6; ++r) {
-        const std::vector<int64_t> src = row_of(b.src, r), in = row_of(b.tgt_in, r), out = row_of(b.tgt_out, r);
-        const std::vector<bool> smask = mask_row(b.src_padding_mask, r), tmask = mask_row(b.tgt_padding_mask, r);
+        const std::vector<int64_t> src = row_of(b.src, r), in = row_of(b.tgt_in, r),
+                                   out = row_of(b.tgt_out, r);
+        const std::vector<bool> smask = mask_row(b.src_padding_mask, r),
+                                tmask = mask_row(b.tgt_padding_mask, r);
         const int64_t m = std::find(src.begin(), src.end(), kPad) - src.begin();
         CHECK(m >= 1);
         CHECK(in[0] == kBos);
         CHECK(out[3 * m] == kEos);
         std::vector<int64_t> soprano(src.begin(), src.begin() + m), lower(out.begin(), out.begin() + 3 * m);
         for (int64_t i = 0; i < 3 * m; ++i) CHECK(in[i + 1] == out[i]);
-        for (int64_t i = 3 * m + 1; i < 3 * S + 1; ++i) CHECK((in[i] == kPad && out[i] == kIgnoreIndex && tmask[i]));
+        for (int64_t i = 3 * m + 1; i < 3 * S + 1; ++i)
+          CHECK((in[i] == kPad && out[i] == kIgnoreIndex && tmask[i]));
         for (int64_t k = 0; k < S; ++k) CHECK(smask[k] == (k >= m));
         // The row is m consecutive steps of one chorale of the split (all of it when S > its length).
         const Chorale part = chorale_from_parts(soprano, lower);
@@ -438,10 +451,14 @@ TEST_CASE("chorales: evaluation batches score every token once") {
         size_t start = seq.size();
         for (size_t s = 0; s + tok.size() < seq.size() && start == seq.size(); s += 4) {
           bool fits = std::equal(tok.begin(), tok.end(), seq.begin() + s);
-          for (size_t t = 0; t < tok.size() && fits; ++t) fits = tgt[t] == kIgnoreIndex || tgt[t] == seq[s + t + 1];
+          for (size_t t = 0; t < tok.size() && fits; ++t)
+            fits = tgt[t] == kIgnoreIndex || tgt[t] == seq[s + t + 1];
           if (fits) start = s;
         }
-        if (start == seq.size()) { ++misplaced; continue; }
+        if (start == seq.size()) {
+          ++misplaced;
+          continue;
+        }
         for (size_t t = 0; t < tok.size(); ++t)
           if (tgt[t] != kIgnoreIndex) {
             if (start > 0 && static_cast<int64_t>(t) < context / 2) ++bad_history;

@@ -327,8 +327,8 @@ TEST_CASE("file sweeps: chorale file truncated at every length and with every by
   const double seconds = seconds_since(start);
   MESSAGE("chorale sweep: file ", good.size(), " bytes; truncations ", cut.cases, " (", cut.refused,
           " refused); changes ", flip.cases, ": ", flip.refused, " refused, ", flip.loaded,
-          " loaded (other pitches, or spaces); slowest case ", std::max(cut.slowest_ms, flip.slowest_ms), " ms; ",
-          seconds, " s");
+          " loaded (other pitches, or spaces); slowest case ", std::max(cut.slowest_ms, flip.slowest_ms),
+          " ms; ", seconds, " s");
   CHECK(cut.refused == cut.cases);
   CHECK(flip.loaded > 0);
   CHECK(flip.refused > 0);

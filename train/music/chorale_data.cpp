@@ -29,8 +29,9 @@ Loaded load(const ChoraleDataConfig& config, const char* who) {
   const std::string bytes = read_file(out.path, "chorales", static_cast<uint64_t>(kMaxChoraleFileBytes));
   out.checksum = fnv1a64(bytes.data(), bytes.size());
   out.set = parse_chorales(bytes, out.path);
-  RG_CHECK(!out.set.train.empty() && !out.set.valid.empty(), who, out.path, ": needs training and validation chorales, got ",
-           out.set.train.size(), " and ", out.set.valid.size());
+  RG_CHECK(!out.set.train.empty() && !out.set.valid.empty(), who, out.path,
+           ": needs training and validation chorales, got ", out.set.train.size(), " and ",
+           out.set.valid.size());
   return out;
 }
 
@@ -110,11 +111,13 @@ Batch ChoraleData::batch(int64_t index, Split split) const {
   return batch;
 }
 
-void ChoraleData::print_samples(SampleModel& model, int64_t, const std::string& out_dir, std::ostream& out) const {
+void ChoraleData::print_samples(SampleModel& model, int64_t, const std::string& out_dir,
+                                std::ostream& out) const {
   constexpr size_t kPromptSteps = 8;
   const Chorale& first = set_.valid.front();
   Chorale prompt_chorale;
-  prompt_chorale.steps.assign(first.steps.begin(), first.steps.begin() + std::min(kPromptSteps, first.steps.size()));
+  prompt_chorale.steps.assign(first.steps.begin(),
+                              first.steps.begin() + std::min(kPromptSteps, first.steps.size()));
   std::vector<int64_t> prompt = chorale_tokens(prompt_chorale);
   prompt.pop_back();  // no EOS: the model continues the piece
   const std::vector<int64_t> seq = model.continue_prompt(prompt, true);
@@ -126,8 +129,9 @@ void ChoraleData::print_samples(SampleModel& model, int64_t, const std::string& 
     return;
   }
   write_midi(path, chorale_midi(sample));
-  out << "continued the first " << prompt_chorale.steps.size() << " steps of valid chorale 0 to " << sample.steps.size()
-      << " steps (soprano alto tenor bass per step): " << path << "\n  " << step_names(vocab_, sample, 32) << "\n";
+  out << "continued the first " << prompt_chorale.steps.size() << " steps of valid chorale 0 to "
+      << sample.steps.size() << " steps (soprano alto tenor bass per step): " << path << "\n  "
+      << step_names(vocab_, sample, 32) << "\n";
 }
 
 // ---- harmonisation -------------------------------------------------------------------------------
@@ -180,7 +184,8 @@ Batch HarmonyData::batch(int64_t index, Split split) const {
   return batch;
 }
 
-void HarmonyData::print_samples(SampleModel& model, int64_t, const std::string& out_dir, std::ostream& out) const {
+void HarmonyData::print_samples(SampleModel& model, int64_t, const std::string& out_dir,
+                                std::ostream& out) const {
   const Chorale& first = set_.valid.front();
   const std::vector<int64_t> soprano = soprano_tokens(first);
   const size_t want = 3 * soprano.size();
@@ -199,8 +204,8 @@ void HarmonyData::print_samples(SampleModel& model, int64_t, const std::string& 
   write_midi(path, chorale_midi(sample));
   out << "harmonised the soprano of valid chorale 0 (" << soprano.size() << " steps): " << path << "\n";
   if (got != want)
-    out << "  the model wrote " << got << " lower-voice tokens for " << want << " (3 per step): "
-        << (got < want ? "filled with rests" : "cut") << "\n";
+    out << "  the model wrote " << got << " lower-voice tokens for " << want
+        << " (3 per step): " << (got < want ? "filled with rests" : "cut") << "\n";
   if (not_voices > 0) out << "  " << not_voices << " tokens that are no voice (PAD/BOS) became rests\n";
   out << "  " << step_names(vocab_, sample, 32) << "\n";
 }
@@ -215,7 +220,8 @@ Tensor harmony_query_positions(int64_t steps) {
 
 // ---- evaluation batches --------------------------------------------------------------------------
 
-std::vector<Batch> chorale_eval_batches(const ChoraleSet& set, ChoraleSplit split, int64_t context, int64_t batch_size) {
+std::vector<Batch> chorale_eval_batches(const ChoraleSet& set, ChoraleSplit split, int64_t context,
+                                        int64_t batch_size) {
   RG_CHECK(context >= 8 && context % 4 == 0, "chorale_eval_batches",
            "context must be a multiple of 4 and at least 8 (windows overlap by half of it), got ", context);
   RG_CHECK(batch_size >= 1, "chorale_eval_batches", "batch_size must be >= 1, got ", batch_size);

@@ -26,7 +26,8 @@ const char* const kSplitNames[3] = {"train", "valid", "test"};
 // steps, 4 a step's array of voices. Anything out of place throws at once.
 class ChoraleSax : public nlohmann::json_sax<nlohmann::json> {
  public:
-  ChoraleSax(ChoraleSet& set, std::string origin, size_t size) : set_(set), origin_(std::move(origin)), size_(size) {}
+  ChoraleSax(ChoraleSet& set, std::string origin, size_t size)
+      : set_(set), origin_(std::move(origin)), size_(size) {}
 
   bool null() override { return value("null"); }
   bool boolean(bool b) override { return value(b ? "true" : "false"); }
@@ -106,17 +107,17 @@ class ChoraleSax : public nlohmann::json_sax<nlohmann::json> {
     if (colon != std::string::npos) what = what.substr(colon + 2);
     // nlohmann counts the bytes read, the offending one included (end of input counts as one).
     const size_t offset = position > 0 ? position - 1 : 0;
-    fail("not valid JSON at byte " + std::to_string(offset) + (offset >= size_ ? " (the end of the text)" : "") + ": " +
-         what);
+    fail("not valid JSON at byte " + std::to_string(offset) +
+         (offset >= size_ ? " (the end of the text)" : "") + ": " + what);
     return false;
   }
   bool done() const { return done_; }
 
  private:
-  std::vector<Chorale>& split() {
-    return split_ == 0 ? set_.train : split_ == 1 ? set_.valid : set_.test;
+  std::vector<Chorale>& split() { return split_ == 0 ? set_.train : split_ == 1 ? set_.valid : set_.test; }
+  std::string where_chorale() const {
+    return std::string(kSplitNames[split_]) + " chorale " + std::to_string(chorale_);
   }
-  std::string where_chorale() const { return std::string(kSplitNames[split_]) + " chorale " + std::to_string(chorale_); }
   std::string where_step() {
     return where_chorale() + " step " + std::to_string(split().back().steps.size() - 1);
   }
@@ -138,10 +139,12 @@ class ChoraleSax : public nlohmann::json_sax<nlohmann::json> {
   // A value that does not belong where it stands: say what was expected there.
   [[noreturn]] bool value(const std::string& what) {
     switch (depth_) {
-      case 0: fail("the file must be one JSON object with the keys \"train\", \"valid\" and \"test\", got " + what);
+      case 0:
+        fail("the file must be one JSON object with the keys \"train\", \"valid\" and \"test\", got " + what);
       case 1: fail(where() + " must be an array of chorales, got " + what);
       case 2:
-        fail(where() + " chorale " + std::to_string(chorale_ + 1) + ": a chorale must be an array of steps, got " + what);
+        fail(where() + " chorale " + std::to_string(chorale_ + 1) +
+             ": a chorale must be an array of steps, got " + what);
       case 3:
         fail(where() + " step " + std::to_string(split().back().steps.size()) +
              ": a step must be an array of four integers, got " + what);
@@ -151,7 +154,8 @@ class ChoraleSax : public nlohmann::json_sax<nlohmann::json> {
   bool integer(int64_t v, const std::string& text) {
     if (depth_ != 4) return value("the number " + text);
     if (voice_ >= kChoraleVoices)
-      fail(where_step() + ": a step must be an array of four integers (soprano, alto, tenor, bass), got more");
+      fail(where_step() +
+           ": a step must be an array of four integers (soprano, alto, tenor, bass), got more");
     if (v < -1 || v > 127) fail(where_voice() + ": " + text + " is not -1 or a pitch 0..127");
     split().back().steps.back()[voice_++] = static_cast<int>(v);
     return true;
@@ -180,9 +184,9 @@ const std::vector<Chorale>& ChoraleSet::split(ChoraleSplit s) const {
 }
 
 ChoraleSet parse_chorales(const std::string& json_text, const std::string& origin) {
-  RG_CHECK(static_cast<int64_t>(json_text.size()) <= kMaxChoraleFileBytes, "chorales",
-           origin, ": the text is ", json_text.size(), " bytes, more than the limit of ",
-           kMaxChoraleFileBytes, " bytes");
+  RG_CHECK(static_cast<int64_t>(json_text.size()) <= kMaxChoraleFileBytes, "chorales", origin,
+           ": the text is ", json_text.size(), " bytes, more than the limit of ", kMaxChoraleFileBytes,
+           " bytes");
   ChoraleSet set;
   ChoraleSax sax(set, origin, json_text.size());
   nlohmann::json::sax_parse(json_text, &sax);
@@ -301,8 +305,9 @@ std::vector<int64_t> lower_voice_tokens(const Chorale& chorale) {
 }
 
 Chorale chorale_from_parts(const std::vector<int64_t>& soprano, const std::vector<int64_t>& lower) {
-  RG_CHECK(lower.size() == 3 * soprano.size(), "chorale_from_parts", "the lower voices need 3 tokens per soprano token: ",
-           soprano.size(), " soprano tokens and ", lower.size(), " lower-voice tokens");
+  RG_CHECK(lower.size() == 3 * soprano.size(), "chorale_from_parts",
+           "the lower voices need 3 tokens per soprano token: ", soprano.size(), " soprano tokens and ",
+           lower.size(), " lower-voice tokens");
   Chorale c;
   c.steps.resize(soprano.size());
   for (size_t k = 0; k < soprano.size(); ++k) {
@@ -316,7 +321,7 @@ Chorale chorale_from_parts(const std::vector<int64_t>& soprano, const std::vecto
 
 namespace {
 
-constexpr int kChoraleVelocity = 81;  // velocity 80's bin value (music.h)
+constexpr int kChoraleVelocity = 81;         // velocity 80's bin value (music.h)
 constexpr MidiOutOptions kChoraleMidiOut{};  // 500 ticks per quarter at 120 bpm: a step is 125 ticks
 
 // Fills each step k (midpoint (k + 0.5) · step) that `notes` (of one voice or all) cover with the
@@ -325,9 +330,8 @@ constexpr MidiOutOptions kChoraleMidiOut{};  // 500 ticks per quarter at 120 bpm
 // however long or overlapping the notes are.
 void fill_steps(std::vector<int>& out, std::vector<Note> notes, double origin, double step, bool highest) {
   const int64_t n = static_cast<int64_t>(out.size());
-  std::sort(notes.begin(), notes.end(), [&](const Note& a, const Note& b) {
-    return highest ? a.pitch > b.pitch : a.start > b.start;
-  });
+  std::sort(notes.begin(), notes.end(),
+            [&](const Note& a, const Note& b) { return highest ? a.pitch > b.pitch : a.start > b.start; });
   std::vector<int64_t> next(n + 1);
   for (int64_t k = 0; k <= n; ++k) next[k] = k;
   auto find = [&](int64_t k) {
@@ -336,7 +340,8 @@ void fill_steps(std::vector<int>& out, std::vector<Note> notes, double origin, d
   };
   for (const Note& note : notes) {
     // Steps whose midpoint lies in [start, end): k ≥ (start − origin)/step − ½, k < (end − origin)/step − ½.
-    const int64_t first = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((note.start - origin) / step - 0.5 - 1e-9)));
+    const int64_t first =
+        std::max<int64_t>(0, static_cast<int64_t>(std::ceil((note.start - origin) / step - 0.5 - 1e-9)));
     const double last_d = std::ceil((note.end - origin) / step - 0.5 - 1e-9);
     const int64_t stop = static_cast<int64_t>(std::min<double>(static_cast<double>(n), last_d));
     for (int64_t k = find(std::min(first, n)); k < stop; k = find(k)) {
@@ -349,8 +354,8 @@ void fill_steps(std::vector<int>& out, std::vector<Note> notes, double origin, d
 // Steps of `step` seconds from `origin` up to `end`, checked against kMaxChoraleSteps.
 int64_t step_count(double origin, double end, double step, const char* who) {
   const double steps = std::ceil((end - origin) / step - 1e-9);
-  RG_CHECK(std::isfinite(steps) && steps <= static_cast<double>(kMaxChoraleSteps), who,
-           "the notes last ", (end - origin), " s: more than ", kMaxChoraleSteps, " steps of ", step, " s");
+  RG_CHECK(std::isfinite(steps) && steps <= static_cast<double>(kMaxChoraleSteps), who, "the notes last ",
+           (end - origin), " s: more than ", kMaxChoraleSteps, " steps of ", step, " s");
   return std::max<int64_t>(0, static_cast<int64_t>(steps));
 }
 
