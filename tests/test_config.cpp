@@ -260,7 +260,7 @@ TEST_CASE("config: a value of the wrong type names the key and the value") {
 TEST_CASE("config: a word outside a key's choices lists the valid ones") {
   RunConfig c = RunConfig::defaults();
   check_throws_with([&] { set_config_value(c, "model.cross_alignment", "middle"); },
-                    "model.cross_alignment: expected one of left, right, scaled, got 'middle'");
+                    "model.cross_alignment: expected one of left, right, scaled, explicit, got 'middle'");
   check_throws_with([&] { set_config_value(c, "model.cross.out_of_range", "wrap"); },
                     "model.cross.out_of_range: expected one of zero, clip, error, got 'wrap'");
   check_throws_with([&] { set_config_value(c, "optim.name", "Adam"); },
@@ -472,7 +472,7 @@ TEST_CASE("config: config_help() lists every key config_to_toml prints, with typ
       value.resize(value.size() - 2);
     CHECK(shown == value);
   }
-  for (const char* k : {"model.cross_alignment (string: left|right|scaled)", "model.cross.out_of_range (string: zero|clip|error)",
+  for (const char* k : {"model.cross_alignment (string: left|right|scaled|explicit)", "model.cross.out_of_range (string: zero|clip|error)",
                         "data.seed (non-negative integer)", "optim.lr (number)", "model.pre_norm (boolean)"})
     CHECK_MESSAGE(help.find(k) != std::string::npos, k);
 }

@@ -103,10 +103,13 @@ int run_command(int argc, const char* const* argv, std::ostream& out_all, std::o
   sample->add_option("--top-k", sa.top_k, "0 = off")->check(CLI::Range(0, 1 << 30));
   sample->add_option("--top-p", sa.top_p, "1 = off")->check(CLI::Range(0.0, 1.0));
   sample->add_option("--seed", sa.seed, "sampling seed")->check(CLI::Range(int64_t(0), INT64_MAX));
-  sample->add_option("--format", sa.format, "text (print) or midi (music models: write .mid files)")
+  sample->add_option("--format", sa.format, "text (print) or midi (music and chorale models: write .mid files)")
       ->check(CLI::IsMember({"text", "midi"}));
   sample->add_option("-o,--output", sa.output, "--format midi: output file (default sample.mid; _N added for -n > 1)");
-  sample->add_option("--prompt-midi", sa.prompt_midi, "music models: continue this .mid file");
+  sample->add_option("--prompt-midi", sa.prompt_midi, "music models and chorale continuations: continue this .mid file");
+  sample->add_option("--chorale", sa.chorale, "chorale models: the valid chorale to continue or harmonise (default 0)")
+      ->check(CLI::Range(int64_t(0), INT64_MAX));
+  sample->add_option("--melody", sa.melody, "chorale harmonisers: harmonise this .mid file's melody");
   sample->add_option("--device", sa.device, "cpu (default), cuda or cuda:N: where the model runs");
 
   auto* eval = app.add_subcommand("eval", "held-out loss and accuracy of a checkpoint, or dump logits");

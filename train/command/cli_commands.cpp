@@ -387,8 +387,14 @@ int cmd_sample(SampleArgs a, std::ostream& out) {
   }
   RunModel& m = run.model;
   if (a.num < 0) a.num = data.task() ? 4 : 1;
-  if (a.format == "midi" && !data.music()) throw UsageError("[sample] --format midi needs a music model (data.source = \"music\")");
-  if (!a.prompt_midi.empty() && !data.music()) throw UsageError("[sample] --prompt-midi needs a music model");
+  if (data.chorales()) return sample_chorales(a, run, o, out);
+  if (a.chorale >= 0 || !a.melody.empty())
+    throw UsageError(std::string("[sample] ") + (a.melody.empty() ? "--chorale" : "--melody") +
+                     " needs a chorale model (data.source = \"chorales\")");
+  if (a.format == "midi" && !data.music())
+    throw UsageError("[sample] --format midi needs a music model or a chorale model (data.source = \"music\" or \"chorales\")");
+  if (!a.prompt_midi.empty() && !data.music())
+    throw UsageError("[sample] --prompt-midi needs a music model or a chorale continuation");
   if (data.music()) return sample_music(a, m, vocab, run.config, o, out);
   if (data.text()) {
     o.eos = -1;
@@ -484,6 +490,7 @@ int cmd_eval(const std::string& checkpoint, int64_t batches, const std::string& 
       } else {
         tensors["src"] = b.src, tensors["tgt_in"] = b.tgt_in, tensors["tgt_out"] = b.tgt_out;
         tensors["src_padding_mask"] = b.src_padding_mask, tensors["tgt_padding_mask"] = b.tgt_padding_mask;
+        if (b.tgt_positions.defined()) tensors["tgt_positions"] = b.tgt_positions;
       }
     } else if (m.decoder_lm) {
       if (!target.empty()) throw UsageError("[eval] --target is for encoder-decoder models");
@@ -499,7 +506,12 @@ int cmd_eval(const std::string& checkpoint, int64_t batches, const std::string& 
         for (int64_t id : parse_tokens(target, data.vocab(), "eval")) tgt_in.push_back(id);
       tensors["src"] = row(src);
       tensors["tgt_in"] = row(tgt_in);
-      tensors["logits"] = m.encoder_decoder->forward(tensors["src"].to(on), tensors["tgt_in"].to(on)).to(Device::cpu());
+      Tensor positions;  // an explicitly aligned model: the queries' places as its data gives them
+      if (const auto place = target_positions(run.config)) tensors["tgt_positions"] = positions = place(tgt_in.size());
+      tensors["logits"] = m.encoder_decoder
+                              ->forward(tensors["src"].to(on), tensors["tgt_in"].to(on), Tensor(), Tensor(),
+                                        positions.defined() ? positions.to(on) : Tensor())
+                              .to(Device::cpu());
     }
     save_safetensors(dump_path, tensors, {{"checkpoint", checkpoint}, {"step", std::to_string(run.checkpoint.meta.step)}});
     out << "wrote logits " << shape_str(tensors["logits"].shape()) << " to " << dump_path << "\n";

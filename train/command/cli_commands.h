@@ -6,8 +6,11 @@
 #include <vector>
 
 #include "core/base/error.h"
+#include "train/trainer/sampler.h"
 
 namespace relgrad {
+struct LoadedRun;  // train/config/run_options.h
+
 namespace cli_detail {
 
 // A usage error: exit code 2 (a runtime Error gives 1).
@@ -22,6 +25,8 @@ struct SampleArgs {
   double temperature = -1, top_p = -1;
   int64_t seed = -1;
   std::string device = "cpu";  // --device
+  int64_t chorale = -1;        // chorale models: --chorale N, the valid chorale to prompt / harmonise (default 0)
+  std::string melody;          // chorale harmonisers: --melody FILE.mid, the melody to harmonise
 };
 
 int cmd_train(const std::string& config_path, const std::string& resume, const std::vector<std::string>& overrides,
@@ -31,6 +36,10 @@ int cmd_eval(const std::string& checkpoint, int64_t batches, const std::string& 
              const std::string& target, const std::string& device, std::ostream& out);
 int cmd_inspect(const std::string& path, std::ostream& out);
 int cmd_render(const std::string& midi_path, std::string wav_path, const std::string& soundfont, std::ostream& out);
+// Chorale models (data.source = "chorales"): a continuation of a valid chorale's first steps or of a
+// --prompt-midi file, or the harmonisation of a valid chorale's soprano or of a --melody file
+// (cli_chorales.cpp). `sampling` holds the options already merged from the config and the command line.
+int sample_chorales(const SampleArgs& a, LoadedRun& run, SamplingOptions sampling, std::ostream& out);
 int cmd_probe(const std::string& checkpoint, int64_t reach, std::string out_dir, std::ostream& out);
 
 }  // namespace cli_detail

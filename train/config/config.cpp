@@ -104,14 +104,20 @@ const std::vector<Field>& fields() {
         {"model.norm_eps", Kind::Double, "LayerNorm ε (RMSNorm uses its dtype's ε, as torch's default)", {}, at2(&R::model, &TransformerConfig::norm_eps)},
         {"model.tie_weights", Kind::Bool, "LM head shares the embedding", {}, at2(&R::model, &TransformerConfig::tie_weights)},
         {"model.fused_attention", Kind::Bool, "fused flash-style attention core (O(T) memory; composite where it does not apply)", {}, at2(&R::model, &TransformerConfig::fused_attention)},
-        {"model.cross_alignment", Kind::String, "cross-attention alignment π(i)", {"left", "right", "scaled"}, nullptr},
+        {"model.cross_alignment", Kind::String,
+         "cross-attention alignment π(i) (explicit: the data places each target query; chorales, harmonize)",
+         {"left", "right", "scaled", "explicit"}, nullptr},
+        {"model.absolute_position", Kind::String, "absolute position term added to the embeddings",
+         {"none", "sinusoidal", "learned"}, at2(&R::model, &TransformerConfig::absolute_position)},
+        {"model.max_positions", Kind::Int, "learned: rows of the position table (0 = the data's longest sequence)",
+         {}, at2(&R::model, &TransformerConfig::max_positions)},
     };
     for (auto& g : positional_fields("encoder_self", &TransformerConfig::encoder_self)) f.push_back(g);
     for (auto& g : positional_fields("decoder_self", &TransformerConfig::decoder_self)) f.push_back(g);
     for (auto& g : positional_fields("cross", &TransformerConfig::cross)) f.push_back(g);
     using D = DataConfig;
     std::vector<Field> rest = {
-        {"data.source", Kind::String, "data", {"synthetic", "text", "tokens", "music"}, at2(&R::data, &D::source)},
+        {"data.source", Kind::String, "data", {"synthetic", "text", "tokens", "music", "chorales"}, at2(&R::data, &D::source)},
         {"data.task", Kind::String, "synthetic task", {"copy", "reverse", "shift", "sort", "periodic"}, at2(&R::data, &D::task)},
         {"data.num_symbols", Kind::Int, "synthetic alphabet size", {}, at2(&R::data, &D::num_symbols)},
         {"data.min_len", Kind::Int, "shortest synthetic source", {}, at2(&R::data, &D::min_len)},
@@ -123,8 +129,14 @@ const std::vector<Field>& fields() {
         {"data.music_dir", Kind::String, "music: folder of .mid files (empty = synthetic pieces)", {}, at2(&R::data, &D::music_dir)},
         {"data.music_styles", Kind::String, "music: synthetic styles, comma-separated", {}, at2(&R::data, &D::music_styles)},
         {"data.canon_lag_beats", Kind::Int, "music: canon follower delay in beats", {}, at2(&R::data, &D::canon_lag_beats)},
+        {"data.chorales_path", Kind::String, "chorales: the chorale file (empty = the shipped one)", {},
+         at2(&R::data, &D::chorales_path)},
+        {"data.chorale_task", Kind::String, "chorales: continue (decoder-only) or harmonize (encoder-decoder)",
+         {"continue", "harmonize"}, at2(&R::data, &D::chorale_task)},
+        {"data.harmony_steps", Kind::Int, "chorales, harmonize: 16th steps per window", {},
+         at2(&R::data, &D::harmony_steps)},
         {"data.val_fraction", Kind::Double, "text/music folder: fraction held out", {}, at2(&R::data, &D::val_fraction)},
-        {"data.context", Kind::Int, "text/music: tokens per window", {}, at2(&R::data, &D::context)},
+        {"data.context", Kind::Int, "text/tokens/music/chorales: tokens per window", {}, at2(&R::data, &D::context)},
         {"data.batch_size", Kind::Int, "sequences per micro-batch", {}, at2(&R::data, &D::batch_size)},
         {"data.seed", Kind::UInt, "data stream seed", {}, at2(&R::data, &D::seed)},
     };
@@ -187,8 +199,10 @@ const std::vector<Field>& fields() {
 // The enum-valued keys (where == nullptr) live in TransformerConfig as enums.
 std::string get_enum(const RunConfig& c, const std::string& key) {
   auto oor = [](OutOfRange o) { return o == OutOfRange::Zero ? "zero" : o == OutOfRange::Clip ? "clip" : "error"; };
-  if (key == "model.cross_alignment")
+  if (key == "model.cross_alignment") {
+    if (c.model.cross_explicit) return "explicit";
     return c.model.cross_alignment == Alignment::Left ? "left" : c.model.cross_alignment == Alignment::Right ? "right" : "scaled";
+  }
   if (key == "model.encoder_self.out_of_range") return oor(c.model.encoder_self.out_of_range);
   if (key == "model.decoder_self.out_of_range") return oor(c.model.decoder_self.out_of_range);
   if (key == "model.cross.out_of_range") return oor(c.model.cross.out_of_range);
@@ -196,8 +210,12 @@ std::string get_enum(const RunConfig& c, const std::string& key) {
 }
 void set_enum(RunConfig& c, const std::string& key, const std::string& v) {
   auto oor = [](const std::string& s) { return s == "zero" ? OutOfRange::Zero : s == "clip" ? OutOfRange::Clip : OutOfRange::Error; };
-  if (key == "model.cross_alignment")
-    c.model.cross_alignment = v == "left" ? Alignment::Left : v == "right" ? Alignment::Right : Alignment::Scaled;
+  if (key == "model.cross_alignment") {
+    // "explicit": the positions come with each batch (TransformerConfig::cross_explicit); the alignment
+    // is then unused and stays Left, the default.
+    c.model.cross_explicit = v == "explicit";
+    c.model.cross_alignment = v == "right" ? Alignment::Right : v == "scaled" ? Alignment::Scaled : Alignment::Left;
+  }
   else if (key == "model.encoder_self.out_of_range") c.model.encoder_self.out_of_range = oor(v);
   else if (key == "model.decoder_self.out_of_range") c.model.decoder_self.out_of_range = oor(v);
   else if (key == "model.cross.out_of_range") c.model.cross.out_of_range = oor(v);

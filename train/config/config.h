@@ -24,11 +24,13 @@
 namespace relgrad {
 
 inline constexpr int64_t kMaxSyntheticLength = 4096;  // data.max_len's limit (validate)
+inline constexpr int64_t kMaxHarmonySteps = 4096;     // data.harmony_steps' limit (validate)
 
 struct DataConfig {
   std::string source = "synthetic";  // "synthetic" (train/data/data.h tasks), "text" (a byte-level file),
                                      // "tokens" (ids of a token file, train/data/token_file.h) or
-                                     // "music" (performance events, train/music/music.h)
+                                     // "music" (performance events, train/music/music.h) or
+                                     // "chorales" (the Bach chorales, train/music/chorales.h)
   std::string task = "copy";         // synthetic: copy, reverse, shift, sort, periodic
   int64_t num_symbols = 10;
   int64_t min_len = 4;
@@ -40,8 +42,12 @@ struct DataConfig {
   std::string music_dir;                   // music: a folder of .mid files; empty = synthetic pieces
   std::string music_styles = "scale,arpeggio,chords,canon,random_walk";  // music, synthetic pieces
   int64_t canon_lag_beats = 2;             // music, synthetic canons: the follower's delay
+  std::string chorales_path;               // chorales: the chorale file; empty = the shipped one
+  std::string chorale_task = "continue";   // chorales: "continue" (decoder-only LM over the four voices)
+                                           // or "harmonize" (encoder-decoder: soprano → alto, tenor, bass)
+  int64_t harmony_steps = 32;              // chorales, harmonize: 16th steps (source tokens) per window
   double val_fraction = 0.1;
-  int64_t context = 128;                   // text, music: tokens per training window
+  int64_t context = 128;                   // text, tokens, music, chorales (continue): tokens per window
   int64_t batch_size = 32;                 // sequences per micro-batch
   uint64_t seed = 0;                       // the data streams' Philox key
 };
@@ -72,8 +78,16 @@ struct RunConfig {
   // Part of validate(): the model's values that only its layers would check (the norm's ε, each
   // positional scheme's parameters), named by their config keys.
   void validate_model_values() const;
-  // Fills model.vocab_size / src_vocab_size (and positional max lengths left at 0) from the data.
+  // Fills model.vocab_size / src_vocab_size from the data, and model.max_positions when
+  // model.absolute_position = "learned" leaves it at 0 (longest_sequence()).
   void derive_from_data();
+  // The longest sequence (source or target) a batch of the data holds, from the config alone: a
+  // synthetic task's max_sequence_length(), data.context for the language-model sources, and
+  // 3 · data.harmony_steps + 1 target tokens for chorale harmonisation.
+  int64_t longest_sequence() const;
+  // Whether the data gives each target query its place on the source axis (Batch::tgt_positions):
+  // what model.cross_alignment = "explicit" needs. Only chorale harmonisation does.
+  bool data_places_targets() const { return data.source == "chorales" && data.chorale_task == "harmonize"; }
 };
 
 // The synthetic-music settings of a config (data.music_styles parsed; errors list the valid styles).

@@ -8,6 +8,7 @@
 
 #include "core/base/error.h"
 #include "layers/schemes.h"
+#include "train/music/chorales.h"
 #include "train/music/music.h"
 #include "train/data/token_file.h"
 
@@ -65,8 +66,39 @@ void RunConfig::validate() const {
     if (!ok) throw Error("[config] " + what);
   };
   check(data.batch_size >= 1, "data.batch_size must be >= 1, got " + std::to_string(data.batch_size));
-  check(data.source == "synthetic" || model_type == "decoder-only",
-        "data.source = \"" + data.source + "\" trains a language model: set model.type = \"decoder-only\"");
+  if (data.source == "chorales") {
+    // The task decides the model: a continuation is a language model, a harmonisation a translation.
+    const bool harmonize = data.chorale_task == "harmonize";
+    check(harmonize == encoder_decoder(),
+          "data.chorale_task = \"" + data.chorale_task + "\" trains " +
+              (harmonize ? "an encoder-decoder (soprano → alto, tenor, bass): set model.type = \"encoder-decoder\""
+                         : "a language model over the four voices: set model.type = \"decoder-only\"") +
+              " (or data.chorale_task = \"" + (harmonize ? "continue" : "harmonize") + "\")");
+    check(harmonize || data.context % kChoraleVoices == 0,
+          "data.context must be a multiple of 4 for chorales (four voices per 16th step), got " +
+              std::to_string(data.context));
+    check(data.harmony_steps >= 1 && data.harmony_steps <= kMaxHarmonySteps,
+          "data.harmony_steps must be in [1, " + std::to_string(kMaxHarmonySteps) + "], got " +
+              std::to_string(data.harmony_steps));
+  } else {
+    check(data.source == "synthetic" || model_type == "decoder-only",
+          "data.source = \"" + data.source + "\" trains a language model: set model.type = \"decoder-only\"");
+  }
+  check(!model.cross_explicit || data_places_targets(),
+        "model.cross_alignment = \"explicit\" needs data that place each target query on the source axis: "
+        "data.source = \"chorales\" with data.chorale_task = \"harmonize\" (got data.source = \"" +
+            data.source + "\"" + (data.source == "chorales" ? ", data.chorale_task = \"" + data.chorale_task + "\"" : "") +
+            "); use left, right or scaled");
+  check(model.max_positions >= 0, "model.max_positions must be >= 0 (0 = derived from the data), got " +
+                                      std::to_string(model.max_positions));
+  if (model.absolute_position == "learned" && model.max_positions > 0)
+    check(model.max_positions >= longest_sequence(),
+          "model.max_positions = " + std::to_string(model.max_positions) + " is shorter than the " +
+              std::to_string(longest_sequence()) + " tokens the data's longest sequence holds (" +
+              (data.source == "synthetic" ? "data.max_len"
+               : data_places_targets()    ? "3 · data.harmony_steps + 1"
+                                          : "data.context") +
+              "); raise it, or 0 derives it");
   if (data.source == "music") {
     try {
       music_synth_config(*this);  // checks the style names
@@ -125,6 +157,7 @@ void RunConfig::validate() const {
   }
   TransformerConfig m = model;
   if (m.vocab_size == 0) m.vocab_size = 1;  // derived from the data later; only the shape checks matter here
+  if (m.absolute_position == "learned" && m.max_positions == 0) m.max_positions = longest_sequence();  // likewise
   validate_model_values();
   try {
     m.validate("model", encoder_decoder());
@@ -204,7 +237,21 @@ void RunConfig::validate_model_values() const {
   }
 }
 
+int64_t RunConfig::longest_sequence() const {
+  if (data.source == "synthetic") {  // TaskConfig's max_sequence_length, without building the task
+    return encoder_decoder() ? data.max_len + 1 : 2 * data.max_len + 1;
+  }
+  if (data_places_targets()) return 3 * data.harmony_steps + 1;  // BOS + alto, tenor, bass per step
+  return data.context;
+}
+
 void RunConfig::derive_from_data() {
+  if (model.absolute_position == "learned" && model.max_positions == 0) model.max_positions = longest_sequence();
+  if (data.source == "chorales") {
+    model.vocab_size = kChoraleVocabSize;  // one vocabulary for the soprano source and the target
+    model.src_vocab_size = 0;
+    return;
+  }
   if (data.source == "music") {
     model.vocab_size = kMusicVocabSize;
     model.src_vocab_size = 0;

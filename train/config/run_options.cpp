@@ -166,6 +166,7 @@ std::shared_ptr<const Dataset> make_dataset(const RunConfig& c) {
   const DataConfig& d = c.data;
   if (d.source == "text") return std::make_shared<TextData>(d.text_path, d.val_fraction, d.seed, d.batch_size, d.context);
   if (d.source == "tokens") return std::make_shared<TokenData>(d.token_path, d.val_fraction, d.seed, d.batch_size, d.context);
+  if (d.source == "chorales") return make_chorale_dataset(c);
   if (d.source == "music") {
     MusicDatasetConfig m;
     m.folder = d.music_dir;
@@ -175,6 +176,28 @@ std::shared_ptr<const Dataset> make_dataset(const RunConfig& c) {
     return std::make_shared<MusicData>(m, d.batch_size, d.context);
   }
   return std::make_shared<SyntheticData>(task_config(c));
+}
+
+ChoraleDataConfig chorale_data_config(const RunConfig& c) {
+  ChoraleDataConfig d;
+  d.path = c.data.chorales_path;
+  d.seed = c.data.seed;
+  d.batch_size = c.data.batch_size;
+  d.context = c.data.context;
+  d.harmony_steps = c.data.harmony_steps;
+  return d;
+}
+
+std::shared_ptr<const Dataset> make_chorale_dataset(const RunConfig& c) {
+  if (c.data_places_targets()) return std::make_shared<HarmonyData>(chorale_data_config(c));
+  return std::make_shared<ChoraleData>(chorale_data_config(c));
+}
+
+std::function<Tensor(int64_t)> target_positions(const RunConfig& c) {
+  if (!c.model.cross_explicit) return {};
+  // The harmonisation target: alto, tenor, bass of step k at queries 3k + 1 .. 3k + 3 after the BOS,
+  // so query i sits at step ⌊i / 3⌋ (harmony_query_positions); a prefix of t2 queries is that prefix.
+  return [](int64_t t2) { return harmony_query_positions((t2 + 2) / 3).narrow(0, 0, t2).contiguous(); };
 }
 
 ModelOptions model_options(const RunConfig& c) {
@@ -217,6 +240,7 @@ TrainerOptions trainer_options(RunConfig c, std::ostream* warnings) {
   o.train = c.train;
   o.sample = sampling_options(c.sample);
   o.data = make_dataset(c);
+  o.target_positions = target_positions(c);
   if (warnings && world().is_root()) report_skipped_files(*o.data, *warnings);  // mpirun: listed once
   o.config_json = config_to_json(c);
   o.vocab_json = vocab_to_json(c.data.source, o.data->vocab());
@@ -232,6 +256,7 @@ std::pair<std::string, std::string> data_path_key(const DataConfig& d) {
   if (d.source == "text") return {"data.text_path", d.text_path};
   if (d.source == "tokens") return {"data.token_path", d.token_path};
   if (d.source == "music" && !d.music_dir.empty()) return {"data.music_dir", d.music_dir};
+  if (d.source == "chorales" && !d.chorales_path.empty()) return {"data.chorales_path", d.chorales_path};
   return {};
 }
 
@@ -266,6 +291,7 @@ const Vocab& RunData::vocab() const {
   const DataConfig& d = config_.data;
   if (d.source == "text") vocab_ = std::make_shared<Vocab>(TextDataset::vocab());
   else if (d.source == "music") vocab_ = std::make_shared<Vocab>(MusicDataset::vocab());
+  else if (d.source == "chorales") vocab_ = std::make_shared<Vocab>(chorale_vocab());
   else if (d.source == "tokens" && config_.model.vocab_size > 0)
     vocab_ = std::make_shared<Vocab>(TokenDataset::ids_vocab(config_.model.vocab_size));
   else vocab_ = std::make_shared<Vocab>(dataset().vocab());  // a synthetic task, or a token file's header
@@ -287,6 +313,14 @@ DataOf<TokenDataset> RunData::tokens() const {
 DataOf<MusicDataset> RunData::music() const {
   return {*this, config_.data.source == "music",
           [](const RunData& r) { return &dynamic_cast<const MusicData&>(r.dataset()).music(); }};
+}
+
+DataOf<ChoraleSet> RunData::chorales() const {
+  return {*this, config_.data.source == "chorales", [](const RunData& r) -> const ChoraleSet* {
+            const Dataset& d = r.dataset();
+            if (const auto* lm = dynamic_cast<const ChoraleData*>(&d)) return &lm->chorales();
+            return &dynamic_cast<const HarmonyData&>(d).chorales();
+          }};
 }
 
 // ---- the stored vocabulary -----------------------------------------------------------------------

@@ -3,12 +3,14 @@
 // Dataset, and a checkpoint (whose metadata holds its config) reopened as a run.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <string>
 
 #include "train/config/config.h"
 #include "train/data/dataset.h"
+#include "train/music/chorales.h"
 #include "train/music/music.h"
 #include "train/trainer/checkpoint.h"
 #include "train/trainer/options.h"
@@ -30,14 +32,21 @@ TrainerOptions trainer_options(RunConfig config, std::ostream* warnings = &std::
 inline constexpr size_t kListedSkips = 20;
 void report_skipped_files(const Dataset& data, std::ostream& out);
 
-// The Dataset data.source names: "synthetic", "text", "tokens" or "music" (vocab sizes need not be derived).
+// The Dataset data.source names: "synthetic", "text", "tokens", "music" or "chorales" (vocab sizes need
+// not be derived). Chorales: ChoraleData for data.chorale_task = "continue", HarmonyData for "harmonize".
 std::shared_ptr<const Dataset> make_dataset(const RunConfig& config);
+std::shared_ptr<const Dataset> make_chorale_dataset(const RunConfig& config);
+ChoraleDataConfig chorale_data_config(const RunConfig& config);  // the data keys of a chorale run
+// Where the target queries of a model.cross_alignment = "explicit" run sit on the source axis, for a
+// target of t2 tokens (int64 (t2)): what the sampler passes the model, as the data's batches carry
+// tgt_positions. Empty for any other alignment. (Harmonisation: ⌊i / 3⌋, train/music/chorales.h.)
+std::function<Tensor(int64_t t2)> target_positions(const RunConfig& config);
 ModelOptions model_options(const RunConfig& config);      // model.type, the model, train.dtype
 SamplingOptions sampling_options(const SampleConfig& config);  // the [sample] section (eos stays the default)
 
 class RunData;
 
-// What RunData::text(), tokens(), music() and task() return: whether the run's data is of that source,
+// What RunData::text(), tokens(), music(), chorales() and task() return: whether the run's data is of that source,
 // known from the config alone (no file is opened), and on * or -> the data itself, opened then.
 template <class T>
 class DataOf {
@@ -73,6 +82,7 @@ class RunData {
   DataOf<TextDataset> text() const;
   DataOf<TokenDataset> tokens() const;
   DataOf<MusicDataset> music() const;
+  DataOf<ChoraleSet> chorales() const;  // data.source = "chorales", either task
 
  private:
   RunConfig config_;

@@ -69,8 +69,8 @@ CounterStream row_stream(uint64_t seed, Split split, int64_t index, uint32_t row
 
 Batch Batch::to(Device device) const {
   Batch b = *this;
-  for (Tensor* t : {&b.src, &b.tgt_in, &b.tgt_out, &b.src_padding_mask, &b.tgt_padding_mask, &b.tokens, &b.targets,
-                    &b.padding_mask})
+  for (Tensor* t : {&b.src, &b.tgt_in, &b.tgt_out, &b.src_padding_mask, &b.tgt_padding_mask, &b.tgt_positions,
+                    &b.tokens, &b.targets, &b.padding_mask})
     if (t->defined()) *t = t->to(device);
   return b;
 }

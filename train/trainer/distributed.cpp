@@ -170,6 +170,7 @@ Batch shard_batch(const Batch& batch, RowRange range) {
   s.tgt_out = rows(batch.tgt_out);
   s.src_padding_mask = rows(batch.src_padding_mask);
   s.tgt_padding_mask = rows(batch.tgt_padding_mask);
+  s.tgt_positions = batch.tgt_positions;  // (t2), the same for every row: each shard keeps it whole
   s.tokens = rows(batch.tokens);
   s.targets = rows(batch.targets);
   s.padding_mask = rows(batch.padding_mask);

@@ -64,6 +64,10 @@ struct TrainerOptions {
   TrainLoopConfig train;
   SamplingOptions sample;          // the samples printed after training (eos as the data's samples need)
   std::shared_ptr<const Dataset> data;
+  // A model.cross_alignment = "explicit" run: each target query's place on the source axis for a target
+  // of t2 tokens, int64 (t2), which the samples printed after training pass the model as the data's
+  // batches carry Batch::tgt_positions. Empty for models that align cross-attention themselves.
+  std::function<Tensor(int64_t t2)> target_positions;
   // Written verbatim into every checkpoint (and compared across ranks): the config the run came
   // from, so that a checkpoint can be reopened without the trainer (train/config/run_options.h).
   std::string config_json;

@@ -16,7 +16,7 @@ Tensor RunModel::logits(const Batch& batch) {
   const Tensor& first = batch.decoder_only() ? batch.tokens : batch.src;
   const Batch b = first.defined() && first.device() != device ? batch.to(device) : batch;
   if (decoder_lm) return decoder_lm->forward(b.tokens, b.padding_mask);
-  return encoder_decoder->forward(b.src, b.tgt_in, b.src_padding_mask, b.tgt_padding_mask);
+  return encoder_decoder->forward(b.src, b.tgt_in, b.src_padding_mask, b.tgt_padding_mask, b.tgt_positions);
 }
 
 void RunModel::to(Device d) {

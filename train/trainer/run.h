@@ -23,6 +23,7 @@ struct RunModel {
   Device device = Device::cpu();         // where the weights are (to() moves them)
   // (B, T, V) on `device`; the batch is copied there first when it is elsewhere (batches are built
   // on the host: a caller that also needs the targets there moves the batch itself, Batch::to).
+  // An encoder–decoder gets the batch's tgt_positions too (defined for explicitly aligned data).
   Tensor logits(const Batch& batch);
   static const Tensor& targets(const Batch& batch) { return batch.decoder_only() ? batch.targets : batch.tgt_out; }
   void to(Device d);                     // Module::to on the weights, in place

@@ -135,23 +135,43 @@ Tensor generate(DecoderLM& model, const Tensor& prompt, const SamplingOptions& o
 }
 
 Tensor generate(EncoderDecoder& model, const Tensor& src, const Tensor& src_padding_mask, const SamplingOptions& o,
-                bool use_cache) {
+                bool use_cache, const Tensor& tgt_positions) {
   check_sampling_options(o);
+  const bool explicit_positions = model.config.cross_explicit;
+  RG_CHECK(!explicit_positions || tgt_positions.defined(), "generate",
+           "the model places its cross-attention queries explicitly (model.cross_alignment = \"explicit\"): "
+           "give tgt_positions");
+  RG_CHECK(explicit_positions || !tgt_positions.defined(), "generate",
+           "tgt_positions given, but the model aligns cross-attention itself (cross_explicit is false)");
+  if (explicit_positions)
+    RG_CHECK_T(ShapeError, tgt_positions.dtype() == kInt64 && tgt_positions.dim() == 1 &&
+                               tgt_positions.size(0) >= 1 + o.max_new_tokens,
+               "generate", "tgt_positions must be int64 (L) with L >= 1 + max_new_tokens = ", 1 + o.max_new_tokens,
+               ", got ", dtype_name(tgt_positions.dtype()), " ", shape_str(tgt_positions.shape()));
   NoGradGuard no_grad;
   EvalScope eval(model);
   const Device device = device_of(model);  // decoding runs where the model is
   const Tensor src_on = src.to(device);
   const Tensor src_padding_mask_on = src_padding_mask.defined() ? src_padding_mask.to(device) : Tensor();
+  const Tensor positions_on = explicit_positions ? tgt_positions.to(device) : Tensor();
+  // The positions of target tokens [from, from + n).
+  auto positions = [&](int64_t from, int64_t n) { return explicit_positions ? positions_on.narrow(0, from, n) : Tensor(); };
   Tensor memory = model.encode(src_on, src_padding_mask_on);  // (B, t1, C), once
   Tensor bos = full({src.size(0), 1}, static_cast<double>(kBos), kInt64).to(device);
   // Under Right or Scaled cross alignment every target position moves as the target grows, so a
-  // cache would go stale (layers/blocks.h): recompute the prefix instead.
-  const bool cacheable = model.config.cross_alignment == Alignment::Left || model.config.cross.scheme == "none";
+  // cache would go stale (layers/blocks.h): recompute the prefix instead. Explicit positions stay put.
+  const bool cacheable = explicit_positions || model.config.cross_alignment == Alignment::Left ||
+                         model.config.cross.scheme == "none";
   use_cache = use_cache && cacheable;
   std::vector<LayerCache> cache;
+  int64_t cached = 0;  // target tokens the cache holds
   return decode_loop(bos, o, [&](const Tensor& fresh, const Tensor& all) {
-    return use_cache ? model.decode(fresh, memory, src_padding_mask_on, Tensor(), &cache)
-                     : model.decode(all, memory, src_padding_mask_on);
+    if (!use_cache) return model.decode(all, memory, src_padding_mask_on, Tensor(), positions(0, all.size(1)));
+    // Explicit positions cover the cached tokens and the new ones (EncoderDecoder::decode).
+    Tensor logits = model.decode(fresh, memory, src_padding_mask_on, Tensor(), &cache,
+                                 positions(0, cached + fresh.size(1)));
+    cached += fresh.size(1);
+    return logits;
   });
 }
 

@@ -595,14 +595,24 @@ namespace {
 // The trained model lent to Dataset::print_samples (train/data/dataset.h).
 class TrainedSampleModel : public SampleModel {
  public:
-  TrainedSampleModel(RunModel& model, const SamplingOptions& options) : model_(model), options_(options) {}
+  TrainedSampleModel(RunModel& model, const SamplingOptions& options,
+                     const std::function<Tensor(int64_t)>& target_positions)
+      : model_(model), options_(options), target_positions_(target_positions) {}
   std::vector<int64_t> answer(const std::vector<int64_t>& source, int64_t max_new_tokens) override {
     SamplingOptions greedy;
     greedy.temperature = 0.0;
     greedy.max_new_tokens = max_new_tokens;
     if (model_.encoder_decoder) {
       Tensor src = from_vector<int64_t>(source, {1, (int64_t)source.size()});
-      std::vector<int64_t> seq = generate(*model_.encoder_decoder, src, Tensor(), greedy).to_vector<int64_t>();
+      // An explicitly aligned model gets its queries' places from the run (TrainerOptions::target_positions).
+      Tensor positions;
+      if (model_.encoder_decoder->config.cross_explicit) {
+        RG_CHECK(static_cast<bool>(target_positions_), "train",
+                 "the model places cross-attention queries explicitly, but the run gives no target_positions");
+        positions = target_positions_(1 + max_new_tokens);
+      }
+      std::vector<int64_t> seq =
+          generate(*model_.encoder_decoder, src, Tensor(), greedy, true, positions).to_vector<int64_t>();
       return {seq.begin() + 1, seq.end()};  // after the BOS the decoder starts from
     }
     std::vector<int64_t> prompt = source;
@@ -622,12 +632,13 @@ class TrainedSampleModel : public SampleModel {
  private:
   RunModel& model_;
   SamplingOptions options_;
+  std::function<Tensor(int64_t)> target_positions_;
 };
 }  // namespace
 
 void Trainer::print_samples() {
   NoGradGuard no_grad;
-  TrainedSampleModel model(model_, options_.sample);
+  TrainedSampleModel model(model_, options_.sample, options_.target_positions);
   options_.data->print_samples(model, options_.train.samples, options_.train.out_dir, *out_);
 }
 
