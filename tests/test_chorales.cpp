@@ -239,6 +239,16 @@ TEST_CASE("chorales: MIDI both ways") {
   // Trailing rests survive (the track ends at the chorale's end).
   c.steps.push_back({-1, -1, -1, -1});
   CHECK(chorale_from_midi(chorale_midi(c)) == c);
+  // Any file: channels above 3 are not voices; of two notes sounding in one voice the later-started
+  // one is heard; a file longer than kMaxChoraleSteps steps is refused.
+  const std::vector<Note> mixed = {{60, 80, 0.0, 0.5, 1}, {64, 80, 0.25, 0.375, 1}, {90, 80, 0.0, 1.0, 5}};
+  Chorale from_mixed = chorale_from_midi(midi_of(mixed));
+  REQUIRE(from_mixed.steps.size() == 8);  // to the end of the longest track: channel 5's note, 1 s
+  CHECK(from_mixed.steps[1] == std::array<int, 4>{-1, 60, -1, -1});
+  CHECK(from_mixed.steps[2] == std::array<int, 4>{-1, 64, -1, -1});
+  CHECK(from_mixed.steps[3] == std::array<int, 4>{-1, 60, -1, -1});
+  CHECK(from_mixed.steps[4] == std::array<int, 4>{-1, -1, -1, -1});
+  check_throws_with([] { chorale_from_midi(midi_of({{60, 80, 0.0, 20000.0, 0}})); }, "more than 100000 steps");
   // A melody at 60 bpm with leading silence: 16ths of 0.25 s, the silence dropped.
   std::vector<Note> slow = {{72, 80, 1.0, 1.5, 0}, {60, 80, 1.0, 2.0, 1}};
   MidiFile m = midi_of(slow, MidiOutOptions{500, 1000000});
