@@ -134,7 +134,8 @@ double step_bytes_lower_bound(const RunConfig& c, const TransformerConfig& m, in
   };
   double floats = 0.0, ids = 0.0;  // per micro-batch: activations, token ids (int64)
   if (c.encoder_decoder()) {
-    const double ts = synthetic ? double(c.data.min_len) : double(c.data.context), tt = synthetic ? 1.0 : ts;
+    double ts = synthetic ? double(c.data.min_len) : double(c.data.context), tt = synthetic ? 1.0 : ts;
+    if (c.data_places_targets()) ts = 1.0, tt = 4.0;  // a chorale of one step: its soprano; BOS + 3 voices
     floats = double(m.n_encoder_layers) * block(ts, ts) +
              double(m.n_decoder_layers) * (block(tt, tt) + rows * tt * 4 * C + weights * rows * H * tt * ts) +
              2 * rows * tt * V;
@@ -182,14 +183,15 @@ int64_t probe_reach_limit(const RunConfig& c, const Batch& batch, std::string* w
 }
 
 // An input longer than the model saw in training is run (relative schemes may extrapolate), but said:
-// `limit` is data.max_len for a synthetic task's source, data.context for text, tokens and music.
+// `limit` is data.max_len for a synthetic task's source, data.harmony_steps for a harmoniser's,
+// data.context for text, tokens, music and chorale continuations.
 void warn_if_longer_than_trained(const char* command, size_t tokens, const RunConfig& c) {
-  const bool synthetic = c.data.source == "synthetic";
-  const int64_t limit = synthetic ? c.data.max_len : c.data.context;
+  const bool synthetic = c.data.source == "synthetic", harmony = c.data_places_targets();
+  const int64_t limit = synthetic ? c.data.max_len : harmony ? c.data.harmony_steps : c.data.context;
   if (static_cast<int64_t>(tokens) <= limit || !world().is_root()) return;
   std::cerr << "relgrad " << command << ": warning: [" << command << "] the input has " << tokens
             << " tokens, more than the " << limit << " the model was trained on ("
-            << (synthetic ? "data.max_len" : "data.context") << " = " << limit
+            << (synthetic ? "data.max_len" : harmony ? "data.harmony_steps" : "data.context") << " = " << limit
             << "): it never saw the positions beyond, so its output there is untested\n";
 }
 
