@@ -42,7 +42,8 @@ stamp "fuzz: replay the seed corpora"
 ctest --preset fuzz -j "$jobs"
 
 declare -A dict=([safetensors]=safetensors [checkpoint]=safetensors [midi]=midi [config_toml]=config_toml
-                 [config_json]=config_json [tokens]=tokens)
+                 [config_json]=config_json [tokens]=tokens
+                 [chorales]=chorales)
 work=build-fuzz/ci
 rm -rf "$work" build-fuzz/findings
 mkdir -p "$work" build-fuzz/findings
