@@ -29,8 +29,8 @@ const Chorale& valid_chorale(const RunData& data, int64_t index) {
   if (valid.empty()) throw Error("[sample] the chorale file has no valid chorales to start from");
   if (index >= static_cast<int64_t>(valid.size()))
     throw UsageError("[sample] --chorale " + std::to_string(index) + ": the file holds " +
-                     std::to_string(valid.size()) + " valid chorales (0 .. " + std::to_string(valid.size() - 1) +
-                     ")");
+                     std::to_string(valid.size()) + " valid chorales (0 .. " +
+                     std::to_string(valid.size() - 1) + ")");
   return valid[static_cast<size_t>(index)];
 }
 
@@ -68,8 +68,9 @@ void check_positions(const RunConfig& c, int64_t longest, const std::string& wha
 int continue_chorale(const SampleArgs& a, LoadedRun& run, const RunData& data, SamplingOptions o,
                      std::ostream& out) {
   if (!a.melody.empty())
-    throw UsageError("[sample] --melody is for harmonisers (data.chorale_task = \"harmonize\"); this model "
-                     "continues chorales: give --chorale N or --prompt-midi FILE");
+    throw UsageError(
+        "[sample] --melody is for harmonisers (data.chorale_task = \"harmonize\"); this model "
+        "continues chorales: give --chorale N or --prompt-midi FILE");
   if (!a.prompt_midi.empty() && a.chorale >= 0)
     throw UsageError("[sample] give --chorale N or --prompt-midi FILE, not both (the prompt is one of them)");
   const Vocab& vocab = data.vocab();
@@ -85,12 +86,14 @@ int continue_chorale(const SampleArgs& a, LoadedRun& run, const RunData& data, S
     origin = "the first " + std::to_string(steps) + " steps of valid chorale " +
              std::to_string(std::max<int64_t>(0, a.chorale));
   }
-  if (prompt_chorale.steps.empty()) throw UsageError("[sample] the prompt " + origin + " holds no 16th steps");
+  if (prompt_chorale.steps.empty())
+    throw UsageError("[sample] the prompt " + origin + " holds no 16th steps");
   std::vector<int64_t> prompt = chorale_tokens(prompt_chorale);
   prompt.pop_back();  // the EOS: the model goes on from the prompt's last bass
   const int64_t longest = static_cast<int64_t>(prompt.size()) + o.max_new_tokens;
-  check_positions(run.config, longest, "the prompt (" + std::to_string(prompt.size()) +
-                                           " tokens) and --max-new-tokens " + std::to_string(o.max_new_tokens));
+  check_positions(run.config, longest,
+                  "the prompt (" + std::to_string(prompt.size()) + " tokens) and --max-new-tokens " +
+                      std::to_string(o.max_new_tokens));
   if (longest > run.config.data.context && world().is_root())
     std::cerr << "relgrad sample: warning: [sample] the prompt and the new tokens make " << longest
               << " tokens, more than the " << run.config.data.context
@@ -115,15 +118,18 @@ int continue_chorale(const SampleArgs& a, LoadedRun& run, const RunData& data, S
   return 0;
 }
 
-int harmonize(const SampleArgs& a, LoadedRun& run, const RunData& data, SamplingOptions o, std::ostream& out) {
+int harmonize(const SampleArgs& a, LoadedRun& run, const RunData& data, SamplingOptions o,
+              std::ostream& out) {
   if (!a.prompt_midi.empty())
-    throw UsageError("[sample] --prompt-midi is for chorale continuations; a harmoniser takes --melody FILE.mid "
-                     "(or --chorale N)");
+    throw UsageError(
+        "[sample] --prompt-midi is for chorale continuations; a harmoniser takes --melody FILE.mid "
+        "(or --chorale N)");
   if (!a.melody.empty() && a.chorale >= 0)
     throw UsageError("[sample] give --chorale N or --melody FILE, not both (the melody is one of them)");
   if (a.max_new_tokens >= 0)
-    throw UsageError("[sample] --max-new-tokens does not apply to a harmoniser: it writes three notes (alto, "
-                     "tenor, bass) for each 16th of the melody");
+    throw UsageError(
+        "[sample] --max-new-tokens does not apply to a harmoniser: it writes three notes (alto, "
+        "tenor, bass) for each 16th of the melody");
   const Vocab& vocab = data.vocab();
   std::vector<int64_t> soprano;
   std::string origin;
@@ -158,7 +164,8 @@ int harmonize(const SampleArgs& a, LoadedRun& run, const RunData& data, Sampling
       if (id < kChoraleRest || id >= kChoraleVocabSize) id = kChoraleRest, ++unusable;
     const Chorale result = chorale_from_parts(soprano, lower);
     out << "--- harmony " << n << " (seed " << on.seed << ")";
-    if (unusable > 0) out << ": " << unusable << " of " << lower.size() << " tokens were not notes (shown as rests)";
+    if (unusable > 0)
+      out << ": " << unusable << " of " << lower.size() << " tokens were not notes (shown as rests)";
     out << "\n" << voices_text(result, vocab);
     if (a.format == "midi") {
       const std::string path = output_path(a, n, "harmony.mid");
@@ -173,7 +180,8 @@ int harmonize(const SampleArgs& a, LoadedRun& run, const RunData& data, Sampling
 
 int sample_chorales(const SampleArgs& a, LoadedRun& run, SamplingOptions sampling, std::ostream& out) {
   if (!a.input.empty() || !a.prompt.empty())
-    throw UsageError(std::string("[sample] this is a chorale model: --") + (a.input.empty() ? "prompt" : "input") +
+    throw UsageError(std::string("[sample] this is a chorale model: --") +
+                     (a.input.empty() ? "prompt" : "input") +
                      " does not apply; give --chorale N (a valid chorale), or " +
                      (run.config.data_places_targets() ? "--melody FILE.mid" : "--prompt-midi FILE.mid"));
   RunData data(run.config);

@@ -191,7 +191,8 @@ void warn_if_longer_than_trained(const char* command, size_t tokens, const RunCo
   if (static_cast<int64_t>(tokens) <= limit || !world().is_root()) return;
   std::cerr << "relgrad " << command << ": warning: [" << command << "] the input has " << tokens
             << " tokens, more than the " << limit << " the model was trained on ("
-            << (synthetic ? "data.max_len" : harmony ? "data.harmony_steps" : "data.context") << " = " << limit
+            << (synthetic ? "data.max_len" : harmony ? "data.harmony_steps" : "data.context") << " = "
+            << limit
             << "): it never saw the positions beyond, so its output there is untested\n";
 }
 
@@ -394,7 +395,8 @@ int cmd_sample(SampleArgs a, std::ostream& out) {
     throw UsageError(std::string("[sample] ") + (a.melody.empty() ? "--chorale" : "--melody") +
                      " needs a chorale model (data.source = \"chorales\")");
   if (a.format == "midi" && !data.music())
-    throw UsageError("[sample] --format midi needs a music model or a chorale model (data.source = \"music\" or \"chorales\")");
+    throw UsageError("[sample] --format midi needs a music model or a chorale model "
+                     "(data.source = \"music\" or \"chorales\")");
   if (!a.prompt_midi.empty() && !data.music())
     throw UsageError("[sample] --prompt-midi needs a music model or a chorale continuation");
   if (data.music()) return sample_music(a, m, vocab, run.config, o, out);
