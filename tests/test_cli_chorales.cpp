@@ -10,13 +10,14 @@
 #include <vector>
 
 #include "cli_testing.h"
+#include "core/safetensors.h"
 #include "file_testing.h"
 #include "testing.h"
 #include "train/config/run_options.h"
 #include "train/music/chorales.h"
 #include "train/music/midi.h"
 #include "train/music/music.h"
-#include "core/safetensors.h"
+#include "train/trainer/distributed.h"
 #include "train/trainer/sampler.h"
 
 using namespace relgrad;
@@ -27,10 +28,10 @@ namespace {
 
 std::string repo_root() { return fs::path(RELGRAD_GOLDEN_DIR).parent_path().parent_path().string(); }
 
-const std::vector<std::string> kTiny = {"--model.d_model=16", "--model.n_heads=2", "--model.d_ff=32",
-                                        "--optim.warmup_steps=1", "--train.steps=3", "--train.eval_every=0",
-                                        "--train.eval_batches=1", "--train.samples=1",
-                                        "--train.target_accuracy=0", "--data.batch_size=4"};
+const std::vector<std::string> kTiny = {
+    "--model.d_model=16",        "--model.n_heads=2",    "--model.d_ff=32",        "--optim.warmup_steps=1",
+    "--train.steps=3",           "--train.eval_every=0", "--train.eval_batches=1", "--train.samples=1",
+    "--train.target_accuracy=0", "--data.batch_size=4"};
 
 std::vector<std::string> with(std::vector<std::string> args, const std::vector<std::string>& more) {
   args.insert(args.end(), more.begin(), more.end());
@@ -47,12 +48,11 @@ struct ChoraleRun {
     out_dir = dir.file("lm");
     data_path = dir.file("chorales.json");
     write_bytes(data_path, read_bytes(default_chorales_path()));
-    result = run_relgrad(with({"train", "--model.type=decoder-only", "--data.source=chorales",
-                               "--data.chorales_path=" + data_path, "--data.context=32",
-                               "--model.n_decoder_layers=1", "--model.decoder_self.scheme=huang",
-                               "--model.decoder_self.max_length=32", "--sample.max_new_tokens=16",
-                               "--train.out_dir=" + out_dir},
-                              kTiny));
+    result = run_relgrad(with(
+        {"train", "--model.type=decoder-only", "--data.source=chorales", "--data.chorales_path=" + data_path,
+         "--data.context=32", "--model.n_decoder_layers=1", "--model.decoder_self.scheme=huang",
+         "--model.decoder_self.max_length=32", "--sample.max_new_tokens=16", "--train.out_dir=" + out_dir},
+        kTiny));
     checkpoint = out_dir + "/checkpoint.safetensors";
   }
 };
@@ -70,13 +70,12 @@ struct HarmonyRun {
   CliResult result;
   HarmonyRun() {
     out_dir = dir.file("harmony");
-    result = run_relgrad(with({"train", "--model.type=encoder-decoder", "--data.source=chorales",
-                               "--data.chorale_task=harmonize", "--data.harmony_steps=8",
-                               "--model.n_encoder_layers=1", "--model.n_decoder_layers=1",
-                               "--model.cross_alignment=explicit", "--model.cross.scheme=seed",
-                               "--model.cross.max_length=16", "--model.cross.out_of_range=clip",
-                               "--train.out_dir=" + out_dir},
-                              kTiny));
+    result = run_relgrad(
+        with({"train", "--model.type=encoder-decoder", "--data.source=chorales",
+              "--data.chorale_task=harmonize", "--data.harmony_steps=8", "--model.n_encoder_layers=1",
+              "--model.n_decoder_layers=1", "--model.cross_alignment=explicit", "--model.cross.scheme=seed",
+              "--model.cross.max_length=16", "--model.cross.out_of_range=clip", "--train.out_dir=" + out_dir},
+             kTiny));
     checkpoint = out_dir + "/checkpoint.safetensors";
   }
 };
@@ -126,8 +125,8 @@ TEST_CASE("cli chorales: sample --format midi continues a valid chorale's first 
   const ChoraleRun& r = chorale_run();
   TempDir dir;
   const std::string path = dir.file("out.mid");
-  CliResult res = run_relgrad({"sample", r.checkpoint, "--format", "midi", "-o", path, "--seed", "2",
-                               "--max-new-tokens", "24"});
+  CliResult res = run_relgrad(
+      {"sample", r.checkpoint, "--format", "midi", "-o", path, "--seed", "2", "--max-new-tokens", "24"});
   REQUIRE_MESSAGE(res.code == 0, res.err);
   CHECK(contains(res.out, "wrote " + path));
   CHECK(contains(res.out, "soprano"));
@@ -136,7 +135,7 @@ TEST_CASE("cli chorales: sample --format midi continues a valid chorale's first 
   const Chorale& first = shipped().valid.at(0);
   REQUIRE(got.steps.size() >= 8);
   for (size_t k = 0; k < 8; ++k) CHECK(got.steps[k] == first.steps[k]);  // the prompt, voice by voice
-  CHECK(got.steps.size() <= 8 + 6);  // 24 new tokens are at most 6 steps
+  CHECK(got.steps.size() <= 8 + 6);                                      // 24 new tokens are at most 6 steps
   for (int channel : channels_of(read_midi(path))) CHECK((channel >= 0 && channel < kChoraleVoices));
 
   // --chorale N prompts with another valid chorale; --prompt-midi with a file's voices.
@@ -149,8 +148,9 @@ TEST_CASE("cli chorales: sample --format midi continues a valid chorale's first 
   Chorale prompt;
   prompt.steps.assign(shipped().valid.at(5).steps.begin(), shipped().valid.at(5).steps.begin() + 4);
   write_midi(dir.file("prompt.mid"), chorale_midi(prompt));
-  CliResult from_file = run_relgrad({"sample", r.checkpoint, "--format", "midi", "-o", dir.file("p.mid"),
-                                     "--prompt-midi", dir.file("prompt.mid"), "-n", "2", "--max-new-tokens", "8"});
+  CliResult from_file =
+      run_relgrad({"sample", r.checkpoint, "--format", "midi", "-o", dir.file("p.mid"), "--prompt-midi",
+                   dir.file("prompt.mid"), "-n", "2", "--max-new-tokens", "8"});
   REQUIRE_MESSAGE(from_file.code == 0, from_file.err);
   for (const char* name : {"p_0.mid", "p_1.mid"}) {
     const Chorale c = chorale_from_midi(read_midi(dir.file(name)));
@@ -212,7 +212,8 @@ TEST_CASE("cli chorales: eval works on both kinds of chorale checkpoint") {
     CHECK(contains(res.out, "held-out loss"));
   }
   TempDir dir;
-  CliResult dump = run_relgrad({"eval", harmony_run().checkpoint, "--dump-logits", dir.file("l.safetensors")});
+  CliResult dump =
+      run_relgrad({"eval", harmony_run().checkpoint, "--dump-logits", dir.file("l.safetensors")});
   CHECK_CLI(dump, 0);
   CHECK(load_safetensors(dir.file("l.safetensors")).tensors.count("tgt_positions") == 1);
 }
@@ -256,6 +257,27 @@ TEST_CASE("cli chorales: explicit positions reach the harmoniser, in batches and
   CHECK_THROWS(generate(model, src, Tensor(), o, true, positions.narrow(0, 0, 5)));
 }
 
+TEST_CASE("cli chorales: a data-parallel shard and Batch::to keep the batch's tgt_positions whole") {
+  RunConfig c = RunConfig::defaults();
+  apply_overrides(c, {"--data.source=chorales", "--data.chorale_task=harmonize", "--data.harmony_steps=4",
+                      "--data.batch_size=4", "--model.cross_alignment=explicit"});
+  c.validate();
+  RunData data(c);
+  const Batch batch = data.batch(0, Split::Train);
+  REQUIRE(batch.tgt_positions.defined());
+  const std::vector<int64_t> expected = batch.tgt_positions.to_vector<int64_t>();
+  CHECK(expected == harmony_query_positions(4).to_vector<int64_t>());
+  for (int rank = 0; rank < 2; ++rank) {
+    const Batch shard = shard_batch(batch, shard_rows(4, rank, 2));
+    CHECK(shard.src.size(0) == 2);
+    REQUIRE(shard.tgt_positions.defined());
+    CHECK(shard.tgt_positions.to_vector<int64_t>() == expected);
+  }
+  const Batch moved = batch.to(Device::cpu());
+  REQUIRE(moved.tgt_positions.defined());
+  CHECK(moved.tgt_positions.to_vector<int64_t>() == expected);
+}
+
 TEST_CASE("cli chorales: resume refuses a changed chorale file") {
   const ChoraleRun& r = chorale_run();
   std::string text = read_bytes(r.data_path);
@@ -284,7 +306,8 @@ TEST_CASE("cli chorales: config errors name the keys") {
   CliResult context = dry({"--model.type=decoder-only", "--data.context=30"});
   CHECK_CLI(context, 2);
   CHECK(contains(context.err, "data.context must be a multiple of 4"));
-  CliResult steps = dry({"--model.type=encoder-decoder", "--data.chorale_task=harmonize", "--data.harmony_steps=0"});
+  CliResult steps =
+      dry({"--model.type=encoder-decoder", "--data.chorale_task=harmonize", "--data.harmony_steps=0"});
   CHECK_CLI(steps, 2);
   CHECK(contains(steps.err, "data.harmony_steps"));
   CliResult task = dry({"--data.chorale_task=sing"});
@@ -294,8 +317,8 @@ TEST_CASE("cli chorales: config errors name the keys") {
   CliResult explicit_synthetic = run_relgrad({"train", "--model.cross_alignment=explicit", "--dry-run"});
   CHECK_CLI(explicit_synthetic, 2);
   CHECK(contains(explicit_synthetic.err, "model.cross_alignment = \"explicit\" needs data"));
-  CliResult positions = dry({"--model.type=decoder-only", "--data.context=64", "--model.absolute_position=learned",
-                             "--model.max_positions=32"});
+  CliResult positions = dry({"--model.type=decoder-only", "--data.context=64",
+                             "--model.absolute_position=learned", "--model.max_positions=32"});
   CHECK_CLI(positions, 2);
   CHECK(contains(positions.err, "model.max_positions = 32 is shorter than the 64 tokens"));
   CliResult ok = dry({"--model.type=encoder-decoder", "--data.chorale_task=harmonize",
@@ -307,8 +330,9 @@ TEST_CASE("cli chorales: config errors name the keys") {
 
 TEST_CASE("cli chorales: learned absolute positions derive max_positions from the data") {
   RunConfig c = RunConfig::defaults();
-  apply_overrides(c, {"--data.source=chorales", "--model.type=encoder-decoder", "--data.chorale_task=harmonize",
-                      "--data.harmony_steps=16", "--model.absolute_position=learned"});
+  apply_overrides(c,
+                  {"--data.source=chorales", "--model.type=encoder-decoder", "--data.chorale_task=harmonize",
+                   "--data.harmony_steps=16", "--model.absolute_position=learned"});
   c.validate();
   c.derive_from_data();
   CHECK(c.model.max_positions == 3 * 16 + 1);
