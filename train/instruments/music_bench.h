@@ -5,6 +5,14 @@
 // test chorales; then encoder–decoder harmonisers (soprano → alto, tenor, bass) under left, scaled and
 // explicit cross-attention alignment; then the probe's view of the trained heads. docs/music.md
 // holds the table the full run printed, next to the paper's.
+//
+// Every model trains through the path `relgrad train` takes: a RunConfig with the documented keys
+// (data.source = "chorales", model.absolute_position, model.cross_alignment, ...) → trainer_options →
+// Trainer (train/config/run_options.h, train/trainer/trainer.h); its checkpoint and log land in
+// <out_dir>/runs/<label>. Every run uses one OpenMP thread (train.threads = 1): its figures do not
+// depend on the machine's core count, and on a shared machine one thread per model loses nothing to
+// threads spinning while they wait for a busy core (measured on 2 cores shared with other jobs: steps
+// over 10× slower at two threads than at one). The caller's thread count is restored on return.
 #pragma once
 #include <cstdint>
 #include <iosfwd>
@@ -22,6 +30,84 @@ struct MusicBenchOptions {
   std::string chorales_path;             // empty = the shipped file
   std::string out_dir = "runs/music-bench";  // results.csv, results.md, pictures, checkpoints
 };
+
+// The size and budget every model of one form shares.
+struct MusicBenchSize {
+  int64_t d_model = 64, n_heads = 4, d_ff = 256, layers = 3;  // decoder-only: layers; harmony: per stack
+  int64_t context = 128;        // decoder-only tokens per training window (32 16th steps)
+  int64_t batch_size = 16;
+  int64_t steps = 1500, warmup = 100;
+  double lr = 2e-3;             // AdamW, cosine to lr / 20, clip 1, weight decay 0.01
+  int64_t harmony_steps = 32;   // harmonisation: 16th steps (source tokens) per training window
+  int64_t harmony_layers = 2;   // harmonisation: encoder and decoder layers each
+};
+// The form's size (full or CI) with options.steps applied.
+MusicBenchSize music_bench_size(const MusicBenchOptions& options);
+
+// One decoder-only model: note-wise NLL (nats per token, mean over every scored token of the whole
+// split, EOS included) and token accuracy (argmax = target), teacher-forced.
+struct MusicBenchRun {
+  std::string treatment;
+  uint64_t seed = 0;
+  int64_t params = 0;
+  double valid_nll = 0, test_nll = 0, valid_accuracy = 0, test_accuracy = 0;
+  int64_t valid_tokens = 0, test_tokens = 0;
+  double seconds = 0;  // training and evaluation
+};
+
+// One head of an attention module, as the probe measured it on held-out chorales.
+struct HeadSummary {
+  std::string model;       // "huang (seed 1)", "harmony explicit (seed 1)"
+  std::string layer;       // "layers.0.self_attn", "decoder.layers.1.cross_attn"
+  int head = 0;
+  std::vector<int64_t> top_offsets;  // the offsets with the most attention mass, largest first
+  std::vector<double> top_mass;
+  double mass_at_zero = 0;           // δ = 0 (cross: on the source's time axis, see below)
+  double mass_same_voice = 0;        // decoder-only: δ = −4, −8, … (the query's own voice, earlier steps)
+  double mass_next_voice = 0;        // decoder-only: δ = −3, −7, … (the predicted token's voice, earlier)
+  double mass_near = 0;              // decoder-only: δ = −1, −2, −3 (the neighbouring voices)
+  int64_t response_peak = 0;         // the positional response's peak over the probed offsets
+  bool has_response = false;
+};
+
+// One harmoniser: cross-attention treatment and alignment.
+struct HarmonyRun {
+  std::string label;       // "seed, explicit", "seed, scaled", "seed, left", "none"
+  uint64_t seed = 0;
+  int64_t params = 0;
+  double valid_nll = 0, test_nll = 0, valid_accuracy = 0, test_accuracy = 0;
+  double seconds = 0;
+  // The best cross head's mean weight on the soprano note of the query's own 16th step (the source
+  // key ⌊i / 3⌋ for target query i, whatever alignment the model used), over held-out chorales.
+  double same_step_mass = 0;
+};
+
+struct MusicBenchResult {
+  bool full = false;
+  MusicBenchSize size;
+  std::vector<MusicBenchRun> runs;       // per treatment, per seed
+  std::vector<HarmonyRun> harmony;
+  std::vector<HeadSummary> heads;        // decoder-only huang / seed heads, then the harmonisers' cross heads
+  std::vector<std::string> pictures;     // files written under out_dir (relative to it)
+  double unigram_valid_nll = 0, unigram_test_nll = 0;  // the train set's token frequencies (add-one)
+  int64_t train_chorales = 0, valid_chorales = 0, test_chorales = 0;
+  double seconds = 0;
+};
+
+// Trains, evaluates and probes every model of `options` (progress lines to `progress`, may be null)
+// and writes the probe pictures into options.out_dir; no tables.
+MusicBenchResult music_bench_results(const MusicBenchOptions& options, std::ostream* progress);
+// The tables as text (the comparison, with the unigram baseline; the harmonisers; the heads).
+std::string music_bench_table(const MusicBenchResult& result);
+// The same as markdown (results.md) and as CSV (results.csv: one row per model and seed).
+std::string music_bench_markdown(const MusicBenchResult& result, const MusicBenchOptions& options);
+std::string music_bench_csv(const MusicBenchResult& result);
+// What the CI form checks, robust at its size on every seed measured (docs/music.md says which):
+// every model beats the unigram baseline on valid and test NLL, and, where both were trained, the
+// mean valid NLL of huang is below that of none, and the explicit harmoniser's best cross head puts
+// more weight on the same-step soprano note than the harmoniser without a cross positional term.
+// Empty when all hold; else one line per failure.
+std::vector<std::string> music_bench_failures(const MusicBenchResult& result);
 
 // Runs the bench, prints progress and the tables to `out`; returns 0 when every model trained (and,
 // in the CI form, the robust outcome it asserts held), 1 otherwise. Errors throw relgrad::Error.

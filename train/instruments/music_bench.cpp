@@ -1,0 +1,448 @@
+// run_music_bench's training, evaluation and probes (train/instruments/music_bench.h); the tables, the
+// files and the CI checks are in music_bench_report.cpp.
+#include "train/instruments/music_bench.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <ostream>
+#include <sstream>
+
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
+#include "core/base/error.h"
+#include "train/config/run_options.h"
+#include "train/instruments/probe.h"
+#include "train/music/chorales.h"
+#include "train/trainer/trainer.h"
+
+namespace relgrad {
+
+namespace {
+
+constexpr const char* kOp = "music-bench";
+constexpr int64_t kEvalBatch = 8;        // rows per evaluation batch (whole chorales, decoder-only)
+constexpr int64_t kHarmonyEvalBatch = 4; // rows per evaluation batch (harmonisation: one chorale a row)
+constexpr int64_t kHeadReach = 16;       // decoder-only heads: offsets −16 … 16 (four 16th steps)
+constexpr int64_t kCrossReach = 12;      // cross heads: offsets −12 … 12 on the source axis
+
+const std::vector<std::string>& all_treatments() {
+  static const std::vector<std::string> t = {"none", "sinusoidal", "learned", "shaw", "huang",
+                                             "t5",   "alibi",      "rope",    "seed"};
+  return t;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// ---- configs ------------------------------------------------------------------------------------
+
+// The keys every run shares: optimizer, loop, data file and seed, no dropout, one eval batch at the end
+// (the bench's own evaluation covers the whole splits), a checkpoint at the end only.
+RunConfig base_config(const MusicBenchOptions& o, const MusicBenchSize& s, uint64_t seed, const std::string& label) {
+  RunConfig c = RunConfig::defaults();
+  c.model.d_model = s.d_model;
+  c.model.n_heads = s.n_heads;
+  c.model.d_ff = s.d_ff;
+  c.model.dropout = 0.0;
+  c.model.encoder_self = PositionalConfig{"none"};
+  c.model.decoder_self = PositionalConfig{"none"};
+  c.model.cross = PositionalConfig{"none"};
+  c.data.source = "chorales";
+  c.data.chorales_path = o.chorales_path;
+  c.data.batch_size = s.batch_size;
+  c.data.seed = seed;
+  c.optim.name = "adamw";
+  c.optim.lr = s.lr;
+  c.optim.min_lr = s.lr / 20;
+  c.optim.warmup_steps = s.warmup;
+  c.optim.decay = "cosine";
+  c.optim.weight_decay = 0.01;
+  c.optim.clip = 1.0;
+  c.train.steps = s.steps;
+  c.train.log_every = std::max<int64_t>(1, s.steps / 4);
+  c.train.eval_every = 0;
+  c.train.eval_batches = 1;
+  c.train.save_every = 0;
+  c.train.samples = 0;
+  c.train.seed = seed;
+  c.train.threads = 1;  // see music_bench.h
+  c.train.out_dir = (std::filesystem::path(o.out_dir) / "runs" / label).string();
+  return c;
+}
+
+// A relative scheme of the decoder-only comparison, covering every offset of a training window.
+PositionalConfig relative_scheme(const std::string& name, int64_t context) {
+  PositionalConfig p;
+  p.scheme = name;
+  p.max_length = context;     // seed, huang: |δ| ≤ context − 1
+  p.clip = context - 1;       // shaw: no clipping inside a window
+  p.max_distance = context;   // t5: log buckets up to the window
+  return p;
+}
+
+RunConfig continue_config(const MusicBenchOptions& o, const MusicBenchSize& s, const std::string& treatment,
+                          uint64_t seed) {
+  RunConfig c = base_config(o, s, seed, treatment + "-s" + std::to_string(seed));
+  c.model_type = "decoder-only";
+  c.model.n_encoder_layers = 0;
+  c.model.n_decoder_layers = s.layers;
+  c.data.chorale_task = "continue";
+  c.data.context = s.context;
+  if (treatment == "sinusoidal" || treatment == "learned") c.model.absolute_position = treatment;
+  else if (treatment != "none") c.model.decoder_self = relative_scheme(treatment, s.context);
+  return c;
+}
+
+// Harmonisers: T5 bias in both self-attentions (the project's default), the treatment in
+// cross-attention. `alignment`: "left", "scaled" or "explicit" (Batch::tgt_positions, ⌊i / 3⌋).
+RunConfig harmony_config(const MusicBenchOptions& o, const MusicBenchSize& s, const std::string& cross,
+                         const std::string& alignment, uint64_t seed) {
+  RunConfig c = base_config(o, s, seed, "harmony-" + cross + "-" + alignment + "-s" + std::to_string(seed));
+  c.model_type = "encoder-decoder";
+  c.model.n_encoder_layers = s.harmony_layers;
+  c.model.n_decoder_layers = s.harmony_layers;
+  c.model.encoder_self = relative_scheme("t5", 3 * s.harmony_steps + 1);
+  c.model.decoder_self = relative_scheme("t5", 3 * s.harmony_steps + 1);
+  // seed's table covers every offset of a training window under any alignment (left: δ down to −3S).
+  if (cross != "none") c.model.cross = relative_scheme(cross, 3 * s.harmony_steps + 2);
+  c.model.cross_explicit = alignment == "explicit";
+  c.model.cross_alignment = alignment == "scaled" ? Alignment::Scaled : Alignment::Left;
+  c.data.chorale_task = "harmonize";
+  c.data.harmony_steps = s.harmony_steps;
+  return c;
+}
+
+// ---- training and evaluation --------------------------------------------------------------------
+
+struct Score {
+  double nll = 0, accuracy = 0;
+  int64_t tokens = 0;
+};
+
+// The batch as `model` takes it: the explicit target positions only for a model that places its
+// cross-attention queries by them (EncoderDecoder refuses them otherwise).
+Batch for_model(const Batch& host, const RunModel& model, bool explicit_positions) {
+  Batch b = host.to(model.device);
+  if (!explicit_positions) b.tgt_positions = Tensor();
+  return b;
+}
+
+Score score(RunModel& model, const std::vector<Batch>& batches, bool explicit_positions = false) {
+  NoGradGuard no_grad;
+  model.module->eval();
+  double loss_sum = 0;
+  int64_t tokens = 0, correct = 0;
+  for (const Batch& host : batches) {
+    const Batch b = for_model(host, model, explicit_positions);
+    Tensor logits = model.logits(b);  // (B, T, V)
+    const int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);
+    const Tensor& targets = RunModel::targets(b);
+    loss_sum += cross_entropy(logits.reshape({B * T, V}), targets.reshape({B * T}),
+                              CrossEntropyOptions().set_reduction(Reduction::Sum))
+                    .item();
+    const std::vector<int64_t> predicted = argmax(logits, -1).contiguous().to_vector<int64_t>();
+    const std::vector<int64_t> wanted = targets.contiguous().to_vector<int64_t>();
+    for (size_t k = 0; k < wanted.size(); ++k) {
+      if (wanted[k] == kIgnoreIndex) continue;
+      ++tokens;
+      correct += predicted[k] == wanted[k];
+    }
+  }
+  Score s;
+  s.tokens = tokens;
+  s.nll = tokens ? loss_sum / static_cast<double>(tokens) : NAN;
+  s.accuracy = tokens ? static_cast<double>(correct) / static_cast<double>(tokens) : NAN;
+  RG_CHECK(std::isfinite(s.nll), kOp, "evaluation scored no token or gave a non-finite NLL (", s.nll, ")");
+  return s;
+}
+
+int64_t parameter_count(RunModel& model) {
+  int64_t n = 0;
+  for (const Tensor& p : model.module->parameters()) n += p.numel();
+  return n;
+}
+
+// HarmonyData's batches without Batch::tgt_positions, for a harmoniser that aligns cross-attention
+// itself (left, scaled): HarmonyData always places the targets, and EncoderDecoder refuses positions
+// it was not built to use (layers/models.cpp), so RunModel::logits would fail on them.
+class WithoutTargetPositions : public Dataset {
+ public:
+  explicit WithoutTargetPositions(std::shared_ptr<const Dataset> inner) : inner_(std::move(inner)) {}
+  Batch batch(int64_t index, Split split) const override {
+    Batch b = inner_->batch(index, split);
+    b.tgt_positions = Tensor();
+    return b;
+  }
+  const Vocab& vocab() const override { return inner_->vocab(); }
+  int64_t batch_size() const override { return inner_->batch_size(); }
+  std::optional<uint64_t> checksum() const override { return inner_->checksum(); }
+  std::string path() const override { return inner_->path(); }
+  void print_samples(SampleModel& model, int64_t count, const std::string& out_dir, std::ostream& out) const override {
+    inner_->print_samples(model, count, out_dir, out);
+  }
+
+ private:
+  std::shared_ptr<const Dataset> inner_;
+};
+
+// Trains `config` the way `relgrad train` does; the trained model comes back in eval mode.
+std::unique_ptr<Trainer> train_run(const RunConfig& config) {
+  std::ostringstream warnings;  // the shipped chorales skip nothing; a user file's warnings are not ours to print
+  TrainerOptions options = trainer_options(config, &warnings);
+  if (config.encoder_decoder() && !config.model.cross_explicit)
+    options.data = std::make_shared<WithoutTargetPositions>(options.data);
+  auto trainer = std::make_unique<Trainer>(std::move(options), nullptr);
+  trainer->train();
+  trainer->model().module->eval();
+  return trainer;
+}
+
+// The train split's token frequencies (add-one over the vocabulary): the NLL of a model that ignores
+// the context, the floor every trained model must beat.
+std::pair<double, double> unigram_nll(const ChoraleSet& set) {
+  std::vector<double> count(static_cast<size_t>(kChoraleVocabSize), 1.0);
+  double total = static_cast<double>(kChoraleVocabSize);
+  for (const Chorale& c : set.train) {
+    const std::vector<int64_t> t = chorale_tokens(c);
+    for (size_t n = 1; n < t.size(); ++n) count[static_cast<size_t>(t[n])] += 1, total += 1;
+  }
+  auto nll = [&](const std::vector<Chorale>& split) {
+    double sum = 0;
+    int64_t n_tokens = 0;
+    for (const Chorale& c : split) {
+      const std::vector<int64_t> t = chorale_tokens(c);
+      for (size_t n = 1; n < t.size(); ++n) sum -= std::log(count[static_cast<size_t>(t[n])] / total), ++n_tokens;
+    }
+    return n_tokens ? sum / static_cast<double>(n_tokens) : NAN;
+  };
+  return {nll(set.valid), nll(set.test)};
+}
+
+// ---- probes -------------------------------------------------------------------------------------
+
+std::string file_safe(std::string s) {
+  for (char& ch : s)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '.') ch = '-';
+  return s;
+}
+
+std::vector<std::string> relative_to(const std::vector<std::string>& paths, const std::string& dir) {
+  std::vector<std::string> out;
+  for (const std::string& p : paths) out.push_back(std::filesystem::path(p).lexically_relative(dir).string());
+  return out;
+}
+
+// The offsets of `mass` in decreasing mass, `count` of them.
+void top_offsets(const ProbeCurve& mass, size_t count, HeadSummary& h) {
+  std::vector<size_t> order(mass.delta.size());
+  for (size_t n = 0; n < order.size(); ++n) order[n] = n;
+  auto value = [&](size_t n) { return std::isfinite(mass.value[n]) ? mass.value[n] : -1.0; };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return value(a) > value(b); });
+  for (size_t n = 0; n < std::min(count, order.size()); ++n) {
+    h.top_offsets.push_back(mass.delta[order[n]]);
+    h.top_mass.push_back(value(order[n]));
+  }
+}
+
+double mass_where(const ProbeCurve& mass, const std::function<bool(int64_t)>& pick) {
+  double sum = 0;
+  for (size_t n = 0; n < mass.delta.size(); ++n)
+    if (pick(mass.delta[n]) && std::isfinite(mass.value[n])) sum += mass.value[n];
+  return sum;
+}
+
+// Per head of every attention module of `curves` (both kinds from probe()): the summary above.
+std::vector<HeadSummary> summarise_heads(const std::vector<ProbeCurve>& curves, const std::string& model) {
+  std::vector<HeadSummary> heads;
+  for (const ProbeCurve& c : curves) {
+    if (c.kind != "attention_mass") continue;
+    HeadSummary h;
+    h.model = model;
+    h.layer = c.layer;
+    h.head = c.head;
+    top_offsets(c, 4, h);
+    h.mass_at_zero = mass_where(c, [](int64_t d) { return d == 0; });
+    h.mass_same_voice = mass_where(c, [](int64_t d) { return d < 0 && d % 4 == 0; });
+    h.mass_next_voice = mass_where(c, [](int64_t d) { return d < 0 && (-d) % 4 == 3; });
+    h.mass_near = mass_where(c, [](int64_t d) { return d <= -1 && d >= -3; });
+    for (const ProbeCurve& r : curves) {
+      if (r.kind != "response" || r.head != c.head) continue;
+      if (std::find(r.shared_by.begin(), r.shared_by.end(), c.layer) == r.shared_by.end()) continue;
+      if (std::none_of(r.value.begin(), r.value.end(), [](double v) { return std::isfinite(v); })) continue;
+      h.response_peak = peak_offset(r);
+      h.has_response = true;
+    }
+    heads.push_back(std::move(h));
+  }
+  return heads;
+}
+
+// The decoder-only model's heads on the first held-out evaluation batch; pictures into `dir`.
+std::vector<HeadSummary> probe_decoder(RunModel& model, const ChoraleSet& set, int64_t context,
+                                       const std::string& label, const std::string& dir,
+                                       std::vector<std::string>& pictures) {
+  const std::vector<Batch> batches = chorale_eval_batches(set, ChoraleSplit::Valid, context, kEvalBatch);
+  RG_CHECK(!batches.empty(), kOp, "the valid split has no chorale to probe");
+  const std::vector<AttentionRecord> records = record_attention(model, batches.front().to(model.device));
+  std::vector<ProbeCurve> curves = positional_response(records, kHeadReach);
+  for (ProbeCurve& c : attention_mass_by_offset(records, kHeadReach)) curves.push_back(std::move(c));
+  for (const std::string& p : write_probe_pictures(curves, dir)) pictures.push_back(p);
+  return summarise_heads(curves, label);
+}
+
+// The harmoniser's cross heads on the first held-out chorales, with π(i) = ⌊i / 3⌋, the query's own
+// 16th step on the source axis, whatever alignment the model used: δ = 0 is then the soprano note
+// sounding with the predicted alto / tenor / bass note. (The probe places queries by the model's
+// cross_alignment; an explicitly aligned model's positions are the batch's tgt_positions, set here.)
+std::vector<HeadSummary> probe_cross(RunModel& model, bool explicit_positions, const ChoraleSet& set,
+                                     const std::string& label, const std::string& dir,
+                                     std::vector<std::string>& pictures, double& best_mass) {
+  ChoraleSet few;
+  for (size_t n = 0; n < std::min<size_t>(set.valid.size(), kHarmonyEvalBatch); ++n) few.valid.push_back(set.valid[n]);
+  const std::vector<Batch> batches = harmony_eval_batches(few, ChoraleSplit::Valid, kHarmonyEvalBatch);
+  RG_CHECK(!batches.empty() && batches.front().tgt_positions.defined(), kOp,
+           "harmony_eval_batches gave no batch with tgt_positions to probe");
+  const Batch batch = for_model(batches.front(), model, explicit_positions);
+  std::vector<AttentionRecord> records = record_attention(model, batch), cross;
+  const std::vector<int64_t> step_of = batches.front().tgt_positions.contiguous().to_vector<int64_t>();
+  for (AttentionRecord& r : records) {
+    if (r.place != "cross") continue;
+    RG_CHECK(r.positions.size() == step_of.size(), kOp, r.layer, ": ", r.positions.size(), " queries, ",
+             step_of.size(), " target positions");
+    r.positions = step_of;
+    cross.push_back(std::move(r));
+  }
+  std::vector<ProbeCurve> curves = positional_response(cross, kCrossReach);
+  for (ProbeCurve& c : attention_mass_by_offset(cross, kCrossReach)) curves.push_back(std::move(c));
+  for (const std::string& p : write_probe_pictures(curves, dir)) pictures.push_back(p);
+  std::vector<HeadSummary> heads = summarise_heads(curves, label);
+  best_mass = 0;
+  for (const HeadSummary& h : heads) best_mass = std::max(best_mass, h.mass_at_zero);
+  return heads;
+}
+
+// Puts the OpenMP thread count back as it was (the runs set train.threads = 1).
+struct ThreadCountGuard {
+  int threads = omp_get_max_threads();
+  ~ThreadCountGuard() { omp_set_num_threads(threads); }
+};
+
+void progress_line(std::ostream* out, const std::string& text) {
+  if (out) *out << text << "\n" << std::flush;
+}
+
+std::string fixed3(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", v);
+  return buf;
+}
+
+}  // namespace
+
+MusicBenchSize music_bench_size(const MusicBenchOptions& o) {
+  MusicBenchSize s;
+  if (!o.full) {
+    // CI: about a tenth of the full run's work per model, two treatments (see run_music_bench's defaults).
+    s.d_model = 64, s.n_heads = 4, s.d_ff = 256, s.layers = 2;
+    s.context = 128, s.batch_size = 16, s.steps = 300, s.warmup = 30, s.lr = 3e-3;
+    s.harmony_steps = 16, s.harmony_layers = 2;
+  }
+  if (o.steps > 0) {
+    s.steps = o.steps;
+    s.warmup = std::min(s.warmup, std::max<int64_t>(1, o.steps / 10));
+  }
+  return s;
+}
+
+MusicBenchResult music_bench_results(const MusicBenchOptions& options, std::ostream* progress) {
+  const auto start = std::chrono::steady_clock::now();
+  const ThreadCountGuard restore_threads;
+  MusicBenchOptions o = options;
+  if (o.treatments.empty()) o.treatments = o.full ? all_treatments() : std::vector<std::string>{"none", "huang"};
+  if (o.seeds.empty()) o.seeds = o.full ? std::vector<uint64_t>{1, 2, 3} : std::vector<uint64_t>{1, 2};
+  for (const std::string& t : o.treatments)
+    RG_CHECK(std::find(all_treatments().begin(), all_treatments().end(), t) != all_treatments().end(), kOp,
+             "unknown treatment '", t, "' (none, sinusoidal, learned, shaw, huang, t5, alibi, rope or seed)");
+  RG_CHECK(!o.out_dir.empty(), kOp, "out_dir is empty");
+  std::filesystem::create_directories(o.out_dir);
+
+  MusicBenchResult r;
+  r.full = o.full;
+  r.size = music_bench_size(o);
+  const MusicBenchSize& s = r.size;
+  const ChoraleSet set = read_chorales(o.chorales_path.empty() ? default_chorales_path() : o.chorales_path);
+  r.train_chorales = static_cast<int64_t>(set.train.size());
+  r.valid_chorales = static_cast<int64_t>(set.valid.size());
+  r.test_chorales = static_cast<int64_t>(set.test.size());
+  std::tie(r.unigram_valid_nll, r.unigram_test_nll) = unigram_nll(set);
+  const std::vector<Batch> valid = chorale_eval_batches(set, ChoraleSplit::Valid, s.context, kEvalBatch);
+  const std::vector<Batch> test = chorale_eval_batches(set, ChoraleSplit::Test, s.context, kEvalBatch);
+  progress_line(progress, std::string("music-bench (") + (o.full ? "full" : "CI") + "): " +
+                              std::to_string(o.treatments.size()) + " treatments x " + std::to_string(o.seeds.size()) +
+                              " seeds, " + std::to_string(s.steps) + " steps each; unigram valid NLL " +
+                              fixed3(r.unigram_valid_nll));
+
+  for (const std::string& treatment : o.treatments)
+    for (uint64_t seed : o.seeds) {
+      const auto t0 = std::chrono::steady_clock::now();
+      std::unique_ptr<Trainer> trainer = train_run(continue_config(o, s, treatment, seed));
+      RunModel& model = trainer->model();
+      MusicBenchRun run;
+      run.treatment = treatment;
+      run.seed = seed;
+      run.params = parameter_count(model);
+      const Score v = score(model, valid), t = score(model, test);
+      run.valid_nll = v.nll, run.valid_accuracy = v.accuracy, run.valid_tokens = v.tokens;
+      run.test_nll = t.nll, run.test_accuracy = t.accuracy, run.test_tokens = t.tokens;
+      if ((treatment == "huang" || treatment == "seed") && seed == o.seeds.front()) {
+        const std::string label = treatment + " (seed " + std::to_string(seed) + ")";
+        const std::string dir = (std::filesystem::path(o.out_dir) / ("probe-" + file_safe(treatment))).string();
+        for (HeadSummary& h : probe_decoder(model, set, s.context, label, dir, r.pictures)) r.heads.push_back(h);
+      }
+      run.seconds = seconds_since(t0);
+      progress_line(progress, "  " + treatment + " seed " + std::to_string(seed) + ": valid NLL " + fixed3(run.valid_nll) +
+                                  ", test NLL " + fixed3(run.test_nll) + ", accuracy " + fixed3(run.valid_accuracy) +
+                                  ", " + fixed3(run.seconds) + " s");
+      r.runs.push_back(run);
+    }
+
+  if (o.harmony) {
+    const std::vector<Batch> hvalid = harmony_eval_batches(set, ChoraleSplit::Valid, kHarmonyEvalBatch);
+    const std::vector<Batch> htest = harmony_eval_batches(set, ChoraleSplit::Test, kHarmonyEvalBatch);
+    std::vector<std::pair<std::string, std::string>> variants = {{"seed", "explicit"}, {"none", "left"}};
+    if (o.full) variants.insert(variants.begin() + 1, {{"seed", "scaled"}, {"seed", "left"}});
+    const uint64_t seed = o.seeds.front();
+    for (const auto& [cross, alignment] : variants) {
+      const auto t0 = std::chrono::steady_clock::now();
+      std::unique_ptr<Trainer> trainer = train_run(harmony_config(o, s, cross, alignment, seed));
+      RunModel& model = trainer->model();
+      HarmonyRun h;
+      h.label = cross == "none" ? "none" : cross + ", " + alignment;
+      h.seed = seed;
+      h.params = parameter_count(model);
+      const bool explicit_positions = alignment == "explicit";
+      const Score v = score(model, hvalid, explicit_positions), t = score(model, htest, explicit_positions);
+      h.valid_nll = v.nll, h.valid_accuracy = v.accuracy, h.test_nll = t.nll, h.test_accuracy = t.accuracy;
+      const std::string label = "harmony " + h.label + " (seed " + std::to_string(seed) + ")";
+      const std::string dir = (std::filesystem::path(o.out_dir) / ("probe-harmony-" + file_safe(cross + "-" + alignment))).string();
+      for (HeadSummary& head : probe_cross(model, explicit_positions, set, label, dir, r.pictures, h.same_step_mass)) r.heads.push_back(head);
+      h.seconds = seconds_since(t0);
+      progress_line(progress, "  harmony " + h.label + ": valid NLL " + fixed3(h.valid_nll) + ", accuracy " +
+                                  fixed3(h.valid_accuracy) + ", same-step cross mass " + fixed3(h.same_step_mass) + ", " +
+                                  fixed3(h.seconds) + " s");
+      r.harmony.push_back(h);
+    }
+  }
+  r.pictures = relative_to(r.pictures, o.out_dir);
+  r.seconds = seconds_since(start);
+  return r;
+}
+
+}  // namespace relgrad
