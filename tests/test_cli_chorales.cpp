@@ -374,6 +374,20 @@ TEST_CASE("cli chorales: sample refuses the options that do not apply") {
   CHECK_FALSE(fs::exists(dir.file("x.mid")));
 }
 
+TEST_CASE("cli chorales: music-bench refuses malformed lists before running anything") {
+  TempDir dir;
+  for (const auto& [args, says] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--seeds", "1,,2"}, "an empty item"},
+           {{"--seeds", "one"}, "not a non-negative integer"},
+           {{"--treatments", "huang,"}, "an empty item"},
+       }) {
+    CliResult res = run_relgrad(with({"music-bench", "--out", dir.file("bench")}, args));
+    CHECK_CLI(res, 2);
+    CHECK_MESSAGE(contains(res.err, says), res.err);
+  }
+  CHECK_FALSE(fs::exists(dir.file("bench")));
+}
+
 TEST_CASE("cli chorales: configs/chorales.toml and configs/harmonize.toml validate and open their data") {
   for (const char* name : {"chorales.toml", "harmonize.toml"}) {
     RunConfig c = RunConfig::defaults();

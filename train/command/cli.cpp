@@ -20,6 +20,7 @@
 #include "train/config/config.h"
 #include "train/trainer/distributed.h"
 #include "train/instruments/experiments.h"
+#include "train/instruments/music_bench.h"
 #include "train/trainer/nonfinite.h"
 #include "train/plot/plot.h"
 #include "train/data/token_file.h"
@@ -43,6 +44,22 @@ std::string version_text() {
 }
 
 bool blank(const std::string& text) { return text.find_first_not_of(" \t\r\n") == std::string::npos; }
+
+// "a,b,c" → {"a", "b", "c"}; empty → {}; an empty item ("a,,b", a trailing comma) is a usage error.
+std::vector<std::string> comma_list(const std::string& text, const std::string& option) {
+  std::vector<std::string> items;
+  if (text.empty()) return items;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (item.empty())
+      throw UsageError("[music-bench] " + option + " " + text + ": an empty item between commas");
+    items.push_back(item);
+    if (comma == std::string::npos) return items;
+    start = comma + 1;
+  }
+}
 
 int run_command(int argc, const char* const* argv, std::ostream& out_all, std::ostream& err,
                 std::string& command);
@@ -103,11 +120,14 @@ int run_command(int argc, const char* const* argv, std::ostream& out_all, std::o
   sample->add_option("--top-k", sa.top_k, "0 = off")->check(CLI::Range(0, 1 << 30));
   sample->add_option("--top-p", sa.top_p, "1 = off")->check(CLI::Range(0.0, 1.0));
   sample->add_option("--seed", sa.seed, "sampling seed")->check(CLI::Range(int64_t(0), INT64_MAX));
-  sample->add_option("--format", sa.format, "text (print) or midi (music and chorale models: write .mid files)")
+  sample->add_option("--format", sa.format,
+                     "text (print) or midi (music and chorale models: write .mid files)")
       ->check(CLI::IsMember({"text", "midi"}));
   sample->add_option("-o,--output", sa.output, "--format midi: output file (default sample.mid; _N added for -n > 1)");
-  sample->add_option("--prompt-midi", sa.prompt_midi, "music models and chorale continuations: continue this .mid file");
-  sample->add_option("--chorale", sa.chorale, "chorale models: the valid chorale to continue or harmonise (default 0)")
+  sample->add_option("--prompt-midi", sa.prompt_midi,
+                     "music models and chorale continuations: continue this .mid file");
+  sample->add_option("--chorale", sa.chorale,
+                     "chorale models: the valid chorale to continue or harmonise (default 0)")
       ->check(CLI::Range(int64_t(0), INT64_MAX));
   sample->add_option("--melody", sa.melody, "chorale harmonisers: harmonise this .mid file's melody");
   sample->add_option("--device", sa.device, "cpu (default), cuda or cuda:N: where the model runs");
@@ -148,6 +168,22 @@ int run_command(int argc, const char* const* argv, std::ostream& out_all, std::o
   experiments->add_option("--only", exp_options.only, "one experiment: D1, D2, D3 or D6");
   experiments->add_option("--out", exp_markdown, "the markdown report (pictures go to its folder's experiments/)");
 
+  auto* music_bench = app.add_subcommand(
+      "music-bench", "the JSB chorales comparison of positional treatments, and harmonisation by alignment");
+  MusicBenchOptions bench;
+  std::string bench_treatments, bench_seeds;
+  bool bench_no_harmony = false;
+  music_bench->add_flag("--full", bench.full,
+                        "the documented run (about an hour); default: the small CI form");
+  music_bench->add_option("--treatments", bench_treatments,
+                          "comma-separated, e.g. none,huang,t5 (default: all)");
+  music_bench->add_option("--seeds", bench_seeds, "comma-separated seeds (default: 1,2,3)");
+  music_bench->add_option("--steps", bench.steps, "training steps per model (default: the form's)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
+  music_bench->add_flag("--no-harmony", bench_no_harmony, "skip the harmonisation comparison");
+  music_bench->add_option("--chorales", bench.chorales_path, "the chorale file (default: the shipped one)");
+  music_bench->add_option("--out", bench.out_dir, "folder for the tables, pictures and checkpoints");
+
   auto* tokenize = app.add_subcommand("tokenize", "a file's bytes as a token data file (vocab 256) for data.source = \"tokens\"");
   std::string tokenize_in, tokenize_out;
   tokenize->add_option("input", tokenize_in, "any file")->required();
@@ -173,7 +209,9 @@ int run_command(int argc, const char* const* argv, std::ostream& out_all, std::o
     } catch (const CLI::ParseError& e) {
       for (const CLI::App* sub : app.get_subcommands()) command = "relgrad " + sub->get_name();
       if (command == "relgrad" && argc > 1 && argv[1][0] != '-') {  // CLI11 would only say "A subcommand is required"
-        err << "relgrad: error: unknown command '" << argv[1] << "' (commands: train, sample, eval, inspect, plot, probe, render, experiments, tokenize)\n";
+        err << "relgrad: error: unknown command '" << argv[1]
+            << "' (commands: train, sample, eval, inspect, plot, probe, render, experiments, music-bench, "
+               "tokenize)\n";
         return 2;
       }
       err << command << ": error: " << e.what() << "\n(run `" << command << " --help`)\n";
@@ -239,6 +277,18 @@ int run_command(int argc, const char* const* argv, std::ostream& out_all, std::o
       write_file_atomic(exp_markdown, markdown, "experiments");
       out << "wrote " << exp_markdown << " and the pictures in " << exp_options.out_dir << "\n";
       return 0;
+    }
+    if (music_bench->parsed()) {
+      command = "relgrad music-bench";
+      bench.harmony = !bench_no_harmony;
+      bench.treatments = comma_list(bench_treatments, "--treatments");
+      for (const std::string& seed : comma_list(bench_seeds, "--seeds")) {
+        if (seed.find_first_not_of("0123456789") != std::string::npos || seed.size() > 19)
+          throw UsageError("[music-bench] --seeds " + bench_seeds + ": '" + seed +
+                           "' is not a non-negative integer");
+        bench.seeds.push_back(std::stoull(seed));
+      }
+      return run_music_bench(bench, out);
     }
     if (tokenize->parsed()) {
       command = "relgrad tokenize";
