@@ -31,17 +31,62 @@
 
 namespace relgrad {
 
+inline constexpr int64_t kFormDefault = std::numeric_limits<int64_t>::min();  // "the form's own value"
+
+// What `relgrad experiments` runs. Every override left at its default (kFormDefault, 0 or empty)
+// keeps the form's value, so the default options give today's report bit for bit. The flag names in
+// the comments are the ones `relgrad experiments` should take (train/command/cli.cpp wires them):
+//
+//   relgrad experiments --only D1 --lag 11 --scheme t5 --buckets 64 --heads 8 --seeds 1,2,3
+//
+// prints the D1 table for that variant: one row per scheme run, the mass at δ* as the mean over the
+// seeds with its min … max. An override that an experiment does not read is ignored by it (--lag by
+// D2), so `--only` should go with the experiment-specific ones; check_experiment_options says which.
 struct ExperimentOptions {
-  bool full = false;
-  std::string only;                          // "D1", "D2", "D3", "D6" (case-insensitive) or "" = all
-  std::string out_dir = "docs/experiments";  // pictures; created when needed
+  bool full = false;                         // --full
+  std::string only;                          // --only: "D1", "D2", "D3", "D6" (case-insensitive) or "" = all
+  std::string out_dir = "docs/experiments";  // pictures; created when needed (cli: <folder of --out>/experiments)
   int threads = 0;                           // OpenMP threads; 0 = leave as is
+
+  // ---- per-run overrides (kFormDefault / 0 / empty: the form's value) ----
+  int64_t lag = kFormDefault;                // --lag K: D1's lag k (δ* = −k), K ≥ 1
+  int64_t period = kFormDefault;             // --period P: D2's period (δ* = 1 − P), P ≥ 2
+  int64_t train_length = kFormDefault;       // --train-length L: D3's training length
+  std::vector<int64_t> eval_lengths;         // --eval-lengths 64,128,256: D3's evaluation lengths
+  int64_t offset = kFormDefault;             // --offset C: D6's lag c (δ* = +c), C ≥ 0
+  std::vector<std::string> schemes;          // --scheme t5,seed: only these schemes' runs (each scheme's
+                                             //   variants of the form: "shaw" keeps its clips unless --clip)
+  int64_t buckets = 0;                       // --buckets N: t5 num_buckets
+  int64_t max_distance = 0;                  // --max-distance N: t5 max_distance
+  int64_t clip = 0;                          // --clip K: shaw's clip (one shaw run at K instead of the form's)
+  int64_t table = 0;                         // --table N: seed/huang max_length t3 (|δ| ≤ N − 1)
+  int64_t heads = 0;                         // --heads H
+  int64_t width = 0;                         // --width D: d_model (d_ff = 2·D)
+  int64_t steps = 0;                         // --steps N: training steps of every run
+  std::vector<uint64_t> seeds;               // --seeds 1,2,3: every run repeated per seed (empty: seed 1)
+
+  // ---- claims with their limits (train/instruments/experiment_limits.h) ----
+  bool sweep = false;                        // --sweep: run_experiment_limits instead of run_experiments;
+                                             //   the cli writes docs/experiment-limits.md by default
 };
+
+// InstrumentOptionError (probe.h; "[experiments] --lag 0: …") for a value out of range: lag < 1,
+// period < 2, offset < 0, train_length < 2, eval lengths < 2, an unknown scheme, buckets < 2 or odd,
+// max_distance < 1, clip < 1, table < 2, heads < 1, width not a positive multiple of heads, steps < 1.
+// run_experiment_results calls it first; the cli may call it to report a usage error.
+void check_experiment_options(const ExperimentOptions& options);
+
+// "1,2,3" → {1, 2, 3}; "64,128" → lengths; "t5,seed" → names. InstrumentOptionError naming `what`
+// (the flag) for an empty list or item, a non-number or trailing text.
+std::vector<uint64_t> parse_seed_list(const std::string& text, const std::string& what = "--seeds");
+std::vector<int64_t> parse_int_list(const std::string& text, const std::string& what);
+std::vector<std::string> parse_name_list(const std::string& text, const std::string& what = "--scheme");
 
 // The size of one experiment's runs and the seed of its model initialisation and data.
 struct ExperimentScale {
   bool full = false;
   uint64_t seed = 1;
+  const ExperimentOptions* overrides = nullptr;  // per-run overrides (null: none); seeds is not read
 };
 
 inline constexpr int64_t kNoPeak = std::numeric_limits<int64_t>::min();  // no response curve (scheme none)
@@ -63,6 +108,12 @@ struct ProbedRun {
   int64_t response_plateau = 0;  // how many offsets share the response's peak value (clipped edge rows)
   double seconds = 0.0;
   std::vector<ProbeCurve> curves;  // the probed place's curves (both kinds), for pictures
+  // Repeated over several seeds (ExperimentOptions::seeds with more than one): one entry per seed,
+  // in order; the fields above are then the first seed's except mass_expected, accuracy, loss and
+  // subset_accuracy, which are the means. Empty for a single seed.
+  std::vector<uint64_t> seeds;
+  std::vector<double> seed_mass, seed_accuracy;
+  std::vector<int64_t> seed_response_peak, seed_response_plateau;
 };
 
 struct ShiftResult {      // D1

@@ -38,6 +38,8 @@
 // In causal attention δ > 0 is masked: the response there is NaN (never used by the model).
 #pragma once
 #include <cstdint>
+#include <iosfwd>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -106,5 +108,125 @@ std::string probe_table(const std::vector<ProbeCurve>& curves);
 // <layer>.<kind>.curves.svg (value against δ, one line per head; train/plot/plot.h). Creates out_dir if
 // needed; every file is written atomically. Returns the paths written, in order.
 std::vector<std::string> write_probe_pictures(const std::vector<ProbeCurve>& curves, const std::string& out_dir);
+
+// ---- Measures a researcher can aim (probe_measures.cpp, probe_run.cpp) -----------------------------
+
+// A malformed or out-of-range option of an instrument (a --delta that is not an offset, a --reach
+// beyond the model, a --lag below 1): the cli answers it as a usage error (exit code 2). The message
+// starts with "[probe]" / "[experiments]" and names the flag as the cli spells it.
+class InstrumentOptionError : public Error {
+  using Error::Error;
+};
+//
+// The mass at a chosen offset δ (or range δ_from … δ_to), per head, over the queries that matter:
+//   mass_h = (1/N) Σ_{(b,i) counted} Σ_{j : δ_from ≤ j − π(i) ≤ δ_to} w[b, h, i, j]
+// over the N queries (b, i) that are not padding, pass the filter, and have at least one visible
+// key (not padding, not causally masked) in the range. For one δ this is the experiments' "mass at
+// δ*" (docs/experiments.md): a query without key π(i) + δ is not counted, so mass 1 means "every
+// query that could look there did".
+
+struct DeltaRange {
+  int64_t from = 0, to = 0;  // inclusive, from ≤ to
+};
+// "-5" → {−5, −5}; "-7:-5" → {−7, −5}. InstrumentOptionError (naming `what`) for anything else or from > to.
+DeltaRange parse_delta_range(const std::string& text, const std::string& what = "--delta");
+
+// Which queries count. range: "from:to" on the query index i (the t2 axis), Python-like: "5:" = i ≥ 5,
+// ":10" = i < 10, "3:8", "" = all; negative bounds count from the end (t2). mask: (B, t2) row-major,
+// true = counted, empty = all; both given: both must hold. For a synthetic task "the queries that need
+// it" is a mask the task gives (needed_query_mask).
+struct QueryFilter {
+  std::string range;
+  std::vector<bool> mask;
+};
+// InstrumentOptionError for a malformed range ("5", "a:b", "1:2:3").
+void check_query_range(const std::string& range);
+
+struct HeadMass {
+  std::string layer, place, scheme;
+  int head = 0;
+  DeltaRange delta;
+  double mass = 0.0;    // NaN when no query counted
+  int64_t queries = 0;  // N
+};
+// One entry per (record, head), in record order. An error when filter.mask is given and is not B·t2
+// long for some record (cross and decoder-self share t2; encoder-self records are skipped when a mask
+// is given and their t2 differs, named in the error only if nothing matched).
+std::vector<HeadMass> mass_at_delta(const std::vector<AttentionRecord>& records, DeltaRange delta,
+                                    const QueryFilter& filter = {});
+// The mask (B, t2) of the decoder queries whose target is a real token (not padding, not −100); for
+// data.h's synthetic tasks also not the filler "_" (shift: the queries that copy a symbol, which need
+// δ = −lag). `filler` < 0: no filler.
+std::vector<bool> needed_query_mask(const Batch& batch, int64_t filler = -1);
+
+// A text table: layer, place, scheme, head, δ range, mass, queries; one line per entry.
+std::string mass_table(const std::vector<HeadMass>& masses);
+
+// The curves as data, beside the pictures. CSV: one line per (curve, δ):
+//   layer,place,scheme,kind,head,delta,value       (value empty for NaN; attention_mass curves add one
+//                                                   line with delta "outside" for the share beyond R)
+// JSON: {"curves": [{"layer", "place", "scheme", "kind", "head", "delta": [...], "value": [... null for
+// NaN], "outside", "shared_by": [...]}, ...]}. Both written atomically.
+std::string probe_csv(const std::vector<ProbeCurve>& curves);
+std::string probe_json(const std::vector<ProbeCurve>& curves);
+void write_probe_csv(const std::vector<ProbeCurve>& curves, const std::string& path);
+void write_probe_json(const std::vector<ProbeCurve>& curves, const std::string& path);
+
+// Two checkpoints of the same architecture and schemes, probed on the same batch: per (layer, head),
+// the response curves' difference (B − A) and the mass at each δ of `deltas` in both. An error when
+// the two probes do not have the same layers, heads, schemes and offsets.
+inline constexpr int64_t kNoResponsePeak = std::numeric_limits<int64_t>::min();
+struct HeadComparison {
+  std::string layer, place, scheme;
+  int head = 0;
+  bool has_response = false;            // false for scheme "none": only the masses
+  std::vector<int64_t> delta;           // the response's offsets
+  std::vector<double> response_diff;    // B − A per offset (NaN where either is NaN)
+  double max_abs_diff = 0.0;            // over the finite differences
+  int64_t max_abs_diff_at = 0;          // its δ
+  int64_t peak_a = 0, peak_b = 0;       // response peaks (kNoResponsePeak when none)
+  std::vector<DeltaRange> mass_delta;   // = deltas
+  std::vector<double> mass_a, mass_b;   // mass at each of deltas
+};
+std::vector<HeadComparison> compare_probes(const std::vector<AttentionRecord>& a, const std::vector<AttentionRecord>& b,
+                                           const std::vector<DeltaRange>& deltas, const QueryFilter& filter = {},
+                                           int64_t reach = 0);
+std::string comparison_table(const std::vector<HeadComparison>& rows);
+// layer,place,scheme,head,delta,response_a,response_b,diff  then, per mass δ range,
+// layer,place,scheme,head,mass_from,mass_to,mass_a,mass_b (a second block after a blank line).
+std::string comparison_csv(const std::vector<HeadComparison>& rows);
+
+// The largest |δ| a probe can show for this model and batch: the batch's longest offset, or further
+// where a positional table reaches further (seed/huang: max_length − 1, shaw: clip, t5:
+// max_distance); `why` says which. (The same rule as cmd_probe's check in train/command.)
+int64_t probe_reach_bound(const RunConfig& config, const Batch& batch, std::string* why);
+
+// What `relgrad probe` does, with the flags it should take (train/command/cli.cpp wires them):
+//   relgrad probe CKPT [--reach R] [--out DIR]            today's behaviour: the table, the pictures
+//                 [--delta -5] [--delta -7:-5]            mass at δ per head (repeatable)
+//                 [--queries 5:] [--queries needed]       which queries the masses count: an index
+//                                                         range, or "needed" = needed_query_mask
+//                 [--compare B.ckpt]                      B against CKPT (table + CSV)
+//                 [--csv FILE] [--json FILE]              the curves as data (default: curves.csv and
+//                                                         curves.json in the pictures' folder)
+//                 [--batch N]                             held-out batch N (default 0)
+struct ProbeOptions {
+  std::string checkpoint;                 // positional
+  std::string out_dir;                    // --out; "" = probe/ beside the checkpoint
+  int64_t reach = 0;                      // --reach; 0 = the batch's longest offset
+  std::vector<std::string> deltas;        // --delta (each "-5" or "-7:-5")
+  std::string queries;                    // --queries: "from:to" or "needed"; "" = every query
+  std::string compare_checkpoint;         // --compare
+  std::string csv, json;                  // --csv, --json
+  std::string compare_csv;                // --compare-csv FILE (default: compare.csv in the pictures' folder)
+  int64_t batch = 0;                      // --batch
+};
+// Loads, probes and writes as described; returns 0. Prints the table of probe_table first (exactly
+// cmd_probe's output when only checkpoint/reach/out are given), then the pictures line, then what the
+// new options add. A --reach beyond probe_reach_bound, a malformed --delta / --queries, a --delta
+// outside ±reach: InstrumentOptionError, message "[probe] --reach 129 is beyond any offset this model
+// shows: …; give --reach 128 or less …" (cmd_probe's words). A --compare of another architecture, a
+// missing file: relgrad::Error.
+int run_probe(const ProbeOptions& options, std::ostream& out);
 
 }  // namespace relgrad

@@ -1,0 +1,70 @@
+// Claims with their limits: where each verification experiment's claim (docs/experiments.md) holds
+// and where it stops, found by sweeping the knob the claim depends on over several seeds, next to the
+// limit the mechanism predicts. The API behind `relgrad experiments --sweep [--only D1] [--seeds 1,2,3]
+// [--out docs/experiment-limits.md]`:
+//
+//   ExperimentOptions o;  o.sweep = true;                  // CI sizes: minutes on one core
+//   std::string md = run_experiment_limits(o, &std::cout);  // markdown of docs/experiment-limits.md
+//
+// Sweeps (the CI form's model and data, ExperimentOptions overrides applied on top):
+//   D1  lag k × scheme: t5 at its buckets (exact distances only up to t5_exact_reach; past it δ = −k
+//       shares a bucket with its neighbours: a response plateau), shaw with clip k − 1, k, k + 1 (δ = −k
+//       is its own row only for clip ≥ k + 1), seed with table t3 around k (the Zero policy: no row for
+//       |δ| ≥ t3).
+//   D2  period P × scheme: seed / huang / t5 tables, whose reach and resolution bound the offset 1 − P.
+//   D3  evaluation length: the accuracy kept at 1× … 8× the training length, per scheme.
+//   D6  offset c: the lag task's cross peak at δ = +c, seed and t5.
+// A point "holds" when one head has ≥ 0.9 of its attention at δ* and its response peaks there alone
+// (D3: ≥ 90 % of the training-length accuracy); the table gives how many seeds it holds for.
+#pragma once
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "train/instruments/experiments.h"
+
+namespace relgrad {
+
+// The largest d such that every past offset −d ≤ δ ≤ 0 has a bucket of its own (no other offset
+// shares it): T5's exact range. Bidirectional buckets (cross and encoder attention: each sign gets
+// num_buckets/2 buckets, the first half of them exact) give num_buckets/4 − 1, 7 at the default 32;
+// causal ones (decoder self-attention: all buckets for the past) num_buckets/2 − 1, 15 at 32; a log
+// bucket narrow enough to hold one distance extends it. Computed from layers/relative_bias.h's
+// t5_relative_bucket, not assumed.
+int64_t t5_exact_reach(bool bidirectional, int64_t num_buckets, int64_t max_distance);
+// The offsets (same sign as delta) sharing delta's bucket, ascending; {delta} when it is exact.
+std::vector<int64_t> t5_bucket_members(int64_t delta, bool bidirectional, int64_t num_buckets, int64_t max_distance);
+
+// One point of a sweep: a scheme variant at one knob value, over the seeds.
+struct LimitPoint {
+  std::string variant;            // "t5 (32 buckets)", "shaw clip 4", "seed t3 8"
+  int64_t knob = 0;               // the swept value (lag, period, length, offset)
+  int64_t expected = 0;           // δ* (D3: the evaluation length)
+  bool predicted = true;          // the mechanism's prediction: the claim holds here
+  std::string mechanism;          // why (not) predicted: "δ = −9 shares bucket 8 with −8 … −11"
+  std::vector<double> value;      // per seed: mass at δ* (D3: accuracy kept, a fraction of the 1× accuracy)
+  std::vector<double> accuracy;   // per seed: held-out accuracy
+  std::vector<int64_t> response_peak, response_plateau;  // per seed (D3: empty)
+  int holds = 0;                  // seeds where the claim holds
+};
+struct LimitSweep {
+  std::string experiment;         // "D1"
+  std::string claim;              // the claim, one sentence
+  std::string knob;               // "lag k"
+  std::vector<LimitPoint> points;
+  std::string setup;              // model, data, steps, seeds
+  std::string finding;            // one paragraph: where it holds, where it stops, the mechanism
+};
+struct LimitResults {
+  std::vector<uint64_t> seeds;
+  std::vector<LimitSweep> sweeps;
+  double seconds = 0.0;
+};
+
+// Runs the sweeps `options.only` selects (all when empty), over options.seeds (default 1,2,3).
+LimitResults run_limit_results(const ExperimentOptions& options, std::ostream* progress = nullptr);
+std::string limits_markdown(const LimitResults& results, const ExperimentOptions& options);
+std::string run_experiment_limits(const ExperimentOptions& options, std::ostream* progress = nullptr);
+
+}  // namespace relgrad

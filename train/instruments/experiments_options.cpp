@@ -1,0 +1,88 @@
+// ExperimentOptions' checks and the list parsers of `relgrad experiments` (train/instruments/experiments.h).
+#include <algorithm>
+#include <cctype>
+
+#include "core/base/error.h"
+#include "train/instruments/experiments.h"
+
+namespace relgrad {
+
+namespace {
+
+constexpr const char* kOp = "experiments";
+
+std::vector<std::string> split_items(const std::string& text, const std::string& what) {
+  RG_CHECK_T(InstrumentOptionError, !text.empty(), kOp, what, ": expected a comma-separated list, got nothing");
+  std::vector<std::string> items;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    RG_CHECK_T(InstrumentOptionError, !item.empty(), kOp, what, " '", text, "': an empty item");
+    items.push_back(item);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return items;
+}
+
+bool all_digits(const std::string& s) {
+  return !s.empty() && s.size() <= 18 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+}  // namespace
+
+std::vector<uint64_t> parse_seed_list(const std::string& text, const std::string& what) {
+  std::vector<uint64_t> seeds;
+  for (const std::string& item : split_items(text, what)) {
+    RG_CHECK_T(InstrumentOptionError, all_digits(item), kOp, what, " '", text, "': '", item,
+               "' is not a seed (a whole number ≥ 0)");
+    seeds.push_back(std::stoull(item));
+  }
+  return seeds;
+}
+
+std::vector<int64_t> parse_int_list(const std::string& text, const std::string& what) {
+  std::vector<int64_t> values;
+  for (const std::string& item : split_items(text, what)) {
+    const bool negative = item[0] == '-';
+    const std::string digits = negative ? item.substr(1) : item;
+    RG_CHECK_T(InstrumentOptionError, all_digits(digits), kOp, what, " '", text, "': '", item, "' is not a whole number");
+    values.push_back(negative ? -std::stoll(digits) : std::stoll(digits));
+  }
+  return values;
+}
+
+std::vector<std::string> parse_name_list(const std::string& text, const std::string& what) {
+  std::vector<std::string> names = split_items(text, what);
+  for (std::string& n : names)
+    for (char& c : n) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return names;
+}
+
+void check_experiment_options(const ExperimentOptions& o) {
+  auto set = [](int64_t v) { return v != kFormDefault; };
+  RG_CHECK_T(InstrumentOptionError, !set(o.lag) || o.lag >= 1, kOp, "--lag ", o.lag, ": expected 1 or more");
+  RG_CHECK_T(InstrumentOptionError, !set(o.period) || o.period >= 2, kOp, "--period ", o.period, ": expected 2 or more");
+  RG_CHECK_T(InstrumentOptionError, !set(o.train_length) || o.train_length >= 2, kOp, "--train-length ", o.train_length,
+             ": expected 2 or more");
+  for (int64_t L : o.eval_lengths)
+    RG_CHECK_T(InstrumentOptionError, L >= 2, kOp, "--eval-lengths: ", L, " is not a length (2 or more)");
+  RG_CHECK_T(InstrumentOptionError, !set(o.offset) || o.offset >= 0, kOp, "--offset ", o.offset, ": expected 0 or more");
+  for (const std::string& s : o.schemes)
+    RG_CHECK_T(InstrumentOptionError, find_scheme(s) != nullptr, kOp, "--scheme ", s, ": expected ", scheme_names_text());
+  RG_CHECK_T(InstrumentOptionError, o.buckets == 0 || (o.buckets >= 2 && o.buckets % 2 == 0), kOp, "--buckets ",
+             o.buckets, ": expected an even number, 2 or more");
+  RG_CHECK_T(InstrumentOptionError, o.max_distance >= 0, kOp, "--max-distance ", o.max_distance, ": expected 1 or more");
+  RG_CHECK_T(InstrumentOptionError, o.clip >= 0, kOp, "--clip ", o.clip, ": expected 1 or more");
+  RG_CHECK_T(InstrumentOptionError, o.table == 0 || o.table >= 2, kOp, "--table ", o.table, ": expected 2 or more");
+  RG_CHECK_T(InstrumentOptionError, o.heads >= 0, kOp, "--heads ", o.heads, ": expected 1 or more");
+  RG_CHECK_T(InstrumentOptionError, o.width >= 0, kOp, "--width ", o.width, ": expected 1 or more");
+  RG_CHECK_T(InstrumentOptionError, o.steps >= 0, kOp, "--steps ", o.steps, ": expected 1 or more");
+  std::string only = o.only;
+  for (char& c : only) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  RG_CHECK_T(InstrumentOptionError, only.empty() || only == "D1" || only == "D2" || only == "D3" || only == "D6", kOp,
+             "--only ", o.only, ": expected D1, D2, D3 or D6");
+}
+
+}  // namespace relgrad
