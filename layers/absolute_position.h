@@ -13,8 +13,13 @@
 //   "learned":    weight (max_positions, C) ~ N(0, 1), as Embedding initialises its table; row p is
 //                 position p. A sequence reaching past max_positions is an error naming the layer.
 // No embedding scale: the token embedding is not multiplied by √C before the sum (relgrad has none).
+//
+// forward_at places token t at an explicit position positions[t] instead (randomised positions, Ruoss
+// et al. 2023: TransformerConfig::random_positions_max, layers/models.h): the rows PE[positions[t]],
+// gathered from the learned table (gradients reach only those rows) or computed for the sinusoid.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "layers/module.h"
 
@@ -23,6 +28,8 @@ namespace relgrad {
 // The sinusoidal table rows for positions first … first + count − 1: (count, d_model), as doubles on the
 // host then converted to `options`' dtype and device.
 Tensor sinusoidal_positions(int64_t first, int64_t count, int64_t d_model, TensorOptions options = {});
+// The rows for arbitrary positions (each >= 0): (positions.size(), d_model), computed the same way.
+Tensor sinusoidal_rows(const std::vector<int64_t>& positions, int64_t d_model, TensorOptions options = {});
 
 class AbsolutePosition : public Module {
  public:
@@ -31,6 +38,9 @@ class AbsolutePosition : public Module {
                    Generator* generator = nullptr);
   // x (B, T, C), the embeddings of tokens at positions first … first + T − 1 → (B, T, C).
   Tensor forward(const Tensor& x, int64_t first = 0) const;
+  // x (B, T, C), token t at position positions[t] (int64 (T), each in [0, max_positions) for learned,
+  // >= 0 for sinusoidal) → (B, T, C).
+  Tensor forward_at(const Tensor& x, const Tensor& positions) const;
 
   std::string kind;
   int64_t d_model, max_positions;

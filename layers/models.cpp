@@ -1,6 +1,10 @@
 #include "layers/models.h"
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
+
+#include "layers/rotary.h"
 
 namespace relgrad {
 
@@ -102,6 +106,16 @@ void TransformerConfig::validate(const char* op, bool encoder_decoder) const {
   RG_CHECK(max_positions >= 0, op, "max_positions must be >= 0, got ", max_positions);
   RG_CHECK(absolute_position != "learned" || max_positions >= 1, op,
            "absolute_position learned needs max_positions >= 1 (the rows of its table), got ", max_positions);
+  RG_CHECK(random_positions_max >= 0, op, "random_positions_max must be >= 0 (0 = off), got ", random_positions_max);
+  if (random_positions_max > 0) {
+    RG_CHECK(!encoder_decoder, op, "random_positions_max is for a decoder-only model");
+    RG_CHECK(absolute_position != "none" || decoder_self.scheme == "rope", op,
+             "random_positions_max needs a position term to randomise: absolute_position sinusoidal or "
+             "learned, or decoder_self rope");
+    RG_CHECK(absolute_position != "learned" || max_positions >= random_positions_max, op,
+             "random_positions_max ", random_positions_max, " reaches past the learned table's max_positions ",
+             max_positions);
+  }
   RG_CHECK(encoder_decoder || !cross_explicit, op,
            "cross_explicit is for an encoder-decoder model (a decoder-only one has no cross-attention)");
   check_positional(decoder_self, "decoder_self", true, op);
@@ -157,13 +171,57 @@ DecoderLM::DecoderLM(const TransformerConfig& c, Generator* init) : config(c) {
                                        true, op, init);
   for (int64_t i = 0; i < c.n_decoder_layers; ++i)
     layers->append(std::make_shared<EncoderBlock>(c.d_model, c.n_heads, c.d_ff, c.block_options(true), schemes[i], init));
+  for (const auto& scheme : schemes)
+    if (auto rope = std::dynamic_pointer_cast<RoPE>(scheme)) rotary.push_back(rope);
   if (c.pre_norm) final_norm = register_module("final_norm", make_norm(c.norm, c.d_model, c.norm_eps, op));
   if (!c.tie_weights) lm_head = register_module("lm_head", std::make_shared<Linear>(c.d_model, c.vocab_size, false, init));
 }
 
+Tensor DecoderLM::draw_positions(int64_t T) const {
+  const int64_t L = config.random_positions_max;
+  RG_CHECK(L > 0, "DecoderLM", "draw_positions needs random_positions_max > 0");
+  RG_CHECK_T(ShapeError, T >= 0 && T <= L, "DecoderLM", "random positions: a sequence of ", T,
+             " tokens does not fit random_positions_max ", L);
+  // One uniform key per candidate position (one generator draw); the T smallest keys pick a uniformly
+  // random T-subset, then sorted ascending.
+  const std::vector<double> key = rand({L}, TensorOptions(kFloat64)).to_vector<double>();
+  std::vector<int64_t> order(static_cast<size_t>(L));
+  std::iota(order.begin(), order.end(), int64_t{0});
+  std::partial_sort(order.begin(), order.begin() + T, order.end(),
+                    [&](int64_t a, int64_t b) { return key[a] < key[b] || (key[a] == key[b] && a < b); });
+  std::vector<int64_t> picked(order.begin(), order.begin() + T);
+  std::sort(picked.begin(), picked.end());
+  return from_vector<int64_t>(picked, {T});
+}
+
 Tensor DecoderLM::forward(const Tensor& tokens, const Tensor& key_padding_mask) {
   check_tokens("DecoderLM", "tokens", tokens, key_padding_mask);
+  if (config.random_positions_max > 0 && is_training()) {
+    last_positions = draw_positions(tokens.size(1));
+    return forward_at(tokens, last_positions, key_padding_mask);
+  }
   Tensor h = dropout->forward(embed_tokens(*embed, pos_embed, tokens, 0));  // (B, T, C)
+  for (const auto& block : layers->items) h = block->forward(h, key_padding_mask);
+  if (final_norm) h = final_norm->forward(h);
+  return lm_logits(h, lm_head, *embed);  // (B, T, V)
+}
+
+Tensor DecoderLM::forward_at(const Tensor& tokens, const Tensor& positions, const Tensor& key_padding_mask) {
+  check_tokens("DecoderLM", "tokens", tokens, key_padding_mask);
+  RG_CHECK_T(ShapeError, positions.defined() && positions.dtype() == kInt64 && positions.dim() == 1 &&
+                 positions.size(0) == tokens.size(1), "DecoderLM", "explicit positions must be int64 (",
+             tokens.size(1), "), one per token");
+  // The RoPE schemes read the map during this forward only, cleared on every way out.
+  struct ClearMaps {
+    std::vector<std::shared_ptr<RoPE>>& schemes;
+    ~ClearMaps() {
+      for (auto& r : schemes) r->position_map = Tensor();
+    }
+  } clear{rotary};
+  for (auto& r : rotary) r->position_map = positions;
+  Tensor x = embed->forward(tokens);  // (B, T, C)
+  if (pos_embed) x = pos_embed->forward_at(x, positions);
+  Tensor h = dropout->forward(x);
   for (const auto& block : layers->items) h = block->forward(h, key_padding_mask);
   if (final_norm) h = final_norm->forward(h);
   return lm_logits(h, lm_head, *embed);  // (B, T, V)

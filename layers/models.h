@@ -76,6 +76,13 @@ struct TransformerConfig {
   // start at 0 at the first token; a sequence longer than max_positions ("learned") is an error.
   std::string absolute_position = "none";
   int64_t max_positions = 0;  // rows of the learned table (> 0 for "learned")
+  // Randomised positions (Ruoss et al. 2023), DecoderLM only: 0 = off. Else, in training mode, each
+  // forward places its T tokens at a sorted random subset of [0, random_positions_max) (distinct, drawn
+  // from the default generator like dropout's masks) for the absolute term and for decoder_self RoPE;
+  // in eval mode, and with a KV cache, tokens sit at 0 … T − 1 as without it. Needs a position term to
+  // randomise (absolute_position sinusoidal / learned, or decoder_self rope); learned needs
+  // max_positions >= random_positions_max; a training sequence longer than it is an error.
+  int64_t random_positions_max = 0;
 
   // Throws relgrad::Error "[op] ..." naming the bad field (for `encoder_decoder` also the encoder's).
   // absolute_position: none, sinusoidal or learned; learned needs max_positions >= 1; sinusoidal
@@ -109,6 +116,8 @@ class BlockList : public Module {
   std::vector<std::shared_ptr<M>> items;
 };
 
+class RoPE;
+
 class DecoderLM : public Module {
  public:
   explicit DecoderLM(const TransformerConfig& config, Generator* init_generator = nullptr);
@@ -123,8 +132,16 @@ class DecoderLM : public Module {
   // key_padding_mask optional bool (B, t_cached + t_new) over all keys. No cache (null): forward().
   // With absolute positions the new tokens sit at t_cached … t_cached + t_new − 1.
   Tensor forward(const Tensor& tokens, const Tensor& key_padding_mask, std::vector<LayerCache>* cache);
+  // forward() with token t at the explicit position positions[t] (int64 (T)) for the absolute term and
+  // decoder_self RoPE (other schemes see indices 0 … T − 1: they are relative and need no map).
+  Tensor forward_at(const Tensor& tokens, const Tensor& positions, const Tensor& key_padding_mask = Tensor());
+  // T sorted distinct positions drawn uniformly from [0, random_positions_max), int64 (T).
+  Tensor draw_positions(int64_t T) const;
 
   TransformerConfig config;
+  // The positions the last training forward drew (random_positions_max > 0); undefined otherwise.
+  Tensor last_positions;
+  std::vector<std::shared_ptr<RoPE>> rotary;        // the decoder_self RoPE schemes (none: empty)
   std::shared_ptr<Embedding> embed;
   std::shared_ptr<AbsolutePosition> pos_embed;      // null with absolute_position "none"
   std::shared_ptr<Dropout> dropout;                 // on the embeddings

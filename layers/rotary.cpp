@@ -49,13 +49,25 @@ Tensor RoPE::rotate(const Tensor& x, const Tensor& positions) const {
 Tensor RoPE::content_query(const Tensor& q, const AttentionGeometry& g) const {
   RG_CHECK_T(ShapeError, q.size(-1) == head_dim, "RoPE", "built for head_dim ", head_dim, ", the attention has q ",
              shape_str(q.shape()));
-  return rotate(q, g.positions());
+  return rotate(q, mapped(g.positions()));
 }
 
 Tensor RoPE::content_key(const Tensor& k, const Tensor& key_positions) const {
   RG_CHECK_T(ShapeError, k.size(-1) == head_dim, "RoPE", "built for head_dim ", head_dim, ", the attention has k ",
              shape_str(k.shape()));
-  return rotate(k, key_positions);
+  return rotate(k, mapped(key_positions));
+}
+
+Tensor RoPE::mapped(const Tensor& positions) const {
+  if (!position_map.defined()) return positions;
+  const std::vector<int64_t> map = position_map.to(Device::cpu()).contiguous().to_vector<int64_t>();
+  std::vector<int64_t> pos = positions.to(Device::cpu()).contiguous().to_vector<int64_t>();
+  for (size_t t = 0; t < pos.size(); ++t) {
+    RG_CHECK_T(IndexError, pos[t] >= 0 && pos[t] < static_cast<int64_t>(map.size()), "RoPE",
+               "randomised positions: index ", pos[t], " is outside the position map of ", map.size(), " entries");
+    pos[t] = map[static_cast<size_t>(pos[t])];
+  }
+  return from_vector<int64_t>(pos, {static_cast<int64_t>(pos.size())});
 }
 
 bool RoPE::fuse(FusedCall& call, const AttentionGeometry& g) const {

@@ -4,6 +4,9 @@
 // Queries are rotated at π(i) (the attention's alignment or explicit positions), keys at j = 0 … t1−1.
 // No parameters. The rotation is composed of differentiable ops (slices, mul, add, stack/cat), so its
 // backward (a rotation by −θ) comes from autograd.
+// Randomised positions (Ruoss et al. 2023; TransformerConfig::random_positions_max, layers/models.h):
+// while position_map is defined, the token at index p is rotated at position_map[p] instead of p, on
+// the query and the key side alike; DecoderLM sets it for one training forward and clears it after.
 #pragma once
 #include "layers/positional.h"
 
@@ -33,6 +36,11 @@ class RoPE : public PositionalScheme {
   int64_t head_dim;
   double base;
   Pairing pairing;
+  // Undefined (the default), or int64 (n): index p → position position_map[p], for every p < n used.
+  Tensor position_map;
+
+ private:
+  Tensor mapped(const Tensor& positions) const;  // positions, or their images under position_map
 };
 
 }  // namespace relgrad
