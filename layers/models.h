@@ -81,7 +81,9 @@ struct TransformerConfig {
   // from the default generator like dropout's masks) for the absolute term and for decoder_self RoPE;
   // in eval mode, and with a KV cache, tokens sit at 0 … T − 1 as without it. Needs a position term to
   // randomise (absolute_position sinusoidal / learned, or decoder_self rope); learned needs
-  // max_positions >= random_positions_max; a training sequence longer than it is an error.
+  // max_positions >= random_positions_max; a training sequence longer than it is an error. Ruoss et
+  // al.'s released code draws random positions at evaluation too: call forward_at(tokens,
+  // draw_positions(T)) for that (train/instruments/length_bench.cpp does).
   int64_t random_positions_max = 0;
 
   // Throws relgrad::Error "[op] ..." naming the bad field (for `encoder_decoder` also the encoder's).

@@ -1,16 +1,282 @@
+// run_length_bench's training and evaluation (train/instruments/length_bench.h); the tables, files,
+// pictures and CI checks are in length_bench_report.cpp.
 #include "train/instruments/length_bench.h"
 
-#include <ostream>
+#include <omp.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <ostream>
+#include <sstream>
+
+#include "autograd/grad_mode.h"
+#include "autograd/ops.h"
 #include "core/base/error.h"
+#include "train/config/run_options.h"
+#include "train/data/length_tasks.h"
+#include "train/trainer/trainer.h"
 
 namespace relgrad {
 
-int run_length_bench(const LengthBenchOptions& options, std::ostream& out) {
-  (void)options;
-  (void)out;
-  RG_CHECK(false, "length-bench", "not built yet");
-  return 1;
+namespace {
+
+constexpr const char* kOp = "length-bench";
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+bool known(const std::vector<std::string>& names, const std::string& name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string s;
+  for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+// The longest decoder-only sequence (tokens) of any bucket of `task`.
+int64_t longest_sequence(const LengthBenchSize& s, LengthTaskKind task) {
+  int64_t longest = 0;
+  for (const auto& [lo, hi] : s.buckets) {
+    LengthTaskConfig c;
+    c.kind = task;
+    c.min_len = lo;
+    c.max_len = hi;
+    longest = std::max(longest, LengthTaskData(c).max_sequence_length());
+  }
+  return longest;
+}
+
+// The relative schemes sized to the training sequences: what lies beyond them at test time is the
+// scheme's own extrapolation (seed, huang: the edge row, Clip; shaw: clipped distances; t5: its log
+// buckets with T5's defaults, 32 buckets up to distance 128; alibi, rope: their formulas).
+PositionalConfig relative_scheme(const std::string& name, int64_t train_tokens) {
+  PositionalConfig p;
+  p.scheme = name;
+  p.max_length = train_tokens;
+  p.out_of_range = OutOfRange::Clip;
+  p.clip = train_tokens - 1;
+  return p;
+}
+
+// The config `relgrad train` would run for this model: a decoder-only synthetic run whose data is
+// replaced by the length task below (trainer_options builds everything else from it).
+RunConfig run_config(const LengthBenchOptions& o, const LengthBenchSize& s, const std::string& task,
+                     const std::string& treatment, uint64_t seed, int64_t train_tokens) {
+  RunConfig c = RunConfig::defaults();
+  c.model_type = "decoder-only";
+  c.model.d_model = s.d_model;
+  c.model.n_heads = s.n_heads;
+  c.model.d_ff = s.d_ff;
+  c.model.n_encoder_layers = 0;
+  c.model.n_decoder_layers = s.layers;
+  c.model.dropout = 0.0;
+  c.model.encoder_self = PositionalConfig{"none"};
+  c.model.decoder_self = PositionalConfig{"none"};
+  c.model.cross = PositionalConfig{"none"};
+  const std::string base = treatment.substr(0, treatment.find("-random"));
+  if (base == "learned" || base == "sinusoidal") {
+    c.model.absolute_position = base;
+    c.model.max_positions = s.max_positions;
+  } else if (base != "none") {
+    c.model.decoder_self = relative_scheme(base, train_tokens);
+  }
+  c.data.source = "synthetic";
+  c.data.task = "copy";
+  c.data.num_symbols = kLengthVocabSize - kFirstSymbol;  // the same vocabulary size as the length tasks
+  c.data.min_len = s.train_min;
+  c.data.max_len = s.train_max;
+  c.data.batch_size = s.batch_size;
+  c.data.seed = seed;
+  c.optim.name = "adamw";
+  c.optim.lr = s.lr;
+  c.optim.min_lr = s.lr / 20;
+  c.optim.warmup_steps = s.warmup;
+  c.optim.decay = "cosine";
+  c.optim.weight_decay = 0.01;
+  c.optim.clip = 1.0;
+  c.train.steps = s.steps;
+  c.train.log_every = std::max<int64_t>(1, s.steps / 4);
+  c.train.eval_every = 0;
+  c.train.eval_batches = 1;
+  c.train.save_every = 0;
+  c.train.samples = 0;
+  c.train.seed = seed;
+  c.train.threads = 1;  // as music-bench: one thread per run (train/instruments/music_bench.h says why)
+  c.train.out_dir = (std::filesystem::path(o.out_dir) / "runs" / (task + "-" + treatment + "-s" + std::to_string(seed))).string();
+  return c;
+}
+
+// Puts the OpenMP thread count back as it was (the runs set train.threads = 1).
+struct ThreadCountGuard {
+  int threads = omp_get_max_threads();
+  ~ThreadCountGuard() { omp_set_num_threads(threads); }
+};
+
+// Teacher-forced accuracy of `model` on `batches`: {exact match over rows, per-token}. A randomised
+// treatment is evaluated as Ruoss et al.'s released code does (its noisy encodings have no training
+// switch): each batch at a fresh sorted random subset of [0, L), not at 0 … T − 1, which such a model
+// rarely saw in training (measured: far lower accuracy even inside the training lengths).
+std::pair<double, double> accuracy(RunModel& model, const std::vector<Batch>& batches, bool random_positions) {
+  NoGradGuard no_grad;
+  model.module->eval();
+  int64_t rows = 0, rows_right = 0, tokens = 0, tokens_right = 0;
+  for (const Batch& host : batches) {
+    const Batch b = host.to(model.device);
+    DecoderLM& lm = *model.decoder_lm;
+    const Tensor logits = random_positions  // (B, T, V)
+                              ? lm.forward_at(b.tokens, lm.draw_positions(b.tokens.size(1)), b.padding_mask)
+                              : model.logits(b);
+    const int64_t B = logits.size(0), T = logits.size(1);
+    const std::vector<int64_t> predicted = argmax(logits, -1).contiguous().to_vector<int64_t>();
+    const std::vector<int64_t> wanted = RunModel::targets(b).contiguous().to_vector<int64_t>();
+    for (int64_t r = 0; r < B; ++r) {
+      bool all = true;
+      for (int64_t t = 0; t < T; ++t) {
+        const size_t k = static_cast<size_t>(r * T + t);
+        if (wanted[k] == kIgnoreIndex) continue;
+        ++tokens;
+        const bool right = predicted[k] == wanted[k];
+        tokens_right += right;
+        all = all && right;
+      }
+      ++rows;
+      rows_right += all;
+    }
+  }
+  RG_CHECK(rows > 0 && tokens > 0, kOp, "evaluation scored no answer token");
+  return {static_cast<double>(rows_right) / static_cast<double>(rows),
+          static_cast<double>(tokens_right) / static_cast<double>(tokens)};
+}
+
+std::string percent(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0f", 100 * v);
+  return buf;
+}
+
+}  // namespace
+
+const std::vector<std::string>& length_bench_treatments() {
+  static const std::vector<std::string> t = {"none",  "learned", "sinusoidal", "t5",   "alibi",
+                                             "rope",  "seed",    "shaw",       "huang", "learned-random",
+                                             "sinusoidal-random", "rope-random"};
+  return t;
+}
+
+LengthBenchSize length_bench_size(const LengthBenchOptions& o) {
+  LengthBenchSize s;
+  if (o.full) {
+    s.d_model = 64, s.n_heads = 4, s.d_ff = 256, s.layers = 2;
+    s.batch_size = 32, s.steps = 3000, s.warmup = 200, s.lr = 1e-3;
+    s.train_min = 1, s.train_max = 8;
+    s.buckets = {{1, 8}, {9, 12}, {13, 16}, {17, 24}};
+    s.eval_rows = 32, s.eval_batches = 2;
+  } else {
+    s.d_model = 32, s.n_heads = 2, s.d_ff = 64, s.layers = 2;
+    s.batch_size = 32, s.steps = 1500, s.warmup = 100, s.lr = 3e-3;
+    s.train_min = 1, s.train_max = 6;
+    s.buckets = {{1, 6}, {7, 9}, {10, 12}};
+    s.eval_rows = 32, s.eval_batches = 2;
+  }
+  if (o.steps > 0) {
+    s.steps = o.steps;
+    s.warmup = std::min(s.warmup, std::max<int64_t>(1, o.steps / 10));
+  }
+  int64_t longest = 0;
+  for (const std::string& task : length_task_names())
+    longest = std::max(longest, longest_sequence(s, length_task_from_string(task)));
+  s.max_positions = std::max<int64_t>(64, longest);
+  s.random_positions_max = s.max_positions;
+  return s;
+}
+
+LengthBenchResult length_bench_results(const LengthBenchOptions& options, std::ostream* progress) {
+  const auto start = std::chrono::steady_clock::now();
+  const ThreadCountGuard restore_threads;
+  LengthBenchOptions o = options;
+  if (o.tasks.empty())
+    o.tasks = o.full ? std::vector<std::string>{"copy", "reverse", "addition", "sorting", "parity"}
+                     : std::vector<std::string>{"copy", "reverse"};
+  if (o.treatments.empty())
+    o.treatments = o.full ? length_bench_treatments() : std::vector<std::string>{"none", "learned", "t5", "rope-random"};
+  if (o.seeds.empty()) o.seeds = {1, 2, 3};
+  for (const std::string& t : o.tasks)
+    RG_CHECK(known(length_task_names(), t), kOp, "unknown task '", t, "' (", joined(length_task_names()), ")");
+  for (const std::string& t : o.treatments)
+    RG_CHECK(known(length_bench_treatments(), t), kOp, "unknown treatment '", t, "' (",
+             joined(length_bench_treatments()), ")");
+  RG_CHECK(!o.out_dir.empty(), kOp, "out_dir is empty");
+  std::filesystem::create_directories(o.out_dir);
+
+  LengthBenchResult r;
+  r.full = o.full;
+  r.size = length_bench_size(o);
+  r.tasks = o.tasks;
+  r.treatments = o.treatments;
+  r.seeds = o.seeds;
+  const LengthBenchSize& s = r.size;
+  if (progress)
+    *progress << "length-bench (" << (o.full ? "full" : "CI") << "): " << o.tasks.size() << " tasks x "
+              << o.treatments.size() << " treatments x " << o.seeds.size() << " seeds, " << s.steps
+              << " steps each, train lengths " << s.train_min << "-" << s.train_max << "\n" << std::flush;
+  for (const std::string& task : o.tasks) {
+    const LengthTaskKind kind = length_task_from_string(task);
+    LengthTaskConfig train_data;
+    train_data.kind = kind;
+    train_data.min_len = s.train_min;
+    train_data.max_len = s.train_max;
+    train_data.batch_size = s.batch_size;
+    const int64_t train_tokens = LengthTaskData(train_data).max_sequence_length();
+    for (const std::string& treatment : o.treatments)
+      for (uint64_t seed : o.seeds) {
+        const auto t0 = std::chrono::steady_clock::now();
+        const RunConfig config = run_config(o, s, task, treatment, seed, train_tokens);
+        std::ostringstream warnings;
+        TrainerOptions options = trainer_options(config, &warnings);
+        train_data.seed = seed;
+        options.data = std::make_shared<LengthTaskData>(train_data);
+        options.vocab_json.clear();  // the synthetic vocabulary of the config is not the length tasks'
+        if (treatment.find("-random") != std::string::npos)
+          options.model.config.random_positions_max = s.random_positions_max;
+        const bool randomised = options.model.config.random_positions_max > 0;
+        Trainer trainer(std::move(options), nullptr);
+        const TrainResult trained = trainer.train();
+        RunModel& model = trainer.model();
+        LengthBenchRun run;
+        run.task = task;
+        run.treatment = treatment;
+        run.seed = seed;
+        run.train_loss = trained.last_loss;
+        if (randomised) manual_seed(seed + 2000);  // the evaluation's position draws, reproducible
+        std::string line = "  " + task + " " + treatment + " seed " + std::to_string(seed) + ": exact %";
+        for (const auto& [lo, hi] : s.buckets) {
+          LengthTaskConfig c;
+          c.kind = kind;
+          c.min_len = lo;
+          c.max_len = hi;
+          c.batch_size = s.eval_rows;
+          c.seed = seed + 1000;  // held-out inputs of their own stream, whatever the training seed saw
+          const LengthTaskData bucket(c);
+          std::vector<Batch> batches;
+          for (int64_t n = 0; n < s.eval_batches; ++n) batches.push_back(bucket.batch(n, Split::HeldOut));
+          const auto [exact, token] = accuracy(model, batches, randomised);
+          run.exact.push_back(exact);
+          run.token.push_back(token);
+          line += " " + std::to_string(lo) + "-" + std::to_string(hi) + ":" + percent(exact);
+        }
+        run.seconds = seconds_since(t0);
+        if (progress) *progress << line << " (" << static_cast<int>(run.seconds) << " s)\n" << std::flush;
+        r.runs.push_back(std::move(run));
+      }
+  }
+  r.seconds = seconds_since(start);
+  return r;
 }
 
 }  // namespace relgrad

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <iosfwd>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace relgrad {
@@ -25,6 +26,59 @@ struct LengthBenchOptions {
   int64_t steps = -1;                   // training steps per model; -1 = the form's default
   std::string out_dir = "runs/length-bench";  // results.csv, results.md, pictures, checkpoints
 };
+
+// The size and budget every model of one form shares, and the length buckets it is tested on.
+struct LengthBenchSize {
+  int64_t d_model = 64, n_heads = 4, d_ff = 256, layers = 2;
+  int64_t batch_size = 32;
+  int64_t steps = 600, warmup = 60;
+  double lr = 1e-3;               // AdamW, cosine to lr / 20, clip 1, weight decay 0.01, no dropout
+  int64_t train_min = 1, train_max = 8;  // input lengths of training
+  std::vector<std::pair<int64_t, int64_t>> buckets;  // test input lengths [lo, hi]; the first = training's
+  int64_t eval_rows = 32, eval_batches = 2;            // held-out rows per bucket: rows × batches
+  int64_t random_positions_max = 64;  // L of the randomised treatments (>= the longest test sequence)
+  int64_t max_positions = 64;         // learned table rows (the longest test sequence, at least)
+};
+LengthBenchSize length_bench_size(const LengthBenchOptions& options);
+
+// One model: accuracy per bucket (size.buckets' order), teacher-forced argmax over the answer and
+// EOS. exact: the fraction of rows whose every answer token and EOS is right (the same as greedy
+// decoding's exact match: greedy output equals the answer iff each teacher-forced step is right);
+// token: the fraction of answer tokens and EOS right.
+struct LengthBenchRun {
+  std::string task, treatment;
+  uint64_t seed = 0;
+  std::vector<double> exact, token;
+  double train_loss = 0;  // the last logged training loss
+  double seconds = 0;
+};
+
+struct LengthBenchResult {
+  bool full = false;
+  LengthBenchSize size;
+  std::vector<std::string> tasks, treatments;
+  std::vector<uint64_t> seeds;
+  std::vector<LengthBenchRun> runs;
+  std::vector<std::string> pictures;  // written under out_dir (relative to it)
+  double seconds = 0;
+};
+
+// Every treatment names its positional setup: none (NoPE), learned / sinusoidal (absolute), t5, alibi,
+// rope, seed, shaw, huang (decoder_self schemes, layers/schemes.cpp), learned-random, sinusoidal-random,
+// rope-random (random_positions_max = size.random_positions_max; trained at a sorted random subset of
+// [0, L) per batch and evaluated the same way, as Ruoss et al.'s released code, not at 0 … T − 1).
+const std::vector<std::string>& length_bench_treatments();
+
+// Trains and evaluates every model of `options` (progress lines to `progress`, may be null) and
+// writes the pictures into options.out_dir; no tables.
+LengthBenchResult length_bench_results(const LengthBenchOptions& options, std::ostream* progress);
+// The tables: per task, exact match (%) per bucket, mean over seeds (and min–max), then per-token.
+std::string length_bench_table(const LengthBenchResult& result);
+std::string length_bench_markdown(const LengthBenchResult& result, const LengthBenchOptions& options);
+std::string length_bench_csv(const LengthBenchResult& result);  // one row per model and bucket
+// What the CI form checks (robust at its size on every seed measured; docs/length-generalisation.md
+// says which). Empty when all hold; else one line per failure.
+std::vector<std::string> length_bench_failures(const LengthBenchResult& result);
 
 // Runs the bench, prints progress and the tables to `out`; returns 0 when every model trained (and,
 // in the CI form, the robust outcome it asserts held), 1 otherwise. Errors (an unknown task or
