@@ -118,12 +118,13 @@ const std::vector<Field>& fields() {
     using D = DataConfig;
     std::vector<Field> rest = {
         {"data.source", Kind::String, "data", {"synthetic", "text", "tokens", "music", "chorales"}, at2(&R::data, &D::source)},
-        {"data.task", Kind::String, "synthetic task", {"copy", "reverse", "shift", "sort", "periodic"}, at2(&R::data, &D::task)},
+        {"data.task", Kind::String, "synthetic task",
+         {"copy", "reverse", "shift", "sort", "periodic", "periodic_lm", "sync", "stretch"}, at2(&R::data, &D::task)},
         {"data.num_symbols", Kind::Int, "synthetic alphabet size", {}, at2(&R::data, &D::num_symbols)},
         {"data.min_len", Kind::Int, "shortest synthetic source", {}, at2(&R::data, &D::min_len)},
         {"data.max_len", Kind::Int, "longest synthetic source", {}, at2(&R::data, &D::max_len)},
-        {"data.lag", Kind::Int, "shift task: lag k", {}, at2(&R::data, &D::lag)},
-        {"data.period", Kind::Int, "periodic task: period P", {}, at2(&R::data, &D::period)},
+        {"data.lag", Kind::Int, "shift task: lag k; sync task: lag c", {}, at2(&R::data, &D::lag)},
+        {"data.period", Kind::Int, "periodic, periodic_lm tasks: period P", {}, at2(&R::data, &D::period)},
         {"data.text_path", Kind::String, "text: the corpus file", {}, at2(&R::data, &D::text_path)},
         {"data.token_path", Kind::String, "tokens: the token data file (relgrad tokenize)", {}, at2(&R::data, &D::token_path)},
         {"data.music_dir", Kind::String, "music: folder of .mid files (empty = synthetic pieces)", {}, at2(&R::data, &D::music_dir)},
@@ -154,6 +155,9 @@ const std::vector<Field>& fields() {
         {"optim.momentum", Kind::Double, "sgd momentum", {}, at2(&R::optim, &O::momentum)},
         {"optim.nesterov", Kind::Bool, "sgd nesterov", {}, at2(&R::optim, &O::nesterov)},
         {"optim.clip", Kind::Double, "gradient-norm clip (0 = off)", {}, at2(&R::optim, &O::clip)},
+        {"optim.positional_lr_scale", Kind::Double,
+         "lr multiple of the relative positional tables (*.positional.*), own groups following the schedule",
+         {}, at2(&R::optim, &O::positional_lr_scale)},
     };
     using T = TrainLoopConfig;
     std::vector<Field> train = {

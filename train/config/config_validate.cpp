@@ -119,6 +119,8 @@ void RunConfig::validate() const {
             std::to_string(optim.warmup_steps));
   check(optim.weight_decay >= 0.0, "optim.weight_decay must be >= 0");
   check(optim.clip >= 0.0, "optim.clip must be >= 0 (0 = off)");
+  check(optim.positional_lr_scale > 0.0 && optim.positional_lr_scale <= 1e6,
+        "optim.positional_lr_scale must be in (0, 1e6] (1 = the model's lr)");
   check(optim.beta1 >= 0.0 && optim.beta1 < 1.0 && optim.beta2 >= 0.0 && optim.beta2 < 1.0,
         "optim.beta1 and optim.beta2 must be in [0, 1)");
   check(optim.eps > 0.0, "optim.eps must be > 0");
@@ -239,7 +241,11 @@ void RunConfig::validate_model_values() const {
 
 int64_t RunConfig::longest_sequence() const {
   if (data.source == "synthetic") {  // TaskConfig's max_sequence_length, without building the task
-    return encoder_decoder() ? data.max_len + 1 : 2 * data.max_len + 1;
+    TaskConfig t;
+    t.kind = task_kind_from_string(data.task);
+    t.layout = encoder_decoder() ? Layout::EncoderDecoder : Layout::DecoderOnly;
+    t.max_len = data.max_len, t.lag = data.lag;
+    return SyntheticTask::synthetic_max_sequence_length(t);
   }
   if (data_places_targets()) return 3 * data.harmony_steps + 1;  // BOS + alto, tenor, bass per step
   return data.context;

@@ -61,6 +61,12 @@ int64_t CounterStream::below(int64_t n) {
   return std::min(v, n - 1);  // u < 1, but u * n may round up to n
 }
 
+CounterStream experiment_row_stream(uint64_t seed, uint32_t stream, Split split, int64_t index, int64_t row) {
+  uint32_t top = stream & 0x7fffffffu;
+  if (split == Split::HeldOut) top |= 0x80000000u;
+  return CounterStream(seed, static_cast<uint32_t>(row), static_cast<uint32_t>(index), top);
+}
+
 CounterStream row_stream(uint64_t seed, Split split, int64_t index, uint32_t row) {
   uint64_t word = static_cast<uint64_t>(index);  // index >= 0, so bit 63 is free for the split
   if (split == Split::HeldOut) word |= uint64_t{1} << 63;
@@ -131,7 +137,8 @@ std::string Vocab::decode(const std::vector<int64_t>& ids, const std::string& se
 // ---- names --------------------------------------------------------------------------------------
 
 namespace {
-const char* const kTaskNames[] = {"copy", "reverse", "shift", "sort", "periodic"};
+const char* const kTaskNames[] = {"copy", "reverse", "shift", "sort", "periodic", "periodic_lm", "sync", "stretch"};
+constexpr int kTaskCount = sizeof(kTaskNames) / sizeof(kTaskNames[0]);
 const char* const kLayoutNames[] = {"encoder-decoder", "decoder-only"};
 }  // namespace
 
@@ -139,9 +146,10 @@ const char* to_string(TaskKind kind) { return kTaskNames[static_cast<int>(kind)]
 const char* to_string(Layout layout) { return kLayoutNames[static_cast<int>(layout)]; }
 
 TaskKind task_kind_from_string(const std::string& name) {
-  for (int i = 0; i < 5; ++i)
+  for (int i = 0; i < kTaskCount; ++i)
     if (name == kTaskNames[i]) return static_cast<TaskKind>(i);
-  RG_CHECK(false, "SyntheticTask", "unknown task '", name, "' (expected copy, reverse, shift, sort or periodic)");
+  RG_CHECK(false, "SyntheticTask", "unknown task '", name,
+           "' (expected copy, reverse, shift, sort, periodic, periodic_lm, sync or stretch)");
   return TaskKind::Copy;
 }
 
@@ -151,6 +159,58 @@ Layout layout_from_string(const std::string& name) {
   RG_CHECK(false, "SyntheticTask", "unknown layout '", name, "' (expected encoder-decoder or decoder-only)");
   return Layout::EncoderDecoder;
 }
+
+// ---- the verification experiments' tasks ----------------------------------------------------------
+// periodic_lm, sync and stretch (data.h), drawn exactly as train/instruments/experiments.cpp draws D2's
+// and D6's batches: the same stream numbers, the same order of draws.
+namespace {
+
+int64_t mirror(int64_t token, int64_t symbols) {
+  return token == kEos ? kEos : kFirstSymbol + (symbols - 1 - (token - kFirstSymbol));
+}
+
+// A periodic_lm sample: source = the whole sequence s[0 .. max_len), target unused.
+SyntheticTask::Sample experiment_sample(const TaskConfig& c, int64_t index, int64_t row, Split split) {
+  SyntheticTask::Sample s;
+  if (c.kind == TaskKind::PeriodicLm) {
+    CounterStream rng = experiment_row_stream(c.seed, 2, split, index, row);
+    std::vector<int64_t> pattern(static_cast<size_t>(c.period));
+    for (auto& p : pattern) p = kFirstSymbol + rng.below(c.num_symbols);
+    for (int64_t i = 0; i < c.max_len; ++i) s.source.push_back(pattern[static_cast<size_t>(i % c.period)]);
+    s.target = s.source;
+    return s;
+  }
+  const bool sync = c.kind == TaskKind::Sync;
+  CounterStream rng = experiment_row_stream(c.seed, sync ? 6 : 7, split, index, row);
+  const int64_t n = rng.between(c.min_len, c.max_len);
+  for (int64_t i = 0; i < n + (sync ? c.lag : 0); ++i) s.source.push_back(kFirstSymbol + rng.below(c.num_symbols));
+  s.source.push_back(kEos);
+  if (sync) {
+    for (int64_t i = 0; i < n; ++i) s.target.push_back(mirror(s.source[static_cast<size_t>(i + c.lag)], c.num_symbols));
+  } else {
+    for (int64_t i = 0; i < n; ++i) s.target.insert(s.target.end(), 2, mirror(s.source[static_cast<size_t>(i)], c.num_symbols));
+    s.target.push_back(kEos);  // EOS twice in all: this one, and the one every target ends with
+  }
+  return s;
+}
+
+// tokens = BOS s[0] … s[L−2], targets[i] = s[i] for i >= period (-100 before).
+Batch periodic_lm_batch(const std::vector<SyntheticTask::Sample>& samples, int64_t period) {
+  std::vector<std::vector<int64_t>> tokens, targets;
+  for (const SyntheticTask::Sample& s : samples) {
+    const int64_t L = static_cast<int64_t>(s.source.size());
+    std::vector<int64_t> x{kBos}, y;
+    for (int64_t i = 0; i < L; ++i) {
+      if (i + 1 < L) x.push_back(s.source[static_cast<size_t>(i)]);
+      y.push_back(i >= period ? s.source[static_cast<size_t>(i)] : kIgnoreIndex);
+    }
+    tokens.push_back(std::move(x));
+    targets.push_back(std::move(y));
+  }
+  return decoder_only_batch(tokens, targets);
+}
+
+}  // namespace
 
 // ---- SyntheticTask ------------------------------------------------------------------------------
 
@@ -167,6 +227,18 @@ SyntheticTask::SyntheticTask(const TaskConfig& config) : config_(config) {
   if (c.kind == TaskKind::Periodic)
     RG_CHECK(c.period >= 2 && c.period <= c.min_len, "SyntheticTask", "periodic: need 2 <= period <= min_len ",
              "(so every source shows a whole period), got period ", c.period, " and min_len ", c.min_len);
+  if (c.kind == TaskKind::PeriodicLm) {
+    RG_CHECK(c.layout == Layout::DecoderOnly, "SyntheticTask", "periodic_lm is a decoder-only task ",
+             "(model.type = \"decoder-only\")");
+    RG_CHECK(c.period >= 1 && c.period < c.max_len, "SyntheticTask", "periodic_lm: need 1 <= period < max_len ",
+             "(so some targets repeat the pattern), got period ", c.period, " and max_len ", c.max_len);
+  }
+  if (c.kind == TaskKind::Sync || c.kind == TaskKind::Stretch)
+    RG_CHECK(c.layout == Layout::EncoderDecoder, "SyntheticTask", task, " is an encoder-decoder task ",
+             "(model.type = \"encoder-decoder\")");
+  if (c.kind == TaskKind::Sync)
+    RG_CHECK(c.lag >= 0 && c.lag <= kMaxSyncLag, "SyntheticTask", "sync: need 0 <= lag <= ", kMaxSyncLag,
+             ", got ", c.lag);
 
   vocab_.names = {"<pad>", "<bos>", "<eos>"};
   for (int64_t s = 0; s < c.num_symbols; ++s) vocab_.names.push_back(std::to_string(s));
@@ -174,14 +246,21 @@ SyntheticTask::SyntheticTask(const TaskConfig& config) : config_(config) {
   vocab_.size = static_cast<int64_t>(vocab_.names.size());
 }
 
-int64_t SyntheticTask::max_sequence_length() const {
-  return config_.layout == Layout::EncoderDecoder ? config_.max_len + 1 : 2 * config_.max_len + 1;
+int64_t SyntheticTask::synthetic_max_sequence_length(const TaskConfig& c) {
+  switch (c.kind) {
+    case TaskKind::PeriodicLm: return c.max_len;
+    case TaskKind::Sync: return c.max_len + std::max<int64_t>(c.lag, 0) + 1;
+    case TaskKind::Stretch: return 2 * c.max_len + 2;
+    default: return c.layout == Layout::EncoderDecoder ? c.max_len + 1 : 2 * c.max_len + 1;
+  }
 }
 
 SyntheticTask::Sample SyntheticTask::sample(int64_t index, int64_t row, Split split) const {
   const TaskConfig& c = config_;
   RG_CHECK(index >= 0, "SyntheticTask", "batch index must be >= 0, got ", index);
   RG_CHECK(row >= 0 && row < c.batch_size, "SyntheticTask", "row ", row, " is outside a batch of ", c.batch_size);
+  if (c.kind == TaskKind::PeriodicLm || c.kind == TaskKind::Sync || c.kind == TaskKind::Stretch)
+    return experiment_sample(c, index, row, split);
   CounterStream rng = row_stream(c.seed, split, index, static_cast<uint32_t>(row));
   const int64_t n = rng.between(c.min_len, c.max_len);
   Sample s;
@@ -208,6 +287,7 @@ SyntheticTask::Sample SyntheticTask::sample(int64_t index, int64_t row, Split sp
       y.resize(n);
       for (int64_t t = 0; t < n; ++t) y[t] = x[(n + t) % c.period];  // x[t mod P] = pattern[t mod P]
       break;
+    default: break;  // the experiments' tasks: experiment_sample
   }
   return s;
 }
@@ -218,6 +298,7 @@ Batch SyntheticTask::batch(int64_t index, Split split) const {
   samples.reserve(B);
   for (int64_t b = 0; b < B; ++b) samples.push_back(sample(index, b, split));
 
+  if (config_.kind == TaskKind::PeriodicLm) return periodic_lm_batch(samples, config_.period);
   if (config_.layout == Layout::EncoderDecoder) {
     std::vector<std::vector<int64_t>> src, tgt_in, tgt_out;
     for (const Sample& s : samples) {

@@ -38,6 +38,7 @@ inline constexpr int64_t kBos = 1;
 inline constexpr int64_t kEos = 2;
 inline constexpr int64_t kFirstSymbol = 3;  // id of the task's symbol "0"
 inline constexpr int64_t kIgnoreIndex = -100;
+inline constexpr int64_t kMaxSyncLag = 4096;  // the sync task's largest lag (TaskConfig::lag)
 
 // Names of the token ids, for printing samples.
 struct Vocab {
@@ -95,6 +96,9 @@ class CounterStream {
   philox::Block block_{};
   int used_ = 4;  // words of block_ already consumed
 };
+// The verification experiments' stream of one row of one batch: the counter (block, row, index low 32
+// bits, stream | the split bit 31); `stream` separates the tasks (periodic_lm 2, sync 6, stretch 7).
+CounterStream experiment_row_stream(uint64_t seed, uint32_t stream, Split split, int64_t index, int64_t row);
 // Row `row` of batch `index` (>= 0): the counter (block, row, index low 32 bits, index high 31 bits
 // | split bit), so a batch can be built alone, in any order, and its rows do not shift if the
 // batch size changes. (Music uses it with a tag in place of the row.)
@@ -121,9 +125,25 @@ Batch decoder_only_batch(const std::vector<std::vector<int64_t>>& tokens, const 
 //                    with the targets of the prompt part (x[1..] and BOS) set to -100, so the loss is
 //                    on y and EOS only: tokens  x0 x1 .. x(n-1) BOS y0 .. y(n-1)
 //                                       targets -100 ..  -100  y0  y1 .. EOS
-enum class TaskKind { Copy, Reverse, Shift, Sort, Periodic };
+//
+// Three more tasks are the verification experiments' own (docs/experiments.md D2, D3 and D6), with
+// their layouts and random streams, so that `relgrad train` gives the batches the experiments train on.
+// f(s) is the mirror symbol (num_symbols − 1 − s, and f(EOS) = EOS), so a target never equals its source:
+//   periodic_lm  decoder-only only. A pattern s[0..period) of random symbols repeated over max_len
+//                positions (min_len is not used): tokens = BOS s[0] … s[max_len−2], targets[i] = s[i]
+//                for i >= period, -100 before (the loss is on the repeated part only). Query i predicts
+//                s[i] = s[i − period], δ* = 1 − period. 1 <= period < max_len.
+//   sync         encoder-decoder only. x of n + lag symbols (n uniform in [min_len, max_len]), source =
+//                x EOS, y[i] = f(x[i + lag]) for i < n: query i needs key i + lag, δ* = +lag under Left.
+//   stretch      encoder-decoder only. x of n symbols, source = x EOS (t1 = n + 1), every source token
+//                twice: y = f(x0) f(x0) … f(x(n−1)) f(x(n−1)) EOS, so tgt_out = y EOS has t2 = 2·t1
+//                tokens and query i needs key ⌊i/2⌋ (Scaled alignment: δ* = 0).
+// They draw from the experiments' counters, (block, row, index, stream | split bit) with stream 2, 6
+// and 7 (experiment_row_stream), not row_stream's.
+enum class TaskKind { Copy, Reverse, Shift, Sort, Periodic, PeriodicLm, Sync, Stretch };
 enum class Layout { EncoderDecoder, DecoderOnly };
-// "copy", "reverse", "shift", "sort", "periodic" / "encoder-decoder", "decoder-only"; both ways.
+// "copy", "reverse", "shift", "sort", "periodic", "periodic_lm", "sync", "stretch" / "encoder-decoder",
+// "decoder-only"; both ways.
 const char* to_string(TaskKind kind);
 const char* to_string(Layout layout);
 TaskKind task_kind_from_string(const std::string& name);  // error lists the valid names
@@ -136,8 +156,9 @@ struct TaskConfig {
   int64_t min_len = 4;       // source length n, uniform in [min_len, max_len] per sample
   int64_t max_len = 16;
   int64_t batch_size = 32;
-  int64_t lag = 1;           // shift only: 1 <= lag < min_len, so every output copies something
-  int64_t period = 3;        // periodic only: 2 <= period <= min_len, so x shows a whole period
+  int64_t lag = 1;           // shift: 1 <= lag < min_len, so every output copies something; sync: lag >= 0
+  int64_t period = 3;        // periodic: 2 <= period <= min_len, so x shows a whole period;
+                             // periodic_lm: 1 <= period < max_len
   uint64_t seed = 0;
 };
 
@@ -156,9 +177,11 @@ class SyntheticTask {
   const TaskConfig& config() const { return config_; }
   const Vocab& vocab() const { return vocab_; }
   int64_t filler() const { return kFirstSymbol + config_.num_symbols; }  // shift's "_" (shift only)
-  // The longest sequence a batch can hold: t1 = t2 - 1 = max_len, or T = 2 * max_len + 1; what the
-  // model's max_len (learned positions, relative-bias buckets) must cover.
-  int64_t max_sequence_length() const;
+  // The longest sequence a batch can hold: t1 = t2 - 1 = max_len, or T = 2 * max_len + 1 (periodic_lm:
+  // max_len; sync: t1 = max_len + lag + 1; stretch: t2 = 2 * max_len + 2); what the model's max_len
+  // (learned positions, relative-bias buckets) must cover.
+  int64_t max_sequence_length() const { return synthetic_max_sequence_length(config_); }
+  static int64_t synthetic_max_sequence_length(const TaskConfig& config);
 
  private:
   TaskConfig config_;

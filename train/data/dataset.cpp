@@ -6,7 +6,33 @@
 
 namespace relgrad {
 
+namespace {
+
+// periodic_lm: the model continues BOS and one period of a held-out pattern; the rest should repeat it.
+void print_periodic_samples(const SyntheticTask& task, SampleModel& model, int64_t count, std::ostream& out) {
+  const int64_t n = std::min<int64_t>(count, task.config().batch_size), P = task.config().period;
+  out << "greedy continuations of one period of held-out patterns:\n";
+  int64_t exact = 0;
+  for (int64_t row = 0; row < n; ++row) {
+    const std::vector<int64_t> seq = task.sample(0, row, Split::HeldOut).source;
+    std::vector<int64_t> prompt{kBos};
+    prompt.insert(prompt.end(), seq.begin(), seq.begin() + P);
+    std::vector<int64_t> got = model.continue_prompt(prompt, false);
+    const std::vector<int64_t> wanted(seq.begin() + P, seq.end());
+    got.erase(got.begin(), got.begin() + std::min(got.size(), prompt.size()));
+    if (got.size() > wanted.size()) got.resize(wanted.size());
+    const bool ok = got == std::vector<int64_t>(wanted.begin(), wanted.begin() + got.size()) && !got.empty();
+    exact += ok;
+    out << "  prompt " << task.vocab().decode(prompt) << "\n  target " << task.vocab().decode(wanted)
+        << "\n  model  " << task.vocab().decode(got) << (ok ? "   (exact)" : "   (differs)") << "\n";
+  }
+  out << exact << "/" << n << " exact\n";
+}
+
+}  // namespace
+
 void SyntheticData::print_samples(SampleModel& model, int64_t count, const std::string&, std::ostream& out) const {
+  if (task_.config().kind == TaskKind::PeriodicLm) return print_periodic_samples(task_, model, count, out);
   Batch b = task_.batch(0, Split::HeldOut);
   const int64_t n = std::min<int64_t>(count, b.tgt_out.defined() ? b.tgt_out.size(0) : b.tokens.size(0));
   out << "greedy samples on held-out sequences:\n";

@@ -21,6 +21,7 @@
 #include "core/base/error.h"
 #include "core/file_io.h"
 #include "train/optim/clip.h"
+#include "train/optim/param_groups.h"
 #include "train/trainer/nonfinite.h"
 #include "train/trainer/sampler.h"
 
@@ -102,7 +103,10 @@ Trainer::Trainer(TrainerOptions options, std::ostream* out, Communicator* comm)
   model_.to(device);  // before the optimizer: its state is allocated beside the weights
   default_generator().set_state(options_.train.seed ^ kDropoutKey, 0);
   const OptimConfig& o = options_.optim;
-  auto groups = decay_groups(model_.module->named_parameters(), o.lr, o.weight_decay);
+  ScaledGroups scaled =
+      scaled_positional_groups(model_.module->named_parameters(), o.lr, o.weight_decay, o.positional_lr_scale);
+  group_lr_scale_ = scaled.lr_scale;
+  const std::vector<ParamGroup>& groups = scaled.groups;
   if (o.name == "sgd")
     optimizer_ = std::make_unique<SGD>(groups, SGDOptions(o.lr).momentum(o.momentum).nesterov(o.nesterov));
   else if (o.name == "adam")
@@ -184,7 +188,7 @@ void Trainer::save(const std::string& path) const {
 
 double Trainer::train_step() {
   const double lr = schedule_.lr_at(step_);
-  optimizer_->set_lr(lr);
+  set_scheduled_lr(*optimizer_, lr, group_lr_scale_);
   optimizer_->zero_grad();
   model_.module->train();
   // All micro-batches first, so every one is scaled by the step's total count of loss tokens.

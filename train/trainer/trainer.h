@@ -161,6 +161,7 @@ class Trainer {
   RunModel model_;
   std::unique_ptr<Optimizer> optimizer_;
   LrSchedule schedule_;
+  std::vector<double> group_lr_scale_;  // per optimizer group: its lr = the schedule's × this
   int64_t step_ = 0, data_position_ = 0;
   int64_t last_tokens_ = 0;
   int64_t tokens_seen_ = 0;  // input tokens trained on since step 0 (kept across resumes)
