@@ -3,6 +3,7 @@
 // tables at 10× lr), their data.task values give the experiments' batches, and `relgrad train` with
 // configs/experiments/d1_t5.toml reproduces D1's documented figure for T5 (one cross-attention head
 // with ≥ 0.9 of its attention at δ = −5). The evaluation at other lengths (D3) through `relgrad eval`.
+#include <algorithm>
 #include <filesystem>
 #include <sstream>
 
@@ -202,6 +203,19 @@ TEST_CASE("user path: relgrad train -c configs/experiments/d1_t5.toml puts ≥ 0
   CHECK(probed.mass_expected >= 0.9);  // docs/experiments.md: 0.953 (this run: 0.960)
   CHECK(probed.mass_peak == -5);
   CHECK(probed.response_peak == -5);
+  // The same measure from `relgrad probe --delta -5 --queries needed`: its table's best cross head.
+  CliResult probe_cmd = run_relgrad({"probe", dir.file("d1_t5") + "/checkpoint.safetensors", "--delta", "-5",
+                                     "--queries", "needed", "--out", dir.file("probe")});
+  CHECK_CLI(probe_cmd, 0);
+  double best_cross = -1.0;
+  std::istringstream table(probe_cmd.out);
+  for (std::string line; std::getline(table, line);) {
+    std::istringstream cells(line);
+    std::string layer, place, scheme, head, delta, mass;
+    if (cells >> layer >> place >> scheme >> head >> delta >> mass && place == "cross" && delta == "-5")
+      best_cross = std::max(best_cross, std::stod(mass));
+  }
+  CHECK(best_cross == doctest::Approx(probed.mass_expected).epsilon(1e-3));
 
   // Control: the same run at one lr for every parameter (the knob's default, all that `relgrad train`
   // could do before it) leaves the T5 bias short of that (0.45 measured).
@@ -246,4 +260,23 @@ TEST_CASE("user path: relgrad eval --data.max_len evaluates a checkpoint at anot
   CliResult bad = run_relgrad({"eval", ckpt, "--data.max_len=4"});  // period 4 needs max_len > 4
   CHECK_CLI(bad, 2);
   CHECK(contains(bad.err, "need 1 <= period < max_len"));
+}
+
+TEST_CASE("user path: the instruments' flags are usage errors when malformed (exit 2)") {
+  CliResult lag = run_relgrad({"experiments", "--lag", "0"});
+  CHECK_CLI(lag, 2);
+  CHECK(contains(lag.err, "[experiments] --lag 0"));
+  CliResult seeds = run_relgrad({"experiments", "--seeds", "1,,2"});
+  CHECK_CLI(seeds, 2);
+  CliResult lengths = run_relgrad({"experiments", "--eval-lengths", "64,x"});
+  CHECK_CLI(lengths, 2);
+  CHECK(contains(lengths.err, "--eval-lengths"));
+  CliResult bench = run_relgrad({"length-bench", "--seeds", "1,,2"});
+  CHECK_CLI(bench, 2);
+  CHECK(contains(bench.err, "[length-bench] --seeds 1,,2: an empty item between commas"));
+  CliResult bench_seed = run_relgrad({"length-bench", "--seeds", "one"});
+  CHECK_CLI(bench_seed, 2);
+  CHECK(contains(bench_seed.err, "'one' is not a non-negative integer"));
+  CliResult steps = run_relgrad({"length-bench", "--steps", "0"});
+  CHECK_CLI(steps, 2);
 }

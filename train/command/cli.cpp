@@ -19,8 +19,11 @@
 #include "train/command/cli_commands.h"
 #include "train/config/config.h"
 #include "train/trainer/distributed.h"
+#include "train/instruments/experiment_limits.h"
 #include "train/instruments/experiments.h"
+#include "train/instruments/length_bench.h"
 #include "train/instruments/music_bench.h"
+#include "train/instruments/probe.h"
 #include "train/trainer/nonfinite.h"
 #include "train/plot/plot.h"
 #include "train/data/token_file.h"
@@ -46,7 +49,8 @@ std::string version_text() {
 bool blank(const std::string& text) { return text.find_first_not_of(" \t\r\n") == std::string::npos; }
 
 // "a,b,c" → {"a", "b", "c"}; empty → {}; an empty item ("a,,b", a trailing comma) is a usage error.
-std::vector<std::string> comma_list(const std::string& text, const std::string& option) {
+std::vector<std::string> comma_list(const std::string& text, const std::string& option,
+                                    const std::string& command = "music-bench") {
   std::vector<std::string> items;
   if (text.empty()) return items;
   size_t start = 0;
@@ -54,11 +58,22 @@ std::vector<std::string> comma_list(const std::string& text, const std::string& 
     const size_t comma = text.find(',', start);
     std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     if (item.empty())
-      throw UsageError("[music-bench] " + option + " " + text + ": an empty item between commas");
+      throw UsageError("[" + command + "] " + option + " " + text + ": an empty item between commas");
     items.push_back(item);
     if (comma == std::string::npos) return items;
     start = comma + 1;
   }
+}
+
+// "1,2,3" → {1, 2, 3}: non-negative integers, a usage error otherwise.
+std::vector<uint64_t> seed_list(const std::string& text, const std::string& command) {
+  std::vector<uint64_t> seeds;
+  for (const std::string& seed : comma_list(text, "--seeds", command)) {
+    if (seed.find_first_not_of("0123456789") != std::string::npos || seed.size() > 19)
+      throw UsageError("[" + command + "] --seeds " + text + ": '" + seed + "' is not a non-negative integer");
+    seeds.push_back(std::stoull(seed));
+  }
+  return seeds;
 }
 
 int run_command(int argc, const char* const* argv, std::ostream& out_all, std::ostream& err,
@@ -142,6 +157,7 @@ int run_command(int argc, const char* const* argv, std::ostream& out_all, std::o
   eval->add_option("--target", eval_target, "encoder-decoder: target tokens fed after <bos>");
   std::string eval_device = "cpu";
   eval->add_option("--device", eval_device, "cpu (default), cuda or cuda:N: where the model runs");
+  eval->allow_extras();  // --data.KEY=VALUE: the held-out data at other lengths (kEvalDataKeys)
 
   auto* inspect = app.add_subcommand("inspect", "header, config, step, tensor table and checksum verdict");
   std::string inspect_path;
@@ -160,13 +176,44 @@ int run_command(int argc, const char* const* argv, std::ostream& out_all, std::o
   probe_cmd->add_option("--reach", probe_reach, "largest |δ| shown (default: the batch's longest offset)")
       ->check(CLI::Range(int64_t(0), int64_t(1) << 20));
   probe_cmd->add_option("--out", probe_out, "folder for the pictures (default: probe/ next to the checkpoint)");
+  ProbeOptions probe_aimed;  // the aimed measures (train/instruments/probe.h, run_probe)
+  probe_cmd->add_option("--delta", probe_aimed.deltas, "mass per head at δ (-5) or a range (-7:-5); repeatable")
+      ->allow_extra_args(false);
+  probe_cmd->add_option("--queries", probe_aimed.queries,
+                        "which queries the masses count: an index range (5:, :10, 3:8) or \"needed\"");
+  probe_cmd->add_option("--compare", probe_aimed.compare_checkpoint, "a second checkpoint probed on the same batch");
+  probe_cmd->add_option("--csv", probe_aimed.csv, "the curves as CSV (default: curves.csv beside the pictures)");
+  probe_cmd->add_option("--json", probe_aimed.json, "the curves as JSON (default: curves.json beside the pictures)");
+  probe_cmd->add_option("--compare-csv", probe_aimed.compare_csv, "--compare's table as CSV (default: compare.csv)");
+  probe_cmd->add_option("--batch", probe_aimed.batch, "held-out batch N (default 0)")
+      ->check(CLI::Range(int64_t(0), INT64_MAX));
 
   auto* experiments = app.add_subcommand("experiments", "the verification experiments (D1 D2 D3 D6): train, probe, report");
   ExperimentOptions exp_options;
   std::string exp_markdown = "docs/experiments.md";
   experiments->add_flag("--full", exp_options.full, "the full forms (minutes each); default: the small CI forms");
   experiments->add_option("--only", exp_options.only, "one experiment: D1, D2, D3 or D6");
-  experiments->add_option("--out", exp_markdown, "the markdown report (pictures go to its folder's experiments/)");
+  experiments->add_option("--out", exp_markdown,
+                          "the markdown report (pictures go to its folder's experiments/; --sweep: "
+                          "default docs/experiment-limits.md)");
+  // Per-run overrides (train/instruments/experiments.h, ExperimentOptions): lists are parsed below.
+  std::string exp_eval_lengths, exp_schemes, exp_seeds;
+  experiments->add_option("--lag", exp_options.lag, "D1's lag k (δ* = −k)");
+  experiments->add_option("--period", exp_options.period, "D2's period P (δ* = 1 − P)");
+  experiments->add_option("--train-length", exp_options.train_length, "D3's training length");
+  experiments->add_option("--eval-lengths", exp_eval_lengths, "D3's evaluation lengths, e.g. 64,128,256");
+  experiments->add_option("--offset", exp_options.offset, "D6's lag c (δ* = +c)");
+  experiments->add_option("--scheme", exp_schemes, "only these schemes' runs, e.g. t5,seed");
+  experiments->add_option("--buckets", exp_options.buckets, "t5: num_buckets");
+  experiments->add_option("--max-distance", exp_options.max_distance, "t5: max_distance");
+  experiments->add_option("--clip", exp_options.clip, "shaw: one run at this clip instead of the form's");
+  experiments->add_option("--table", exp_options.table, "seed/huang: table size t3 (|δ| ≤ t3 − 1)");
+  experiments->add_option("--heads", exp_options.heads, "attention heads");
+  experiments->add_option("--width", exp_options.width, "d_model (d_ff = 2 · width)");
+  experiments->add_option("--steps", exp_options.steps, "training steps of every run");
+  experiments->add_option("--seeds", exp_seeds, "every run repeated per seed, e.g. 1,2,3");
+  experiments->add_flag("--sweep", exp_options.sweep,
+                        "the claims' limits (train/instruments/experiment_limits.h) instead of the report");
 
   auto* music_bench = app.add_subcommand(
       "music-bench", "the JSB chorales comparison of positional treatments, and harmonisation by alignment");
@@ -183,6 +230,20 @@ int run_command(int argc, const char* const* argv, std::ostream& out_all, std::o
   music_bench->add_flag("--no-harmony", bench_no_harmony, "skip the harmonisation comparison");
   music_bench->add_option("--chorales", bench.chorales_path, "the chorale file (default: the shipped one)");
   music_bench->add_option("--out", bench.out_dir, "folder for the tables, pictures and checkpoints");
+
+  auto* length_bench = app.add_subcommand(
+      "length-bench", "length generalisation of positional treatments on synthetic algorithmic tasks");
+  LengthBenchOptions length;
+  std::string length_tasks, length_treatments, length_seeds;
+  length_bench->add_flag("--full", length.full, "the documented run (about an hour on 2 cores); default: the CI form");
+  length_bench->add_option("--tasks", length_tasks,
+                           "comma-separated: copy, reverse, addition, sorting, parity (default: the form's)");
+  length_bench->add_option("--treatments", length_treatments,
+                           "comma-separated, e.g. none,t5,rope,seed (default: the form's)");
+  length_bench->add_option("--seeds", length_seeds, "comma-separated seeds (default: 1,2,3)");
+  length_bench->add_option("--steps", length.steps, "training steps per model (default: the form's)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
+  length_bench->add_option("--out", length.out_dir, "folder for the tables, pictures and checkpoints");
 
   auto* tokenize = app.add_subcommand("tokenize", "a file's bytes as a token data file (vocab 256) for data.source = \"tokens\"");
   std::string tokenize_in, tokenize_out;
@@ -211,7 +272,7 @@ int run_command(int argc, const char* const* argv, std::ostream& out_all, std::o
       if (command == "relgrad" && argc > 1 && argv[1][0] != '-') {  // CLI11 would only say "A subcommand is required"
         err << "relgrad: error: unknown command '" << argv[1]
             << "' (commands: train, sample, eval, inspect, plot, probe, render, experiments, music-bench, "
-               "tokenize)\n";
+               "length-bench, tokenize)\n";
         return 2;
       }
       err << command << ": error: " << e.what() << "\n(run `" << command << " --help`)\n";
@@ -261,19 +322,49 @@ int run_command(int argc, const char* const* argv, std::ostream& out_all, std::o
         throw UsageError(
             "[eval] --target goes with --input (the source it follows); without --input the logits "
             "are those of held-out batch 0, targets included");
-      return cmd_eval(eval_ckpt, eval_batches, dump_path, eval_input, eval_target, eval_device, out);
+      std::vector<std::string> data_overrides = eval->remaining();
+      for (const std::string& o : data_overrides)
+        if (o.rfind("--data.", 0) != 0 || o.find('=') == std::string::npos)
+          throw UsageError("[eval] '" + o + "' is neither an option of relgrad eval nor a --data.KEY=VALUE "
+                           "override (" + eval_data_keys_text() + ")");
+      return cmd_eval(eval_ckpt, eval_batches, dump_path, eval_input, eval_target, eval_device, out, data_overrides);
     }
     if (inspect->parsed()) return command = "relgrad inspect", cmd_inspect(inspect_path, out);
     if (render->parsed()) return command = "relgrad render", cmd_render(render_in, render_out, soundfont, out);
-    if (probe_cmd->parsed()) return command = "relgrad probe", cmd_probe(probe_ckpt, probe_reach, probe_out, out);
+    if (probe_cmd->parsed()) {
+      command = "relgrad probe";
+      const bool aimed = probe_cmd->count("--delta") || probe_cmd->count("--queries") ||
+                         probe_cmd->count("--compare") || probe_cmd->count("--csv") || probe_cmd->count("--json") ||
+                         probe_cmd->count("--compare-csv") || probe_cmd->count("--batch");
+      if (!aimed) return cmd_probe(probe_ckpt, probe_reach, probe_out, out);
+      probe_aimed.checkpoint = probe_ckpt;
+      probe_aimed.reach = probe_reach;
+      probe_aimed.out_dir = probe_out;
+      try {
+        return run_probe(probe_aimed, out);
+      } catch (const InstrumentOptionError& e) {
+        throw UsageError(e.what());
+      }
+    }
     if (experiments->parsed()) {
       command = "relgrad experiments";
       std::string only = exp_options.only;
       for (char& ch : only) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
       if (!only.empty() && only != "D1" && only != "D2" && only != "D3" && only != "D6")
         throw UsageError("[experiments] --only " + exp_options.only + ": expected D1, D2, D3 or D6");
+      try {
+        if (experiments->count("--eval-lengths"))
+          exp_options.eval_lengths = parse_int_list(exp_eval_lengths, "--eval-lengths");
+        if (experiments->count("--scheme")) exp_options.schemes = parse_name_list(exp_schemes, "--scheme");
+        if (experiments->count("--seeds")) exp_options.seeds = parse_seed_list(exp_seeds, "--seeds");
+        check_experiment_options(exp_options);
+      } catch (const InstrumentOptionError& e) {
+        throw UsageError(e.what());
+      }
+      if (exp_options.sweep && !experiments->count("--out")) exp_markdown = "docs/experiment-limits.md";
       exp_options.out_dir = directory_of(exp_markdown) + "/experiments";
-      std::string markdown = run_experiments(exp_options, &out);
+      std::string markdown =
+          exp_options.sweep ? run_experiment_limits(exp_options, &out) : run_experiments(exp_options, &out);
       write_file_atomic(exp_markdown, markdown, "experiments");
       out << "wrote " << exp_markdown << " and the pictures in " << exp_options.out_dir << "\n";
       return 0;
@@ -282,13 +373,15 @@ int run_command(int argc, const char* const* argv, std::ostream& out_all, std::o
       command = "relgrad music-bench";
       bench.harmony = !bench_no_harmony;
       bench.treatments = comma_list(bench_treatments, "--treatments");
-      for (const std::string& seed : comma_list(bench_seeds, "--seeds")) {
-        if (seed.find_first_not_of("0123456789") != std::string::npos || seed.size() > 19)
-          throw UsageError("[music-bench] --seeds " + bench_seeds + ": '" + seed +
-                           "' is not a non-negative integer");
-        bench.seeds.push_back(std::stoull(seed));
-      }
+      bench.seeds = seed_list(bench_seeds, "music-bench");
       return run_music_bench(bench, out);
+    }
+    if (length_bench->parsed()) {
+      command = "relgrad length-bench";
+      length.tasks = comma_list(length_tasks, "--tasks", "length-bench");
+      length.treatments = comma_list(length_treatments, "--treatments", "length-bench");
+      length.seeds = seed_list(length_seeds, "length-bench");
+      return run_length_bench(length, out);
     }
     if (tokenize->parsed()) {
       command = "relgrad tokenize";

@@ -466,8 +466,53 @@ int cmd_sample(SampleArgs a, std::ostream& out) {
 // ---- eval ----------------------------------------------------------------------------------------
 constexpr int64_t kMaxEvalBatches = 100000;
 
+const char* const kEvalDataKeys[] = {"data.min_len", "data.max_len", "data.lag",     "data.period",
+                                     "data.context", "data.batch_size", "data.seed", "data.val_fraction",
+                                     nullptr};
+
+std::string eval_data_keys_text() {
+  std::string text = "the data keys relgrad eval may change: ";
+  for (const char* const* k = kEvalDataKeys; *k; ++k) text += (k == kEvalDataKeys ? "" : ", ") + std::string(*k);
+  return text;
+}
+
+namespace {
+
+// The checkpoint's config with the eval's data overrides; the result validated, its vocabulary unchanged.
+void apply_eval_data_overrides(RunConfig& config, const std::vector<std::string>& overrides, std::ostream& out) {
+  if (overrides.empty()) return;
+  RunConfig changed = config;
+  for (const std::string& o : overrides) {
+    const std::string key = o.substr(2, o.find('=') - 2);
+    bool allowed = false;
+    for (const char* const* k = kEvalDataKeys; *k; ++k) allowed = allowed || key == *k;
+    if (!allowed) throw UsageError("[eval] " + o + ": " + key + " cannot change at evaluation (" + eval_data_keys_text() + ")");
+    try {
+      set_config_value(changed, key, o.substr(o.find('=') + 1));
+    } catch (const Error& e) {
+      throw UsageError(std::string("[eval] ") + e.what());
+    }
+  }
+  try {
+    changed.validate();
+  } catch (const Error& e) {
+    throw UsageError("[eval] with the data overrides: " + std::string(e.what()));
+  }
+  const int64_t vocab = changed.model.vocab_size;
+  changed.derive_from_data();
+  if (changed.model.vocab_size != vocab)
+    throw UsageError("[eval] the data overrides change the vocabulary (" + std::to_string(vocab) + " → " +
+                     std::to_string(changed.model.vocab_size) + " ids): the model cannot read that data");
+  changed.model.max_positions = config.model.max_positions;  // the model's, not re-derived
+  for (const std::string& o : overrides) out << "eval data: " << o.substr(2) << "\n";
+  config = changed;
+}
+
+}  // namespace
+
 int cmd_eval(const std::string& checkpoint, int64_t batches, const std::string& dump_path, const std::string& input,
-             const std::string& target, const std::string& device, std::ostream& out) {
+             const std::string& target, const std::string& device, std::ostream& out,
+             const std::vector<std::string>& data_overrides) {
   if (batches < 1) throw UsageError("[eval] --batches must be >= 1, got " + std::to_string(batches));
   if (batches > kMaxEvalBatches)
     throw UsageError("[eval] --batches " + std::to_string(batches) + " is more than the limit of " +
@@ -477,6 +522,7 @@ int cmd_eval(const std::string& checkpoint, int64_t batches, const std::string& 
     throw UsageError("[eval] --input / --target only go with --dump-logits FILE");
   const Device on = device_option(device);
   LoadedRun run = load_run(checkpoint, on);
+  apply_eval_data_overrides(run.config, data_overrides, out);
   RunData data(run.config);
   RunModel& m = run.model;
   if (!dump_path.empty()) {
