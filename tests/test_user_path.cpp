@@ -247,6 +247,18 @@ TEST_CASE("user path: relgrad eval --data.max_len evaluates a checkpoint at anot
   // The checkpoint's own config is left as it was: a second eval without overrides is at 16 again.
   CHECK(run_relgrad({"eval", ckpt, "--batches", "2"}).out == at16.out);
 
+  // relgrad sample continues BOS and one period of a held-out pattern: the rest of its 16 tokens.
+  CliResult sample = run_relgrad({"sample", ckpt, "-n", "1"});
+  CHECK_CLI(sample, 0);
+  std::istringstream lines(sample.out);
+  std::string input, target, model;
+  std::getline(lines, input), std::getline(lines, target), std::getline(lines, model);
+  CHECK(input.rfind("input  ", 0) == 0);
+  CHECK(std::count(input.begin(), input.end(), ' ') == 2 + 3);         // 4 symbols: one period
+  CHECK(std::count(target.begin(), target.end(), ' ') == 1 + 11);      // "target " and the other 12
+  CHECK(model.rfind("model  ", 0) == 0);
+  CHECK(std::count(model.begin(), model.end(), ' ') <= 2 + 11);
+
   // What cannot change: a key outside the data, one that changes the vocabulary, a bad value.
   CliResult model_key = run_relgrad({"eval", ckpt, "--model.d_model=64"});
   CHECK_CLI(model_key, 2);

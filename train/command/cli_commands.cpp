@@ -437,7 +437,17 @@ int cmd_sample(SampleArgs a, std::ostream& out) {
   }
   if (!a.prompt.empty()) throw UsageError("[sample] this is a synthetic-task model: give --input \"tokens\", not --prompt");
   std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> cases;  // (source, expected or empty)
-  if (!a.input.empty()) {
+  // periodic_lm is a language model over BOS s[0] s[1] …: the prompt is BOS and the input (held out:
+  // one period of a pattern), and the continuation should repeat it.
+  const bool periodic_lm = run.config.data.task == "periodic_lm";
+  if (periodic_lm && a.input.empty())
+    for (int64_t n = 0; n < a.num; ++n) {
+      const std::vector<int64_t> seq =
+          data.task()->sample(n / run.config.data.batch_size, n % run.config.data.batch_size, Split::HeldOut).source;
+      const auto period_end = seq.begin() + std::min<int64_t>(run.config.data.period, seq.size());
+      cases.push_back({{seq.begin(), period_end}, {period_end, seq.end()}});
+    }
+  else if (!a.input.empty()) {
     cases.push_back({parse_tokens(a.input, vocab, "sample"), {}});
     warn_if_longer_than_trained("sample", cases.back().first.size(), run.config);
   } else
@@ -450,6 +460,12 @@ int cmd_sample(SampleArgs a, std::ostream& out) {
     if (m.encoder_decoder) {
       std::vector<int64_t> seq = generate(*m.encoder_decoder, row(source), Tensor(), o).to_vector<int64_t>();
       output.assign(seq.begin() + 1, seq.end());
+    } else if (periodic_lm) {
+      std::vector<int64_t> prompt{kBos};
+      prompt.insert(prompt.end(), source.begin(), source.end());
+      std::vector<int64_t> seq = generate(*m.decoder_lm, row(prompt), o).to_vector<int64_t>();
+      output.assign(seq.begin() + static_cast<std::ptrdiff_t>(prompt.size()), seq.end());
+      if (!expected.empty() && output.size() > expected.size()) output.resize(expected.size());
     } else {
       std::vector<int64_t> prompt = source;
       prompt.push_back(kBos);
