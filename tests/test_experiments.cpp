@@ -221,3 +221,124 @@ TEST_CASE("experiments: an unknown experiment name is an error that lists the va
   o.only = "D9";
   CHECK_THROWS_WITH_AS(run_experiment_results(o), doctest::Contains("D1, D2, D3 or D6"), Error);
 }
+
+// ---- per-run overrides (ExperimentOptions: the flags of `relgrad experiments`) -----------------------
+
+TEST_CASE("experiments overrides: lists parse, out-of-range values are option errors naming the flag") {
+  CHECK(parse_seed_list("1,2,3") == std::vector<uint64_t>{1, 2, 3});
+  CHECK(parse_int_list("64,128,-1", "--eval-lengths") == std::vector<int64_t>{64, 128, -1});
+  CHECK(parse_name_list("T5,seed") == std::vector<std::string>{"t5", "seed"});
+  for (const char* bad : {"", "1,,2", "1,", "x", "1.5", "-1"})
+    CHECK_THROWS_WITH_AS(parse_seed_list(bad), doctest::Contains("--seeds"), InstrumentOptionError);
+  CHECK_THROWS_AS(parse_int_list("8,a", "--eval-lengths"), InstrumentOptionError);
+  CHECK_NOTHROW(check_experiment_options(ExperimentOptions{}));
+  auto refused = [](auto change, const char* flag) {
+    ExperimentOptions o;
+    change(o);
+    CHECK_THROWS_WITH_AS(check_experiment_options(o), doctest::Contains(flag), InstrumentOptionError);
+  };
+  refused([](ExperimentOptions& o) { o.lag = 0; }, "--lag 0");
+  refused([](ExperimentOptions& o) { o.period = 1; }, "--period 1");
+  refused([](ExperimentOptions& o) { o.offset = -1; }, "--offset -1");
+  refused([](ExperimentOptions& o) { o.train_length = 1; }, "--train-length 1");
+  refused([](ExperimentOptions& o) { o.eval_lengths = {8, 0}; }, "--eval-lengths");
+  refused([](ExperimentOptions& o) { o.schemes = {"t6"}; }, "--scheme t6");
+  refused([](ExperimentOptions& o) { o.buckets = 7; }, "--buckets 7");
+  refused([](ExperimentOptions& o) { o.table = 1; }, "--table 1");
+  refused([](ExperimentOptions& o) { o.only = "D4"; }, "--only D4");
+}
+
+// Few steps: these check what runs and what the report says, not what is learned.
+TEST_CASE("experiments overrides: D1 with --lag --scheme --buckets --steps --seeds runs that variant per seed") {
+  ExperimentOptions o;
+  TempDir dir;
+  o.out_dir = dir.file("experiments");
+  o.only = "d1";
+  o.lag = 8;
+  o.schemes = {"t5"};
+  o.buckets = 16;
+  o.steps = 20;
+  o.seeds = {1, 2};
+  ExperimentResults r = run_experiment_results(o);
+  REQUIRE(r.d1.runs.size() == 1);
+  CHECK(r.d2.runs.empty());
+  CHECK(r.d1.lag == 8);
+  CHECK(r.d1.min_len == 11);  // the shortest source grows to k + 3
+  const ProbedRun& run = r.d1.runs[0];
+  CHECK(run.label == "t5 (16 buckets)");
+  CHECK(run.expected == -8);
+  CHECK(run.positional.num_buckets == 16);
+  CHECK(run.seeds == std::vector<uint64_t>{1, 2});
+  REQUIRE(run.seed_mass.size() == 2);
+  CHECK(run.seed_mass[0] != run.seed_mass[1]);
+  CHECK(std::fabs(run.mass_expected - (run.seed_mass[0] + run.seed_mass[1]) / 2) < 1e-12);
+  const std::string md = experiments_markdown(r, o);
+  CHECK(md.find("`relgrad experiments --only d1 --lag 8 --scheme t5 --buckets 16 --steps 20 --seeds 1,2`") !=
+        std::string::npos);
+  CHECK(md.find("Seeds 1, 2: every run repeated per seed") != std::string::npos);
+  CHECK(md.find("20 steps of 32 sequences") != std::string::npos);
+  const auto [lo, hi] = std::minmax(run.seed_mass[0], run.seed_mass[1]);
+  std::ostringstream cell;
+  cell.setf(std::ios::fixed);
+  cell.precision(3);
+  cell << run.mass_expected << " (" << lo << " … " << hi << ")";
+  CHECK(md.find(cell.str()) != std::string::npos);
+  // 16 bidirectional buckets: exact to |δ| ≤ 3, δ = −8 sits in bucket 4 with −9 … −4.
+  CHECK(md.find("exact only for |δ| ≤ 3") != std::string::npos);
+  CHECK(md.find("shares its bucket with −9 … −4") != std::string::npos);
+  CHECK(md.find("Seeds on which one head has ≥ 0.9") != std::string::npos);
+}
+
+TEST_CASE("experiments overrides: D2 --period --table, D1 --clip, D3 lengths, D6 --offset, --heads --width") {
+  ExperimentOptions o;
+  o.steps = 10;
+  o.period = 3;
+  o.schemes = {"seed"};
+  o.table = 3;
+  ExperimentScale scale;
+  scale.overrides = &o;
+  PeriodicResult d2 = experiment_periodic(scale);
+  REQUIRE(d2.runs.size() == 1);
+  CHECK(d2.period == 3);
+  CHECK(d2.runs[0].expected == -2);
+  CHECK(d2.runs[0].label == "seed (t3 3)");
+  CHECK(d2.runs[0].positional.max_length == 3);
+
+  ExperimentOptions s;
+  s.steps = 10;
+  s.schemes = {"shaw"};
+  s.clip = 5;
+  s.heads = 4;
+  s.width = 16;
+  scale.overrides = &s;
+  ShiftResult d1 = experiment_shift(scale);
+  REQUIRE(d1.runs.size() == 1);
+  CHECK(d1.runs[0].label == "shaw clip 5");
+  CHECK(d1.runs[0].positional.clip == 5);
+  CHECK(d1.setup.find("d_model 16, 4 heads, d_ff 32") != std::string::npos);
+
+  ExperimentOptions l;
+  l.steps = 10;
+  l.schemes = {"none", "alibi"};
+  l.train_length = 8;
+  l.eval_lengths = {8, 12, 20};
+  scale.overrides = &l;
+  ExtrapolationResult d3 = experiment_extrapolation(scale);
+  CHECK(d3.train_length == 8);
+  CHECK(d3.eval_lengths == std::vector<int64_t>{8, 12, 20});
+  REQUIRE(d3.rows.size() == 2);
+  CHECK(d3.rows[0].accuracy.size() == 3);
+  CHECK(d3.setup.find("evaluated (teacher-forced, held-out) at 8, 12 and 20") != std::string::npos);
+
+  ExperimentOptions c;
+  c.steps = 10;
+  c.offset = 5;
+  c.schemes = {"t5"};
+  scale.overrides = &c;
+  SyncResult d6 = experiment_synchronous(scale);
+  CHECK(d6.lag == 5);
+  REQUIRE(d6.lag_runs.size() == 1);  // the CI form has seed only; --scheme t5 adds t5
+  CHECK(d6.lag_runs[0].label == "t5");
+  CHECK(d6.lag_runs[0].expected == 5);
+  CHECK(d6.stretch_runs.size() == 2);  // t5 scaled and left
+}

@@ -2,6 +2,7 @@
 // D3 is in experiments_d3.cpp, the markdown and pictures in experiments_report.cpp.
 #include "train/instruments/experiments.h"
 
+#include <algorithm>
 #include <memory>
 #include <ostream>
 
@@ -29,6 +30,7 @@ PositionalConfig shaw(int64_t clip) {
 // way to find x[t − k]: content cannot (the symbols repeat).
 ShiftResult experiment_shift(const ExperimentScale& scale, std::ostream* progress) {
   const bool full = scale.full;
+  const ExperimentOptions& o = overrides_of(scale);
   TaskConfig t;
   t.kind = TaskKind::Shift;
   t.layout = Layout::EncoderDecoder;
@@ -36,6 +38,13 @@ ShiftResult experiment_shift(const ExperimentScale& scale, std::ostream* progres
   t.lag = full ? 5 : 3;
   t.min_len = full ? 8 : 6;
   t.max_len = full ? 24 : 12;
+  if (is_set(o.lag)) {
+    // Every sequence keeps copied symbols and shows δ = −k: the shortest source is at least k + 3.
+    const int64_t spread = t.max_len - t.min_len;
+    t.lag = o.lag;
+    t.min_len = std::max(t.min_len, o.lag + 3);
+    t.max_len = t.min_len + spread;
+  }
   t.batch_size = 32;
   t.seed = scale.seed;
   auto task = std::make_shared<SyntheticTask>(t);
@@ -44,21 +53,23 @@ ShiftResult experiment_shift(const ExperimentScale& scale, std::ostream* progres
   ModelSize size;
   if (full) size.d_model = 64, size.n_heads = 4, size.d_ff = 128, size.steps = 1500, size.warmup = 100, size.lr = 2e-3;
   else size.steps = 300, size.lr = 3e-3;
+  apply_size(size, o);
 
   const int64_t k = t.lag;
-  std::vector<std::pair<std::string, PositionalConfig>> variants = {
+  Variants variants = {
       {"t5", scheme_config("t5")},
       {"seed", scheme_config("seed")},
       {"shaw clip " + std::to_string(k + 1) + " (k + 1)", shaw(k + 1)},
       {"shaw clip " + std::to_string(k) + " (k)", shaw(k)},
-      {"shaw clip " + std::to_string(k - 1) + " (k − 1)", shaw(k - 1)},
   };
+  if (k >= 2) variants.push_back({"shaw clip " + std::to_string(k - 1) + " (k − 1)", shaw(k - 1)});
   if (full) {
     variants.insert(variants.begin() + 3, {"shaw clip " + std::to_string(2 * k) + " (2k)", shaw(2 * k)});
     variants.push_back({"rope", scheme_config("rope")});
     variants.push_back({"alibi", scheme_config("alibi")});
     variants.push_back({"none", scheme_config("none")});
   }
+  variants = choose_variants(variants, o);
 
   ShiftResult r;
   r.lag = k;
@@ -69,7 +80,7 @@ ShiftResult experiment_shift(const ExperimentScale& scale, std::ostream* progres
             std::to_string(k) + "] (\"_\" for t < " + std::to_string(k) + "), lag k = " + std::to_string(k) +
             ". Encoder and decoder self-attention have no positional term; the scheme under test is in "
             "cross-attention only, Left alignment, so decoder query t must read key t − k (δ = −k). " +
-            model_text(size, true) + ". Seed " + std::to_string(scale.seed) + ".";
+            model_text(size, true) + ". " + seed_sentence(scale);
   if (progress) *progress << "D1 shift-copy, lag " << k << "\n";
   // The mass counts the queries that copy a symbol (not "_" nor EOS): those need key t − k.
   const int64_t filler = task->filler();
@@ -85,6 +96,7 @@ ShiftResult experiment_shift(const ExperimentScale& scale, std::ostream* progres
     spec.queries = [filler](int64_t, int64_t y) { return y >= kFirstSymbol && y != filler; };
     spec.subset = spec.queries;
     r.runs.push_back(train_and_probe(label, c, data, spec, progress));
+    r.runs.back().positional = cross;
   }
   return r;
 }
@@ -116,22 +128,32 @@ BatchFn experiments::periodic_lm(int64_t period, int64_t length, int64_t symbols
 
 PeriodicResult experiment_periodic(const ExperimentScale& scale, std::ostream* progress) {
   const bool full = scale.full;
-  const int64_t P = full ? 8 : 5, L = full ? 32 : 16, symbols = 10;
+  const ExperimentOptions& o = overrides_of(scale);
+  const int64_t P = is_set(o.period) ? o.period : full ? 8 : 5, symbols = 10;
+  const int64_t L = is_set(o.period) ? std::max<int64_t>(full ? 32 : 16, 3 * P) : full ? 32 : 16;
   ModelSize size;
   size.encoder_layers = 0;
   if (full) size.d_model = 64, size.n_heads = 4, size.d_ff = 128, size.steps = 1500, size.warmup = 100, size.lr = 2e-3;
   else size.steps = 500, size.lr = 3e-3;  // T5 needs 500 steps to leave δ = 0 reliably (8 seeds checked)
+  apply_size(size, o);
 
   struct Variant { std::string label; PositionalConfig pos; int64_t period; };
-  std::vector<Variant> variants = {{"t5", scheme_config("t5"), P}, {"seed", scheme_config("seed"), P}};
+  Variants form = {{"t5", scheme_config("t5")}, {"seed", scheme_config("seed")}};
   if (full) {
-    variants.push_back({"huang", scheme_config("huang"), P});
-    variants.push_back({"shaw clip " + std::to_string(P) + " (P)", shaw(P), P});
-    variants.push_back({"shaw clip " + std::to_string(P - 1) + " (P − 1)", shaw(P - 1), P});
-    variants.push_back({"rope", scheme_config("rope"), P});
-    variants.push_back({"alibi", scheme_config("alibi"), P});
-    variants.push_back({"none", scheme_config("none"), P});
-    variants.push_back({"t5, P = 20 (δ* = −19 shares a bucket with −20)", scheme_config("t5"), 20});
+    form.push_back({"huang", scheme_config("huang")});
+    form.push_back({"shaw clip " + std::to_string(P) + " (P)", shaw(P)});
+    form.push_back({"shaw clip " + std::to_string(P - 1) + " (P − 1)", shaw(P - 1)});
+    form.push_back({"rope", scheme_config("rope")});
+    form.push_back({"alibi", scheme_config("alibi")});
+    form.push_back({"none", scheme_config("none")});
+  }
+  std::vector<Variant> variants;
+  for (auto& [label, pos] : choose_variants(form, o)) variants.push_back({label, pos, P});
+  // The full form's demonstration of a shared T5 bucket, at its own period (not with --period).
+  const bool t5_wanted = o.schemes.empty() || std::count(o.schemes.begin(), o.schemes.end(), "t5");
+  if (full && !is_set(o.period) && t5_wanted) {
+    const PositionalConfig t5 = apply_tables(scheme_config("t5"), o);
+    variants.push_back({tuned_label("t5, P = 20 (δ* = −19 shares a bucket with −20)", t5, o), t5, 20});
   }
 
   PeriodicResult r;
@@ -142,7 +164,7 @@ PeriodicResult experiment_periodic(const ExperimentScale& scale, std::ostream* p
             "; tokens = BOS s[0] … s[L−2], loss only on the repeated part (targets s[i], i ≥ P). Query i holds "
             "s[i−1] and predicts s[i] = s[i−P], which sits at δ* = 1 − P = " + offset_text(1 - P) +
             " from the query (P before the predicted token). The scheme is in the causal self-attention. " +
-            model_text(size, false) + ". Seed " + std::to_string(scale.seed) + ".";
+            model_text(size, false) + ". " + seed_sentence(scale);
   if (progress) *progress << "D2 periodic repetition, period " << P << "\n";
   for (const Variant& v : variants) {
     RunConfig c = experiment_config(false, kFirstSymbol + symbols, size, scale.seed);
@@ -156,6 +178,7 @@ PeriodicResult experiment_periodic(const ExperimentScale& scale, std::ostream* p
     spec.eval_batches = full ? 8 : 4;
     spec.positional_lr_scale = size.positional_lr_scale;
     r.runs.push_back(train_and_probe(v.label, c, periodic_lm(v.period, length, symbols, scale.seed), spec, progress));
+    r.runs.back().positional = v.pos;
   }
   return r;
 }
@@ -223,11 +246,13 @@ BatchFn stretch_batches(int64_t min_len, int64_t max_len, int64_t symbols, uint6
 
 SyncResult experiment_synchronous(const ExperimentScale& scale, std::ostream* progress) {
   const bool full = scale.full;
-  const int64_t c = full ? 3 : 2, symbols = 10;
+  const ExperimentOptions& o = overrides_of(scale);
+  const int64_t c = is_set(o.offset) ? o.offset : full ? 3 : 2, symbols = 10;
   const int64_t min_len = full ? 6 : 4, max_len = full ? 16 : 10;
   ModelSize size;
   if (full) size.d_model = 64, size.n_heads = 4, size.d_ff = 128, size.steps = 1000, size.warmup = 100, size.lr = 2e-3;
   else size.steps = 300, size.lr = 3e-3;
+  apply_size(size, o);
   const int64_t vocab = kFirstSymbol + symbols, eval_batches = full ? 8 : 4;
 
   SyncResult r;
@@ -239,30 +264,31 @@ SyncResult experiment_synchronous(const ExperimentScale& scale, std::ostream* pr
             ": δ* = +c under Left alignment. Time stretch: src = x (" + std::to_string(min_len) + "–" +
             std::to_string(max_len) + " symbols) EOS, every source token twice, y_{2m} = y_{2m+1} = f(src_m), so "
             "t2 = 2·t1 and query i needs key ⌊i/2⌋ (Scaled: δ* = 0; Left: δ = −⌈i/2⌉, a different offset for "
-            "every query). Only cross-attention has a positional term. " + model_text(size, true) + ". Seed " +
-            std::to_string(scale.seed) + ".";
+            "every query). Only cross-attention has a positional term. " + model_text(size, true) + ". " +
+            seed_sentence(scale);
 
   if (progress) *progress << "D6 synchronous cross-attention, lag " << c << "\n";
   BatchFn lag = lag_batches(c, min_len, max_len, symbols, scale.seed);
-  std::vector<std::pair<std::string, PositionalConfig>> lag_variants = {{"seed", scheme_config("seed")}};
+  Variants lag_variants = {{"seed", scheme_config("seed")}};
   if (full) lag_variants.push_back({"t5", scheme_config("t5")}), lag_variants.push_back({"shaw clip 8", shaw(8)});
-  for (const auto& [label, pos] : lag_variants) {
+  for (const auto& [label, pos] : choose_variants(lag_variants, o)) {
     RunConfig cfg = experiment_config(true, vocab, size, scale.seed);
     cfg.model.cross = pos;
     ProbeSpec spec;
     spec.expected = c;
-    spec.reach = min_len;
+    spec.reach = std::max(min_len, c + 1);
     spec.eval_batches = eval_batches;
     spec.positional_lr_scale = size.positional_lr_scale;
     r.lag_runs.push_back(train_and_probe(label, cfg, lag, spec, progress));
+    r.lag_runs.back().positional = pos;
   }
 
   BatchFn stretch = stretch_batches(min_len, max_len, symbols, scale.seed);
   PositionFilter even = [](int64_t t, int64_t) { return t % 2 == 0; };
   KeyOf half = [](int64_t i) { return i / 2; };
-  std::vector<std::pair<std::string, PositionalConfig>> stretch_variants = {{"seed", scheme_config("seed")}};
+  Variants stretch_variants = {{"seed", scheme_config("seed")}};
   stretch_variants.push_back({"t5", scheme_config("t5")});
-  for (const auto& [label, pos] : stretch_variants)
+  for (const auto& [label, pos] : choose_variants(stretch_variants, o))
     for (Alignment a : {Alignment::Scaled, Alignment::Left}) {
       RunConfig cfg = experiment_config(true, vocab, size, scale.seed);
       cfg.model.cross = pos;
@@ -276,6 +302,7 @@ SyncResult experiment_synchronous(const ExperimentScale& scale, std::ostream* pr
       spec.eval_batches = eval_batches;
       spec.positional_lr_scale = size.positional_lr_scale;
       r.stretch_runs.push_back(train_and_probe(name, cfg, stretch, spec, progress));
+      r.stretch_runs.back().positional = pos;
     }
   return r;
 }

@@ -108,6 +108,7 @@ struct ProbedRun {
   int64_t response_plateau = 0;  // how many offsets share the response's peak value (clipped edge rows)
   double seconds = 0.0;
   std::vector<ProbeCurve> curves;  // the probed place's curves (both kinds), for pictures
+  PositionalConfig positional;     // the probed place's scheme settings (buckets, clip, table)
   // Repeated over several seeds (ExperimentOptions::seeds with more than one): one entry per seed,
   // in order; the fields above are then the first seed's except mass_expected, accuracy, loss and
   // subset_accuracy, which are the means. Empty for a single seed.

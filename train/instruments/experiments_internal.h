@@ -73,6 +73,23 @@ ProbedRun probe_expected(RunModel& model, const Batch& batch, const ProbeSpec& s
 ProbedRun train_and_probe(const std::string& label, const RunConfig& config, const BatchFn& data, const ProbeSpec& spec,
                           std::ostream* progress);
 
+// ---- per-run overrides (ExperimentOptions) ----
+inline bool is_set(int64_t v) { return v != kFormDefault; }
+// The scale's overrides, or default options (no override) when it has none.
+const ExperimentOptions& overrides_of(const ExperimentScale& scale);
+// heads, width (d_ff = 2·width) and steps (the warmup shrinks to a tenth of the steps when longer).
+void apply_size(ModelSize& size, const ExperimentOptions& o);
+// T5 buckets / max distance, seed/huang table size applied to `p` (when it is of that scheme).
+PositionalConfig apply_tables(PositionalConfig p, const ExperimentOptions& o);
+// `label` with the overrides that apply to `p`: "t5 (64 buckets)", "seed (t3 16)".
+std::string tuned_label(const std::string& label, const PositionalConfig& p, const ExperimentOptions& o);
+// The form's variants narrowed to o.schemes (those the form lacks are added at their defaults),
+// with every shaw variant replaced by one at o.clip when set, then apply_tables and tuned_label.
+using Variants = std::vector<std::pair<std::string, PositionalConfig>>;
+Variants choose_variants(const Variants& form, const ExperimentOptions& o);
+// "Seed 1." or, with several seeds, what the tables then show.
+std::string seed_sentence(const ExperimentScale& scale);
+
 // Text helpers for the markdown.
 std::string fixed(double v, int digits);
 std::string percent(double v);  // 0.9731 → "97.3 %"

@@ -3,7 +3,7 @@
 #include <cctype>
 
 #include "core/base/error.h"
-#include "train/instruments/experiments.h"
+#include "train/instruments/experiments_internal.h"
 
 namespace relgrad {
 
@@ -86,3 +86,83 @@ void check_experiment_options(const ExperimentOptions& o) {
 }
 
 }  // namespace relgrad
+
+// ---- the overrides as the experiments apply them (train/instruments/experiments_internal.h) ----------
+namespace relgrad::experiments {
+
+const ExperimentOptions& overrides_of(const ExperimentScale& scale) {
+  static const ExperimentOptions none;
+  return scale.overrides ? *scale.overrides : none;
+}
+
+void apply_size(ModelSize& size, const ExperimentOptions& o) {
+  if (o.heads > 0) size.n_heads = o.heads;
+  if (o.width > 0) size.d_model = o.width, size.d_ff = 2 * o.width;
+  if (o.steps > 0) {
+    size.steps = o.steps;
+    if (size.warmup >= size.steps) size.warmup = size.steps / 10;
+  }
+}
+
+PositionalConfig apply_tables(PositionalConfig p, const ExperimentOptions& o) {
+  if (p.scheme == "t5") {
+    if (o.buckets > 0) p.num_buckets = o.buckets;
+    if (o.max_distance > 0) p.max_distance = o.max_distance;
+  }
+  if ((p.scheme == "seed" || p.scheme == "huang") && o.table > 0) p.max_length = o.table;
+  return p;
+}
+
+std::string tuned_label(const std::string& label, const PositionalConfig& p, const ExperimentOptions& o) {
+  std::vector<std::string> notes;
+  if (p.scheme == "t5" && o.buckets > 0) notes.push_back(std::to_string(p.num_buckets) + " buckets");
+  if (p.scheme == "t5" && o.max_distance > 0) notes.push_back("max distance " + std::to_string(p.max_distance));
+  if ((p.scheme == "seed" || p.scheme == "huang") && o.table > 0) notes.push_back("t3 " + std::to_string(p.max_length));
+  std::string out = label;
+  for (size_t n = 0; n < notes.size(); ++n) out += (n ? ", " : " (") + notes[n];
+  return notes.empty() ? out : out + ")";
+}
+
+Variants choose_variants(const Variants& form, const ExperimentOptions& o) {
+  Variants chosen;
+  bool shaw_placed = false;
+  auto add_shaw = [&](Variants& into) {
+    PositionalConfig p = scheme_config("shaw");
+    p.clip = o.clip;
+    into.push_back({"shaw clip " + std::to_string(o.clip), p});
+    shaw_placed = true;
+  };
+  for (const auto& [label, p] : form) {
+    if (!o.schemes.empty() && std::find(o.schemes.begin(), o.schemes.end(), p.scheme) == o.schemes.end()) continue;
+    if (p.scheme == "shaw" && o.clip > 0) {
+      if (!shaw_placed) add_shaw(chosen);
+      continue;
+    }
+    chosen.push_back({label, p});
+  }
+  for (const std::string& s : o.schemes) {  // the schemes the form does not run
+    if (std::any_of(form.begin(), form.end(), [&](const auto& v) { return v.second.scheme == s; })) continue;
+    if (s == "shaw" && o.clip > 0) add_shaw(chosen);
+    else if (s == "shaw") {
+      PositionalConfig p = scheme_config("shaw");
+      chosen.push_back({"shaw clip " + std::to_string(p.clip), p});
+    } else chosen.push_back({s, scheme_config(s)});
+  }
+  for (auto& [label, p] : chosen) {
+    p = apply_tables(p, o);
+    label = tuned_label(label, p, o);
+  }
+  return chosen;
+}
+
+std::string seed_sentence(const ExperimentScale& scale) {
+  const std::vector<uint64_t>& seeds = overrides_of(scale).seeds;
+  if (seeds.size() <= 1) return "Seed " + std::to_string(scale.seed) + ".";
+  std::string list;
+  for (size_t n = 0; n < seeds.size(); ++n) list += (n ? ", " : "") + std::to_string(seeds[n]);
+  return "Seeds " + list + ": every run repeated per seed; accuracy, loss and the mass at the needed offset are "
+         "means over the seeds (the mass with its min … max), best head and peaks are seed " +
+         std::to_string(seeds.front()) + "'s.";
+}
+
+}  // namespace relgrad::experiments

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "core/base/error.h"
+#include "train/instruments/experiment_limits.h"
 #include "train/instruments/experiments_internal.h"
 #include "train/plot/plot.h"
 
@@ -23,10 +24,54 @@ using namespace experiments;
 
 namespace {
 
+// Sums seed n's runs into `into` (the first seed's, whose per-seed lists start here): run_experiment_results
+// divides the sums by the seed count at the end.
+void add_seed(std::vector<ProbedRun>& into, const std::vector<ProbedRun>& next) {
+  for (size_t k = 0; k < into.size() && k < next.size(); ++k) {
+    ProbedRun& r = into[k];
+    if (r.seed_mass.empty()) {
+      r.seed_mass = {r.mass_expected}, r.seed_accuracy = {r.accuracy};
+      r.seed_response_peak = {r.response_peak}, r.seed_response_plateau = {r.response_plateau};
+    }
+    const ProbedRun& x = next[k];
+    r.seed_mass.push_back(x.mass_expected);
+    r.seed_accuracy.push_back(x.accuracy);
+    r.seed_response_peak.push_back(x.response_peak);
+    r.seed_response_plateau.push_back(x.response_plateau);
+    r.mass_expected += x.mass_expected, r.accuracy += x.accuracy, r.loss += x.loss, r.seconds += x.seconds;
+    if (r.subset_accuracy >= 0) r.subset_accuracy += x.subset_accuracy;
+  }
+}
+
 bool selected(const ExperimentOptions& o, const char* name) {
   std::string want = o.only;
   for (char& ch : want) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
   return want.empty() || want == name;
+}
+
+// The override flags of `o` as `relgrad experiments` spells them ("" for none): the command that regenerates.
+std::string override_flags(const ExperimentOptions& o) {
+  std::string f;
+  auto list = [](const auto& v) {
+    std::ostringstream s;
+    for (size_t n = 0; n < v.size(); ++n) s << (n ? "," : "") << v[n];
+    return s.str();
+  };
+  if (is_set(o.lag)) f += " --lag " + std::to_string(o.lag);
+  if (is_set(o.period)) f += " --period " + std::to_string(o.period);
+  if (is_set(o.train_length)) f += " --train-length " + std::to_string(o.train_length);
+  if (!o.eval_lengths.empty()) f += " --eval-lengths " + list(o.eval_lengths);
+  if (is_set(o.offset)) f += " --offset " + std::to_string(o.offset);
+  if (!o.schemes.empty()) f += " --scheme " + list(o.schemes);
+  if (o.buckets > 0) f += " --buckets " + std::to_string(o.buckets);
+  if (o.max_distance > 0) f += " --max-distance " + std::to_string(o.max_distance);
+  if (o.clip > 0) f += " --clip " + std::to_string(o.clip);
+  if (o.table > 0) f += " --table " + std::to_string(o.table);
+  if (o.heads > 0) f += " --heads " + std::to_string(o.heads);
+  if (o.width > 0) f += " --width " + std::to_string(o.width);
+  if (o.steps > 0) f += " --steps " + std::to_string(o.steps);
+  if (!o.seeds.empty()) f += " --seeds " + list(o.seeds);
+  return f;
 }
 
 std::string today() {
@@ -101,8 +146,11 @@ std::string probe_row(const ProbedRun& r, bool subset) {  // subset: a column fo
   std::ostringstream row;
   row << "| " << r.label << " | " << percent(r.accuracy);
   if (subset) row << " | " << (r.subset_accuracy >= 0 ? percent(r.subset_accuracy) : "—");
-  row << " | " << fixed(r.loss, 3) << " | " << r.layer << " h" << r.head << " | " << fixed(r.mass_expected, 3)
-      << " | " << offset_text(r.mass_peak) << " | " << peak_text(r) << " | " << seconds_text(r.seconds) << " |\n";
+  row << " | " << fixed(r.loss, 3) << " | " << r.layer << " h" << r.head << " | " << fixed(r.mass_expected, 3);
+  if (r.seed_mass.size() > 1)
+    row << " (" << fixed(*std::min_element(r.seed_mass.begin(), r.seed_mass.end()), 3) << " … "
+        << fixed(*std::max_element(r.seed_mass.begin(), r.seed_mass.end()), 3) << ")";
+  row << " | " << offset_text(r.mass_peak) << " | " << peak_text(r) << " | " << seconds_text(r.seconds) << " |\n";
   return row.str();
 }
 
@@ -124,6 +172,25 @@ bool peaks_at_offset(const ProbedRun& r) {
   return r.mass_peak == r.expected && r.response_peak == r.expected && r.response_plateau == 1;
 }
 
+// With several seeds: on how many one head had ≥ 0.9 at δ* with its response peaking there alone.
+std::string per_seed(const std::vector<ProbedRun>& runs, const std::string& at) {
+  if (runs.empty() || runs.front().seeds.size() <= 1) return "";
+  std::vector<std::string> items;
+  for (const ProbedRun& r : runs) {
+    int holds = 0;
+    for (size_t n = 0; n < r.seed_mass.size(); ++n) {
+      ProbedRun one = r;
+      one.mass_expected = r.seed_mass[n];
+      one.response_peak = r.seed_response_peak[n];
+      one.response_plateau = r.seed_response_plateau[n];
+      holds += finds_offset(one);
+    }
+    items.push_back("**" + r.label + "** " + std::to_string(holds) + " of " + std::to_string(r.seed_mass.size()));
+  }
+  return "Seeds on which one head has ≥ 0.9 of its attention at " + at + " and its response peaks there alone: " +
+         join(items) + ".\n\n";
+}
+
 // "**t5** (97.0 %), **seed** (98.1 %)" / "none".
 std::string labels(const std::vector<ProbedRun>& runs) {
   std::vector<std::string> out;
@@ -138,6 +205,24 @@ std::string summary(const std::vector<ProbedRun>& runs, const std::string& at) {
   return "One head with ≥ 0.9 of its attention at " + at + " and its response peaking there alone: " + labels(finds) +
          ". Both peaks (attention mass and response) at " + at + " with less mass in one head: " + labels(peaks) +
          ". Neither: " + labels(rest) + ".\n\n";
+}
+
+// T5 runs whose δ* = −k lies past the exact buckets (cross-attention: bidirectional): the mechanism.
+std::string t5_bucket_note(const std::vector<ProbedRun>& runs, int64_t k) {
+  std::string md;
+  for (const ProbedRun& r : runs) {
+    if (r.positional.scheme != "t5") continue;
+    const PositionalConfig& p = r.positional;
+    const int64_t exact = t5_exact_reach(true, p.num_buckets, p.max_distance);
+    if (k <= exact) continue;
+    const std::vector<int64_t> shared = t5_bucket_members(-k, true, p.num_buckets, p.max_distance);
+    md += "**" + r.label + "**: with " + std::to_string(p.num_buckets) + " buckets (max distance " +
+          std::to_string(p.max_distance) + ") T5's cross-attention buckets are exact only for |δ| ≤ " +
+          std::to_string(exact) + " (docs/experiment-limits.md); δ = −" + std::to_string(k) + " shares its bucket with " +
+          offset_text(shared.front()) + " … " + offset_text(shared.back()) +
+          ", so the bias cannot single it out (give --buckets " + std::to_string(4 * (k + 1)) + " or more).\n\n";
+  }
+  return md;
 }
 
 std::string d1_section(const ShiftResult& d, const ExperimentOptions& o) {
@@ -161,7 +246,7 @@ std::string d1_section(const ShiftResult& d, const ExperimentOptions& o) {
         "targets, which a decoder without positions can only tell apart by what cross-attention returns (is there "
         "a key at δ = −k?); Shaw's value term adds the attended offset's a^V row to the head's output, a "
         "positional signal the other schemes do not return: compare the two accuracy columns.\n\n";
-  md += summary(d.runs, expected);
+  md += summary(d.runs, expected) + per_seed(d.runs, expected) + t5_bucket_note(d.runs, d.lag);
   for (const ProbedRun& r : d.runs)
     if (!finds_offset(r) && r.subset_accuracy >= 0.95)
       md += "**" + r.label + "** copies " + percent(r.subset_accuracy) + " of the symbols although no head singles "
@@ -198,7 +283,7 @@ std::string d2_section(const PeriodicResult& d, const ExperimentOptions& o) {
   md += probe_table(d.runs, "δ*") + "\n";
   md += "δ* = 1 − P for each run (the P = 20 run: −19). Chance accuracy is " + percent(d.chance) +
         "; a model that only knows the bag of symbols in the context gets about 1/P.\n\n";
-  md += summary(d.runs, "δ*") + "In a periodic sequence δ* − P, δ* − 2P, … hold the same symbol, so attention "
+  md += summary(d.runs, "δ*") + per_seed(d.runs, "δ*") + "In a periodic sequence δ* − P, δ* − 2P, … hold the same symbol, so attention "
         "there is not wrong: a head may share its mass between the repeats.\n\n";
   for (const ProbedRun& r : d.runs)
     if (r.response_plateau > 1 && r.response_peak <= r.expected && r.expected <= r.response_peak + r.response_plateau - 1 &&
@@ -218,9 +303,11 @@ std::string d2_section(const PeriodicResult& d, const ExperimentOptions& o) {
 }
 
 std::string d3_section(const ExtrapolationResult& d, const ExperimentOptions& o) {
-  std::string md = "## D3 — length extrapolation (train at " + std::to_string(d.train_length) + ", evaluate at " +
-                   std::to_string(d.eval_lengths[1]) + " and " + std::to_string(d.eval_lengths[2]) + ")\n\n" + d.setup +
-                   "\n\n";
+  std::string others;
+  for (size_t n = 1; n < d.eval_lengths.size(); ++n)
+    others += (n == 1 ? "" : n + 1 == d.eval_lengths.size() ? " and " : ", ") + std::to_string(d.eval_lengths[n]);
+  std::string md = "## D3 — length extrapolation (train at " + std::to_string(d.train_length) +
+                   (others.empty() ? "" : ", evaluate at " + others) + ")\n\n" + d.setup + "\n\n";
   md += "Expected: T5 and clipped Shaw generalise when the offset they need was seen in "
         "training (their tables do not grow); tables sized to the training length (seed, huang with t3 = L) have "
         "no entry for |δ| ≥ L; ALiBi/NoPE-style behaviour per Press et al. and Kazemnejad et al.\n\n";
@@ -273,7 +360,7 @@ std::string d6_section(const SyncResult& d, const ExperimentOptions& o) {
   md += "Expected: with Left alignment the lag task gives one sharp peak at δ = +" + c +
         "; the stretch task works with Scaled alignment (π(i) = ⌊i·t1/t2⌋) and not with Left.\n\n";
   md += "### Lag\n\n" + probe_table(d.lag_runs, "δ = +" + c) + "\n";
-  md += summary(d.lag_runs, "δ = +" + c);
+  md += summary(d.lag_runs, "δ = +" + c) + per_seed(d.lag_runs, "δ = +" + c);
   md += "### Time stretch\n\n" + probe_table(d.stretch_runs, "the needed key", "accuracy on even positions") + "\n";
   md += "*mass at the needed key*: the best head's attention on key ⌊i/2⌋ (δ = 0 under Scaled, −⌈i/2⌉ under "
         "Left); *accuracy on even positions*: the targets y_{2m} that can only come from the source (an odd "
@@ -308,16 +395,51 @@ std::string d6_section(const SyncResult& d, const ExperimentOptions& o) {
 ExperimentResults run_experiment_results(const ExperimentOptions& o, std::ostream* progress) {
   RG_CHECK(o.only.empty() || selected(o, "D1") || selected(o, "D2") || selected(o, "D3") || selected(o, "D6"),
            "experiments", "unknown experiment '", o.only, "' (expected D1, D2, D3 or D6)");
+  check_experiment_options(o);
   if (o.threads > 0) omp_set_num_threads(o.threads);
   const auto start = std::chrono::steady_clock::now();
   ExperimentResults r;
   r.full = o.full;
-  ExperimentScale scale;
-  scale.full = o.full;
-  if (selected(o, "D1")) r.d1 = experiment_shift(scale, progress);
-  if (selected(o, "D2")) r.d2 = experiment_periodic(scale, progress);
-  if (selected(o, "D3")) r.d3 = experiment_extrapolation(scale, progress);
-  if (selected(o, "D6")) r.d6 = experiment_synchronous(scale, progress);
+  const std::vector<uint64_t> seeds = o.seeds.empty() ? std::vector<uint64_t>{1} : o.seeds;
+  for (size_t n = 0; n < seeds.size(); ++n) {
+    ExperimentScale scale;
+    scale.full = o.full;
+    scale.seed = seeds[n];
+    scale.overrides = &o;
+    if (seeds.size() > 1 && progress) *progress << "seed " << seeds[n] << "\n";
+    ExperimentResults one;
+    if (selected(o, "D1")) one.d1 = experiment_shift(scale, progress);
+    if (selected(o, "D2")) one.d2 = experiment_periodic(scale, progress);
+    if (selected(o, "D3")) one.d3 = experiment_extrapolation(scale, progress);
+    if (selected(o, "D6")) one.d6 = experiment_synchronous(scale, progress);
+    if (n == 0) {
+      r.d1 = std::move(one.d1), r.d2 = std::move(one.d2), r.d3 = std::move(one.d3), r.d6 = std::move(one.d6);
+      continue;
+    }
+    add_seed(r.d1.runs, one.d1.runs);
+    add_seed(r.d2.runs, one.d2.runs);
+    add_seed(r.d6.lag_runs, one.d6.lag_runs);
+    add_seed(r.d6.stretch_runs, one.d6.stretch_runs);
+    for (size_t k = 0; k < r.d3.rows.size(); ++k)
+      for (size_t m = 0; m < r.d3.rows[k].accuracy.size(); ++m) {
+        r.d3.rows[k].accuracy[m] += one.d3.rows[k].accuracy[m];
+        r.d3.rows[k].loss[m] += one.d3.rows[k].loss[m];
+      }
+    for (size_t k = 0; k < r.d3.rows.size(); ++k) r.d3.rows[k].seconds += one.d3.rows[k].seconds;
+  }
+  if (seeds.size() > 1) {
+    const double count = static_cast<double>(seeds.size());
+    for (auto* runs : {&r.d1.runs, &r.d2.runs, &r.d6.lag_runs, &r.d6.stretch_runs})
+      for (ProbedRun& run : *runs) {
+        run.seeds = seeds;
+        run.mass_expected /= count, run.accuracy /= count, run.loss /= count;
+        if (run.subset_accuracy >= 0) run.subset_accuracy /= count;
+      }
+    for (ExtrapolationRow& row : r.d3.rows) {
+      for (double& a : row.accuracy) a /= count;
+      for (double& l : row.loss) l /= count;
+    }
+  }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }
@@ -326,7 +448,7 @@ std::string experiments_markdown(const ExperimentResults& r, const ExperimentOpt
   std::filesystem::create_directories(o.out_dir);
   std::string md = "# Verification experiments\n\n";
   md += std::string("Generated by `relgrad experiments") + (r.full ? " --full" : "") +
-        (o.only.empty() ? "" : " --only " + o.only) + "` (train/instruments/experiments.cpp) on " + today() + ": " + cpu_name() +
+        (o.only.empty() ? "" : " --only " + o.only) + override_flags(o) + "` (train/instruments/experiments.cpp) on " + today() + ": " + cpu_name() +
         ", " + std::to_string(std::thread::hardware_concurrency()) + " hardware threads, " +
         std::to_string(omp_get_max_threads()) + (omp_get_max_threads() == 1 ? " OpenMP thread; " : " OpenMP threads; ") + seconds_text(r.seconds) +
         " in all. Do not edit by hand: rerun the command.\n\n";
@@ -338,6 +460,10 @@ std::string experiments_markdown(const ExperimentResults& r, const ExperimentOpt
                              "(smaller models, fewer steps), whose outcomes tests/test_experiments.cpp asserts."
                            : "This is the CI form (small models, few steps); `--full` runs the documented form.") +
         "\n\n";
+  md += "Each claim below holds inside limits set by the scheme (T5's exact buckets, Shaw's clip, a table's "
+        "size): docs/experiment-limits.md sweeps them over seeds (`relgrad experiments --sweep`); the flags "
+        "--lag, --period, --train-length, --eval-lengths, --offset, --scheme, --buckets, --max-distance, --clip, "
+        "--table, --heads, --width, --steps and --seeds rerun any section as a variant.\n\n";
   if (!r.d1.runs.empty()) md += d1_section(r.d1, o);
   if (!r.d2.runs.empty()) md += d2_section(r.d2, o);
   if (!r.d3.rows.empty()) md += d3_section(r.d3, o);

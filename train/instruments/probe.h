@@ -149,9 +149,8 @@ struct HeadMass {
   double mass = 0.0;    // NaN when no query counted
   int64_t queries = 0;  // N
 };
-// One entry per (record, head), in record order. An error when filter.mask is given and is not B·t2
-// long for some record (cross and decoder-self share t2; encoder-self records are skipped when a mask
-// is given and their t2 differs, named in the error only if nothing matched).
+// One entry per (record, head), in record order. A mask is over the decoder's queries: with one, the
+// encoder-self records are left out, and a ShapeError names the sizes when no record has B·t2 queries.
 std::vector<HeadMass> mass_at_delta(const std::vector<AttentionRecord>& records, DeltaRange delta,
                                     const QueryFilter& filter = {});
 // The mask (B, t2) of the decoder queries whose target is a real token (not padding, not −100); for

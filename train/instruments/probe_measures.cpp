@@ -112,6 +112,7 @@ std::vector<HeadMass> mass_at_delta(const std::vector<AttentionRecord>& records,
   std::string sizes;
   for (const AttentionRecord& rec : records) {
     const int64_t B = rec.weights.size(0), H = rec.weights.size(1), t2 = rec.weights.size(2), t1 = rec.weights.size(3);
+    if (!filter.mask.empty() && rec.place == "encoder_self") continue;  // the mask is over decoder queries
     if (!filter.mask.empty() && static_cast<int64_t>(filter.mask.size()) != B * t2) {
       sizes += (sizes.empty() ? "" : ", ") + rec.layer + " (" + std::to_string(B) + ", " + std::to_string(t2) + ")";
       continue;

@@ -1,0 +1,100 @@
+// train/instruments/experiment_limits.h: T5's exact bucket range against the bucket function itself,
+// and one claim of docs/experiments.md inside and just outside its limit on three seeds (the CI form of
+// D1 with 16 T5 buckets: exact to |δ| ≤ 3), plus the limits report on made-up results.
+#include <algorithm>
+#include <set>
+
+#include "layers/relative_bias.h"
+#include "testing.h"
+#include "train/instruments/experiment_limits.h"
+
+using namespace relgrad;
+
+TEST_CASE("experiment limits: T5's exact range is where every past offset has its own bucket") {
+  CHECK(t5_exact_reach(true, 32, 128) == 7);    // cross / encoder: 16 buckets per sign, 8 exact
+  CHECK(t5_exact_reach(false, 32, 128) == 15);  // causal: all 32 for the past, 16 exact
+  CHECK(t5_exact_reach(true, 16, 128) == 3);
+  CHECK(t5_exact_reach(false, 8, 128) == 3);
+  CHECK(t5_bucket_members(-8, true, 32, 128) == std::vector<int64_t>{-11, -10, -9, -8});
+  CHECK(t5_bucket_members(-19, false, 32, 128) == std::vector<int64_t>{-20, -19});  // docs/experiments.md, D2
+  CHECK(t5_bucket_members(-3, true, 32, 128) == std::vector<int64_t>{-3});
+  CHECK(t5_bucket_members(-4, true, 16, 128) == std::vector<int64_t>{-9, -8, -7, -6, -5, -4});
+  // Brute force over table sizes: the buckets of 0 … reach are all different, reach + 1 shares one.
+  for (bool bidirectional : {true, false})
+    for (int64_t nb : {4, 8, 12, 16, 32, 64})
+      for (int64_t md : {16, 128}) {
+        if ((bidirectional ? nb / 2 : nb) / 2 >= md) continue;
+        const int64_t reach = t5_exact_reach(bidirectional, nb, md);
+        std::set<int64_t> seen;
+        for (int64_t d = 0; d <= reach; ++d) seen.insert(t5_relative_bucket(-d, bidirectional, nb, md));
+        INFO("bidirectional " << bidirectional << ", " << nb << " buckets, max distance " << md);
+        CHECK(static_cast<int64_t>(seen.size()) == reach + 1);
+        const int64_t next = t5_relative_bucket(-(reach + 1), bidirectional, nb, md);
+        CHECK((next == t5_relative_bucket(-reach, bidirectional, nb, md) ||
+               next == t5_relative_bucket(-(reach + 2), bidirectional, nb, md)));
+      }
+}
+
+// Seeds 1–3 (measured): at lag 3 (exact bucket) the mass is ≥ 0.9 and the response peaks at −3 alone
+// on at least two seeds; at lag 4 (bucket 4 holds −9 … −4) the response is flat over the bucket and
+// the mass falls. About a minute on one core.
+TEST_CASE("experiment limits: T5 D1 holds inside the exact buckets and stops at the first shared one") {
+  ExperimentOptions o;
+  o.only = "D1";
+  o.schemes = {"t5"};
+  o.buckets = 16;
+  for (int64_t lag : {3, 4}) {
+    o.lag = lag;
+    int holds = 0;
+    for (uint64_t seed : {1, 2, 3}) {
+      ExperimentScale scale;
+      scale.seed = seed;
+      scale.overrides = &o;
+      ShiftResult r = experiment_shift(scale);
+      REQUIRE(r.runs.size() == 1);
+      const ProbedRun& run = r.runs[0];
+      INFO("lag " << lag << ", seed " << seed << ": mass " << run.mass_expected << ", response peak "
+                  << run.response_peak << " (plateau " << run.response_plateau << ")");
+      CHECK(run.expected == -lag);
+      const bool found = run.mass_expected >= 0.9 && run.response_peak == -lag && run.response_plateau == 1;
+      holds += found;
+      if (lag == 4) {
+        CHECK_FALSE(found);
+        CHECK(run.response_plateau > 1);  // several offsets share the top value: the bucket
+        CHECK(run.mass_expected < 0.75);
+      }
+    }
+    if (lag == 3) CHECK(holds >= 2);
+  }
+}
+
+TEST_CASE("experiment limits: the report lists every point with its prediction, mechanism and seeds") {
+  LimitPoint in{"t5, 16 buckets", 3, -3, true, "bucket 3 holds δ* alone (exact up to |δ| ≤ 3)",
+                {0.95, 0.92, 0.97}, {0.9, 0.9, 0.9}, {-3, -3, -3}, {1, 1, 1}, 3};
+  LimitPoint out{"t5, 16 buckets", 4, -4, false, "bucket 4 holds −9 … −4 (exact only up to |δ| ≤ 3)",
+                 {0.3, 0.4, 0.2}, {0.5, 0.5, 0.5}, {-9, -9, -9}, {6, 6, 6}, 0};
+  LimitPoint odd = out;
+  odd.knob = 5, odd.expected = -5, odd.holds = 2;
+  LimitResults r;
+  r.seeds = {1, 2, 3};
+  LimitSweep sw;
+  sw.experiment = "D1";
+  sw.claim = "the claim";
+  sw.knob = "lag k";
+  sw.points = {in, out, odd};
+  sw.setup = "setup";
+  sw.finding = "- finding\n";
+  r.sweeps = {sw};
+  ExperimentOptions o;
+  o.seeds = {1, 2, 3};
+  const std::string md = limits_markdown(r, o);
+  CHECK(md.rfind("# Where the experiments' claims hold", 0) == 0);
+  CHECK(md.find("`relgrad experiments --sweep --seeds 1, 2, 3") == std::string::npos);
+  CHECK(md.find("`relgrad experiments --sweep --seeds 1,2,3 --out docs/experiment-limits.md`") != std::string::npos);
+  CHECK(md.find("| t5, 16 buckets | 3 | −3 | yes | bucket 3 holds δ* alone (exact up to |δ| ≤ 3) | 3 of 3 | "
+                "0.947 (0.920 … 0.970) | −3, −3, −3 | 90.0 % |") != std::string::npos);
+  CHECK(md.find("| t5, 16 buckets | 4 | −4 | no | bucket 4 holds −9 … −4 (exact only up to |δ| ≤ 3) | 0 of 3 | "
+                "0.300 (0.200 … 0.400) | −9 … −4 (shared), −9 … −4 (shared), −9 … −4 (shared) | 50.0 % |") !=
+        std::string::npos);
+  CHECK(md.find("- finding") != std::string::npos);
+}
