@@ -5,6 +5,8 @@
 #include <cmath>
 #include <memory>
 
+#include <nlohmann/json.hpp>
+
 #include "file_testing.h"
 #include "testing.h"
 #include "trainer_testing.h"
@@ -169,4 +171,21 @@ TEST_CASE("positional lr: a checkpoint keeps the four groups, resume is bit-iden
   Trainer refused_one(trainer_options(other));
   CHECK_THROWS_WITH_AS(refused_one.resume(dir.file("half.safetensors")),
                        doctest::Contains("optim.positional_lr_scale"), Error);
+}
+
+// A checkpoint written before the key existed has no optim.positional_lr_scale in its config: it trained
+// at one lr, so a resume at another scale is refused (its optimizer state has two groups, not four).
+TEST_CASE("positional lr: a config without the key (an older checkpoint) counts as scale 1 on resume") {
+  TempDir dir;
+  RunConfig old_run = tiny_shift(dir.file("run"));
+  old_run.optim.positional_lr_scale = 1.0;
+  old_run.derive_from_data();
+  nlohmann::json saved = nlohmann::json::parse(config_to_json(old_run));
+  REQUIRE(saved["optim"].erase("positional_lr_scale") == 1);
+  RunConfig c = tiny_shift(dir.file("run"));
+  c.optim.positional_lr_scale = 1.0;
+  CHECK_NOTHROW(trainer_options(c).check_resume(saved.dump(), "old.safetensors"));
+  c.optim.positional_lr_scale = 10.0;
+  CHECK_THROWS_WITH_AS(trainer_options(c).check_resume(saved.dump(), "old.safetensors"),
+                       doctest::Contains("optim.positional_lr_scale is 1.0 there and 10.0 here"), Error);
 }
