@@ -143,7 +143,10 @@ double step_bytes_lower_bound(const RunConfig& c, const TransformerConfig& m, in
     *shape = std::to_string(c.data.batch_size) + " rows of at least " + fixed(ts, 0) + " source and " +
              fixed(tt, 0) + " target tokens";
   } else {
-    const double t = synthetic ? 2.0 * double(c.data.min_len) + 1 : double(c.data.context);
+    // periodic_lm's sequences all have data.max_len tokens; the other decoder-only tasks x BOS y EOS.
+    const double t = !synthetic                  ? double(c.data.context)
+                     : c.data.task == "periodic_lm" ? double(c.data.max_len)
+                                                    : 2.0 * double(c.data.min_len) + 1;
     floats = double(m.n_decoder_layers) * block(t, t) + 2 * rows * t * V;
     ids = rows * 2 * t;
     *shape = std::to_string(c.data.batch_size) + " rows of at least " + fixed(t, 0) + " tokens";
@@ -183,16 +186,20 @@ int64_t probe_reach_limit(const RunConfig& c, const Batch& batch, std::string* w
 }
 
 // An input longer than the model saw in training is run (relative schemes may extrapolate), but said:
-// `limit` is data.max_len for a synthetic task's source, data.harmony_steps for a harmoniser's,
+// `limit` is data.max_len for a synthetic task's source (sync: + lag + 1, stretch: + 1, their EOS
+// included), data.harmony_steps for a harmoniser's,
 // data.context for text, tokens, music and chorale continuations.
 void warn_if_longer_than_trained(const char* command, size_t tokens, const RunConfig& c) {
   const bool synthetic = c.data.source == "synthetic", harmony = c.data_places_targets();
-  const int64_t limit = synthetic ? c.data.max_len : harmony ? c.data.harmony_steps : c.data.context;
+  int64_t limit = synthetic ? c.data.max_len : harmony ? c.data.harmony_steps : c.data.context;
+  std::string keys = synthetic ? "data.max_len" : harmony ? "data.harmony_steps" : "data.context";
+  if (synthetic && c.data.task == "sync")  // x of max_len + lag symbols, then EOS
+    limit += c.data.lag + 1, keys = "data.max_len + data.lag + 1";
+  if (synthetic && c.data.task == "stretch") limit += 1, keys = "data.max_len + 1";  // x, then EOS
   if (static_cast<int64_t>(tokens) <= limit || !world().is_root()) return;
   std::cerr << "relgrad " << command << ": warning: [" << command << "] the input has " << tokens
             << " tokens, more than the " << limit << " the model was trained on ("
-            << (synthetic ? "data.max_len" : harmony ? "data.harmony_steps" : "data.context") << " = "
-            << limit
+            << keys << " = " << limit
             << "): it never saw the positions beyond, so its output there is untested\n";
 }
 
