@@ -254,7 +254,7 @@ LengthBenchResult length_bench_results(const LengthBenchOptions& options, std::o
         run.seed = seed;
         run.train_loss = trained.last_loss;
         if (randomised) manual_seed(seed + 2000);  // the evaluation's position draws, reproducible
-        std::string line = "  " + task + " " + treatment + " seed " + std::to_string(seed) + ": exact %";
+        std::string line = "  " + task + " " + treatment + " seed " + std::to_string(seed) + ": exact/token %";
         for (const auto& [lo, hi] : s.buckets) {
           LengthTaskConfig c;
           c.kind = kind;
@@ -268,7 +268,7 @@ LengthBenchResult length_bench_results(const LengthBenchOptions& options, std::o
           const auto [exact, token] = accuracy(model, batches, randomised);
           run.exact.push_back(exact);
           run.token.push_back(token);
-          line += " " + std::to_string(lo) + "-" + std::to_string(hi) + ":" + percent(exact);
+          line += " " + std::to_string(lo) + "-" + std::to_string(hi) + ":" + percent(exact) + "/" + percent(token);
         }
         run.seconds = seconds_since(t0);
         if (progress) *progress << line << " (" << static_cast<int>(run.seconds) << " s)\n" << std::flush;

@@ -77,7 +77,7 @@ std::string task_table(const LengthBenchResult& r, const std::string& task, bool
     for (size_t b = 0; b < buckets.size(); ++b) {
       const Spread s = spread(r, task, t, b, exact);
       std::string cell = s.n == 0 ? "-" : fixed(100 * s.mean, 1);
-      if (s.n > 1) cell += " (" + fixed(100 * s.lo, 0) + "–" + fixed(100 * s.hi, 0) + ")";
+      if (s.n > 1) cell += " (" + fixed(100 * s.lo, 1) + "–" + fixed(100 * s.hi, 1) + ")";
       if (markdown) out << " " << cell << " |";
       else {
         char buf[64];
