@@ -66,15 +66,18 @@ Tensor AbsolutePosition::forward_at(const Tensor& x, const Tensor& positions) co
              "absolute positions need embeddings (B, T, ", d_model, "), got ",
              x.defined() ? shape_str(x.shape()) : std::string("undefined"));
   const int64_t T = x.size(1);
-  RG_CHECK_T(ShapeError, positions.defined() && positions.dtype() == kInt64 && positions.dim() == 1 &&
-                 positions.size(0) == T, op, "explicit absolute positions must be int64 (", T, "), got ",
+  const bool ok = positions.defined() && positions.dtype() == kInt64 && positions.dim() == 1 &&
+                  positions.size(0) == T;
+  RG_CHECK_T(ShapeError, ok, op, "explicit absolute positions must be int64 (", T, "), got ",
              positions.defined() ? std::string(dtype_name(positions.dtype())) + " " + shape_str(positions.shape())
                                  : std::string("undefined"));
   const std::vector<int64_t> pos = positions.to(Device::cpu()).contiguous().to_vector<int64_t>();
-  if (kind == "sinusoidal") return x + sinusoidal_rows(pos, d_model, TensorOptions(x.dtype()).device(x.device()));
+  const TensorOptions like_x = TensorOptions(x.dtype()).device(x.device());
+  if (kind == "sinusoidal") return x + sinusoidal_rows(pos, d_model, like_x);
   for (int64_t t = 0; t < T; ++t)
-    RG_CHECK_T(IndexError, pos[t] >= 0 && pos[t] < max_positions, op, "pos_embed (absolute_position learned): ",
-               "position ", pos[t], " of token ", t, " is outside the table's rows 0 … ", max_positions - 1);
+    RG_CHECK_T(IndexError, pos[t] >= 0 && pos[t] < max_positions, op,
+               "pos_embed (absolute_position learned): position ", pos[t], " of token ", t,
+               " is outside the table's rows 0 … ", max_positions - 1);
   return x + index_select(weight, 0, positions.to(weight.device()));  // (B, T, C) + (T, C)
 }
 

@@ -106,15 +106,16 @@ void TransformerConfig::validate(const char* op, bool encoder_decoder) const {
   RG_CHECK(max_positions >= 0, op, "max_positions must be >= 0, got ", max_positions);
   RG_CHECK(absolute_position != "learned" || max_positions >= 1, op,
            "absolute_position learned needs max_positions >= 1 (the rows of its table), got ", max_positions);
-  RG_CHECK(random_positions_max >= 0, op, "random_positions_max must be >= 0 (0 = off), got ", random_positions_max);
+  RG_CHECK(random_positions_max >= 0, op, "random_positions_max must be >= 0 (0 = off), got ",
+           random_positions_max);
   if (random_positions_max > 0) {
     RG_CHECK(!encoder_decoder, op, "random_positions_max is for a decoder-only model");
     RG_CHECK(absolute_position != "none" || decoder_self.scheme == "rope", op,
              "random_positions_max needs a position term to randomise: absolute_position sinusoidal or "
              "learned, or decoder_self rope");
     RG_CHECK(absolute_position != "learned" || max_positions >= random_positions_max, op,
-             "random_positions_max ", random_positions_max, " reaches past the learned table's max_positions ",
-             max_positions);
+             "random_positions_max ", random_positions_max,
+             " reaches past the learned table's max_positions ", max_positions);
   }
   RG_CHECK(encoder_decoder || !cross_explicit, op,
            "cross_explicit is for an encoder-decoder model (a decoder-only one has no cross-attention)");

@@ -64,7 +64,8 @@ Tensor RoPE::mapped(const Tensor& positions) const {
   std::vector<int64_t> pos = positions.to(Device::cpu()).contiguous().to_vector<int64_t>();
   for (size_t t = 0; t < pos.size(); ++t) {
     RG_CHECK_T(IndexError, pos[t] >= 0 && pos[t] < static_cast<int64_t>(map.size()), "RoPE",
-               "randomised positions: index ", pos[t], " is outside the position map of ", map.size(), " entries");
+               "randomised positions: index ", pos[t], " is outside the position map of ", map.size(),
+               " entries");
     pos[t] = map[static_cast<size_t>(pos[t])];
   }
   return from_vector<int64_t>(pos, {static_cast<int64_t>(pos.size())});

@@ -78,7 +78,8 @@ TEST_CASE("length bench: the CI checks on made-up results") {
 }
 
 // The CI form end to end, as `relgrad length-bench` runs it (about a minute and a half on 2 busy cores).
-TEST_CASE("length bench: CI form, every model learns the training lengths and NoPE beats learned APE beyond") {
+TEST_CASE(
+    "length bench: CI form, every model learns the training lengths and NoPE beats learned APE beyond") {
   TempDir dir;
   LengthBenchOptions o;
   o.out_dir = dir.file("bench");

@@ -110,7 +110,7 @@ TEST_CASE("length tasks: answers on hand-made inputs") {
   CHECK(length_task_answer(LengthTaskKind::Addition, ids("111+111")) == ids("0111"));
   for (int64_t n = 1; n <= 40; ++n) {
     CHECK(LengthTaskData::answer_length(LengthTaskKind::Addition, n) ==
-          (LengthTaskData::effective_length(LengthTaskKind::Addition, n) - 1 + 1) / 2 + 1);
+          (LengthTaskData::effective_length(LengthTaskKind::Addition, n) + 1 - 1) / 2 + 1);  // ⌈(n−1)/2⌉ + 1
   }
 }
 
@@ -150,6 +150,11 @@ TEST_CASE("length tasks: bad names, lengths and inputs are errors") {
   c.max_len = 4;
   c.batch_size = 0;
   check_throws_with([&] { LengthTaskData d(c); }, "batch_size");
-  check_throws_with([] { length_task_answer(LengthTaskKind::Parity, {kFirstSymbol + 2}); }, "outside the task's symbols");
-  check_throws_with([] { length_task_answer(LengthTaskKind::Addition, {kFirstSymbol, kFirstSymbol}); }, "addition");
+  check_throws_with([] { length_task_answer(LengthTaskKind::Parity, {kFirstSymbol + 2}); },
+                    "outside the task's symbols");
+  check_throws_with(
+      [] {
+        length_task_answer(LengthTaskKind::Addition, {kFirstSymbol, kFirstSymbol});
+      },
+      "addition");
 }

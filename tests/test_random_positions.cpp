@@ -21,7 +21,9 @@ namespace {
 
 std::vector<double> values(const Tensor& t) { return t.to(kFloat64).contiguous().to_vector<double>(); }
 
-Tensor positions(const std::vector<int64_t>& p) { return from_vector<int64_t>(p, {static_cast<int64_t>(p.size())}); }
+Tensor positions(const std::vector<int64_t>& p) {
+  return from_vector<int64_t>(p, {static_cast<int64_t>(p.size())});
+}
 
 Tensor random_tokens(int64_t B, int64_t T, int64_t V, uint64_t seed) {
   Generator g(seed);
@@ -44,7 +46,8 @@ TransformerConfig small_config(const std::string& absolute, const std::string& s
 }
 
 double vaswani_pe(int64_t pos, int64_t column, int64_t d_model) {
-  const double angle = static_cast<double>(pos) / std::pow(10000.0, 2.0 * static_cast<double>(column / 2) / d_model);
+  const double angle =
+      static_cast<double>(pos) / std::pow(10000.0, 2.0 * static_cast<double>(column / 2) / d_model);
   return column % 2 == 0 ? std::sin(angle) : std::cos(angle);
 }
 
@@ -52,7 +55,8 @@ struct Variant {
   const char* absolute;
   const char* scheme;
 };
-const Variant kVariants[] = {{"learned", "none"}, {"sinusoidal", "none"}, {"none", "rope"}, {"learned", "rope"}};
+const Variant kVariants[] = {
+    {"learned", "none"}, {"sinusoidal", "none"}, {"none", "rope"}, {"learned", "rope"}};
 
 }  // namespace
 
@@ -71,7 +75,8 @@ TEST_CASE("random positions: AbsolutePosition::forward_at adds the rows of the g
     for (int64_t b = 0; b < 2; ++b)
       for (int64_t t = 0; t < 4; ++t)
         for (int64_t c = 0; c < 6; ++c) {
-          const double term = pe.kind == "learned" ? table[static_cast<size_t>(pos[t] * 6 + c)] : vaswani_pe(pos[t], c, 6);
+          const double term =
+              pe.kind == "learned" ? table[static_cast<size_t>(pos[t] * 6 + c)] : vaswani_pe(pos[t], c, 6);
           const size_t k = static_cast<size_t>((b * 4 + t) * 6 + c);
           worst = std::max(worst, std::fabs(out[k] - (xs[k] + term)));
         }
@@ -113,7 +118,8 @@ TEST_CASE("random positions: eval mode is unchanged by the option") {
   for (const Variant& v : kVariants) {
     INFO(v.absolute, " + ", v.scheme);
     Generator a(21), b(21);
-    DecoderLM with(small_config(v.absolute, v.scheme, 32), &a), without(small_config(v.absolute, v.scheme, 0), &b);
+    DecoderLM with(small_config(v.absolute, v.scheme, 32), &a),
+        without(small_config(v.absolute, v.scheme, 0), &b);
     with.eval();
     without.eval();
     const Tensor tok = random_tokens(2, 9, 11, 4);
@@ -127,7 +133,9 @@ TEST_CASE("random positions: eval mode is unchanged by the option") {
   }
 }
 
-TEST_CASE("random positions: training positions are sorted, distinct, in range, and the output is the model's at them") {
+TEST_CASE(
+    "random positions: training positions are sorted, distinct, in range, and the output is the model's at "
+    "them") {
   for (const Variant& v : kVariants) {
     INFO(v.absolute, " + ", v.scheme);
     Generator init(13);
@@ -181,8 +189,8 @@ TEST_CASE("random positions: every position of [0, L) is drawn about equally oft
     CHECK(c > 400);
     CHECK(c < 600);
   }
-  CHECK(lm.draw_positions(16).to_vector<int64_t>() == std::vector<int64_t>({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11,
-                                                                          12, 13, 14, 15}));
+  CHECK(lm.draw_positions(16).to_vector<int64_t>() ==
+        std::vector<int64_t>({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}));
 }
 
 TEST_CASE("random positions: errors") {
@@ -197,7 +205,11 @@ TEST_CASE("random positions: errors") {
   DecoderLM lm(small_config("sinusoidal", "none", 8), &init);
   lm.train();
   check_throws_with([&] { lm(random_tokens(1, 9, 11, 1)); }, "does not fit random_positions_max 8");
-  check_throws_with([&] { lm.forward_at(random_tokens(1, 3, 11, 1), positions({0, 1})); }, "explicit positions");
+  check_throws_with(
+      [&] {
+        lm.forward_at(random_tokens(1, 3, 11, 1), positions({0, 1}));
+      },
+      "explicit positions");
   AbsolutePosition pe("learned", 4, 5, "test", &init);
   check_throws_with([&] { pe.forward_at(zeros({1, 2, 4}), positions({0, 5})); }, "outside the table's rows");
 }

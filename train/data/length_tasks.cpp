@@ -22,7 +22,9 @@ constexpr TaskName kTaskNames[] = {{LengthTaskKind::Copy, "copy"},
                                    {LengthTaskKind::Sorting, "sorting"},
                                    {LengthTaskKind::Parity, "parity"}};
 
-bool binary_task(LengthTaskKind kind) { return kind == LengthTaskKind::Parity || kind == LengthTaskKind::Addition; }
+bool binary_task(LengthTaskKind kind) {
+  return kind == LengthTaskKind::Parity || kind == LengthTaskKind::Addition;
+}
 
 int64_t bit(int64_t id) { return id - kFirstSymbol; }
 
@@ -56,9 +58,12 @@ int64_t LengthTaskData::effective_length(LengthTaskKind kind, int64_t n) {
 
 int64_t LengthTaskData::answer_length(LengthTaskKind kind, int64_t n) {
   switch (kind) {
-    case LengthTaskKind::Parity: return 1;
-    case LengthTaskKind::Addition: return (effective_length(kind, n) - 1 + 1) / 2 + 1;  // ⌈(n−1)/2⌉ + 1
-    default: return n;
+    case LengthTaskKind::Parity:
+      return 1;
+    case LengthTaskKind::Addition:
+      return effective_length(kind, n) / 2 + 1;  // ⌈(n−1)/2⌉ = ⌊n/2⌋, + 1
+    default:
+      return n;
   }
 }
 
@@ -71,8 +76,10 @@ std::vector<int64_t> length_task_answer(LengthTaskKind kind, const std::vector<i
              ", outside the task's symbols ", kFirstSymbol, " … ", top - 1);
   }
   switch (kind) {
-    case LengthTaskKind::Copy: return x;
-    case LengthTaskKind::Reverse: return std::vector<int64_t>(x.rbegin(), x.rend());
+    case LengthTaskKind::Copy:
+      return x;
+    case LengthTaskKind::Reverse:
+      return std::vector<int64_t>(x.rbegin(), x.rend());
     case LengthTaskKind::Sorting: {
       std::vector<int64_t> y = x;
       std::sort(y.begin(), y.end());
@@ -84,10 +91,10 @@ std::vector<int64_t> length_task_answer(LengthTaskKind kind, const std::vector<i
       return {kFirstSymbol + ones % 2};
     }
     case LengthTaskKind::Addition: {
-      const int64_t len_a = (n - 1 + 1) / 2;
-      RG_CHECK(n >= 3 && x[len_a] == kLengthPlus &&
-                   std::count(x.begin(), x.end(), kLengthPlus) == 1, kOp,
-               "addition: input of length ", n, " must be a (", len_a, " bits) + b (", n - 1 - len_a, " bits)");
+      const int64_t len_a = n / 2;  // ⌈(n−1)/2⌉
+      RG_CHECK(n >= 3 && x[len_a] == kLengthPlus && std::count(x.begin(), x.end(), kLengthPlus) == 1, kOp,
+               "addition: input of length ", n, " must be a (", len_a, " bits) + b (", n - 1 - len_a,
+               " bits)");
       std::vector<int64_t> y;
       int64_t carry = 0;
       for (int64_t t = 0; t <= len_a; ++t) {  // bit t of a + b, least significant first
@@ -128,7 +135,8 @@ LengthSample LengthTaskData::sample(int64_t index, int64_t row, Split split) con
   const int64_t symbols = binary_task(kind) ? 2 : 10;
   LengthSample s;
   for (int64_t t = 0; t < n; ++t) s.input.push_back(kFirstSymbol + rng.below(symbols));
-  if (kind == LengthTaskKind::Addition) s.input[static_cast<size_t>((n - 1 + 1) / 2)] = kLengthPlus;
+  if (kind == LengthTaskKind::Addition)
+    s.input[static_cast<size_t>(n / 2)] = kLengthPlus;  // a is ⌈(n−1)/2⌉ bits
   s.answer = length_task_answer(kind, s.input);
   return s;
 }
@@ -150,7 +158,8 @@ Batch LengthTaskData::batch(int64_t index, Split split) const {
   return decoder_only_batch(tokens, targets);
 }
 
-void LengthTaskData::print_samples(SampleModel& model, int64_t count, const std::string&, std::ostream& out) const {
+void LengthTaskData::print_samples(SampleModel& model, int64_t count, const std::string&,
+                                   std::ostream& out) const {
   const int64_t n = std::min(count, config_.batch_size);
   out << "greedy samples on held-out " << to_string(config_.kind) << " inputs:\n";
   int64_t exact = 0;

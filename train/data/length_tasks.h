@@ -29,14 +29,14 @@ namespace relgrad {
 enum class LengthTaskKind { Copy, Reverse, Sorting, Parity, Addition };
 const char* to_string(LengthTaskKind kind);
 LengthTaskKind length_task_from_string(const std::string& name);  // error lists the valid names
-const std::vector<std::string>& length_task_names();               // copy, reverse, addition, sorting, parity
+const std::vector<std::string>& length_task_names();              // copy, reverse, addition, sorting, parity
 
 inline constexpr int64_t kLengthPlus = kFirstSymbol + 10;  // "+" (addition)
 inline constexpr int64_t kLengthVocabSize = kLengthPlus + 1;
 
 struct LengthTaskConfig {
   LengthTaskKind kind = LengthTaskKind::Copy;
-  int64_t min_len = 1;   // input length n, uniform in [min_len, max_len] per row
+  int64_t min_len = 1;  // input length n, uniform in [min_len, max_len] per row
   int64_t max_len = 8;
   int64_t batch_size = 32;
   uint64_t seed = 0;
@@ -57,7 +57,8 @@ class LengthTaskData : public Dataset {
   Batch batch(int64_t index, Split split) const override;
   const Vocab& vocab() const override { return vocab_; }
   int64_t batch_size() const override { return config_.batch_size; }
-  void print_samples(SampleModel& model, int64_t count, const std::string& out_dir, std::ostream& out) const override;
+  void print_samples(SampleModel& model, int64_t count, const std::string& out_dir,
+                     std::ostream& out) const override;
 
   // Row `row` of batch `index` of `split`.
   LengthSample sample(int64_t index, int64_t row, Split split) const;

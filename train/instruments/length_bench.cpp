@@ -108,7 +108,9 @@ RunConfig run_config(const LengthBenchOptions& o, const LengthBenchSize& s, cons
   c.train.samples = 0;
   c.train.seed = seed;
   c.train.threads = 1;  // as music-bench: one thread per run (train/instruments/music_bench.h says why)
-  c.train.out_dir = (std::filesystem::path(o.out_dir) / "runs" / (task + "-" + treatment + "-s" + std::to_string(seed))).string();
+  c.train.out_dir =
+      (std::filesystem::path(o.out_dir) / "runs" / (task + "-" + treatment + "-s" + std::to_string(seed)))
+          .string();
   return c;
 }
 
@@ -122,7 +124,8 @@ struct ThreadCountGuard {
 // treatment is evaluated as Ruoss et al.'s released code does (its noisy encodings have no training
 // switch): each batch at a fresh sorted random subset of [0, L), not at 0 … T − 1, which such a model
 // rarely saw in training (measured: far lower accuracy even inside the training lengths).
-std::pair<double, double> accuracy(RunModel& model, const std::vector<Batch>& batches, bool random_positions) {
+std::pair<double, double> accuracy(RunModel& model, const std::vector<Batch>& batches,
+                                   bool random_positions) {
   NoGradGuard no_grad;
   model.module->eval();
   int64_t rows = 0, rows_right = 0, tokens = 0, tokens_right = 0;
@@ -163,9 +166,9 @@ std::string percent(double v) {
 }  // namespace
 
 const std::vector<std::string>& length_bench_treatments() {
-  static const std::vector<std::string> t = {"none",  "learned", "sinusoidal", "t5",   "alibi",
-                                             "rope",  "seed",    "shaw",       "huang", "learned-random",
-                                             "sinusoidal-random", "rope-random"};
+  static const std::vector<std::string> t = {
+      "none",  "learned",        "sinusoidal",        "t5",         "alibi", "rope", "seed", "shaw",
+      "huang", "learned-random", "sinusoidal-random", "rope-random"};
   return t;
 }
 
@@ -204,10 +207,12 @@ LengthBenchResult length_bench_results(const LengthBenchOptions& options, std::o
     o.tasks = o.full ? std::vector<std::string>{"copy", "reverse", "addition", "sorting", "parity"}
                      : std::vector<std::string>{"copy", "reverse"};
   if (o.treatments.empty())
-    o.treatments = o.full ? length_bench_treatments() : std::vector<std::string>{"none", "learned", "t5", "rope-random"};
+    o.treatments =
+        o.full ? length_bench_treatments() : std::vector<std::string>{"none", "learned", "t5", "rope-random"};
   if (o.seeds.empty()) o.seeds = {1, 2, 3};
   for (const std::string& t : o.tasks)
-    RG_CHECK(known(length_task_names(), t), kOp, "unknown task '", t, "' (", joined(length_task_names()), ")");
+    RG_CHECK(known(length_task_names(), t), kOp, "unknown task '", t, "' (", joined(length_task_names()),
+             ")");
   for (const std::string& t : o.treatments)
     RG_CHECK(known(length_bench_treatments(), t), kOp, "unknown treatment '", t, "' (",
              joined(length_bench_treatments()), ")");
@@ -224,7 +229,8 @@ LengthBenchResult length_bench_results(const LengthBenchOptions& options, std::o
   if (progress)
     *progress << "length-bench (" << (o.full ? "full" : "CI") << "): " << o.tasks.size() << " tasks x "
               << o.treatments.size() << " treatments x " << o.seeds.size() << " seeds, " << s.steps
-              << " steps each, train lengths " << s.train_min << "-" << s.train_max << "\n" << std::flush;
+              << " steps each, train lengths " << s.train_min << "-" << s.train_max << "\n"
+              << std::flush;
   for (const std::string& task : o.tasks) {
     const LengthTaskKind kind = length_task_from_string(task);
     LengthTaskConfig train_data;
@@ -254,7 +260,8 @@ LengthBenchResult length_bench_results(const LengthBenchOptions& options, std::o
         run.seed = seed;
         run.train_loss = trained.last_loss;
         if (randomised) manual_seed(seed + 2000);  // the evaluation's position draws, reproducible
-        std::string line = "  " + task + " " + treatment + " seed " + std::to_string(seed) + ": exact/token %";
+        std::string line =
+            "  " + task + " " + treatment + " seed " + std::to_string(seed) + ": exact/token %";
         for (const auto& [lo, hi] : s.buckets) {
           LengthTaskConfig c;
           c.kind = kind;
@@ -268,7 +275,8 @@ LengthBenchResult length_bench_results(const LengthBenchOptions& options, std::o
           const auto [exact, token] = accuracy(model, batches, randomised);
           run.exact.push_back(exact);
           run.token.push_back(token);
-          line += " " + std::to_string(lo) + "-" + std::to_string(hi) + ":" + percent(exact) + "/" + percent(token);
+          line += " " + std::to_string(lo) + "-" + std::to_string(hi) + ":" + percent(exact) + "/" +
+                  percent(token);
         }
         run.seconds = seconds_since(t0);
         if (progress) *progress << line << " (" << static_cast<int>(run.seconds) << " s)\n" << std::flush;

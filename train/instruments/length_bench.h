@@ -18,8 +18,9 @@
 namespace relgrad {
 
 struct LengthBenchOptions {
-  bool full = false;                    // the documented run (about an hour on 2 cores); else the CI form
-  std::vector<std::string> tasks;       // empty = the form's default (full: copy, reverse, addition, sorting, parity)
+  bool full = false;  // the documented run (about an hour on 2 cores); else the CI form
+  std::vector<std::string>
+      tasks;  // empty = the form's default (full: copy, reverse, addition, sorting, parity)
   std::vector<std::string> treatments;  // empty = the form's default (full: none, learned, sinusoidal, t5,
                                         // alibi, rope, seed, shaw, huang, learned-random, rope-random)
   std::vector<uint64_t> seeds;          // empty = 1, 2, 3
@@ -32,10 +33,10 @@ struct LengthBenchSize {
   int64_t d_model = 64, n_heads = 4, d_ff = 256, layers = 2;
   int64_t batch_size = 32;
   int64_t steps = 600, warmup = 60;
-  double lr = 1e-3;               // AdamW, cosine to lr / 20, clip 1, weight decay 0.01, no dropout
+  double lr = 1e-3;                      // AdamW, cosine to lr / 20, clip 1, weight decay 0.01, no dropout
   int64_t train_min = 1, train_max = 8;  // input lengths of training
   std::vector<std::pair<int64_t, int64_t>> buckets;  // test input lengths [lo, hi]; the first = training's
-  int64_t eval_rows = 32, eval_batches = 2;            // held-out rows per bucket: rows × batches
+  int64_t eval_rows = 32, eval_batches = 2;          // held-out rows per bucket: rows × batches
   int64_t random_positions_max = 64;  // L of the randomised treatments (>= the longest test sequence)
   int64_t max_positions = 64;         // learned table rows (the longest test sequence, at least)
 };

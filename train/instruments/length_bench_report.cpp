@@ -31,8 +31,8 @@ struct Spread {
   double mean = NAN, lo = NAN, hi = NAN;
   int n = 0;
 };
-Spread spread(const LengthBenchResult& r, const std::string& task, const std::string& treatment, size_t bucket,
-              bool exact) {
+Spread spread(const LengthBenchResult& r, const std::string& task, const std::string& treatment,
+              size_t bucket, bool exact) {
   Spread s;
   double sum = 0;
   for (const LengthBenchRun& run : r.runs) {
@@ -53,7 +53,8 @@ std::string task_table(const LengthBenchResult& r, const std::string& task, bool
   const auto& buckets = r.size.buckets;
   if (markdown) {
     out << "| treatment |";
-    for (size_t b = 0; b < buckets.size(); ++b) out << " " << bucket_name(buckets[b]) << (b == 0 ? " (train)" : "") << " |";
+    for (size_t b = 0; b < buckets.size(); ++b)
+      out << " " << bucket_name(buckets[b]) << (b == 0 ? " (train)" : "") << " |";
     out << "\n|---|";
     for (size_t b = 0; b < buckets.size(); ++b) out << "---:|";
     out << "\n";
@@ -68,7 +69,8 @@ std::string task_table(const LengthBenchResult& r, const std::string& task, bool
     out << "\n";
   }
   for (const std::string& t : r.treatments) {
-    if (markdown) out << "| " << t << " |";
+    if (markdown)
+      out << "| " << t << " |";
     else {
       char buf[64];
       std::snprintf(buf, sizeof buf, "  %-18s", t.c_str());
@@ -78,7 +80,8 @@ std::string task_table(const LengthBenchResult& r, const std::string& task, bool
       const Spread s = spread(r, task, t, b, exact);
       std::string cell = s.n == 0 ? "-" : fixed(100 * s.mean, 1);
       if (s.n > 1) cell += " (" + fixed(100 * s.lo, 1) + "–" + fixed(100 * s.hi, 1) + ")";
-      if (markdown) out << " " << cell << " |";
+      if (markdown)
+        out << " " << cell << " |";
       else {
         char buf[64];
         std::snprintf(buf, sizeof buf, "%16s", cell.c_str());
@@ -90,27 +93,32 @@ std::string task_table(const LengthBenchResult& r, const std::string& task, bool
   return out.str();
 }
 
-// Per task, exact match (mean over seeds) against the bucket's longest input length, one line per
-// treatment; into out_dir/length-<task>.svg.
+// Per task, exact match and per-token accuracy (means over seeds) against the bucket's longest input
+// length, one line per treatment; into out_dir/length-<task>.svg.
 std::vector<std::string> write_pictures(const LengthBenchResult& r, const std::string& out_dir) {
   std::vector<std::string> files;
   for (const std::string& task : r.tasks) {
-    PlotPanel panel;
-    panel.title = task + ": exact match by input length (train " + std::to_string(r.size.train_min) + "-" +
-                  std::to_string(r.size.train_max) + ")";
-    panel.x_label = "longest input length of the bucket";
-    panel.y_label = "exact match";
-    for (const std::string& t : r.treatments) {
-      PlotSeries series;
-      series.label = t;
-      for (size_t b = 0; b < r.size.buckets.size(); ++b) {
-        series.x.push_back(static_cast<double>(r.size.buckets[b].second));
-        series.y.push_back(spread(r, task, t, b, true).mean);
+    std::vector<PlotPanel> panels;
+    for (bool exact : {true, false}) {
+      PlotPanel panel;
+      panel.title = task + ": " + (exact ? "exact match" : "per-token accuracy") +
+                    " by input length (train " + std::to_string(r.size.train_min) + "-" +
+                    std::to_string(r.size.train_max) + ")";
+      panel.x_label = "longest input length of the bucket";
+      panel.y_label = exact ? "exact match" : "per-token accuracy";
+      for (const std::string& t : r.treatments) {
+        PlotSeries series;
+        series.label = t;
+        for (size_t b = 0; b < r.size.buckets.size(); ++b) {
+          series.x.push_back(static_cast<double>(r.size.buckets[b].second));
+          series.y.push_back(spread(r, task, t, b, exact).mean);
+        }
+        panel.series.push_back(std::move(series));
       }
-      panel.series.push_back(std::move(series));
+      panels.push_back(std::move(panel));
     }
     const std::string name = "length-" + task + ".svg";
-    write_plot((std::filesystem::path(out_dir) / name).string(), {panel});
+    write_plot((std::filesystem::path(out_dir) / name).string(), panels);
     files.push_back(name);
   }
   return files;
@@ -156,7 +164,8 @@ std::string length_bench_markdown(const LengthBenchResult& r, const LengthBenchO
       << " s in all. Output: " << o.out_dir << ".\n\n";
   for (const std::string& task : r.tasks) {
     out << "## " << task << "\n\nExact match (%), mean over seeds (min–max), by input length:\n\n"
-        << task_table(r, task, true, true) << "\nPer-token accuracy (%):\n\n" << task_table(r, task, false, true) << "\n";
+        << task_table(r, task, true, true) << "\nPer-token accuracy (%):\n\n"
+        << task_table(r, task, false, true) << "\n";
   }
   return out.str();
 }
@@ -174,22 +183,26 @@ std::string length_bench_csv(const LengthBenchResult& r) {
 
 std::vector<std::string> length_bench_failures(const LengthBenchResult& r) {
   std::vector<std::string> failures;
-  const auto has = [&](const std::string& t) { return std::find(r.treatments.begin(), r.treatments.end(), t) != r.treatments.end(); };
+  const auto has = [&](const std::string& t) {
+    return std::find(r.treatments.begin(), r.treatments.end(), t) != r.treatments.end();
+  };
   for (const std::string& task : r.tasks) {
     // Every model learns the training lengths (per token: exact match needs a longer budget).
     for (const LengthBenchRun& run : r.runs)
       if (run.task == task && !(run.token.at(0) >= kTrainTokenFloor))
         failures.push_back(task + " " + run.treatment + " seed " + std::to_string(run.seed) +
-                           ": per-token accuracy in the training lengths " + fixed(100 * run.token[0], 1) + "% < " +
-                           fixed(100 * kTrainTokenFloor, 0) + "%");
+                           ": per-token accuracy in the training lengths " + fixed(100 * run.token[0], 1) +
+                           "% < " + fixed(100 * kTrainTokenFloor, 0) + "%");
     // Beyond the training lengths NoPE is ahead of learned absolute positions, every seed, by a margin.
     if (has("none") && has("learned"))
       for (uint64_t seed : r.seeds) {
-        const double nope = beyond_training(r, task, "none", seed), ape = beyond_training(r, task, "learned", seed);
+        const double nope = beyond_training(r, task, "none", seed),
+                     ape = beyond_training(r, task, "learned", seed);
         if (!(nope >= ape + kBeyondMargin))
-          failures.push_back(task + " seed " + std::to_string(seed) + ": none's per-token accuracy beyond training " +
-                             fixed(100 * nope, 1) + "% is not " + fixed(100 * kBeyondMargin, 0) +
-                             " points above learned's " + fixed(100 * ape, 1) + "%");
+          failures.push_back(task + " seed " + std::to_string(seed) +
+                             ": none's per-token accuracy beyond training " + fixed(100 * nope, 1) +
+                             "% is not " + fixed(100 * kBeyondMargin, 0) + " points above learned's " +
+                             fixed(100 * ape, 1) + "%");
       }
   }
   return failures;
