@@ -95,9 +95,24 @@ TEST_CASE("positional lr: the Trainer's groups follow the schedule at lr × scal
     CHECK(g[2].lr == schedule.lr_at(step) * 10.0);
     CHECK(g[3].lr == schedule.lr_at(step) * 10.0);
   }
+  // Scale 1 (every existing config): decay_groups' two groups, parameter for parameter, each at the
+  // schedule's lr exactly (× 1.0 is exact) — the optimizer the Trainer built before the key existed,
+  // so its losses are bit for bit those of before.
   c.optim.positional_lr_scale = 1.0;
   Trainer plain(trainer_options(c));
-  CHECK(plain.optimizer().param_groups().size() == 2);
+  const std::vector<ParamGroup> expected = decay_groups(plain.model().module->named_parameters(), c.optim.lr,
+                                                        c.optim.weight_decay);
+  REQUIRE(plain.optimizer().param_groups().size() == 2);
+  for (size_t g = 0; g < 2; ++g) {
+    const ParamGroup& got = plain.optimizer().param_groups()[g];
+    CHECK(got.weight_decay == expected[g].weight_decay);
+    REQUIRE(got.params.size() == expected[g].params.size());
+    for (size_t i = 0; i < got.params.size(); ++i) CHECK(got.params[i].impl() == expected[g].params[i].impl());
+  }
+  for (int64_t step = 0; step < 3; ++step) {
+    plain.train_step();
+    for (const ParamGroup& g : plain.optimizer().param_groups()) CHECK(g.lr == schedule.lr_at(step));
+  }
   c.optim.positional_lr_scale = -1.0;
   CHECK_THROWS_WITH_AS(trainer_options(c), doctest::Contains("optim.positional_lr_scale must be in (0, 1e6]"), Error);
 }
