@@ -98,3 +98,35 @@ TEST_CASE("experiment limits: the report lists every point with its prediction, 
         std::string::npos);
   CHECK(md.find("- finding") != std::string::npos);
 }
+
+// Seeds 1–3 (measured): t3 = 5 covers δ* = −4 (mass 0.995–0.999, peak −4 alone); t3 = 4 has no row for
+// it: no term there, as for every farther offset, so the response is flat from −4 on and the mass
+// falls to about 0.3.
+TEST_CASE("experiment limits: a seed table one row short of D2's offset cannot single it out") {
+  ExperimentOptions o;
+  o.only = "D2";
+  o.schemes = {"seed"};
+  o.period = 5;
+  for (int64_t table : {5, 4}) {
+    o.table = table;
+    for (uint64_t seed : {1, 2, 3}) {
+      ExperimentScale scale;
+      scale.seed = seed;
+      scale.overrides = &o;
+      PeriodicResult r = experiment_periodic(scale);
+      REQUIRE(r.runs.size() == 1);
+      const ProbedRun& run = r.runs[0];
+      INFO("t3 " << table << ", seed " << seed << ": mass " << run.mass_expected << ", response peak "
+                 << run.response_peak << " (plateau " << run.response_plateau << ")");
+      REQUIRE(run.expected == -4);
+      if (table == 5) {
+        CHECK(run.mass_expected >= 0.9);
+        CHECK(run.response_peak == -4);
+        CHECK(run.response_plateau == 1);
+      } else {
+        CHECK(run.response_plateau > 1);
+        CHECK(run.mass_expected < 0.6);
+      }
+    }
+  }
+}

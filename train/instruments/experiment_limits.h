@@ -7,15 +7,16 @@
 //   std::string md = run_experiment_limits(o, &std::cout);  // markdown of docs/experiment-limits.md
 //
 // Sweeps (the CI form's model and data, ExperimentOptions overrides applied on top):
-//   D1  lag k × scheme: t5 at its buckets (exact distances only up to t5_exact_reach; past it δ = −k
-//       shares a bucket with its neighbours: a response plateau), shaw with clip k − 1, k, k + 1 (δ = −k
-//       is its own row only for clip ≥ k + 1), seed with table t3 around k (the Zero policy: no row for
-//       |δ| ≥ t3).
-//   D2  period P × scheme: seed / huang / t5 tables, whose reach and resolution bound the offset 1 − P.
-//   D3  evaluation length: the accuracy kept at 1× … 8× the training length, per scheme.
-//   D6  offset c: the lag task's cross peak at δ = +c, seed and t5.
-// A point "holds" when one head has ≥ 0.9 of its attention at δ* and its response peaks there alone
-// (D3: ≥ 90 % of the training-length accuracy); the table gives how many seeds it holds for.
+//   D1  lag k × scheme: t5 at 16 and 32 buckets (exact distances only up to t5_exact_reach; past it
+//       δ = −k shares a bucket with its neighbours: a response plateau), shaw with clip k − 1, k, k + 1
+//       (δ = −k is its own row only for clip ≥ k + 1), seed with table t3 around k (the Zero policy: no
+//       row for |δ| ≥ t3).
+//   D2  period P × scheme: t5 at 8 and 32 causal buckets, the seed's table at its default size over
+//       periods and one row short of δ* = 1 − P (huang is bit-identical to seed in causal attention).
+//   D6  offset c: the lag task's cross peak at δ = +c for t5 (bidirectional buckets), seed, shaw.
+// (D3's length extrapolation is not swept yet: `relgrad experiments --only D3 --eval-lengths …` runs
+// single points.) A point "holds" when one head has ≥ 0.9 of its attention at δ* and its response
+// peaks there alone; the table gives on how many seeds it holds.
 #pragma once
 #include <cstdint>
 #include <iosfwd>
@@ -40,12 +41,12 @@ std::vector<int64_t> t5_bucket_members(int64_t delta, bool bidirectional, int64_
 struct LimitPoint {
   std::string variant;            // "t5 (32 buckets)", "shaw clip 4", "seed t3 8"
   int64_t knob = 0;               // the swept value (lag, period, length, offset)
-  int64_t expected = 0;           // δ* (D3: the evaluation length)
+  int64_t expected = 0;           // δ*
   bool predicted = true;          // the mechanism's prediction: the claim holds here
   std::string mechanism;          // why (not) predicted: "δ = −9 shares bucket 8 with −8 … −11"
-  std::vector<double> value;      // per seed: mass at δ* (D3: accuracy kept, a fraction of the 1× accuracy)
+  std::vector<double> value;      // per seed: the best head's mass at δ*
   std::vector<double> accuracy;   // per seed: held-out accuracy
-  std::vector<int64_t> response_peak, response_plateau;  // per seed (D3: empty)
+  std::vector<int64_t> response_peak, response_plateau;  // per seed
   int holds = 0;                  // seeds where the claim holds
 };
 struct LimitSweep {
@@ -62,7 +63,8 @@ struct LimitResults {
   double seconds = 0.0;
 };
 
-// Runs the sweeps `options.only` selects (all when empty), over options.seeds (default 1,2,3).
+// Runs the sweeps `options.only` selects (D1, D2, D6; all when empty), over options.seeds (default
+// 1,2,3); of the overrides only heads, width and steps apply (the sweep sets the others itself).
 LimitResults run_limit_results(const ExperimentOptions& options, std::ostream* progress = nullptr);
 std::string limits_markdown(const LimitResults& results, const ExperimentOptions& options);
 std::string run_experiment_limits(const ExperimentOptions& options, std::ostream* progress = nullptr);

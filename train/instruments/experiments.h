@@ -41,7 +41,9 @@ inline constexpr int64_t kFormDefault = std::numeric_limits<int64_t>::min();  //
 //
 // prints the D1 table for that variant: one row per scheme run, the mass at δ* as the mean over the
 // seeds with its min … max. An override that an experiment does not read is ignored by it (--lag by
-// D2), so `--only` should go with the experiment-specific ones; check_experiment_options says which.
+// D2, --period by D1), so the experiment-specific ones go with `--only`. The markdown's first line
+// repeats the flags, so a variant's report says how to regenerate it. Lists: parse_seed_list,
+// parse_int_list, parse_name_list below; errors: check_experiment_options.
 struct ExperimentOptions {
   bool full = false;                         // --full
   std::string only;                          // --only: "D1", "D2", "D3", "D6" (case-insensitive) or "" = all
@@ -67,7 +69,9 @@ struct ExperimentOptions {
 
   // ---- claims with their limits (train/instruments/experiment_limits.h) ----
   bool sweep = false;                        // --sweep: run_experiment_limits instead of run_experiments;
-                                             //   the cli writes docs/experiment-limits.md by default
+                                             //   the cli writes docs/experiment-limits.md by default (--out);
+                                             //   --only D1, D2 or D6; --seeds (default 1,2,3), --heads,
+                                             //   --width and --steps apply, the sweep sets the others
 };
 
 // InstrumentOptionError (probe.h; "[experiments] --lag 0: …") for a value out of range: lag < 1,

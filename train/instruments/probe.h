@@ -117,7 +117,7 @@ std::vector<std::string> write_probe_pictures(const std::vector<ProbeCurve>& cur
 class InstrumentOptionError : public Error {
   using Error::Error;
 };
-//
+
 // The mass at a chosen offset δ (or range δ_from … δ_to), per head, over the queries that matter:
 //   mass_h = (1/N) Σ_{(b,i) counted} Σ_{j : δ_from ≤ j − π(i) ≤ δ_to} w[b, h, i, j]
 // over the N queries (b, i) that are not padding, pass the filter, and have at least one visible
@@ -191,8 +191,8 @@ std::vector<HeadComparison> compare_probes(const std::vector<AttentionRecord>& a
                                            const std::vector<DeltaRange>& deltas, const QueryFilter& filter = {},
                                            int64_t reach = 0);
 std::string comparison_table(const std::vector<HeadComparison>& rows);
-// layer,place,scheme,head,delta,response_a,response_b,diff  then, per mass δ range,
-// layer,place,scheme,head,mass_from,mass_to,mass_a,mass_b (a second block after a blank line).
+// Two blocks, a blank line between: layer,place,scheme,head,delta,diff (the response's B − A, empty for
+// NaN), then layer,place,scheme,head,mass_from,mass_to,mass_a,mass_b per δ range of the comparison.
 std::string comparison_csv(const std::vector<HeadComparison>& rows);
 
 // The largest |δ| a probe can show for this model and batch: the batch's longest offset, or further
@@ -220,9 +220,9 @@ struct ProbeOptions {
   std::string compare_csv;                // --compare-csv FILE (default: compare.csv in the pictures' folder)
   int64_t batch = 0;                      // --batch
 };
-// Loads, probes and writes as described; returns 0. Prints the table of probe_table first (exactly
-// cmd_probe's output when only checkpoint/reach/out are given), then the pictures line, then what the
-// new options add. A --reach beyond probe_reach_bound, a malformed --delta / --queries, a --delta
+// Loads, probes and writes as described; returns 0. Prints cmd_probe's output first (the heading line,
+// probe_table, "wrote N pictures to DIR"), then "wrote the curves as data to CSV and JSON", then what
+// --delta and --compare add. A --reach beyond probe_reach_bound, a malformed --delta / --queries, a --delta
 // outside ±reach: InstrumentOptionError, message "[probe] --reach 129 is beyond any offset this model
 // shows: …; give --reach 128 or less …" (cmd_probe's words). A --compare of another architecture, a
 // missing file: relgrad::Error.
