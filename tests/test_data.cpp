@@ -279,7 +279,8 @@ TEST_CASE("data: bad task parameters are errors that name the parameter") {
   check_throws_with([&] { task.batch(-1); }, "[SyntheticTask] batch index must be >= 0, got -1");
   check_throws_with([&] { task.sample(0, 16); }, "[SyntheticTask] row 16 is outside a batch of 16");
   check_throws_with([] { task_kind_from_string("rot13"); },
-                    "[SyntheticTask] unknown task 'rot13' (expected copy, reverse, shift, sort, periodic, periodic_lm, sync or stretch)");
+                    "[SyntheticTask] unknown task 'rot13' (expected copy, reverse, shift, sort, periodic, "
+                    "periodic_lm, sync or stretch)");
   check_throws_with([] { layout_from_string("encoder"); }, "[SyntheticTask] unknown layout 'encoder'");
 }
 

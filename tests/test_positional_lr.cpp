@@ -54,7 +54,8 @@ TEST_CASE("positional lr: scale 1 is decay_groups, another scale moves *.positio
   CHECK(one.lr_scale == std::vector<double>{1.0, 1.0});
   for (size_t g = 0; g < 2; ++g) {
     REQUIRE(one.groups[g].params.size() == plain[g].params.size());
-    for (size_t i = 0; i < plain[g].params.size(); ++i) CHECK(one.groups[g].params[i].impl() == plain[g].params[i].impl());
+    for (size_t i = 0; i < plain[g].params.size(); ++i)
+      CHECK(one.groups[g].params[i].impl() == plain[g].params[i].impl());
   }
 
   ScaledGroups ten = scaled_positional_groups(named, 1e-3, 0.1, 10.0);
@@ -77,8 +78,10 @@ TEST_CASE("positional lr: scale 1 is decay_groups, another scale moves *.positio
   }
   CHECK(positional == 2);  // T5's table (cross) and the seed's table (decoder self-attention)
 
-  CHECK_THROWS_WITH_AS(scaled_positional_groups(named, 1e-3, 0.1, 0.0), doctest::Contains("positional_lr_scale"), Error);
-  CHECK_THROWS_WITH_AS(scaled_positional_groups(named, 1e-3, 0.1, NAN), doctest::Contains("positional_lr_scale"), Error);
+  CHECK_THROWS_WITH_AS(scaled_positional_groups(named, 1e-3, 0.1, 0.0),
+                       doctest::Contains("positional_lr_scale"), Error);
+  CHECK_THROWS_WITH_AS(scaled_positional_groups(named, 1e-3, 0.1, NAN),
+                       doctest::Contains("positional_lr_scale"), Error);
 }
 
 TEST_CASE("positional lr: the Trainer's groups follow the schedule at lr × scale, scale 1 keeps two groups") {
@@ -86,7 +89,8 @@ TEST_CASE("positional lr: the Trainer's groups follow the schedule at lr × scal
   RunConfig c = tiny_shift(dir.file("run"));
   Trainer t(trainer_options(c));
   REQUIRE(t.optimizer().param_groups().size() == 4);
-  LrSchedule schedule(c.optim.lr, c.optim.warmup_steps, c.train.steps, c.optim.min_lr, LrSchedule::Decay::Cosine);
+  LrSchedule schedule(c.optim.lr, c.optim.warmup_steps, c.train.steps, c.optim.min_lr,
+                      LrSchedule::Decay::Cosine);
   for (int64_t step = 0; step < 5; ++step) {
     t.train_step();
     const auto& g = t.optimizer().param_groups();
@@ -100,21 +104,23 @@ TEST_CASE("positional lr: the Trainer's groups follow the schedule at lr × scal
   // so its losses are bit for bit those of before.
   c.optim.positional_lr_scale = 1.0;
   Trainer plain(trainer_options(c));
-  const std::vector<ParamGroup> expected = decay_groups(plain.model().module->named_parameters(), c.optim.lr,
-                                                        c.optim.weight_decay);
+  const std::vector<ParamGroup> expected =
+      decay_groups(plain.model().module->named_parameters(), c.optim.lr, c.optim.weight_decay);
   REQUIRE(plain.optimizer().param_groups().size() == 2);
   for (size_t g = 0; g < 2; ++g) {
     const ParamGroup& got = plain.optimizer().param_groups()[g];
     CHECK(got.weight_decay == expected[g].weight_decay);
     REQUIRE(got.params.size() == expected[g].params.size());
-    for (size_t i = 0; i < got.params.size(); ++i) CHECK(got.params[i].impl() == expected[g].params[i].impl());
+    for (size_t i = 0; i < got.params.size(); ++i)
+      CHECK(got.params[i].impl() == expected[g].params[i].impl());
   }
   for (int64_t step = 0; step < 3; ++step) {
     plain.train_step();
     for (const ParamGroup& g : plain.optimizer().param_groups()) CHECK(g.lr == schedule.lr_at(step));
   }
   c.optim.positional_lr_scale = -1.0;
-  CHECK_THROWS_WITH_AS(trainer_options(c), doctest::Contains("optim.positional_lr_scale must be in (0, 1e6]"), Error);
+  CHECK_THROWS_WITH_AS(trainer_options(c), doctest::Contains("optim.positional_lr_scale must be in (0, 1e6]"),
+                       Error);
 }
 
 // The experiments' loop takes the mean token loss, the Trainer sum / count: the same number up to
@@ -139,7 +145,8 @@ TEST_CASE("positional lr: the Trainer trains as the experiments' train_model wit
   double worst = 0.0, positional_gap = 0.0;
   for (size_t i = 0; i < mine.size(); ++i) {
     REQUIRE(mine[i].first == theirs[i].first);
-    std::vector<float> a = mine[i].second.contiguous().to_vector<float>(), b = theirs[i].second.contiguous().to_vector<float>();
+    std::vector<float> a = mine[i].second.contiguous().to_vector<float>(),
+                       b = theirs[i].second.contiguous().to_vector<float>();
     std::vector<float> u = unscaled[i].second.contiguous().to_vector<float>();
     // A key projection's bias has a zero gradient in exact arithmetic (softmax ignores a shift shared
     // by every key), so its gradient is rounding noise, which Adam scales up to steps of about lr.
@@ -154,7 +161,8 @@ TEST_CASE("positional lr: the Trainer trains as the experiments' train_model wit
   CHECK(positional_gap > 1e-2);  // control: at one lr the tables end elsewhere, so the check above can fail
 }
 
-TEST_CASE("positional lr: a checkpoint keeps the four groups, resume is bit-identical and refuses another scale") {
+TEST_CASE(
+    "positional lr: a checkpoint keeps the four groups, resume is bit-identical and refuses another scale") {
   TempDir dir;
   RunConfig c = tiny_shift(dir.file("run"));
   Trainer straight(trainer_options(c));

@@ -20,7 +20,9 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string repo_root() { return fs::path(RELGRAD_GOLDEN_DIR).parent_path().parent_path().string(); }
-std::string experiment_config_path(const std::string& name) { return repo_root() + "/configs/experiments/" + name; }
+std::string experiment_config_path(const std::string& name) {
+  return repo_root() + "/configs/experiments/" + name;
+}
 
 RunConfig loaded(const std::string& name) {
   RunConfig c = RunConfig::defaults();
@@ -52,8 +54,11 @@ RunConfig documented(bool encoder_decoder, int64_t decoder_layers, int64_t steps
 }
 
 void check_same_batches(const Batch& a, const Batch& b) {
-  for (auto [x, y] : {std::pair{&a.src, &b.src}, {&a.tgt_in, &b.tgt_in}, {&a.tgt_out, &b.tgt_out},
-                      {&a.tokens, &b.tokens}, {&a.targets, &b.targets}}) {
+  for (auto [x, y] : {std::pair{&a.src, &b.src},
+                      {&a.tgt_in, &b.tgt_in},
+                      {&a.tgt_out, &b.tgt_out},
+                      {&a.tokens, &b.tokens},
+                      {&a.targets, &b.targets}}) {
     REQUIRE(x->defined() == y->defined());
     if (!x->defined()) continue;
     REQUIRE(x->shape() == y->shape());
@@ -88,8 +93,11 @@ TEST_CASE("user path: configs/experiments/*.toml hold the experiments' model and
 
   // The seeds and step counts the documented tables were made with, every step trained (no early stop),
   // on one thread as documented.
-  const std::pair<const char*, int64_t> steps[] = {
-      {"d1_t5.toml", 1500}, {"d2_seed.toml", 1500}, {"d3_t5.toml", 1000}, {"d6_sync.toml", 1000}, {"d6_stretch.toml", 1000}};
+  const std::pair<const char*, int64_t> steps[] = {{"d1_t5.toml", 1500},
+                                                   {"d2_seed.toml", 1500},
+                                                   {"d3_t5.toml", 1000},
+                                                   {"d6_sync.toml", 1000},
+                                                   {"d6_stretch.toml", 1000}};
   for (const auto& [name, n] : steps) {
     CAPTURE(name);
     const RunConfig c = loaded(name);
@@ -107,10 +115,12 @@ TEST_CASE("user path: data.task periodic_lm, sync and stretch give the experimen
     auto data = make_dataset(loaded("d2_seed.toml"));
     experiments::BatchFn reference = experiments::periodic_lm(8, 32, 10, 1);
     for (Split split : {Split::Train, Split::HeldOut})
-      for (int64_t index : {0, 1, 977}) check_same_batches(data->batch(index, split), reference(index, split));
+      for (int64_t index : {0, 1, 977})
+        check_same_batches(data->batch(index, split), reference(index, split));
     RunConfig d3 = loaded("d3_t5.toml");
     d3.data.max_len = 256;  // D3's longest evaluation
-    check_same_batches(make_dataset(d3)->batch(3, Split::HeldOut), experiments::periodic_lm(8, 256, 10, 1)(3, Split::HeldOut));
+    check_same_batches(make_dataset(d3)->batch(3, Split::HeldOut),
+                       experiments::periodic_lm(8, 256, 10, 1)(3, Split::HeldOut));
   }
   // D6's builders are private to experiments.cpp: their layout, written out here from its comment,
   // on the experiments' counters (stream 6 lag, 7 stretch).
@@ -191,8 +201,12 @@ TEST_CASE("user path: relgrad train -c configs/experiments/d1_t5.toml puts ≥ 0
     spec.queries = [filler](int64_t, int64_t y) { return y >= kFirstSymbol && y != filler; };
     return experiments::probe_expected(run.model, data.batch(0, Split::HeldOut), spec);
   };
-  const std::vector<std::string> args = {"train", "-c", experiment_config_path("d1_t5.toml"), "--train.samples=0",
-                                         "--train.eval_every=0", "--train.log_every=500"};
+  const std::vector<std::string> args = {"train",
+                                         "-c",
+                                         experiment_config_path("d1_t5.toml"),
+                                         "--train.samples=0",
+                                         "--train.eval_every=0",
+                                         "--train.log_every=500"};
   std::vector<std::string> scaled = args, one_lr = args;
   scaled.push_back("--train.out_dir=" + dir.file("d1_t5"));
   CliResult r = run_relgrad(scaled);
@@ -231,9 +245,10 @@ TEST_CASE("user path: relgrad eval --data.max_len evaluates a checkpoint at anot
   TempDir dir;
   const std::string run_dir = dir.file("d3");
   // A small D3: 2 layers of d_model 32, 60 steps at length 16; what matters is the evaluation's data.
-  CliResult r = run_relgrad({"train", "-c", experiment_config_path("d3_t5.toml"), "--train.out_dir=" + run_dir,
-                             "--train.samples=0", "--train.steps=60", "--optim.warmup_steps=10",
-                             "--model.d_model=32", "--model.d_ff=64", "--data.max_len=16", "--data.period=4"});
+  CliResult r =
+      run_relgrad({"train", "-c", experiment_config_path("d3_t5.toml"), "--train.out_dir=" + run_dir,
+                   "--train.samples=0", "--train.steps=60", "--optim.warmup_steps=10", "--model.d_model=32",
+                   "--model.d_ff=64", "--data.max_len=16", "--data.period=4"});
   CHECK_CLI(r, 0);
   const std::string ckpt = run_dir + "/checkpoint.safetensors";
   CliResult at16 = run_relgrad({"eval", ckpt, "--batches", "2"});
@@ -254,8 +269,8 @@ TEST_CASE("user path: relgrad eval --data.max_len evaluates a checkpoint at anot
   std::string input, target, model;
   std::getline(lines, input), std::getline(lines, target), std::getline(lines, model);
   CHECK(input.rfind("input  ", 0) == 0);
-  CHECK(std::count(input.begin(), input.end(), ' ') == 2 + 3);         // 4 symbols: one period
-  CHECK(std::count(target.begin(), target.end(), ' ') == 1 + 11);      // "target " and the other 12
+  CHECK(std::count(input.begin(), input.end(), ' ') == 2 + 3);     // 4 symbols: one period
+  CHECK(std::count(target.begin(), target.end(), ' ') == 1 + 11);  // "target " and the other 12
   CHECK(model.rfind("model  ", 0) == 0);
   CHECK(std::count(model.begin(), model.end(), ' ') <= 2 + 11);
 

@@ -70,7 +70,8 @@ std::vector<uint64_t> seed_list(const std::string& text, const std::string& comm
   std::vector<uint64_t> seeds;
   for (const std::string& seed : comma_list(text, "--seeds", command)) {
     if (seed.find_first_not_of("0123456789") != std::string::npos || seed.size() > 19)
-      throw UsageError("[" + command + "] --seeds " + text + ": '" + seed + "' is not a non-negative integer");
+      throw UsageError("[" + command + "] --seeds " + text + ": '" + seed +
+                       "' is not a non-negative integer");
     seeds.push_back(std::stoull(seed));
   }
   return seeds;
@@ -177,14 +178,19 @@ int run_command(int argc, const char* const* argv, std::ostream& out_all, std::o
       ->check(CLI::Range(int64_t(0), int64_t(1) << 20));
   probe_cmd->add_option("--out", probe_out, "folder for the pictures (default: probe/ next to the checkpoint)");
   ProbeOptions probe_aimed;  // the aimed measures (train/instruments/probe.h, run_probe)
-  probe_cmd->add_option("--delta", probe_aimed.deltas, "mass per head at δ (-5) or a range (-7:-5); repeatable")
+  probe_cmd
+      ->add_option("--delta", probe_aimed.deltas, "mass per head at δ (-5) or a range (-7:-5); repeatable")
       ->allow_extra_args(false);
   probe_cmd->add_option("--queries", probe_aimed.queries,
                         "which queries the masses count: an index range (5:, :10, 3:8) or \"needed\"");
-  probe_cmd->add_option("--compare", probe_aimed.compare_checkpoint, "a second checkpoint probed on the same batch");
-  probe_cmd->add_option("--csv", probe_aimed.csv, "the curves as CSV (default: curves.csv beside the pictures)");
-  probe_cmd->add_option("--json", probe_aimed.json, "the curves as JSON (default: curves.json beside the pictures)");
-  probe_cmd->add_option("--compare-csv", probe_aimed.compare_csv, "--compare's table as CSV (default: compare.csv)");
+  probe_cmd->add_option("--compare", probe_aimed.compare_checkpoint,
+                        "a second checkpoint probed on the same batch");
+  probe_cmd->add_option("--csv", probe_aimed.csv,
+                        "the curves as CSV (default: curves.csv beside the pictures)");
+  probe_cmd->add_option("--json", probe_aimed.json,
+                        "the curves as JSON (default: curves.json beside the pictures)");
+  probe_cmd->add_option("--compare-csv", probe_aimed.compare_csv,
+                        "--compare's table as CSV (default: compare.csv)");
   probe_cmd->add_option("--batch", probe_aimed.batch, "held-out batch N (default 0)")
       ->check(CLI::Range(int64_t(0), INT64_MAX));
 
@@ -235,7 +241,8 @@ int run_command(int argc, const char* const* argv, std::ostream& out_all, std::o
       "length-bench", "length generalisation of positional treatments on synthetic algorithmic tasks");
   LengthBenchOptions length;
   std::string length_tasks, length_treatments, length_seeds;
-  length_bench->add_flag("--full", length.full, "the documented run (about an hour on 2 cores); default: the CI form");
+  length_bench->add_flag("--full", length.full,
+                         "the documented run (about an hour on 2 cores); default: the CI form");
   length_bench->add_option("--tasks", length_tasks,
                            "comma-separated: copy, reverse, addition, sorting, parity (default: the form's)");
   length_bench->add_option("--treatments", length_treatments,
@@ -325,17 +332,19 @@ int run_command(int argc, const char* const* argv, std::ostream& out_all, std::o
       std::vector<std::string> data_overrides = eval->remaining();
       for (const std::string& o : data_overrides)
         if (o.rfind("--data.", 0) != 0 || o.find('=') == std::string::npos)
-          throw UsageError("[eval] '" + o + "' is neither an option of relgrad eval nor a --data.KEY=VALUE "
+          throw UsageError("[eval] '" + o + "' is neither an option of relgrad eval nor a --data.KEY=VALUE " +
                            "override (" + eval_data_keys_text() + ")");
-      return cmd_eval(eval_ckpt, eval_batches, dump_path, eval_input, eval_target, eval_device, out, data_overrides);
+      return cmd_eval(eval_ckpt, eval_batches, dump_path, eval_input, eval_target, eval_device, out,
+                      data_overrides);
     }
     if (inspect->parsed()) return command = "relgrad inspect", cmd_inspect(inspect_path, out);
     if (render->parsed()) return command = "relgrad render", cmd_render(render_in, render_out, soundfont, out);
     if (probe_cmd->parsed()) {
       command = "relgrad probe";
       const bool aimed = probe_cmd->count("--delta") || probe_cmd->count("--queries") ||
-                         probe_cmd->count("--compare") || probe_cmd->count("--csv") || probe_cmd->count("--json") ||
-                         probe_cmd->count("--compare-csv") || probe_cmd->count("--batch");
+                         probe_cmd->count("--compare") || probe_cmd->count("--csv") ||
+                         probe_cmd->count("--json") || probe_cmd->count("--compare-csv") ||
+                         probe_cmd->count("--batch");
       if (!aimed) return cmd_probe(probe_ckpt, probe_reach, probe_out, out);
       probe_aimed.checkpoint = probe_ckpt;
       probe_aimed.reach = probe_reach;

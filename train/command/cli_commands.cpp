@@ -144,7 +144,7 @@ double step_bytes_lower_bound(const RunConfig& c, const TransformerConfig& m, in
              fixed(tt, 0) + " target tokens";
   } else {
     // periodic_lm's sequences all have data.max_len tokens; the other decoder-only tasks x BOS y EOS.
-    const double t = !synthetic                  ? double(c.data.context)
+    const double t = !synthetic                     ? double(c.data.context)
                      : c.data.task == "periodic_lm" ? double(c.data.max_len)
                                                     : 2.0 * double(c.data.min_len) + 1;
     floats = double(m.n_decoder_layers) * block(t, t) + 2 * rows * t * V;
@@ -198,8 +198,7 @@ void warn_if_longer_than_trained(const char* command, size_t tokens, const RunCo
   if (synthetic && c.data.task == "stretch") limit += 1, keys = "data.max_len + 1";  // x, then EOS
   if (static_cast<int64_t>(tokens) <= limit || !world().is_root()) return;
   std::cerr << "relgrad " << command << ": warning: [" << command << "] the input has " << tokens
-            << " tokens, more than the " << limit << " the model was trained on ("
-            << keys << " = " << limit
+            << " tokens, more than the " << limit << " the model was trained on (" << keys << " = " << limit
             << "): it never saw the positions beyond, so its output there is untested\n";
 }
 
@@ -450,7 +449,9 @@ int cmd_sample(SampleArgs a, std::ostream& out) {
   if (periodic_lm && a.input.empty())
     for (int64_t n = 0; n < a.num; ++n) {
       const std::vector<int64_t> seq =
-          data.task()->sample(n / run.config.data.batch_size, n % run.config.data.batch_size, Split::HeldOut).source;
+          data.task()
+              ->sample(n / run.config.data.batch_size, n % run.config.data.batch_size, Split::HeldOut)
+              .source;
       const auto period_end = seq.begin() + std::min<int64_t>(run.config.data.period, seq.size());
       cases.push_back({{seq.begin(), period_end}, {period_end, seq.end()}});
     }
@@ -489,27 +490,31 @@ int cmd_sample(SampleArgs a, std::ostream& out) {
 // ---- eval ----------------------------------------------------------------------------------------
 constexpr int64_t kMaxEvalBatches = 100000;
 
-const char* const kEvalDataKeys[] = {"data.min_len", "data.max_len", "data.lag",     "data.period",
-                                     "data.context", "data.batch_size", "data.seed", "data.val_fraction",
-                                     nullptr};
+const char* const kEvalDataKeys[] = {"data.min_len", "data.max_len",      "data.lag",
+                                     "data.period",  "data.context",      "data.batch_size",
+                                     "data.seed",    "data.val_fraction", nullptr};
 
 std::string eval_data_keys_text() {
   std::string text = "the data keys relgrad eval may change: ";
-  for (const char* const* k = kEvalDataKeys; *k; ++k) text += (k == kEvalDataKeys ? "" : ", ") + std::string(*k);
+  for (const char* const* k = kEvalDataKeys; *k; ++k)
+    text += (k == kEvalDataKeys ? "" : ", ") + std::string(*k);
   return text;
 }
 
 namespace {
 
 // The checkpoint's config with the eval's data overrides; the result validated, its vocabulary unchanged.
-void apply_eval_data_overrides(RunConfig& config, const std::vector<std::string>& overrides, std::ostream& out) {
+void apply_eval_data_overrides(RunConfig& config, const std::vector<std::string>& overrides,
+                               std::ostream& out) {
   if (overrides.empty()) return;
   RunConfig changed = config;
   for (const std::string& o : overrides) {
     const std::string key = o.substr(2, o.find('=') - 2);
     bool allowed = false;
     for (const char* const* k = kEvalDataKeys; *k; ++k) allowed = allowed || key == *k;
-    if (!allowed) throw UsageError("[eval] " + o + ": " + key + " cannot change at evaluation (" + eval_data_keys_text() + ")");
+    if (!allowed)
+      throw UsageError("[eval] " + o + ": " + key + " cannot change at evaluation (" + eval_data_keys_text() +
+                       ")");
     try {
       set_config_value(changed, key, o.substr(o.find('=') + 1));
     } catch (const Error& e) {
@@ -533,9 +538,9 @@ void apply_eval_data_overrides(RunConfig& config, const std::vector<std::string>
 
 }  // namespace
 
-int cmd_eval(const std::string& checkpoint, int64_t batches, const std::string& dump_path, const std::string& input,
-             const std::string& target, const std::string& device, std::ostream& out,
-             const std::vector<std::string>& data_overrides) {
+int cmd_eval(const std::string& checkpoint, int64_t batches, const std::string& dump_path,
+             const std::string& input, const std::string& target, const std::string& device,
+             std::ostream& out, const std::vector<std::string>& data_overrides) {
   if (batches < 1) throw UsageError("[eval] --batches must be >= 1, got " + std::to_string(batches));
   if (batches > kMaxEvalBatches)
     throw UsageError("[eval] --batches " + std::to_string(batches) + " is more than the limit of " +

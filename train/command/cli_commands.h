@@ -34,9 +34,9 @@ int cmd_train(const std::string& config_path, const std::string& resume, const s
 int cmd_sample(SampleArgs a, std::ostream& out);
 // data_overrides: "--data.KEY=VALUE" for the keys of kEvalDataKeys (the held-out data at another length,
 // D3 of docs/experiments.md); any other key is a usage error, and so is a value that changes the vocabulary.
-int cmd_eval(const std::string& checkpoint, int64_t batches, const std::string& dump_path, const std::string& input,
-             const std::string& target, const std::string& device, std::ostream& out,
-             const std::vector<std::string>& data_overrides = {});
+int cmd_eval(const std::string& checkpoint, int64_t batches, const std::string& dump_path,
+             const std::string& input, const std::string& target, const std::string& device,
+             std::ostream& out, const std::vector<std::string>& data_overrides = {});
 // The data keys relgrad eval may change: lengths, task parameters that keep the vocabulary, batch
 // size and the data seed (the held-out stream).
 extern const char* const kEvalDataKeys[];

@@ -119,7 +119,8 @@ const std::vector<Field>& fields() {
     std::vector<Field> rest = {
         {"data.source", Kind::String, "data", {"synthetic", "text", "tokens", "music", "chorales"}, at2(&R::data, &D::source)},
         {"data.task", Kind::String, "synthetic task",
-         {"copy", "reverse", "shift", "sort", "periodic", "periodic_lm", "sync", "stretch"}, at2(&R::data, &D::task)},
+         {"copy", "reverse", "shift", "sort", "periodic", "periodic_lm", "sync", "stretch"},
+         at2(&R::data, &D::task)},
         {"data.num_symbols", Kind::Int, "synthetic alphabet size", {}, at2(&R::data, &D::num_symbols)},
         {"data.min_len", Kind::Int, "shortest synthetic source", {}, at2(&R::data, &D::min_len)},
         {"data.max_len", Kind::Int, "longest synthetic source", {}, at2(&R::data, &D::max_len)},

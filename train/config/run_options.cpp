@@ -34,8 +34,9 @@ TaskConfig task_config(const RunConfig& c) {
 
 // The keys that must agree between a checkpoint and the config resuming it.
 bool shapes_run(const std::string& key) {
-  return key.rfind("model.", 0) == 0 || key.rfind("data.", 0) == 0 || key == "optim.name" || key == "train.dtype" ||
-         key == "train.seed" || key == "optim.positional_lr_scale";  // the scale: the optimizer's group layout
+  return key.rfind("model.", 0) == 0 || key.rfind("data.", 0) == 0 || key == "optim.name" ||
+         key == "train.dtype" || key == "train.seed" ||
+         key == "optim.positional_lr_scale";  // the scale: the optimizer's group layout
 }
 
 void check_resume(const RunConfig& config, const std::string& saved_json, const std::string& path) {

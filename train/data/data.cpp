@@ -137,7 +137,8 @@ std::string Vocab::decode(const std::vector<int64_t>& ids, const std::string& se
 // ---- names --------------------------------------------------------------------------------------
 
 namespace {
-const char* const kTaskNames[] = {"copy", "reverse", "shift", "sort", "periodic", "periodic_lm", "sync", "stretch"};
+const char* const kTaskNames[] = {"copy",     "reverse",     "shift", "sort",
+                                  "periodic", "periodic_lm", "sync",  "stretch"};
 constexpr int kTaskCount = sizeof(kTaskNames) / sizeof(kTaskNames[0]);
 const char* const kLayoutNames[] = {"encoder-decoder", "decoder-only"};
 }  // namespace
@@ -183,12 +184,15 @@ SyntheticTask::Sample experiment_sample(const TaskConfig& c, int64_t index, int6
   const bool sync = c.kind == TaskKind::Sync;
   CounterStream rng = experiment_row_stream(c.seed, sync ? 6 : 7, split, index, row);
   const int64_t n = rng.between(c.min_len, c.max_len);
-  for (int64_t i = 0; i < n + (sync ? c.lag : 0); ++i) s.source.push_back(kFirstSymbol + rng.below(c.num_symbols));
+  for (int64_t i = 0; i < n + (sync ? c.lag : 0); ++i)
+    s.source.push_back(kFirstSymbol + rng.below(c.num_symbols));
   s.source.push_back(kEos);
   if (sync) {
-    for (int64_t i = 0; i < n; ++i) s.target.push_back(mirror(s.source[static_cast<size_t>(i + c.lag)], c.num_symbols));
+    for (int64_t i = 0; i < n; ++i)
+      s.target.push_back(mirror(s.source[static_cast<size_t>(i + c.lag)], c.num_symbols));
   } else {
-    for (int64_t i = 0; i < n; ++i) s.target.insert(s.target.end(), 2, mirror(s.source[static_cast<size_t>(i)], c.num_symbols));
+    for (int64_t i = 0; i < n; ++i)
+      s.target.insert(s.target.end(), 2, mirror(s.source[static_cast<size_t>(i)], c.num_symbols));
     s.target.push_back(kEos);  // EOS twice in all: this one, and the one every target ends with
   }
   return s;
@@ -230,8 +234,9 @@ SyntheticTask::SyntheticTask(const TaskConfig& config) : config_(config) {
   if (c.kind == TaskKind::PeriodicLm) {
     RG_CHECK(c.layout == Layout::DecoderOnly, "SyntheticTask", "periodic_lm is a decoder-only task ",
              "(model.type = \"decoder-only\")");
-    RG_CHECK(c.period >= 1 && c.period < c.max_len, "SyntheticTask", "periodic_lm: need 1 <= period < max_len ",
-             "(so some targets repeat the pattern), got period ", c.period, " and max_len ", c.max_len);
+    RG_CHECK(c.period >= 1 && c.period < c.max_len, "SyntheticTask",
+             "periodic_lm: need 1 <= period < max_len (so some targets repeat the pattern), got period ",
+             c.period, " and max_len ", c.max_len);
   }
   if (c.kind == TaskKind::Sync || c.kind == TaskKind::Stretch)
     RG_CHECK(c.layout == Layout::EncoderDecoder, "SyntheticTask", task, " is an encoder-decoder task ",

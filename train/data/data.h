@@ -156,7 +156,8 @@ struct TaskConfig {
   int64_t min_len = 4;       // source length n, uniform in [min_len, max_len] per sample
   int64_t max_len = 16;
   int64_t batch_size = 32;
-  int64_t lag = 1;           // shift: 1 <= lag < min_len, so every output copies something; sync: lag >= 0
+  int64_t lag = 1;           // shift: 1 <= lag < min_len, so every output copies something;
+                             // sync: lag >= 0
   int64_t period = 3;        // periodic: 2 <= period <= min_len, so x shows a whole period;
                              // periodic_lm: 1 <= period < max_len
   uint64_t seed = 0;

@@ -7,7 +7,9 @@
 
 namespace relgrad {
 
-bool is_positional_parameter(const std::string& name) { return name.find(".positional.") != std::string::npos; }
+bool is_positional_parameter(const std::string& name) {
+  return name.find(".positional.") != std::string::npos;
+}
 
 ScaledGroups scaled_positional_groups(const std::vector<std::pair<std::string, Tensor>>& named, double lr,
                                       double weight_decay, double positional_lr_scale) {
@@ -20,9 +22,11 @@ ScaledGroups scaled_positional_groups(const std::vector<std::pair<std::string, T
     return out;
   }
   std::vector<std::pair<std::string, Tensor>> plain, positional;
-  for (const auto& entry : named) (is_positional_parameter(entry.first) ? positional : plain).push_back(entry);
+  for (const auto& entry : named)
+    (is_positional_parameter(entry.first) ? positional : plain).push_back(entry);
   out.groups = decay_groups(plain, lr, weight_decay);
-  for (ParamGroup& g : decay_groups(positional, lr * positional_lr_scale, weight_decay)) out.groups.push_back(g);
+  for (ParamGroup& g : decay_groups(positional, lr * positional_lr_scale, weight_decay))
+    out.groups.push_back(g);
   out.lr_scale = {1.0, 1.0, positional_lr_scale, positional_lr_scale};
   return out;
 }
@@ -30,8 +34,8 @@ ScaledGroups scaled_positional_groups(const std::vector<std::pair<std::string, T
 void set_scheduled_lr(Optimizer& optimizer, double lr, const std::vector<double>& lr_scale) {
   std::vector<ParamGroup>& groups = optimizer.param_groups();
   if (lr_scale.empty()) return optimizer.set_lr(lr);
-  RG_CHECK(lr_scale.size() == groups.size(), "optim", "set_scheduled_lr: ", lr_scale.size(),
-           " scales for ", groups.size(), " parameter groups");
+  RG_CHECK(lr_scale.size() == groups.size(), "optim", "set_scheduled_lr: ", lr_scale.size(), " scales for ",
+           groups.size(), " parameter groups");
   for (size_t g = 0; g < groups.size(); ++g) groups[g].lr = lr * lr_scale[g];
 }
 

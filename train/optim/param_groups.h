@@ -8,7 +8,8 @@
 //
 // Why: T5's bias is in raw logit units and Adam moves each entry by about lr per step, so the ≈ 5-nat
 // margin that puts 0.9 of a head on one offset takes thousands of steps at lr 3e-3; the verification
-// experiments (train/instruments/experiments_internal.h, ModelSize::positional_lr_scale) give the tables 10× lr.
+// experiments (train/instruments/experiments_internal.h, ModelSize::positional_lr_scale) give the tables 10×
+// lr.
 //
 // Which parameters: those of the relative positional schemes, i.e. whose name contains ".positional."
 // (MultiheadAttention registers its scheme as "positional": T5's bias table, the learned tables of seed,

@@ -103,8 +103,8 @@ Trainer::Trainer(TrainerOptions options, std::ostream* out, Communicator* comm)
   model_.to(device);  // before the optimizer: its state is allocated beside the weights
   default_generator().set_state(options_.train.seed ^ kDropoutKey, 0);
   const OptimConfig& o = options_.optim;
-  ScaledGroups scaled =
-      scaled_positional_groups(model_.module->named_parameters(), o.lr, o.weight_decay, o.positional_lr_scale);
+  ScaledGroups scaled = scaled_positional_groups(model_.module->named_parameters(), o.lr, o.weight_decay,
+                                                 o.positional_lr_scale);
   group_lr_scale_ = scaled.lr_scale;
   const std::vector<ParamGroup>& groups = scaled.groups;
   if (o.name == "sgd")
