@@ -159,6 +159,8 @@ int run_command(int argc, const char* const* argv, std::ostream& out_all, std::o
   std::string eval_device = "cpu";
   eval->add_option("--device", eval_device, "cpu (default), cuda or cuda:N: where the model runs");
   eval->allow_extras();  // --data.KEY=VALUE: the held-out data at other lengths (kEvalDataKeys)
+  eval->footer("--data.KEY=VALUE evaluates on other held-out data, e.g. --data.max_len=256 (" +
+               eval_data_keys_text() + ")");
 
   auto* inspect = app.add_subcommand("inspect", "header, config, step, tensor table and checksum verdict");
   std::string inspect_path;
