@@ -33,8 +33,8 @@ MusicBenchRun made_up_run(const std::string& treatment, uint64_t seed, double va
 MusicBenchResult made_up_result() {
   MusicBenchResult r;
   r.unigram_valid_nll = 3.4, r.unigram_test_nll = 3.41;
-  r.runs = {made_up_run("none", 1, 2.1, 2.2), made_up_run("none", 2, 2.0, 2.1), made_up_run("huang", 1, 0.9, 1.0),
-            made_up_run("huang", 2, 1.0, 1.1)};
+  r.runs = {made_up_run("none", 1, 2.1, 2.2), made_up_run("none", 2, 2.0, 2.1),
+            made_up_run("huang", 1, 0.9, 1.0), made_up_run("huang", 2, 1.0, 1.1)};
   HarmonyRun e, n;
   e.label = "seed, explicit", e.same_step_mass = 0.7, e.valid_nll = 1.9, e.test_nll = 2.0;
   n.label = "none", n.same_step_mass = 0.01, n.valid_nll = 2.0, n.test_nll = 2.1;
@@ -97,7 +97,8 @@ TEST_CASE("music bench: the options are checked before anything trains") {
   MusicBenchOptions o;
   o.out_dir = dir.file("bench");
   o.treatments = {"none", "absolute"};
-  CHECK_THROWS_WITH_AS(music_bench_results(o, nullptr), doctest::Contains("unknown treatment 'absolute'"), Error);
+  CHECK_THROWS_WITH_AS(music_bench_results(o, nullptr), doctest::Contains("unknown treatment 'absolute'"),
+                       Error);
   o.treatments = {"none"};
   o.chorales_path = dir.file("missing.json");
   CHECK_THROWS_AS(music_bench_results(o, nullptr), Error);
@@ -110,7 +111,8 @@ TEST_CASE("music bench: the options are checked before anything trains") {
 }
 
 // The CI form end to end, as `relgrad music-bench` runs it (about a minute on 2 cores, Release).
-TEST_CASE("music bench: CI form, relative attention beats no positional term and explicit cross heads align") {
+TEST_CASE(
+    "music bench: CI form, relative attention beats no positional term and explicit cross heads align") {
   TempDir dir;
   MusicBenchOptions o;
   o.out_dir = dir.file("bench");

@@ -26,10 +26,10 @@ namespace relgrad {
 namespace {
 
 constexpr const char* kOp = "music-bench";
-constexpr int64_t kEvalBatch = 8;        // rows per evaluation batch (whole chorales, decoder-only)
-constexpr int64_t kHarmonyEvalBatch = 4; // rows per evaluation batch (harmonisation: one chorale a row)
-constexpr int64_t kHeadReach = 16;       // decoder-only heads: offsets −16 … 16 (four 16th steps)
-constexpr int64_t kCrossReach = 12;      // cross heads: offsets −12 … 12 on the source axis
+constexpr int64_t kEvalBatch = 8;         // rows per evaluation batch (whole chorales, decoder-only)
+constexpr int64_t kHarmonyEvalBatch = 4;  // rows per evaluation batch (harmonisation: one chorale a row)
+constexpr int64_t kHeadReach = 16;        // decoder-only heads: offsets −16 … 16 (four 16th steps)
+constexpr int64_t kCrossReach = 12;       // cross heads: offsets −12 … 12 on the source axis
 
 const std::vector<std::string>& all_treatments() {
   static const std::vector<std::string> t = {"none", "sinusoidal", "learned", "shaw", "huang",
@@ -45,7 +45,8 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 // The keys every run shares: optimizer, loop, data file and seed, no dropout, one eval batch at the end
 // (the bench's own evaluation covers the whole splits), a checkpoint at the end only.
-RunConfig base_config(const MusicBenchOptions& o, const MusicBenchSize& s, uint64_t seed, const std::string& label) {
+RunConfig base_config(const MusicBenchOptions& o, const MusicBenchSize& s, uint64_t seed,
+                      const std::string& label) {
   RunConfig c = RunConfig::defaults();
   c.model.d_model = s.d_model;
   c.model.n_heads = s.n_heads;
@@ -81,9 +82,9 @@ RunConfig base_config(const MusicBenchOptions& o, const MusicBenchSize& s, uint6
 PositionalConfig relative_scheme(const std::string& name, int64_t context) {
   PositionalConfig p;
   p.scheme = name;
-  p.max_length = context;     // seed, huang: |δ| ≤ context − 1
-  p.clip = context - 1;       // shaw: no clipping inside a window
-  p.max_distance = context;   // t5: log buckets up to the window
+  p.max_length = context;    // seed, huang: |δ| ≤ context − 1
+  p.clip = context - 1;      // shaw: no clipping inside a window
+  p.max_distance = context;  // t5: log buckets up to the window
   return p;
 }
 
@@ -95,8 +96,10 @@ RunConfig continue_config(const MusicBenchOptions& o, const MusicBenchSize& s, c
   c.model.n_decoder_layers = s.layers;
   c.data.chorale_task = "continue";
   c.data.context = s.context;
-  if (treatment == "sinusoidal" || treatment == "learned") c.model.absolute_position = treatment;
-  else if (treatment != "none") c.model.decoder_self = relative_scheme(treatment, s.context);
+  if (treatment == "sinusoidal" || treatment == "learned")
+    c.model.absolute_position = treatment;
+  else if (treatment != "none")
+    c.model.decoder_self = relative_scheme(treatment, s.context);
   return c;
 }
 
@@ -184,7 +187,8 @@ class WithoutTargetPositions : public Dataset {
   int64_t batch_size() const override { return inner_->batch_size(); }
   std::optional<uint64_t> checksum() const override { return inner_->checksum(); }
   std::string path() const override { return inner_->path(); }
-  void print_samples(SampleModel& model, int64_t count, const std::string& out_dir, std::ostream& out) const override {
+  void print_samples(SampleModel& model, int64_t count, const std::string& out_dir,
+                     std::ostream& out) const override {
     inner_->print_samples(model, count, out_dir, out);
   }
 
@@ -194,7 +198,8 @@ class WithoutTargetPositions : public Dataset {
 
 // Trains `config` the way `relgrad train` does; the trained model comes back in eval mode.
 std::unique_ptr<Trainer> train_run(const RunConfig& config) {
-  std::ostringstream warnings;  // the shipped chorales skip nothing; a user file's warnings are not ours to print
+  std::ostringstream
+      warnings;  // the shipped chorales skip nothing; a user file's warnings are not ours to print
   TrainerOptions options = trainer_options(config, &warnings);
   if (config.encoder_decoder() && !config.model.cross_explicit)
     options.data = std::make_shared<WithoutTargetPositions>(options.data);
@@ -218,7 +223,8 @@ std::pair<double, double> unigram_nll(const ChoraleSet& set) {
     int64_t n_tokens = 0;
     for (const Chorale& c : split) {
       const std::vector<int64_t> t = chorale_tokens(c);
-      for (size_t n = 1; n < t.size(); ++n) sum -= std::log(count[static_cast<size_t>(t[n])] / total), ++n_tokens;
+      for (size_t n = 1; n < t.size(); ++n)
+        sum -= std::log(count[static_cast<size_t>(t[n])] / total), ++n_tokens;
     }
     return n_tokens ? sum / static_cast<double>(n_tokens) : NAN;
   };
@@ -305,7 +311,8 @@ std::vector<HeadSummary> probe_cross(RunModel& model, bool explicit_positions, c
                                      const std::string& label, const std::string& dir,
                                      std::vector<std::string>& pictures, double& best_mass) {
   ChoraleSet few;
-  for (size_t n = 0; n < std::min<size_t>(set.valid.size(), kHarmonyEvalBatch); ++n) few.valid.push_back(set.valid[n]);
+  for (size_t n = 0; n < std::min<size_t>(set.valid.size(), kHarmonyEvalBatch); ++n)
+    few.valid.push_back(set.valid[n]);
   const std::vector<Batch> batches = harmony_eval_batches(few, ChoraleSplit::Valid, kHarmonyEvalBatch);
   RG_CHECK(!batches.empty() && batches.front().tgt_positions.defined(), kOp,
            "harmony_eval_batches gave no batch with tgt_positions to probe");
@@ -365,7 +372,8 @@ MusicBenchResult music_bench_results(const MusicBenchOptions& options, std::ostr
   const auto start = std::chrono::steady_clock::now();
   const ThreadCountGuard restore_threads;
   MusicBenchOptions o = options;
-  if (o.treatments.empty()) o.treatments = o.full ? all_treatments() : std::vector<std::string>{"none", "huang"};
+  if (o.treatments.empty())
+    o.treatments = o.full ? all_treatments() : std::vector<std::string>{"none", "huang"};
   if (o.seeds.empty()) o.seeds = o.full ? std::vector<uint64_t>{1, 2, 3} : std::vector<uint64_t>{1, 2};
   for (const std::string& t : o.treatments)
     RG_CHECK(std::find(all_treatments().begin(), all_treatments().end(), t) != all_treatments().end(), kOp,
@@ -384,10 +392,10 @@ MusicBenchResult music_bench_results(const MusicBenchOptions& options, std::ostr
   std::tie(r.unigram_valid_nll, r.unigram_test_nll) = unigram_nll(set);
   const std::vector<Batch> valid = chorale_eval_batches(set, ChoraleSplit::Valid, s.context, kEvalBatch);
   const std::vector<Batch> test = chorale_eval_batches(set, ChoraleSplit::Test, s.context, kEvalBatch);
-  progress_line(progress, std::string("music-bench (") + (o.full ? "full" : "CI") + "): " +
-                              std::to_string(o.treatments.size()) + " treatments x " + std::to_string(o.seeds.size()) +
-                              " seeds, " + std::to_string(s.steps) + " steps each; unigram valid NLL " +
-                              fixed3(r.unigram_valid_nll));
+  progress_line(progress, std::string("music-bench (") + (o.full ? "full" : "CI") +
+                              "): " + std::to_string(o.treatments.size()) + " treatments x " +
+                              std::to_string(o.seeds.size()) + " seeds, " + std::to_string(s.steps) +
+                              " steps each; unigram valid NLL " + fixed3(r.unigram_valid_nll));
 
   for (const std::string& treatment : o.treatments)
     for (uint64_t seed : o.seeds) {
@@ -403,13 +411,16 @@ MusicBenchResult music_bench_results(const MusicBenchOptions& options, std::ostr
       run.test_nll = t.nll, run.test_accuracy = t.accuracy, run.test_tokens = t.tokens;
       if ((treatment == "huang" || treatment == "seed") && seed == o.seeds.front()) {
         const std::string label = treatment + " (seed " + std::to_string(seed) + ")";
-        const std::string dir = (std::filesystem::path(o.out_dir) / ("probe-" + file_safe(treatment))).string();
-        for (HeadSummary& h : probe_decoder(model, set, s.context, label, dir, r.pictures)) r.heads.push_back(h);
+        const std::string dir =
+            (std::filesystem::path(o.out_dir) / ("probe-" + file_safe(treatment))).string();
+        for (HeadSummary& h : probe_decoder(model, set, s.context, label, dir, r.pictures))
+          r.heads.push_back(h);
       }
       run.seconds = seconds_since(t0);
-      progress_line(progress, "  " + treatment + " seed " + std::to_string(seed) + ": valid NLL " + fixed3(run.valid_nll) +
-                                  ", test NLL " + fixed3(run.test_nll) + ", accuracy " + fixed3(run.valid_accuracy) +
-                                  ", " + fixed3(run.seconds) + " s");
+      progress_line(progress, "  " + treatment + " seed " + std::to_string(seed) + ": valid NLL " +
+                                  fixed3(run.valid_nll) + ", test NLL " + fixed3(run.test_nll) +
+                                  ", accuracy " + fixed3(run.valid_accuracy) + ", " + fixed3(run.seconds) +
+                                  " s");
       r.runs.push_back(run);
     }
 
@@ -431,12 +442,16 @@ MusicBenchResult music_bench_results(const MusicBenchOptions& options, std::ostr
       const Score v = score(model, hvalid, explicit_positions), t = score(model, htest, explicit_positions);
       h.valid_nll = v.nll, h.valid_accuracy = v.accuracy, h.test_nll = t.nll, h.test_accuracy = t.accuracy;
       const std::string label = "harmony " + h.label + " (seed " + std::to_string(seed) + ")";
-      const std::string dir = (std::filesystem::path(o.out_dir) / ("probe-harmony-" + file_safe(cross + "-" + alignment))).string();
-      for (HeadSummary& head : probe_cross(model, explicit_positions, set, label, dir, r.pictures, h.same_step_mass)) r.heads.push_back(head);
+      const std::string dir =
+          (std::filesystem::path(o.out_dir) / ("probe-harmony-" + file_safe(cross + "-" + alignment)))
+              .string();
+      for (HeadSummary& head :
+           probe_cross(model, explicit_positions, set, label, dir, r.pictures, h.same_step_mass))
+        r.heads.push_back(head);
       h.seconds = seconds_since(t0);
       progress_line(progress, "  harmony " + h.label + ": valid NLL " + fixed3(h.valid_nll) + ", accuracy " +
-                                  fixed3(h.valid_accuracy) + ", same-step cross mass " + fixed3(h.same_step_mass) + ", " +
-                                  fixed3(h.seconds) + " s");
+                                  fixed3(h.valid_accuracy) + ", same-step cross mass " +
+                                  fixed3(h.same_step_mass) + ", " + fixed3(h.seconds) + " s");
       r.harmony.push_back(h);
     }
   }

@@ -22,24 +22,25 @@
 namespace relgrad {
 
 struct MusicBenchOptions {
-  bool full = false;                     // the documented run (about an hour on 2 cores); else the CI form
-  std::vector<std::string> treatments;   // empty = all: none, sinusoidal, learned, shaw, huang, t5, alibi, rope, seed
-  std::vector<uint64_t> seeds;           // empty = 1, 2, 3
-  int64_t steps = -1;                    // training steps per model; -1 = the form's default
-  bool harmony = true;                   // also the harmonisation comparison
-  std::string chorales_path;             // empty = the shipped file
+  bool full = false;  // the documented run (about an hour on 2 cores); else the CI form
+  std::vector<std::string>
+      treatments;               // empty = all: none, sinusoidal, learned, shaw, huang, t5, alibi, rope, seed
+  std::vector<uint64_t> seeds;  // empty = 1, 2, 3
+  int64_t steps = -1;           // training steps per model; -1 = the form's default
+  bool harmony = true;          // also the harmonisation comparison
+  std::string chorales_path;    // empty = the shipped file
   std::string out_dir = "runs/music-bench";  // results.csv, results.md, pictures, checkpoints
 };
 
 // The size and budget every model of one form shares.
 struct MusicBenchSize {
   int64_t d_model = 64, n_heads = 4, d_ff = 256, layers = 3;  // decoder-only: layers; harmony: per stack
-  int64_t context = 128;        // decoder-only tokens per training window (32 16th steps)
+  int64_t context = 128;  // decoder-only tokens per training window (32 16th steps)
   int64_t batch_size = 16;
   int64_t steps = 1500, warmup = 100;
-  double lr = 2e-3;             // AdamW, cosine to lr / 20, clip 1, weight decay 0.01
-  int64_t harmony_steps = 32;   // harmonisation: 16th steps (source tokens) per training window
-  int64_t harmony_layers = 2;   // harmonisation: encoder and decoder layers each
+  double lr = 2e-3;            // AdamW, cosine to lr / 20, clip 1, weight decay 0.01
+  int64_t harmony_steps = 32;  // harmonisation: 16th steps (source tokens) per training window
+  int64_t harmony_layers = 2;  // harmonisation: encoder and decoder layers each
 };
 // The form's size (full or CI) with options.steps applied.
 MusicBenchSize music_bench_size(const MusicBenchOptions& options);
@@ -57,22 +58,22 @@ struct MusicBenchRun {
 
 // One head of an attention module, as the probe measured it on held-out chorales.
 struct HeadSummary {
-  std::string model;       // "huang (seed 1)", "harmony explicit (seed 1)"
-  std::string layer;       // "layers.0.self_attn", "decoder.layers.1.cross_attn"
+  std::string model;  // "huang (seed 1)", "harmony explicit (seed 1)"
+  std::string layer;  // "layers.0.self_attn", "decoder.layers.1.cross_attn"
   int head = 0;
   std::vector<int64_t> top_offsets;  // the offsets with the most attention mass, largest first
   std::vector<double> top_mass;
-  double mass_at_zero = 0;           // δ = 0 (cross: on the source's time axis, see below)
-  double mass_same_voice = 0;        // decoder-only: δ = −4, −8, … (the query's own voice, earlier steps)
-  double mass_next_voice = 0;        // decoder-only: δ = −3, −7, … (the predicted token's voice, earlier)
-  double mass_near = 0;              // decoder-only: δ = −1, −2, −3 (the neighbouring voices)
-  int64_t response_peak = 0;         // the positional response's peak over the probed offsets
+  double mass_at_zero = 0;     // δ = 0 (cross: on the source's time axis, see below)
+  double mass_same_voice = 0;  // decoder-only: δ = −4, −8, … (the query's own voice, earlier steps)
+  double mass_next_voice = 0;  // decoder-only: δ = −3, −7, … (the predicted token's voice, earlier)
+  double mass_near = 0;        // decoder-only: δ = −1, −2, −3 (the neighbouring voices)
+  int64_t response_peak = 0;   // the positional response's peak over the probed offsets
   bool has_response = false;
 };
 
 // One harmoniser: cross-attention treatment and alignment.
 struct HarmonyRun {
-  std::string label;       // "seed, explicit", "seed, scaled", "seed, left", "none"
+  std::string label;  // "seed, explicit", "seed, scaled", "seed, left", "none"
   uint64_t seed = 0;
   int64_t params = 0;
   double valid_nll = 0, test_nll = 0, valid_accuracy = 0, test_accuracy = 0;
@@ -85,10 +86,10 @@ struct HarmonyRun {
 struct MusicBenchResult {
   bool full = false;
   MusicBenchSize size;
-  std::vector<MusicBenchRun> runs;       // per treatment, per seed
+  std::vector<MusicBenchRun> runs;  // per treatment, per seed
   std::vector<HarmonyRun> harmony;
-  std::vector<HeadSummary> heads;        // decoder-only huang / seed heads, then the harmonisers' cross heads
-  std::vector<std::string> pictures;     // files written under out_dir (relative to it)
+  std::vector<HeadSummary> heads;     // decoder-only huang / seed heads, then the harmonisers' cross heads
+  std::vector<std::string> pictures;  // files written under out_dir (relative to it)
   double unigram_valid_nll = 0, unigram_test_nll = 0;  // the train set's token frequencies (add-one)
   int64_t train_chorales = 0, valid_chorales = 0, test_chorales = 0;
   double seconds = 0;

@@ -25,8 +25,10 @@ std::string fixed(double v, int digits) {
 
 std::string seconds_text(double s) {
   char buf[32];
-  if (s < 60) std::snprintf(buf, sizeof buf, "%.1f s", s);
-  else std::snprintf(buf, sizeof buf, "%d min %02d s", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
+  if (s < 60)
+    std::snprintf(buf, sizeof buf, "%.1f s", s);
+  else
+    std::snprintf(buf, sizeof buf, "%d min %02d s", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
   return buf;
 }
 
@@ -84,7 +86,8 @@ std::vector<Aggregate> aggregate(const MusicBenchResult& r) {
       v.push_back(run->valid_nll), te.push_back(run->test_nll), va.push_back(run->valid_accuracy);
       ta.push_back(run->test_accuracy), s.push_back(run->seconds);
     }
-    a.valid = stat_of(v), a.test = stat_of(te), a.valid_acc = stat_of(va), a.test_acc = stat_of(ta), a.seconds = stat_of(s);
+    a.valid = stat_of(v), a.test = stat_of(te), a.valid_acc = stat_of(va), a.test_acc = stat_of(ta),
+    a.seconds = stat_of(s);
     out.push_back(a);
   }
   return out;
@@ -104,20 +107,22 @@ const char* description(const std::string& t) {
 }
 
 std::string size_text(const MusicBenchSize& s) {
-  return std::to_string(s.layers) + " layers, d_model " + std::to_string(s.d_model) + ", " + std::to_string(s.n_heads) +
-         " heads, d_ff " + std::to_string(s.d_ff) + ", context " + std::to_string(s.context) + " tokens (" +
-         std::to_string(s.context / 4) + " 16th steps), batch " + std::to_string(s.batch_size) + ", " +
-         std::to_string(s.steps) + " steps (" + std::to_string(s.steps * s.batch_size * s.context / 1000) +
-         "k training tokens), AdamW lr " + fixed(s.lr, 4) + " warmup " + std::to_string(s.warmup) +
+  return std::to_string(s.layers) + " layers, d_model " + std::to_string(s.d_model) + ", " +
+         std::to_string(s.n_heads) + " heads, d_ff " + std::to_string(s.d_ff) + ", context " +
+         std::to_string(s.context) + " tokens (" + std::to_string(s.context / 4) + " 16th steps), batch " +
+         std::to_string(s.batch_size) + ", " + std::to_string(s.steps) + " steps (" +
+         std::to_string(s.steps * s.batch_size * s.context / 1000) + "k training tokens), AdamW lr " +
+         fixed(s.lr, 4) + " warmup " + std::to_string(s.warmup) +
          ", cosine to lr/20, clip 1, weight decay 0.01, no dropout";
 }
 
 std::string harmony_size_text(const MusicBenchSize& s) {
   return std::to_string(s.harmony_layers) + " + " + std::to_string(s.harmony_layers) + " layers, d_model " +
-         std::to_string(s.d_model) + ", " + std::to_string(s.n_heads) + " heads, d_ff " + std::to_string(s.d_ff) +
-         ", windows of " + std::to_string(s.harmony_steps) + " 16th steps (" + std::to_string(s.harmony_steps) +
-         " soprano tokens → " + std::to_string(3 * s.harmony_steps + 1) + " target tokens), the same optimizer and " +
-         std::to_string(s.steps) + " steps; T5 bias in both self-attentions";
+         std::to_string(s.d_model) + ", " + std::to_string(s.n_heads) + " heads, d_ff " +
+         std::to_string(s.d_ff) + ", windows of " + std::to_string(s.harmony_steps) + " 16th steps (" +
+         std::to_string(s.harmony_steps) + " soprano tokens → " + std::to_string(3 * s.harmony_steps + 1) +
+         " target tokens), the same optimizer and " + std::to_string(s.steps) +
+         " steps; T5 bias in both self-attentions";
 }
 
 std::string top_text(const HeadSummary& h) {
@@ -168,20 +173,26 @@ std::vector<std::vector<std::string>> comparison_rows(const MusicBenchResult& r,
       {"treatment", "params", "valid NLL", "test NLL", "valid acc", "test acc", "time / model"}};
   if (markdown) rows[0].insert(rows[0].begin() + 1, "what");
   for (const Aggregate& a : aggregate(r)) {
-    std::vector<std::string> row = {a.treatment, std::to_string(a.params), mean_sd(a.valid, 3), mean_sd(a.test, 3),
-                                    mean_sd(a.valid_acc, 3), mean_sd(a.test_acc, 3), seconds_text(a.seconds.mean)};
+    std::vector<std::string> row = {a.treatment,
+                                    std::to_string(a.params),
+                                    mean_sd(a.valid, 3),
+                                    mean_sd(a.test, 3),
+                                    mean_sd(a.valid_acc, 3),
+                                    mean_sd(a.test_acc, 3),
+                                    seconds_text(a.seconds.mean)};
     if (markdown) row.insert(row.begin() + 1, description(a.treatment));
     rows.push_back(row);
   }
-  std::vector<std::string> uni = {"unigram", "131", fixed(r.unigram_valid_nll, 3), fixed(r.unigram_test_nll, 3), "", "", ""};
+  std::vector<std::string> uni = {
+      "unigram", "131", fixed(r.unigram_valid_nll, 3), fixed(r.unigram_test_nll, 3), "", "", ""};
   if (markdown) uni.insert(uni.begin() + 1, "the train set's token frequencies");
   rows.push_back(uni);
   return rows;
 }
 
 std::vector<std::vector<std::string>> harmony_rows(const MusicBenchResult& r) {
-  std::vector<std::vector<std::string>> rows = {{"cross-attention", "params", "valid NLL", "test NLL", "valid acc",
-                                                 "test acc", "same-step mass", "time"}};
+  std::vector<std::vector<std::string>> rows = {{"cross-attention", "params", "valid NLL", "test NLL",
+                                                 "valid acc", "test acc", "same-step mass", "time"}};
   for (const HarmonyRun& h : r.harmony)
     rows.push_back({h.label, std::to_string(h.params), fixed(h.valid_nll, 3), fixed(h.test_nll, 3),
                     fixed(h.valid_accuracy, 3), fixed(h.test_accuracy, 3), fixed(h.same_step_mass, 2),
@@ -191,7 +202,8 @@ std::vector<std::vector<std::string>> harmony_rows(const MusicBenchResult& r) {
 
 std::vector<std::vector<std::string>> head_rows(const MusicBenchResult& r, bool cross) {
   std::vector<std::vector<std::string>> rows;
-  if (cross) rows.push_back({"model", "layer", "head", "top offsets (mass)", "mass at δ = 0", "response peak"});
+  if (cross)
+    rows.push_back({"model", "layer", "head", "top offsets (mass)", "mass at δ = 0", "response peak"});
   else
     rows.push_back({"model", "layer", "head", "top offsets (mass)", "δ = 0", "δ = −4k (own voice)",
                     "δ = −4k+1 (predicted voice)", "δ = −1…−3", "response peak"});
@@ -227,16 +239,18 @@ void write_file(const std::string& path, const std::string& text) {
 
 std::string music_bench_table(const MusicBenchResult& r) {
   std::ostringstream out;
-  out << "Decoder-only, note-wise NLL (nats per token) on the whole valid (" << r.valid_chorales << ") and test ("
-      << r.test_chorales << ") chorales, mean ± sd over seeds:\n"
+  out << "Decoder-only, note-wise NLL (nats per token) on the whole valid (" << r.valid_chorales
+      << ") and test (" << r.test_chorales << ") chorales, mean ± sd over seeds:\n"
       << render(comparison_rows(r, false), false);
   if (!r.harmony.empty())
-    out << "\nHarmonisation (soprano → alto, tenor, bass), whole chorales:\n" << render(harmony_rows(r), false);
+    out << "\nHarmonisation (soprano → alto, tenor, bass), whole chorales:\n"
+        << render(harmony_rows(r), false);
   if (std::any_of(r.heads.begin(), r.heads.end(), [](const HeadSummary& h) { return !is_cross(h); }))
     out << "\nDecoder-only heads, attention mass by offset δ = key − query (held-out chorales):\n"
         << render(head_rows(r, false), false);
   if (has_cross_heads(r))
-    out << "\nCross-attention heads, offsets on the source's time axis (δ = 0: the soprano note of the same 16th):\n"
+    out << "\nCross-attention heads, offsets on the source's time axis (δ = 0: the soprano note of the same "
+           "16th):\n"
         << render(head_rows(r, true), false);
   out << "\ntotal " << seconds_text(r.seconds) << "\n";
   return out.str();
@@ -252,15 +266,20 @@ std::string music_bench_markdown(const MusicBenchResult& r, const MusicBenchOpti
      << "## Note-wise NLL (nats per token), whole valid and test chorales, mean ± sd over seeds\n\n"
      << render(comparison_rows(r, true), true);
   if (!r.harmony.empty())
-    md << "\n## Harmonisation: soprano → alto, tenor, bass\n\n" << harmony_size_text(r.size)
-       << ". Same-step mass: the best cross head's mean weight on the soprano note of the query's own 16th step.\n\n"
+    md << "\n## Harmonisation: soprano → alto, tenor, bass\n\n"
+       << harmony_size_text(r.size)
+       << ". Same-step mass: the best cross head's mean weight on the soprano note of the query's own 16th "
+          "step.\n\n"
        << render(harmony_rows(r), true);
   if (!r.heads.empty()) {
-    md << "\n## Heads\n\nAttention mass by offset δ = key − query on held-out chorales. Decoder-only: query i holds "
-          "voice (i − 1) mod 4 and predicts the next token, so δ = −4k is the query's own voice k steps earlier and "
+    md << "\n## Heads\n\nAttention mass by offset δ = key − query on held-out chorales. Decoder-only: query "
+          "i holds "
+          "voice (i − 1) mod 4 and predicts the next token, so δ = −4k is the query's own voice k steps "
+          "earlier and "
           "δ = −3, −7, … the predicted voice one, two, … steps earlier.\n\n"
        << render(head_rows(r, false), true);
-    if (has_cross_heads(r)) md << "\nCross-attention heads (the source's time axis):\n\n" << render(head_rows(r, true), true);
+    if (has_cross_heads(r))
+      md << "\nCross-attention heads (the source's time axis):\n\n" << render(head_rows(r, true), true);
     md << "\nPictures (relative to the out dir):\n\n";
     for (const std::string& p : r.pictures) md << "- `" << p << "`\n";
   }
@@ -271,17 +290,18 @@ std::string music_bench_csv(const MusicBenchResult& r) {
   std::ostringstream out;
   out << "kind,treatment,seed,params,valid_nll,test_nll,valid_accuracy,test_accuracy,seconds\n";
   for (const MusicBenchRun& run : r.runs)
-    out << "continue," << run.treatment << "," << run.seed << "," << run.params << "," << fixed(run.valid_nll, 6) << ","
-        << fixed(run.test_nll, 6) << "," << fixed(run.valid_accuracy, 6) << "," << fixed(run.test_accuracy, 6) << ","
-        << fixed(run.seconds, 2) << "\n";
+    out << "continue," << run.treatment << "," << run.seed << "," << run.params << ","
+        << fixed(run.valid_nll, 6) << "," << fixed(run.test_nll, 6) << "," << fixed(run.valid_accuracy, 6)
+        << "," << fixed(run.test_accuracy, 6) << "," << fixed(run.seconds, 2) << "\n";
   for (const HarmonyRun& h : r.harmony) {
     std::string label = h.label;
     std::replace(label.begin(), label.end(), ',', ' ');
     out << "harmonize," << label << "," << h.seed << "," << h.params << "," << fixed(h.valid_nll, 6) << ","
-        << fixed(h.test_nll, 6) << "," << fixed(h.valid_accuracy, 6) << "," << fixed(h.test_accuracy, 6) << ","
-        << fixed(h.seconds, 2) << "\n";
+        << fixed(h.test_nll, 6) << "," << fixed(h.valid_accuracy, 6) << "," << fixed(h.test_accuracy, 6)
+        << "," << fixed(h.seconds, 2) << "\n";
   }
-  out << "unigram,unigram,0,131," << fixed(r.unigram_valid_nll, 6) << "," << fixed(r.unigram_test_nll, 6) << ",,,\n";
+  out << "unigram,unigram,0,131," << fixed(r.unigram_valid_nll, 6) << "," << fixed(r.unigram_test_nll, 6)
+      << ",,,\n";
   return out.str();
 }
 
@@ -302,12 +322,14 @@ std::vector<std::string> music_bench_failures(const MusicBenchResult& r) {
     if (a.treatment == "huang") huang = a.valid;
   }
   if (none.n && huang.n && !(huang.mean < none.mean))
-    failures.push_back("huang's mean valid NLL " + fixed(huang.mean, 4) + " is not below none's " + fixed(none.mean, 4));
+    failures.push_back("huang's mean valid NLL " + fixed(huang.mean, 4) + " is not below none's " +
+                       fixed(none.mean, 4));
   const HarmonyRun* expl = harmony_run(r, "seed, explicit");
   const HarmonyRun* plain = harmony_run(r, "none");
   if (expl && plain && !(expl->same_step_mass > plain->same_step_mass))
     failures.push_back("the explicit harmoniser's same-step cross mass " + fixed(expl->same_step_mass, 3) +
-                       " is not above the one without a cross positional term (" + fixed(plain->same_step_mass, 3) + ")");
+                       " is not above the one without a cross positional term (" +
+                       fixed(plain->same_step_mass, 3) + ")");
   return failures;
 }
 
