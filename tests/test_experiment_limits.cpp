@@ -69,10 +69,26 @@ TEST_CASE("experiment limits: T5 D1 holds inside the exact buckets and stops at 
 }
 
 TEST_CASE("experiment limits: the report lists every point with its prediction, mechanism and seeds") {
-  LimitPoint in{"t5, 16 buckets", 3, -3, true, "bucket 3 holds δ* alone (exact up to |δ| ≤ 3)",
-                {0.95, 0.92, 0.97}, {0.9, 0.9, 0.9}, {-3, -3, -3}, {1, 1, 1}, 3};
-  LimitPoint out{"t5, 16 buckets", 4, -4, false, "bucket 4 holds −9 … −4 (exact only up to |δ| ≤ 3)",
-                 {0.3, 0.4, 0.2}, {0.5, 0.5, 0.5}, {-9, -9, -9}, {6, 6, 6}, 0};
+  LimitPoint in{"t5, 16 buckets",
+                3,
+                -3,
+                true,
+                "bucket 3 holds δ* alone (exact up to |δ| ≤ 3)",
+                {0.95, 0.92, 0.97},
+                {0.9, 0.9, 0.9},
+                {-3, -3, -3},
+                {1, 1, 1},
+                3};
+  LimitPoint out{"t5, 16 buckets",
+                 4,
+                 -4,
+                 false,
+                 "bucket 4 holds −9 … −4 (exact only up to |δ| ≤ 3)",
+                 {0.3, 0.4, 0.2},
+                 {0.5, 0.5, 0.5},
+                 {-9, -9, -9},
+                 {6, 6, 6},
+                 0};
   LimitPoint odd = out;
   odd.knob = 5, odd.expected = -5, odd.holds = 2;
   LimitResults r;
@@ -90,12 +106,14 @@ TEST_CASE("experiment limits: the report lists every point with its prediction, 
   const std::string md = limits_markdown(r, o);
   CHECK(md.rfind("# Where the experiments' claims hold", 0) == 0);
   CHECK(md.find("`relgrad experiments --sweep --seeds 1, 2, 3") == std::string::npos);
-  CHECK(md.find("`relgrad experiments --sweep --seeds 1,2,3 --out docs/experiment-limits.md`") != std::string::npos);
+  CHECK(md.find("`relgrad experiments --sweep --seeds 1,2,3 --out docs/experiment-limits.md`") !=
+        std::string::npos);
   CHECK(md.find("| t5, 16 buckets | 3 | −3 | yes | bucket 3 holds δ* alone (exact up to |δ| ≤ 3) | 3 of 3 | "
                 "0.947 (0.920 … 0.970) | −3, −3, −3 | 90.0 % |") != std::string::npos);
-  CHECK(md.find("| t5, 16 buckets | 4 | −4 | no | bucket 4 holds −9 … −4 (exact only up to |δ| ≤ 3) | 0 of 3 | "
-                "0.300 (0.200 … 0.400) | −9 … −4 (shared), −9 … −4 (shared), −9 … −4 (shared) | 50.0 % |") !=
-        std::string::npos);
+  CHECK(
+      md.find("| t5, 16 buckets | 4 | −4 | no | bucket 4 holds −9 … −4 (exact only up to |δ| ≤ 3) | 0 of 3 | "
+              "0.300 (0.200 … 0.400) | −9 … −4 (shared), −9 … −4 (shared), −9 … −4 (shared) | 50.0 % |") !=
+      std::string::npos);
   CHECK(md.find("- finding") != std::string::npos);
 }
 
@@ -129,4 +147,21 @@ TEST_CASE("experiment limits: a seed table one row short of D2's offset cannot s
       }
     }
   }
+}
+
+TEST_CASE("experiment limits: D3's table gives each length's accuracy over the seeds and the longest kept") {
+  LimitResults r;
+  r.seeds = {1, 2};
+  r.d3.train_length = 16;
+  r.d3.lengths = {16, 32, 64};
+  r.d3.setup = "setup";
+  r.d3.points = {{"alibi", {{1.0, 0.98}, {0.99, 0.97}, {0.95, 0.9}}, "linear"},
+                 {"rope", {{1.0, 1.0}, {0.95, 0.85}, {0.5, 0.6}}, "rotations"},
+                 {"none", {{0.7, 0.95}, {0.7, 0.9}, {0.7, 0.9}}, "mask"}};
+  const std::string md = limits_markdown(r, ExperimentOptions{});
+  CHECK(md.find("## D3 — evaluation length") != std::string::npos);
+  CHECK(md.find("| alibi | 99.0 % (98.0 % … 100.0 %) | 98.0 % (97.0 % … 99.0 %) | 92.5 % (90.0 % … 95.0 %) | "
+                "64 (all) | linear |") != std::string::npos);
+  CHECK(md.find("| 16 | rotations |") != std::string::npos);  // 0.85 < 0.9 · 1.0 at 32 on seed 2
+  CHECK(md.find("| not learned | mask |") != std::string::npos);
 }

@@ -249,7 +249,8 @@ TEST_CASE("experiments overrides: lists parse, out-of-range values are option er
 }
 
 // Few steps: these check what runs and what the report says, not what is learned.
-TEST_CASE("experiments overrides: D1 with --lag --scheme --buckets --steps --seeds runs that variant per seed") {
+TEST_CASE(
+    "experiments overrides: D1 with --lag --scheme --buckets --steps --seeds runs that variant per seed") {
   ExperimentOptions o;
   TempDir dir;
   o.out_dir = dir.file("experiments");

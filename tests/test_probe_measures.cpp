@@ -8,8 +8,8 @@
 #include "file_testing.h"
 #include "layers/relative_bias.h"
 #include "testing.h"
-#include "trainer_testing.h"
 #include "train/instruments/probe.h"
+#include "trainer_testing.h"
 
 using namespace relgrad;
 using relgrad::testing::TempDir;
@@ -66,7 +66,8 @@ Batch ed_batch(const std::vector<int64_t>& src_len, const std::vector<int64_t>& 
 // range) of the counted queries that have at least one such visible key, over their number.
 std::vector<double> brute_mass(const AttentionRecord& rec, DeltaRange d, int64_t lo, int64_t hi,
                                const std::vector<bool>& mask) {
-  const int64_t B = rec.weights.size(0), Hh = rec.weights.size(1), t2 = rec.weights.size(2), t1 = rec.weights.size(3);
+  const int64_t B = rec.weights.size(0), Hh = rec.weights.size(1), t2 = rec.weights.size(2),
+                t1 = rec.weights.size(3);
   std::vector<double> sum(static_cast<size_t>(Hh), 0.0);
   double n = 0;
   for (int64_t b = 0; b < B; ++b)
@@ -76,7 +77,9 @@ std::vector<double> brute_mass(const AttentionRecord& rec, DeltaRange d, int64_t
       std::vector<double> row(static_cast<size_t>(Hh), 0.0);
       for (int64_t j = 0; j < t1; ++j) {
         const int64_t delta = j - rec.positions[i];
-        if (delta < d.from || delta > d.to || !rec.key_valid[b * t1 + j] || (rec.causal && j > rec.positions[i])) continue;
+        if (delta < d.from || delta > d.to || !rec.key_valid[b * t1 + j] ||
+            (rec.causal && j > rec.positions[i]))
+          continue;
         any = true;
         for (int64_t h = 0; h < Hh; ++h)
           row[h] += rec.weights.select(0, b).select(0, h).select(0, i).select(0, j).item();
@@ -112,11 +115,14 @@ TEST_CASE("probe measures: mass at a delta (or range) over a query filter matche
         std::vector<double> want = brute_mass(records[r], d, lo, hi, {});
         for (int64_t h = 0; h < H; ++h) {
           const HeadMass& g = got[r * H + h];
-          INFO(records[r].layer << " head " << h << " delta " << d.from << ":" << d.to << " range '" << range << "'");
+          INFO(records[r].layer << " head " << h << " delta " << d.from << ":" << d.to << " range '" << range
+                                << "'");
           CHECK(g.layer == records[r].layer);
           CHECK(g.head == h);
-          if (std::isnan(want[h])) CHECK(std::isnan(g.mass));
-          else CHECK(std::fabs(g.mass - want[h]) < 1e-12);
+          if (std::isnan(want[h]))
+            CHECK(std::isnan(g.mass));
+          else
+            CHECK(std::fabs(g.mass - want[h]) < 1e-12);
         }
       }
     }
@@ -126,8 +132,10 @@ TEST_CASE("probe measures: mass at a delta (or range) over a query filter matche
     for (size_t r = 1; r < 3; ++r) {
       std::vector<double> want = brute_mass(records[r], d, 0, 5, mask);
       for (int64_t h = 0; h < H; ++h) {
-        if (std::isnan(want[h])) CHECK(std::isnan(masked[(r - 1) * H + h].mass));
-        else CHECK(std::fabs(masked[(r - 1) * H + h].mass - want[h]) < 1e-12);
+        if (std::isnan(want[h]))
+          CHECK(std::isnan(masked[(r - 1) * H + h].mass));
+        else
+          CHECK(std::fabs(masked[(r - 1) * H + h].mass - want[h]) < 1e-12);
       }
     }
   }
@@ -138,11 +146,13 @@ TEST_CASE("probe measures: mass at a delta (or range) over a query filter matche
   const double n_all_encoder = 6 + 4, n_with_key = 5 + 3;  // encoder self: queries i ≥ 1 of each row
   CHECK(at[0].queries == 8);
   CHECK(std::fabs(at[0].mass * n_with_key - mass_at(curves[0], -1) * n_all_encoder) < 1e-12);
-  CHECK_THROWS_AS(mass_at_delta(records, DeltaRange{0, 0}, QueryFilter{"", std::vector<bool>(7, true)}), ShapeError);
+  CHECK_THROWS_AS(mass_at_delta(records, DeltaRange{0, 0}, QueryFilter{"", std::vector<bool>(7, true)}),
+                  ShapeError);
   CHECK(mass_table(at).find("encoder.layers.0.self_attn") != std::string::npos);
 }
 
-TEST_CASE("probe measures: a T5 bias forced to one offset has all the mass of the queries that can look there") {
+TEST_CASE(
+    "probe measures: a T5 bias forced to one offset has all the mass of the queries that can look there") {
   RunModel m = ed_model(tiny("t5", "none", "none"));
   auto& attn = *m.encoder_decoder->encoder->layers->items[0]->self_attn;
   NoGradGuard no_grad;
@@ -171,14 +181,29 @@ TEST_CASE("probe measures: the task's query mask, parsing of --delta and --queri
   for (const char* bad : {"", "x", "-3:-5", "1:", "1:2:3", "--1", "5.0"})
     CHECK_THROWS_AS(parse_delta_range(bad), InstrumentOptionError);
   for (const char* ok : {"", "5:", ":10", "3:8", "-3:", ":"}) CHECK_NOTHROW(check_query_range(ok));
-  for (const char* bad : {"5", "a:b", "1:2:3", "1.5:"}) CHECK_THROWS_AS(check_query_range(bad), InstrumentOptionError);
+  for (const char* bad : {"5", "a:b", "1:2:3", "1.5:"})
+    CHECK_THROWS_AS(check_query_range(bad), InstrumentOptionError);
 }
 
 TEST_CASE("probe measures: the curves as CSV and JSON hold every value, NaN empty or null") {
-  ProbeCurve r{"decoder.layers.0.self_attn", "decoder_self", "t5", "response", 1, {-1, 0, 1}, {0.25, -1.5, NAN}, 0.0,
+  ProbeCurve r{"decoder.layers.0.self_attn",
+               "decoder_self",
+               "t5",
+               "response",
+               1,
+               {-1, 0, 1},
+               {0.25, -1.5, NAN},
+               0.0,
                {"decoder.layers.0.self_attn", "decoder.layers.1.self_attn"}};
-  ProbeCurve m{"decoder.layers.0.cross_attn", "cross", "none", "attention_mass", 0, {-1, 0, 1}, {0.5, 0.25, 0.125},
-               0.125, {"decoder.layers.0.cross_attn"}};
+  ProbeCurve m{"decoder.layers.0.cross_attn",
+               "cross",
+               "none",
+               "attention_mass",
+               0,
+               {-1, 0, 1},
+               {0.5, 0.25, 0.125},
+               0.125,
+               {"decoder.layers.0.cross_attn"}};
   const std::string csv = probe_csv({r, m});
   std::istringstream in(csv);
   std::string line;
@@ -192,7 +217,8 @@ TEST_CASE("probe measures: the curves as CSV and JSON hold every value, NaN empt
   CHECK(lines[7] == "decoder.layers.0.cross_attn,cross,none,attention_mass,0,outside,0.125");
   const std::string json = probe_json({r, m});
   CHECK(json.find("\"value\": [0.25, -1.5, null]") != std::string::npos);
-  CHECK(json.find("\"shared_by\": [\"decoder.layers.0.self_attn\", \"decoder.layers.1.self_attn\"]") != std::string::npos);
+  CHECK(json.find("\"shared_by\": [\"decoder.layers.0.self_attn\", \"decoder.layers.1.self_attn\"]") !=
+        std::string::npos);
   CHECK(json.find("\"outside\": 0.125") != std::string::npos);
   CHECK(json.rfind("{\"curves\": [", 0) == 0);
   TempDir dir;
@@ -204,7 +230,9 @@ TEST_CASE("probe measures: the curves as CSV and JSON hold every value, NaN empt
 
 TEST_CASE("probe measures: two models compared — zero against itself, the table change where it was made") {
   RunModel a = ed_model(tiny("t5", "none", "seed")), b = ed_model(tiny("t5", "none", "seed"));
-  auto& table = dynamic_cast<T5RelativeBias&>(*b.encoder_decoder->encoder->layers->items[0]->self_attn->positional).table;
+  auto& table =
+      dynamic_cast<T5RelativeBias&>(*b.encoder_decoder->encoder->layers->items[0]->self_attn->positional)
+          .table;
   {
     NoGradGuard no_grad;
     std::vector<double> t = table.contiguous().to_vector<double>();
@@ -243,7 +271,8 @@ TEST_CASE("probe measures: two models compared — zero against itself, the tabl
   CHECK_THROWS_AS(compare_probes(ra, record_attention(other, batch), deltas), Error);
 }
 
-TEST_CASE("probe measures: run_probe prints the probe table, then masses and a comparison, and writes the data") {
+TEST_CASE(
+    "probe measures: run_probe prints the probe table, then masses and a comparison, and writes the data") {
   TempDir dir;
   std::string ck[2];
   for (int n = 0; n < 2; ++n) {
@@ -268,11 +297,14 @@ TEST_CASE("probe measures: run_probe prints the probe table, then masses and a c
   INFO(text);
   CHECK(text.rfind("probe of " + ck[0] + " (step 3) on held-out batch 0\n", 0) == 0);
   CHECK(text.find("pictures to " + dir.file("p")) != std::string::npos);
-  CHECK(text.find("attention mass at delta -1 over the queries that need a source token") != std::string::npos);
+  CHECK(text.find("attention mass at delta -1 over the queries that need a source token") !=
+        std::string::npos);
   CHECK(text.find("attention mass at delta -2:-1") != std::string::npos);
   CHECK(text.find("comparison: A = " + ck[0] + ", B = " + ck[1]) != std::string::npos);
-  for (const char* f : {"p/curves.csv", "p/curves.json", "p/compare.csv"}) CHECK(std::filesystem::exists(dir.file(f)));
-  CHECK(relgrad::testing::read_bytes(dir.file("p/curves.csv")).rfind("layer,place,scheme,kind,head,delta,value\n", 0) == 0);
+  for (const char* f : {"p/curves.csv", "p/curves.json", "p/compare.csv"})
+    CHECK(std::filesystem::exists(dir.file(f)));
+  CHECK(relgrad::testing::read_bytes(dir.file("p/curves.csv"))
+            .rfind("layer,place,scheme,kind,head,delta,value\n", 0) == 0);
   // Errors: the reach beyond the model, a bad --delta (before loading), a --delta beyond the reach.
   ProbeOptions far = o;
   far.reach = 100000;
@@ -285,5 +317,6 @@ TEST_CASE("probe measures: run_probe prints the probe table, then masses and a c
   ProbeOptions beyond = o;
   beyond.reach = 2;
   beyond.deltas = {"-5"};
-  CHECK_THROWS_WITH_AS(run_probe(beyond, out), doctest::Contains("beyond the probe's reach 2"), InstrumentOptionError);
+  CHECK_THROWS_WITH_AS(run_probe(beyond, out), doctest::Contains("beyond the probe's reach 2"),
+                       InstrumentOptionError);
 }

@@ -17,7 +17,9 @@
 
 namespace relgrad {
 
+namespace {
 std::string join_list(const std::vector<std::string>& items);
+}  // namespace
 
 int64_t t5_exact_reach(bool bidirectional, int64_t num_buckets, int64_t max_distance) {
   auto bucket = [&](int64_t d) { return t5_relative_bucket(-d, bidirectional, num_buckets, max_distance); };
@@ -26,12 +28,14 @@ int64_t t5_exact_reach(bool bidirectional, int64_t num_buckets, int64_t max_dist
   return d;
 }
 
-std::vector<int64_t> t5_bucket_members(int64_t delta, bool bidirectional, int64_t num_buckets, int64_t max_distance) {
+std::vector<int64_t> t5_bucket_members(int64_t delta, bool bidirectional, int64_t num_buckets,
+                                       int64_t max_distance) {
   const int64_t b = t5_relative_bucket(delta, bidirectional, num_buckets, max_distance);
   const int64_t sign = delta < 0 ? -1 : 1, limit = std::abs(delta) + 2 * max_distance + num_buckets;
   int64_t lo = std::abs(delta), hi = std::abs(delta);  // buckets are monotone in |δ| within a sign
   while (lo > 0 && t5_relative_bucket(sign * (lo - 1), bidirectional, num_buckets, max_distance) == b) --lo;
-  while (hi < limit && t5_relative_bucket(sign * (hi + 1), bidirectional, num_buckets, max_distance) == b) ++hi;
+  while (hi < limit && t5_relative_bucket(sign * (hi + 1), bidirectional, num_buckets, max_distance) == b)
+    ++hi;
   std::vector<int64_t> members;
   for (int64_t d = lo; d <= hi; ++d) members.push_back(sign * d);
   std::sort(members.begin(), members.end());
@@ -62,21 +66,25 @@ std::pair<bool, std::string> predict(const PositionalConfig& p, int64_t expected
   if (p.scheme == "t5") {
     const int64_t exact = t5_exact_reach(bidirectional, p.num_buckets, p.max_distance);
     const int64_t bucket = t5_relative_bucket(expected, bidirectional, p.num_buckets, p.max_distance);
-    const std::vector<int64_t> members = t5_bucket_members(expected, bidirectional, p.num_buckets, p.max_distance);
-    if (d <= exact) return {true, "bucket " + std::to_string(bucket) + " holds δ* alone (exact up to |δ| ≤ " +
-                                      std::to_string(exact) + ")"};
-    return {false, "bucket " + std::to_string(bucket) + " holds " + offsets_text(members) + " (exact only up to |δ| ≤ " +
-                       std::to_string(exact) + ")"};
+    const std::vector<int64_t> members =
+        t5_bucket_members(expected, bidirectional, p.num_buckets, p.max_distance);
+    if (d <= exact)
+      return {true, "bucket " + std::to_string(bucket) + " holds δ* alone (exact up to |δ| ≤ " +
+                        std::to_string(exact) + ")"};
+    return {false, "bucket " + std::to_string(bucket) + " holds " + offsets_text(members) +
+                       " (exact only up to |δ| ≤ " + std::to_string(exact) + ")"};
   }
   if (p.scheme == "shaw") {
-    if (d < p.clip) return {true, "row " + offset_text(expected) + " of its own (clip " + std::to_string(p.clip) + ")"};
+    if (d < p.clip)
+      return {true, "row " + offset_text(expected) + " of its own (clip " + std::to_string(p.clip) + ")"};
     const int64_t edge = expected < 0 ? -p.clip : p.clip;
-    return {false, "every δ " + std::string(expected < 0 ? "≤ " : "≥ ") + offset_text(edge) + " reads the edge row (clip " +
-                       std::to_string(p.clip) + ")"};
+    return {false, "every δ " + std::string(expected < 0 ? "≤ " : "≥ ") + offset_text(edge) +
+                       " reads the edge row (clip " + std::to_string(p.clip) + ")"};
   }
   if (p.scheme == "seed" || p.scheme == "huang") {
     if (d <= p.max_length - 1)
-      return {true, "row " + offset_text(expected) + " of the table (|δ| ≤ " + std::to_string(p.max_length - 1) + ")"};
+      return {true, "row " + offset_text(expected) + " of the table (|δ| ≤ " +
+                        std::to_string(p.max_length - 1) + ")"};
     return {false, "beyond the table (|δ| ≤ " + std::to_string(p.max_length - 1) +
                        "): no term, as for every farther offset"};
   }
@@ -84,8 +92,9 @@ std::pair<bool, std::string> predict(const PositionalConfig& p, int64_t expected
 }
 
 // One sweep point over the seeds: `run(scale)` trains and probes one variant at one knob value.
-LimitPoint point(const std::string& variant, int64_t knob, const std::vector<uint64_t>& seeds, bool bidirectional,
-                 const std::function<ProbedRun(const ExperimentScale&)>& run, const ExperimentOptions& o) {
+LimitPoint point(const std::string& variant, int64_t knob, const std::vector<uint64_t>& seeds,
+                 bool bidirectional, const std::function<ProbedRun(const ExperimentScale&)>& run,
+                 const ExperimentOptions& o) {
   LimitPoint pt;
   pt.variant = variant;
   pt.knob = knob;
@@ -113,19 +122,23 @@ ProbedRun only_run(const std::vector<ProbedRun>& runs) {
 
 // D1: lag × scheme. T5 at 16 buckets (exact to 3) and at the default 32 (exact to 7); Shaw's clip
 // around k = 3; the seed's table size around k = 3.
-LimitSweep sweep_d1(const ExperimentOptions& base, const std::vector<uint64_t>& seeds, std::ostream* progress) {
+LimitSweep sweep_d1(const ExperimentOptions& base, const std::vector<uint64_t>& seeds,
+                    std::ostream* progress) {
   LimitSweep sw;
   sw.experiment = "D1";
-  sw.claim = "shift-copy with lag k: one cross-attention head puts ≥ 0.9 of its attention at δ = −k and its response "
-             "peaks there alone";
+  sw.claim =
+      "shift-copy with lag k: one cross-attention head puts ≥ 0.9 of its attention at δ = −k and its "
+      "response "
+      "peaks there alone";
   sw.knob = "lag k";
   auto run_at = [&](const std::string& variant, ExperimentOptions o, int64_t lag) {
     o.only = "D1";
     o.lag = lag;
     o.seeds.clear();
     if (progress) *progress << "D1 limits: " << variant << ", lag " << lag << "\n";
-    sw.points.push_back(point(variant, lag, seeds, true,
-                              [&](const ExperimentScale& s) { return only_run(experiment_shift(s, nullptr).runs); }, o));
+    sw.points.push_back(point(
+        variant, lag, seeds, true,
+        [&](const ExperimentScale& s) { return only_run(experiment_shift(s, nullptr).runs); }, o));
   };
   ExperimentOptions t5 = base;
   t5.schemes = {"t5"};
@@ -148,28 +161,34 @@ LimitSweep sweep_d1(const ExperimentOptions& base, const std::vector<uint64_t>& 
     seed.table = table;
     run_at("seed t3 " + std::to_string(table), seed, 3);
   }
-  sw.setup = "The CI form of D1 (tests/test_experiments.cpp): 1 + 1 layers, d_model 32, 2 heads, 300 steps; sources of "
-             "max(6, k + 3) to that + 6 symbols, the response peak searched over |δ| below the shortest source. T5 in "
-             "cross-attention uses bidirectional buckets (max distance 128).";
+  sw.setup =
+      "The CI form of D1 (tests/test_experiments.cpp): 1 + 1 layers, d_model 32, 2 heads, 300 steps; sources "
+      "of "
+      "max(6, k + 3) to that + 6 symbols, the response peak searched over |δ| below the shortest source. T5 "
+      "in "
+      "cross-attention uses bidirectional buckets (max distance 128).";
   return sw;
 }
 
 // D2: period × table. T5 with 8 causal buckets (exact to 3); the seed's table at its default t3 = 64 over
 // periods; the seed's table one row short of δ* and just long enough.
-LimitSweep sweep_d2(const ExperimentOptions& base, const std::vector<uint64_t>& seeds, std::ostream* progress) {
+LimitSweep sweep_d2(const ExperimentOptions& base, const std::vector<uint64_t>& seeds,
+                    std::ostream* progress) {
   LimitSweep sw;
   sw.experiment = "D2";
-  sw.claim = "periodic repetition with period P: one head puts ≥ 0.9 of its attention at δ* = 1 − P and its response "
-             "peaks there alone";
+  sw.claim =
+      "periodic repetition with period P: one head puts ≥ 0.9 of its attention at δ* = 1 − P and its "
+      "response "
+      "peaks there alone";
   sw.knob = "period P";
   auto run_at = [&](const std::string& variant, ExperimentOptions o, int64_t period) {
     o.only = "D2";
     o.period = period;
     o.seeds.clear();
     if (progress) *progress << "D2 limits: " << variant << ", period " << period << "\n";
-    sw.points.push_back(point(variant, period, seeds, false,
-                              [&](const ExperimentScale& s) { return only_run(experiment_periodic(s, nullptr).runs); },
-                              o));
+    sw.points.push_back(point(
+        variant, period, seeds, false,
+        [&](const ExperimentScale& s) { return only_run(experiment_periodic(s, nullptr).runs); }, o));
   };
   ExperimentOptions t5 = base;
   t5.schemes = {"t5"};
@@ -184,29 +203,32 @@ LimitSweep sweep_d2(const ExperimentOptions& base, const std::vector<uint64_t>& 
     seed.table = table;
     run_at("seed t3 " + std::to_string(table), seed, 5);
   }
-  sw.setup = "The CI form of D2: 1 layer, d_model 32, 2 heads, 500 steps, sequences of max(16, 3P) tokens, the "
-             "response peak searched over |δ| ≤ half the length. T5 in causal self-attention uses causal buckets "
-             "(all for the past, max distance 128). huang is left out: in causal attention it is bit-identical to "
-             "seed (docs/experiments.md, D3).";
+  sw.setup =
+      "The CI form of D2: 1 layer, d_model 32, 2 heads, 500 steps, sequences of max(16, 3P) tokens, the "
+      "response peak searched over |δ| ≤ half the length. T5 in causal self-attention uses causal buckets "
+      "(all for the past, max distance 128). huang is left out: in causal attention it is bit-identical to "
+      "seed (docs/experiments.md, D3).";
   return sw;
 }
 
 // D6: offset c × scheme. T5's bidirectional buckets are exact up to |δ| ≤ 7 on the future side too; the
 // seed's table (t3 64) covers every c here; Shaw's clip around c.
-LimitSweep sweep_d6(const ExperimentOptions& base, const std::vector<uint64_t>& seeds, std::ostream* progress) {
+LimitSweep sweep_d6(const ExperimentOptions& base, const std::vector<uint64_t>& seeds,
+                    std::ostream* progress) {
   LimitSweep sw;
   sw.experiment = "D6";
-  sw.claim = "synchronous cross-attention y_i = f(x_{i+c}) under Left alignment: one cross head puts ≥ 0.9 of its "
-             "attention at δ = +c and its response peaks there alone";
+  sw.claim =
+      "synchronous cross-attention y_i = f(x_{i+c}) under Left alignment: one cross head puts ≥ 0.9 of its "
+      "attention at δ = +c and its response peaks there alone";
   sw.knob = "offset c";
   auto run_at = [&](const std::string& variant, ExperimentOptions o, int64_t offset) {
     o.only = "D6";
     o.offset = offset;
     o.seeds.clear();
     if (progress) *progress << "D6 limits: " << variant << ", offset " << offset << "\n";
-    sw.points.push_back(point(variant, offset, seeds, true,
-                              [&](const ExperimentScale& s) { return only_run(experiment_synchronous(s, nullptr).lag_runs); },
-                              o));
+    sw.points.push_back(point(
+        variant, offset, seeds, true,
+        [&](const ExperimentScale& s) { return only_run(experiment_synchronous(s, nullptr).lag_runs); }, o));
   };
   ExperimentOptions t5 = base;
   t5.schemes = {"t5"};
@@ -220,9 +242,55 @@ LimitSweep sweep_d6(const ExperimentOptions& base, const std::vector<uint64_t>& 
     shaw.clip = clip;
     run_at("shaw clip " + std::to_string(clip), shaw, 4);
   }
-  sw.setup = "The CI form of D6's lag task: 1 + 1 layers, d_model 32, 2 heads, 300 steps, 4–10 + c source symbols, "
-             "the response peak searched over |δ| ≤ max(4, c + 1). T5 in cross-attention uses bidirectional "
-             "buckets (max distance 128). (Each run also trains the stretch task's models, not reported here.)";
+  sw.setup =
+      "The CI form of D6's lag task: 1 + 1 layers, d_model 32, 2 heads, 300 steps, 4–10 + c source symbols, "
+      "the response peak searched over |δ| ≤ max(4, c + 1). T5 in cross-attention uses bidirectional "
+      "buckets (max distance 128). (Each run also trains the stretch task's models, not reported here.)";
+  return sw;
+}
+
+// D3: the CI form's training (length 16, period 4) per seed, evaluated at 1× … 8×.
+std::string length_mechanism(const std::string& scheme) {
+  if (scheme == "none") return "no positional term: the causal mask alone";
+  if (scheme == "seed" || scheme == "huang")
+    return "table t3 = 16: the needed δ* = −3 is inside it at any length; farther offsets get no term";
+  if (scheme == "shaw") return "clip 8: every farther offset reads the edge row it trained";
+  if (scheme == "t5")
+    return "32 buckets to distance 128: offsets past the training length fall in log buckets "
+           "trained only by their near end";
+  if (scheme == "alibi") return "a fixed linear penalty: no learned entry to run out of";
+  if (scheme == "rope") return "rotations by the offset: query-key angles at offsets never seen in training";
+  if (scheme == "transformer_xl") return "sinusoids of the offset through a learned projection";
+  return "—";
+}
+
+LengthSweep sweep_d3(const ExperimentOptions& base, const std::vector<uint64_t>& seeds,
+                     std::ostream* progress) {
+  LengthSweep sw;
+  ExperimentOptions o = base;
+  o.only = "D3";
+  o.seeds.clear();
+  o.eval_lengths = {16, 32, 64, 128};
+  for (size_t n = 0; n < seeds.size(); ++n) {
+    ExperimentScale scale;
+    scale.seed = seeds[n];
+    scale.overrides = &o;
+    if (progress) *progress << "D3 limits: seed " << seeds[n] << "\n";
+    ExtrapolationResult r = experiment_extrapolation(scale, nullptr);
+    sw.train_length = r.train_length;
+    sw.lengths = r.eval_lengths;
+    if (n == 0)
+      for (const ExtrapolationRow& row : r.rows)
+        sw.points.push_back({row.scheme, std::vector<std::vector<double>>(r.eval_lengths.size()),
+                             length_mechanism(row.scheme)});
+    for (size_t k = 0; k < r.rows.size(); ++k)
+      for (size_t m = 0; m < r.eval_lengths.size(); ++m)
+        sw.points[k].accuracy[m].push_back(r.rows[k].accuracy[m]);
+  }
+  sw.setup =
+      "The CI form of D3: D2's task with period 4, 10 symbols, trained at length 16 (2 layers, d_model 32, "
+      "2 heads, 200 steps; seed and huang t3 = 16, shaw clip 8, t5 32 buckets to distance 128), "
+      "evaluated teacher-forced on held-out sequences at 16, 32, 64 and 128.";
   return sw;
 }
 
@@ -251,7 +319,8 @@ std::string finding(const LimitSweep& sw) {
   std::string md;
   std::vector<std::string> variants;
   for (const LimitPoint& p : sw.points)
-    if (std::find(variants.begin(), variants.end(), p.variant) == variants.end()) variants.push_back(p.variant);
+    if (std::find(variants.begin(), variants.end(), p.variant) == variants.end())
+      variants.push_back(p.variant);
   for (const std::string& v : variants) {
     std::vector<std::string> inside, outside, surprises;
     for (const LimitPoint& p : sw.points) {
@@ -262,18 +331,17 @@ std::string finding(const LimitSweep& sw) {
       (majority ? inside : outside).push_back(at);
       if (majority != p.predicted)
         surprises.push_back(at + (majority ? " holds although the mechanism says it cannot (" + p.mechanism +
-                                               "): content or several heads stand in for the position"
-                                         : " fails although the mechanism allows it (" + p.mechanism + "): " +
-                                               other_cause(sw.experiment)));
+                                                 "): content or several heads stand in for the position"
+                                           : " fails although the mechanism allows it (" + p.mechanism +
+                                                 "): " + other_cause(sw.experiment)));
     }
     md += "- **" + v + "**: holds (on most seeds) at " + (inside.empty() ? "none" : join_list(inside)) +
           "; fails at " + (outside.empty() ? "none" : join_list(outside)) + "." +
-          (surprises.empty() ? " As predicted." : " Against the prediction: " + join_list(surprises) + ".") + "\n";
+          (surprises.empty() ? " As predicted." : " Against the prediction: " + join_list(surprises) + ".") +
+          "\n";
   }
   return md;
 }
-
-}  // namespace
 
 std::string join_list(const std::vector<std::string>& items) {
   std::string out;
@@ -281,13 +349,68 @@ std::string join_list(const std::vector<std::string>& items) {
   return out;
 }
 
+// D3's table: accuracy per length (mean, min … max over the seeds) and the longest length every seed keeps.
+std::string length_section(const LengthSweep& d) {
+  std::string md =
+      "## D3 — evaluation length\n\nClaim (docs/experiments.md, D3): a scheme that learns the task at "
+      "the training length keeps ≥ 90 % of that accuracy at longer lengths. " +
+      d.setup + "\n\n";
+  md += "| scheme";
+  for (int64_t L : d.lengths) md += " | accuracy @" + std::to_string(L);
+  md += " | kept on every seed up to | mechanism |\n|---";
+  for (size_t n = 0; n < d.lengths.size(); ++n) md += "|---:";
+  md += "|---:|---|\n";
+  std::vector<std::string> all, stops, unlearned;
+  for (const LengthPoint& p : d.points) {
+    md += "| " + p.scheme;
+    for (const std::vector<double>& a : p.accuracy) {
+      double mean = 0.0;
+      for (double v : a) mean += v;
+      mean /= static_cast<double>(a.size());
+      md += " | " + percent(mean) + " (" + percent(*std::min_element(a.begin(), a.end())) + " … " +
+            percent(*std::max_element(a.begin(), a.end())) + ")";
+    }
+    // Learned at the training length (≥ 90 %) on every seed, then the longest length kept on every seed.
+    std::string kept = "not learned";
+    const std::vector<double>& at_train = p.accuracy.front();
+    if (*std::min_element(at_train.begin(), at_train.end()) >= 0.9) {
+      kept = std::to_string(d.lengths.front());
+      for (size_t m = 1; m < d.lengths.size(); ++m) {
+        bool all = true;
+        for (size_t s = 0; s < at_train.size(); ++s) all = all && p.accuracy[m][s] >= 0.9 * at_train[s];
+        if (!all) break;
+        kept = std::to_string(d.lengths[m]);
+      }
+      if (kept == std::to_string(d.lengths.back())) kept += " (all)";
+    }
+    md += " | " + kept + " | " + p.mechanism + " |\n";
+    (kept == "not learned"                     ? unlearned
+     : kept.find("(all)") != std::string::npos ? all
+                                               : stops)
+        .push_back(kept.find("(all)") != std::string::npos || kept == "not learned"
+                       ? p.scheme
+                       : p.scheme + " (" + kept + ")");
+  }
+  auto list = [](const std::vector<std::string>& v) {
+    return v.empty() ? std::string("none") : join_list(v);
+  };
+  md += "\nKept to " + std::to_string(d.lengths.back()) + " on every seed: " + list(all) +
+        ". Stops earlier (the longest length kept on every seed): " + list(stops) +
+        ". Not learned at the training length on every seed at this size: " + list(unlearned) +
+        ". The full form (docs/experiments.md) trains a larger model longer and evaluates to 4× only.\n";
+  return md + "\n";
+}
+
+}  // namespace
+
 LimitResults run_limit_results(const ExperimentOptions& options, std::ostream* progress) {
   check_experiment_options(options);
   if (options.threads > 0) omp_set_num_threads(options.threads);
   std::string only = options.only;
   for (char& c : only) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  RG_CHECK_T(InstrumentOptionError, only.empty() || only == "D1" || only == "D2" || only == "D6", kOp, "--sweep --only ",
-             options.only, ": the limits are swept for D1, D2 and D6");
+  RG_CHECK_T(InstrumentOptionError,
+             only.empty() || only == "D1" || only == "D2" || only == "D3" || only == "D6", kOp,
+             "--sweep --only ", options.only, ": expected D1, D2, D3 or D6");
   const auto start = std::chrono::steady_clock::now();
   LimitResults r;
   r.seeds = options.seeds.empty() ? std::vector<uint64_t>{1, 2, 3} : options.seeds;
@@ -297,6 +420,7 @@ LimitResults run_limit_results(const ExperimentOptions& options, std::ostream* p
   if (only.empty() || only == "D1") r.sweeps.push_back(sweep_d1(base, r.seeds, progress));
   if (only.empty() || only == "D2") r.sweeps.push_back(sweep_d2(base, r.seeds, progress));
   if (only.empty() || only == "D6") r.sweeps.push_back(sweep_d6(base, r.seeds, progress));
+  if (only.empty() || only == "D3") r.d3 = sweep_d3(base, r.seeds, progress);
   for (LimitSweep& sw : r.sweeps) sw.finding = finding(sw);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
@@ -306,21 +430,27 @@ std::string limits_markdown(const LimitResults& r, const ExperimentOptions& o) {
   std::string md = "# Where the experiments' claims hold\n\n";
   md += "Generated by `relgrad experiments --sweep" + (o.only.empty() ? std::string() : " --only " + o.only) +
         (o.seeds.empty() ? std::string() : " --seeds " + seeds_csv(o.seeds)) +
-        " --out docs/experiment-limits.md` (train/instruments/experiment_limits.cpp); " + seconds_text(r.seconds) +
-        " in all. Do not edit by hand: rerun the command.\n\n";
-  md += "Each claim of docs/experiments.md holds inside limits set by a mechanism of the scheme: T5's buckets are "
-        "exact only up to a distance, Shaw's clip folds every farther offset onto its edge row, a learned table "
-        "of t3 rows has no term beyond |δ| = t3 − 1. Each sweep moves the knob the claim depends on across the "
-        "limit the mechanism predicts and repeats every point on seeds " + seeds_text(r.seeds) +
-        " (the CI sizes, so a sweep runs in minutes). *holds*: the seeds on which one head has ≥ 0.9 of its "
-        "attention at δ* and its response peaks there alone; *predicted*: the mechanism allows it. "
-        "The mass counts the queries that need δ* (D1: those that copy a symbol); a point is on the line of "
-        "its variant only if most seeds agree. tests/test_experiment_limits.cpp asserts the T5 bucket limit (D1, "
-        "16 buckets, lags 3 and 4) and the table-size limit (D2, t3 = P and P − 1) on three seeds; "
-        "tests/test_experiments.cpp the clip limit (D1).\n\n";
+        " --out docs/experiment-limits.md` (train/instruments/experiment_limits.cpp); " +
+        seconds_text(r.seconds) + " in all. Do not edit by hand: rerun the command.\n\n";
+  md +=
+      "Each claim of docs/experiments.md holds inside limits set by a mechanism of the scheme: T5's buckets "
+      "are "
+      "exact only up to a distance, Shaw's clip folds every farther offset onto its edge row, a learned "
+      "table "
+      "of t3 rows has no term beyond |δ| = t3 − 1. Each sweep moves the knob the claim depends on across the "
+      "limit the mechanism predicts and repeats every point on seeds " +
+      seeds_text(r.seeds) +
+      " (the CI sizes, so a sweep runs in minutes). *holds*: the seeds on which one head has ≥ 0.9 of its "
+      "attention at δ* and its response peaks there alone; *predicted*: the mechanism allows it. "
+      "The mass counts the queries that need δ* (D1: those that copy a symbol); a point is on the line of "
+      "its variant only if most seeds agree. tests/test_experiment_limits.cpp asserts the T5 bucket limit "
+      "(D1, "
+      "16 buckets, lags 3 and 4) and the table-size limit (D2, t3 = P and P − 1) on three seeds; "
+      "tests/test_experiments.cpp the clip limit (D1).\n\n";
   for (const LimitSweep& sw : r.sweeps) {
     md += "## " + sw.experiment + " — " + sw.knob + "\n\nClaim: " + sw.claim + ". " + sw.setup + "\n\n";
-    md += "| variant | " + sw.knob + " | δ* | predicted | mechanism | holds | mass at δ* (mean, min … max) | "
+    md += "| variant | " + sw.knob +
+          " | δ* | predicted | mechanism | holds | mass at δ* (mean, min … max) | "
           "response peaks | accuracy |\n|---|---:|---:|---|---|---:|---:|---|---:|\n";
     for (const LimitPoint& p : sw.points) {
       double mean = 0.0, acc = 0.0;
@@ -344,6 +474,7 @@ std::string limits_markdown(const LimitResults& r, const ExperimentOptions& o) {
     }
     md += "\n" + sw.finding + "\n";
   }
+  if (!r.d3.points.empty()) md += length_section(r.d3);
   return md;
 }
 

@@ -51,8 +51,11 @@ ShiftResult experiment_shift(const ExperimentScale& scale, std::ostream* progres
   BatchFn data = [task](int64_t index, Split split) { return task->batch(index, split); };
 
   ModelSize size;
-  if (full) size.d_model = 64, size.n_heads = 4, size.d_ff = 128, size.steps = 1500, size.warmup = 100, size.lr = 2e-3;
-  else size.steps = 300, size.lr = 3e-3;
+  if (full)
+    size.d_model = 64, size.n_heads = 4, size.d_ff = 128, size.steps = 1500, size.warmup = 100,
+    size.lr = 2e-3;
+  else
+    size.steps = 300, size.lr = 3e-3;
   apply_size(size, o);
 
   const int64_t k = t.lag;
@@ -133,11 +136,18 @@ PeriodicResult experiment_periodic(const ExperimentScale& scale, std::ostream* p
   const int64_t L = is_set(o.period) ? std::max<int64_t>(full ? 32 : 16, 3 * P) : full ? 32 : 16;
   ModelSize size;
   size.encoder_layers = 0;
-  if (full) size.d_model = 64, size.n_heads = 4, size.d_ff = 128, size.steps = 1500, size.warmup = 100, size.lr = 2e-3;
-  else size.steps = 500, size.lr = 3e-3;  // T5 needs 500 steps to leave δ = 0 reliably (8 seeds checked)
+  if (full)
+    size.d_model = 64, size.n_heads = 4, size.d_ff = 128, size.steps = 1500, size.warmup = 100,
+    size.lr = 2e-3;
+  else
+    size.steps = 500, size.lr = 3e-3;  // T5 needs 500 steps to leave δ = 0 reliably (8 seeds checked)
   apply_size(size, o);
 
-  struct Variant { std::string label; PositionalConfig pos; int64_t period; };
+  struct Variant {
+    std::string label;
+    PositionalConfig pos;
+    int64_t period;
+  };
   Variants form = {{"t5", scheme_config("t5")}, {"seed", scheme_config("seed")}};
   if (full) {
     form.push_back({"huang", scheme_config("huang")});
@@ -159,12 +169,14 @@ PeriodicResult experiment_periodic(const ExperimentScale& scale, std::ostream* p
   PeriodicResult r;
   r.period = P;
   r.chance = 1.0 / static_cast<double>(symbols);
-  r.setup = "A decoder-only LM on sequences of length " + std::to_string(L) + ": " + std::to_string(P) +
-            " random symbols (of " + std::to_string(symbols) + ") repeated with period P = " + std::to_string(P) +
-            "; tokens = BOS s[0] … s[L−2], loss only on the repeated part (targets s[i], i ≥ P). Query i holds "
-            "s[i−1] and predicts s[i] = s[i−P], which sits at δ* = 1 − P = " + offset_text(1 - P) +
-            " from the query (P before the predicted token). The scheme is in the causal self-attention. " +
-            model_text(size, false) + ". " + seed_sentence(scale);
+  r.setup =
+      "A decoder-only LM on sequences of length " + std::to_string(L) + ": " + std::to_string(P) +
+      " random symbols (of " + std::to_string(symbols) + ") repeated with period P = " + std::to_string(P) +
+      "; tokens = BOS s[0] … s[L−2], loss only on the repeated part (targets s[i], i ≥ P). Query i holds "
+      "s[i−1] and predicts s[i] = s[i−P], which sits at δ* = 1 − P = " +
+      offset_text(1 - P) +
+      " from the query (P before the predicted token). The scheme is in the causal self-attention. " +
+      model_text(size, false) + ". " + seed_sentence(scale);
   if (progress) *progress << "D2 periodic repetition, period " << P << "\n";
   for (const Variant& v : variants) {
     RunConfig c = experiment_config(false, kFirstSymbol + symbols, size, scale.seed);
@@ -177,7 +189,8 @@ PeriodicResult experiment_periodic(const ExperimentScale& scale, std::ostream* p
     spec.reach = length / 2;
     spec.eval_batches = full ? 8 : 4;
     spec.positional_lr_scale = size.positional_lr_scale;
-    r.runs.push_back(train_and_probe(v.label, c, periodic_lm(v.period, length, symbols, scale.seed), spec, progress));
+    r.runs.push_back(
+        train_and_probe(v.label, c, periodic_lm(v.period, length, symbols, scale.seed), spec, progress));
     r.runs.back().positional = v.pos;
   }
   return r;
@@ -210,7 +223,8 @@ BatchFn lag_batches(int64_t lag, int64_t min_len, int64_t max_len, int64_t symbo
       for (int64_t i = 0; i < n + lag; ++i) x.push_back(kFirstSymbol + rng.below(symbols));
       x.push_back(kEos);
       std::vector<int64_t> y;
-      for (int64_t i = 0; i <= n; ++i) y.push_back(mirror(x[static_cast<size_t>(i + lag)], symbols));  // ends in EOS
+      for (int64_t i = 0; i <= n; ++i)
+        y.push_back(mirror(x[static_cast<size_t>(i + lag)], symbols));  // ends in EOS
       std::vector<int64_t> y_in{kBos};
       y_in.insert(y_in.end(), y.begin(), y.end() - 1);
       src.push_back(std::move(x));
@@ -250,27 +264,33 @@ SyncResult experiment_synchronous(const ExperimentScale& scale, std::ostream* pr
   const int64_t c = is_set(o.offset) ? o.offset : full ? 3 : 2, symbols = 10;
   const int64_t min_len = full ? 6 : 4, max_len = full ? 16 : 10;
   ModelSize size;
-  if (full) size.d_model = 64, size.n_heads = 4, size.d_ff = 128, size.steps = 1000, size.warmup = 100, size.lr = 2e-3;
-  else size.steps = 300, size.lr = 3e-3;
+  if (full)
+    size.d_model = 64, size.n_heads = 4, size.d_ff = 128, size.steps = 1000, size.warmup = 100,
+    size.lr = 2e-3;
+  else
+    size.steps = 300, size.lr = 3e-3;
   apply_size(size, o);
   const int64_t vocab = kFirstSymbol + symbols, eval_batches = full ? 8 : 4;
 
   SyncResult r;
   r.lag = c;
   r.chance = 1.0 / static_cast<double>(symbols);
-  r.setup = "Our own encoder–decoder batches (PAD 0, BOS 1, EOS 2, symbols 3 … from " + std::to_string(symbols) +
-            "), f = the mirror symbol (S − 1 − s). Lag: src = x (" + std::to_string(min_len) + "–" +
-            std::to_string(max_len) + " + c symbols) EOS, y_i = f(x_{i+c}) then EOS, c = " + std::to_string(c) +
+  r.setup = "Our own encoder–decoder batches (PAD 0, BOS 1, EOS 2, symbols 3 … from " +
+            std::to_string(symbols) + "), f = the mirror symbol (S − 1 − s). Lag: src = x (" +
+            std::to_string(min_len) + "–" + std::to_string(max_len) +
+            " + c symbols) EOS, y_i = f(x_{i+c}) then EOS, c = " + std::to_string(c) +
             ": δ* = +c under Left alignment. Time stretch: src = x (" + std::to_string(min_len) + "–" +
-            std::to_string(max_len) + " symbols) EOS, every source token twice, y_{2m} = y_{2m+1} = f(src_m), so "
+            std::to_string(max_len) +
+            " symbols) EOS, every source token twice, y_{2m} = y_{2m+1} = f(src_m), so "
             "t2 = 2·t1 and query i needs key ⌊i/2⌋ (Scaled: δ* = 0; Left: δ = −⌈i/2⌉, a different offset for "
-            "every query). Only cross-attention has a positional term. " + model_text(size, true) + ". " +
-            seed_sentence(scale);
+            "every query). Only cross-attention has a positional term. " +
+            model_text(size, true) + ". " + seed_sentence(scale);
 
   if (progress) *progress << "D6 synchronous cross-attention, lag " << c << "\n";
   BatchFn lag = lag_batches(c, min_len, max_len, symbols, scale.seed);
   Variants lag_variants = {{"seed", scheme_config("seed")}};
-  if (full) lag_variants.push_back({"t5", scheme_config("t5")}), lag_variants.push_back({"shaw clip 8", shaw(8)});
+  if (full)
+    lag_variants.push_back({"t5", scheme_config("t5")}), lag_variants.push_back({"shaw clip 8", shaw(8)});
   for (const auto& [label, pos] : choose_variants(lag_variants, o)) {
     RunConfig cfg = experiment_config(true, vocab, size, scale.seed);
     cfg.model.cross = pos;

@@ -4,7 +4,8 @@
 // The API behind `relgrad experiments [--full] [--only D1] [--out docs/experiments.md]`:
 //
 //   ExperimentOptions o;                                  // CI form; o.full = true: the documented form
-//   std::string md = run_experiments(o, &std::cout);      // trains, probes, writes pictures, returns markdown
+//   std::string md = run_experiments(o, &std::cout);      // trains, probes, writes pictures, returns
+//   markdown
 //
 //   D1  shift-copy with lag k: encoder–decoder, the scheme in cross-attention only (left alignment),
 //       y[t] = x[t − k]: the decoder query t must read key t − k, δ = −k. T5, the seed's method and
@@ -45,33 +46,34 @@ inline constexpr int64_t kFormDefault = std::numeric_limits<int64_t>::min();  //
 // repeats the flags, so a variant's report says how to regenerate it. Lists: parse_seed_list,
 // parse_int_list, parse_name_list below; errors: check_experiment_options.
 struct ExperimentOptions {
-  bool full = false;                         // --full
-  std::string only;                          // --only: "D1", "D2", "D3", "D6" (case-insensitive) or "" = all
-  std::string out_dir = "docs/experiments";  // pictures; created when needed (cli: <folder of --out>/experiments)
-  int threads = 0;                           // OpenMP threads; 0 = leave as is
+  bool full = false;  // --full
+  std::string only;   // --only: "D1", "D2", "D3", "D6" (case-insensitive) or "" = all
+  std::string out_dir =
+      "docs/experiments";  // pictures; created when needed (cli: <folder of --out>/experiments)
+  int threads = 0;         // OpenMP threads; 0 = leave as is
 
   // ---- per-run overrides (kFormDefault / 0 / empty: the form's value) ----
-  int64_t lag = kFormDefault;                // --lag K: D1's lag k (δ* = −k), K ≥ 1
-  int64_t period = kFormDefault;             // --period P: D2's period (δ* = 1 − P), P ≥ 2
-  int64_t train_length = kFormDefault;       // --train-length L: D3's training length
-  std::vector<int64_t> eval_lengths;         // --eval-lengths 64,128,256: D3's evaluation lengths
-  int64_t offset = kFormDefault;             // --offset C: D6's lag c (δ* = +c), C ≥ 0
-  std::vector<std::string> schemes;          // --scheme t5,seed: only these schemes' runs (each scheme's
-                                             //   variants of the form: "shaw" keeps its clips unless --clip)
-  int64_t buckets = 0;                       // --buckets N: t5 num_buckets
-  int64_t max_distance = 0;                  // --max-distance N: t5 max_distance
-  int64_t clip = 0;                          // --clip K: shaw's clip (one shaw run at K instead of the form's)
-  int64_t table = 0;                         // --table N: seed/huang max_length t3 (|δ| ≤ N − 1)
-  int64_t heads = 0;                         // --heads H
-  int64_t width = 0;                         // --width D: d_model (d_ff = 2·D)
-  int64_t steps = 0;                         // --steps N: training steps of every run
-  std::vector<uint64_t> seeds;               // --seeds 1,2,3: every run repeated per seed (empty: seed 1)
+  int64_t lag = kFormDefault;           // --lag K: D1's lag k (δ* = −k), K ≥ 1
+  int64_t period = kFormDefault;        // --period P: D2's period (δ* = 1 − P), P ≥ 2
+  int64_t train_length = kFormDefault;  // --train-length L: D3's training length
+  std::vector<int64_t> eval_lengths;    // --eval-lengths 64,128,256: D3's evaluation lengths
+  int64_t offset = kFormDefault;        // --offset C: D6's lag c (δ* = +c), C ≥ 0
+  std::vector<std::string> schemes;     // --scheme t5,seed: only these schemes' runs (each scheme's
+                                        //   variants of the form: "shaw" keeps its clips unless --clip)
+  int64_t buckets = 0;                  // --buckets N: t5 num_buckets
+  int64_t max_distance = 0;             // --max-distance N: t5 max_distance
+  int64_t clip = 0;                     // --clip K: shaw's clip (one shaw run at K instead of the form's)
+  int64_t table = 0;                    // --table N: seed/huang max_length t3 (|δ| ≤ N − 1)
+  int64_t heads = 0;                    // --heads H
+  int64_t width = 0;                    // --width D: d_model (d_ff = 2·D)
+  int64_t steps = 0;                    // --steps N: training steps of every run
+  std::vector<uint64_t> seeds;          // --seeds 1,2,3: every run repeated per seed (empty: seed 1)
 
   // ---- claims with their limits (train/instruments/experiment_limits.h) ----
-  bool sweep = false;                        // --sweep: run_experiment_limits instead of run_experiments;
-                                             //   the cli writes docs/experiment-limits.md by default (--out);
-                                             //   --only D1, D2 or D6; --seeds (default 1,2,3), --heads,
-                                             //   --width and --steps apply, the sweep sets the others
+  bool sweep = false;  // --sweep: run_experiment_limits instead of run_experiments;
+                       //   the cli writes docs/experiment-limits.md by default (--out);
+                       //   --only D1, D2 or D6; --seeds (default 1,2,3), --heads,
+                       //   --width and --steps apply, the sweep sets the others
 };
 
 // InstrumentOptionError (probe.h; "[experiments] --lag 0: …") for a value out of range: lag < 1,
@@ -97,19 +99,19 @@ inline constexpr int64_t kNoPeak = std::numeric_limits<int64_t>::min();  // no r
 
 // One trained model, probed at the offset its task needs.
 struct ProbedRun {
-  std::string label;             // "t5", "shaw clip 4", "seed (scaled)"
-  std::string scheme;            // the config's scheme name
-  std::string place;             // the attention probed: "cross" or "decoder_self"
-  int64_t expected = 0;          // the offset δ* the task needs
-  double accuracy = 0.0;         // held-out token accuracy (teacher forcing)
-  double loss = 0.0;             // held-out token-mean cross-entropy
-  double subset_accuracy = -1;   // accuracy on the positions that need the source (D6 stretch), else -1
-  std::string layer;             // the probed module holding the best head
-  int head = -1;                 // the head with the most attention at δ* (queries with a key there)
-  double mass_expected = 0.0;    // that head's attention mass at δ*, over queries whose key δ* exists
-  int64_t mass_peak = 0;         // that head's attention-mass peak (probe's mass, all queries)
+  std::string label;                // "t5", "shaw clip 4", "seed (scaled)"
+  std::string scheme;               // the config's scheme name
+  std::string place;                // the attention probed: "cross" or "decoder_self"
+  int64_t expected = 0;             // the offset δ* the task needs
+  double accuracy = 0.0;            // held-out token accuracy (teacher forcing)
+  double loss = 0.0;                // held-out token-mean cross-entropy
+  double subset_accuracy = -1;      // accuracy on the positions that need the source (D6 stretch), else -1
+  std::string layer;                // the probed module holding the best head
+  int head = -1;                    // the head with the most attention at δ* (queries with a key there)
+  double mass_expected = 0.0;       // that head's attention mass at δ*, over queries whose key δ* exists
+  int64_t mass_peak = 0;            // that head's attention-mass peak (probe's mass, all queries)
   int64_t response_peak = kNoPeak;  // that head's positional-response peak (kNoPeak: no response)
-  int64_t response_plateau = 0;  // how many offsets share the response's peak value (clipped edge rows)
+  int64_t response_plateau = 0;     // how many offsets share the response's peak value (clipped edge rows)
   double seconds = 0.0;
   std::vector<ProbeCurve> curves;  // the probed place's curves (both kinds), for pictures
   PositionalConfig positional;     // the probed place's scheme settings (buckets, clip, table)
@@ -121,14 +123,14 @@ struct ProbedRun {
   std::vector<int64_t> seed_response_peak, seed_response_plateau;
 };
 
-struct ShiftResult {      // D1
+struct ShiftResult {  // D1
   int64_t lag = 0;
-  int64_t min_len = 0;    // the shortest source: offsets |δ| < min_len occur in every sequence
-  double chance = 0.0;    // 1 / num_symbols
+  int64_t min_len = 0;  // the shortest source: offsets |δ| < min_len occur in every sequence
+  double chance = 0.0;  // 1 / num_symbols
   std::vector<ProbedRun> runs;
-  std::string setup;      // one paragraph: model, data, steps
+  std::string setup;  // one paragraph: model, data, steps
 };
-struct PeriodicResult {   // D2
+struct PeriodicResult {  // D2
   int64_t period = 0;
   double chance = 0.0;
   std::vector<ProbedRun> runs;
@@ -146,7 +148,7 @@ struct ExtrapolationResult {
   std::vector<ExtrapolationRow> rows;
   std::string setup;
 };
-struct SyncResult {       // D6
+struct SyncResult {  // D6
   int64_t lag = 0;
   double chance = 0.0;
   std::vector<ProbedRun> lag_runs;      // y_i = f(x_{i+c}), left alignment

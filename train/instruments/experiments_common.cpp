@@ -1,5 +1,5 @@
-// Shared pieces of the experiments (train/instruments/experiments_internal.h): data plumbing, the training loop,
-// evaluation and the probe at an expected offset.
+// Shared pieces of the experiments (train/instruments/experiments_internal.h): data plumbing, the training
+// loop, evaluation and the probe at an expected offset.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -8,8 +8,8 @@
 
 #include "autograd/grad_mode.h"
 #include "core/base/error.h"
-#include "train/optim/clip.h"
 #include "train/instruments/experiments_internal.h"
+#include "train/optim/clip.h"
 
 namespace relgrad::experiments {
 
@@ -60,8 +60,8 @@ RunConfig experiment_config(bool encoder_decoder, int64_t vocab, const ModelSize
   return c;
 }
 
-RunModel train_model(const RunConfig& config, const BatchFn& data, std::ostream* progress, const std::string& label,
-                     double positional_lr_scale) {
+RunModel train_model(const RunConfig& config, const BatchFn& data, std::ostream* progress,
+                     const std::string& label, double positional_lr_scale) {
   config.model.validate("experiments", config.encoder_decoder());
   Generator init(config.train.seed);
   RunModel model = build_model(model_options(config), &init);
@@ -75,7 +75,8 @@ RunModel train_model(const RunConfig& config, const BatchFn& data, std::ostream*
     if (name.find(".positional.") == std::string::npos) continue;
     positional.params.push_back(p);
     for (ParamGroup& g : groups)
-      g.params.erase(std::remove_if(g.params.begin(), g.params.end(), [pi = p.impl()](const Tensor& q) { return q.impl() == pi; }),
+      g.params.erase(std::remove_if(g.params.begin(), g.params.end(),
+                                    [pi = p.impl()](const Tensor& q) { return q.impl() == pi; }),
                      g.params.end());
   }
   groups.push_back(positional);
@@ -90,7 +91,7 @@ RunModel train_model(const RunConfig& config, const BatchFn& data, std::ostream*
     optimizer.param_groups().back().lr = schedule.lr_at(step) * positional_lr_scale;
     optimizer.zero_grad();
     const Batch b = data(step, Split::Train).to(model.device);  // batches are built on the host
-    Tensor logits = model.logits(b);  // (B, T, V)
+    Tensor logits = model.logits(b);                            // (B, T, V)
     const int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);
     Tensor loss = cross_entropy(logits.reshape({B * T, V}), RunModel::targets(b).reshape({B * T}));
     loss.backward();
@@ -102,7 +103,8 @@ RunModel train_model(const RunConfig& config, const BatchFn& data, std::ostream*
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       char line[160];
       std::snprintf(line, sizeof line, "  %-28s step %5lld/%lld  loss %.4f  %s\n", label.c_str(),
-                    static_cast<long long>(step + 1), static_cast<long long>(steps), value, seconds_text(s).c_str());
+                    static_cast<long long>(step + 1), static_cast<long long>(steps), value,
+                    seconds_text(s).c_str());
       *progress << line << std::flush;
     }
   }
@@ -122,7 +124,8 @@ Evaluation evaluate_on(RunModel& model, const BatchFn& data, int64_t batches, co
     Tensor logits = model.logits(b);
     const int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);
     loss_sum += cross_entropy(logits.reshape({B * T, V}), targets.reshape({B * T}),
-                              CrossEntropyOptions().set_reduction(Reduction::Sum)).item();
+                              CrossEntropyOptions().set_reduction(Reduction::Sum))
+                    .item();
     std::vector<int64_t> predicted = argmax(logits, -1).contiguous().to_vector<int64_t>();
     std::vector<int64_t> wanted = targets.contiguous().to_vector<int64_t>();
     for (int64_t row = 0; row < B; ++row)
@@ -139,7 +142,8 @@ Evaluation evaluate_on(RunModel& model, const BatchFn& data, int64_t batches, co
   Evaluation e;
   e.loss = tokens ? loss_sum / static_cast<double>(tokens) : 0.0;
   e.accuracy = tokens ? static_cast<double>(correct) / static_cast<double>(tokens) : 0.0;
-  if (subset) e.subset_accuracy = sub_tokens ? static_cast<double>(sub_correct) / static_cast<double>(sub_tokens) : 0.0;
+  if (subset)
+    e.subset_accuracy = sub_tokens ? static_cast<double>(sub_correct) / static_cast<double>(sub_tokens) : 0.0;
   return e;
 }
 
@@ -149,8 +153,10 @@ namespace {
 
 // Per head: the mean weight on key π(i) + δ over the valid queries that have that key (in range,
 // not padding, not hidden by the causal mask); NaN for a head with no such query.
-std::vector<double> mass_on_needed_key(const AttentionRecord& rec, const ProbeSpec& spec, const std::vector<int64_t>& targets) {
-  const int64_t B = rec.weights.size(0), H = rec.weights.size(1), t2 = rec.weights.size(2), t1 = rec.weights.size(3);
+std::vector<double> mass_on_needed_key(const AttentionRecord& rec, const ProbeSpec& spec,
+                                       const std::vector<int64_t>& targets) {
+  const int64_t B = rec.weights.size(0), H = rec.weights.size(1), t2 = rec.weights.size(2),
+                t1 = rec.weights.size(3);
   std::vector<double> w = rec.weights.to(kFloat64).contiguous().to_vector<double>();
   std::vector<double> sum(static_cast<size_t>(H), 0.0);
   int64_t n = 0;
@@ -203,8 +209,10 @@ ProbedRun probe_expected(RunModel& model, const Batch& batch, const ProbeSpec& s
     near.delta.clear();
     near.value.clear();
     for (size_t n = 0; n < c.delta.size(); ++n)
-      if (spec.reach <= 0 || std::abs(c.delta[n]) <= spec.reach) near.delta.push_back(c.delta[n]), near.value.push_back(c.value[n]);
-    if (std::none_of(near.value.begin(), near.value.end(), [](double v) { return std::isfinite(v); })) continue;
+      if (spec.reach <= 0 || std::abs(c.delta[n]) <= spec.reach)
+        near.delta.push_back(c.delta[n]), near.value.push_back(c.value[n]);
+    if (std::none_of(near.value.begin(), near.value.end(), [](double v) { return std::isfinite(v); }))
+      continue;
     run.response_peak = peak_offset(near);
     const double top = value_at(near, run.response_peak);
     run.response_plateau = std::count(near.value.begin(), near.value.end(), top);
@@ -212,8 +220,8 @@ ProbedRun probe_expected(RunModel& model, const Batch& batch, const ProbeSpec& s
   return run;
 }
 
-ProbedRun train_and_probe(const std::string& label, const RunConfig& config, const BatchFn& data, const ProbeSpec& spec,
-                          std::ostream* progress) {
+ProbedRun train_and_probe(const std::string& label, const RunConfig& config, const BatchFn& data,
+                          const ProbeSpec& spec, std::ostream* progress) {
   const auto start = std::chrono::steady_clock::now();
   RunModel model = train_model(config, data, progress, label, spec.positional_lr_scale);
   Evaluation e = evaluate_on(model, data, spec.eval_batches, spec.subset);
@@ -245,25 +253,30 @@ std::string peak_text(const ProbedRun& r) {
   if (r.response_peak == kNoPeak) return "—";
   if (r.response_plateau > 1) {  // several offsets share the top value: a clipped edge row or a T5 bucket
     if (r.response_peak < 0)
-      return offset_text(r.response_peak) + " … " + offset_text(r.response_peak + r.response_plateau - 1) + " (shared)";
+      return offset_text(r.response_peak) + " … " + offset_text(r.response_peak + r.response_plateau - 1) +
+             " (shared)";
     return offset_text(r.response_peak) + " … (shared by " + std::to_string(r.response_plateau) + ")";
   }
   return offset_text(r.response_peak);
 }
 
 std::string model_text(const ModelSize& m, bool encoder_decoder) {
-  std::string layers = encoder_decoder ? std::to_string(m.encoder_layers) + " + " + std::to_string(m.decoder_layers) +
-                                             " layers (encoder + decoder)"
-                                       : std::to_string(m.decoder_layers) + " layer" + (m.decoder_layers > 1 ? "s" : "");
-  return layers + ", d_model " + std::to_string(m.d_model) + ", " + std::to_string(m.n_heads) + " heads, d_ff " +
-         std::to_string(m.d_ff) + ", pre-norm, no dropout; AdamW lr " + fixed(m.lr, 4) + " (warmup " +
-         std::to_string(m.warmup) + ", cosine), clip 1, " + std::to_string(m.steps) + " steps of 32 sequences";
+  std::string layers = encoder_decoder
+                           ? std::to_string(m.encoder_layers) + " + " + std::to_string(m.decoder_layers) +
+                                 " layers (encoder + decoder)"
+                           : std::to_string(m.decoder_layers) + " layer" + (m.decoder_layers > 1 ? "s" : "");
+  return layers + ", d_model " + std::to_string(m.d_model) + ", " + std::to_string(m.n_heads) +
+         " heads, d_ff " + std::to_string(m.d_ff) + ", pre-norm, no dropout; AdamW lr " + fixed(m.lr, 4) +
+         " (warmup " + std::to_string(m.warmup) + ", cosine), clip 1, " + std::to_string(m.steps) +
+         " steps of 32 sequences";
 }
 
 std::string seconds_text(double s) {
   char buf[32];
-  if (s < 60) std::snprintf(buf, sizeof buf, "%.1f s", s);
-  else std::snprintf(buf, sizeof buf, "%d min %02d s", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
+  if (s < 60)
+    std::snprintf(buf, sizeof buf, "%.1f s", s);
+  else
+    std::snprintf(buf, sizeof buf, "%d min %02d s", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
   return buf;
 }
 

@@ -17,8 +17,11 @@ ExtrapolationResult experiment_extrapolation(const ExperimentScale& scale, std::
   ModelSize size;
   size.encoder_layers = 0;
   size.decoder_layers = 2;
-  if (full) size.d_model = 64, size.n_heads = 4, size.d_ff = 128, size.steps = 1000, size.warmup = 100, size.lr = 2e-3;
-  else size.steps = 200, size.lr = 3e-3;
+  if (full)
+    size.d_model = 64, size.n_heads = 4, size.d_ff = 128, size.steps = 1000, size.warmup = 100,
+    size.lr = 2e-3;
+  else
+    size.steps = 200, size.lr = 3e-3;
   apply_size(size, o);
 
   ExtrapolationResult r;
@@ -27,28 +30,34 @@ ExtrapolationResult experiment_extrapolation(const ExperimentScale& scale, std::
   if (!o.eval_lengths.empty()) {  // the training length first, then the others in the order given
     r.eval_lengths = {L};
     for (int64_t e : o.eval_lengths)
-      if (std::find(r.eval_lengths.begin(), r.eval_lengths.end(), e) == r.eval_lengths.end()) r.eval_lengths.push_back(e);
+      if (std::find(r.eval_lengths.begin(), r.eval_lengths.end(), e) == r.eval_lengths.end())
+        r.eval_lengths.push_back(e);
   }
   r.chance = 1.0 / static_cast<double>(symbols);
   // The learned tables of seed and huang cover the training length only (t3 = L, |δ| ≤ L − 1; beyond:
   // no term, OutOfRange::Zero), as the seed's recipe sizes them; Shaw clips at 2P; T5 keeps its
   // default 32 buckets up to distance 128.
   const int64_t table = o.table > 0 ? o.table : L, clip = o.clip > 0 ? o.clip : 2 * P;
-  const int64_t buckets = o.buckets > 0 ? o.buckets : 32, max_distance = o.max_distance > 0 ? o.max_distance : 128;
+  const int64_t buckets = o.buckets > 0 ? o.buckets : 32,
+                max_distance = o.max_distance > 0 ? o.max_distance : 128;
   std::vector<std::string> schemes;  // every registered scheme (layers/schemes.h), built-ins first
   for (const SchemeEntry& e : positional_schemes())
-    if (o.schemes.empty() || std::count(o.schemes.begin(), o.schemes.end(), e.name)) schemes.push_back(e.name);
+    if (o.schemes.empty() || std::count(o.schemes.begin(), o.schemes.end(), e.name))
+      schemes.push_back(e.name);
   std::string evaluated;
   for (size_t n = 0; n < r.eval_lengths.size(); ++n)
-    evaluated += (n == 0 ? "" : n + 1 == r.eval_lengths.size() ? " and " : ", ") + std::to_string(r.eval_lengths[n]);
+    evaluated += (n == 0                           ? ""
+                  : n + 1 == r.eval_lengths.size() ? " and "
+                                                   : ", ") +
+                 std::to_string(r.eval_lengths[n]);
   r.setup = "D2's task (period P = " + std::to_string(P) + ", " + std::to_string(symbols) +
             " symbols, loss on the repeated part) trained at length " + std::to_string(L) +
             " and evaluated (teacher-forced, held-out) at " + evaluated +
             ". Decoder-only, the scheme in every causal self-attention; " + model_text(size, false) +
-            ". seed and huang tables have t3 = " + std::to_string(table) + " (|δ| ≤ " + std::to_string(table - 1) +
-            ", no term beyond: the Zero policy); shaw clip " + std::to_string(clip) + "; t5 " +
-            std::to_string(buckets) + " buckets, max distance " + std::to_string(max_distance) +
-            "; rope base 10000. " + seed_sentence(scale);
+            ". seed and huang tables have t3 = " + std::to_string(table) + " (|δ| ≤ " +
+            std::to_string(table - 1) + ", no term beyond: the Zero policy); shaw clip " +
+            std::to_string(clip) + "; t5 " + std::to_string(buckets) + " buckets, max distance " +
+            std::to_string(max_distance) + "; rope base 10000. " + seed_sentence(scale);
   if (progress) *progress << "D3 length extrapolation, train length " << L << "\n";
   for (const std::string& scheme : schemes) {
     const auto start = std::chrono::steady_clock::now();
@@ -59,7 +68,8 @@ ExtrapolationResult experiment_extrapolation(const ExperimentScale& scale, std::
     pos.num_buckets = buckets;
     pos.max_distance = max_distance;
     c.model.decoder_self = pos;
-    RunModel model = train_model(c, periodic_lm(P, L, symbols, scale.seed), progress, scheme, size.positional_lr_scale);
+    RunModel model =
+        train_model(c, periodic_lm(P, L, symbols, scale.seed), progress, scheme, size.positional_lr_scale);
     ExtrapolationRow row;
     row.scheme = scheme;
     for (int64_t length : r.eval_lengths) {

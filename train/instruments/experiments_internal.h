@@ -42,14 +42,15 @@ PositionalConfig scheme_config(const std::string& scheme);  // defaults of model
 // Trains a model of `config` (model, optim.*, train.steps, train.seed) on `data`; a line to
 // `progress` every quarter of the run. The positional tables (parameters named "*.positional.*")
 // train at `positional_lr_scale` × the learning rate (see ModelSize::positional_lr_scale).
-RunModel train_model(const RunConfig& config, const BatchFn& data, std::ostream* progress, const std::string& label,
-                     double positional_lr_scale = 1.0);
+RunModel train_model(const RunConfig& config, const BatchFn& data, std::ostream* progress,
+                     const std::string& label, double positional_lr_scale = 1.0);
 
 struct Evaluation {
   double loss = 0.0, accuracy = 0.0, subset_accuracy = -1.0;
 };
 // Held-out batches 0 .. batches − 1, teacher-forced; subset accuracy when `subset` is given.
-Evaluation evaluate_on(RunModel& model, const BatchFn& data, int64_t batches, const PositionFilter& subset = {});
+Evaluation evaluate_on(RunModel& model, const BatchFn& data, int64_t batches,
+                       const PositionFilter& subset = {});
 
 // What to probe after training, and how.
 struct ProbeSpec {
@@ -70,8 +71,8 @@ struct ProbeSpec {
 ProbedRun probe_expected(RunModel& model, const Batch& batch, const ProbeSpec& spec);
 
 // Trains, evaluates (held-out) and probes (held-out batch 0) one run.
-ProbedRun train_and_probe(const std::string& label, const RunConfig& config, const BatchFn& data, const ProbeSpec& spec,
-                          std::ostream* progress);
+ProbedRun train_and_probe(const std::string& label, const RunConfig& config, const BatchFn& data,
+                          const ProbeSpec& spec, std::ostream* progress);
 
 // ---- per-run overrides (ExperimentOptions) ----
 inline bool is_set(int64_t v) { return v != kFormDefault; }
@@ -92,8 +93,8 @@ std::string seed_sentence(const ExperimentScale& scale);
 
 // Text helpers for the markdown.
 std::string fixed(double v, int digits);
-std::string percent(double v);  // 0.9731 → "97.3 %"
-std::string offset_text(int64_t delta);  // "−3", "+2", "0"
+std::string percent(double v);                // 0.9731 → "97.3 %"
+std::string offset_text(int64_t delta);       // "−3", "+2", "0"
 std::string peak_text(const ProbedRun& run);  // response peak, "≤ −3 (edge row)" for a clipped plateau
 std::string seconds_text(double s);
 std::string model_text(const ModelSize& size, bool encoder_decoder);  // one sentence: model and optimizer

@@ -12,7 +12,8 @@ namespace {
 constexpr const char* kOp = "experiments";
 
 std::vector<std::string> split_items(const std::string& text, const std::string& what) {
-  RG_CHECK_T(InstrumentOptionError, !text.empty(), kOp, what, ": expected a comma-separated list, got nothing");
+  RG_CHECK_T(InstrumentOptionError, !text.empty(), kOp, what,
+             ": expected a comma-separated list, got nothing");
   std::vector<std::string> items;
   size_t start = 0;
   while (true) {
@@ -27,7 +28,8 @@ std::vector<std::string> split_items(const std::string& text, const std::string&
 }
 
 bool all_digits(const std::string& s) {
-  return !s.empty() && s.size() <= 18 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  return !s.empty() && s.size() <= 18 &&
+         std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
 }  // namespace
@@ -47,7 +49,8 @@ std::vector<int64_t> parse_int_list(const std::string& text, const std::string& 
   for (const std::string& item : split_items(text, what)) {
     const bool negative = item[0] == '-';
     const std::string digits = negative ? item.substr(1) : item;
-    RG_CHECK_T(InstrumentOptionError, all_digits(digits), kOp, what, " '", text, "': '", item, "' is not a whole number");
+    RG_CHECK_T(InstrumentOptionError, all_digits(digits), kOp, what, " '", text, "': '", item,
+               "' is not a whole number");
     values.push_back(negative ? -std::stoll(digits) : std::stoll(digits));
   }
   return values;
@@ -63,26 +66,32 @@ std::vector<std::string> parse_name_list(const std::string& text, const std::str
 void check_experiment_options(const ExperimentOptions& o) {
   auto set = [](int64_t v) { return v != kFormDefault; };
   RG_CHECK_T(InstrumentOptionError, !set(o.lag) || o.lag >= 1, kOp, "--lag ", o.lag, ": expected 1 or more");
-  RG_CHECK_T(InstrumentOptionError, !set(o.period) || o.period >= 2, kOp, "--period ", o.period, ": expected 2 or more");
-  RG_CHECK_T(InstrumentOptionError, !set(o.train_length) || o.train_length >= 2, kOp, "--train-length ", o.train_length,
+  RG_CHECK_T(InstrumentOptionError, !set(o.period) || o.period >= 2, kOp, "--period ", o.period,
              ": expected 2 or more");
+  RG_CHECK_T(InstrumentOptionError, !set(o.train_length) || o.train_length >= 2, kOp, "--train-length ",
+             o.train_length, ": expected 2 or more");
   for (int64_t L : o.eval_lengths)
     RG_CHECK_T(InstrumentOptionError, L >= 2, kOp, "--eval-lengths: ", L, " is not a length (2 or more)");
-  RG_CHECK_T(InstrumentOptionError, !set(o.offset) || o.offset >= 0, kOp, "--offset ", o.offset, ": expected 0 or more");
+  RG_CHECK_T(InstrumentOptionError, !set(o.offset) || o.offset >= 0, kOp, "--offset ", o.offset,
+             ": expected 0 or more");
   for (const std::string& s : o.schemes)
-    RG_CHECK_T(InstrumentOptionError, find_scheme(s) != nullptr, kOp, "--scheme ", s, ": expected ", scheme_names_text());
-  RG_CHECK_T(InstrumentOptionError, o.buckets == 0 || (o.buckets >= 2 && o.buckets % 2 == 0), kOp, "--buckets ",
-             o.buckets, ": expected an even number, 2 or more");
-  RG_CHECK_T(InstrumentOptionError, o.max_distance >= 0, kOp, "--max-distance ", o.max_distance, ": expected 1 or more");
+    RG_CHECK_T(InstrumentOptionError, find_scheme(s) != nullptr, kOp, "--scheme ", s, ": expected ",
+               scheme_names_text());
+  RG_CHECK_T(InstrumentOptionError, o.buckets == 0 || (o.buckets >= 2 && o.buckets % 2 == 0), kOp,
+             "--buckets ", o.buckets, ": expected an even number, 2 or more");
+  RG_CHECK_T(InstrumentOptionError, o.max_distance >= 0, kOp, "--max-distance ", o.max_distance,
+             ": expected 1 or more");
   RG_CHECK_T(InstrumentOptionError, o.clip >= 0, kOp, "--clip ", o.clip, ": expected 1 or more");
-  RG_CHECK_T(InstrumentOptionError, o.table == 0 || o.table >= 2, kOp, "--table ", o.table, ": expected 2 or more");
+  RG_CHECK_T(InstrumentOptionError, o.table == 0 || o.table >= 2, kOp, "--table ", o.table,
+             ": expected 2 or more");
   RG_CHECK_T(InstrumentOptionError, o.heads >= 0, kOp, "--heads ", o.heads, ": expected 1 or more");
   RG_CHECK_T(InstrumentOptionError, o.width >= 0, kOp, "--width ", o.width, ": expected 1 or more");
   RG_CHECK_T(InstrumentOptionError, o.steps >= 0, kOp, "--steps ", o.steps, ": expected 1 or more");
   std::string only = o.only;
   for (char& c : only) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  RG_CHECK_T(InstrumentOptionError, only.empty() || only == "D1" || only == "D2" || only == "D3" || only == "D6", kOp,
-             "--only ", o.only, ": expected D1, D2, D3 or D6");
+  RG_CHECK_T(InstrumentOptionError,
+             only.empty() || only == "D1" || only == "D2" || only == "D3" || only == "D6", kOp, "--only ",
+             o.only, ": expected D1, D2, D3 or D6");
 }
 
 }  // namespace relgrad
@@ -116,8 +125,10 @@ PositionalConfig apply_tables(PositionalConfig p, const ExperimentOptions& o) {
 std::string tuned_label(const std::string& label, const PositionalConfig& p, const ExperimentOptions& o) {
   std::vector<std::string> notes;
   if (p.scheme == "t5" && o.buckets > 0) notes.push_back(std::to_string(p.num_buckets) + " buckets");
-  if (p.scheme == "t5" && o.max_distance > 0) notes.push_back("max distance " + std::to_string(p.max_distance));
-  if ((p.scheme == "seed" || p.scheme == "huang") && o.table > 0) notes.push_back("t3 " + std::to_string(p.max_length));
+  if (p.scheme == "t5" && o.max_distance > 0)
+    notes.push_back("max distance " + std::to_string(p.max_distance));
+  if ((p.scheme == "seed" || p.scheme == "huang") && o.table > 0)
+    notes.push_back("t3 " + std::to_string(p.max_length));
   std::string out = label;
   for (size_t n = 0; n < notes.size(); ++n) out += (n ? ", " : " (") + notes[n];
   return notes.empty() ? out : out + ")";
@@ -133,7 +144,8 @@ Variants choose_variants(const Variants& form, const ExperimentOptions& o) {
     shaw_placed = true;
   };
   for (const auto& [label, p] : form) {
-    if (!o.schemes.empty() && std::find(o.schemes.begin(), o.schemes.end(), p.scheme) == o.schemes.end()) continue;
+    if (!o.schemes.empty() && std::find(o.schemes.begin(), o.schemes.end(), p.scheme) == o.schemes.end())
+      continue;
     if (p.scheme == "shaw" && o.clip > 0) {
       if (!shaw_placed) add_shaw(chosen);
       continue;
@@ -142,11 +154,13 @@ Variants choose_variants(const Variants& form, const ExperimentOptions& o) {
   }
   for (const std::string& s : o.schemes) {  // the schemes the form does not run
     if (std::any_of(form.begin(), form.end(), [&](const auto& v) { return v.second.scheme == s; })) continue;
-    if (s == "shaw" && o.clip > 0) add_shaw(chosen);
+    if (s == "shaw" && o.clip > 0)
+      add_shaw(chosen);
     else if (s == "shaw") {
       PositionalConfig p = scheme_config("shaw");
       chosen.push_back({"shaw clip " + std::to_string(p.clip), p});
-    } else chosen.push_back({s, scheme_config(s)});
+    } else
+      chosen.push_back({s, scheme_config(s)});
   }
   for (auto& [label, p] : chosen) {
     p = apply_tables(p, o);
@@ -160,7 +174,8 @@ std::string seed_sentence(const ExperimentScale& scale) {
   if (seeds.size() <= 1) return "Seed " + std::to_string(scale.seed) + ".";
   std::string list;
   for (size_t n = 0; n < seeds.size(); ++n) list += (n ? ", " : "") + std::to_string(seeds[n]);
-  return "Seeds " + list + ": every run repeated per seed; accuracy, loss and the mass at the needed offset are "
+  return "Seeds " + list +
+         ": every run repeated per seed; accuracy, loss and the mass at the needed offset are "
          "means over the seeds (the mass with its min … max), best head and peaks are seed " +
          std::to_string(seeds.front()) + "'s.";
 }

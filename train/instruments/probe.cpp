@@ -1,4 +1,5 @@
-// Positional response and attention mass by relative offset (train/instruments/probe.h). Pictures: probe_plot.cpp.
+// Positional response and attention mass by relative offset (train/instruments/probe.h). Pictures:
+// probe_plot.cpp.
 #include "train/instruments/probe.h"
 
 #include <algorithm>
@@ -7,7 +8,6 @@
 #include <limits>
 #include <sstream>
 
-
 namespace relgrad {
 
 namespace {
@@ -15,7 +15,9 @@ namespace {
 constexpr const char* kOp = "probe";
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-std::vector<double> host(const Tensor& t) { return t.to(Device::cpu()).to(kFloat64).contiguous().to_vector<double>(); }
+std::vector<double> host(const Tensor& t) {
+  return t.to(Device::cpu()).to(kFloat64).contiguous().to_vector<double>();
+}
 
 // Wraps a module's scheme for one forward: every call goes to the real scheme unchanged; the content
 // pair's two sides (called once per forward with the projected q and k, before any scheme term) keep
@@ -32,10 +34,14 @@ class RecordingScheme : public PositionalScheme {
     k_ = k.detach();
     return inner_->content_key(k, key_positions);
   }
-  Tensor score_term(const Tensor& q, const AttentionGeometry& g) const override { return inner_->score_term(q, g); }
+  Tensor score_term(const Tensor& q, const AttentionGeometry& g) const override {
+    return inner_->score_term(q, g);
+  }
   double logit_scale(int64_t head_dim) const override { return inner_->logit_scale(head_dim); }
   Tensor logit_bias(const AttentionGeometry& g) const override { return inner_->logit_bias(g); }
-  Tensor value_term(const Tensor& w, const AttentionGeometry& g) const override { return inner_->value_term(w, g); }
+  Tensor value_term(const Tensor& w, const AttentionGeometry& g) const override {
+    return inner_->value_term(w, g);
+  }
   bool fuse(FusedCall& call, const AttentionGeometry& g) const override { return inner_->fuse(call, g); }
   std::vector<std::vector<double>> response(const ResponseInput& in, int64_t reach) const override {
     return inner_->response(in, reach);
@@ -62,21 +68,24 @@ std::vector<Site> sites_of(RunModel& model, const Batch& batch) {
     RG_CHECK(batch.decoder_only(), kOp, "a DecoderLM needs a decoder-only batch (tokens)");
     const auto& layers = model.decoder_lm->layers->items;
     for (size_t i = 0; i < layers.size(); ++i)
-      sites.push_back({"layers." + std::to_string(i) + ".self_attn", "decoder_self", layers[i]->self_attn.get(),
-                       layers[i]->options.causal, batch.padding_mask, batch.padding_mask, Alignment::Left});
+      sites.push_back({"layers." + std::to_string(i) + ".self_attn", "decoder_self",
+                       layers[i]->self_attn.get(), layers[i]->options.causal, batch.padding_mask,
+                       batch.padding_mask, Alignment::Left});
     return sites;
   }
   RG_CHECK(model.encoder_decoder, kOp, "the RunModel holds no model");
-  RG_CHECK(batch.src.defined() && batch.tgt_in.defined(), kOp, "an EncoderDecoder needs an encoder-decoder batch (src, tgt_in)");
+  RG_CHECK(batch.src.defined() && batch.tgt_in.defined(), kOp,
+           "an EncoderDecoder needs an encoder-decoder batch (src, tgt_in)");
   const auto& enc = model.encoder_decoder->encoder->layers->items;
   for (size_t i = 0; i < enc.size(); ++i)
-    sites.push_back({"encoder.layers." + std::to_string(i) + ".self_attn", "encoder_self", enc[i]->self_attn.get(),
-                     enc[i]->options.causal, batch.src_padding_mask, batch.src_padding_mask, Alignment::Left});
+    sites.push_back({"encoder.layers." + std::to_string(i) + ".self_attn", "encoder_self",
+                     enc[i]->self_attn.get(), enc[i]->options.causal, batch.src_padding_mask,
+                     batch.src_padding_mask, Alignment::Left});
   const auto& dec = model.encoder_decoder->decoder->layers->items;
   for (size_t i = 0; i < dec.size(); ++i) {
     const std::string prefix = "decoder.layers." + std::to_string(i);
-    sites.push_back({prefix + ".self_attn", "decoder_self", dec[i]->self_attn.get(), true, batch.tgt_padding_mask,
-                     batch.tgt_padding_mask, Alignment::Left});
+    sites.push_back({prefix + ".self_attn", "decoder_self", dec[i]->self_attn.get(), true,
+                     batch.tgt_padding_mask, batch.tgt_padding_mask, Alignment::Left});
     sites.push_back({prefix + ".cross_attn", "cross", dec[i]->cross_attn.get(), false, batch.tgt_padding_mask,
                      batch.src_padding_mask, dec[i]->cross_alignment});
   }
@@ -97,7 +106,11 @@ std::vector<bool> valid_of(const Tensor& padding, int64_t B, int64_t t) {
 struct ModelRestorer {
   Module* root = nullptr;
   bool training = false;
-  struct Flag { MultiHeadAttention* m; bool record; Tensor recorded; };
+  struct Flag {
+    MultiHeadAttention* m;
+    bool record;
+    Tensor recorded;
+  };
   std::vector<Flag> flags;
   std::vector<std::pair<MultiHeadAttention*, std::shared_ptr<PositionalScheme>>> schemes;
   ~ModelRestorer() {
@@ -203,9 +216,9 @@ std::vector<ProbeCurve> positional_response(const std::vector<AttentionRecord>& 
     in.geometry = AttentionGeometry::make(rec.weights.size(0), H, D, rec.weights.size(2), rec.weights.size(3),
                                           rec.causal);
     std::vector<std::vector<double>> values = s->response(in, R);  // (H, 2R + 1)
-    if (values.empty()) continue;  // a scheme without a response curve
-    RG_CHECK(static_cast<int64_t>(values.size()) == H, kOp, rec.layer, ": the ", rec.scheme, " scheme's response has ",
-             values.size(), " heads, the attention ", H);
+    if (values.empty()) continue;                                  // a scheme without a response curve
+    RG_CHECK(static_cast<int64_t>(values.size()) == H, kOp, rec.layer, ": the ", rec.scheme,
+             " scheme's response has ", values.size(), " heads, the attention ", H);
     std::vector<ProbeCurve> curves;
     for (int64_t h = 0; h < H; ++h) {
       curves.push_back(make_curve(rec, "response", static_cast<int>(h), R));
@@ -240,7 +253,8 @@ std::vector<ProbeCurve> attention_mass_by_offset(const std::vector<AttentionReco
   const int64_t R = auto_reach(records, reach);
   std::vector<ProbeCurve> out;
   for (const AttentionRecord& rec : records) {
-    const int64_t B = rec.weights.size(0), H = rec.weights.size(1), t2 = rec.weights.size(2), t1 = rec.weights.size(3);
+    const int64_t B = rec.weights.size(0), H = rec.weights.size(1), t2 = rec.weights.size(2),
+                  t1 = rec.weights.size(3);
     std::vector<double> w = host(rec.weights);  // (B, H, t2, t1)
     // The queries that count: not padding, and at least one visible key.
     std::vector<std::pair<int64_t, int64_t>> queries;
@@ -258,8 +272,10 @@ std::vector<ProbeCurve> attention_mass_by_offset(const std::vector<AttentionReco
         for (int64_t j = 0; j < t1; ++j) {
           const double x = w[((b * H + h) * t2 + i) * t1 + j];
           const int64_t delta = j - rec.positions[i];
-          if (std::abs(delta) <= R) c.value[delta + R] += x;
-          else c.outside += x;
+          if (std::abs(delta) <= R)
+            c.value[delta + R] += x;
+          else
+            c.outside += x;
         }
       const double n = static_cast<double>(queries.size());
       for (double& v : c.value) v = queries.empty() ? kNaN : v / n;
@@ -296,8 +312,9 @@ int64_t peak_offset(const ProbeCurve& c) {
 double value_at(const ProbeCurve& c, int64_t delta) {
   for (size_t n = 0; n < c.delta.size(); ++n)
     if (c.delta[n] == delta) return c.value[n];
-  RG_CHECK_T(IndexError, false, kOp, c.layer, " head ", c.head, " (", c.kind, ") has no δ = ", delta, " (range ",
-             c.delta.empty() ? 0 : c.delta.front(), " … ", c.delta.empty() ? 0 : c.delta.back(), ")");
+  RG_CHECK_T(IndexError, false, kOp, c.layer, " head ", c.head, " (", c.kind, ") has no δ = ", delta,
+             " (range ", c.delta.empty() ? 0 : c.delta.front(), " … ", c.delta.empty() ? 0 : c.delta.back(),
+             ")");
   return kNaN;
 }
 
@@ -315,8 +332,8 @@ std::string probe_table(const std::vector<ProbeCurve>& curves) {
   for (const auto& c : curves) width = std::max(width, c.layer.size());
   std::ostringstream out;
   char line[256];
-  std::snprintf(line, sizeof line, "%-*s  %-14s  %-14s  %4s  %6s  %10s  %s\n", static_cast<int>(width), "layer",
-                "kind", "scheme", "head", "peak", "at peak", "values at delta = peak-3 .. peak+3");
+  std::snprintf(line, sizeof line, "%-*s  %-14s  %-14s  %4s  %6s  %10s  %s\n", static_cast<int>(width),
+                "layer", "kind", "scheme", "head", "peak", "at peak", "values at delta = peak-3 .. peak+3");
   out << line;
   for (const auto& c : curves) {
     bool finite = std::any_of(c.value.begin(), c.value.end(), [](double v) { return std::isfinite(v); });
@@ -333,8 +350,8 @@ std::string probe_table(const std::vector<ProbeCurve>& curves) {
       }
     }
     std::string scheme = c.scheme + (c.shared_by.size() > 1 ? "*" + std::to_string(c.shared_by.size()) : "");
-    std::snprintf(line, sizeof line, "%-*s  %-14s  %-14s  %4d  %6s  %10s  ", static_cast<int>(width), c.layer.c_str(),
-                  c.kind.c_str(), scheme.c_str(), c.head, peak.c_str(), at.c_str());
+    std::snprintf(line, sizeof line, "%-*s  %-14s  %-14s  %4d  %6s  %10s  ", static_cast<int>(width),
+                  c.layer.c_str(), c.kind.c_str(), scheme.c_str(), c.head, peak.c_str(), at.c_str());
     out << line << around;
     if (c.kind == "attention_mass" && c.outside > 0) out << "  (beyond the range: " << fmt(c.outside) << ")";
     out << "\n";

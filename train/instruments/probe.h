@@ -50,10 +50,10 @@
 namespace relgrad {
 
 struct ProbeCurve {
-  std::string layer;    // the attention module: "encoder.layers.0.self_attn"
-  std::string place;    // "encoder_self", "decoder_self" (also DecoderLM's layers) or "cross"
-  std::string scheme;   // "none", "seed", "huang", "shaw", "t5", "alibi", "rope", "transformer_xl"
-  std::string kind;     // "response" or "attention_mass"
+  std::string layer;   // the attention module: "encoder.layers.0.self_attn"
+  std::string place;   // "encoder_self", "decoder_self" (also DecoderLM's layers) or "cross"
+  std::string scheme;  // "none", "seed", "huang", "shaw", "t5", "alibi", "rope", "transformer_xl"
+  std::string kind;    // "response" or "attention_mass"
   int head = 0;
   std::vector<int64_t> delta;  // −R … R
   std::vector<double> value;   // one per delta; NaN = undefined (masked offset, no pair, off an Error table)
@@ -65,27 +65,28 @@ struct ProbeCurve {
 // t2 queries, t1 keys; all tensors detached, on the model's device and dtype.
 struct AttentionRecord {
   std::string layer, place, scheme;
-  MultiHeadAttention* attention = nullptr;  // the module (owned by the model)
+  MultiHeadAttention* attention = nullptr;       // the module (owned by the model)
   const PositionalScheme* positional = nullptr;  // its scheme, null for "none"
   bool causal = false;
-  Tensor q, k;                        // (B,H,t2,D), (B,H,t1,D): projected, before any scheme touches
-                                      // them (undefined for "none": the scheme is where they are caught)
-  Tensor weights;                     // (B,H,t2,t1): softmax weights, before dropout
-  std::vector<int64_t> positions;     // π(i), t2 entries
-  std::vector<bool> query_valid;      // (B, t2) row-major: not padding
-  std::vector<bool> key_valid;        // (B, t1) row-major: not padding
+  Tensor q, k;                     // (B,H,t2,D), (B,H,t1,D): projected, before any scheme touches
+                                   // them (undefined for "none": the scheme is where they are caught)
+  Tensor weights;                  // (B,H,t2,t1): softmax weights, before dropout
+  std::vector<int64_t> positions;  // π(i), t2 entries
+  std::vector<bool> query_valid;   // (B, t2) row-major: not padding
+  std::vector<bool> key_valid;     // (B, t1) row-major: not padding
 };
 
 // Runs `model` once on `batch` in eval mode under NoGradGuard and captures every attention module
 // (encoder self, decoder self and cross in model order). The model's training mode, record_weights /
-// recorded_weights and schemes are restored afterwards, also when the forward throws. The queries and keys are
-// caught by a recording wrapper placed around each module's scheme for the duration of the call
-// (it forwards every call unchanged, so the forward is the model's own).
+// recorded_weights and schemes are restored afterwards, also when the forward throws. The queries and keys
+// are caught by a recording wrapper placed around each module's scheme for the duration of the call (it
+// forwards every call unchanged, so the forward is the model's own).
 std::vector<AttentionRecord> record_attention(RunModel& model, const Batch& batch);
 
 // reach R ≤ 0 means: the longest offset the batch can show, max(t1, t2) − 1 over its attentions.
 std::vector<ProbeCurve> positional_response(const std::vector<AttentionRecord>& records, int64_t reach = 0);
-std::vector<ProbeCurve> attention_mass_by_offset(const std::vector<AttentionRecord>& records, int64_t reach = 0);
+std::vector<ProbeCurve> attention_mass_by_offset(const std::vector<AttentionRecord>& records,
+                                                 int64_t reach = 0);
 std::vector<ProbeCurve> positional_response(RunModel& model, const Batch& batch, int64_t reach = 0);
 std::vector<ProbeCurve> attention_mass_by_offset(RunModel& model, const Batch& batch, int64_t reach = 0);
 // Both kinds from one forward: the responses, then the attention masses.
@@ -107,7 +108,8 @@ std::string probe_table(const std::vector<ProbeCurve>& curves);
 // colour bar: white → blue for masses, blue ← white → red around 0 for responses, grey = NaN) and
 // <layer>.<kind>.curves.svg (value against δ, one line per head; train/plot/plot.h). Creates out_dir if
 // needed; every file is written atomically. Returns the paths written, in order.
-std::vector<std::string> write_probe_pictures(const std::vector<ProbeCurve>& curves, const std::string& out_dir);
+std::vector<std::string> write_probe_pictures(const std::vector<ProbeCurve>& curves,
+                                              const std::string& out_dir);
 
 // ---- Measures a researcher can aim (probe_measures.cpp, probe_run.cpp) -----------------------------
 
@@ -178,18 +180,19 @@ inline constexpr int64_t kNoResponsePeak = std::numeric_limits<int64_t>::min();
 struct HeadComparison {
   std::string layer, place, scheme;
   int head = 0;
-  bool has_response = false;            // false for scheme "none": only the masses
-  std::vector<int64_t> delta;           // the response's offsets
-  std::vector<double> response_diff;    // B − A per offset (NaN where either is NaN)
-  double max_abs_diff = 0.0;            // over the finite differences
-  int64_t max_abs_diff_at = 0;          // its δ
-  int64_t peak_a = 0, peak_b = 0;       // response peaks (kNoResponsePeak when none)
-  std::vector<DeltaRange> mass_delta;   // = deltas
-  std::vector<double> mass_a, mass_b;   // mass at each of deltas
+  bool has_response = false;           // false for scheme "none": only the masses
+  std::vector<int64_t> delta;          // the response's offsets
+  std::vector<double> response_diff;   // B − A per offset (NaN where either is NaN)
+  double max_abs_diff = 0.0;           // over the finite differences
+  int64_t max_abs_diff_at = 0;         // its δ
+  int64_t peak_a = 0, peak_b = 0;      // response peaks (kNoResponsePeak when none)
+  std::vector<DeltaRange> mass_delta;  // = deltas
+  std::vector<double> mass_a, mass_b;  // mass at each of deltas
 };
-std::vector<HeadComparison> compare_probes(const std::vector<AttentionRecord>& a, const std::vector<AttentionRecord>& b,
-                                           const std::vector<DeltaRange>& deltas, const QueryFilter& filter = {},
-                                           int64_t reach = 0);
+std::vector<HeadComparison> compare_probes(const std::vector<AttentionRecord>& a,
+                                           const std::vector<AttentionRecord>& b,
+                                           const std::vector<DeltaRange>& deltas,
+                                           const QueryFilter& filter = {}, int64_t reach = 0);
 std::string comparison_table(const std::vector<HeadComparison>& rows);
 // Two blocks, a blank line between: layer,place,scheme,head,delta,diff (the response's B − A, empty for
 // NaN), then layer,place,scheme,head,mass_from,mass_to,mass_a,mass_b per δ range of the comparison.
@@ -210,15 +213,15 @@ int64_t probe_reach_bound(const RunConfig& config, const Batch& batch, std::stri
 //                                                         curves.json in the pictures' folder)
 //                 [--batch N]                             held-out batch N (default 0)
 struct ProbeOptions {
-  std::string checkpoint;                 // positional
-  std::string out_dir;                    // --out; "" = probe/ beside the checkpoint
-  int64_t reach = 0;                      // --reach; 0 = the batch's longest offset
-  std::vector<std::string> deltas;        // --delta (each "-5" or "-7:-5")
-  std::string queries;                    // --queries: "from:to" or "needed"; "" = every query
-  std::string compare_checkpoint;         // --compare
-  std::string csv, json;                  // --csv, --json
-  std::string compare_csv;                // --compare-csv FILE (default: compare.csv in the pictures' folder)
-  int64_t batch = 0;                      // --batch
+  std::string checkpoint;           // positional
+  std::string out_dir;              // --out; "" = probe/ beside the checkpoint
+  int64_t reach = 0;                // --reach; 0 = the batch's longest offset
+  std::vector<std::string> deltas;  // --delta (each "-5" or "-7:-5")
+  std::string queries;              // --queries: "from:to" or "needed"; "" = every query
+  std::string compare_checkpoint;   // --compare
+  std::string csv, json;            // --csv, --json
+  std::string compare_csv;          // --compare-csv FILE (default: compare.csv in the pictures' folder)
+  int64_t batch = 0;                // --batch
 };
 // Loads, probes and writes as described; returns 0. Prints cmd_probe's output first (the heading line,
 // probe_table, "wrote N pictures to DIR"), then "wrote the curves as data to CSV and JSON", then what

@@ -53,12 +53,14 @@ std::string number(double v, const char* format = "%.6g") {
 std::string json_string(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\', out += c;
+    if (c == '"' || c == '\\')
+      out += '\\', out += c;
     else if (static_cast<unsigned char>(c) < 0x20) {
       char buf[8];
       std::snprintf(buf, sizeof buf, "\\u%04x", c);
       out += buf;
-    } else out += c;
+    } else
+      out += c;
   }
   return out + "\"";
 }
@@ -82,12 +84,13 @@ std::string delta_text(const DeltaRange& d) {
 DeltaRange parse_delta_range(const std::string& text, const std::string& what) {
   DeltaRange d;
   const size_t colon = text.find(':');
-  bool ok = colon == std::string::npos ? parse_int(text, &d.from) && (d.to = d.from, true)
-                                       : parse_int(text.substr(0, colon), &d.from) &&
-                                             parse_int(text.substr(colon + 1), &d.to);
+  bool ok = colon == std::string::npos
+                ? parse_int(text, &d.from) && (d.to = d.from, true)
+                : parse_int(text.substr(0, colon), &d.from) && parse_int(text.substr(colon + 1), &d.to);
   RG_CHECK_T(InstrumentOptionError, ok, kOp, what, " '", text,
              "': expected an offset such as -5 or a range such as -7:-5");
-  RG_CHECK_T(InstrumentOptionError, d.from <= d.to, kOp, what, " '", text, "': the range's start is after its end");
+  RG_CHECK_T(InstrumentOptionError, d.from <= d.to, kOp, what, " '", text,
+             "': the range's start is after its end");
   return d;
 }
 
@@ -111,10 +114,12 @@ std::vector<HeadMass> mass_at_delta(const std::vector<AttentionRecord>& records,
   std::vector<HeadMass> out;
   std::string sizes;
   for (const AttentionRecord& rec : records) {
-    const int64_t B = rec.weights.size(0), H = rec.weights.size(1), t2 = rec.weights.size(2), t1 = rec.weights.size(3);
+    const int64_t B = rec.weights.size(0), H = rec.weights.size(1), t2 = rec.weights.size(2),
+                  t1 = rec.weights.size(3);
     if (!filter.mask.empty() && rec.place == "encoder_self") continue;  // the mask is over decoder queries
     if (!filter.mask.empty() && static_cast<int64_t>(filter.mask.size()) != B * t2) {
-      sizes += (sizes.empty() ? "" : ", ") + rec.layer + " (" + std::to_string(B) + ", " + std::to_string(t2) + ")";
+      sizes += (sizes.empty() ? "" : ", ") + rec.layer + " (" + std::to_string(B) + ", " +
+               std::to_string(t2) + ")";
       continue;
     }
     const auto [lo, hi] = query_bounds(filter.range, t2);
@@ -157,7 +162,8 @@ std::vector<HeadMass> mass_at_delta(const std::vector<AttentionRecord>& records,
 
 std::vector<bool> needed_query_mask(const Batch& batch, int64_t filler) {
   const Tensor& targets = RunModel::targets(batch);
-  RG_CHECK_T(ShapeError, targets.defined() && targets.dim() == 2, kOp, "needed_query_mask: the batch has no (B, t2) targets");
+  RG_CHECK_T(ShapeError, targets.defined() && targets.dim() == 2, kOp,
+             "needed_query_mask: the batch has no (B, t2) targets");
   const std::vector<int64_t> y = targets.to(Device::cpu()).contiguous().to_vector<int64_t>();
   std::vector<bool> mask(y.size());
   for (size_t n = 0; n < y.size(); ++n)
@@ -170,14 +176,14 @@ std::string mass_table(const std::vector<HeadMass>& masses) {
   for (const auto& m : masses) width = std::max(width, m.layer.size());
   std::ostringstream out;
   char line[256];
-  std::snprintf(line, sizeof line, "%-*s  %-12s  %-14s  %4s  %9s  %8s  %s\n", static_cast<int>(width), "layer", "place",
-                "scheme", "head", "delta", "mass", "queries");
+  std::snprintf(line, sizeof line, "%-*s  %-12s  %-14s  %4s  %9s  %8s  %s\n", static_cast<int>(width),
+                "layer", "place", "scheme", "head", "delta", "mass", "queries");
   out << line;
   for (const auto& m : masses) {
     const std::string mass = std::isfinite(m.mass) ? number(m.mass, "%.4f") : ".";
     std::snprintf(line, sizeof line, "%-*s  %-12s  %-14s  %4d  %9s  %8s  %lld\n", static_cast<int>(width),
-                  m.layer.c_str(), m.place.c_str(), m.scheme.c_str(), m.head, delta_text(m.delta).c_str(), mass.c_str(),
-                  static_cast<long long>(m.queries));
+                  m.layer.c_str(), m.place.c_str(), m.scheme.c_str(), m.head, delta_text(m.delta).c_str(),
+                  mass.c_str(), static_cast<long long>(m.queries));
     out << line;
   }
   if (std::any_of(masses.begin(), masses.end(), [](const HeadMass& m) { return !std::isfinite(m.mass); }))

@@ -8,8 +8,8 @@
 #include <filesystem>
 
 #include "core/file_io.h"
-#include "train/plot/plot.h"
 #include "train/instruments/probe.h"
+#include "train/plot/plot.h"
 
 namespace relgrad {
 
@@ -40,7 +40,8 @@ struct ColorScale {
   Color operator()(double v) const {
     if (!std::isfinite(v)) return kNaNColor;
     if (!diverging) return mix(plot_detail::kBackground, kDeepBlue, v / hi);
-    return v >= 0 ? mix(plot_detail::kBackground, kRed, v / hi) : mix(plot_detail::kBackground, kBlue, -v / hi);
+    return v >= 0 ? mix(plot_detail::kBackground, kRed, v / hi)
+                  : mix(plot_detail::kBackground, kBlue, -v / hi);
   }
 };
 
@@ -81,7 +82,8 @@ Scene heatmap_scene(const std::vector<const ProbeCurve*>& rows) {
   scale.hi = hi > 0 ? hi : 1.0;
 
   std::string title = first.layer + "  " + first.kind + " (" + first.scheme + ")";
-  if (first.shared_by.size() > 1) title += ", shared by " + std::to_string(first.shared_by.size()) + " layers";
+  if (first.shared_by.size() > 1)
+    title += ", shared by " + std::to_string(first.shared_by.size()) + " layers";
   const double cw = std::clamp(720.0 / ncol, 3.0, 40.0), ch = 24.0;
   const double left = 64, top = 44, grid_w = cw * ncol, grid_h = ch * nrow;
   const double bar_x = left + grid_w + 24, bar_w = 16, bar_h = std::max(grid_h, 120.0);
@@ -106,12 +108,14 @@ Scene heatmap_scene(const std::vector<const ProbeCurve*>& rows) {
     s.items.push_back(RectItem{x - 0.5, top + grid_h, 1, 4, true, plot_detail::kFrame, 0, {}});
     s.items.push_back(text(x, top + grid_h + 12, std::to_string(first.delta[k]), Anchor::Middle));
   }
-  s.items.push_back(text(left + grid_w / 2, top + grid_h + 30, "delta = key - query (negative = past)", Anchor::Middle));
+  s.items.push_back(
+      text(left + grid_w / 2, top + grid_h + 30, "delta = key - query (negative = past)", Anchor::Middle));
   // The colour bar: hi at the top, lo at the bottom, 64 steps; grey = undefined.
   const int steps = 64;
   for (int n = 0; n < steps; ++n) {
     const double v = scale.hi - (scale.hi - scale.lo()) * (n + 0.5) / steps;
-    s.items.push_back(RectItem{bar_x, top + bar_h * n / steps, bar_w, bar_h / steps + 0.5, true, scale(v), 0, {}});
+    s.items.push_back(
+        RectItem{bar_x, top + bar_h * n / steps, bar_w, bar_h / steps + 0.5, true, scale(v), 0, {}});
   }
   s.items.push_back(RectItem{bar_x, top, bar_w, bar_h, false, {}, 1.0, plot_detail::kFrame});
   s.items.push_back(text(bar_x + bar_w + 4, top + 4, number(scale.hi), Anchor::Start));
@@ -124,7 +128,8 @@ Scene heatmap_scene(const std::vector<const ProbeCurve*>& rows) {
 
 }  // namespace
 
-std::vector<std::string> write_probe_pictures(const std::vector<ProbeCurve>& curves, const std::string& out_dir) {
+std::vector<std::string> write_probe_pictures(const std::vector<ProbeCurve>& curves,
+                                              const std::string& out_dir) {
   const char* op = "probe";
   std::error_code ec;
   std::filesystem::create_directories(out_dir, ec);
@@ -135,14 +140,17 @@ std::vector<std::string> write_probe_pictures(const std::vector<ProbeCurve>& cur
   for (const ProbeCurve& c : curves) {
     auto g = std::find_if(groups.begin(), groups.end(),
                           [&](const auto& v) { return v[0]->layer == c.layer && v[0]->kind == c.kind; });
-    if (g == groups.end()) groups.push_back({&c});
-    else g->push_back(&c);
+    if (g == groups.end())
+      groups.push_back({&c});
+    else
+      g->push_back(&c);
   }
   std::vector<std::string> written;
   for (const auto& rows : groups) {
     const ProbeCurve& first = *rows.front();
     for (const ProbeCurve* c : rows)
-      RG_CHECK(c->delta == first.delta, op, first.layer, " (", first.kind, "): heads over different δ ranges");
+      RG_CHECK(c->delta == first.delta, op, first.layer, " (", first.kind,
+               "): heads over different δ ranges");
     if (first.delta.empty()) continue;
     const std::string stem = (std::filesystem::path(out_dir) / file_stem(first.layer, first.kind)).string();
     write_file_atomic(stem + ".heatmap.png", plot_detail::render_png(heatmap_scene(rows)), op);

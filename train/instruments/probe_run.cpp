@@ -43,13 +43,16 @@ std::string folder_of(const std::string& path) {
 
 }  // namespace
 
-std::vector<HeadComparison> compare_probes(const std::vector<AttentionRecord>& a, const std::vector<AttentionRecord>& b,
+std::vector<HeadComparison> compare_probes(const std::vector<AttentionRecord>& a,
+                                           const std::vector<AttentionRecord>& b,
                                            const std::vector<DeltaRange>& deltas, const QueryFilter& filter,
                                            int64_t reach) {
-  RG_CHECK(a.size() == b.size(), kOp, "compare: the models have ", a.size(), " and ", b.size(), " attention modules");
+  RG_CHECK(a.size() == b.size(), kOp, "compare: the models have ", a.size(), " and ", b.size(),
+           " attention modules");
   for (size_t n = 0; n < a.size(); ++n) {
-    RG_CHECK(a[n].layer == b[n].layer && a[n].scheme == b[n].scheme, kOp, "compare: attention ", n, " is ", a[n].layer,
-             " (", a[n].scheme, ") in the first model and ", b[n].layer, " (", b[n].scheme, ") in the second");
+    RG_CHECK(a[n].layer == b[n].layer && a[n].scheme == b[n].scheme, kOp, "compare: attention ", n, " is ",
+             a[n].layer, " (", a[n].scheme, ") in the first model and ", b[n].layer, " (", b[n].scheme,
+             ") in the second");
     RG_CHECK(a[n].weights.shape() == b[n].weights.shape(), kOp, "compare: ", a[n].layer, "'s weights are ",
              shape_str(a[n].weights.shape()), " and ", shape_str(b[n].weights.shape()),
              " (another head count or batch)");
@@ -60,7 +63,8 @@ std::vector<HeadComparison> compare_probes(const std::vector<AttentionRecord>& a
     for (const auto& rec : a) R = std::max({R, int64_t(1), rec.weights.size(2) - 1, rec.weights.size(3) - 1});
   const std::vector<ProbeCurve> ra = positional_response(a, R), rb = positional_response(b, R);
   std::vector<std::vector<HeadMass>> ma, mb;
-  for (const DeltaRange& d : deltas) ma.push_back(mass_at_delta(a, d, filter)), mb.push_back(mass_at_delta(b, d, filter));
+  for (const DeltaRange& d : deltas)
+    ma.push_back(mass_at_delta(a, d, filter)), mb.push_back(mass_at_delta(b, d, filter));
 
   std::vector<HeadComparison> rows;
   for (const AttentionRecord& rec : a) {
@@ -84,7 +88,8 @@ std::vector<HeadComparison> compare_probes(const std::vector<AttentionRecord>& a
           const double va = ca->value[k], vb = cb->value[k];
           const double d = std::isfinite(va) && std::isfinite(vb) ? vb - va : kNaN;
           row.response_diff.push_back(d);
-          if (std::isfinite(d) && std::abs(d) > worst) worst = std::abs(d), row.max_abs_diff_at = ca->delta[k];
+          if (std::isfinite(d) && std::abs(d) > worst)
+            worst = std::abs(d), row.max_abs_diff_at = ca->delta[k];
         }
         row.max_abs_diff = worst < 0 ? kNaN : worst;
         auto finite = [](const ProbeCurve& c) {
@@ -113,14 +118,15 @@ std::string comparison_table(const std::vector<HeadComparison>& rows) {
   std::string header;
   if (!rows.empty())
     for (const DeltaRange& d : rows.front().mass_delta) header += "  mass@" + range_text(d) + " A -> B";
-  std::snprintf(line, sizeof line, "%-*s  %-14s  %4s  %6s  %6s  %12s  %8s", static_cast<int>(width), "layer", "scheme",
-                "head", "peakA", "peakB", "max|B-A|", "at delta");
+  std::snprintf(line, sizeof line, "%-*s  %-14s  %4s  %6s  %6s  %12s  %8s", static_cast<int>(width), "layer",
+                "scheme", "head", "peakA", "peakB", "max|B-A|", "at delta");
   out << line << header << "\n";
   for (const auto& r : rows) {
-    std::snprintf(line, sizeof line, "%-*s  %-14s  %4d  %6s  %6s  %12s  %8s", static_cast<int>(width), r.layer.c_str(),
-                  r.scheme.c_str(), r.head, peak(r.peak_a).c_str(), peak(r.peak_b).c_str(),
-                  r.has_response ? number(r.max_abs_diff, "%.4g").c_str() : ".",
-                  r.has_response && std::isfinite(r.max_abs_diff) ? std::to_string(r.max_abs_diff_at).c_str() : ".");
+    std::snprintf(
+        line, sizeof line, "%-*s  %-14s  %4d  %6s  %6s  %12s  %8s", static_cast<int>(width), r.layer.c_str(),
+        r.scheme.c_str(), r.head, peak(r.peak_a).c_str(), peak(r.peak_b).c_str(),
+        r.has_response ? number(r.max_abs_diff, "%.4g").c_str() : ".",
+        r.has_response && std::isfinite(r.max_abs_diff) ? std::to_string(r.max_abs_diff_at).c_str() : ".");
     out << line;
     for (size_t k = 0; k < r.mass_a.size(); ++k) {
       const std::string cell = number(r.mass_a[k], "%.3f") + " -> " + number(r.mass_b[k], "%.3f");
@@ -140,14 +146,14 @@ std::string comparison_csv(const std::vector<HeadComparison>& rows) {
   std::string out = "layer,place,scheme,head,delta,diff\n";
   for (const auto& r : rows)
     for (size_t k = 0; k < r.delta.size(); ++k)
-      out += r.layer + "," + r.place + "," + r.scheme + "," + std::to_string(r.head) + "," + std::to_string(r.delta[k]) +
-             "," + cell(r.response_diff[k]) + "\n";
+      out += r.layer + "," + r.place + "," + r.scheme + "," + std::to_string(r.head) + "," +
+             std::to_string(r.delta[k]) + "," + cell(r.response_diff[k]) + "\n";
   out += "\nlayer,place,scheme,head,mass_from,mass_to,mass_a,mass_b\n";
   for (const auto& r : rows)
     for (size_t k = 0; k < r.mass_a.size(); ++k)
       out += r.layer + "," + r.place + "," + r.scheme + "," + std::to_string(r.head) + "," +
-             std::to_string(r.mass_delta[k].from) + "," + std::to_string(r.mass_delta[k].to) + "," + cell(r.mass_a[k]) +
-             "," + cell(r.mass_b[k]) + "\n";
+             std::to_string(r.mass_delta[k].from) + "," + std::to_string(r.mass_delta[k].to) + "," +
+             cell(r.mass_a[k]) + "," + cell(r.mass_b[k]) + "\n";
   return out;
 }
 
@@ -156,19 +162,23 @@ int64_t probe_reach_bound(const RunConfig& c, const Batch& batch, std::string* w
       batch.decoder_only() ? batch.tokens.size(1) : std::max(batch.src.size(1), batch.tgt_in.size(1));
   int64_t limit = std::max<int64_t>(1, longest - 1);
   *why = "held-out batch spans offsets up to " + std::to_string(limit);
-  std::vector<std::pair<std::string, const PositionalConfig*>> places = {{"decoder_self", &c.model.decoder_self}};
+  std::vector<std::pair<std::string, const PositionalConfig*>> places = {
+      {"decoder_self", &c.model.decoder_self}};
   if (c.encoder_decoder())
     places.insert(places.end(), {{"encoder_self", &c.model.encoder_self}, {"cross", &c.model.cross}});
   for (const auto& [place, p] : places) {
     int64_t table = 0;
     std::string key;
-    if (p->scheme == "seed" || p->scheme == "huang") table = p->max_length - 1, key = "max_length";
-    else if (p->scheme == "shaw") table = p->clip, key = "clip";
-    else if (p->scheme == "t5") table = p->max_distance, key = "max_distance";
+    if (p->scheme == "seed" || p->scheme == "huang")
+      table = p->max_length - 1, key = "max_length";
+    else if (p->scheme == "shaw")
+      table = p->clip, key = "clip";
+    else if (p->scheme == "t5")
+      table = p->max_distance, key = "max_distance";
     if (table > limit) {
       limit = table;
-      *why = "the model's positional tables reach offsets up to " + std::to_string(table) + " (model." + place + "." +
-             key + ")";
+      *why = "the model's positional tables reach offsets up to " + std::to_string(table) + " (model." +
+             place + "." + key + ")";
     }
   }
   return limit;
@@ -197,11 +207,11 @@ int run_probe(const ProbeOptions& o, std::ostream& out) {
   for (ProbeCurve& c : attention_mass_by_offset(records, o.reach)) curves.push_back(std::move(c));
   const int64_t R = curves.empty() ? 0 : curves.front().delta.back();
   for (size_t k = 0; k < deltas.size(); ++k)
-    RG_CHECK_T(InstrumentOptionError, std::abs(deltas[k].from) <= R && std::abs(deltas[k].to) <= R, kOp, "--delta ",
-               o.deltas[k], " is beyond the probe's reach ", R, " (give --reach)");
+    RG_CHECK_T(InstrumentOptionError, std::abs(deltas[k].from) <= R && std::abs(deltas[k].to) <= R, kOp,
+               "--delta ", o.deltas[k], " is beyond the probe's reach ", R, " (give --reach)");
 
-  out << "probe of " << o.checkpoint << " (step " << run.checkpoint.meta.step << ") on held-out batch " << o.batch
-      << "\n"
+  out << "probe of " << o.checkpoint << " (step " << run.checkpoint.meta.step << ") on held-out batch "
+      << o.batch << "\n"
       << probe_table(curves);
   const std::string out_dir = o.out_dir.empty() ? folder_of(o.checkpoint) + "/probe" : o.out_dir;
   std::vector<std::string> files = write_probe_pictures(curves, out_dir);
@@ -215,12 +225,14 @@ int run_probe(const ProbeOptions& o, std::ostream& out) {
   QueryFilter filter;
   if (needed) {
     const auto task = data.task();
-    filter.mask = needed_query_mask(batch, task && task->config().kind == TaskKind::Shift ? task->filler() : -1);
+    filter.mask =
+        needed_query_mask(batch, task && task->config().kind == TaskKind::Shift ? task->filler() : -1);
   } else {
     filter.range = o.queries;
   }
-  const std::string counted = needed ? "the queries that need a source token (needed_query_mask)"
-                              : o.queries.empty() ? "every query" : "queries " + o.queries;
+  const std::string counted = needed              ? "the queries that need a source token (needed_query_mask)"
+                              : o.queries.empty() ? "every query"
+                                                  : "queries " + o.queries;
   for (const DeltaRange& d : deltas)
     out << "\nattention mass at delta " << range_text(d) << " over " << counted << ":\n"
         << mass_table(mass_at_delta(records, d, filter));
@@ -229,7 +241,8 @@ int run_probe(const ProbeOptions& o, std::ostream& out) {
     LoadedRun other = load_run(o.compare_checkpoint);
     std::vector<AttentionRecord> theirs = record_attention(other.model, batch);
     std::vector<HeadComparison> rows = compare_probes(records, theirs, deltas, filter, R);
-    out << "\ncomparison: A = " << o.checkpoint << ", B = " << o.compare_checkpoint << "\n" << comparison_table(rows);
+    out << "\ncomparison: A = " << o.checkpoint << ", B = " << o.compare_checkpoint << "\n"
+        << comparison_table(rows);
     const std::string path = o.compare_csv.empty() ? out_dir + "/compare.csv" : o.compare_csv;
     write_file_atomic(path, comparison_csv(rows), kOp);
     out << "wrote " << path << "\n";
