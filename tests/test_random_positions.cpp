@@ -176,7 +176,7 @@ TEST_CASE("random positions: float64 gradcheck of DecoderLM at explicit position
                         [&](const TensorList&) { return lm.forward_at(tok, pos); });
 }
 
-TEST_CASE("random positions: every position of [0, L) is drawn about equally often") {
+TEST_CASE("random positions: every position below L is drawn about equally often") {
   Generator init(2);
   DecoderLM lm(small_config("sinusoidal", "none", 16), &init);
   manual_seed(99);
