@@ -399,3 +399,21 @@ TEST_CASE("cli chorales: configs/chorales.toml and configs/harmonize.toml valida
     CHECK_NOTHROW(data.batch(0, Split::Train));
   }
 }
+
+TEST_CASE("cli chorales: a harmoniser aligned by scaled or left placement trains and samples") {
+  // Harmonisation batches always carry tgt_positions; a model that is not cross_explicit must place
+  // its queries by its own alignment and leave them unused (RunModel::logits), not refuse the batch.
+  for (const std::string alignment : {"scaled", "left"}) {
+    CAPTURE(alignment);
+    TempDir dir;
+    const CliResult r = run_relgrad(
+        with({"train", "--model.type=encoder-decoder", "--data.source=chorales", "--data.chorale_task=harmonize",
+              "--data.harmony_steps=8", "--model.n_encoder_layers=1", "--model.n_decoder_layers=1",
+              "--model.cross_alignment=" + alignment, "--model.cross.scheme=seed", "--model.cross.max_length=32",
+              "--model.cross.out_of_range=clip", "--train.out_dir=" + dir.file("h")},
+             kTiny));
+    CHECK_CLI(r, 0);
+    CHECK(fs::exists(dir.file("h/checkpoint.safetensors")));
+    CHECK(fs::exists(dir.file("h/harmony.mid")));
+  }
+}

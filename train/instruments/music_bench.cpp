@@ -129,21 +129,17 @@ struct Score {
   int64_t tokens = 0;
 };
 
-// The batch as `model` takes it: the explicit target positions only for a model that places its
-// cross-attention queries by them (EncoderDecoder refuses them otherwise).
-Batch for_model(const Batch& host, const RunModel& model, bool explicit_positions) {
-  Batch b = host.to(model.device);
-  if (!explicit_positions) b.tgt_positions = Tensor();
-  return b;
-}
+// The batch on the model's device. Its target positions reach the model only when it places its
+// cross-attention queries by them (RunModel::logits, train/trainer/run.cpp).
+Batch for_model(const Batch& host, const RunModel& model) { return host.to(model.device); }
 
-Score score(RunModel& model, const std::vector<Batch>& batches, bool explicit_positions = false) {
+Score score(RunModel& model, const std::vector<Batch>& batches) {
   NoGradGuard no_grad;
   model.module->eval();
   double loss_sum = 0;
   int64_t tokens = 0, correct = 0;
   for (const Batch& host : batches) {
-    const Batch b = for_model(host, model, explicit_positions);
+    const Batch b = for_model(host, model);
     Tensor logits = model.logits(b);  // (B, T, V)
     const int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);
     const Tensor& targets = RunModel::targets(b);
@@ -172,37 +168,11 @@ int64_t parameter_count(RunModel& model) {
   return n;
 }
 
-// HarmonyData's batches without Batch::tgt_positions, for a harmoniser that aligns cross-attention
-// itself (left, scaled): HarmonyData always places the targets, and EncoderDecoder refuses positions
-// it was not built to use (layers/models.cpp), so RunModel::logits would fail on them.
-class WithoutTargetPositions : public Dataset {
- public:
-  explicit WithoutTargetPositions(std::shared_ptr<const Dataset> inner) : inner_(std::move(inner)) {}
-  Batch batch(int64_t index, Split split) const override {
-    Batch b = inner_->batch(index, split);
-    b.tgt_positions = Tensor();
-    return b;
-  }
-  const Vocab& vocab() const override { return inner_->vocab(); }
-  int64_t batch_size() const override { return inner_->batch_size(); }
-  std::optional<uint64_t> checksum() const override { return inner_->checksum(); }
-  std::string path() const override { return inner_->path(); }
-  void print_samples(SampleModel& model, int64_t count, const std::string& out_dir,
-                     std::ostream& out) const override {
-    inner_->print_samples(model, count, out_dir, out);
-  }
-
- private:
-  std::shared_ptr<const Dataset> inner_;
-};
-
 // Trains `config` the way `relgrad train` does; the trained model comes back in eval mode.
 std::unique_ptr<Trainer> train_run(const RunConfig& config) {
   std::ostringstream
       warnings;  // the shipped chorales skip nothing; a user file's warnings are not ours to print
   TrainerOptions options = trainer_options(config, &warnings);
-  if (config.encoder_decoder() && !config.model.cross_explicit)
-    options.data = std::make_shared<WithoutTargetPositions>(options.data);
   auto trainer = std::make_unique<Trainer>(std::move(options), nullptr);
   trainer->train();
   trainer->model().module->eval();
@@ -307,7 +277,7 @@ std::vector<HeadSummary> probe_decoder(RunModel& model, const ChoraleSet& set, i
 // 16th step on the source axis, whatever alignment the model used: δ = 0 is then the soprano note
 // sounding with the predicted alto / tenor / bass note. (The probe places queries by the model's
 // cross_alignment; an explicitly aligned model's positions are the batch's tgt_positions, set here.)
-std::vector<HeadSummary> probe_cross(RunModel& model, bool explicit_positions, const ChoraleSet& set,
+std::vector<HeadSummary> probe_cross(RunModel& model, const ChoraleSet& set,
                                      const std::string& label, const std::string& dir,
                                      std::vector<std::string>& pictures, double& best_mass) {
   ChoraleSet few;
@@ -316,7 +286,7 @@ std::vector<HeadSummary> probe_cross(RunModel& model, bool explicit_positions, c
   const std::vector<Batch> batches = harmony_eval_batches(few, ChoraleSplit::Valid, kHarmonyEvalBatch);
   RG_CHECK(!batches.empty() && batches.front().tgt_positions.defined(), kOp,
            "harmony_eval_batches gave no batch with tgt_positions to probe");
-  const Batch batch = for_model(batches.front(), model, explicit_positions);
+  const Batch batch = for_model(batches.front(), model);
   std::vector<AttentionRecord> records = record_attention(model, batch), cross;
   const std::vector<int64_t> step_of = batches.front().tgt_positions.contiguous().to_vector<int64_t>();
   for (AttentionRecord& r : records) {
@@ -438,15 +408,14 @@ MusicBenchResult music_bench_results(const MusicBenchOptions& options, std::ostr
       h.label = cross == "none" ? "none" : cross + ", " + alignment;
       h.seed = seed;
       h.params = parameter_count(model);
-      const bool explicit_positions = alignment == "explicit";
-      const Score v = score(model, hvalid, explicit_positions), t = score(model, htest, explicit_positions);
+      const Score v = score(model, hvalid), t = score(model, htest);
       h.valid_nll = v.nll, h.valid_accuracy = v.accuracy, h.test_nll = t.nll, h.test_accuracy = t.accuracy;
       const std::string label = "harmony " + h.label + " (seed " + std::to_string(seed) + ")";
       const std::string dir =
           (std::filesystem::path(o.out_dir) / ("probe-harmony-" + file_safe(cross + "-" + alignment)))
               .string();
       for (HeadSummary& head :
-           probe_cross(model, explicit_positions, set, label, dir, r.pictures, h.same_step_mass))
+           probe_cross(model, set, label, dir, r.pictures, h.same_step_mass))
         r.heads.push_back(head);
       h.seconds = seconds_since(t0);
       progress_line(progress, "  harmony " + h.label + ": valid NLL " + fixed3(h.valid_nll) + ", accuracy " +

@@ -16,7 +16,10 @@ Tensor RunModel::logits(const Batch& batch) {
   const Tensor& first = batch.decoder_only() ? batch.tokens : batch.src;
   const Batch b = first.defined() && first.device() != device ? batch.to(device) : batch;
   if (decoder_lm) return decoder_lm->forward(b.tokens, b.padding_mask);
-  return encoder_decoder->forward(b.src, b.tgt_in, b.src_padding_mask, b.tgt_padding_mask, b.tgt_positions);
+  // A batch may offer target positions (harmonisation data always does); the model's config decides
+  // whether its cross-attention uses them (cross_explicit) or places queries by its own alignment.
+  const Tensor positions = encoder_decoder->config.cross_explicit ? b.tgt_positions : Tensor();
+  return encoder_decoder->forward(b.src, b.tgt_in, b.src_padding_mask, b.tgt_padding_mask, positions);
 }
 
 void RunModel::to(Device d) {
