@@ -231,8 +231,8 @@ int run_command(int argc, const char* const* argv, std::ostream& out_all, std::o
   music_bench->add_flag("--full", bench.full,
                         "the documented run (about an hour); default: the small CI form");
   music_bench->add_option("--treatments", bench_treatments,
-                          "comma-separated, e.g. none,huang,t5 (default: all)");
-  music_bench->add_option("--seeds", bench_seeds, "comma-separated seeds (default: 1,2,3)");
+                          "comma-separated, e.g. none,huang,t5 (default: all with --full, else none,huang)");
+  music_bench->add_option("--seeds", bench_seeds, "comma-separated seeds (default: 1,2,3 with --full, else 1,2)");
   music_bench->add_option("--steps", bench.steps, "training steps per model (default: the form's)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
   music_bench->add_flag("--no-harmony", bench_no_harmony, "skip the harmonisation comparison");
@@ -249,7 +249,7 @@ int run_command(int argc, const char* const* argv, std::ostream& out_all, std::o
                            "comma-separated: copy, reverse, addition, sorting, parity (default: the form's)");
   length_bench->add_option("--treatments", length_treatments,
                            "comma-separated, e.g. none,t5,rope,seed (default: the form's)");
-  length_bench->add_option("--seeds", length_seeds, "comma-separated seeds (default: 1,2,3)");
+  length_bench->add_option("--seeds", length_seeds, "comma-separated seeds (default: 1,2,3 with --full, else 1,2)");
   length_bench->add_option("--steps", length.steps, "training steps per model (default: the form's)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
   length_bench->add_option("--out", length.out_dir, "folder for the tables, pictures and checkpoints");

@@ -23,9 +23,10 @@ namespace relgrad {
 
 struct MusicBenchOptions {
   bool full = false;  // the documented run (about an hour on 2 cores); else the CI form
-  std::vector<std::string>
-      treatments;               // empty = all: none, sinusoidal, learned, shaw, huang, t5, alibi, rope, seed
-  std::vector<uint64_t> seeds;  // empty = 1, 2, 3
+  // Empty = the form's: full, all of none, sinusoidal, learned, shaw, huang, t5, alibi, rope, seed;
+  // the CI form, none and huang.
+  std::vector<std::string> treatments;
+  std::vector<uint64_t> seeds;  // empty = the form's: full 1, 2, 3; the CI form 1, 2
   int64_t steps = -1;           // training steps per model; -1 = the form's default
   bool harmony = true;          // also the harmonisation comparison
   std::string chorales_path;    // empty = the shipped file
