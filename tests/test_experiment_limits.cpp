@@ -105,6 +105,7 @@ TEST_CASE("experiment limits: the report lists every point with its prediction, 
   o.seeds = {1, 2, 3};
   const std::string md = limits_markdown(r, o);
   CHECK(md.rfind("# Where the experiments' claims hold", 0) == 0);
+  CHECK(md.find(" OpenMP thread") != std::string::npos);
   CHECK(md.find("`relgrad experiments --sweep --seeds 1, 2, 3") == std::string::npos);
   CHECK(md.find("`relgrad experiments --sweep --seeds 1,2,3 --out docs/experiment-limits.md`") !=
         std::string::npos);
