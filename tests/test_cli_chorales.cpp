@@ -14,6 +14,7 @@
 #include "file_testing.h"
 #include "testing.h"
 #include "train/config/run_options.h"
+#include "train/instruments/probe.h"
 #include "train/music/chorales.h"
 #include "train/music/midi.h"
 #include "train/music/music.h"
@@ -407,13 +408,33 @@ TEST_CASE("cli chorales: a harmoniser aligned by scaled or left placement trains
     CAPTURE(alignment);
     TempDir dir;
     const CliResult r = run_relgrad(
-        with({"train", "--model.type=encoder-decoder", "--data.source=chorales", "--data.chorale_task=harmonize",
-              "--data.harmony_steps=8", "--model.n_encoder_layers=1", "--model.n_decoder_layers=1",
-              "--model.cross_alignment=" + alignment, "--model.cross.scheme=seed", "--model.cross.max_length=32",
-              "--model.cross.out_of_range=clip", "--train.out_dir=" + dir.file("h")},
+        with({"train", "--model.type=encoder-decoder", "--data.source=chorales",
+              "--data.chorale_task=harmonize", "--data.harmony_steps=8", "--model.n_encoder_layers=1",
+              "--model.n_decoder_layers=1", "--model.cross_alignment=" + alignment,
+              "--model.cross.scheme=seed", "--model.cross.max_length=32", "--model.cross.out_of_range=clip",
+              "--train.out_dir=" + dir.file("h")},
              kTiny));
     CHECK_CLI(r, 0);
     CHECK(fs::exists(dir.file("h/checkpoint.safetensors")));
     CHECK(fs::exists(dir.file("h/harmony.mid")));
   }
+}
+
+TEST_CASE("cli chorales: the probe places an explicit harmoniser's cross queries at the batch's positions") {
+  const HarmonyRun& r = harmony_run();
+  LoadedRun loaded = load_run(r.checkpoint);
+  RunData data(loaded.config);
+  const Batch batch = data.batch(0, Split::HeldOut);
+  const std::vector<int64_t> expected = batch.tgt_positions.to_vector<int64_t>();
+  // ⌊i / 3⌋ is not what the model's cross_alignment (left: π(i) = i) would give, so the check can fail.
+  const int64_t t2 = static_cast<int64_t>(expected.size()), t1 = batch.src.size(1);
+  const Alignment alignment = loaded.config.model.cross_alignment;
+  REQUIRE(expected != AttentionGeometry::query_positions_for(t2, t1, alignment).to_vector<int64_t>());
+  int cross = 0;
+  for (const AttentionRecord& rec : record_attention(loaded.model, batch)) {
+    if (rec.place != "cross") continue;
+    ++cross;
+    CHECK(rec.positions == expected);
+  }
+  CHECK(cross == 1);
 }

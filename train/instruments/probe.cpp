@@ -60,6 +60,7 @@ struct Site {
   bool causal;
   Tensor query_mask, key_mask;  // bool (B, t), true = padding; undefined = none
   Alignment alignment;
+  Tensor explicit_positions;  // int64 (t2): π(i) of a cross_explicit model (the batch's tgt_positions)
 };
 
 std::vector<Site> sites_of(RunModel& model, const Batch& batch) {
@@ -70,7 +71,7 @@ std::vector<Site> sites_of(RunModel& model, const Batch& batch) {
     for (size_t i = 0; i < layers.size(); ++i)
       sites.push_back({"layers." + std::to_string(i) + ".self_attn", "decoder_self",
                        layers[i]->self_attn.get(), layers[i]->options.causal, batch.padding_mask,
-                       batch.padding_mask, Alignment::Left});
+                       batch.padding_mask, Alignment::Left, Tensor()});
     return sites;
   }
   RG_CHECK(model.encoder_decoder, kOp, "the RunModel holds no model");
@@ -80,14 +81,17 @@ std::vector<Site> sites_of(RunModel& model, const Batch& batch) {
   for (size_t i = 0; i < enc.size(); ++i)
     sites.push_back({"encoder.layers." + std::to_string(i) + ".self_attn", "encoder_self",
                      enc[i]->self_attn.get(), enc[i]->options.causal, batch.src_padding_mask,
-                     batch.src_padding_mask, Alignment::Left});
+                     batch.src_padding_mask, Alignment::Left, Tensor()});
   const auto& dec = model.encoder_decoder->decoder->layers->items;
   for (size_t i = 0; i < dec.size(); ++i) {
     const std::string prefix = "decoder.layers." + std::to_string(i);
     sites.push_back({prefix + ".self_attn", "decoder_self", dec[i]->self_attn.get(), true,
-                     batch.tgt_padding_mask, batch.tgt_padding_mask, Alignment::Left});
+                     batch.tgt_padding_mask, batch.tgt_padding_mask, Alignment::Left, Tensor()});
+    // A cross_explicit model places its queries where the batch says (RunModel::logits passes them).
+    const Tensor explicit_positions =
+        model.encoder_decoder->config.cross_explicit ? batch.tgt_positions : Tensor();
     sites.push_back({prefix + ".cross_attn", "cross", dec[i]->cross_attn.get(), false, batch.tgt_padding_mask,
-                     batch.src_padding_mask, dec[i]->cross_alignment});
+                     batch.src_padding_mask, dec[i]->cross_alignment, explicit_positions});
   }
   return sites;
 }
@@ -180,7 +184,11 @@ std::vector<AttentionRecord> record_attention(RunModel& model, const Batch& batc
       RG_CHECK(rec.weights.defined(), kOp, s.layer, " recorded no attention weights");
       if (wrappers[n]) rec.q = wrappers[n]->q_, rec.k = wrappers[n]->k_;
       const int64_t B = rec.weights.size(0), t2 = rec.weights.size(2), t1 = rec.weights.size(3);
-      rec.positions = AttentionGeometry::query_positions_for(t2, t1, s.alignment).to_vector<int64_t>();
+      rec.positions = s.explicit_positions.defined()
+                          ? s.explicit_positions.to(Device::cpu()).contiguous().to_vector<int64_t>()
+                          : AttentionGeometry::query_positions_for(t2, t1, s.alignment).to_vector<int64_t>();
+      RG_CHECK(static_cast<int64_t>(rec.positions.size()) == t2, kOp, s.layer, ": ", rec.positions.size(),
+               " query positions for ", t2, " queries");
       rec.query_valid = valid_of(s.query_mask, B, t2);
       rec.key_valid = valid_of(s.key_mask, B, t1);
       records.push_back(std::move(rec));
