@@ -517,3 +517,28 @@ TEST_CASE("config: a string key that is not UTF-8 is refused by name, or round-t
   }
   CHECK_MESSAGE(ok, "a non-UTF-8 data.text_path: " << what);
 }
+
+TEST_CASE("config: model.random_positions_max reaches the model, sizes a derived table, and is checked") {
+  RunConfig c = RunConfig::defaults();
+  apply_overrides(c, {"--model.type=decoder-only", "--model.absolute_position=learned"});
+  const int64_t longest = c.longest_sequence(), range = 4 * longest;
+  apply_overrides(c, {"--model.random_positions_max=" + std::to_string(range)});
+  c.validate();
+  RunConfig derived = c;
+  derived.derive_from_data();
+  CHECK(derived.model.random_positions_max == range);
+  CHECK(derived.model.max_positions == range);  // the derived table covers every drawn position
+  // Stored with the checkpoint's config and read back.
+  RunConfig back = RunConfig::defaults();
+  load_config_json_text(back, config_to_json(derived), "test");
+  CHECK(back.model.random_positions_max == range);
+
+  RunConfig short_range = RunConfig::defaults();
+  apply_overrides(short_range, {"--model.type=decoder-only", "--model.absolute_position=sinusoidal",
+                                "--model.random_positions_max=" + std::to_string(longest - 1)});
+  check_throws_with([&] { short_range.validate(); }, "model.random_positions_max");
+  RunConfig nothing_to_randomise = RunConfig::defaults();
+  apply_overrides(nothing_to_randomise, {"--model.type=decoder-only", "--model.decoder_self.scheme=t5",
+                                         "--model.random_positions_max=" + std::to_string(range)});
+  check_throws_with([&] { nothing_to_randomise.validate(); }, "random_positions_max");
+}

@@ -111,6 +111,9 @@ const std::vector<Field>& fields() {
          {"none", "sinusoidal", "learned"}, at2(&R::model, &TransformerConfig::absolute_position)},
         {"model.max_positions", Kind::Int, "learned: rows of the position table (0 = the data's longest sequence)",
          {}, at2(&R::model, &TransformerConfig::max_positions)},
+        {"model.random_positions_max", Kind::Int,
+         "randomised positions (Ruoss et al.): training draws sorted positions from [0, N); 0 = off",
+         {}, at2(&R::model, &TransformerConfig::random_positions_max)},
     };
     for (auto& g : positional_fields("encoder_self", &TransformerConfig::encoder_self)) f.push_back(g);
     for (auto& g : positional_fields("decoder_self", &TransformerConfig::decoder_self)) f.push_back(g);

@@ -99,6 +99,11 @@ void RunConfig::validate() const {
                : data_places_targets()    ? "3 · data.harmony_steps + 1"
                                           : "data.context") +
               "); raise it, or 0 derives it");
+  if (model.random_positions_max > 0)
+    check(model.random_positions_max >= longest_sequence(),
+          "model.random_positions_max = " + std::to_string(model.random_positions_max) +
+              " cannot place the " + std::to_string(longest_sequence()) +
+              " distinct positions of the data's longest sequence; raise it (or 0 turns it off)");
   if (data.source == "music") {
     try {
       music_synth_config(*this);  // checks the style names
@@ -159,7 +164,8 @@ void RunConfig::validate() const {
   }
   TransformerConfig m = model;
   if (m.vocab_size == 0) m.vocab_size = 1;  // derived from the data later; only the shape checks matter here
-  if (m.absolute_position == "learned" && m.max_positions == 0) m.max_positions = longest_sequence();  // likewise
+  if (m.absolute_position == "learned" && m.max_positions == 0)  // likewise
+    m.max_positions = std::max(longest_sequence(), m.random_positions_max);
   validate_model_values();
   try {
     m.validate("model", encoder_decoder());
@@ -252,7 +258,9 @@ int64_t RunConfig::longest_sequence() const {
 }
 
 void RunConfig::derive_from_data() {
-  if (model.absolute_position == "learned" && model.max_positions == 0) model.max_positions = longest_sequence();
+  // Randomised positions reach up to random_positions_max − 1, so a derived table covers them too.
+  if (model.absolute_position == "learned" && model.max_positions == 0)
+    model.max_positions = std::max(longest_sequence(), model.random_positions_max);
   if (data.source == "chorales") {
     model.vocab_size = kChoraleVocabSize;  // one vocabulary for the soprano source and the target
     model.src_vocab_size = 0;
