@@ -2,6 +2,9 @@
 // float64 (1-D promotion, batch broadcasting); transposed (column-major) operands, which the kernel
 // maps without a copy, must give the same values and gradients as contiguous ones.
 #include <algorithm>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "op_harness.h"
 
@@ -201,4 +204,49 @@ TEST_CASE("op matmul method and requires_grad only on one side") {
   y.sum().backward();
   CHECK_FALSE(a.grad().defined());
   CHECK(b.grad().shape() == Shape{4, 2});
+}
+
+TEST_CASE("op matmul tiles: every layout and cut against the reference, bit-identical for any thread count") {
+  // cpu::matmul cuts a product into row tiles (n >= m) or column tiles (m > n) by its shape alone and
+  // shares them over the threads (core/cpu/matmul.cpp, plan_tiles). Shapes big enough for several
+  // tiles with a ragged last one, each operand row- or column-major, plain and addmm form; the
+  // result must match the float64 loops and be the same bits at 1, 2 and 3 threads.
+  struct Case { int64_t batch, n, k, m; };
+  for (const Case& c : {Case{1, 300, 70, 90}, Case{1, 90, 70, 300}, Case{3, 150, 40, 130}, Case{1, 517, 257, 33}}) {
+    for (int layout = 0; layout < 4; ++layout) {
+      const bool ta = layout & 1, tb = layout & 2;
+      INFO("batch ", c.batch, " n ", c.n, " k ", c.k, " m ", c.m, " transposed a ", ta, " transposed b ", tb);
+      auto make = [&](int64_t r, int64_t cols, bool transposed, uint64_t seed) {
+        Shape s = c.batch > 1 ? Shape{c.batch} : Shape{};
+        s.push_back(transposed ? cols : r);
+        s.push_back(transposed ? r : cols);
+        Tensor x = uniform(s, -2, 2, kFloat32, seed);
+        return transposed ? x.transpose(-1, -2) : x;
+      };
+      Tensor a = make(c.n, c.k, ta, 21), b = make(c.k, c.m, tb, 22), bias = uniform({c.m}, -1, 1, kFloat32, 23);
+      Ref expected = ref_matmul(Ref(a), Ref(b));
+      std::vector<std::vector<float>> plain, fused;
+#ifdef _OPENMP
+      const int saved = omp_get_max_threads();
+      for (int threads : {1, 2, 3}) {
+        omp_set_num_threads(threads);
+#else
+      for (int threads : {1}) {
+        (void)threads;
+#endif
+        Tensor y = matmul(a, b), z = addmm(bias, a, b, 0.5);
+        CHECK_CLOSE(y, expected.tensor(), 2e-4, 1e-4);
+        CHECK_CLOSE(z, add(mul(expected.tensor(), 0.5), bias.to(kFloat64)), 2e-4, 1e-4);
+        plain.push_back(y.to_vector<float>());
+        fused.push_back(z.to_vector<float>());
+      }
+#ifdef _OPENMP
+      omp_set_num_threads(saved);
+#endif
+      for (size_t i = 1; i < plain.size(); ++i) {
+        CHECK(plain[i] == plain[0]);  // bit for bit
+        CHECK(fused[i] == fused[0]);
+      }
+    }
+  }
 }

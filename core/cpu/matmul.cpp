@@ -2,7 +2,10 @@
 
 // GCC 12 reports a false -Wmaybe-uninitialized deep inside Eigen's AVX-512 transpose helpers.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// Eigen never starts threads of its own here: cpu::matmul shares out tiles itself (see plan_tiles).
+#define EIGEN_DONT_PARALLELIZE
 #include <Eigen/Core>
+#include <algorithm>
 #include <vector>
 #ifdef _OPENMP
 #include <omp.h>
@@ -47,21 +50,22 @@ template <class T, int Order>
 using ConstMatrixMap = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Order>, Eigen::Unaligned,
                                   Eigen::OuterStride<>>;
 
-// c (n, m), contiguous row-major = alpha · a (n, k) @ b (k, m), or c += alpha · a @ b (accumulate),
-// each operand in the storage order given.
+// c (n, m), row-major with rows ldc apart = alpha · a (n, k) @ b (k, m), or c += alpha · a @ b
+// (accumulate), each operand in the storage order given.
 template <class T, int OrderA, int OrderB>
-void gemm(const T* a, int64_t lda, const T* b, int64_t ldb, T* c, int64_t n, int64_t k, int64_t m, T alpha,
-          bool accumulate) {
+void gemm(const T* a, int64_t lda, const T* b, int64_t ldb, T* c, int64_t ldc, int64_t n, int64_t k, int64_t m,
+          T alpha, bool accumulate) {
   ConstMatrixMap<T, OrderA> A(a, n, k, Eigen::OuterStride<>(lda));
   ConstMatrixMap<T, OrderB> B(b, k, m, Eigen::OuterStride<>(ldb));
-  Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> C(c, n, m);
+  Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, Eigen::Unaligned, Eigen::OuterStride<>>
+      C(c, n, m, Eigen::OuterStride<>(ldc));
   if (accumulate) C.noalias() += (alpha * A) * B;  // Eigen folds alpha into the GEMM kernel
   else if (alpha == T(1)) C.noalias() = A * B;
   else C.noalias() = (alpha * A) * B;
 }
 
 template <class T>
-using GemmFn = void (*)(const T*, int64_t, const T*, int64_t, T*, int64_t, int64_t, int64_t, T, bool);
+using GemmFn = void (*)(const T*, int64_t, const T*, int64_t, T*, int64_t, int64_t, int64_t, int64_t, T, bool);
 
 // The four layout combinations are four template instantiations; pick one at run time.
 template <class T>
@@ -69,6 +73,50 @@ GemmFn<T> pick_gemm(bool a_row_major, bool b_row_major) {
   constexpr int R = Eigen::RowMajor, C = Eigen::ColMajor;
   if (a_row_major) return b_row_major ? gemm<T, R, R> : gemm<T, R, C>;
   return b_row_major ? gemm<T, C, R> : gemm<T, C, C>;
+}
+
+// How a product is cut into tiles: each tile is `span` rows (by_rows) or `span` columns of one batch
+// entry's C, computed by one single-threaded GEMM over the whole of k. The cut depends on the shape
+// and on the machine's core count, never on the thread count, so every element of C is the same sum
+// in the same order however many threads share the tiles out: results do not depend on the thread
+// count (docs/design.md, "Threads"). Tiles are handed out one at a time (dynamic schedule), so a
+// thread slowed by another process on its core costs only the tile it holds, and no thread spins
+// inside a GEMM waiting for another.
+struct TilePlan {
+  bool by_rows = true;    // tiles are row blocks of C (else column blocks)
+  int64_t span = 1;       // rows (or columns) per tile; an entry's last tile may have fewer
+  int64_t per_entry = 1;  // tiles per batch entry
+  bool parallel = false;  // enough work to share out
+};
+
+// Tiles wanted per product: two per core, so the dynamic schedule can even out a slow core.
+int64_t tiles_wanted() {
+#ifdef _OPENMP
+  static const int64_t wanted = std::clamp<int64_t>(2 * omp_get_num_procs(), 2, 64);
+#else
+  static const int64_t wanted = 1;
+#endif
+  return wanted;
+}
+
+// Each tile packs the operand it does not cut once more (b for row tiles, a for column tiles), so
+// the cut goes across the longer of n and m (the other operand is the smaller one to repack), and
+// no tile is thinner than kMinTileSpan unless the matrix is, nor under kMinTileMacs of work.
+// Spans are multiples of 16, so only an entry's last tile has a ragged edge.
+constexpr int64_t kMinTileSpan = 32, kMinTileMacs = int64_t(1) << 17;
+
+TilePlan plan_tiles(int64_t count, int64_t n, int64_t k, int64_t m) {
+  TilePlan t;
+  t.by_rows = n >= m;
+  const int64_t len = t.by_rows ? n : m, other = t.by_rows ? m : n;
+  const int64_t wanted = tiles_wanted(), per_entry = std::max<int64_t>(1, (wanted + count - 1) / count);
+  int64_t span = (len + per_entry - 1) / per_entry;
+  span = std::max({span, kMinTileSpan, kMinTileMacs / std::max<int64_t>(1, k * other)});
+  span = (span + 15) / 16 * 16;
+  t.span = std::min(span, len);
+  t.per_entry = (len + t.span - 1) / t.span;
+  t.parallel = count * t.per_entry > 1;
+  return t;
 }
 
 }  // namespace
@@ -103,21 +151,23 @@ Tensor matmul(const Tensor& a, const Tensor& b, const Shape& batch, const char* 
     const T* bp = B.t.template data_ptr<T>();
     GemmFn<T> f = pick_gemm<T>(A.row_major, B.row_major);
     const T alpha_t = static_cast<T>(alpha);
-    auto one = [&](int64_t e) {
-      f(ap + A.offsets[e], A.ld, bp + B.offsets[e], B.ld, c + e * n * m, n, k, m, alpha_t, accumulate);
+    const TilePlan plan = plan_tiles(count, n, k, m);
+    const int64_t tiles = count * plan.per_entry;
+    auto tile = [&](int64_t t) {  // rows (or columns) [s0, s0 + len) of batch entry e's C
+      const int64_t e = t / plan.per_entry, s0 = (t % plan.per_entry) * plan.span;
+      const T* a_e = ap + A.offsets[e];
+      const T* b_e = bp + B.offsets[e];
+      T* c_e = c + e * n * m;
+      if (plan.by_rows) {  // row s0 of a: s0 rows down (row-major storage) or s0 columns along
+        const int64_t len = std::min(plan.span, n - s0);
+        f(a_e + s0 * (A.row_major ? A.ld : 1), A.ld, b_e, B.ld, c_e + s0 * m, m, len, k, m, alpha_t, accumulate);
+      } else {  // column s0 of b: s0 along (row-major storage) or s0 columns down
+        const int64_t len = std::min(plan.span, m - s0);
+        f(a_e, A.ld, b_e + s0 * (B.row_major ? 1 : B.ld), B.ld, c_e + s0, m, n, k, len, alpha_t, accumulate);
+      }
     };
-#ifdef _OPENMP
-    const bool over_batch = count > 1 && count >= omp_get_max_threads() && !omp_in_parallel() &&
-                            static_cast<double>(count) * n * k * m >= 32768.0;
-#else
-    const bool over_batch = false;
-#endif
-    if (over_batch) {
-#pragma omp parallel for schedule(static)
-      for (int64_t e = 0; e < count; ++e) one(e);
-    } else {
-      for (int64_t e = 0; e < count; ++e) one(e);
-    }
+#pragma omp parallel for schedule(dynamic, 1) if (plan.parallel)
+    for (int64_t t = 0; t < tiles; ++t) tile(t);
   });
   return out;
 }
