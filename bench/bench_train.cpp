@@ -128,7 +128,7 @@ double median(std::vector<double> v) {
 int usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s [--workload charlm|seq2seq] [--steps N] [--warmup N] [--device cpu|cuda|cuda:N] [--fused] [--json FILE] "
-               "[--tag TEXT]\n",
+               "[--tag TEXT] [--context L] [--batch B]\n",
                argv0);
   return 2;
 }
@@ -141,6 +141,7 @@ int main(int argc, char** argv) {
   int steps = 12, warmup = 3;
   std::string json_path, tag, device_name = "cpu";
   bool fused = false;
+  int64_t context = 0, batch = 0;  // 0: the workload's own
   for (int a = 1; a < argc; ++a) {
     auto value = [&]() -> const char* { return a + 1 < argc ? argv[++a] : nullptr; };
     const char* v = nullptr;
@@ -151,9 +152,16 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[a], "--tag") && (v = value())) tag = v;
     else if (!std::strcmp(argv[a], "--device") && (v = value())) device_name = v;
     else if (!std::strcmp(argv[a], "--fused")) fused = true;
+    else if (!std::strcmp(argv[a], "--context") && (v = value())) context = std::atoll(v);
+    else if (!std::strcmp(argv[a], "--batch") && (v = value())) batch = std::atoll(v);
     else return usage(argv[0]);
   }
-  if ((w.name != "charlm" && w.name != "seq2seq") || steps < 1 || warmup < 0) return usage(argv[0]);
+  if ((w.name != "charlm" && w.name != "seq2seq") || steps < 1 || warmup < 0 || context < 0 || batch < 0)
+    return usage(argv[0]);
+  // --context L: the sequence length (charlm: L; seq2seq: source and target both L), the table sized
+  // to it; --batch B: the batch. For the cost-growth rows of docs/benchmarks.md (bench/run_growth.sh).
+  if (context > 0) w.seq_len = w.src_len = w.tgt_len = context;
+  if (batch > 0) w.batch = batch;
   int threads = 1;
 #ifdef _OPENMP
   threads = omp_get_max_threads();

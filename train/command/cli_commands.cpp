@@ -233,17 +233,16 @@ int cmd_train(const std::string& config_path, const std::string& resume, const s
     for (const Tensor& p : trainer.model().module->parameters()) n += static_cast<size_t>(p.numel());
     return n;
   }();
+  const ThreadPolicy& threads = trainer.thread_policy();
   out << trainer.options().model.type << " model, " << params << " parameters, "
-      << (trainer.model().device.is_cpu() ? std::to_string(omp_get_max_threads()) + " threads"
-                                           : "on " + trainer.model().device.str())
+      << (!trainer.model().device.is_cpu() ? "on " + trainer.model().device.str()
+          : threads.adaptive() ? "up to " + std::to_string(threads.most()) + " threads (picked by timing steps)"
+                               : std::to_string(threads.most()) + (threads.most() == 1 ? " thread" : " threads"))
       << "\n";
   // More OpenMP threads than cores make every parallel region wait on descheduled threads (1000 threads
-  // on 2 cores: 90 s per step): allowed, since it is not wrong, but said.
-  if (config.train.threads > omp_get_num_procs() && world().is_root())
-    std::cerr << "relgrad train: warning: [config] train.threads = " << config.train.threads
-              << " is more than the " << omp_get_num_procs()
-              << " cores this process may use: each step will be much slower than with "
-              << "train.threads = " << omp_get_num_procs() << " or fewer (0 = OpenMP's default)\n";
+  // on 2 cores: 90 s per step): the Trainer caps train.threads at the cores, and says so.
+  if (!threads.capped_warning().empty() && world().is_root())
+    std::cerr << "relgrad train: warning: [config] " << threads.capped_warning() << "\n";
   // A batch far too large for the machine would be killed by the kernel's OOM killer (SIGKILL, no
   // message) while it is being built: refused here instead, exit 4 (docs/cli.md "Out of memory").
   {

@@ -175,7 +175,7 @@ const std::vector<Field>& fields() {
         {"train.log_format", Kind::String, "log file format", {"jsonl", "csv"}, at2(&R::train, &T::log_format)},
         {"train.plot_format", Kind::String, "loss plot format", {"svg", "png"}, at2(&R::train, &T::plot_format)},
         {"train.seed", Kind::UInt, "initialisation and dropout seed", {}, at2(&R::train, &T::seed)},
-        {"train.threads", Kind::Int, "OpenMP threads (0 = default)", {}, at2(&R::train, &T::threads)},
+        {"train.threads", Kind::Int, "CPU threads: 0 = picked by timing steps and revisited (train/trainer/thread_policy.h), N = N; never above the cores", {}, at2(&R::train, &T::threads)},
         {"train.collective_timeout_s", Kind::Double, "mpirun: seconds to wait for the other ranks (0 = forever)", {},
          at2(&R::train, &T::collective_timeout_s)},
         {"train.device", Kind::String, "where training runs (cuda: the first visible GPU)", {"cpu", "cuda"}, at2(&R::train, &T::device)},

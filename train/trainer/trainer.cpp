@@ -87,7 +87,6 @@ int training_stop_requested() { return g_stop_signal.load(); }
 namespace {
 TrainerOptions prepared(TrainerOptions o) {
   RG_CHECK(o.data != nullptr, "train", "TrainerOptions::data is not set");
-  if (o.train.threads > 0) omp_set_num_threads(static_cast<int>(o.train.threads));
   return o;
 }
 }  // namespace
@@ -101,6 +100,11 @@ Trainer::Trainer(TrainerOptions options, std::ostream* out, Communicator* comm)
   Generator init(options_.train.seed);
   model_ = build_model(options_.model, &init);
   model_.to(device);  // before the optimizer: its state is allocated beside the weights
+  // On a GPU the host threads only feed the device: the count is fixed (train.threads, capped).
+  const int64_t requested = device.is_cpu() || options_.train.threads > 0 ? options_.train.threads
+                                                                          : int64_t(omp_get_max_threads());
+  threads_ = std::make_unique<ThreadPolicy>(requested, omp_get_num_procs(), omp_get_max_threads());
+  threads_->set_for_next_step();
   default_generator().set_state(options_.train.seed ^ kDropoutKey, 0);
   const OptimConfig& o = options_.optim;
   ScaledGroups scaled = scaled_positional_groups(model_.module->named_parameters(), o.lr, o.weight_decay,
@@ -167,9 +171,6 @@ void Trainer::resume(const Checkpoint& ck, const std::string& path) {
   if (reducer_)  // every rank read its own copy of the file: they must agree
     check_same(*comm_, parameters_checksum(model_.module->parameters()) ^ uint64_t(step_) ^ (uint64_t(data_position_) << 32),
                "the checkpoint " + path + " (weights, step, data position)");
-  if (ck.meta.num_threads > 0 && ck.meta.num_threads != omp_get_max_threads() && out_)
-    *out_ << "note: the checkpoint was written with " << ck.meta.num_threads << " threads, this run uses "
-          << omp_get_max_threads() << ": losses will not be bit-identical to an uninterrupted run\n";
 }
 
 void Trainer::save(const std::string& path) const {
@@ -179,7 +180,7 @@ void Trainer::save(const std::string& path) const {
   meta.rng_seed = default_generator().seed();
   meta.rng_offset = default_generator().offset();
   meta.data_position = data_position_;
-  meta.num_threads = omp_get_max_threads();
+  meta.num_threads = threads_->threads_for_next_step();  // for the record: results do not depend on it
   if (std::optional<uint64_t> sum = options_.data->checksum()) meta.extra["data_checksum"] = std::to_string(*sum);
   meta.extra["tokens_seen"] = std::to_string(tokens_seen_);
   if (!options_.vocab_json.empty()) meta.extra["vocab"] = options_.vocab_json;
@@ -187,6 +188,16 @@ void Trainer::save(const std::string& path) const {
 }
 
 double Trainer::train_step() {
+  threads_->set_for_next_step();
+  const auto start = std::chrono::steady_clock::now();
+  const double loss = run_step();
+  threads_->record(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), last_tokens_);
+  std::string change = threads_->take_change();
+  if (out_ && !change.empty()) *out_ << "step " << step_ << ": " << change << "\n" << std::flush;
+  return loss;
+}
+
+double Trainer::run_step() {
   const double lr = schedule_.lr_at(step_);
   set_scheduled_lr(*optimizer_, lr, group_lr_scale_);
   optimizer_->zero_grad();

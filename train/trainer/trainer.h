@@ -22,9 +22,13 @@
 //
 // Determinism: the model is initialised from a Generator seeded with train.seed, dropout draws from
 // the default generator (seeded with train.seed, offset 0), batch n is a pure function of
-// (data.seed, n), and every kernel reduces in a fixed order for a given thread count. So the same
-// config and thread count give bit-identical losses and weights, and a resumed run continues exactly
-// as if it had never stopped (the checkpoint holds step, data position and the generator's state).
+// (data.seed, n), and every CPU kernel reduces in an order fixed by the shapes, whatever the thread
+// count. So the same config on the same machine gives bit-identical losses and weights, and a resumed
+// run continues exactly as if it had never stopped (the checkpoint holds step, data position and the
+// generator's state).
+//
+// Threads (CPU): train.threads, or by default a count the Trainer picks and revisits by timing steps
+// (train/trainer/thread_policy.h); never more than the cores the process may use.
 //
 // Output in train.out_dir: checkpoint.safetensors (train/trainer/checkpoint.h, written atomically every
 // save_every steps and at the end) and log.jsonl or log.csv, one record per log_every steps
@@ -58,6 +62,7 @@
 #include "train/trainer/options.h"
 #include "train/trainer/run.h"
 #include "train/trainer/sampler.h"
+#include "train/trainer/thread_policy.h"
 
 namespace relgrad {
 
@@ -132,6 +137,7 @@ class Trainer {
   int64_t step() const { return step_; }
   int64_t data_position() const { return data_position_; }
   double last_grad_norm() const { return last_grad_norm_; }
+  const ThreadPolicy& thread_policy() const { return *threads_; }
   Communicator& communicator() const { return *comm_; }
   const GradientReducer* gradient_reducer() const { return reducer_.get(); }  // null with one rank
   std::string checkpoint_path() const;
@@ -139,6 +145,7 @@ class Trainer {
 
  private:
   TrainResult train_loop();
+  double run_step();  // train_step without the thread policy's timing
   void open_log(bool fresh);
   void open_pending_log();
   void open_log_file(const std::string& path);
@@ -156,6 +163,7 @@ class Trainer {
   TrainerOptions options_;
   std::ostream* out_;
   Communicator* comm_;
+  std::unique_ptr<ThreadPolicy> threads_;     // OpenMP threads per step (CPU runs)
   std::unique_ptr<GradientReducer> reducer_;  // several ranks only
   RowRange rows_;                             // this rank's rows of every batch
   RunModel model_;
