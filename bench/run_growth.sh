@@ -18,7 +18,7 @@ export OMP_NUM_THREADS=${THREADS:-1}
 bench="$build/bench/bench_train"
 [ -x "$bench" ] || { echo "no $bench: build the bench target first" >&2; exit 1; }
 
-echo "== $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p'), OMP_NUM_THREADS=$OMP_NUM_THREADS"
+echo "== $(date -u +%Y-%m-%dT%H:%MZ), $(getconf _NPROCESSORS_ONLN) cores, $(lscpu | sed -n 's/^Model name: *//p'), OMP_NUM_THREADS=$OMP_NUM_THREADS"
 echo "== W1 shape, $TOKENS tokens per step, $STEPS timed steps after $WARMUP, median step"
 printf "%-6s %-6s %-9s %10s %10s %12s %12s %14s\n" L batch core "step s" "tokens/s" "GFLOP/s" "peak RSS MiB" "live peak MiB"
 for round in $(seq "$ROUNDS"); do

@@ -4,6 +4,8 @@
 #include <limits>
 #include <vector>
 
+#include "core/allocator.h"
+
 
 namespace relgrad {
 
@@ -31,6 +33,14 @@ Tensor attention_heads_fused(const Tensor& q, const Tensor& k, const Tensor& v, 
   f.scale = positional->logit_scale(g.head_dim);
   if (!positional->fuse(call, g)) return Tensor();  // the scheme's own answer: the composite core runs
   return flash_relative_attention(call.q, call.k, v, f);
+}
+
+bool fused_core_pays(const Tensor& q, int64_t t1, size_t composite_limit_bytes) {
+  if (!q.device().is_cpu()) return true;
+  static const size_t machine = cpu_allocator::machine_memory_bytes();  // a system call: once
+  const size_t limit = composite_limit_bytes ? composite_limit_bytes : machine / 64;
+  const double scores = double(q.size(0)) * double(q.size(1)) * double(q.size(2)) * double(t1) * double(dtype_size(q.dtype()));
+  return scores > double(limit);
 }
 
 Tensor causal_mask(const Tensor& positions, int64_t t1) {
@@ -100,9 +110,12 @@ AttentionOutput MultiHeadAttention::attend(const Tensor& q, const Tensor& k, con
   }
   const PositionalScheme* scheme = positional.get();
   // The fused core when it applies (no dropout to draw, no weights to return), else the composite.
-  if (fused && !(dropout > 0 && is_training()) && !o.need_weights && !record_weights) {
+  last_call_fused = false;
+  if ((fused || (fused_auto && fused_core_pays(q, t1, fused_auto_limit_bytes))) && !(dropout > 0 && is_training()) && !o.need_weights &&
+      !record_weights) {
     Tensor kpm = o.key_padding_mask.defined() ? o.key_padding_mask.to(q.device()) : Tensor();
     Tensor out = attention_heads_fused(q, k, v, scheme, g, kpm);
+    last_call_fused = out.defined();
     if (out.defined()) {
       Tensor merged = out.permute({0, 2, 1, 3}).reshape({B, t2, embed_dim});
       return {out_proj->forward(merged), Tensor()};

@@ -70,6 +70,14 @@ class MultiHeadAttention : public Module {
   // with values), no attention dropout while training, neither need_weights nor record_weights.
   // Otherwise the composite core runs; both give the same results (tests/test_flash_attention.cpp).
   bool fused = false;
+  // fused_auto (model.fused_attention = "auto"): without `fused`, the core is picked per call, where
+  // the fused one applies, by fused_core_pays below: the faster where the two fit in memory (measured:
+  // docs/benchmarks.md, "Cost growth with L"), the fused one where the composite's (B, H, t2, t1)
+  // tensors would crowd the machine. Both compute the same function (to rounding).
+  bool fused_auto = false;
+  size_t fused_auto_limit_bytes = 0;  // fused_core_pays' composite_limit_bytes (0: its default)
+  // What the last forward ran: true for the fused core (tests, instruments).
+  bool last_call_fused = false;
 
  private:
   // What every forward shares after the projections: the mask, the core and the head merge.
@@ -93,6 +101,13 @@ AttentionOutput attention_heads(const Tensor& q, const Tensor& k, const Tensor& 
 // that does not override it): the caller runs attention_heads.
 Tensor attention_heads_fused(const Tensor& q, const Tensor& k, const Tensor& v, const PositionalScheme* positional,
                              const AttentionGeometry& geometry, const Tensor& key_padding_mask);
+
+// model.fused_attention = "auto"'s rule for one attention call of q (B,H,t2,D) over t1 keys: on a GPU
+// always the fused core (5-20x faster than the composite one there); on the CPU the composite core
+// (faster to train at every length measured, 128 to 2048) unless one (B,H,t2,t1) tensor of q's dtype
+// would exceed composite_limit_bytes (0: 1/64 of the machine's memory, cpu_allocator::
+// machine_memory_bytes; the composite keeps a few such tensors per layer for the backward pass).
+bool fused_core_pays(const Tensor& q, int64_t t1, size_t composite_limit_bytes = 0);
 
 // The bool mask (1, 1, t2, t1) hiding keys after each query's position π(i).
 Tensor causal_mask(const Tensor& positions, int64_t t1);

@@ -31,6 +31,7 @@ EncoderBlock::EncoderBlock(int64_t d_model, int64_t n_heads, int64_t d_ff, const
   self_attn = register_module("self_attn",
                               std::make_shared<MultiHeadAttention>(d_model, n_heads, self_positional, o.dropout, true, init));
   self_attn->fused = o.fused_attention;
+  self_attn->fused_auto = o.fused_attention_auto;
   ff = register_module("ff", std::make_shared<FeedForward>(d_model, d_ff, o.activation, o.dropout, init));
   norm1 = register_module("norm1", make_norm(o.norm, d_model, o.norm_eps, "EncoderBlock"));
   norm2 = register_module("norm2", make_norm(o.norm, d_model, o.norm_eps, "EncoderBlock"));
@@ -80,6 +81,7 @@ DecoderBlock::DecoderBlock(int64_t d_model, int64_t n_heads, int64_t d_ff, const
       "cross_attn", std::make_shared<MultiHeadAttention>(d_model, n_heads, cross_positional, o.dropout, true, init));
   self_attn->fused = o.fused_attention;
   cross_attn->fused = o.fused_attention;
+  self_attn->fused_auto = cross_attn->fused_auto = o.fused_attention_auto;
   ff = register_module("ff", std::make_shared<FeedForward>(d_model, d_ff, o.activation, o.dropout, init));
   norm1 = register_module("norm1", make_norm(o.norm, d_model, o.norm_eps, "DecoderBlock"));
   norm2 = register_module("norm2", make_norm(o.norm, d_model, o.norm_eps, "DecoderBlock"));

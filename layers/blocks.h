@@ -47,6 +47,7 @@ struct BlockOptions {
   double norm_eps = 1e-5;           // LayerNorm's eps; RMSNorm uses its dtype's epsilon (PyTorch's None)
   bool causal = false;              // EncoderBlock only: mask future keys (decoder-only LMs)
   bool fused_attention = false;     // MultiHeadAttention::fused for every attention of the block
+  bool fused_attention_auto = false;  // MultiHeadAttention::fused_auto for every attention of the block
 };
 
 // A LayerNorm or RMSNorm, by BlockOptions::norm (an error names `op` for any other kind).

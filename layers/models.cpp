@@ -135,6 +135,7 @@ BlockOptions TransformerConfig::block_options(bool causal) const {
   o.norm_eps = norm_eps;
   o.causal = causal;
   o.fused_attention = fused_attention;
+  o.fused_attention_auto = fused_attention_auto;
   return o;
 }
 

@@ -59,6 +59,9 @@ struct TransformerConfig {
   double norm_eps = 1e-5;
   bool tie_weights = true;       // lm_head shares the (decoder) embedding table
   bool fused_attention = false;  // the fused (flash-style) attention core where it applies
+  // model.fused_attention = "auto": MultiHeadAttention::fused_auto, the core picked per call by speed
+  // and memory (layers/attention.h); fused_attention = true wins over it.
+  bool fused_attention_auto = false;
   // T5 (the default, T5 uses it in self-attention only) for both self-attentions; no positional term
   // in cross-attention, whose alignment π(i) places decoder query i on the encoder axis.
   PositionalConfig encoder_self{"t5"};

@@ -542,3 +542,31 @@ TEST_CASE("config: model.random_positions_max reaches the model, sizes a derived
                                          "--model.random_positions_max=" + std::to_string(range)});
   check_throws_with([&] { nothing_to_randomise.validate(); }, "random_positions_max");
 }
+
+TEST_CASE("config: model.fused_attention is false, true or auto (the default), and takes the booleans of older files") {
+  TempDir dir;
+  RunConfig d = RunConfig::defaults();
+  CHECK(d.model.fused_attention_auto);
+  CHECK_FALSE(d.model.fused_attention);
+  struct Case { std::string toml, json; bool fused, automatic; };
+  for (const Case& k : {Case{"true", "true", true, false}, Case{"false", "false", false, false},
+                        Case{"\"true\"", "\"true\"", true, false}, Case{"\"auto\"", "\"auto\"", false, true},
+                        Case{"\"false\"", "\"false\"", false, false}}) {
+    CAPTURE(k.toml);
+    RunConfig t = loaded(write(dir, "run.toml", "[model]\nfused_attention = " + k.toml + "\n"));
+    CHECK(t.model.fused_attention == k.fused);
+    CHECK(t.model.fused_attention_auto == k.automatic);
+    RunConfig j = RunConfig::defaults();
+    load_config_json_text(j, R"({"model": {"fused_attention": )" + k.json + "}}", "inline");
+    CHECK(j.model.fused_attention == k.fused);
+    CHECK(j.model.fused_attention_auto == k.automatic);
+    RunConfig back = RunConfig::defaults();  // the written form reads back the same
+    load_config_json_text(back, config_to_json(t), "round trip");
+    CHECK(back.model.fused_attention == k.fused);
+    CHECK(back.model.fused_attention_auto == k.automatic);
+  }
+  RunConfig c = RunConfig::defaults();
+  check_throws_with([&] { apply_overrides(c, {"--model.fused_attention=sometimes"}); }, "false, true, auto");
+  check_throws_with([&] { load_config_json_text(c, R"({"model": {"fused_attention": 1}})", "inline"); },
+                    "model.fused_attention");
+}

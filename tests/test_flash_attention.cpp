@@ -433,6 +433,44 @@ TEST_CASE("MultiHeadAttention: fused with RoPE, KV-cached decoding, and the fall
   CHECK_CLOSE(fused_out, shaw->forward(x, x, o).output, 1e-12, 1e-10);
 }
 
+TEST_CASE("MultiHeadAttention: fused_auto (model.fused_attention = auto) picks by the rule, same results") {
+  // The rule (layers/attention.h, fused_core_pays): on the CPU the composite core unless one
+  // (B, H, t2, t1) tensor exceeds the limit; the GPU always fused. Here the limit is set around the
+  // call's own size, so the same layer takes both cores; both must give the composite's results.
+  const int64_t C = 16, H = 2, B = 2, t = 40;
+  Generator init(5);
+  auto m = std::make_shared<MultiHeadAttention>(C, H, make_scheme(Scheme::Seed, true, C, H, &init), 0.0, true, &init);
+  m->to(kFloat64);
+  Tensor x = uniform({B, t, C}, -1, 1, kFloat64, 9);
+  AttentionOptions o;
+  o.causal = true;
+  TensorList ref = layer_run(*m, x, x, o);
+  CHECK_FALSE(m->last_call_fused);
+  const size_t scores = size_t(B * H * t * t) * sizeof(double);  // one (B, H, t2, t1) float64 tensor
+  Tensor q = zeros({B, H, t, C / H}, kFloat64);
+  CHECK_FALSE(fused_core_pays(q, t, scores));  // at the limit: composite
+  CHECK(fused_core_pays(q, t, scores - 1));    // above it: fused
+  CHECK_FALSE(fused_core_pays(q, t));          // the default limit, 1/64 of this machine's memory
+  m->fused_auto = true;
+  m->fused_auto_limit_bytes = scores;
+  TensorList composite = layer_run(*m, x, x, o);
+  CHECK_FALSE(m->last_call_fused);
+  m->fused_auto_limit_bytes = scores - 1;
+  TensorList fused = layer_run(*m, x, x, o);
+  CHECK(m->last_call_fused);
+  REQUIRE(fused.size() == ref.size());
+  for (size_t i = 0; i < ref.size(); ++i) {
+    INFO("tensor ", i);
+    CHECK(bitwise_equal(composite[i], ref[i]));
+    CHECK_CLOSE(fused[i], ref[i], 1e-12, 1e-10);
+  }
+  // Dropout while training, need_weights: the composite core whatever the rule says.
+  m->train();
+  m->dropout = 0.1;
+  layer_run(*m, x, x, o);
+  CHECK_FALSE(m->last_call_fused);
+}
+
 // ---- GPU: the CUDA kernels against the CPU kernel, and a long sequence against the composite ----
 
 TEST_CASE("flash_relative_attention: CUDA matches the CPU kernel") {

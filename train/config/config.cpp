@@ -103,7 +103,7 @@ const std::vector<Field>& fields() {
         {"model.dropout", Kind::Double, "dropout probability", {}, at2(&R::model, &TransformerConfig::dropout)},
         {"model.norm_eps", Kind::Double, "LayerNorm ε (RMSNorm uses its dtype's ε, as torch's default)", {}, at2(&R::model, &TransformerConfig::norm_eps)},
         {"model.tie_weights", Kind::Bool, "LM head shares the embedding", {}, at2(&R::model, &TransformerConfig::tie_weights)},
-        {"model.fused_attention", Kind::Bool, "fused flash-style attention core (O(T) memory; composite where it does not apply)", {}, at2(&R::model, &TransformerConfig::fused_attention)},
+        {"model.fused_attention", Kind::String, "attention core: true = fused flash-style (O(T) memory; composite where it does not apply), false = composite, auto = picked per call by speed and memory (layers/attention.h)", {"false", "true", "auto"}, nullptr},
         {"model.cross_alignment", Kind::String,
          "cross-attention alignment π(i) (explicit: the data places each target query; chorales, harmonize)",
          {"left", "right", "scaled", "explicit"}, nullptr},
@@ -211,6 +211,8 @@ std::string get_enum(const RunConfig& c, const std::string& key) {
     if (c.model.cross_explicit) return "explicit";
     return c.model.cross_alignment == Alignment::Left ? "left" : c.model.cross_alignment == Alignment::Right ? "right" : "scaled";
   }
+  if (key == "model.fused_attention")
+    return c.model.fused_attention ? "true" : c.model.fused_attention_auto ? "auto" : "false";
   if (key == "model.encoder_self.out_of_range") return oor(c.model.encoder_self.out_of_range);
   if (key == "model.decoder_self.out_of_range") return oor(c.model.decoder_self.out_of_range);
   if (key == "model.cross.out_of_range") return oor(c.model.cross.out_of_range);
@@ -224,10 +226,21 @@ void set_enum(RunConfig& c, const std::string& key, const std::string& v) {
     c.model.cross_explicit = v == "explicit";
     c.model.cross_alignment = v == "right" ? Alignment::Right : v == "scaled" ? Alignment::Scaled : Alignment::Left;
   }
+  else if (key == "model.fused_attention") {
+    c.model.fused_attention = v == "true";
+    c.model.fused_attention_auto = v == "auto";
+  }
   else if (key == "model.encoder_self.out_of_range") c.model.encoder_self.out_of_range = oor(v);
   else if (key == "model.decoder_self.out_of_range") c.model.decoder_self.out_of_range = oor(v);
   else if (key == "model.cross.out_of_range") c.model.cross.out_of_range = oor(v);
   else throw Error("[config] internal: no enum key " + key);
+}
+
+// A string key whose words include true and false (model.fused_attention: false, true, auto) also
+// takes the booleans, as it did when it was a boolean key (configs and checkpoints written then).
+bool takes_bool_words(const Field& f) {
+  return f.kind == Kind::String && std::find(f.choices.begin(), f.choices.end(), "true") != f.choices.end() &&
+         std::find(f.choices.begin(), f.choices.end(), "false") != f.choices.end();
 }
 
 size_t edit_distance(const std::string& a, const std::string& b) {
@@ -437,6 +450,7 @@ void set_from_json(RunConfig& c, const std::string& key, const nlohmann::json& v
       set_from_text(c, f, shown, origin);
       return;
     case Kind::String:
+      if (v.is_boolean() && takes_bool_words(f)) return set_from_text(c, f, shown, origin);  // true / false
       if (!v.is_string()) bad_value(f, shown, origin, "expected a string");
       set_from_text(c, f, v.get<std::string>(), origin);
       return;
@@ -490,7 +504,7 @@ void walk_toml(RunConfig& c, const toml::table& table, const std::string& prefix
       s << *d;
       set_from_text(c, f, s.str(), origin);
     } else if (auto b = node.value_exact<bool>()) {
-      if (f.kind != Kind::Bool) bad_value(f, shown.str(), origin, std::string("expected ") + a_kind(f.kind));
+      if (f.kind != Kind::Bool && !takes_bool_words(f)) bad_value(f, shown.str(), origin, std::string("expected ") + a_kind(f.kind));
       set_from_text(c, f, *b ? "true" : "false", origin);
     } else {
       bad_value(f, shown.str(), origin, std::string("expected ") + a_kind(f.kind));

@@ -41,6 +41,7 @@ RunConfig RunConfig::defaults() {
   c.model.n_encoder_layers = 2;
   c.model.n_decoder_layers = 2;
   c.model.dropout = 0.0;
+  c.model.fused_attention_auto = true;  // model.fused_attention = "auto": the faster core, per call
   c.model.encoder_self = PositionalConfig{"t5"};
   c.model.decoder_self = PositionalConfig{"t5"};
   c.model.cross = PositionalConfig{"seed"};
