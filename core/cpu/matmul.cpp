@@ -6,9 +6,22 @@
 #define EIGEN_DONT_PARALLELIZE
 #include <Eigen/Core>
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 #ifdef _OPENMP
 #include <omp.h>
+#endif
+
+#ifdef RELGRAD_OPENBLAS
+// OpenBLAS's CBLAS entry points (RELGRAD_BLAS=openblas), declared here so that no cblas.h is needed;
+// the enums are ints in its ABI.
+extern "C" {
+void cblas_sgemm(int order, int trans_a, int trans_b, int m, int n, int k, float alpha, const float* a, int lda,
+                 const float* b, int ldb, float beta, float* c, int ldc);
+void cblas_dgemm(int order, int trans_a, int trans_b, int m, int n, int k, double alpha, const double* a, int lda,
+                 const double* b, int ldb, double beta, double* c, int ldc);
+void openblas_set_num_threads(int threads);
+}
 #endif
 
 namespace relgrad::cpu {
@@ -55,6 +68,20 @@ using ConstMatrixMap = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::
 template <class T, int OrderA, int OrderB>
 void gemm(const T* a, int64_t lda, const T* b, int64_t ldb, T* c, int64_t ldc, int64_t n, int64_t k, int64_t m,
           T alpha, bool accumulate) {
+#ifdef RELGRAD_OPENBLAS
+  // OpenBLAS (single-threaded: see matmul): a column-major operand is its transpose, row-major.
+  constexpr int kRowMajor = 101, kNoTrans = 111, kTrans = 112;
+  constexpr int64_t kIntMax = 2147483647;
+  if (std::max({n, k, m, lda, ldb, ldc}) <= kIntMax) {
+    const int ta = OrderA == Eigen::RowMajor ? kNoTrans : kTrans, tb = OrderB == Eigen::RowMajor ? kNoTrans : kTrans;
+    const T beta = accumulate ? T(1) : T(0);
+    if constexpr (std::is_same_v<T, float>)
+      cblas_sgemm(kRowMajor, ta, tb, int(n), int(m), int(k), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
+    else
+      cblas_dgemm(kRowMajor, ta, tb, int(n), int(m), int(k), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
+    return;
+  }
+#endif
   ConstMatrixMap<T, OrderA> A(a, n, k, Eigen::OuterStride<>(lda));
   ConstMatrixMap<T, OrderB> B(b, k, m, Eigen::OuterStride<>(ldb));
   Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, Eigen::Unaligned, Eigen::OuterStride<>>
@@ -151,6 +178,12 @@ Tensor matmul(const Tensor& a, const Tensor& b, const Shape& batch, const char* 
     const T* bp = B.t.template data_ptr<T>();
     GemmFn<T> f = pick_gemm<T>(A.row_major, B.row_major);
     const T alpha_t = static_cast<T>(alpha);
+#ifdef RELGRAD_OPENBLAS
+    // One tile per call on the calling thread: OpenBLAS's own threads would oversubscribe the cores
+    // the OpenMP threads already hold. Set once, before any thread calls it.
+    static const bool single_threaded = (openblas_set_num_threads(1), true);
+    (void)single_threaded;
+#endif
     const TilePlan plan = plan_tiles(count, n, k, m);
     const int64_t tiles = count * plan.per_entry;
     auto tile = [&](int64_t t) {  // rows (or columns) [s0, s0 + len) of batch entry e's C
