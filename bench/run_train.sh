@@ -40,6 +40,8 @@
 #   TORCH2_PASSIVE [1; 0 = PyTorch 2.x without OMP_WAIT_POLICY=PASSIVE]  TORCH2_INDEX [PyTorch's CPU wheels]
 #   CHECK [1]
 #   BUILD [build-bench; relative to the repository root, or absolute]  JOBS [nproc]  RELATTN [1]
+#   BLAS [eigen; openblas = relgrad built with -DRELGRAD_BLAS=openblas, its runs with OPENBLAS_CORETYPE
+#   unset like PyTorch's expert rows (docs/benchmarks.md, "Eigen or OpenBLAS"); installs libopenblas-dev]
 #   LENGTHS [256,512,1024] (relattn)
 # Installs what is missing, as root (apt-get update first): Debian's python3-torch, python3-numpy and
 # libopenblas0-pthread (PyTorch 1.13's BLAS; without it Debian's torch falls back to the reference BLAS,
@@ -68,6 +70,7 @@ CHECK=${CHECK:-1}
 BUILD=${BUILD:-build-bench}
 JOBS=${JOBS:-$(nproc)}
 RELATTN=${RELATTN:-1}
+BLAS=${BLAS:-eigen}
 case $BUILD in /*) build=$BUILD ;; *) build=$root/$BUILD ;; esac
 has_w0=0
 case " $WORKLOADS " in *" w0 "*) has_w0=1 ;; esac
@@ -101,7 +104,13 @@ torch2_version=""
 
 targets="bench_train bench_relattn"
 [ "$has_w0" = 1 ] && targets="$targets relgrad_cli"
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DRELGRAD_CUDA=OFF >/dev/null
+if [ "$BLAS" = openblas ] && ! dpkg -s libopenblas-dev >/dev/null 2>&1; then
+  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libopenblas-dev
+fi
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DRELGRAD_CUDA=OFF -DRELGRAD_BLAS="$BLAS" >/dev/null
+# relgrad's own runs: with OpenBLAS, its own kernels (the environment may force older ones).
+relgrad_env="env"
+[ "$BLAS" = openblas ] && relgrad_env="env -u OPENBLAS_CORETYPE"
 cmake --build "$build" -j "$JOBS" --target $targets >/dev/null
 out=$build/train_results
 mkdir -p "$out"
@@ -156,7 +165,7 @@ for t in $THREADS; do
  torch $torch2_version eager, compiled}" | tee -a "$out/runs.log" >&2
       j="${w}_${t}_$r"
       if [ "$w" = w0 ]; then
-        env -u OMP_WAIT_POLICY /usr/bin/python3 "$root/bench/w0_relgrad.py" "$build/relgrad" --threads "$t" \
+        $relgrad_env -u OMP_WAIT_POLICY /usr/bin/python3 "$root/bench/w0_relgrad.py" "$build/relgrad" --threads "$t" \
           --steps "$W0_STEPS" --warmup "$W0_WARMUP" --out "$out/w0_run" --json "$out/relgrad_$j.json" \
           >>"$out/runs.log"
         env -u OMP_WAIT_POLICY /usr/bin/python3 "$root/bench/w0_torch.py" --threads "$t" --steps "$W0_STEPS" \
@@ -172,7 +181,7 @@ for t in $THREADS; do
         fi
         continue
       fi
-      env -u OMP_WAIT_POLICY OMP_NUM_THREADS=$t "$build/bench/bench_train" --workload "$w" --steps "$STEPS" \
+      $relgrad_env -u OMP_WAIT_POLICY OMP_NUM_THREADS=$t "$build/bench/bench_train" --workload "$w" --steps "$STEPS" \
         --warmup "$WARMUP" --json "$out/relgrad_$j.json" >>"$out/runs.log"
       env -u OMP_WAIT_POLICY /usr/bin/python3 "$shared/torch_ref.py" --workload "$w" --threads "$t" \
         --steps "$STEPS" --warmup "$WARMUP" --json "$out/default_$j.json" >>"$out/runs.log"
@@ -190,9 +199,9 @@ for t in $THREADS; do
   done
 done
 
-/usr/bin/python3 - "$out" "$THREADS" "$WORKLOADS" <<'EOF'
+/usr/bin/python3 - "$out" "$THREADS" "$WORKLOADS" "$BLAS" <<'EOF'
 import glob, json, os, statistics, sys
-out, threads, workloads = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
+out, threads, workloads, blas = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), sys.argv[4]
 def peak(t):  # peak_fma's last line is a JSON record; the AVX-512 FMA rate is the peak
     try:
         last = open(os.path.join(out, "peak_%s.txt" % t)).read().strip().splitlines()[-1]
@@ -210,7 +219,7 @@ def runs(impl, w, t):
     gfl = None if None in gfl else statistics.median(gfl)
     rss = max(r["peak_rss_mib"] for r in recs)
     return tok, gfl, rss, recs
-impls = (("relgrad", "relgrad"), ("default", "PyTorch %s default"), ("expert", "PyTorch %s expert"),
+impls = (("relgrad", "relgrad" if blas == "eigen" else "relgrad (%s)" % blas), ("default", "PyTorch %s default"), ("expert", "PyTorch %s expert"),
          ("torch2eager", "PyTorch %s eager"), ("torch2compiled", "PyTorch %s compiled"))
 label = {"w0": "W0 default", "charlm": "W1 charlm", "seq2seq": "W2 seq2seq"}
 print("| workload | threads | impl | tokens/s | GFLOP/s | share of FMA peak | peak RSS MiB "

@@ -148,6 +148,14 @@ TilePlan plan_tiles(int64_t count, int64_t n, int64_t k, int64_t m) {
 
 }  // namespace
 
+const char* gemm_library() {
+#ifdef RELGRAD_OPENBLAS
+  return "openblas";
+#else
+  return "eigen";
+#endif
+}
+
 std::vector<int64_t> batch_offsets(const Tensor& x, const Shape& batch) {
   // Batch strides aligned to the right of `batch`; 0 where x's dim is missing or broadcast (size 1).
   const int64_t nb = static_cast<int64_t>(batch.size()), lead = nb - (x.dim() - 2);

@@ -25,6 +25,9 @@ namespace relgrad::cpu {
 Tensor matmul(const Tensor& a, const Tensor& b, const Shape& batch, const char* op, const Tensor& init = Tensor(),
               double alpha = 1.0);
 
+// The library the GEMM tiles call: "eigen", or "openblas" in a -DRELGRAD_BLAS=openblas build.
+const char* gemm_library();
+
 // The product's shape: (batch..., n, m) for a (.., n, k) @ b (.., k, m). Any device.
 inline Shape matmul_shape(const Shape& batch, int64_t n, int64_t m) {
   Shape out = batch;
