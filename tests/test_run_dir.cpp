@@ -412,7 +412,7 @@ TEST_CASE("bounded knobs: a batch far beyond the memory is exit 4 with the estim
   CHECK_CLI(train_tiny(dir.file("fits"), {"--data.batch_size=64", "--train.steps=2"}), 0);
 }
 
-TEST_CASE("bounded knobs: train.threads above the cores is run, with one warning line on stderr") {
+TEST_CASE("bounded knobs: train.threads above the cores runs capped at the cores, with one warning line on stderr") {
   TempDir dir;
   const int before = omp_get_max_threads();
   const int cores = omp_get_num_procs();
@@ -430,6 +430,9 @@ TEST_CASE("bounded knobs: train.threads above the cores is run, with one warning
                             " is more than the " + std::to_string(cores) + " cores this process may use"),
       warning);
   CHECK(std::count(warning.begin(), warning.end(), '\n') == 1);
+  // The run goes on with as many threads as cores (train/trainer/thread_policy.h), as its banner says.
+  CHECK_MESSAGE(contains(many.out, " parameters, " + std::to_string(cores) + (cores == 1 ? " thread," : " threads,")),
+                many.out);
   std::string quiet;
   CliResult fine;
   {

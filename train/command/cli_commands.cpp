@@ -242,11 +242,11 @@ int cmd_train(const std::string& config_path, const std::string& resume, const s
       << (trainer.model().device.is_cpu() ? std::string(", GEMM: ") + cpu::gemm_library() : std::string()) << "\n";
   // OpenBLAS reads OPENBLAS_CORETYPE when it loads: a forced older core type (Haswell's AVX2 kernels
   // on an AVX-512 machine) made its products 0.75-0.8x Eigen's instead of 1.3-1.6x (docs/benchmarks.md).
-  if (trainer.model().device.is_cpu() && std::string(cpu::gemm_library()) == "openblas" && world().is_root())
+  // Said on stdout beside the banner: stderr is kept for warnings and errors.
+  if (trainer.model().device.is_cpu() && std::string(cpu::gemm_library()) == "openblas")
     if (const char* forced = std::getenv("OPENBLAS_CORETYPE"))
-      std::cerr << "relgrad train: note: OPENBLAS_CORETYPE=" << forced << " makes OpenBLAS use that processor's "
-                << "kernels, not this one's own; unset it unless that is meant (docs/benchmarks.md, \"Eigen or "
-                << "OpenBLAS\")\n";
+      out << "note: OPENBLAS_CORETYPE=" << forced << " makes OpenBLAS use that processor's kernels, not this "
+          << "one's own; unset it unless that is meant (docs/benchmarks.md, \"Eigen or OpenBLAS\")\n";
   // More OpenMP threads than cores make every parallel region wait on descheduled threads (1000 threads
   // on 2 cores: 90 s per step): the Trainer caps train.threads at the cores, and says so.
   if (!threads.capped_warning().empty() && world().is_root())
