@@ -15,9 +15,10 @@ namespace relgrad::cpu {
 // where batch = broadcast(a_batch, b_batch) (checked by the caller, like the inner dims and the
 // dtypes: a and b are float32 or float64, both the same, both on the CPU, both at least 2-D).
 //
-// Threads: the product is cut into tiles of whole rows of out, by a rule that looks at the shape
-// only; the OpenMP threads take tiles one at a time and each tile is a single-threaded Eigen GEMM.
-// So results do not depend on the thread count (each element is the same sum in the same order).
+// Threads: the product is cut into row or column tiles of out by its shape and the machine's core
+// count, never the thread count; the OpenMP threads take tiles one at a time and each tile is one
+// single-threaded GEMM (Eigen's, or OpenBLAS's in a -DRELGRAD_BLAS=openblas build). So results do not
+// depend on the thread count (each element is the same sum in the same order).
 //
 // With `init` defined (the addmm form): out = init + alpha · (a @ b), init broadcast to out's shape
 // and copied into out first, then the GEMM accumulates onto it — the bias or positional term costs

@@ -12,8 +12,8 @@
 //   train.threads = 0       (the default) adaptive: "up to max" threads, max = the cores, or
 //                           OMP_NUM_THREADS when it is set lower. The policy times steps at max threads
 //                           and at 1 (and at max/2 from 4 cores up), alternating, picks the fastest per
-//                           token, keeps it, and tries again after a while, so a process that starts
-//                           (or ends) beside the run is noticed within about half a minute.
+//                           token, keeps it, and tries again after max(kHoldSeconds, kHoldFactor x the
+//                           trial's time), so a process that starts (or ends) beside the run is noticed.
 //
 // Switching costs nothing in results: every CPU kernel reduces in an order fixed by the shapes, not by
 // the thread count (core/cpu/matmul.cpp cuts GEMMs into tiles by shape), so the losses and weights are
