@@ -184,111 +184,150 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// ---- backward K3: per-distance gradients, grid (distance chunks of 32, H) --------------------------
-// Lane ↔ lookup entry w = chunk·32 + lane (δ = min_delta + w); warp wp takes rows i ≡ wp (mod 4) of
-// every batch, in order, and sums into its own shared slice; the 4 slices are added in order.
-//   gEd (H, W, D), gbd (H, W)
+// ---- backward K3: per-distance gradients, grid (distance chunks of kND, H, batch groups) -------------
+// The loop order and its index math are cuda/flash_plan.h's (tested on the host by
+// tests/test_flash_plan.cpp). Lane ↔ lookup entry w = w0 + lane (δ = min_delta + w); warp wp takes
+// rows 4·wp … 4·wp + 3 of each query tile. Per (b, query tile): stage the tile's q, qr, dO and the
+// keys it reaches through the chunk (at most kND + span rows, else read from global memory), compute
+// dS of each (row, distance) into sG (kBQ, kND), then thread (w, dg) adds Σ_i dS_iw · qr_i[d] for
+// d ≡ dg (mod 4) over the tile's rows in order. dS_ij = P_ij (dP_ij − Drow_i) is the logit's gradient.
+//   gEd (G, H, W, D) = scale · Σ dS·qr,  gbd (G, H, W) = Σ dS   (G batch groups, summed by the fold)
 template <class T>
-__global__ void __launch_bounds__(kThreads) flash_bwd_dist_kernel(Params<T> p, const T* dout, const T* lse,
-                                                                  const T* drow, bool want_E, bool want_b, T* gEd,
-                                                                  T* gbd) {
+__global__ void __launch_bounds__(kThreads)
+    flash_bwd_dist_kernel(Params<T> p, const T* dout, const T* lse, const T* drow, bool want_E, bool want_b,
+                          bool stage_keys, int key_rows, int64_t groups, T* gEd, T* gbd) {
+  using namespace flash_plan;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  T* sAcc = reinterpret_cast<T*>(smem_raw);  // (4, 32, D + 1)
-  T* sB = sAcc + 4 * 32 * (p.D + 1);         // (4, 32)
-  const int lane = threadIdx.x % 32, wp = threadIdx.x / 32, D = static_cast<int>(p.D), ld = D + 1;
-  const int64_t h = blockIdx.y, w = static_cast<int64_t>(blockIdx.x) * 32 + lane;
-  for (int e = threadIdx.x; e < 4 * 32 * ld; e += blockDim.x) sAcc[e] = T(0);
-  __syncthreads();
-  // The logit needs both terms whatever is differentiated; the sums only the wanted ones.
+  const int D = static_cast<int>(p.D), ldk = D + 1;
+  T* sQ = reinterpret_cast<T*>(smem_raw);         // (kBQ, D)
+  T* sQR = p.qr != p.q ? sQ + kBQ * D : sQ;        // (kBQ, D)
+  T* sdO = sQ + (sQR != sQ ? 2 : 1) * kBQ * D;     // (kBQ, D)
+  T* sE = sdO + kBQ * D;                           // (kND, D + 1): the chunk's table rows
+  T* sG = sE + kND * ldk;                          // (kBQ, kND)
+  T* sK = sG + kBQ * kND;                          // (key_rows, D + 1) when stage_keys
+  T* sV = sK + (stage_keys ? key_rows * ldk : 0);  // (key_rows, D + 1)
+  const int lane = threadIdx.x % 32, wp = threadIdx.x / 32, row0 = wp * kRows;
+  const int64_t h = blockIdx.y, g = blockIdx.z, w0 = static_cast<int64_t>(blockIdx.x) * kND, w = w0 + lane;
   const int64_t row = p.E && w < p.W ? p.rel_rows[w] : -1;
   const int64_t brow = p.bias && w < p.W ? p.bias_rows[w] : -1;
-  const bool acc_E = want_E && row >= 0, acc_b = want_b && brow >= 0;
-  const T* e = row >= 0 ? p.E + ((p.E_heads == 1 ? 0 : h) * p.R + row) * p.D : nullptr;
-  const T* bias = brow >= 0 ? p.bias + (p.bias_heads == 1 ? 0 : h) * p.Rb : nullptr;
-  T* acc = sAcc + (wp * 32 + lane) * ld;
+  const T* bias = p.bias ? p.bias + (p.bias_heads == 1 ? 0 : h) * p.Rb : nullptr;
+  const bool wanted = (want_E && row >= 0) || (want_b && brow >= 0);  // this lane's distance gets a sum
+  // The chunk's table rows, once for the whole block.
+  if (p.E) {
+    const T* E = p.E + (p.E_heads == 1 ? 0 : h) * p.R * p.D;
+    for (int e = threadIdx.x; e < kND * D; e += blockDim.x) {
+      const int l = e / D, d = e % D;
+      const int64_t r = w0 + l < p.W ? p.rel_rows[w0 + l] : -1;
+      sE[l * ldk + d] = r >= 0 ? E[r * p.D + d] : T(0);
+    }
+  }
+  // Thread (wl, dg) owns the sums of distance w0 + wl, dims dg, dg + 4, …
+  const int wl = threadIdx.x % 32, dg = threadIdx.x / 32;
+  constexpr int kOwn = kMaxD / (kThreads / 32);
+  T acc[kOwn];
+  #pragma unroll
+  for (int t = 0; t < kOwn; ++t) acc[t] = T(0);
   T bacc = 0;
-  if (acc_E || acc_b) {
-    for (int64_t b = 0; b < p.B; ++b) {
-      const int64_t bh = b * p.H + h;
-      for (int64_t i = wp; i < p.t2; i += 4) {
-        const T L = lse[bh * p.t2 + i];
-        if (L == neg_inf<T>()) continue;
-        const int64_t pi = p.pos[i], j = pi + p.min_delta + w;
-        if (j < 0 || j >= p.t1 || hidden(p, b, pi, j)) continue;
-        const T* qi = p.q + (bh * p.t2 + i) * p.D;
-        const T* qri = p.qr + (bh * p.t2 + i) * p.D;
-        const T* doi = dout + (bh * p.t2 + i) * p.D;
-        const T* kj = p.k + (bh * p.t1 + j) * p.D;
-        const T* vj = p.v + (bh * p.t1 + j) * p.D;
-        T z = 0, dp = 0;
-        for (int d = 0; d < D; ++d) z += qi[d] * kj[d];
-        if (e)
-          for (int d = 0; d < D; ++d) z += qri[d] * e[d];
-        z *= p.scale;
-        if (bias) z += bias[brow];
-        for (int d = 0; d < D; ++d) dp += doi[d] * vj[d];
-        const T ds = dexp(z - L) * (dp - drow[bh * p.t2 + i]);
-        if (acc_E)
-          for (int d = 0; d < D; ++d) acc[d] += p.scale * ds * qri[d];
-        if (acc_b) bacc += ds;
+  const int64_t b_lo = group_begin(g, groups, p.B), b_hi = group_begin(g + 1, groups, p.B);
+  const int64_t nqt = (p.t2 + kBQ - 1) / kBQ;
+  const bool skip = chunk_all_hidden(p.causal, p.min_delta, w0) || (!want_E && !want_b);
+  for (int64_t b = b_lo; b < b_hi && !skip; ++b) {
+    const int64_t bh = b * p.H + h;
+    for (int64_t qt = 0; qt < nqt; ++qt) {
+      const int64_t i0 = qt * kBQ;
+      const KeyRange keys = keys_for_chunk(p.tile_lo[qt], p.tile_hi[qt], p.min_delta, w0, p.t1);
+      if (keys.empty()) continue;  // block-uniform
+      __syncthreads();  // the previous tile's reads are done
+      load_rows(sQ, D, p.q + bh * p.t2 * p.D, i0, kBQ, p.t2, D);
+      if (sQR != sQ) load_rows(sQR, D, p.qr + bh * p.t2 * p.D, i0, kBQ, p.t2, D);
+      load_rows(sdO, D, dout + bh * p.t2 * p.D, i0, kBQ, p.t2, D);
+      if (stage_keys) {
+        load_rows(sK, ldk, p.k + bh * p.t1 * p.D, keys.lo, static_cast<int>(keys.size()), p.t1, D);
+        load_rows(sV, ldk, p.v + bh * p.t1 * p.D, keys.lo, static_cast<int>(keys.size()), p.t1, D);
+      }
+      __syncthreads();
+      #pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        const int64_t i = i0 + row0 + r;
+        const T L = i < p.t2 ? lse[bh * p.t2 + i] : neg_inf<T>();
+        const int64_t pi = i < p.t2 ? p.pos[i] : 0, j = key_of(pi, p.min_delta, w);
+        const bool ok = wanted && L != neg_inf<T>() && j >= 0 && j < p.t1 && !hidden(p, b, pi, j);
+        T ds = 0;
+        if (ok) {
+          const T* kj = stage_keys ? sK + (j - keys.lo) * ldk : p.k + (bh * p.t1 + j) * p.D;
+          const T* vj = stage_keys ? sV + (j - keys.lo) * ldk : p.v + (bh * p.t1 + j) * p.D;
+          const T* qi = sQ + (row0 + r) * D;
+          const T* qri = sQR + (row0 + r) * D;
+          const T* doi = sdO + (row0 + r) * D;
+          const T* e = sE + lane * ldk;
+          T z = 0, dp = 0;
+          for (int d = 0; d < D; ++d) z += qi[d] * kj[d];
+          if (row >= 0)
+            for (int d = 0; d < D; ++d) z += qri[d] * e[d];
+          z *= p.scale;
+          if (brow >= 0) z += bias[brow];
+          for (int d = 0; d < D; ++d) dp += doi[d] * vj[d];
+          ds = dexp(z - L) * (dp - drow[bh * p.t2 + i]);
+        }
+        sG[(row0 + r) * kND + lane] = ds;
+      }
+      __syncthreads();
+      for (int i = 0; i < kBQ; ++i) {  // rows in order: a fixed summation order
+        const T gi = sG[i * kND + wl];
+        if (gi == T(0)) continue;
+        if (dg == 0) bacc += gi;
+        #pragma unroll
+        for (int t = 0; t < kOwn; ++t) {
+          const int d = dg + (kThreads / 32) * t;
+          if (d >= D) break;
+          acc[t] += gi * sQR[i * D + d];
+        }
       }
     }
   }
-  sB[wp * 32 + lane] = bacc;
-  __syncthreads();
-  const int64_t w0 = static_cast<int64_t>(blockIdx.x) * 32;
-  if (want_E)
-    for (int el = threadIdx.x; el < 32 * D; el += blockDim.x) {
-      const int l2 = el / D, d = el % D;
-      if (w0 + l2 >= p.W) continue;
-      T s = 0;
-      for (int k = 0; k < 4; ++k) s += sAcc[(k * 32 + l2) * ld + d];
-      gEd[(h * p.W + w0 + l2) * p.D + d] = s;
+  if (w0 + wl >= p.W) return;
+  const int64_t at = (g * p.H + h) * p.W + w0 + wl;
+  if (want_E) {
+    #pragma unroll
+    for (int t = 0; t < kOwn; ++t) {
+      const int d = dg + (kThreads / 32) * t;
+      if (d >= D) break;
+      gEd[at * p.D + d] = p.scale * acc[t];
     }
-  if (want_b && threadIdx.x < 32 && w0 + threadIdx.x < p.W) {
-    T s = 0;
-    for (int k = 0; k < 4; ++k) s += sB[k * 32 + threadIdx.x];
-    gbd[h * p.W + w0 + threadIdx.x] = s;
   }
+  if (want_b && dg == 0) gbd[at] = bacc;
 }
 
 // ---- backward K4: fold distances into table rows ---------------------------------------------------
-// out (heads, rows, cols) [heads = 1: all H heads summed, in order]; src (H, W, cols); the entries w of
-// row r are list[start[r] .. start[r + 1]) (increasing).
+// out (heads, rows, cols) [heads = 1: all H heads summed, in order]; src (G, H, W, cols); the entries w
+// of row r are list[start[r] .. start[r + 1]) (increasing). Order: groups, then heads, then entries.
 template <class T>
 __global__ void flash_fold_kernel(const T* src, const int64_t* start, const int64_t* list, T* out, int64_t heads,
-                                  int64_t rows, int64_t cols, int64_t H, int64_t W) {
+                                  int64_t rows, int64_t cols, int64_t G, int64_t H, int64_t W) {
   const int64_t n = heads * rows * cols, stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += stride) {
     const int64_t c = e % cols, r = (e / cols) % rows, eh = e / (cols * rows);
     T s = 0;
-    for (int64_t h = heads == 1 ? 0 : eh; h < (heads == 1 ? H : eh + 1); ++h)
-      for (int64_t k = start[r]; k < start[r + 1]; ++k) s += src[(h * W + list[k]) * cols + c];
+    for (int64_t g = 0; g < G; ++g)
+      for (int64_t h = heads == 1 ? 0 : eh; h < (heads == 1 ? H : eh + 1); ++h)
+        for (int64_t k = start[r]; k < start[r + 1]; ++k) s += src[((g * H + h) * W + list[k]) * cols + c];
     out[e] = s;
   }
 }
 
-// Row lists of a lookup: for each table row r, the entries w (increasing) with rows[w] = r.
-void row_lists(const int64_t* rows, int64_t W, int64_t R, std::vector<int64_t>& start, std::vector<int64_t>& list) {
-  start.assign(static_cast<size_t>(R + 1), 0);
-  for (int64_t w = 0; w < W; ++w)
-    if (rows[w] >= 0) ++start[rows[w] + 1];
-  for (int64_t r = 0; r < R; ++r) start[r + 1] += start[r];
-  list.resize(static_cast<size_t>(start[R]));
-  std::vector<int64_t> fill(start.begin(), start.end() - 1);
-  for (int64_t w = 0; w < W; ++w)
-    if (rows[w] >= 0) list[fill[rows[w]]++] = w;
-}
-
 template <class T>
-void fold(const T* src, const int64_t* rows_host, int64_t W, int64_t R, int64_t heads, int64_t cols, int64_t H,
-          T* out, int device) {
-  std::vector<int64_t> start, list;
-  row_lists(rows_host, W, R, start, list);
-  Buffer s = upload(start, device), l = upload(list, device);
+void fold(const T* src, const int64_t* rows_host, int64_t W, int64_t R, int64_t heads, int64_t cols, int64_t G,
+          int64_t H, T* out, int device) {
   const int64_t n = heads * R * cols;
   if (n == 0) return;
-  flash_fold_kernel<T><<<grid_size(n), kBlockSize>>>(src, s.as<int64_t>(), l.as<int64_t>(), out, heads, R, cols, H, W);
+  std::vector<int64_t> start, list;
+  flash_plan::row_lists(rows_host, W, R, start, list);
+  if (list.empty()) {  // no distance maps to the table: its gradient is 0
+    RG_CUDA_CHECK(cudaMemset(out, 0, static_cast<size_t>(n) * sizeof(T)), kOp);
+    return;
+  }
+  flash_fold_kernel<T><<<grid_size(n), kBlockSize>>>(src, cached_upload(start, device), cached_upload(list, device),
+                                                     out, heads, R, cols, G, H, W);
   RG_CUDA_CHECK_LAUNCH(kOp);
 }
 
@@ -311,8 +350,7 @@ void backward(const FlashArgs& a, const T* out, const T* lse, const T* dout, T* 
     return;
   }
   const Plan pl = make_plan<T>(a);
-  Buffer lo = upload(pl.lo, a.device), hi = upload(pl.hi, a.device);
-  const Params<T> p = params<T>(a, pl, lo.as<int64_t>(), hi.as<int64_t>());
+  const Params<T> p = params<T>(a, pl, cached_upload(pl.lo, a.device), cached_upload(pl.hi, a.device));
   Buffer drow(static_cast<size_t>(BH * a.t2) * sizeof(T), a.device);
   flash_rowdot_kernel<T><<<grid_size(BH * a.t2), kBlockSize>>>(dout, out, drow.as<T>(), BH * a.t2, a.D);
   RG_CUDA_CHECK_LAUNCH(kOp);
@@ -335,23 +373,31 @@ void backward(const FlashArgs& a, const T* out, const T* lse, const T* dout, T* 
   RG_CUDA_CHECK_LAUNCH(kOp);
 
   if (!want_E && !want_b) return;
-  const int64_t W = a.W, H = a.H, D = a.D;
-  Buffer gEd(static_cast<size_t>(want_E ? H * W * D : 0) * sizeof(T), a.device);
-  Buffer gbd(static_cast<size_t>(want_b ? H * W : 0) * sizeof(T), a.device);
+  const int64_t W = a.W, H = a.H, D = a.D, chunks = (W + flash_plan::kND - 1) / flash_plan::kND;
+  const int64_t G = flash_plan::batch_groups(a.B, H, chunks, W, D, 4 * sm_count(a.device), int64_t{1} << 25);
+  Buffer gEd(static_cast<size_t>(want_E ? G * H * W * D : 0) * sizeof(T), a.device);
+  Buffer gbd(static_cast<size_t>(want_b ? G * H * W : 0) * sizeof(T), a.device);
   if (W > 0) {
-    const size_t smem = static_cast<size_t>(4 * 32 * (D + 1) + 4 * 32) * sizeof(T);
-    RG_CHECK_T(DeviceError, smem <= static_cast<size_t>(max_smem(a.device)), kOp, "the distance pass needs ", smem,
-               " bytes of shared memory for D = ", D);
+    const size_t dq_rows = static_cast<size_t>(a.qr != a.q ? 3 : 2) * kBQ * D;
+    const size_t fixed = (dq_rows + flash_plan::kND * (D + 1) + kBQ * flash_plan::kND) * sizeof(T);
+    const int key_rows = static_cast<int>(std::min<int64_t>(flash_plan::kND + pl.span, 1 << 20));
+    const size_t staged = fixed + 2 * static_cast<size_t>(key_rows) * (D + 1) * sizeof(T);
+    const size_t limit = static_cast<size_t>(max_smem(a.device));
+    // Stage the keys when they fit in a third of the limit (two blocks per SM or more); else read them
+    // from global memory (explicit positions spread far apart).
+    const bool stage_keys = flash_plan::kND + pl.span <= kMaxWindow && staged <= limit / 3;
+    const size_t smem = stage_keys ? staged : fixed;
+    RG_CHECK_T(DeviceError, smem <= limit, kOp, "the distance pass needs ", smem, " bytes of shared memory for D = ", D);
     RG_CUDA_CHECK(cudaFuncSetAttribute(flash_bwd_dist_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(smem)),
                   kOp);
-    const dim3 gd(static_cast<unsigned>((W + 31) / 32), static_cast<unsigned>(H));
-    flash_bwd_dist_kernel<T><<<gd, kThreads, smem>>>(p, dout, lse, drow.as<T>(), want_E, want_b, gEd.as<T>(),
-                                                     gbd.as<T>());
+    const dim3 gd(static_cast<unsigned>(chunks), static_cast<unsigned>(H), static_cast<unsigned>(G));
+    flash_bwd_dist_kernel<T><<<gd, kThreads, smem>>>(p, dout, lse, drow.as<T>(), want_E, want_b, stage_keys, key_rows,
+                                                     G, gEd.as<T>(), gbd.as<T>());
     RG_CUDA_CHECK_LAUNCH(kOp);
   }
-  if (want_E) fold<T>(gEd.as<T>(), a.rel_rows_host, W, a.R, a.E_heads, D, H, dE, a.device);
-  if (want_b) fold<T>(gbd.as<T>(), a.bias_rows_host, W, a.Rb, a.bias_heads, 1, H, dbias, a.device);
+  if (want_E) fold<T>(gEd.as<T>(), a.rel_rows_host, W, a.R, a.E_heads, D, G, H, dE, a.device);
+  if (want_b) fold<T>(gbd.as<T>(), a.bias_rows_host, W, a.Rb, a.bias_heads, 1, G, H, dbias, a.device);
 }
 
 }  // namespace

@@ -29,12 +29,13 @@
 
 #include "cuda/common.cuh"
 #include "cuda/flash_attention.h"
+#include "cuda/flash_plan.h"
 #include "cuda/runtime.h"
 
 namespace relgrad::cuda::flash {
 
 constexpr const char* kOp = "flash_relative_attention";
-constexpr int kBQ = 16, kBK = 32, kRows = 4, kThreads = 128, kMaxD = 128, kDimsPerLane = kMaxD / 32;
+constexpr int kBQ = flash_plan::kBQ, kBK = 32, kRows = 4, kThreads = 128, kMaxD = 128, kDimsPerLane = kMaxD / 32;
 constexpr int kMaxWindow = 96;  // table rows staged in shared memory per tile (BK + π span ≤ 96)
 
 template <class T>
@@ -209,15 +210,14 @@ class Buffer {
   void* ptr_;
 };
 
-template <class T>
-Buffer upload(const std::vector<T>& v, int device) {
-  Buffer b(v.size() * sizeof(T), device);
-  if (!v.empty()) memcpy_host_to_device(b.as<void>(), v.data(), v.size() * sizeof(T), device);
-  return b;
-}
+// A device copy of a small host index array, kept by content (cuda/flash_attention_cache.cu): the
+// same plan in a later call (every training step after the first) copies nothing. Valid until 32
+// other arrays have been asked for; the caller's DeviceGuard has made `device` current.
+const int64_t* cached_upload(const std::vector<int64_t>& host, int device);
 
 struct Plan {
   std::vector<int64_t> lo, hi;  // per query tile
+  int64_t span = 0;             // max over tiles of π_max − π_min
   bool e_smem = false;
   int win = 0;
   size_t smem_fwd = 0, smem_bwd = 0;
@@ -229,20 +229,24 @@ inline int max_smem(int device) {
   return v;
 }
 
+inline int64_t sm_count(int device) {
+  int v = 0;
+  RG_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, device), kOp);
+  return v;
+}
+
 template <class T>
 Plan make_plan(const FlashArgs& a) {
   RG_CHECK_T(ShapeError, a.D <= kMaxD, kOp, "the CUDA kernel supports head sizes up to ", kMaxD, ", got D = ", a.D);
   RG_CHECK_T(ShapeError, a.B * a.H <= 65535, kOp, "the CUDA kernel supports B·H up to 65535, got ", a.B * a.H);
   Plan pl;
+  const int64_t tiles = (a.t2 + kBQ - 1) / kBQ;
+  pl.lo.resize(static_cast<size_t>(tiles));
+  pl.hi.resize(static_cast<size_t>(tiles));
+  flash_plan::tile_bounds(a.pos_host, a.t2, pl.lo.data(), pl.hi.data());
   int64_t span = 0;
-  for (int64_t i0 = 0; i0 < a.t2; i0 += kBQ) {
-    const int64_t i1 = std::min<int64_t>(i0 + kBQ, a.t2);
-    int64_t lo = a.pos_host[i0], hi = a.pos_host[i0];
-    for (int64_t i = i0; i < i1; ++i) lo = std::min(lo, a.pos_host[i]), hi = std::max(hi, a.pos_host[i]);
-    pl.lo.push_back(lo);
-    pl.hi.push_back(hi);
-    span = std::max(span, hi - lo);
-  }
+  for (int64_t t = 0; t < tiles; ++t) span = std::max(span, pl.hi[t] - pl.lo[t]);
+  pl.span = span;
   const size_t D = static_cast<size_t>(a.D), base_q = kBQ * D * (a.E && a.qr != a.q ? 2 : 1);
   const size_t kv = 2 * kBK * (D + 1), pg = 2 * kBQ * kBK;
   auto bytes = [&](bool with_dout, int win) {

@@ -76,8 +76,7 @@ template <class T>
 void forward(const FlashArgs& a, void* out, void* lse) {
   if (a.B * a.H == 0 || a.t2 == 0) return;
   const Plan pl = make_plan<T>(a);
-  Buffer lo = upload(pl.lo, a.device), hi = upload(pl.hi, a.device);
-  const Params<T> p = params<T>(a, pl, lo.as<int64_t>(), hi.as<int64_t>());
+  const Params<T> p = params<T>(a, pl, cached_upload(pl.lo, a.device), cached_upload(pl.hi, a.device));
   RG_CUDA_CHECK(cudaFuncSetAttribute(flash_fwd_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      static_cast<int>(pl.smem_fwd)),
                 kOp);
