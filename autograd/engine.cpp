@@ -14,6 +14,7 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
+#include "autograd/profiler.h"
 
 namespace relgrad {
 
@@ -191,7 +192,12 @@ std::vector<Node*> tape_order(Node* root) {
   return order;
 }
 
-void accumulate(Tensor& slot, const Tensor& g) { slot = slot.defined() ? add(slot, g) : g; }
+// Gradients meeting at one tensor are summed; the profiler (autograd/profiler.h) names that work as
+// PyTorch's AccumulateGrad does, apart from the ops whose backward it follows.
+void accumulate(Tensor& slot, const Tensor& g) {
+  ProfileScope scope("accumulate_grad");
+  slot = slot.defined() ? add(slot, g) : g;
+}
 
 // The common walk of backward() and grad(): `deliver(leaf, g)` receives each leaf's gradient;
 // `captured` (may be null) receives the total gradient reaching the listed nodes.
@@ -228,7 +234,11 @@ void walk(const Tensor& root, const Tensor& grad_root, bool retain_graph, Delive
                "trying to backward through the graph a second time (its saved tensors were freed after the first "
                "backward, at op '", node->name, "'); call backward with retain_graph=true the first time");
       running_node = node->name;
-      TensorList g_in = node->backward(g_out);
+      TensorList g_in;
+      {
+        ProfileScope scope(node->name, /*backward=*/true);  // the ops inside count as "<name>.backward"
+        g_in = node->backward(g_out);
+      }
       running_node = "backward";
       RG_CHECK(g_in.size() == node->inputs.size(), node->name, "backward returned ", g_in.size(),
                " gradients for ", node->inputs.size(), " inputs");
@@ -239,7 +249,10 @@ void walk(const Tensor& root, const Tensor& grad_root, bool retain_graph, Delive
         RG_CHECK_T(ShapeError, g_in[i].shape() == e.shape, node->name, "backward produced a gradient of shape ",
                    shape_str(g_in[i].shape()), " for input ", i, " of shape ", shape_str(e.shape));
         if (e.node) accumulate(pending[e.node.get()], g_in[i]);
-        else deliver(e.leaf, g_in[i]);
+        else {
+          ProfileScope scope("accumulate_grad");
+          deliver(e.leaf, g_in[i]);
+        }
       }
     }
     if (!retain_graph) node->backward = nullptr;  // frees the saved tensors

@@ -7,12 +7,14 @@
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "autograd/ops/checks.h"
+#include "autograd/profiler.h"
 #include "core/backend/random.h"
 
 namespace relgrad {
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator* generator) {
   const char* op = "dropout";
+  RG_PROFILE_OP(op);
   RG_CHECK(x.defined(), op, "x is an undefined tensor");
   RG_CHECK(p >= 0.0 && p <= 1.0, op, "p must be in [0, 1], got ", p, " (x ", shape_str(x.shape()), ")");
   dispatch_float(x.dtype(), op, [](auto) {});  // DTypeError for int and bool tensors, in every mode

@@ -6,6 +6,7 @@
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "autograd/ops/checks.h"
+#include "autograd/profiler.h"
 #include "core/backend/elementwise.h"
 
 namespace relgrad {
@@ -33,7 +34,10 @@ Tensor scalar_like(double v, const Tensor& t) { return scalar_tensor(v, TensorOp
 
 // ---- unary ops from the X-macro list ----------------------------------------------------------
 #define RG_UNARY(name, Functor) \
-  Tensor name(const Tensor& x) { return unary_op(x, backend::Unary::Functor, #name); }
+  Tensor name(const Tensor& x) {                                     \
+    RG_PROFILE_OP(#name);                                            \
+    return unary_op(x, backend::Unary::Functor, #name);              \
+  }
 #include "core/base/unary_ops.def"
 #undef RG_UNARY
 
@@ -45,6 +49,7 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
 
 // pow with a scalar exponent: its functor carries the exponent, so it is not in the X-macro list.
 Tensor pow(const Tensor& x, double exponent) {
+  RG_PROFILE_OP("pow");
   Tensor y = backend::pow_forward(x, exponent);
   if (!needs_grad({x})) return y;
   return record(y, "pow", {x}, [exponent, x = SavedTensor(x)](const Tensor& gy) -> TensorList {
@@ -54,6 +59,7 @@ Tensor pow(const Tensor& x, double exponent) {
 
 // ---- binary arithmetic: the backward rules, written with ops (so they run on any device) ---------
 Tensor add(const Tensor& a, const Tensor& b) {
+  RG_PROFILE_OP("add");
   Tensor out = binary_forward(a, b, backend::Binary::Add, "add");
   if (!needs_grad({a, b})) return out;
   Shape sa = a.shape(), sb = b.shape();
@@ -61,6 +67,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
+  RG_PROFILE_OP("sub");
   Tensor out = binary_forward(a, b, backend::Binary::Sub, "sub");
   if (!needs_grad({a, b})) return out;
   Shape sa = a.shape(), sb = b.shape();
@@ -69,6 +76,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
+  RG_PROFILE_OP("mul");
   Tensor out = binary_forward(a, b, backend::Binary::Mul, "mul");
   if (!needs_grad({a, b})) return out;
   bool need_a = a.requires_grad(), need_b = b.requires_grad();
@@ -82,6 +90,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
+  RG_PROFILE_OP("div");
   Tensor out = binary_forward(a, b, backend::Binary::Div, "div");
   if (!needs_grad({a, b})) return out;
   bool need_b = b.requires_grad();
@@ -94,12 +103,12 @@ Tensor div(const Tensor& a, const Tensor& b) {
                 });
 }
 
-Tensor add(const Tensor& a, double b) { return add(a, scalar_like(b, a)); }
-Tensor sub(const Tensor& a, double b) { return sub(a, scalar_like(b, a)); }
-Tensor mul(const Tensor& a, double b) { return mul(a, scalar_like(b, a)); }
-Tensor div(const Tensor& a, double b) { return div(a, scalar_like(b, a)); }
-Tensor rsub(const Tensor& a, double b) { return sub(scalar_like(b, a), a); }
-Tensor rdiv(const Tensor& a, double b) { return div(scalar_like(b, a), a); }
+Tensor add(const Tensor& a, double b) { RG_PROFILE_OP("add"); return add(a, scalar_like(b, a)); }
+Tensor sub(const Tensor& a, double b) { RG_PROFILE_OP("sub"); return sub(a, scalar_like(b, a)); }
+Tensor mul(const Tensor& a, double b) { RG_PROFILE_OP("mul"); return mul(a, scalar_like(b, a)); }
+Tensor div(const Tensor& a, double b) { RG_PROFILE_OP("div"); return div(a, scalar_like(b, a)); }
+Tensor rsub(const Tensor& a, double b) { RG_PROFILE_OP("sub"); return sub(scalar_like(b, a), a); }
+Tensor rdiv(const Tensor& a, double b) { RG_PROFILE_OP("div"); return div(scalar_like(b, a), a); }
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
@@ -118,9 +127,13 @@ Tensor operator-(const Tensor& x) { return neg(x); }
 // ---- comparisons: bool masks, no gradient ----------------------------------------------------------
 #define RG_COMPARE(name, Functor)                                                                        \
   Tensor name(const Tensor& a, const Tensor& b) {                                                        \
+    RG_PROFILE_OP(#name);                                                                                \
     return binary_forward(a, b, backend::Binary::Functor, #name);                    \
   }                                                                                                      \
-  Tensor name(const Tensor& a, double b) { return name(a, scalar_like(b, a)); }
+  Tensor name(const Tensor& a, double b) {                                                               \
+    RG_PROFILE_OP(#name);                                                                                \
+    return name(a, scalar_like(b, a));                                                                   \
+  }
 RG_COMPARE(eq, Eq)
 RG_COMPARE(ne, Ne)
 RG_COMPARE(lt, Lt)

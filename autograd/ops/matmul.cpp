@@ -9,6 +9,7 @@
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "autograd/ops/checks.h"
+#include "autograd/profiler.h"
 #include "core/backend/matmul.h"
 
 namespace relgrad {
@@ -54,6 +55,7 @@ bool rows_foldable(const Tensor& x) {
 Tensor matmul_nd(const Tensor& a, const Tensor& b, const char* op, const Tensor& init = Tensor(), double alpha = 1.0) {
   Shape batch = batch_shape(a, b, op);
   Tensor out = backend::matmul(a, b, batch, op, init, alpha);
+  add_profiled_flops(2.0 * double(out.numel()) * double(a.size(-1)));  // 2·M·N·K over the batch
   TensorList inputs{a, b};
   if (init.defined()) inputs.push_back(init);
   if (!needs_grad(inputs)) return out;
@@ -78,6 +80,7 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, const char* op, const Tensor&
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   const char* op = "matmul";
+  RG_PROFILE_OP(op);
   check_operands(a, b, op);
   RG_CHECK_T(ShapeError, a.dim() >= 1 && b.dim() >= 1, op, "both arguments need at least 1 dimension, got ",
              shape_str(a.shape()), " @ ", shape_str(b.shape()));
@@ -100,6 +103,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 
 Tensor addmm(const Tensor& c, const Tensor& a, const Tensor& b, double alpha) {
   const char* op = "addmm";
+  RG_PROFILE_OP(op);
   check_operands(a, b, op);
   RG_CHECK(c.defined(), op, "called with an undefined tensor");
   check_same_device(a, c, op);
@@ -121,6 +125,7 @@ Tensor addmm(const Tensor& c, const Tensor& a, const Tensor& b, double alpha) {
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
   const char* op = "bmm";
+  RG_PROFILE_OP(op);
   check_operands(a, b, op);
   RG_CHECK_T(ShapeError, a.dim() == 3 && b.dim() == 3, op, "expected 3-D tensors (B,n,k) @ (B,k,m), got ",
              shape_str(a.shape()), " @ ", shape_str(b.shape()));

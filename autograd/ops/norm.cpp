@@ -8,6 +8,7 @@
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "autograd/ops/checks.h"
+#include "autograd/profiler.h"
 #include "core/backend/norm.h"
 
 namespace relgrad {
@@ -49,6 +50,7 @@ int64_t check_norm_args(const Tensor& x, const Shape& ns, const Tensor& weight, 
 // The shared forward and backward; rms = true gives rms_norm (no mean, no bias).
 Tensor norm_op(const Tensor& x, const Shape& ns, const Tensor& weight, const Tensor& bias, double eps, bool rms,
                const char* op) {
+  RG_PROFILE_OP(op);
   const int64_t N = check_norm_args(x, ns, weight, bias, op);
   const int64_t R = N == 0 ? 0 : x.numel() / N;
   // eps < 0 (the default -1 of rms_norm) stands for PyTorch's None: the dtype's machine epsilon.

@@ -7,6 +7,7 @@
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "autograd/ops/checks.h"
+#include "autograd/profiler.h"
 #include "core/backend/reduce.h"
 
 namespace relgrad {
@@ -20,6 +21,7 @@ using backend::ReducePlan;
 
 // sum or mean (scale = 1/R) over dims.
 Tensor sum_scaled(const Tensor& x, const Shape& dims, bool keepdim, bool mean_, const char* op) {
+  RG_PROFILE_OP(op);
   ReducePlan p = plan_reduce(x, dims, op);
   const double scale = mean_ ? 1.0 / static_cast<double>(p.R) : 1.0;
   Tensor out = backend::reduce_sum(p, keepdim ? p.keepdim_shape : p.out_shape, scale, op);
@@ -39,6 +41,7 @@ struct Extremum {
 template <bool kMax>
 Extremum extremum(const Tensor& x, const Shape& dims, bool keepdim, bool want_values, bool want_indices,
                   const char* op) {
+  RG_PROFILE_OP(op);
   ReducePlan p = plan_reduce(x, dims, op);
   RG_CHECK_T(IndexError, p.R > 0, op, "cannot reduce over a dimension of size 0: input shape ", shape_str(x.shape()),
              ", dims ", shape_str(p.dims));
@@ -65,6 +68,7 @@ Tensor extremum_values(const Tensor& x, const Shape& dims, bool keepdim, const c
 // max/min along one dim with indices: the gradient goes to the returned (first) index only.
 template <bool kMax>
 std::tuple<Tensor, Tensor> extremum_dim(const Tensor& x, int64_t dim, bool keepdim, const char* op) {
+  RG_PROFILE_OP(op);
   Extremum e = extremum<kMax>(x, {dim}, keepdim, true, true, op);
   if (!needs_grad({x})) return {e.values, e.indices};
   // Gradient layout (outer, R, inner) around the reduced dim d of the (contiguous) input shape.
@@ -86,6 +90,7 @@ Tensor mean(const Tensor& x) { return mean(x, {}, false); }
 
 Tensor var(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
   const char* op = "var";
+  RG_PROFILE_OP(op);
   ReducePlan p = plan_reduce(x, dims, op);
   backend::VarResult r = backend::reduce_var(p, keepdim ? p.keepdim_shape : p.out_shape, correction, op);
   Tensor out = r.var, mean_k = r.mean;  // mean_k: (outer, inner) layout too
@@ -100,6 +105,7 @@ Tensor var(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim)
 
 Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim) {
   const char* op = "logsumexp";
+  RG_PROFILE_OP(op);
   ReducePlan p = plan_reduce(x, dims, op);
   Tensor out = backend::reduce_logsumexp(p, keepdim ? p.keepdim_shape : p.out_shape, op);
   if (!needs_grad({x})) return out;

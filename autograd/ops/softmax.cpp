@@ -3,6 +3,7 @@
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "autograd/ops/checks.h"
+#include "autograd/profiler.h"
 #include "core/backend/softmax.h"
 
 namespace relgrad {
@@ -21,6 +22,7 @@ DimLayout layout_around(const Shape& shape, int64_t d) {
 
 // softmax or (log_) log_softmax along dim. Saves only the output y: both backwards need y alone.
 Tensor softmax_op(const Tensor& x, int64_t dim, bool log_, const char* op) {
+  RG_PROFILE_OP(op);
   DimLayout L = layout_around(x.shape(), normalize_dim(dim, x.dim(), op));
   // detach: the contiguous copy is internal, not a step on the tape
   Tensor y = backend::softmax_forward(x.detach().contiguous(), L.outer, L.C, L.inner, log_);
@@ -37,6 +39,7 @@ Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_op(x, dim, tru
 
 Tensor masked_softmax(const Tensor& x, const Tensor& mask, double scale, const Tensor& bias) {
   const char* op = "masked_softmax";
+  RG_PROFILE_OP(op);
   RG_CHECK_T(DTypeError, is_floating(x.dtype()), op, "x must be float32 or float64, got ", dtype_name(x.dtype()));
   RG_CHECK_T(ShapeError, x.dim() >= 1, op, "x needs at least one dim, got shape ()");
   const Shape& shape = x.shape();
@@ -72,6 +75,7 @@ Tensor masked_softmax(const Tensor& x, const Tensor& mask, double scale, const T
 // as logits (N, C, D) and target (N, D) with D = d1 * ... (1 when there are no extra dims).
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options) {
   const char* op = "cross_entropy";
+  RG_PROFILE_OP(op);
   check_same_device(logits, target, op);
   RG_CHECK_T(DTypeError, is_floating(logits.dtype()), op, "logits must be float32 or float64, got ",
              dtype_name(logits.dtype()), " ", shape_str(logits.shape()));

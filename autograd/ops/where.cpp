@@ -5,6 +5,7 @@
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "autograd/ops/checks.h"
+#include "autograd/profiler.h"
 #include "core/backend/elementwise.h"
 
 namespace relgrad {
@@ -24,6 +25,7 @@ Tensor zero_like_scalar(const Tensor& g) { return scalar_tensor(0.0, TensorOptio
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   const char* op = "where";
+  RG_PROFILE_OP(op);
   check_mask(cond, op, "condition");
   RG_CHECK(a.defined() && b.defined(), op, "a and b must be defined tensors");
   check_same_device(cond, a, op);
@@ -52,6 +54,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   const char* op = "masked_fill";
+  RG_PROFILE_OP(op);
   RG_CHECK(x.defined(), op, "x is an undefined tensor");
   check_mask(mask, op, "mask");
   check_same_device(x, mask, op);

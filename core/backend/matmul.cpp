@@ -47,4 +47,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, const Shape& batch, const char* 
   return cpu::matmul(a, b, batch, op, init, alpha);
 }
 
+void set_allow_tf32(bool allow) { cuda::set_allow_tf32(allow); }
+bool allow_tf32() { return cuda::allow_tf32(); }
+
 }  // namespace relgrad::backend

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "core/allocator.h"
+#include "core/backend/matmul.h"
 #include "core/device.h"
 #include "core/base/error.h"
 #include "core/file_io.h"
@@ -102,6 +103,13 @@ int run_cli(int argc, const char* const* argv, std::ostream& out_all, std::ostre
 
 namespace {
 
+// sample / eval --tf32: TF32 GEMMs for the command (backend::set_allow_tf32), the process's setting after.
+struct Tf32Scope {
+  explicit Tf32Scope(bool on) : before(backend::allow_tf32()) { backend::set_allow_tf32(on); }
+  ~Tf32Scope() { backend::set_allow_tf32(before); }
+  bool before;
+};
+
 int run_command(int argc, const char* const* argv, std::ostream& out_all, std::ostream& err,
                 std::string& command) {
   // Under mpirun only rank 0 prints; errors come from every rank, naming it (docs/distributed.md).
@@ -147,6 +155,8 @@ int run_command(int argc, const char* const* argv, std::ostream& out_all, std::o
       ->check(CLI::Range(int64_t(0), INT64_MAX));
   sample->add_option("--melody", sa.melody, "chorale harmonisers: harmonise this .mid file's melody");
   sample->add_option("--device", sa.device, "cpu (default), cuda or cuda:N: where the model runs");
+  bool sample_tf32 = false, eval_tf32 = false;
+  sample->add_flag("--tf32", sample_tf32, "TF32 for float32 GEMMs on the GPU, as train.tf32 (no effect on the CPU)");
 
   auto* eval = app.add_subcommand("eval", "held-out loss and accuracy of a checkpoint, or dump logits");
   std::string eval_ckpt, dump_path, eval_input, eval_target;
@@ -158,6 +168,7 @@ int run_command(int argc, const char* const* argv, std::ostream& out_all, std::o
   eval->add_option("--target", eval_target, "encoder-decoder: target tokens fed after <bos>");
   std::string eval_device = "cpu";
   eval->add_option("--device", eval_device, "cpu (default), cuda or cuda:N: where the model runs");
+  eval->add_flag("--tf32", eval_tf32, "TF32 for float32 GEMMs on the GPU, as train.tf32 (no effect on the CPU)");
   eval->allow_extras();  // --data.KEY=VALUE: the held-out data at other lengths (kEvalDataKeys)
   eval->footer("--data.KEY=VALUE evaluates on other held-out data, e.g. --data.max_len=256 (" +
                eval_data_keys_text() + ")");
@@ -321,6 +332,7 @@ int run_command(int argc, const char* const* argv, std::ostream& out_all, std::o
         throw UsageError("[sample] -o " + sa.output +
                          " only goes with --format midi (music models write .mid "
                          "files); samples are otherwise printed on stdout (redirect it: > FILE)");
+      Tf32Scope tf32(sample_tf32);
       return cmd_sample(sa, out);
     }
     if (eval->parsed()) {
@@ -336,6 +348,7 @@ int run_command(int argc, const char* const* argv, std::ostream& out_all, std::o
         if (o.rfind("--data.", 0) != 0 || o.find('=') == std::string::npos)
           throw UsageError("[eval] '" + o + "' is neither an option of relgrad eval nor a --data.KEY=VALUE " +
                            "override (" + eval_data_keys_text() + ")");
+      Tf32Scope tf32(eval_tf32);
       return cmd_eval(eval_ckpt, eval_batches, dump_path, eval_input, eval_target, eval_device, out,
                       data_overrides);
     }

@@ -239,7 +239,10 @@ int cmd_train(const std::string& config_path, const std::string& resume, const s
       << (!trainer.model().device.is_cpu() ? "on " + trainer.model().device.str()
           : threads.adaptive() ? "up to " + std::to_string(threads.most()) + " threads (picked by timing steps)"
                                : std::to_string(threads.most()) + (threads.most() == 1 ? " thread" : " threads"))
-      << (trainer.model().device.is_cpu() ? std::string(", GEMM: ") + cpu::gemm_library() : std::string()) << "\n";
+      << (trainer.model().device.is_cpu() ? std::string(", GEMM: ") + cpu::gemm_library() : std::string())
+      << (trainer.model().device.is_cpu() ? "" : config.train.tf32 ? ", TF32 matmuls on" : ", TF32 matmuls off") << "\n";
+  if (trainer.model().device.is_cpu() && config.train.tf32)  // as PyTorch's allow_tf32: a CUDA-only switch
+    out << "note: train.tf32 = true has no effect on the CPU (its float32 products are always full float32)\n";
   // OpenBLAS reads OPENBLAS_CORETYPE when it loads: a forced older core type (Haswell's AVX2 kernels
   // on an AVX-512 machine) made its products 0.75-0.8x Eigen's instead of 1.3-1.6x (docs/benchmarks.md).
   // Said on stdout beside the banner: stderr is kept for warnings and errors.

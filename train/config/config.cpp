@@ -189,6 +189,11 @@ const std::vector<Field>& fields() {
          at2(&R::train, &T::max_skipped_steps)},
         {"train.detect_anomaly", Kind::Bool, "check every op's output and gradient for NaN/Inf (slow)", {},
          at2(&R::train, &T::detect_anomaly)},
+        {"train.profile", Kind::Int,
+         "op-level profile of this many steps after the first (0 = off): a table, and profile.json", {},
+         at2(&R::train, &T::profile)},
+        {"train.tf32", Kind::Bool, "TF32 for float32 GEMMs on the GPU (no effect on the CPU)", {},
+         at2(&R::train, &T::tf32)},
     };
     using S = SampleConfig;
     std::vector<Field> sample = {

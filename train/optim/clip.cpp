@@ -4,11 +4,13 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
+#include "autograd/profiler.h"
 #include "core/base/error.h"
 
 namespace relgrad {
 
 double clip_grad_norm_(const TensorList& params, double max_norm) {
+  RG_PROFILE_OP("clip_grad_norm_");
   RG_CHECK(max_norm >= 0, "clip_grad_norm_", "invalid max_norm ", max_norm, " (must be >= 0)");
   NoGradGuard no_grad;
   double sum_sq = 0.0;

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "autograd/grad_mode.h"
+#include "autograd/profiler.h"
 #include "core/base/error.h"
 #include "core/backend/adam.h"
 
@@ -68,6 +69,7 @@ void Optimizer::check_group(const ParamGroup& group, size_t index) const {
 }
 
 void Optimizer::step() {
+  ProfileScope profile("optimizer.step");  // one row of the op profiler (autograd/profiler.h)
   NoGradGuard no_grad;
   for (size_t g = 0; g < groups_.size(); ++g) check_group(groups_[g], g);  // a schedule may have set lr
   for (size_t g = 0; g < groups_.size(); ++g) {

@@ -18,11 +18,13 @@
 #include <sstream>
 
 #include "autograd/grad_mode.h"
+#include "core/backend/matmul.h"
 #include "core/base/error.h"
 #include "core/file_io.h"
 #include "train/optim/clip.h"
 #include "train/optim/param_groups.h"
 #include "train/trainer/nonfinite.h"
+#include "train/trainer/profiler.h"
 #include "train/trainer/sampler.h"
 
 namespace relgrad {
@@ -100,6 +102,10 @@ Trainer::Trainer(TrainerOptions options, std::ostream* out, Communicator* comm)
   Generator init(options_.train.seed);
   model_ = build_model(options_.model, &init);
   model_.to(device);  // before the optimizer: its state is allocated beside the weights
+  // train.tf32: cuBLAS's float32 GEMMs in TF32 for this Trainer's life (a GPU setting; no effect on the CPU).
+  tf32_before_ = backend::allow_tf32();
+  backend::set_allow_tf32(options_.train.tf32);
+  if (options_.train.profile > 0) profile_ = std::make_unique<StepProfile>(options_.train.profile, device);
   // On a GPU the host threads only feed the device: the count is fixed (train.threads, capped).
   const int64_t requested = device.is_cpu() || options_.train.threads > 0 ? options_.train.threads
                                                                           : int64_t(omp_get_max_threads());
@@ -139,7 +145,7 @@ void Trainer::start_data_parallel() {
           << (reducer_->buckets() == 1 ? " bucket)\n" : " buckets)\n");
 }
 
-Trainer::~Trainer() = default;
+Trainer::~Trainer() { backend::set_allow_tf32(tf32_before_); }
 
 std::string Trainer::checkpoint_path() const { return options_.train.out_dir + "/checkpoint.safetensors"; }
 std::string Trainer::log_path() const { return options_.train.out_dir + "/log." + options_.train.log_format; }
@@ -189,8 +195,19 @@ void Trainer::save(const std::string& path) const {
 
 double Trainer::train_step() {
   threads_->set_for_next_step();
+  if (profile_) profile_->begin(step_ + 1);
   const auto start = std::chrono::steady_clock::now();
-  const double loss = run_step();
+  double loss = 0;
+  try {
+    loss = run_step();
+  } catch (...) {
+    if (profile_) profile_->cancel();
+    throw;
+  }
+  if (profile_) {
+    profile_->end();
+    profile_->finish(options_.train.out_dir, out_, comm_->is_root() && out_dir_locked_, /*at_end=*/false);
+  }
   threads_->record(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), last_tokens_);
   std::string change = threads_->take_change();
   if (out_ && !change.empty()) *out_ << "step " << step_ << ": " << change << "\n" << std::flush;
@@ -597,6 +614,7 @@ TrainResult Trainer::train_loop() {
   // Nothing to train (resumed in place at or past train.steps): the evaluation is reported, but not
   // logged again, since the log already ends at this step (check_resume_target refuses another directory).
   if (step_ == first_step && result.interrupted_by == 0) run_eval(/*record=*/false);
+  if (profile_) profile_->finish(tc.out_dir, out_, writer, /*at_end=*/true);  // a run shorter than train.profile
   result.steps = step_;
   result.seconds = seconds();
   result.tokens_per_s = tokens / std::max(1e-9, result.seconds);

@@ -67,6 +67,7 @@
 namespace relgrad {
 
 class DirectoryLock;
+class StepProfile;
 
 struct TrainResult {
   int64_t steps = 0;             // optimizer steps done in total (including before a resume)
@@ -183,6 +184,8 @@ class Trainer {
   bool log_open_pending_ = false;              // a resume: the log is opened at the first record or save
   std::unique_ptr<std::string> log_rewrite_;   // ... and first rewritten to these records, when set
   std::unique_ptr<DirectoryLock> lock_;  // rank 0, while train.out_dir is locked
+  std::unique_ptr<StepProfile> profile_;  // train.profile > 0 (train/trainer/profiler.h)
+  bool tf32_before_ = false;              // the process's TF32 setting, restored by ~Trainer
   bool out_dir_locked_ = false;          // lock_out_dir() was called (on every rank)
   bool rotate_pending_ = false;          // a fresh run whose first checkpoint will make the earlier *.prev
 };
