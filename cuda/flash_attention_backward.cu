@@ -23,19 +23,15 @@ __global__ void flash_rowdot_kernel(const T* dout, const T* out, T* drow, int64_
 
 // Probabilities and logit gradients of the warp's rows against key j0 + lane:
 //   P = exp(z − lse), G = scale · P · (dO·v − Drow)   (0 where hidden).
-template <class T>
+template <class T, bool kVec>
 __device__ void warp_grads(const Params<T>& p, const T* sdO, const T* sV, const T (&lse_t)[kRows],
                            const T (&drow_t)[kRows], int64_t i0, int row0, const T (&z)[kRows], T (&P)[kRows],
                            T (&G)[kRows]) {
-  const int lane = threadIdx.x % 32, D = static_cast<int>(p.D), ldk = D + 1;
+  const int lane = threadIdx.x % 32, D = static_cast<int>(p.D);
   T dp[kRows];
   #pragma unroll
   for (int r = 0; r < kRows; ++r) dp[r] = T(0);
-  for (int d = 0; d < D; ++d) {
-    const T vd = sV[lane * ldk + d];
-    #pragma unroll
-    for (int r = 0; r < kRows; ++r) dp[r] += sdO[(row0 + r) * D + d] * vd;
-  }
+  dot_rows<T, kVec>(sdO + row0 * D, D, sV + lane * p.ld, D, dp);
   #pragma unroll
   for (int r = 0; r < kRows; ++r) {
     const int64_t i = i0 + row0 + r;
@@ -45,15 +41,53 @@ __device__ void warp_grads(const Params<T>& p, const T* sdO, const T* sV, const 
   }
 }
 
+// The dk/dv and table sums: thread (lane, dim group dg of 4) owns kOwn dims of its key (distance):
+// d = dg·D/4 + t, contiguous, when the vector path runs (D/4 a multiple of the width), else
+// d = dg + 4t. acc[t] += g · row[d] over the owned dims, with 16-byte loads of the broadcast row.
+constexpr int kOwn = kMaxD / (kThreads / 32);
+template <class T, bool kVec>
+__device__ inline int own_dim(int dg, int t, int D) { return kVec ? dg * (D / 4) + t : dg + (kThreads / 32) * t; }
+template <class T, bool kVec>
+__device__ inline void add_owned(T (&acc)[kOwn], T g, const T* row, int dg, int D) {
+  if constexpr (kVec) {
+    using V = typename Vec16<T>::V;
+    constexpr int n = Vec16<T>::n;
+    const T* base = row + dg * (D / 4);
+    #pragma unroll
+    for (int t = 0; t < kOwn; t += n) {
+      if (t >= D / 4) break;
+      const V x = *reinterpret_cast<const V*>(base + t);
+      const T* xs = reinterpret_cast<const T*>(&x);
+      #pragma unroll
+      for (int u = 0; u < n; ++u) acc[t + u] += g * xs[u];
+    }
+  } else {
+    #pragma unroll
+    for (int t = 0; t < kOwn; ++t) {
+      const int d = dg + (kThreads / 32) * t;
+      if (d >= D) break;
+      acc[t] += g * row[d];
+    }
+  }
+}
+template <class T, bool kVec>
+__device__ inline void store_owned(const T (&acc)[kOwn], T factor, T* out, int dg, int D) {
+  #pragma unroll
+  for (int t = 0; t < kOwn; ++t) {
+    if (kVec ? t >= D / 4 : dg + (kThreads / 32) * t >= D) break;
+    out[own_dim<T, kVec>(dg, t, D)] = factor * acc[t];
+  }
+}
+
 // ---- backward K1: dq (+ dqr) per (query tile, b·h) -------------------------------------------------
-template <class T>
+template <class T, bool kVec>
 __global__ void __launch_bounds__(kThreads)
     flash_bwd_dq_kernel(Params<T> p, const T* dout, const T* lse, const T* drow, T* dq, T* dqr) {
   T *sQ, *sQR, *sdO, *sK, *sV, *sE, *sP, *sG;
   int* sEok;
   carve(p, true, sQ, sQR, sdO, sK, sV, sE, sEok, sP, sG);
   const int64_t qt = blockIdx.x, bh = blockIdx.y, b = bh / p.H, h = bh % p.H, i0 = qt * kBQ;
-  const int lane = threadIdx.x % 32, row0 = (threadIdx.x / 32) * kRows, D = static_cast<int>(p.D), ldk = D + 1;
+  const int lane = threadIdx.x % 32, row0 = (threadIdx.x / 32) * kRows, D = static_cast<int>(p.D), ldk = p.ld;
   const int64_t pmin = p.tile_lo[qt], pmax = p.tile_hi[qt];
   load_rows(sQ, D, p.q + bh * p.t2 * p.D, i0, kBQ, p.t2, D);
   if (sQR != sQ) load_rows(sQR, D, p.qr + bh * p.t2 * p.D, i0, kBQ, p.t2, D);
@@ -79,22 +113,24 @@ __global__ void __launch_bounds__(kThreads)
     if (p.E && p.e_smem) load_window(p, sE, sEok, h, dlo, static_cast<int>(kBK + pmax - pmin));
     __syncthreads();
     T z[kRows], P[kRows], G[kRows];
-    warp_logits(p, sQ, sQR, sK, sE, sEok, b, h, i0, row0, j0, dlo, z);
-    warp_grads(p, sdO, sV, lse_t, drow_t, i0, row0, z, P, G);
-    #pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      const int64_t i = i0 + row0 + r;
-      const int64_t pi = i < p.t2 ? p.pos[i] : 0;
-      for (int jj = 0; jj < kBK; ++jj) {
+    warp_logits<T, kVec>(p, sQ, sQR, sK, sE, sEok, b, h, i0, row0, j0, dlo, z);
+    warp_grads<T, kVec>(p, sdO, sV, lse_t, drow_t, i0, row0, z, P, G);
+    // gq[r] += Σ_jj G[r][jj]·k[jj] (each key row read once for the warp's rows), gqr[r] += G·E[row(δ)].
+    for (int jj = 0; jj < kBK; ++jj) {
+      T kk[kDimsPerLane];
+      #pragma unroll
+      for (int t = 0; t < kDimsPerLane; ++t) kk[t] = lane + 32 * t < D ? sK[jj * ldk + lane + 32 * t] : T(0);
+      #pragma unroll
+      for (int r = 0; r < kRows; ++r) {
         const T gj = __shfl_sync(0xffffffffu, G[r], jj);
         if (gj == T(0)) continue;  // warp-uniform (the broadcast value)
-        const T* e = rel_row(p, sE, sEok, h, dlo, pi, j0 + jj);
+        const int64_t i = i0 + row0 + r;
+        const T* e = rel_row(p, sE, sEok, h, dlo, i < p.t2 ? p.pos[i] : 0, j0 + jj);
         #pragma unroll
         for (int t = 0; t < kDimsPerLane; ++t) {
           const int d = lane + 32 * t;
-          if (d >= D) continue;
-          gq[r][t] += gj * sK[jj * ldk + d];
-          if (e) gqr[r][t] += gj * e[d];
+          gq[r][t] += gj * kk[t];
+          if (e && d < D) gqr[r][t] += gj * e[d];
         }
       }
     }
@@ -120,16 +156,15 @@ __global__ void __launch_bounds__(kThreads)
 
 // ---- backward K2: dk, dv per (key tile, b·h); query tiles in order ---------------------------------
 // Thread (key jk = tid % 32, dim group dg = tid / 32) owns dk, dv[j0 + jk][dg + 4t].
-template <class T>
+template <class T, bool kVec>
 __global__ void __launch_bounds__(kThreads)
     flash_bwd_dkdv_kernel(Params<T> p, const T* dout, const T* lse, const T* drow, T* dk, T* dv) {
   T *sQ, *sQR, *sdO, *sK, *sV, *sE, *sP, *sG;
   int* sEok;
   carve(p, true, sQ, sQR, sdO, sK, sV, sE, sEok, sP, sG);
   const int64_t kt = blockIdx.x, bh = blockIdx.y, b = bh / p.H, h = bh % p.H, j0 = kt * kBK;
-  const int lane = threadIdx.x % 32, row0 = (threadIdx.x / 32) * kRows, D = static_cast<int>(p.D), ldk = D + 1;
+  const int lane = threadIdx.x % 32, row0 = (threadIdx.x / 32) * kRows, D = static_cast<int>(p.D), ldk = p.ld;
   const int jk = threadIdx.x % 32, dg = threadIdx.x / 32;
-  constexpr int kOwn = kMaxD / (kThreads / 32);
   T gk[kOwn], gv[kOwn];
   #pragma unroll
   for (int t = 0; t < kOwn; ++t) gk[t] = gv[t] = T(0);
@@ -153,8 +188,8 @@ __global__ void __launch_bounds__(kThreads)
       drow_t[r] = i < p.t2 ? drow[bh * p.t2 + i] : T(0);
     }
     T z[kRows], P[kRows], G[kRows];
-    warp_logits(p, sQ, sQR, sK, sE, sEok, b, h, i0, row0, j0, dlo, z);
-    warp_grads(p, sdO, sV, lse_t, drow_t, i0, row0, z, P, G);
+    warp_logits<T, kVec>(p, sQ, sQR, sK, sE, sEok, b, h, i0, row0, j0, dlo, z);
+    warp_grads<T, kVec>(p, sdO, sV, lse_t, drow_t, i0, row0, z, P, G);
     #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       sP[(row0 + r) * kBK + lane] = P[r];
@@ -164,23 +199,13 @@ __global__ void __launch_bounds__(kThreads)
     for (int i = 0; i < kBQ; ++i) {  // rows in order: a fixed summation order
       const T pv = sP[i * kBK + jk], g = sG[i * kBK + jk];
       if (pv == T(0)) continue;
-      #pragma unroll
-      for (int t = 0; t < kOwn; ++t) {
-        const int d = dg + (kThreads / 32) * t;
-        if (d >= D) break;
-        gk[t] += g * sQ[i * D + d];
-        gv[t] += pv * sdO[i * D + d];
-      }
+      add_owned<T, kVec>(gk, g, sQ + i * D, dg, D);
+      add_owned<T, kVec>(gv, pv, sdO + i * D, dg, D);
     }
   }
   if (j0 + jk < p.t1) {
-    #pragma unroll
-    for (int t = 0; t < kOwn; ++t) {
-      const int d = dg + (kThreads / 32) * t;
-      if (d >= D) break;
-      dk[(bh * p.t1 + j0 + jk) * p.D + d] = gk[t];
-      dv[(bh * p.t1 + j0 + jk) * p.D + d] = gv[t];
-    }
+    store_owned<T, kVec>(gk, T(1), dk + (bh * p.t1 + j0 + jk) * p.D, dg, D);
+    store_owned<T, kVec>(gv, T(1), dv + (bh * p.t1 + j0 + jk) * p.D, dg, D);
   }
 }
 
@@ -192,20 +217,20 @@ __global__ void __launch_bounds__(kThreads)
 // dS of each (row, distance) into sG (kBQ, kND), then thread (w, dg) adds Σ_i dS_iw · qr_i[d] for
 // d ≡ dg (mod 4) over the tile's rows in order. dS_ij = P_ij (dP_ij − Drow_i) is the logit's gradient.
 //   gEd (G, H, W, D) = scale · Σ dS·qr,  gbd (G, H, W) = Σ dS   (G batch groups, summed by the fold)
-template <class T>
+template <class T, bool kVec>
 __global__ void __launch_bounds__(kThreads)
     flash_bwd_dist_kernel(Params<T> p, const T* dout, const T* lse, const T* drow, bool want_E, bool want_b,
                           bool stage_keys, int key_rows, int64_t groups, T* gEd, T* gbd) {
   using namespace flash_plan;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  const int D = static_cast<int>(p.D), ldk = D + 1;
+  const int D = static_cast<int>(p.D), ldk = p.ld;
   T* sQ = reinterpret_cast<T*>(smem_raw);         // (kBQ, D)
   T* sQR = p.qr != p.q ? sQ + kBQ * D : sQ;        // (kBQ, D)
   T* sdO = sQ + (sQR != sQ ? 2 : 1) * kBQ * D;     // (kBQ, D)
-  T* sE = sdO + kBQ * D;                           // (kND, D + 1): the chunk's table rows
+  T* sE = sdO + kBQ * D;                           // (kND, ld): the chunk's table rows
   T* sG = sE + kND * ldk;                          // (kBQ, kND)
-  T* sK = sG + kBQ * kND;                          // (key_rows, D + 1) when stage_keys
-  T* sV = sK + (stage_keys ? key_rows * ldk : 0);  // (key_rows, D + 1)
+  T* sK = sG + kBQ * kND;                          // (key_rows, ld) when stage_keys
+  T* sV = sK + (stage_keys ? key_rows * ldk : 0);  // (key_rows, ld)
   const int lane = threadIdx.x % 32, wp = threadIdx.x / 32, row0 = wp * kRows;
   const int64_t h = blockIdx.y, g = blockIdx.z, w0 = static_cast<int64_t>(blockIdx.x) * kND, w = w0 + lane;
   const int64_t row = p.E && w < p.W ? p.rel_rows[w] : -1;
@@ -223,7 +248,6 @@ __global__ void __launch_bounds__(kThreads)
   }
   // Thread (wl, dg) owns the sums of distance w0 + wl, dims dg, dg + 4, …
   const int wl = threadIdx.x % 32, dg = threadIdx.x / 32;
-  constexpr int kOwn = kMaxD / (kThreads / 32);
   T acc[kOwn];
   #pragma unroll
   for (int t = 0; t < kOwn; ++t) acc[t] = T(0);
@@ -260,13 +284,12 @@ __global__ void __launch_bounds__(kThreads)
           const T* qri = sQR + (row0 + r) * D;
           const T* doi = sdO + (row0 + r) * D;
           const T* e = sE + lane * ldk;
-          T z = 0, dp = 0;
-          for (int d = 0; d < D; ++d) z += qi[d] * kj[d];
-          if (row >= 0)
-            for (int d = 0; d < D; ++d) z += qri[d] * e[d];
+          // Staged rows are aligned for 16-byte loads; rows read from global memory may not be.
+          T z = stage_keys ? dot<T, kVec>(qi, kj, D, T(0)) : dot<T, false>(qi, kj, D, T(0));
+          if (row >= 0) z = dot<T, kVec>(qri, e, D, z);
           z *= p.scale;
           if (brow >= 0) z += bias[brow];
-          for (int d = 0; d < D; ++d) dp += doi[d] * vj[d];
+          const T dp = stage_keys ? dot<T, kVec>(doi, vj, D, T(0)) : dot<T, false>(doi, vj, D, T(0));
           ds = dexp(z - L) * (dp - drow[bh * p.t2 + i]);
         }
         sG[(row0 + r) * kND + lane] = ds;
@@ -276,25 +299,13 @@ __global__ void __launch_bounds__(kThreads)
         const T gi = sG[i * kND + wl];
         if (gi == T(0)) continue;
         if (dg == 0) bacc += gi;
-        #pragma unroll
-        for (int t = 0; t < kOwn; ++t) {
-          const int d = dg + (kThreads / 32) * t;
-          if (d >= D) break;
-          acc[t] += gi * sQR[i * D + d];
-        }
+        add_owned<T, kVec>(acc, gi, sQR + i * D, dg, D);
       }
     }
   }
   if (w0 + wl >= p.W) return;
   const int64_t at = (g * p.H + h) * p.W + w0 + wl;
-  if (want_E) {
-    #pragma unroll
-    for (int t = 0; t < kOwn; ++t) {
-      const int d = dg + (kThreads / 32) * t;
-      if (d >= D) break;
-      gEd[at * p.D + d] = p.scale * acc[t];
-    }
-  }
+  if (want_E) store_owned<T, kVec>(acc, p.scale, gEd + at * p.D, dg, D);
   if (want_b && dg == 0) gbd[at] = bacc;
 }
 
@@ -355,21 +366,26 @@ void backward(const FlashArgs& a, const T* out, const T* lse, const T* dout, T* 
   flash_rowdot_kernel<T><<<grid_size(BH * a.t2), kBlockSize>>>(dout, out, drow.as<T>(), BH * a.t2, a.D);
   RG_CUDA_CHECK_LAUNCH(kOp);
 
-  RG_CUDA_CHECK(cudaFuncSetAttribute(flash_bwd_dq_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  const bool vec = use_vec<T>(a.D);
+  RG_CUDA_CHECK(cudaFuncSetAttribute(vec ? flash_bwd_dq_kernel<T, true> : flash_bwd_dq_kernel<T, false>,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      static_cast<int>(pl.smem_bwd)),
                 kOp);
   const dim3 gq(static_cast<unsigned>(pl.lo.size()), static_cast<unsigned>(BH));
   // Without a table there is no relative query: dqr (if asked for) is 0.
   T* dqr_arg = a.E ? dqr : nullptr;
-  flash_bwd_dq_kernel<T><<<gq, kThreads, pl.smem_bwd>>>(p, dout, lse, drow.as<T>(), dq, dqr_arg);
+  (vec ? flash_bwd_dq_kernel<T, true> : flash_bwd_dq_kernel<T, false>)<<<gq, kThreads, pl.smem_bwd>>>(
+      p, dout, lse, drow.as<T>(), dq, dqr_arg);
   RG_CUDA_CHECK_LAUNCH(kOp);
   if (dqr && !a.E) RG_CUDA_CHECK(cudaMemset(dqr, 0, static_cast<size_t>(BH * a.t2 * a.D) * sizeof(T)), kOp);
 
-  RG_CUDA_CHECK(cudaFuncSetAttribute(flash_bwd_dkdv_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  RG_CUDA_CHECK(cudaFuncSetAttribute(vec ? flash_bwd_dkdv_kernel<T, true> : flash_bwd_dkdv_kernel<T, false>,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      static_cast<int>(pl.smem_bwd)),
                 kOp);
   const dim3 gk(static_cast<unsigned>((a.t1 + kBK - 1) / kBK), static_cast<unsigned>(BH));
-  flash_bwd_dkdv_kernel<T><<<gk, kThreads, pl.smem_bwd>>>(p, dout, lse, drow.as<T>(), dk, dv);
+  (vec ? flash_bwd_dkdv_kernel<T, true> : flash_bwd_dkdv_kernel<T, false>)<<<gk, kThreads, pl.smem_bwd>>>(
+      p, dout, lse, drow.as<T>(), dk, dv);
   RG_CUDA_CHECK_LAUNCH(kOp);
 
   if (!want_E && !want_b) return;
@@ -378,21 +394,23 @@ void backward(const FlashArgs& a, const T* out, const T* lse, const T* dout, T* 
   Buffer gEd(static_cast<size_t>(want_E ? G * H * W * D : 0) * sizeof(T), a.device);
   Buffer gbd(static_cast<size_t>(want_b ? G * H * W : 0) * sizeof(T), a.device);
   if (W > 0) {
-    const size_t dq_rows = static_cast<size_t>(a.qr != a.q ? 3 : 2) * kBQ * D;
-    const size_t fixed = (dq_rows + flash_plan::kND * (D + 1) + kBQ * flash_plan::kND) * sizeof(T);
+    const size_t dq_rows = static_cast<size_t>(p.qr != p.q ? 3 : 2) * kBQ * D;
+    const size_t ld = static_cast<size_t>(p.ld);
+    const size_t fixed = (dq_rows + flash_plan::kND * ld + kBQ * flash_plan::kND) * sizeof(T);
     const int key_rows = static_cast<int>(std::min<int64_t>(flash_plan::kND + pl.span, 1 << 20));
-    const size_t staged = fixed + 2 * static_cast<size_t>(key_rows) * (D + 1) * sizeof(T);
+    const size_t staged = fixed + 2 * static_cast<size_t>(key_rows) * ld * sizeof(T);
     const size_t limit = static_cast<size_t>(max_smem(a.device));
     // Stage the keys when they fit in a third of the limit (two blocks per SM or more); else read them
     // from global memory (explicit positions spread far apart).
     const bool stage_keys = flash_plan::kND + pl.span <= kMaxWindow && staged <= limit / 3;
     const size_t smem = stage_keys ? staged : fixed;
     RG_CHECK_T(DeviceError, smem <= limit, kOp, "the distance pass needs ", smem, " bytes of shared memory for D = ", D);
-    RG_CUDA_CHECK(cudaFuncSetAttribute(flash_bwd_dist_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    const auto dist_kernel = vec ? flash_bwd_dist_kernel<T, true> : flash_bwd_dist_kernel<T, false>;
+    RG_CUDA_CHECK(cudaFuncSetAttribute(dist_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(smem)),
                   kOp);
     const dim3 gd(static_cast<unsigned>(chunks), static_cast<unsigned>(H), static_cast<unsigned>(G));
-    flash_bwd_dist_kernel<T><<<gd, kThreads, smem>>>(p, dout, lse, drow.as<T>(), want_E, want_b, stage_keys, key_rows,
+    dist_kernel<<<gd, kThreads, smem>>>(p, dout, lse, drow.as<T>(), want_E, want_b, stage_keys, key_rows,
                                                      G, gEd.as<T>(), gbd.as<T>());
     RG_CUDA_CHECK_LAUNCH(kOp);
   }

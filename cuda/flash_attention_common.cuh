@@ -56,7 +56,72 @@ struct Params {
   const int64_t* tile_hi;  // π_max
   bool e_smem;             // the window's rows are staged in shared memory
   int win;                 // window capacity in rows (when e_smem)
+  int ld;                  // row stride of the staged key, value and table rows (padded: see vec_width)
 };
+
+// 16-byte shared-memory loads: four floats or two doubles per load instruction. The tile loops are
+// bound by shared-memory loads, not arithmetic; a 16-byte load feeds four (two) multiply-adds of a
+// broadcast query row. Used when D is a multiple of 4·width (each of the 4 dim groups of the dk/dv
+// sums then starts aligned too); the staged rows are then padded to D + width (rows of consecutive
+// lanes fall in distinct bank groups), else to D + 1 with scalar loads.
+template <class T>
+struct Vec16;
+template <>
+struct Vec16<float> {
+  using V = float4;
+  static constexpr int n = 4;
+  __device__ static float dot(const float4 a, const float4 b, float s) {
+    s += a.x * b.x;
+    s += a.y * b.y;
+    s += a.z * b.z;
+    return s + a.w * b.w;
+  }
+};
+template <>
+struct Vec16<double> {
+  using V = double2;
+  static constexpr int n = 2;
+  __device__ static double dot(const double2 a, const double2 b, double s) {
+    s += a.x * b.x;
+    return s + a.y * b.y;
+  }
+};
+template <class T>
+inline bool use_vec(int64_t D) { return D % (4 * Vec16<T>::n) == 0; }
+template <class T>
+inline int staged_ld(int64_t D) { return static_cast<int>(use_vec<T>(D) ? D + Vec16<T>::n : D + 1); }
+
+// s + Σ_d a[d]·b[d], d in order (the same order and roundings as the scalar loop).
+template <class T, bool kVec>
+__device__ inline T dot(const T* a, const T* b, int D, T s) {
+  if constexpr (kVec) {
+    using V = typename Vec16<T>::V;
+    for (int d = 0; d < D; d += Vec16<T>::n)
+      s = Vec16<T>::dot(*reinterpret_cast<const V*>(a + d), *reinterpret_cast<const V*>(b + d), s);
+  } else {
+    for (int d = 0; d < D; ++d) s += a[d] * b[d];
+  }
+  return s;
+}
+
+// s[r] += Σ_d A[r·lda + d]·b[d] for the warp's kRows rows: b (this lane's row) is loaded once for all.
+template <class T, bool kVec>
+__device__ inline void dot_rows(const T* A, int lda, const T* b, int D, T (&s)[kRows]) {
+  if constexpr (kVec) {
+    using V = typename Vec16<T>::V;
+    for (int d = 0; d < D; d += Vec16<T>::n) {
+      const V bv = *reinterpret_cast<const V*>(b + d);
+      #pragma unroll
+      for (int r = 0; r < kRows; ++r) s[r] = Vec16<T>::dot(*reinterpret_cast<const V*>(A + r * lda + d), bv, s[r]);
+    }
+  } else {
+    for (int d = 0; d < D; ++d) {
+      const T bd = b[d];
+      #pragma unroll
+      for (int r = 0; r < kRows; ++r) s[r] += A[r * lda + d] * bd;
+    }
+  }
+}
 
 __device__ inline float dexp(float x) { return expf(x); }
 __device__ inline double dexp(double x) { return exp(x); }
@@ -94,10 +159,10 @@ __device__ void load_rows(T* dst, int ld, const T* src, int64_t row0, int n, int
   }
 }
 
-// The window's table rows, sE (nw, D + 1) and sEok (nw): δ = dlo + w. All threads of the block.
+// The window's table rows, sE (nw, ld) and sEok (nw): δ = dlo + w. All threads of the block.
 template <class T>
 __device__ void load_window(const Params<T>& p, T* sE, int* sEok, int64_t h, int64_t dlo, int nw) {
-  const int ld = static_cast<int>(p.D) + 1;
+  const int ld = p.ld;
   const T* E = p.E + (p.E_heads == 1 ? 0 : h) * p.R * p.D;
   for (int e = threadIdx.x; e < nw * p.D; e += blockDim.x) {
     const int w = e / static_cast<int>(p.D), d = e % static_cast<int>(p.D);
@@ -114,27 +179,23 @@ __device__ inline const T* rel_row(const Params<T>& p, const T* sE, const int* s
   if (!p.E) return nullptr;
   if (p.e_smem) {
     const int w = static_cast<int>(j - pi - dlo);
-    return sEok[w] ? sE + w * (p.D + 1) : nullptr;
+    return sEok[w] ? sE + w * p.ld : nullptr;
   }
   const int64_t row = lookup(p.rel_rows, p.min_delta, p.W, j - pi);
   return row >= 0 ? p.E + ((p.E_heads == 1 ? 0 : h) * p.R + row) * p.D : nullptr;
 }
 
 // Logits z[r] of the warp's rows (tile rows row0 … row0 + 3) against key j0 + lane; −inf when hidden,
-// past t1, or the row is past t2. sQ, sQR (BQ, D); sK (BK, D + 1).
-template <class T>
+// past t1, or the row is past t2. sQ, sQR (BQ, D); sK (BK, ld).
+template <class T, bool kVec>
 __device__ void warp_logits(const Params<T>& p, const T* sQ, const T* sQR, const T* sK, const T* sE, const int* sEok,
                             int64_t b, int64_t h, int64_t i0, int row0, int64_t j0, int64_t dlo, T (&z)[kRows]) {
-  const int lane = threadIdx.x % 32, D = static_cast<int>(p.D), ldk = D + 1;
+  const int lane = threadIdx.x % 32, D = static_cast<int>(p.D);
   const int64_t j = j0 + lane;
   T s[kRows];
   #pragma unroll
   for (int r = 0; r < kRows; ++r) s[r] = T(0);
-  for (int d = 0; d < D; ++d) {
-    const T kd = sK[lane * ldk + d];
-    #pragma unroll
-    for (int r = 0; r < kRows; ++r) s[r] += sQ[(row0 + r) * D + d] * kd;
-  }
+  dot_rows<T, kVec>(sQ + row0 * D, D, sK + lane * p.ld, D, s);
   const T* bias = p.bias ? p.bias + (p.bias_heads == 1 ? 0 : h) * p.Rb : nullptr;
   #pragma unroll
   for (int r = 0; r < kRows; ++r) {
@@ -149,9 +210,8 @@ __device__ void warp_logits(const Params<T>& p, const T* sQ, const T* sQR, const
       continue;
     }
     if (const T* e = rel_row(p, sE, sEok, h, dlo, pi, j)) {
-      T acc = 0;
-      for (int d = 0; d < D; ++d) acc += sQR[(row0 + r) * D + d] * e[d];
-      s[r] += acc;
+      // A staged row is aligned for 16-byte loads; a row of the global table may not be.
+      s[r] += p.e_smem ? dot<T, kVec>(sQR + (row0 + r) * D, e, D, T(0)) : dot<T, false>(sQR + (row0 + r) * D, e, D, T(0));
     }
     T zz = p.scale * s[r];
     if (bias) {
@@ -162,8 +222,9 @@ __device__ void warp_logits(const Params<T>& p, const T* sQ, const T* sQR, const
   }
 }
 
-// Shared memory of the tile kernels, in T elements: sQ, sQR, sdO (BQ, D); sK, sV (BK, D + 1);
-// sE (win, D + 1); sP, sG (BQ, BK) (the dk/dv kernel); then int sEok (win).
+// Shared memory of the tile kernels, in T elements: sQ, sQR, sdO (BQ, D); sK, sV (BK, ld);
+// sE (win, ld); sP, sG (BQ, BK) (the dk/dv kernel); then int sEok (win). Every piece is a multiple of
+// 16 bytes when the vector path runs (D a multiple of 4 widths, ld of one width).
 template <class T>
 __device__ inline void carve(const Params<T>& p, bool with_dout, T*& sQ, T*& sQR, T*& sdO, T*& sK, T*& sV, T*& sE,
                              int*& sEok, T*& sP, T*& sG) {
@@ -177,11 +238,11 @@ __device__ inline void carve(const Params<T>& p, bool with_dout, T*& sQ, T*& sQR
   sdO = s;
   if (with_dout) s += kBQ * D;
   sK = s;
-  s += kBK * (D + 1);
+  s += kBK * p.ld;
   sV = s;
-  s += kBK * (D + 1);
+  s += kBK * p.ld;
   sE = s;
-  if (p.e_smem) s += p.win * (D + 1);
+  if (p.e_smem) s += p.win * p.ld;
   sP = s;
   s += kBQ * kBK;
   sG = s;
@@ -248,9 +309,10 @@ Plan make_plan(const FlashArgs& a) {
   for (int64_t t = 0; t < tiles; ++t) span = std::max(span, pl.hi[t] - pl.lo[t]);
   pl.span = span;
   const size_t D = static_cast<size_t>(a.D), base_q = kBQ * D * (a.E && a.qr != a.q ? 2 : 1);
-  const size_t kv = 2 * kBK * (D + 1), pg = 2 * kBQ * kBK;
+  const size_t ld = static_cast<size_t>(staged_ld<T>(a.D));
+  const size_t kv = 2 * kBK * ld, pg = 2 * kBQ * kBK;
   auto bytes = [&](bool with_dout, int win) {
-    return (base_q + (with_dout ? kBQ * D : 0) + kv + static_cast<size_t>(win) * (D + 1) + pg) * sizeof(T) +
+    return (base_q + (with_dout ? kBQ * D : 0) + kv + static_cast<size_t>(win) * ld + pg) * sizeof(T) +
            static_cast<size_t>(win) * sizeof(int);
   };
   const size_t limit = static_cast<size_t>(max_smem(a.device));
@@ -276,7 +338,7 @@ Params<T> params(const FlashArgs& a, const Plan& pl, const int64_t* lo, const in
   p.bias = static_cast<const T*>(a.bias), p.bias_heads = a.bias_heads, p.Rb = a.Rb;
   p.bias_rows = a.bias ? a.bias_rows : nullptr;
   p.min_delta = a.min_delta, p.W = a.W, p.pad = a.pad;
-  p.tile_lo = lo, p.tile_hi = hi, p.e_smem = pl.e_smem, p.win = pl.win;
+  p.tile_lo = lo, p.tile_hi = hi, p.e_smem = pl.e_smem, p.win = pl.win, p.ld = staged_ld<T>(a.D);
   return p;
 }
 

@@ -495,6 +495,21 @@ TEST_CASE("flash_relative_attention: CUDA matches the CPU kernel") {
     };
     CHECK(check_cuda_parity(p));
   }
+  // Head sizes at the kernels' limit and odd ones, more batches than the table pass's groups.
+  const struct { Scheme s; bool causal; int kind; int64_t t2, t1; DType dt; int64_t B, H, D; } wide[] = {
+      {Scheme::Shaw, true, 0, 257, 257, kFloat64, 3, 3, 128},
+      {Scheme::Seed, false, 1, 100, 140, kFloat32, 9, 2, 33},
+      {Scheme::T5, false, 3, 64, 64, kFloat32, 17, 1, 16},
+  };
+  for (const auto& k : wide) {
+    Case c = make_case(k.s, k.causal, k.kind, k.t2, k.t1, false, k.dt, false, k.B, k.H, k.D);
+    CudaParityCase p;
+    p.name = std::string(scheme_name(k.s)) + " B=" + std::to_string(k.B) + " D=" + std::to_string(k.D);
+    p.inputs = leaves(c);
+    for (Tensor& t : p.inputs) t = t.detach();
+    p.op = [c](const TensorList& in) { return TensorList{run(c, in, true)}; };
+    CHECK(check_cuda_parity(p));
+  }
   // Determinism on the GPU: two runs, bitwise equal outputs and gradients.
   Case c = make_case(Scheme::Seed, false, 0, 300, 300, true, kFloat32);
   auto once = [&] {
