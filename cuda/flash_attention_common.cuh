@@ -12,16 +12,20 @@
 // Why it is written this way (FP32/FP64 SIMT, no tensor cores: relgrad keeps TF32 off by default so
 // results match the CPU):
 //   * one block = 4 warps = one query tile of BQ = 16 rows (4 per warp); a key tile has BK = 32 keys,
-//     one per lane, so a warp computes 4 rows × 32 keys of logits with each K value loaded from shared
+//     one per lane, so a warp computes 4 rows × 32 keys of logits with each K row loaded from shared
 //     memory once for its 4 rows; row max / sum are warp shuffles (fixed order: deterministic);
+//   * the loops are bound by shared-memory loads, so rows are read 16 bytes at a time (float4 /
+//     double2) when D is a multiple of 4 vector widths (staged rows padded to D + width), and the
+//     P·V and dS·K products read each value / key row once for the warp's 4 rows;
 //   * the P·V and dS·K products give each lane the head dims d = lane + 32t (D ≤ kMaxD = 128);
 //   * the window's table rows are staged in shared memory when they fit (left/right alignment: 47
 //     rows); with explicit positions spread far apart the kernels read the table rows from global
 //     memory instead (same arithmetic, slower);
 //   * backward has no atomics: dq (+ dqr) per query tile (K1), dk, dv per key tile (K2, accumulated
 //     per thread in a fixed query order), the table and bias gradients per distance (K3: one block per
-//     (head, 32 distances), each warp sums its rows, the 4 warps are added in order) folded into table
-//     rows by a fixed-order gather (K4, row lists built on the host). Deterministic run to run.
+//     (32 distances, head, batch group) walks the query tiles in order with the tile's rows and the
+//     keys it reaches staged, cuda/flash_plan.h) folded into table rows by a fixed-order gather (K4).
+//     Deterministic run to run; index plans are cached on the device (cached_upload).
 #pragma once
 #include <algorithm>
 #include <limits>
