@@ -1,17 +1,28 @@
 // Fused relative attention benchmark: one causal attention core on split heads, forward +
 // backward, no projections: q, k, v (B, H, L, D) requiring grad, loss = sum(out * g), backward.
-// Variants:
-//   fused_rel        attention_heads_fused with SeedRelativeEmbedding, a per-head table of 2L − 1 rows
-//                    (every distance has its own learned row: the heaviest relative term)
-//   fused_plain      attention_heads_fused without a scheme (plain fused attention, the floor)
-//   composite_rel    attention_heads with the same scheme ((B, H, L, L) logits, weights and gradients)
-//   composite_plain  attention_heads without a scheme
+// Variants, "<core>_<term>": core fused (attention_heads_fused, O(L·D) memory) or composite
+// (attention_heads: (B, H, L, L) logits, weights and gradients); term
+//   rel    SeedRelativeEmbedding, a per-head table of 2L − 1 rows of D (every distance has its own
+//          learned row: the heaviest relative term)
+//   t5     T5RelativeBias, a learned (H, buckets) table of scalars by T5's causal log buckets
+//          (--t5-buckets 32, --t5-max-distance 128; added to unscaled logits, as T5 does)
+//   shaw   ShawRelativeEmbedding without the value term, one (2k + 1, D) key table shared by the
+//          heads, distances clipped to [−k, k] (--shaw-clip 16)
+//   plain  no positional term (the floor)
+// Defaults: fused_rel, fused_t5, fused_shaw, fused_plain, composite_rel, composite_plain.
+// bench/flash_torch.py builds the same terms in PyTorch (SDPA with a materialised T5 bias,
+// FlexAttention with T5 and Shaw score_mods) with the same buckets and clip.
 // Each (variant, L) runs in a forked child, so the peak of live tensor bytes (CPU: the allocator's
 // high-water mark; CUDA: the caching allocator's peak_allocated_bytes) is its own; reported above the
 // bytes held right after the inputs were made. Median of --reps timed reps after one warm-up.
+// Determinism: every run's gradients (warm-up included) are copied to the host outside the clock and
+// compared bitwise (memcmp) with the first run's: "det table" for the scheme's table gradient ("—"
+// without a table), "det dq/dk/dv" for the inputs' gradients; "yes" = every run gave the same bits.
+// Composite variants above --max-composite-length (0 = no limit) or whose (B, H, L, L) tensors would
+// exceed --max-composite-gib are skipped (on a GPU they take seconds per step from L = 8192).
 //   ./build/bench/bench_flash --device cpu --lengths 256,512,1024,2048
-//   ./build/bench/bench_flash --device cuda --lengths 1024,2048,4096,8192,16384   (GPU machine)
-// bench/flash_torch.py times PyTorch's scaled_dot_product_attention on the same shapes.
+//   ./build/bench/bench_flash --device cuda --lengths 2048,4096,8192,16384 --max-composite-length 4096
+// bench/run_gpu.sh runs both sides on a GPU machine.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,6 +37,7 @@
 #include <vector>
 
 #include "cuda/runtime.h"
+#include "layers/relative_bias.h"
 #include "layers/relative_learned.h"
 #include "relgrad.h"
 
@@ -35,15 +47,44 @@ namespace {
 
 struct Options {
   std::string device = "cpu";
-  std::vector<std::string> variants{"fused_rel", "fused_plain", "composite_rel", "composite_plain"};
+  std::vector<std::string> variants{"fused_rel",   "fused_t5",      "fused_shaw",
+                                    "fused_plain", "composite_rel", "composite_plain"};
   std::vector<int64_t> lengths{256, 512, 1024, 2048};
   int64_t batch = 1, heads = 4, head_dim = 64;
+  int64_t t5_buckets = 32, t5_max_distance = 128, shaw_clip = 16;
   int reps = 3;
   double max_composite_gib = 24.0;  // composite variants whose (B, H, L, L) tensors would exceed this are skipped
+  int64_t max_composite_length = 0;  // composite variants above this L are skipped (0: no limit)
 };
 
+// The closed sets a variant name is made of.
+enum class Core { Fused, Composite };
+enum class Term { Plain, Rel, T5, Shaw };
+struct Variant {
+  Core core;
+  Term term;
+};
+
+// "fused_t5" → {Fused, T5}; false for a name outside the sets.
+bool parse_variant(const std::string& name, Variant& v) {
+  const size_t cut = name.find('_');
+  if (cut == std::string::npos) return false;
+  const std::string core = name.substr(0, cut), term = name.substr(cut + 1);
+  if (core == "fused") v.core = Core::Fused;
+  else if (core == "composite") v.core = Core::Composite;
+  else return false;
+  if (term == "plain") v.term = Term::Plain;
+  else if (term == "rel") v.term = Term::Rel;
+  else if (term == "t5") v.term = Term::T5;
+  else if (term == "shaw") v.term = Term::Shaw;
+  else return false;
+  return true;
+}
+
+// Determinism verdicts: 1 = every run gave the same bits, 0 = some run differed, −1 = nothing to compare.
 struct Result {
   double fwd = 0, bwd = 0, peak_mib = 0;
+  int same_table = -1, same_inputs = -1;
 };
 
 std::vector<std::string> split(const std::string& s) {
@@ -68,32 +109,59 @@ void sync(const Device& d) {
   if (d.is_cuda()) cuda::synchronize(d.index);
 }
 
-Result measure(const Options& o, const std::string& variant, int64_t L) {
+std::shared_ptr<PositionalScheme> make_scheme(const Options& o, Term term, int64_t L, Generator* gen) {
+  switch (term) {
+    case Term::Plain: return nullptr;
+    case Term::Rel: return std::make_shared<SeedRelativeEmbedding>(o.head_dim, L, o.heads, OutOfRange::Zero, gen);
+    case Term::T5:
+      return std::make_shared<T5RelativeBias>(o.heads, o.t5_buckets, o.t5_max_distance, /*bidirectional=*/false, gen);
+    case Term::Shaw:
+      return std::make_shared<ShawRelativeEmbedding>(o.head_dim, o.shaw_clip, /*num_heads=*/0, /*values=*/false, gen);
+  }
+  return nullptr;
+}
+
+// The float32 values of each tensor, in order, on the host (outside the timed region).
+std::vector<std::vector<float>> host_copies(const TensorList& ts) {
+  std::vector<std::vector<float>> out;
+  for (const Tensor& t : ts) out.push_back(t.defined() ? t.to_vector<float>() : std::vector<float>());
+  return out;
+}
+bool same_bits(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].size() != b[i].size() || std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)) != 0)
+      return false;
+  return true;
+}
+
+Result measure(const Options& o, const Variant& variant, int64_t L) {
   const Device dev = Device::parse(o.device);
   const int64_t B = o.batch, H = o.heads, D = o.head_dim;
   Generator gen(1);
-  std::shared_ptr<SeedRelativeEmbedding> scheme;
-  if (variant.find("_rel") != std::string::npos) {
-    scheme = std::make_shared<SeedRelativeEmbedding>(D, L, H, OutOfRange::Zero, &gen);
-    scheme->to(dev);
-  }
+  std::shared_ptr<PositionalScheme> scheme = make_scheme(o, variant.term, L, &gen);
+  if (scheme) scheme->to(dev);
   auto input = [&] { return randn({B, H, L, D}, TensorOptions(kFloat32).device(dev), &gen).requires_grad_(); };
   Tensor q = input(), k = input(), v = input();
   Tensor gout = randn({B, H, L, D}, TensorOptions(kFloat32).device(dev), &gen);
   AttentionGeometry g = AttentionGeometry::make(B, H, D, L, L, true);
-  const bool fused = variant.rfind("fused", 0) == 0;
+  Tensor mask;
+  if (variant.core == Core::Composite) mask = causal_mask(g.positions(), L).to(dev);
   sync(dev);
   const size_t base = live_bytes(dev);
   std::vector<double> fwd, bwd;
+  std::vector<std::vector<float>> first_table, first_inputs;
+  Result r;
   for (int rep = 0; rep <= o.reps; ++rep) {
     for (Tensor* t : {&q, &k, &v}) t->set_grad(Tensor());
     if (scheme) scheme->zero_grad();
     auto t0 = std::chrono::steady_clock::now();
     Tensor out;
-    if (fused) {
+    if (variant.core == Core::Fused) {
       out = attention_heads_fused(q, k, v, scheme.get(), g, Tensor());
+      if (!out.defined())
+        throw Error("[bench_flash] the fused core does not cover the " + (scheme ? scheme->name() : "plain") + " term");
     } else {
-      Tensor mask = causal_mask(g.positions(), L).to(dev);
       out = attention_heads(q, k, v, scheme.get(), g, mask, 0.0, false, nullptr).output;
     }
     Tensor loss = sum(out * gout);
@@ -102,11 +170,23 @@ Result measure(const Options& o, const std::string& variant, int64_t L) {
     loss.backward();
     sync(dev);
     auto t2 = std::chrono::steady_clock::now();
-    if (rep == 0) continue;  // warm-up
+    // Bitwise comparison with the first run, outside the clock.
+    TensorList table_grads;
+    if (scheme)
+      for (const Tensor& p : scheme->parameters()) table_grads.push_back(p.grad());
+    auto table = host_copies(table_grads), inputs = host_copies({q.grad(), k.grad(), v.grad()});
+    if (rep == 0) {
+      first_table = std::move(table);
+      first_inputs = std::move(inputs);
+      if (!table_grads.empty()) r.same_table = 1;
+      r.same_inputs = 1;
+      continue;  // warm-up: not timed
+    }
+    if (r.same_table == 1 && !same_bits(table, first_table)) r.same_table = 0;
+    if (!same_bits(inputs, first_inputs)) r.same_inputs = 0;
     fwd.push_back(std::chrono::duration<double>(t1 - t0).count());
     bwd.push_back(std::chrono::duration<double>(t2 - t1).count());
   }
-  Result r;
   r.fwd = median(fwd);
   r.bwd = median(bwd);
   r.peak_mib = static_cast<double>(peak_bytes(dev) - base) / (1024.0 * 1024.0);
@@ -114,7 +194,8 @@ Result measure(const Options& o, const std::string& variant, int64_t L) {
 }
 
 // Runs measure() in a forked child (the parent never touches OpenMP or CUDA, so forking is safe).
-bool run_child(const Options& o, const std::string& variant, int64_t L, Result& r, std::string& why) {
+bool run_child(const Options& o, const std::string& name, const Variant& variant, int64_t L, Result& r,
+               std::string& why) {
   int fd[2];
   if (pipe(fd) != 0) {
     why = "pipe failed";
@@ -129,7 +210,7 @@ bool run_child(const Options& o, const std::string& variant, int64_t L, Result& 
       c = measure(o, variant, L);
     } catch (const std::exception& e) {
       ok = 0;
-      std::fprintf(stderr, "%s L=%lld: %s\n", variant.c_str(), static_cast<long long>(L), e.what());
+      std::fprintf(stderr, "%s L=%lld: %s\n", name.c_str(), static_cast<long long>(L), e.what());
     }
     if (write(fd[1], &ok, sizeof ok) != sizeof ok || write(fd[1], &c, sizeof c) != sizeof c) _exit(2);
     _exit(0);
@@ -147,6 +228,17 @@ bool run_child(const Options& o, const std::string& variant, int64_t L, Result& 
   return true;
 }
 
+const char* verdict(int same) { return same < 0 ? "—" : same ? "yes" : "no"; }
+
+int usage() {
+  std::fprintf(stderr,
+               "usage: bench_flash [--device cpu|cuda] [--lengths 256,512] [--variants fused_rel,fused_t5,fused_shaw,"
+               "fused_plain,composite_rel,composite_plain (also composite_t5, composite_shaw)] [--batch 1] [--heads 4] "
+               "[--head-dim 64] [--reps 3] [--t5-buckets 32] [--t5-max-distance 128] [--shaw-clip 16] "
+               "[--max-composite-length 0] [--max-composite-gib 24]\n");
+  return 2;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -160,44 +252,72 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--device") o.device = next();
-    else if (a == "--lengths") {
-      o.lengths.clear();
-      for (const std::string& s : split(next())) o.lengths.push_back(std::stoll(s));
-    } else if (a == "--variants") o.variants = split(next());
-    else if (a == "--batch") o.batch = std::stoll(next());
-    else if (a == "--heads") o.heads = std::stoll(next());
-    else if (a == "--head-dim") o.head_dim = std::stoll(next());
-    else if (a == "--reps") o.reps = std::stoi(next());
-    else if (a == "--max-composite-gib") o.max_composite_gib = std::stod(next());
-    else {
-      std::fprintf(stderr,
-                   "usage: bench_flash [--device cpu|cuda] [--lengths 256,512] [--variants fused_rel,fused_plain,"
-                   "composite_rel,composite_plain] [--batch 1] [--heads 4] [--head-dim 64] [--reps 3]\n");
+    try {
+      if (a == "--device") o.device = next();
+      else if (a == "--lengths") {
+        o.lengths.clear();
+        for (const std::string& s : split(next())) o.lengths.push_back(std::stoll(s));
+      } else if (a == "--variants") o.variants = split(next());
+      else if (a == "--batch") o.batch = std::stoll(next());
+      else if (a == "--heads") o.heads = std::stoll(next());
+      else if (a == "--head-dim") o.head_dim = std::stoll(next());
+      else if (a == "--reps") o.reps = std::stoi(next());
+      else if (a == "--t5-buckets") o.t5_buckets = std::stoll(next());
+      else if (a == "--t5-max-distance") o.t5_max_distance = std::stoll(next());
+      else if (a == "--shaw-clip") o.shaw_clip = std::stoll(next());
+      else if (a == "--max-composite-gib") o.max_composite_gib = std::stod(next());
+      else if (a == "--max-composite-length") o.max_composite_length = std::stoll(next());
+      else return usage();
+    } catch (const std::logic_error&) {  // std::stoll and friends on a value that is not a number
+      std::fprintf(stderr, "bench_flash: %s: not a number\n", a.c_str());
       return 2;
     }
   }
-  std::printf("device %s, B=%lld H=%lld D=%lld, causal, float32, median of %d reps\n\n", o.device.c_str(),
-              static_cast<long long>(o.batch), static_cast<long long>(o.heads), static_cast<long long>(o.head_dim),
-              o.reps);
-  std::printf("| variant | L | fwd ms | bwd ms | fwd+bwd ms | peak MiB above inputs |\n|---|---|---|---|---|---|\n");
+  std::vector<Variant> parsed(o.variants.size());
+  for (size_t i = 0; i < o.variants.size(); ++i)
+    if (!parse_variant(o.variants[i], parsed[i])) {
+      std::fprintf(stderr, "bench_flash: unknown variant %s\n", o.variants[i].c_str());
+      return usage();
+    }
+  if (o.reps < 1) {
+    std::fprintf(stderr, "bench_flash: --reps must be at least 1\n");
+    return 2;
+  }
+  std::printf("device %s, B=%lld H=%lld D=%lld, causal, float32, median of %d reps after 1 warm-up; t5: %lld causal "
+              "buckets, max distance %lld; shaw: clip %lld (%lld rows, shared by the heads, no value term)\n\n",
+              o.device.c_str(), static_cast<long long>(o.batch), static_cast<long long>(o.heads),
+              static_cast<long long>(o.head_dim), o.reps, static_cast<long long>(o.t5_buckets),
+              static_cast<long long>(o.t5_max_distance), static_cast<long long>(o.shaw_clip),
+              static_cast<long long>(2 * o.shaw_clip + 1));
+  std::printf("| variant | L | fwd ms | bwd ms | fwd+bwd ms | peak MiB above inputs | det table | det dq/dk/dv |\n"
+              "|---|---|---|---|---|---|---|---|\n");
+  std::fflush(stdout);
   for (int64_t L : o.lengths)
-    for (const std::string& variant : o.variants) {
-      // The composite keeps about six (B, H, L, L) float32 tensors alive at its peak.
-      const double composite_gib = 6.0 * o.batch * o.heads * L * L * 4 / (1024.0 * 1024 * 1024);
-      if (variant.rfind("composite", 0) == 0 && composite_gib > o.max_composite_gib) {
-        std::printf("| %s | %lld | skipped (~%.0f GiB) | | | |\n", variant.c_str(), static_cast<long long>(L),
-                    composite_gib);
-        continue;
+    for (size_t i = 0; i < o.variants.size(); ++i) {
+      const std::string& name = o.variants[i];
+      const long long l = static_cast<long long>(L);
+      if (parsed[i].core == Core::Composite) {
+        // The composite keeps about six (B, H, L, L) float32 tensors alive at its peak.
+        const double composite_gib = 6.0 * o.batch * o.heads * L * L * 4 / (1024.0 * 1024 * 1024);
+        if (composite_gib > o.max_composite_gib) {
+          std::printf("| %s | %lld | skipped (~%.0f GiB) | | | | | |\n", name.c_str(), l, composite_gib);
+          continue;
+        }
+        if (o.max_composite_length > 0 && L > o.max_composite_length) {
+          std::printf("| %s | %lld | skipped (L > %lld) | | | | | |\n", name.c_str(), l,
+                      static_cast<long long>(o.max_composite_length));
+          continue;
+        }
       }
       Result r;
       std::string why;
-      if (!run_child(o, variant, L, r, why)) {
-        std::printf("| %s | %lld | %s | | | |\n", variant.c_str(), static_cast<long long>(L), why.c_str());
+      if (!run_child(o, name, parsed[i], L, r, why)) {
+        std::printf("| %s | %lld | %s | | | | | |\n", name.c_str(), l, why.c_str());
+        std::fflush(stdout);
         continue;
       }
-      std::printf("| %s | %lld | %.2f | %.2f | %.2f | %.1f |\n", variant.c_str(), static_cast<long long>(L),
-                  r.fwd * 1e3, r.bwd * 1e3, (r.fwd + r.bwd) * 1e3, r.peak_mib);
+      std::printf("| %s | %lld | %.2f | %.2f | %.2f | %.1f | %s | %s |\n", name.c_str(), l, r.fwd * 1e3, r.bwd * 1e3,
+                  (r.fwd + r.bwd) * 1e3, r.peak_mib, verdict(r.same_table), verdict(r.same_inputs));
       std::fflush(stdout);
     }
   return 0;

@@ -1,157 +1,372 @@
 #!/usr/bin/env bash
-# The GPU measurements of docs/benchmarks.md in one script, for a machine with an NVIDIA GPU, nvcc and CMake (no
-# internet needed): builds relgrad with CUDA, runs the whole test suite with the GPU (ctest), then the training
-# workloads W1 charlm and W2 seq2seq of torch_ref.py on the GPU for relgrad (bench/bench_train
-# --device cuda) and for PyTorch (torch_ref.py's own models and data, moved to the GPU by the small
-# driver below, since torch_ref.py itself runs on the CPU only), interleaved round by round; prints
-# tokens/s and peak GPU memory of each and the ratio; then bench/bench_flash and bench/flash_torch.py
-# (fused relative attention against PyTorch's SDPA) if that target exists.
+# The GPU measurements of docs/benchmarks.md in one call, for a bare GPU machine (NVIDIA GPU, nvcc,
+# CMake, g++, python3 with torch + triton; no internet, no Debian development packages), within
+# about 8 minutes on an H100. Everything it does is printed; with OUT set (the device tool's output
+# folder) the full log goes to $OUT/gpu-log.txt and the compact tables to $OUT/gpu-summary.md as
+# each phase ends, so both come back even when the call is cut off.
 #
-# Usage (from anywhere):  bench/run_gpu.sh [DIR holding torch_ref.py and benchutil.py]
-#   (PyTorch's reference scripts, kept outside this repository). Without DIR: $TORCH_REF_DIR, else
-#   the folders the `for d in` loop below tries.
-#   Without torch_ref.py (or without torch with CUDA) the PyTorch rows are skipped, with a note.
-# Settings from the environment [defaults]: PHASES ["build test train flash"]  BUILD [build-gpu]
-#   ROUNDS [2]  STEPS [20]  WARMUP [5]  WORKLOADS ["charlm seq2seq"]  DEVICE [cuda]  JOBS [nproc]
-#   PYTHON [the first of python3, /usr/bin/python3 whose torch sees a GPU]  FLASH_LENGTHS [1024,2048,4096,8192,16384]
-#   TESTS ["" = every test; a ctest -R regex, e.g. cuda, for the GPU cases alone]
-# Each phase can run in a separate call (PHASES=build, then PHASES="test train"): the build is kept.
-set -euo pipefail
+# Usage. Here (Debian 12, as root), once: `bash bench/gpu_prepare.sh` (makes .gpu-deps, .gpu-ref and
+# data/kjv.txt and prints their size). Then on the GPU machine, from the repository root, with carry
+# ".gpu-deps .gpu-ref data/kjv.txt":
+#     bash bench/run_gpu.sh                 the whole run (timeout_s 540 leaves a minute of margin)
+#     SHORT=1 bash bench/run_gpu.sh         a rerun after a fix (cuda tests, one round, two lengths)
+#     TF32=1 PHASES="build train flash" bash bench/run_gpu.sh     TF32 on, both sides
+#     PHASES="build flash" FLASH_LENGTHS=4096 bash bench/run_gpu.sh
+#
+# Phases (PHASES, in this order; env always runs):
+#   env      device, driver, CUDA, compiler, torch and triton versions, the dependencies' origin
+#            (.gpu-deps: CMAKE_PREFIX_PATH and LD_LIBRARY_PATH; else the system's packages).
+#   build    Release, RELGRAD_CUDA=ON, MPI off, tests and examples on, -j nproc, Ninja if present.
+#   test     the whole suite with the GPU (ctest -j; TESTS = a ctest -R regex), capped at TEST_BUDGET s;
+#            the full output in $RES/ctest.log, its summary and failures printed; failures do not stop
+#            the run. Meanwhile (PRECOMPILE=1) torch.compile's work for the train and flash phases runs
+#            in the background into the inductor cache, so those phases time runs, not compilers.
+#   train    W1 charlm and W2 seq2seq: bench/bench_train --device cuda (composite and fused attention
+#            cores) against torch_ref.py's models on the GPU, PyTorch eager and torch.compile
+#            (bench/gpu_train.py); W0, the default run: `relgrad train --device cuda`
+#            (bench/w0_relgrad.py) against its PyTorch twin (bench/w0_torch.py's model, through
+#            bench/gpu_train.py w0). Interleaved round by round; tokens/s, peak GPU tensors, ratios.
+#   flash    relative attention, forward + backward, B=1 H=4 D=64 causal float32: bench/bench_flash
+#            (fused_rel, fused_t5, fused_shaw, fused_plain; composite_rel/plain up to
+#            FLASH_COMPOSITE_MAX) and bench/flash_torch.py (SDPA, SDPA + T5 bias, FlexAttention with
+#            T5 and Shaw score_mods, first checked against float64 at the first length): ms, peak
+#            memory, bitwise determinism of the table gradients.
+#   profile  `relgrad train --device cuda --train.profile=N` on the default config (when the build
+#            has train.profile), its table.
+# TF32 [0]: 1 = TF32 on both sides (bench_train --tf32, relgrad train --train.tf32=true, torch's
+#   matmul/cuDNN flags); when relgrad's binaries lack the flag, a note says so and relgrad runs without.
+# Settings [defaults; SHORT=1's in braces]: PHASES ["build test train flash profile"]  BUILD [build-gpu]
+#   JOBS [nproc]  TESTS ["" = all {cuda}]  ROUNDS [2 {1}]  STEPS [20]  WARMUP [5]
+#   WORKLOADS ["w0 charlm seq2seq"]  CORES ["composite fused"] (relgrad's attention core in W1/W2)
+#   TORCH_MODES ["eager compiled"]  W0_STEPS [200 {100}]  W0_WARMUP [20]  W0_MODES ["eager"]
+#   FLASH_LENGTHS [2048,4096,8192,16384 {4096,16384}]  FLASH_REPS [3 {2}]  FLASH_COMPOSITE_MAX [4096]
+#   FLASH_VARIANTS [bench_flash's default]  FLASH_TORCH_VARIANTS [sdpa,sdpa_t5,flex_t5,flex_shaw]
+#   FLASH_CHECK [first length; 0 = none]  PROFILE_STEPS [20]  PRECOMPILE [1]
+#   TOTAL_BUDGET [470]: seconds from the start; each phase is stopped at the smaller of its own
+#   budget and what the total leaves after keeping a minimum for the phases still to come (train 90,
+#   flash 70, profile 15), so the measurements run even when the build or the suite is slow:
+#   TEST_BUDGET [160 {90}]  PRECOMPILE_WAIT [30] (after the suite)  TRAIN_BUDGET [150]
+#   FLASH_BUDGET [120]  PROFILE_BUDGET [40]
+#   PYTHON [the first of python3, /usr/bin/python3 whose torch sees a GPU]
+#   REF [.gpu-ref, else the argument, $TORCH_REF_DIR, ../shared/bench: the folder of torch_ref.py]
+#   RES [$OUT/gpu-results, else $BUILD/gpu_results: JSON records, ctest.log, precompile.log]
+set -uo pipefail  # no -e: a failing phase is reported and the next one runs
 root=$(cd "$(dirname "$0")/.." && pwd)
-PHASES=${PHASES:-"build test train flash"}
+cd "$root" || exit 1
+t_start=$(date +%s)
+SHORT=${SHORT:-0}
+short() { if [ "$SHORT" != 0 ]; then echo "$2"; else echo "$1"; fi; }
+PHASES=${PHASES:-"build test train flash profile"}
 BUILD=${BUILD:-build-gpu}
-ROUNDS=${ROUNDS:-2}
+JOBS=${JOBS:-$(nproc)}
+TESTS=${TESTS-$(short "" cuda)}
+ROUNDS=${ROUNDS:-$(short 2 1)}
 STEPS=${STEPS:-20}
 WARMUP=${WARMUP:-5}
-WORKLOADS=${WORKLOADS:-"charlm seq2seq"}
-DEVICE=${DEVICE:-cuda}
-JOBS=${JOBS:-$(nproc)}
+WORKLOADS=${WORKLOADS:-"w0 charlm seq2seq"}
+CORES=${CORES:-"composite fused"}
+TORCH_MODES=${TORCH_MODES:-"eager compiled"}
+W0_STEPS=${W0_STEPS:-$(short 200 100)}
+W0_WARMUP=${W0_WARMUP:-20}
+W0_MODES=${W0_MODES:-"eager"}
+FLASH_LENGTHS=${FLASH_LENGTHS:-$(short 2048,4096,8192,16384 4096,16384)}
+FLASH_REPS=${FLASH_REPS:-$(short 3 2)}
+FLASH_COMPOSITE_MAX=${FLASH_COMPOSITE_MAX:-4096}
+FLASH_VARIANTS=${FLASH_VARIANTS:-}
+FLASH_TORCH_VARIANTS=${FLASH_TORCH_VARIANTS:-sdpa,sdpa_t5,flex_t5,flex_shaw}
+FLASH_CHECK=${FLASH_CHECK:-${FLASH_LENGTHS%%,*}}
+PROFILE_STEPS=${PROFILE_STEPS:-20}
+PRECOMPILE=${PRECOMPILE:-1}
+TF32=${TF32:-0}
+TOTAL_BUDGET=${TOTAL_BUDGET:-470}
+TEST_BUDGET=${TEST_BUDGET:-$(short 160 90)}
+PRECOMPILE_WAIT=${PRECOMPILE_WAIT:-30}
+TRAIN_BUDGET=${TRAIN_BUDGET:-150}
+FLASH_BUDGET=${FLASH_BUDGET:-120}
+PROFILE_BUDGET=${PROFILE_BUDGET:-40}
+case $BUILD in /*) build=$BUILD ;; *) build=$root/$BUILD ;; esac
+if [ -n "${RES:-}" ]; then res=$RES; elif [ -n "${OUT:-}" ]; then res=$OUT/gpu-results; else res=$build/gpu_results; fi
+mkdir -p "$res"
+summary=${OUT:+$OUT/gpu-summary.md}
+summary=${summary:-$res/gpu-summary.md}
+: >"$summary"
+if [ -n "${OUT:-}" ]; then
+  exec > >(tee "$OUT/gpu-log.txt") 2>&1
+fi
+export PYTHONUNBUFFERED=1
+export TORCHINDUCTOR_CACHE_DIR=$build/inductor-cache TRITON_CACHE_DIR=$build/triton-cache
+has() { case " $PHASES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+elapsed() { echo $(($(date +%s) - t_start)); }
+# budget PHASE CAP: CAP, or less when TOTAL_BUDGET must keep the minimum of the later phases (10 at least).
+budget() {
+  local keep=0 later=0 p
+  for p in test train flash profile; do
+    if [ "$later" = 1 ] && has "$p"; then
+      case $p in train) keep=$((keep + 90)) ;; flash) keep=$((keep + 70)) ;; profile) keep=$((keep + 15)) ;; esac
+    fi
+    [ "$p" = "$1" ] && later=1
+  done
+  local left=$((TOTAL_BUDGET - $(elapsed) - keep))
+  [ "$left" -lt "$2" ] && { [ "$left" -gt 10 ] && echo "$left" || echo 10; } || echo "$2"
+}
+say() { echo "$@" | tee -a "$summary"; }       # to the log and the summary
+note() { echo "note: $*" | tee -a "$summary"; }
+phase_times=""
+phase_begin() {
+  phase=$1
+  phase_t0=$(date +%s)
+  echo
+  echo "===== $phase (at $(elapsed) s${2:+; budget $2 s})"
+  printf '\n## %s\n\n' "$phase" >>"$summary"
+}
+phase_end() {
+  local s=$(($(date +%s) - phase_t0))
+  echo "===== $phase done in $s s (total $(elapsed) s)"
+  phase_times="$phase_times $phase $s s,"
+}
+# Markdown table rows (and the lines just above them) of a log, for the summary.
+tables() { grep -E '^\||^(device|torch) |^check |^Flex ' "$1"; }
+
+# ---- env ----------------------------------------------------------------------------------------
+phase_begin env
+say "- $(date -u +%Y-%m-%dT%H:%MZ) on $(hostname), $(nproc) cores; SHORT=$SHORT TF32=$TF32 PHASES=\"$PHASES\""
+say "- GPU: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo 'nvidia-smi unavailable')"
+nvcc_bin=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+say "- nvcc: $("$nvcc_bin" --version 2>/dev/null | grep -o 'release [^,]*, V[0-9.]*' || echo none); $(g++ --version | head -n 1); $(cmake --version | head -n 1); ninja $(ninja --version 2>/dev/null || echo absent)"
+say "- source: $(git -C "$root" log -1 --format='%h %cI %s' 2>/dev/null | cut -c1-100 || echo 'no git history here')"
 if [ -z "${PYTHON:-}" ]; then
-  PYTHON=/usr/bin/python3
+  PYTHON=python3
   for p in python3 /usr/bin/python3; do
     if "$p" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then PYTHON=$p; break; fi
   done
 fi
-TESTS=${TESTS:-}
-build=$root/$BUILD
-out=$build/gpu_results
-has() { case " $PHASES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
-
-ref=""
-for d in "${1:-}" "${TORCH_REF_DIR:-}" "$root/shared/bench" "$root/../shared/bench"; do
-  if [ -n "$d" ] && [ -f "$d/torch_ref.py" ]; then ref=$(cd "$d" && pwd); break; fi
+torch_info=$("$PYTHON" -c 'import torch, triton; print("torch %s (CUDA %s), triton %s, GPU seen: %s" % (torch.__version__, torch.version.cuda, triton.__version__, torch.cuda.is_available()))' 2>&1 | tail -n 1)
+say "- python: $PYTHON: $torch_info"
+torch_ok=0
+"$PYTHON" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null && torch_ok=1
+[ "$torch_ok" = 1 ] || note "no torch with a GPU: the PyTorch rows are skipped"
+cmake_deps=()
+if [ -d "$root/.gpu-deps/usr" ]; then
+  cmake_deps=(-DCMAKE_PREFIX_PATH="$root/.gpu-deps/usr")
+  export LD_LIBRARY_PATH=$root/.gpu-deps/runtime${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  say "- dependencies: .gpu-deps (CMAKE_PREFIX_PATH=.gpu-deps/usr, LD_LIBRARY_PATH=.gpu-deps/runtime):" \
+    "$(awk '{printf "%s %s, ", $1, $2}' "$root/.gpu-deps/PACKAGES" 2>/dev/null)"
+else
+  say "- dependencies: the system's (no .gpu-deps here: bash bench/gpu_prepare.sh makes it)"
+fi
+REF=${REF:-}
+for d in "$root/.gpu-ref" "${1:-}" "${TORCH_REF_DIR:-}" "$root/../shared/bench"; do
+  [ -z "$REF" ] && [ -n "$d" ] && [ -f "$d/torch_ref.py" ] && REF=$(cd "$d" && pwd)
 done
+say "- torch_ref.py: ${REF:-not found (W1/W2 PyTorch rows skipped)}"
+[ -s "$root/data/kjv.txt" ] || note "data/kjv.txt is missing (carry it): the tests that train on the corpus fail"
+phase_end
 
-echo "== $(date -u +%Y-%m-%dT%H:%MZ) on $(hostname)"
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo "(nvidia-smi unavailable)"
-
+# ---- build --------------------------------------------------------------------------------------
 if has build; then
-  echo "== build ($BUILD, CUDA on)"
-  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DRELGRAD_CUDA=ON -DRELGRAD_MPI=OFF -DRELGRAD_EXAMPLES=ON >/dev/null
-  start=$(date +%s)
-  cmake --build "$build" -j "$JOBS" >/dev/null  # everything: the suite runs the CLI and the examples too
-  echo "built in $(( $(date +%s) - start )) s"
-fi
-
-if has test; then
-  echo "== the test suite with the GPU (ctest${TESTS:+ -R $TESTS})"
-  # Every case runs; those about the GPU (test_cuda*.cpp, the op tables' and flash attention's GPU
-  # runs) skip without one, so this is the only place they run. One OpenMP thread per test process.
-  OMP_NUM_THREADS=1 ctest --test-dir "$build" ${TESTS:+-R "$TESTS"} --output-on-failure --timeout 600 -j "$JOBS" | tail -n 40 ||
-    echo "(ctest reported failures: see above; the measurements still run)"
-fi
-
-if has train; then
-  echo "== W1/W2 on $DEVICE: relgrad vs PyTorch, $ROUNDS round(s) of $STEPS steps after $WARMUP warm-up"
-  mkdir -p "$out"
-  rm -f "$out"/*.json
-  torch_ok=0
-  if [ -n "$ref" ] && "$PYTHON" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
-    torch_ok=1
+  phase_begin build
+  gen=()
+  if [ ! -f "$build/CMakeCache.txt" ] && command -v ninja >/dev/null 2>&1; then gen=(-G Ninja); fi
+  if cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DRELGRAD_CUDA=ON -DRELGRAD_MPI=OFF \
+    -DRELGRAD_TESTS=ON -DRELGRAD_EXAMPLES=ON "${cmake_deps[@]}" >"$res/cmake.log" 2>&1; then
+    grep -E '^(Eigen3|nlohmann_json|tomlplusplus|CLI11|doctest)_DIR|^PNG_LIBRARY_RELEASE|^CMAKE_CUDA_ARCHITECTURES' \
+      "$build/CMakeCache.txt" | sed 's/^/  /'
+    b0=$(date +%s)
+    if cmake --build "$build" -j "$JOBS" >"$res/build.log" 2>&1; then
+      say "- built in $(($(date +%s) - b0)) s ($(grep -c . "$res/build.log") lines of output in build.log)"
+    else
+      tail -n 60 "$res/build.log"
+      say "- BUILD FAILED after $(($(date +%s) - b0)) s (the last lines above; build.log in $res); what was built still runs"
+    fi
   else
-    echo "note: PyTorch rows skipped (torch_ref.py: ${ref:-not found}; torch with CUDA: $("$PYTHON" -c 'import torch; print(torch.cuda.is_available())' 2>/dev/null || echo no))"
+    cat "$res/cmake.log"
+    say "- CONFIGURE FAILED (above)"
   fi
-  # torch_ref.py's models, data and optimizer, on the GPU; the clock brackets each step with a
-  # synchronisation, as bench_train does. Peak memory: torch.cuda.max_memory_allocated (live tensors).
-  cat >"$out/torch_gpu.py" <<'EOF'
-import json, statistics, sys, time
-ref, workload, steps, warmup, device, path = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6]
-sys.path.insert(0, ref)
-import torch
-import torch.nn.functional as F
-import torch_ref
-torch.backends.cuda.matmul.allow_tf32 = False  # float32 as relgrad's default (TF32 off)
-torch.backends.cudnn.allow_tf32 = False
-cfg = dict(torch_ref.WORKLOADS[workload])
-skew = "pad" if workload == "charlm" else "reshape"
-model, inputs, labels = torch_ref.build(workload, cfg, skew)
-model = model.to(device)
-inputs = tuple(x.to(device) for x in inputs)
-labels = labels.to(device)
-opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.01, betas=(0.9, 0.95))
-tokens = cfg["batch"] * (cfg["seq_len"] if workload == "charlm" else cfg["src_len"] + cfg["tgt_len"])
-flops = 3 * torch_ref.forward_matmul_flops(workload, cfg)[0]
-torch.cuda.reset_peak_memory_stats()
-times, losses = [], []
-for step in range(warmup + steps):
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    opt.zero_grad(set_to_none=True)
-    loss = F.cross_entropy(model(*inputs).flatten(0, 1), labels.flatten())
-    loss.backward()
-    opt.step()
-    torch.cuda.synchronize()
-    t1 = time.perf_counter()
-    losses.append(loss.item())
-    if step >= warmup:
-        times.append(t1 - t0)
-sec = statistics.median(times)
-rec = {"impl": "torch", "workload": workload, "device": device, "torch": torch.__version__,
-       "gpu": torch.cuda.get_device_name(), "step_s": sec, "tokens_per_s": tokens / sec, "gflops": flops / sec / 1e9,
-       "tensor_peak_mib": torch.cuda.max_memory_allocated() / 2**20, "first_loss": losses[0], "last_loss": losses[-1]}
-json.dump(rec, open(path, "w"))
-print("torch %s on %s: %.0f tokens/s, %.1f GFLOP/s, peak %.0f MiB, loss %.4f -> %.4f" % (
-    workload, device, rec["tokens_per_s"], rec["gflops"], rec["tensor_peak_mib"], losses[0], losses[-1]))
-EOF
+  phase_end
+fi
+bench_train=$build/bench/bench_train
+bench_flash=$build/bench/bench_flash
+relgrad=$build/relgrad
+# TF32 flags, where relgrad's binaries have them.
+bt_tf32=() rg_tf32=() py_tf32=()
+if [ "$TF32" != 0 ]; then
+  py_tf32=(--tf32)
+  if [ -x "$bench_train" ] && "$bench_train" --help 2>&1 | grep -q -- '--tf32'; then bt_tf32=(--tf32)
+  else note "TF32=1 but bench_train has no --tf32: relgrad's W1/W2 rows run without TF32"; fi
+  if [ -x "$relgrad" ] && "$relgrad" train --help-config 2>/dev/null | grep -q '^train\.tf32'; then rg_tf32=(--train.tf32=true)
+  else note "TF32=1 but relgrad train has no train.tf32: relgrad's W0 and profile run without TF32"; fi
+fi
+
+# ---- test (+ torch.compile's work in the background) -----------------------------------------------
+precompile_pid=""
+if has test && [ "$PRECOMPILE" != 0 ] && [ "$torch_ok" = 1 ] && { has train || has flash; }; then
+  # The same commands as the measurements, shortened, so their compiled graphs and kernels land in
+  # TORCHINDUCTOR_CACHE_DIR / TRITON_CACHE_DIR (same TF32 setting: it is part of the cache key).
+  set -m  # the background job gets its own process group, so that it can be stopped whole
+  (
+    if has train && [ -n "$REF" ]; then
+      for w in $WORKLOADS; do
+        case " $TORCH_MODES " in *" compiled "*) ;; *) continue ;; esac
+        [ "$w" = w0 ] && continue
+        "$PYTHON" bench/gpu_train.py torch "$REF" --workload "$w" --mode compiled --steps 1 --warmup 0 "${py_tf32[@]}"
+      done
+    fi
+    if has flash; then
+      fv=$(echo "$FLASH_TORCH_VARIANTS" | tr ',' '\n' | grep '^flex' | paste -sd, -)
+      [ -n "$fv" ] && "$PYTHON" bench/flash_torch.py --variants "$fv" --lengths "$FLASH_LENGTHS" --reps 1 "${py_tf32[@]}"
+    fi
+  ) >"$res/precompile.log" 2>&1 &
+  precompile_pid=$!
+  set +m
+fi
+if has test; then
+  TEST_BUDGET=$(budget test "$TEST_BUDGET")
+  phase_begin test "$TEST_BUDGET"
+  # One OpenMP thread per test process (ctest runs JOBS of them at once).
+  OMP_NUM_THREADS=1 timeout -k 10 "$TEST_BUDGET" ctest --test-dir "$build" ${TESTS:+-R "$TESTS"} -j "$JOBS" \
+    --timeout 300 --output-on-failure >"$res/ctest.log" 2>&1
+  rc=$?
+  ran=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#' "$res/ctest.log")
+  if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+    say "- STOPPED at the budget ($TEST_BUDGET s) after $ran tests: rerun with TESTS=regex or a larger TEST_BUDGET"
+  fi
+  grep -E 'tests passed|Total Test time' "$res/ctest.log" | tee -a "$summary"
+  # The failures: ctest's list, and each failed test's output (--output-on-failure) in the log only.
+  sed -n '/The following tests FAILED:/,$p' "$res/ctest.log" | grep -E 'FAILED|\(Failed\)|\(Timeout\)|\(SEGFAULT\)|\(Subprocess|Exception|Not Run' | tee -a "$summary"
+  skipped=$(grep -c '(Skipped)' "$res/ctest.log")
+  say "- skipped: $skipped ($(grep '(Skipped)' "$res/ctest.log" | sed 's/^[[:space:]]*[0-9]* - //; s/ (Skipped)//' | head -n 12 | paste -sd';' - | cut -c1-300))"
+  if grep -q '\*\*\*Failed\|\*\*\*Timeout\|\*\*\*Exception' "$res/ctest.log"; then
+    echo "-- output of the failed tests (ctest.log):"
+    awk '/\*\*\*(Failed|Timeout|Exception)/{p=1} p&&n<400{print; n++}' "$res/ctest.log"
+  fi
+  phase_end
+fi
+if [ -n "$precompile_pid" ]; then
+  # What the background compilation has not finished PRECOMPILE_WAIT s after the suite is left to
+  # the phases (it must not run beside a measurement).
+  for _ in $(seq "$PRECOMPILE_WAIT"); do kill -0 "$precompile_pid" 2>/dev/null || break; sleep 1; done
+  if kill -0 "$precompile_pid" 2>/dev/null; then
+    kill -- -"$precompile_pid" 2>/dev/null
+    note "the background compilation did not finish (precompile.log): the next phases compile what is left"
+  fi
+  wait "$precompile_pid" 2>/dev/null
+  echo "-- background compilation (precompile.log), last lines:"
+  tail -n 5 "$res/precompile.log"
+fi
+
+# ---- train --------------------------------------------------------------------------------------
+if has train; then
+  TRAIN_BUDGET=$(budget train "$TRAIN_BUDGET")
+  phase_begin train "$TRAIN_BUDGET"
+  deadline=$(($(date +%s) + TRAIN_BUDGET))
+  tr=$res/train
+  mkdir -p "$tr"
+  rm -f "$tr"/*.json
+  # w0_relgrad.py runs the executable it is given; this one adds the device and TF32 flags.
+  wrapper=$res/relgrad-cuda
+  printf '#!/bin/sh\nexec "%s" "$@" --device cuda %s\n' "$relgrad" "${rg_tf32[*]:-}" >"$wrapper"
+  chmod +x "$wrapper"
+  # run LIMIT_S LABEL COMMAND...: within the phase's deadline, output indented; a note on failure.
+  run() {
+    local limit=$1 label=$2 left=$((deadline - $(date +%s)))
+    shift 2
+    if [ "$left" -lt 5 ]; then note "$label: skipped (train budget spent)"; return; fi
+    [ "$limit" -gt "$left" ] && limit=$left
+    timeout -k 5 "$limit" "$@" 2>&1 | sed 's/^/  /'
+    local rc=${PIPESTATUS[0]}
+    [ "$rc" = 0 ] || note "$label: exit $rc$( [ "$rc" = 124 ] && echo " (stopped after $limit s)")"
+  }
+  echo "W1/W2: $STEPS steps after $WARMUP warm-up; W0: $W0_STEPS after $W0_WARMUP; $ROUNDS round(s), interleaved"
   for r in $(seq 1 "$ROUNDS"); do
     for w in $WORKLOADS; do
-      "$build/bench/bench_train" --workload "$w" --device "$DEVICE" --steps "$STEPS" --warmup "$WARMUP" \
-        --json "$out/relgrad_${w}_$r.json" | sed 's/^/  /'
-      if [ "$torch_ok" = 1 ]; then
-        "$PYTHON" "$out/torch_gpu.py" "$ref" "$w" "$STEPS" "$WARMUP" "$DEVICE" "$out/torch_${w}_$r.json" | sed 's/^/  /'
+      echo "-- round $r, $w"
+      if [ "$w" = w0 ]; then
+        run 60 "relgrad w0" "$PYTHON" bench/w0_relgrad.py "$wrapper" --threads 1 --steps "$W0_STEPS" \
+          --warmup "$W0_WARMUP" --out "$res/w0_run" --json "$tr/relgrad_w0_$r.json"
+        if [ "$torch_ok" = 1 ]; then
+          for m in $W0_MODES; do
+            run 120 "torch $m w0" "$PYTHON" bench/gpu_train.py w0 --mode "$m" --steps "$W0_STEPS" \
+              --warmup "$W0_WARMUP" "${py_tf32[@]}" --json "$tr/torch-${m}_w0_$r.json"
+          done
+        fi
+        continue
+      fi
+      for c in $CORES; do
+        fused=()
+        [ "$c" = fused ] && fused=(--fused)
+        run 60 "relgrad $c $w" "$bench_train" --workload "$w" --device cuda --steps "$STEPS" --warmup "$WARMUP" \
+          "${fused[@]}" "${bt_tf32[@]}" --json "$tr/relgrad-${c}_${w}_$r.json"
+      done
+      if [ "$torch_ok" = 1 ] && [ -n "$REF" ]; then
+        for m in $TORCH_MODES; do
+          run 150 "torch $m $w" "$PYTHON" bench/gpu_train.py torch "$REF" --workload "$w" --mode "$m" \
+            --steps "$STEPS" --warmup "$WARMUP" "${py_tf32[@]}" --json "$tr/torch-${m}_${w}_$r.json"
+        done
       fi
     done
   done
-  "$PYTHON" - "$out" "$WORKLOADS" <<'EOF'
-import glob, json, os, statistics, sys
-out, workloads = sys.argv[1], sys.argv[2].split()
-def runs(impl, w):
-    recs = [json.load(open(f)) for f in sorted(glob.glob(os.path.join(out, "%s_%s_*.json" % (impl, w))))]
-    if not recs:
-        return None
-    return (statistics.median(r["tokens_per_s"] for r in recs), statistics.median(r["gflops"] for r in recs),
-            max(r["tensor_peak_mib"] for r in recs), recs[0])
-print("\n| workload | impl | tokens/s | GFLOP/s | peak GPU tensors MiB | relgrad ÷ PyTorch |")
-print("|---|---|---:|---:|---:|---:|")
-for w in workloads:
-    rg, pt = runs("relgrad", w), runs("torch", w)
-    for name, r in (("relgrad", rg), ("PyTorch %s" % (pt[3]["torch"] if pt else ""), pt)):
-        if r is None:
-            continue
-        ratio = "%.2f× speed, %.2f× memory" % (rg[0] / pt[0], rg[2] / pt[2]) if (name == "relgrad" and pt) else ""
-        print("| %s | %s | %.0f | %.1f | %.0f | %s |" % (w, name, r[0], r[1], r[2], ratio))
-EOF
+  echo
+  say "TF32 $([ "$TF32" != 0 ] && echo on || echo off); relgrad's W0 row has no GPU tensor peak (relgrad train does not report one)"
+  "$PYTHON" bench/gpu_train.py summary "$tr" 2>&1 | tee -a "$summary"
+  phase_end
 fi
 
+# ---- flash --------------------------------------------------------------------------------------
 if has flash; then
-  if [ -x "$build/bench/bench_flash" ]; then
-    echo "== fused relative attention: bench_flash --device $DEVICE, then PyTorch SDPA (bench/flash_torch.py)"
-    FLASH_LENGTHS=${FLASH_LENGTHS:-1024,2048,4096,8192,16384}
-    "$build/bench/bench_flash" --device "$DEVICE" --lengths "$FLASH_LENGTHS"
-    if [ -f "$root/bench/flash_torch.py" ]; then
-      "$PYTHON" "$root/bench/flash_torch.py" --lengths "$FLASH_LENGTHS" || echo "(flash_torch.py failed)"
-    fi
+  FLASH_BUDGET=$(budget flash "$FLASH_BUDGET")
+  phase_begin flash "$FLASH_BUDGET"
+  deadline=$(($(date +%s) + FLASH_BUDGET))
+  if [ -x "$bench_flash" ]; then
+    # relgrad first, with at most 55 % of the phase; PyTorch gets the rest.
+    timeout -k 5 $((FLASH_BUDGET * 55 / 100)) "$bench_flash" --device cuda --lengths "$FLASH_LENGTHS" \
+      --reps "$FLASH_REPS" --max-composite-length "$FLASH_COMPOSITE_MAX" ${FLASH_VARIANTS:+--variants "$FLASH_VARIANTS"} \
+      >"$res/flash_relgrad.txt" 2>&1
+    rc=$?
+    cat "$res/flash_relgrad.txt"
+    tables "$res/flash_relgrad.txt" >>"$summary"
+    [ "$rc" = 0 ] || note "bench_flash: exit $rc$( [ "$rc" = 124 ] && echo ' (stopped at its share of the budget)')"
   else
-    echo "(no bench_flash target in this tree: skipped)"
+    note "no $bench_flash: relgrad's flash rows skipped"
   fi
+  if [ "$torch_ok" = 1 ]; then
+    left=$((deadline - $(date +%s)))
+    if [ "$left" -gt 10 ]; then
+      echo >>"$summary"
+      timeout -k 5 "$left" "$PYTHON" bench/flash_torch.py --lengths "$FLASH_LENGTHS" --reps "$FLASH_REPS" \
+        --variants "$FLASH_TORCH_VARIANTS" --check "$FLASH_CHECK" "${py_tf32[@]}" >"$res/flash_torch.txt" 2>&1
+      rc=$?
+      cat "$res/flash_torch.txt"
+      tables "$res/flash_torch.txt" >>"$summary"
+      [ "$rc" = 0 ] || note "flash_torch.py: exit $rc$( [ "$rc" = 124 ] && echo ' (stopped at the flash budget)')"
+    else
+      note "flash_torch.py: skipped (flash budget spent)"
+    fi
+  fi
+  phase_end
 fi
+
+# ---- profile ------------------------------------------------------------------------------------
+if has profile; then
+  PROFILE_BUDGET=$(budget profile "$PROFILE_BUDGET")
+  phase_begin profile "$PROFILE_BUDGET"
+  if [ ! -x "$relgrad" ]; then
+    note "no $relgrad: profile skipped"
+  elif ! "$relgrad" train --help-config 2>/dev/null | grep -q '^train\.profile'; then
+    note "this build's relgrad train has no train.profile: profile skipped"
+  else
+    timeout -k 5 "$PROFILE_BUDGET" "$relgrad" train --device cuda --train.profile="$PROFILE_STEPS" \
+      --train.steps=$((PROFILE_STEPS + 10)) --train.eval_every=0 --train.save_every=0 --train.samples=0 \
+      --train.target_accuracy=0 --train.out_dir="$res/profile_run" "${rg_tf32[@]}" >"$res/profile.txt" 2>&1
+    rc=$?
+    cat "$res/profile.txt"
+    # The profile's table (and its heading lines) for the summary; the step lines stay in the log.
+    grep -vE '^step [0-9]+/|^(checkpoint|log|plot) ' "$res/profile.txt" | tail -n 60 >>"$summary"
+    [ "$rc" = 0 ] || note "relgrad train --train.profile: exit $rc"
+  fi
+  phase_end
+fi
+
+printf '\n## phase times\n\n%s total %s s\n' "${phase_times# }" "$(elapsed)" >>"$summary"
+echo
+echo "=================== SUMMARY ($summary) ==================="
+cat "$summary"
