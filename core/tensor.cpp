@@ -158,11 +158,20 @@ Tensor fill_with(const Shape& shape, TensorOptions options, Fn value) {
   if (options.requires_grad_) out.requires_grad_(true);
   return out;
 }
+
+// A constant: on a GPU filled there (no host copy, so scalar operands and zeros cost no transfer).
+Tensor fill_constant(const Shape& shape, double v, TensorOptions o) {
+  if (o.device_.is_cpu()) return fill_with(shape, o, [v](int64_t) { return v; });
+  Tensor out = empty(shape, o.requires_grad(false));
+  cuda::fill(out.raw_data(), o.dtype_, v, out.numel(), o.device_.index);
+  if (o.requires_grad_) out.requires_grad_(true);
+  return out;
+}
 }  // namespace
 
-Tensor zeros(const Shape& shape, TensorOptions o) { return fill_with(shape, o, [](int64_t) { return 0.0; }); }
-Tensor ones(const Shape& shape, TensorOptions o) { return fill_with(shape, o, [](int64_t) { return 1.0; }); }
-Tensor full(const Shape& shape, double v, TensorOptions o) { return fill_with(shape, o, [v](int64_t) { return v; }); }
+Tensor zeros(const Shape& shape, TensorOptions o) { return fill_constant(shape, 0.0, o); }
+Tensor ones(const Shape& shape, TensorOptions o) { return fill_constant(shape, 1.0, o); }
+Tensor full(const Shape& shape, double v, TensorOptions o) { return fill_constant(shape, v, o); }
 Tensor scalar_tensor(double v, TensorOptions o) { return full({}, v, o); }
 Tensor arange(double end, TensorOptions o) { return arange(0.0, end, 1.0, o); }
 Tensor arange(double start, double end, double step, TensorOptions o) {

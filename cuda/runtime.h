@@ -5,6 +5,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/base/dtype.h"
@@ -39,6 +40,31 @@ void check_guards(const char* op);
 
 void memcpy_host_to_device(void* dst, const void* src, size_t nbytes, int device);
 void memcpy_device_to_host(void* dst, const void* src, size_t nbytes, int device);
+
+// Every copy between host and device goes through the two functions above, which count them: calls
+// and bytes per direction since the last reset (all devices together, copies of 0 bytes included).
+// A training step after the first should copy to the device only its batch (tests/
+// test_cuda_transfers.cpp). Zeros in a build without CUDA.
+struct TransferStats {
+  uint64_t to_device_calls = 0, to_device_bytes = 0;
+  uint64_t to_host_calls = 0, to_host_bytes = 0;
+};
+TransferStats transfer_stats();
+void reset_transfer_stats();  // also clears the trace
+// Test aid: while tracing is on, each copy is also recorded with its caller's stack (demangled names
+// of the exported functions on it: link the program with -rdynamic, CMake's ENABLE_EXPORTS, to get
+// them), so a test can name an unexpected copy. At most 256 records are kept. Off by default.
+struct TransferRecord {
+  bool to_device = true;
+  size_t bytes = 0;
+  std::string where;  // the calling functions, innermost first, " < " between them
+};
+void set_transfer_trace(bool on);
+std::vector<TransferRecord> transfer_trace();
+
+// dst (n elements of dtype, contiguous, on device) = value converted to dtype: zeros, ones, full and
+// scalar operands are made on the device by this instead of copied from the host.
+void fill(void* dst, DType dtype, double value, int64_t n, int device);
 
 // dst[i] = convert(src[i]) for every index i of `shape`, both operands strided (in elements) on the
 // same device; dtypes may differ. Used for contiguous(), broadcast materialisation and to(dtype).
