@@ -1,7 +1,10 @@
 // Indexing kernels (interface and determinism argument in cuda/index.h). Each kernel is a plain
 // grid-stride loop with one thread per output element (or per owned output column), chosen to be
 // obviously correct: every output element is written by exactly one thread, with no atomics and no
-// shared memory. The host sorts index lists (CSR) where that gives each thread a short private sum.
+// shared memory. Index lists (CSR) are sorted on the device where that gives each thread a short
+// private sum: a stable radix sort (CUB) of (key, position) pairs, so nothing is copied from the host.
+#include <cub/device/device_radix_sort.cuh>
+
 #include <vector>
 
 #include "cuda/common.cuh"
@@ -14,25 +17,17 @@ namespace {
 
 constexpr int kMaxDims = 8;
 
-// A small int64 array copied to the device for the lifetime of the object (CSR lists, index maps).
-// The block goes back to the caching allocator when the object dies; the default stream orders any
-// reuse after the kernels that read it.
-class DeviceArray {
+// Scratch device memory for the lifetime of the object (the sort's keys, lists and workspace). The
+// block goes back to the caching allocator when the object dies; the default stream orders any reuse
+// after the kernels that read it.
+class DeviceBuffer {
  public:
-  DeviceArray(const std::vector<int64_t>& host, int device) : device_(device) {
-    const size_t nbytes = (host.empty() ? 1 : host.size()) * sizeof(int64_t);
-    ptr_ = device_malloc(nbytes, device);
-    try {
-      memcpy_host_to_device(ptr_, host.data(), host.size() * sizeof(int64_t), device);
-    } catch (...) {
-      device_free(ptr_, device_);
-      throw;
-    }
-  }
-  ~DeviceArray() { device_free(ptr_, device_); }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-  const int64_t* get() const { return static_cast<const int64_t*>(ptr_); }
+  DeviceBuffer(size_t nbytes, int device) : ptr_(device_malloc(nbytes == 0 ? 1 : nbytes, device)), device_(device) {}
+  ~DeviceBuffer() { device_free(ptr_, device_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  template <class T>
+  T* as() const { return static_cast<T*>(ptr_); }
 
  private:
   void* ptr_ = nullptr;
@@ -165,7 +160,89 @@ __global__ void relative_scatter_kernel(const T* S, const int64_t* offsets, cons
   }
 }
 
+// ---- the CSR lists, built on the device --------------------------------------------------------------
+// keys (count) → sort keys (count): the key where it is in [0, buckets), else `buckets` (dropped: it
+// sorts after every kept key); positions (count) = 0 … count − 1.
+__global__ void csr_keys_kernel(const int64_t* keys, int64_t count, int64_t buckets, uint64_t* sort_keys,
+                                int64_t* positions) {
+  const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < count; k += stride) {
+    const int64_t key = keys[k];
+    sort_keys[k] = static_cast<uint64_t>(key >= 0 && key < buckets ? key : buckets);
+    positions[k] = k;
+  }
+}
+
+// C (t2, t1) → sort keys (t2·t1): bucket (i, r) = i·R + r for C[i, j] = r >= 0, else t2·R (dropped);
+// positions = the flat index i·t1 + j.
+__global__ void relative_keys_kernel(const int64_t* C, int64_t t2, int64_t t1, int64_t R, uint64_t* sort_keys,
+                                     int64_t* positions) {
+  const int64_t total = t2 * t1;
+  const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += stride) {
+    const int64_t c = C[e], i = e / t1;
+    sort_keys[e] = static_cast<uint64_t>(c >= 0 ? i * R + c : t2 * R);
+    positions[e] = e;
+  }
+}
+
+// sorted (count), increasing → offsets (buckets + 1): offsets[r] = the first position whose key is
+// >= r (a binary search per r), so bucket r's list is [offsets[r], offsets[r + 1]).
+__global__ void csr_offsets_kernel(const uint64_t* sorted, int64_t count, int64_t buckets, int64_t* offsets) {
+  const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; r <= buckets; r += stride) {
+    int64_t lo = 0, hi = count;
+    while (lo < hi) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      if (sorted[mid] < static_cast<uint64_t>(r)) lo = mid + 1;
+      else hi = mid;
+    }
+    offsets[r] = lo;
+  }
+}
+
+// The bits a key in [0, buckets] needs: the sort looks at no others.
+int key_bits(int64_t buckets) {
+  int bits = 1;
+  while (bits < 63 && (int64_t(1) << bits) <= buckets) ++bits;
+  return bits;
+}
+
+// The CSR lists of `count` keys already in sort form (sort_keys, positions: device, count each):
+// offsets (buckets + 1) and entries (count, the kept ones first) into the caller's device buffers.
+// A stable LSD radix sort keeps equal keys in increasing position: csr_by_key's order exactly.
+void sort_into_csr(uint64_t* sort_keys, int64_t* positions, int64_t count, int64_t buckets, int64_t* offsets,
+                   int64_t* entries, int device, const char* op) {
+  DeviceBuffer sorted(static_cast<size_t>(count) * sizeof(uint64_t), device);
+  const int bits = key_bits(buckets);
+  size_t work_bytes = 0;
+  RG_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, work_bytes, sort_keys, sorted.as<uint64_t>(), positions,
+                                                entries, count, 0, bits, cudaStream_t(0)),
+                op);
+  DeviceBuffer work(work_bytes, device);
+  RG_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(work.as<void>(), work_bytes, sort_keys, sorted.as<uint64_t>(),
+                                                positions, entries, count, 0, bits, cudaStream_t(0)),
+                op);
+  csr_offsets_kernel<<<grid_size(buckets + 1), kBlockSize>>>(sorted.as<uint64_t>(), count, buckets, offsets);
+  RG_CUDA_CHECK_LAUNCH(op);
+}
+
 }  // namespace
+
+void csr_by_key_on_device(const int64_t* keys, int64_t count, int64_t buckets, int64_t* offsets, int64_t* entries,
+                          int device) {
+  const char* op = "cuda_csr";
+  check_device(device, op);
+  DeviceGuard guard(device, op);
+  DeviceBuffer sort_keys(static_cast<size_t>(count) * sizeof(uint64_t), device);
+  DeviceBuffer positions(static_cast<size_t>(count) * sizeof(int64_t), device);
+  if (count > 0) {
+    csr_keys_kernel<<<grid_size(count), kBlockSize>>>(keys, count, buckets, sort_keys.as<uint64_t>(),
+                                                      positions.as<int64_t>());
+    RG_CUDA_CHECK_LAUNCH(op);
+  }
+  sort_into_csr(sort_keys.as<uint64_t>(), positions.as<int64_t>(), count, buckets, offsets, entries, device, op);
+}
 
 void gather(DType dtype, const std::vector<int64_t>& shape, void* out, const void* x,
             const std::vector<int64_t>& x_strides, int64_t x_step, const int64_t* index,
@@ -185,19 +262,21 @@ void gather(DType dtype, const std::vector<int64_t>& shape, void* out, const voi
   });
 }
 
-void scatter_add_rows(DType dtype, const void* g, const int64_t* host_index, int64_t skip, void* gx, int64_t O,
+void scatter_add_rows(DType dtype, const void* g, const int64_t* index, int64_t skip, void* gx, int64_t O,
                       int64_t K, int64_t n, int64_t I, int device) {
   const char* op = "cuda_scatter_add";
   check_device(device, op);
   const int64_t total = O * n * I;
   if (total == 0) return;
-  const Csr csr = csr_by_key(host_index, K, n);
   DeviceGuard guard(device, op);
-  DeviceArray offsets(csr.offsets, device), entries(csr.entries, device);
+  DeviceBuffer offsets(static_cast<size_t>(n + 1) * sizeof(int64_t), device);
+  DeviceBuffer entries(static_cast<size_t>(K) * sizeof(int64_t), device);
+  csr_by_key_on_device(index, K, n, offsets.as<int64_t>(), entries.as<int64_t>(), device);
   dispatch_float(dtype, op, [&](auto zero) {
     using T = decltype(zero);
-    scatter_rows_kernel<T><<<grid_size(total), kBlockSize>>>(static_cast<const T*>(g), offsets.get(), entries.get(),
-                                                             skip, static_cast<T*>(gx), O, K, n, I);
+    scatter_rows_kernel<T><<<grid_size(total), kBlockSize>>>(static_cast<const T*>(g), offsets.as<int64_t>(),
+                                                             entries.as<int64_t>(), skip, static_cast<T*>(gx), O, K,
+                                                             n, I);
     RG_CUDA_CHECK_LAUNCH(op);
   });
 }
@@ -231,26 +310,31 @@ void relative_gather(DType dtype, const void* P, int64_t batch_stride, int64_t r
   });
 }
 
-void relative_scatter(DType dtype, const void* S, const int64_t* host_C, void* P, int64_t N, int64_t t2, int64_t t1,
+void relative_scatter(DType dtype, const void* S, const int64_t* C, void* P, int64_t N, int64_t t2, int64_t t1,
                       int64_t R, int device) {
   const char* op = "cuda_relative_scatter";
   check_device(device, op);
   const int64_t total = N * t2 * R;
   if (total == 0) return;
-  // Bucket (i, r) = i*R + r for entry (i, j) of C; -1 entries (no table row) are dropped.
-  std::vector<int64_t> keys(static_cast<size_t>(t2 * t1));
-  for (int64_t i = 0; i < t2; ++i)
-    for (int64_t j = 0; j < t1; ++j) {
-      const int64_t c = host_C[i * t1 + j];
-      keys[i * t1 + j] = c >= 0 ? i * R + c : -1;
-    }
-  const Csr csr = csr_by_key(keys.data(), t2 * t1, t2 * R);
   DeviceGuard guard(device, op);
-  DeviceArray offsets(csr.offsets, device), entries(csr.entries, device);
+  // Bucket (i, r) = i*R + r for entry (i, j) of C; -1 entries (no table row) are dropped.
+  const int64_t count = t2 * t1, buckets = t2 * R;
+  DeviceBuffer sort_keys(static_cast<size_t>(count) * sizeof(uint64_t), device);
+  DeviceBuffer positions(static_cast<size_t>(count) * sizeof(int64_t), device);
+  DeviceBuffer offsets(static_cast<size_t>(buckets + 1) * sizeof(int64_t), device);
+  DeviceBuffer entries(static_cast<size_t>(count) * sizeof(int64_t), device);
+  if (count > 0) {
+    relative_keys_kernel<<<grid_size(count), kBlockSize>>>(C, t2, t1, R, sort_keys.as<uint64_t>(),
+                                                           positions.as<int64_t>());
+    RG_CUDA_CHECK_LAUNCH(op);
+  }
+  sort_into_csr(sort_keys.as<uint64_t>(), positions.as<int64_t>(), count, buckets, offsets.as<int64_t>(),
+                entries.as<int64_t>(), device, op);
   dispatch_float(dtype, op, [&](auto zero) {
     using T = decltype(zero);
-    relative_scatter_kernel<T><<<grid_size(total), kBlockSize>>>(static_cast<const T*>(S), offsets.get(),
-                                                                 entries.get(), static_cast<T*>(P), N, t2, t1, R);
+    relative_scatter_kernel<T><<<grid_size(total), kBlockSize>>>(static_cast<const T*>(S), offsets.as<int64_t>(),
+                                                                 entries.as<int64_t>(), static_cast<T*>(P), N, t2, t1,
+                                                                 R);
     RG_CUDA_CHECK_LAUNCH(op);
   });
 }

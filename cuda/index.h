@@ -7,14 +7,16 @@
 // in the same order as the CPU kernels, so the GPU gradients equal the CPU ones bit for bit (the
 // float additions are the same IEEE operations) and are identical from run to run.
 //   * scatter_add_rows (embedding, index_select: one index per source row k): the index values are
-//     sorted on the host (a stable counting sort into CSR form: for each destination row r, the
-//     list of k with index[k] == r, increasing) and uploaded; one thread per (o, r, i) sums its list.
+//     sorted on the device into CSR form (for each destination row r, the list of k with
+//     index[k] == r, increasing: csr_by_key_on_device, a stable radix sort); one thread per (o, r, i)
+//     sums its list.
 //   * scatter_add_columns (gather: a different index per column): one thread per (o, i) column walks
 //     k in order; the column is owned by that thread, so there is no race.
-//   * relative_scatter: CSR per (query i, table row r) of the keys j with C[i, j] == r, built on the
-//     host from the index map (which the caller validated on the host anyway).
-// Index values are checked by the caller before any kernel runs (host copies), so kernels never read
-// out of bounds. All kernels run on the current device's default stream; `device` selects it.
+//   * relative_scatter: CSR per (query i, table row r) of the keys j with C[i, j] == r, sorted on the
+//     device the same way from the index map.
+// Nothing is copied from the host. Index values are checked by the caller before any kernel runs, so
+// kernels never read out of bounds. All kernels run on the current device's default stream; `device`
+// selects it.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -30,10 +32,10 @@ void gather(DType dtype, const std::vector<int64_t>& shape, void* out, const voi
             const std::vector<int64_t>& x_strides, int64_t x_step, const int64_t* index,
             const std::vector<int64_t>& index_strides, int device);
 
-// gx (O, n, I), contiguous, fully written = Σ_k g (O, K, I)[o, k, i] over the k with
-// host_index[k] == r (host_index: K values on the HOST, all in [0, n)); rows equal to `skip`
-// (embedding's padding_idx, -1 for none) get no contributions, so their gradient is 0.
-void scatter_add_rows(DType dtype, const void* g, const int64_t* host_index, int64_t skip, void* gx, int64_t O,
+// gx (O, n, I), contiguous, fully written = Σ_k g (O, K, I)[o, k, i] over the k with index[k] == r
+// (index: K values on the device, all in [0, n)); rows equal to `skip` (embedding's padding_idx, -1
+// for none) get no contributions, so their gradient is 0.
+void scatter_add_rows(DType dtype, const void* g, const int64_t* index, int64_t skip, void* gx, int64_t O,
                       int64_t K, int64_t n, int64_t I, int device);
 
 // gx (O, n, I), contiguous, fully written: gx[o, index(o, k, i), i] += g[o, k, i] for k = 0..K-1 in
@@ -47,13 +49,19 @@ void relative_gather(DType dtype, const void* P, int64_t batch_stride, int64_t r
                      int64_t N, int64_t t2, int64_t t1, int device);
 
 // P (N, t2, R), contiguous, fully written = Σ_{j: C[i,j] = r} S (N, t2, t1, contiguous)[n, i, j], j
-// increasing; host_C (t2, t1) on the HOST, entries in [-1, R).
-void relative_scatter(DType dtype, const void* S, const int64_t* host_C, void* P, int64_t N, int64_t t2, int64_t t1,
+// increasing; C (t2, t1) on the device, entries in [-1, R).
+void relative_scatter(DType dtype, const void* S, const int64_t* C, void* P, int64_t N, int64_t t2, int64_t t1,
                       int64_t R, int device);
+
+// csr_by_key (below) on the device: keys (count, device) → offsets (buckets + 1) and entries (count;
+// the first offsets[buckets] are the kept keys' positions), device buffers the caller allocated.
+void csr_by_key_on_device(const int64_t* keys, int64_t count, int64_t buckets, int64_t* offsets, int64_t* entries,
+                          int device);
 
 // A stable counting sort of `count` keys in [0, buckets) (keys outside are dropped): offsets
 // (buckets + 1) and the positions k of the kept keys, grouped by key, increasing within a key.
-// Host code, shared by the scatter-adds above; inline so the CPU-only tests can check it.
+// The host oracle of csr_by_key_on_device (the order the scatter-adds sum in, the CPU's order);
+// inline so the CPU-only tests can check it.
 struct Csr {
   std::vector<int64_t> offsets;  // list of key r: entries[offsets[r] .. offsets[r + 1])
   std::vector<int64_t> entries;

@@ -14,6 +14,7 @@
 #include "autograd/ops.h"
 #include "autograd/ops/checks.h"
 #include "core/backend/flash_attention.h"
+#include "core/device_cache.h"
 
 namespace relgrad {
 
@@ -69,7 +70,10 @@ Plan make_plan(const Tensor& q, const Tensor& k, const Tensor& v, const FlashAtt
     p.pos_host.resize(static_cast<size_t>(p.t2));
     for (int64_t i = 0; i < p.t2; ++i) p.pos_host[i] = i;
   }
-  p.pos = from_vector(p.pos_host, {p.t2}).to(dev);
+  // The device copies of positions and lookups are cached by content (core/device_cache.h): a training
+  // step reuses the last step's instead of copying them again. The host copies stay in the plan for
+  // the checks, the CPU kernels and the CUDA kernels' planning.
+  p.pos = cached_index_upload(p.pos_host, {p.t2}, dev);
 
   const Tensor& E = o.rel_table;
   if (E.defined()) {
@@ -123,8 +127,8 @@ Plan make_plan(const Tensor& q, const Tensor& k, const Tensor& v, const FlashAtt
                  p.min_delta + p.W - 1, "] (W = ", p.W, ", t1 = ", p.t1, ")");
     }
   }
-  if (E.defined()) p.rel_rows = from_vector(p.rel_host, {p.W}).to(dev);
-  if (bt.defined()) p.bias_rows = from_vector(p.bias_host, {p.W}).to(dev);
+  if (E.defined()) p.rel_rows = cached_index_upload(p.rel_host, {p.W}, dev);
+  if (bt.defined()) p.bias_rows = cached_index_upload(p.bias_host, {p.W}, dev);
   if (o.key_padding_mask.defined()) {
     const Tensor& m = o.key_padding_mask;
     check_same_device(q, m, kOp);

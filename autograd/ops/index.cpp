@@ -1,7 +1,9 @@
 // Indexing ops: embedding, index_select and gather share one gather entry (forward) and the
 // deterministic scatter-adds (backward) of core/backend/index.h (bitwise the same gradients on every
-// device: each output element sums its contributions in the same order, no atomics). Index values are always checked on the host first (a CUDA index is copied
-// down once), so that a bad index gives the same IndexError on every device. Then the concatenation
+// device: each output element sums its contributions in the same order, no atomics). Index values are
+// always checked on the host first (a CUDA index is copied down once, and not again while it is the
+// same unchanged tensor: backend::check_index_values), so that a bad index gives the same IndexError
+// on every device. Then the concatenation
 // family: cat copies into slices of one output (backward: slices of g); stack is unsqueeze + cat;
 // split and chunk are narrow views, so their gradients flow through narrow's backward.
 #include <algorithm>
@@ -27,9 +29,10 @@ Tensor index_arg(const Tensor& index, const Tensor& x, const char* op, const cha
   return index.detach().contiguous();
 }
 
-// The index values on the host (itself on the CPU), for the range check and the CUDA scatter-add's
-// host-side sort.
-Tensor on_host(const Tensor& idx) { return idx.to(Device::cpu()); }
+// Every value of idx in [0, size), or the IndexError naming `what`.
+void check_range(const Tensor& idx, int64_t size, const char* op, const std::string& what) {
+  backend::check_index_values(idx, 0, size, [&](const Tensor& host) { backend::check_indices(host, size, op, what); });
+}
 
 TensorOptions like(const Tensor& t, DType dtype) { return TensorOptions(dtype).device(t.device()); }
 
@@ -47,12 +50,10 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_id
   RG_CHECK(weight.defined(), op, "weight is an undefined tensor");
   RG_CHECK_T(ShapeError, weight.dim() == 2, op, "weight must be 2-D (V, C), got ", shape_str(weight.shape()));
   Tensor idx = index_arg(indices, weight, op, "indices");
-  Tensor host_idx = on_host(idx);
   const int64_t V = weight.size(0), C = weight.size(1);
   RG_CHECK_T(IndexError, padding_idx == -1 || (padding_idx >= 0 && padding_idx < V), op, "padding_idx ",
              padding_idx, " is out of range for weight ", shape_str(weight.shape()), " (use -1 for none)");
-  backend::check_indices(host_idx, V, op,
-                     "weight " + shape_str(weight.shape()) + ", indices " + shape_str(indices.shape()));
+  check_range(idx, V, op, "weight " + shape_str(weight.shape()) + ", indices " + shape_str(indices.shape()));
   Shape out_shape = indices.shape();
   out_shape.push_back(C);
   // Gather along a new dim: each index picks a row of weight (step weight.stride(0)), C columns each.
@@ -61,9 +62,9 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_id
   i_strides.push_back(0);
   Tensor out = backend::gather(weight, out_shape, w_strides, weight.stride(0), idx, i_strides, false, op);
   if (!needs_grad({weight})) return out;
-  // Saves only the indices (on the host: both backwards read them there; on the CPU this is idx
-  // itself): the gradient of a lookup does not depend on the weight's values.
-  return record(out, op, {weight}, [V, C, padding_idx, idx = SavedTensor(host_idx)](const Tensor& g) -> TensorList {
+  // Saves only the indices (on the weight's device, where the backward sorts them): the gradient of
+  // a lookup does not depend on the weight's values.
+  return record(out, op, {weight}, [V, C, padding_idx, idx = SavedTensor(idx)](const Tensor& g) -> TensorList {
     // g (N, C) with N = numel(indices); every row of gw written (padding_idx's with 0)
     return {backend::scatter_add_rows(g.contiguous(), idx.get(), padding_idx, {V, C}, 1, V, C, "embedding_backward")};
   });
@@ -77,8 +78,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   RG_CHECK_T(ShapeError, x.dim() >= 1, op, "cannot index a 0-d tensor");
   RG_CHECK_T(ShapeError, index.dim() <= 1, op, "index must be 1-D, got shape ", shape_str(index.shape()));
   const int64_t d = normalize_dim(dim, x.dim(), op);
-  Tensor host_idx = on_host(idx);
-  backend::check_indices(host_idx, x.size(d), op, "dim " + std::to_string(d) + " of x " + shape_str(x.shape()));
+  check_range(idx, x.size(d), op, "dim " + std::to_string(d) + " of x " + shape_str(x.shape()));
   Shape out_shape = x.shape();
   out_shape[d] = idx.numel();
   Shape x_strides = x.strides(), i_strides(x.dim(), 0);
@@ -86,8 +86,8 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   i_strides[d] = 1;  // one index per position along dim, shared by all other positions
   Tensor out = backend::gather(x, out_shape, x_strides, x.stride(d), idx, i_strides, true, op);  // any dtype
   if (!needs_grad({x})) return out;
-  // Saves the index on the host (idx itself on the CPU): both backwards read it there.
-  return record(out, op, {x}, [x_shape = x.shape(), d, idx = SavedTensor(host_idx)](const Tensor& g) -> TensorList {
+  // Saves the index on x's device, where the backward sorts it.
+  return record(out, op, {x}, [x_shape = x.shape(), d, idx = SavedTensor(idx)](const Tensor& g) -> TensorList {
     const int64_t O = prod(x_shape, 0, d), I = prod(x_shape, d + 1, x_shape.size());
     // g (O, K, I) → gx (O, n, I), every element written
     return {backend::scatter_add_rows(g.contiguous(), idx.get(), -1, x_shape, O, x_shape[d], I, "index_select_backward")};
@@ -106,7 +106,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   for (int64_t k = 0; k < x.dim(); ++k)
     RG_CHECK_T(ShapeError, k == d || index.size(k) <= x.size(k), op, "index ", shape_str(index.shape()),
                " is larger than x ", shape_str(x.shape()), " in dim ", k, " (gather is along dim ", d, ")");
-  backend::check_indices(on_host(idx), x.size(d), op, "dim " + std::to_string(d) + " of x " + shape_str(x.shape()));
+  check_range(idx, x.size(d), op, "dim " + std::to_string(d) + " of x " + shape_str(x.shape()));
   Shape x_strides = x.strides();
   x_strides[d] = 0;  // the index value supplies the position along dim
   Tensor out = backend::gather(x, index.shape(), x_strides, x.stride(d), idx, contiguous_strides(index.shape()), true,

@@ -6,10 +6,14 @@
 //   scalar bias S += relative_gather(β expanded over queries, C)
 // The two ops are each other's adjoint, so each one's backward is the other.
 //
-// On CUDA (core/backend/index.h, cuda/index.h) the index map may be on the CPU (as relative_index makes it) or on the
-// input's device: it is validated on the host either way, and relative_scatter sorts it there into
-// per-(query, row) lists so that each output element is one thread's ordered sum (no atomics; the
-// same sums in the same order as the CPU kernel, hence the same bits).
+// On CUDA (core/backend/index.h, cuda/index.h) the index map may be on the CPU (as relative_index makes
+// it) or on the input's device. Either way the kernels read it on the device: a CPU map is validated
+// on the host and its device copy is cached by content (cached_index_upload); a device map is
+// validated on a host copy once, then not again while it is the same unchanged tensor
+// (backend::check_index_values) — the layers keep their maps on the device (layers/positional.h).
+// relative_scatter sorts the map on the device into per-(query, row) lists so that each output element
+// is one thread's ordered sum (no atomics; the same sums in the same order as the CPU kernel, hence
+// the same bits).
 #include <cmath>
 #include <string>
 
@@ -17,6 +21,7 @@
 #include "autograd/ops.h"
 #include "autograd/ops/checks.h"
 #include "core/backend/index.h"
+#include "core/device_cache.h"
 
 namespace relgrad {
 
@@ -72,8 +77,8 @@ Tensor relative_index(int64_t t2, int64_t t1, const RelativeIndexOptions& o) {
 
 namespace {
 
-// Checks the index map against P's or S's last two dims and the table size; returns it contiguous
-// on the host (the index itself when it already is).
+// Checks the index map against P's or S's last two dims and the table size; returns it contiguous on
+// x's device, where the kernels read it.
 Tensor check_index(const Tensor& index, int64_t t2, int64_t t1, int64_t R, const Tensor& x, const char* op) {
   RG_CHECK_T(DTypeError, index.dtype() == kInt64, op, "index must be int64, got ", dtype_name(index.dtype()));
   RG_CHECK_T(DeviceError, index.device().is_cpu() || index.device() == x.device(), op, "index is on ",
@@ -83,12 +88,15 @@ Tensor check_index(const Tensor& index, int64_t t2, int64_t t1, int64_t R, const
              shape_str(index.shape()), " does not match ", t2, " queries and ", t1, " keys (input ",
              shape_str(x.shape()), ")");
   // Every entry must be a row of the table or -1: checked before any kernel reads through it.
-  const Tensor ic = index.to(Device::cpu()).contiguous();  // index itself when on the CPU and contiguous
-  const int64_t* c = ic.data_ptr<int64_t>();
-  for (int64_t k = 0; k < ic.numel(); ++k)
-    RG_CHECK_T(IndexError, c[k] >= -1 && c[k] < R, op, "index entry ", c[k], " at (", k / t1, ", ", k % t1,
-               ") is outside a table of ", R, " rows");
-  return ic;
+  const Tensor ic = index.contiguous();  // index itself when contiguous
+  backend::check_index_values(ic, -1, R, [&](const Tensor& host) {
+    const int64_t* c = host.data_ptr<int64_t>();
+    for (int64_t k = 0; k < host.numel(); ++k)
+      RG_CHECK_T(IndexError, c[k] >= -1 && c[k] < R, op, "index entry ", c[k], " at (", k / t1, ", ", k % t1,
+                 ") is outside a table of ", R, " rows");
+  });
+  if (ic.device() == x.device()) return ic;
+  return cached_index_upload(ic.to_vector<int64_t>(), ic.shape(), x.device());  // a host map for a GPU op
 }
 
 // The leading dims of x (all but the last two) as one stride, when they merge (x viewed as
@@ -121,7 +129,7 @@ Tensor relative_gather(const Tensor& P, const Tensor& index, int64_t R) {
              ") (last dim = table rows), got ", shape_str(P.shape()));
   RG_CHECK_T(ShapeError, index.dim() == 2, op, "index must be 2-D (t2, t1), got ", shape_str(index.shape()));
   const int64_t t2 = P.size(-2), t1 = index.size(1);
-  Tensor ic = check_index(index, t2, t1, R, P, op);  // on the host
+  Tensor ic = check_index(index, t2, t1, R, P, op);  // on P's device
   // The kernel reads P as N = prod(leading dims) blocks of (t2, R) rows, given one batch stride and
   // one row stride: a P broadcast over queries (row stride 0) is read in place; layouts whose
   // leading dims do not merge into one stride, or whose rows are not unit-stride, are copied once.
@@ -133,7 +141,7 @@ Tensor relative_gather(const Tensor& P, const Tensor& index, int64_t R) {
   }
   Shape out_shape = P.shape();
   out_shape.back() = t1;
-  Tensor S = backend::relative_gather(P3, batch_stride, P3.stride(-2), index, ic, out_shape, leading(P), t2, t1);
+  Tensor S = backend::relative_gather(P3, batch_stride, P3.stride(-2), ic, out_shape, leading(P), t2, t1);
   if (!needs_grad({P})) return S;
   return record(S, op, {P}, [p_shape = P.shape(), R, idx = SavedTensor(ic)](const Tensor& g) -> TensorList {
     return {sum_to(relative_scatter(g, idx.get(), R), p_shape)};
@@ -146,7 +154,7 @@ Tensor relative_scatter(const Tensor& S, const Tensor& index, int64_t R) {
   RG_CHECK_T(ShapeError, S.dim() >= 2, op, "expected S of shape (..., t2, t1), got ", shape_str(S.shape()));
   RG_CHECK(R >= 1, op, "table_size must be >= 1, got ", R);
   const int64_t t2 = S.size(-2), t1 = S.size(-1);
-  Tensor ic = check_index(index, t2, t1, R, S, op);  // on the host
+  Tensor ic = check_index(index, t2, t1, R, S, op);  // on S's device
   Tensor Sc = S.detach().contiguous();
   Shape out_shape = S.shape();
   out_shape.back() = R;

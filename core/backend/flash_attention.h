@@ -10,7 +10,8 @@
 namespace relgrad::backend {
 
 // Everything the kernels need, checked once, on the operands' device (lookups and positions also
-// on the host for the checks and the CUDA planning).
+// on the host for the checks and the CUDA planning). The device copies of pos, rel_rows and bias_rows
+// come from a cache keyed by content (core/device_cache.h): no copy to the GPU after the first call.
 struct FlashPlan {
   int64_t B = 0, H = 0, t2 = 0, t1 = 0, D = 0;
   double scale = 1;

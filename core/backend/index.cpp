@@ -1,17 +1,63 @@
-// Indexing entries. The CUDA scatters read their index on the host (to sort it into per-row lists:
-// each output element is one thread's ordered sum, the same bits as the CPU's serial sum).
+// Indexing entries. The CUDA scatters sort their index on the device into per-row lists (each
+// output element is one thread's ordered sum, the same bits as the CPU's serial sum).
 #include "core/backend/index.h"
+
+#include <algorithm>
+#include <memory>
 
 #include "core/backend/dense.h"
 #include "core/cpu/index.h"
 #include "core/cpu/relative.h"
+#include "core/device_cache.h"
 #include "cuda/index.h"
 
 namespace relgrad::backend {
 
 namespace {
 const int64_t* index_ptr(const Tensor& idx) { return static_cast<const int64_t*>(idx.raw_data()); }
+
+// A CUDA index by identity: its storage (alive: a new storage at a freed one's address is another
+// tensor), the storage's version, and the view.
+struct IndexIdentity {
+  std::weak_ptr<Storage> storage;
+  const Storage* address = nullptr;
+  uint64_t version = 0;
+  int64_t offset = 0;
+  Shape shape, strides;
+  bool operator==(const IndexIdentity& o) const {
+    return address == o.address && !storage.expired() && storage.lock().get() == o.address && version == o.version &&
+           offset == o.offset && shape == o.shape && strides == o.strides;
+  }
+};
+struct ValueRange {
+  int64_t min = 0, max = -1;  // max < min: no values
+};
+LruCache<IndexIdentity, ValueRange>& known_ranges() {
+  static auto* c = new LruCache<IndexIdentity, ValueRange>(64);  // never destroyed, like the allocator
+  return *c;
+}
 }  // namespace
+
+void check_index_values(const Tensor& idx, int64_t lo, int64_t hi, const std::function<void(const Tensor&)>& check) {
+  if (!idx.device().is_cuda()) {
+    check(idx.is_contiguous() ? idx : copy_as(idx, TensorOptions(kInt64)));
+    return;
+  }
+  const std::shared_ptr<Storage>& st = idx.impl()->storage;
+  IndexIdentity id{st, st.get(), st->version(), idx.offset(), idx.shape(), idx.strides()};
+  bool checked = false;
+  const ValueRange r = known_ranges().get(id, [&] {
+    const Tensor host = copy_as(idx, TensorOptions(kInt64));  // the one copy to the host
+    check(host);
+    checked = true;
+    const int64_t* p = host.data_ptr<int64_t>();
+    ValueRange v;
+    if (host.numel() > 0) v.min = *std::min_element(p, p + host.numel()), v.max = *std::max_element(p, p + host.numel());
+    return v;
+  });
+  if (checked || r.max < r.min || (r.min >= lo && r.max < hi)) return;
+  check(copy_as(idx, TensorOptions(kInt64)));  // a value outside [lo, hi): the check names it and throws
+}
 
 Tensor gather(const Tensor& x, const Shape& out_shape, const Shape& x_strides, int64_t dim_stride, const Tensor& idx,
               const Shape& i_strides, bool any_dtype, const char* op) {
@@ -30,19 +76,19 @@ Tensor gather(const Tensor& x, const Shape& out_shape, const Shape& x_strides, i
   return out;
 }
 
-Tensor scatter_add_rows(const Tensor& g, const Tensor& host_idx, int64_t skip, const Shape& out_shape, int64_t O,
+Tensor scatter_add_rows(const Tensor& g, const Tensor& idx, int64_t skip, const Shape& out_shape, int64_t O,
                         int64_t n, int64_t I, const char* op) {
   if (g.device().is_cuda()) {  // every element written (skipped rows with 0)
     Tensor gx = empty_on(g, out_shape, g.dtype());
-    cuda::scatter_add_rows(g.dtype(), g.raw_data(), index_ptr(host_idx), skip, gx.raw_data(), O, host_idx.numel(), n,
-                           I, g.device().index);
+    cuda::scatter_add_rows(g.dtype(), g.raw_data(), index_ptr(idx), skip, gx.raw_data(), O, idx.numel(), n, I,
+                           g.device().index);
     return gx;
   }
   Tensor gx = zeros(out_shape, TensorOptions(g.dtype()));
   dispatch_float(g.dtype(), op, [&](auto zero) {
     using T = decltype(zero);
-    cpu::scatter_add_kernel<T>(g.data_ptr<T>(), index_ptr(host_idx), {0, 1, 0}, gx.data_ptr<T>(), O, host_idx.numel(),
-                               n, I, skip);
+    cpu::scatter_add_kernel<T>(g.data_ptr<T>(), index_ptr(idx), {0, 1, 0}, gx.data_ptr<T>(), O, idx.numel(), n, I,
+                               skip);
   });
   return gx;
 }
@@ -64,33 +110,31 @@ Tensor scatter_add_columns(const Tensor& g, const Tensor& idx, const Shape& out_
 }
 
 Tensor relative_gather(const Tensor& P, int64_t batch_stride, int64_t row_stride, const Tensor& index,
-                       const Tensor& host_index, const Shape& out_shape, int64_t N, int64_t t2, int64_t t1) {
+                       const Shape& out_shape, int64_t N, int64_t t2, int64_t t1) {
   Tensor S = empty_on(P, out_shape, P.dtype());
-  if (P.device().is_cuda()) {  // the index is uploaded once when it came on the CPU
-    Tensor on_device = index.device().is_cuda() ? dense(index) : copy_as(host_index, TensorOptions(kInt64).device(P.device()));
-    cuda::relative_gather(P.dtype(), P.raw_data(), batch_stride, row_stride, index_ptr(on_device), S.raw_data(), N, t2,
+  if (P.device().is_cuda()) {
+    cuda::relative_gather(P.dtype(), P.raw_data(), batch_stride, row_stride, index_ptr(index), S.raw_data(), N, t2,
                           t1, P.device().index);
     return S;
   }
   dispatch_float(P.dtype(), "relative_gather", [&](auto zero) {
     using T = decltype(zero);
-    cpu::relative_gather_kernel<T>(static_cast<const T*>(P.raw_data()), batch_stride, row_stride,
-                                   index_ptr(host_index), S.data_ptr<T>(), N, t2, t1);
+    cpu::relative_gather_kernel<T>(static_cast<const T*>(P.raw_data()), batch_stride, row_stride, index_ptr(index),
+                                   S.data_ptr<T>(), N, t2, t1);
   });
   return S;
 }
 
-Tensor relative_scatter(const Tensor& S, const Tensor& host_index, const Shape& out_shape, int64_t N, int64_t t2,
+Tensor relative_scatter(const Tensor& S, const Tensor& index, const Shape& out_shape, int64_t N, int64_t t2,
                         int64_t t1, int64_t R) {
   Tensor P = empty_on(S, out_shape, S.dtype());
   if (S.device().is_cuda()) {  // every element of P written
-    cuda::relative_scatter(S.dtype(), S.raw_data(), index_ptr(host_index), P.raw_data(), N, t2, t1, R,
-                           S.device().index);
+    cuda::relative_scatter(S.dtype(), S.raw_data(), index_ptr(index), P.raw_data(), N, t2, t1, R, S.device().index);
     return P;
   }
   dispatch_float(S.dtype(), "relative_scatter", [&](auto zero) {
     using T = decltype(zero);
-    cpu::relative_scatter_kernel<T>(S.data_ptr<T>(), index_ptr(host_index), P.data_ptr<T>(), N, t2, t1, R);
+    cpu::relative_scatter_kernel<T>(S.data_ptr<T>(), index_ptr(index), P.data_ptr<T>(), N, t2, t1, R);
   });
   return P;
 }
