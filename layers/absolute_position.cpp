@@ -53,8 +53,12 @@ Tensor AbsolutePosition::forward(const Tensor& x, int64_t first) const {
              "absolute positions need embeddings (B, T, ", d_model, "), got ",
              x.defined() ? shape_str(x.shape()) : std::string("undefined"));
   const int64_t T = x.size(1);
-  if (kind == "sinusoidal")
-    return x + sinusoidal_positions(first, T, d_model, TensorOptions(x.dtype()).device(x.device()));
+  if (kind == "sinusoidal") {  // the rows, cached on x's device by (first, T, dtype)
+    const Tensor rows = sinusoid_rows.get(CacheKey{{first, T}, x.dtype(), x.device()}, [&] {
+      return sinusoidal_positions(first, T, d_model, TensorOptions(x.dtype()).device(x.device()));
+    });
+    return x + rows;
+  }
   RG_CHECK_T(IndexError, first + T <= max_positions, op,
              "pos_embed (absolute_position learned): a sequence of length ", first + T,
              first > 0 ? " (cached and new tokens)" : "", " is longer than max_positions ", max_positions);

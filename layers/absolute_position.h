@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "core/device_cache.h"
 #include "layers/module.h"
 
 namespace relgrad {
@@ -46,6 +47,7 @@ class AbsolutePosition : public Module {
   int64_t d_model, max_positions;
   std::string op;
   Tensor weight;  // (max_positions, C), "learned" only
+  mutable LruCache<CacheKey, Tensor> sinusoid_rows{8};  // forward's rows (T, C) on x's device, by (first, T)
 };
 
 }  // namespace relgrad

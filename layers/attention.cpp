@@ -122,7 +122,9 @@ AttentionOutput MultiHeadAttention::attend(const Tensor& q, const Tensor& k, con
     }
   }
   Tensor mask;
-  if (g.causal) mask = causal_mask(g.positions(), t1).to(q.device());
+  if (g.causal)  // (1, 1, t2, t1) on q's device, cached by geometry
+    mask = causal_masks.get(geometry_key(g, {}, kBool, q.device()),
+                             [&] { return causal_mask(g.positions(), t1).to(q.device()); });
   if (o.key_padding_mask.defined()) {
     Tensor pad = o.key_padding_mask.to(q.device()).reshape({B, 1, 1, t1});
     mask = mask.defined() ? where(mask, mask, pad) : pad;  // logical or

@@ -78,6 +78,8 @@ class MultiHeadAttention : public Module {
   size_t fused_auto_limit_bytes = 0;  // fused_core_pays' composite_limit_bytes (0: its default)
   // What the last forward ran: true for the fused core (tests, instruments).
   bool last_call_fused = false;
+  // The composite core's causal masks (1, 1, t2, t1) on q's device, by geometry (layers/positional.h).
+  LruCache<CacheKey, Tensor> causal_masks{8};
 
  private:
   // What every forward shares after the projections: the mask, the core and the head merge.

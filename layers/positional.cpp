@@ -1,9 +1,58 @@
 #include "layers/positional.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 
 namespace relgrad {
+
+CacheKey geometry_key(const AttentionGeometry& g, std::vector<int64_t> settings, DType dtype, Device device) {
+  CacheKey k{std::move(settings), dtype, device};
+  k.values.insert(k.values.end(), {g.t2, g.t1, int64_t(g.causal), int64_t(g.alignment)});
+  if (g.query_positions.defined()) {  // by value: explicit positions are not a function of the shape
+    const std::vector<int64_t> pi = copy_as(g.query_positions, TensorOptions(kInt64)).to_vector<int64_t>();
+    k.values.push_back(int64_t(pi.size()));
+    k.values.insert(k.values.end(), pi.begin(), pi.end());
+  } else {
+    k.values.push_back(-1);  // no explicit positions
+  }
+  return k;
+}
+
+int64_t key_bits(double v) {
+  int64_t bits = 0;
+  std::memcpy(&bits, &v, sizeof bits);
+  return bits;
+}
+
+RelativeMap RelativeMapCache::get(const AttentionGeometry& g, const RelativeIndexOptions& o, Device device,
+                                  bool trim) const {
+  AttentionGeometry at = g;  // the map reads π(i) from the options, causality from the options
+  at.query_positions = o.query_positions;
+  at.alignment = o.alignment;
+  at.causal = o.causal;
+  CacheKey key = geometry_key(at, {o.max_past, o.max_future, int64_t(o.out_of_range), int64_t(trim)}, kInt64, device);
+  return cache_.get(key, [&] {
+    RelativeMap m;
+    Tensor C = relative_index(g.t2, g.t1, o);  // (t2, t1) on the host, fresh and contiguous
+    m.rows = o.table_size();
+    if (trim) {
+      // Multiply only the rows some (query, key) pair reads: a table sized for t3 = 512 has 1,023
+      // rows, of which a batch of length t reaches about 2t (a causal layer about t).
+      int64_t* c = C.data_ptr<int64_t>();
+      int64_t lo = m.rows, hi = -1;
+      for (int64_t k = 0; k < C.numel(); ++k)
+        if (c[k] >= 0) lo = std::min(lo, c[k]), hi = std::max(hi, c[k]);
+      if (hi < 0) lo = hi = 0;  // no pair reads the table: one row keeps the shapes valid
+      for (int64_t k = 0; k < C.numel(); ++k)
+        if (c[k] >= 0) c[k] -= lo;
+      m.first_row = lo;
+      m.rows = hi - lo + 1;
+    }
+    m.index = C.to(device);
+    return m;
+  });
+}
 
 int64_t relative_row(int64_t delta, const RelativeIndexOptions& o) {
   const int64_t R = o.table_size();

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/device_cache.h"
 #include "layers/module.h"
 
 namespace relgrad {
@@ -103,6 +104,32 @@ class PositionalScheme : public Module {
 };
 
 // ---- helpers the schemes share (layers/positional.cpp) ----
+
+// Caching (core/device_cache.h). Masks, index maps, bucket maps, distance and rotary tables are
+// functions of the geometry and the scheme's settings: each layer or scheme builds one once per key,
+// on the device it is used on, and a training step after the first copies none of them to the GPU.
+// geometry_key: the lengths, causality and where the queries sit (the alignment, or explicit
+// positions by value), then `settings` (the scheme's own values the content depends on).
+CacheKey geometry_key(const AttentionGeometry& g, std::vector<int64_t> settings, DType dtype, Device device);
+// A double setting (RoPE's base) as key bits.
+int64_t key_bits(double v);
+
+// relative_index(g.t2, g.t1, o) on `device`. With `trim`, only the rows some pair reads: entries
+// shifted by first_row, rows = the rows left (else first_row 0, rows = o.table_size()).
+struct RelativeMap {
+  Tensor index;  // int64 (t2, t1), −1 = no entry
+  int64_t first_row = 0, rows = 0;
+};
+// The relative maps of one scheme, cached by everything relative_index reads (the options and the
+// geometry); relative_index's errors (the Error policy) are thrown at every call, never cached.
+class RelativeMapCache {
+ public:
+  RelativeMap get(const AttentionGeometry& g, const RelativeIndexOptions& o, Device device, bool trim) const;
+  const LruCache<CacheKey, RelativeMap>& entries() const { return cache_; }
+
+ private:
+  mutable LruCache<CacheKey, RelativeMap> cache_{8};
+};
 
 // The table row a learned table reads for relative position δ under `o` (relative_index's rules):
 // row = δ + max_past inside the table; causal: none for δ > 0; beyond the table the edge row (Clip) or

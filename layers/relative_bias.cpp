@@ -69,7 +69,9 @@ Tensor T5RelativeBias::logit_bias(const AttentionGeometry& g) const {
   RG_CHECK(bidirectional || g.causal, op,
            "the causal (bidirectional=false) table cannot tell future keys from the present one; use it with a "
            "causal mask or build T5RelativeBias with bidirectional=true");
-  Tensor c = bucket_index(g.t2, g.t1, g.positions()).to(table.device());  // (t2, t1)
+  // The bucket of every (query, key), (t2, t1), on the table's device: cached by geometry and settings.
+  const CacheKey key = geometry_key(g, {int64_t(bidirectional), num_buckets, max_distance}, kInt64, table.device());
+  Tensor c = bucket_maps.get(key, [&] { return bucket_index(g.t2, g.t1, g.positions()).to(table.device()); });
   // The table broadcast over queries (stride 0, no copy): P (H, t2, nb); its gradient comes back
   // through relative_scatter, one row per query, summed into the table by expand's backward.
   Tensor p = table.unsqueeze(1).expand({num_heads, g.t2, num_buckets});
@@ -103,12 +105,15 @@ Tensor ALiBi::logit_bias(const AttentionGeometry& g) const {
   RG_CHECK(bidirectional || g.causal, op,
            "the causal variant needs a causal mask (AttentionOptions::causal); for attention that sees later "
            "keys build ALiBi(num_heads, /*bidirectional=*/true)");
-  std::vector<int64_t> pi = host_positions(g.positions(), g.t2, op);
-  // The distance part, (t2, t1).
-  std::vector<double> dist(static_cast<size_t>(g.t2 * g.t1));
-  for (int64_t i = 0; i < g.t2; ++i)
-    for (int64_t j = 0; j < g.t1; ++j) dist[i * g.t1 + j] = distance(j - pi[i]);
-  Tensor d = from_vector<double>(dist, {1, 1, g.t2, g.t1}).to(slopes.dtype()).to(slopes.device());
+  // The distance part, (1, 1, t2, t1), on the slopes' device: cached by geometry.
+  const CacheKey key = geometry_key(g, {int64_t(bidirectional)}, slopes.dtype(), slopes.device());
+  Tensor d = distance_tables.get(key, [&] {
+    std::vector<int64_t> pi = host_positions(g.positions(), g.t2, op);
+    std::vector<double> dist(static_cast<size_t>(g.t2 * g.t1));
+    for (int64_t i = 0; i < g.t2; ++i)
+      for (int64_t j = 0; j < g.t1; ++j) dist[i * g.t1 + j] = distance(j - pi[i]);
+    return from_vector<double>(dist, {1, 1, g.t2, g.t1}).to(slopes.dtype()).to(slopes.device());
+  });
   return neg(slopes.reshape({1, num_heads, 1, 1}) * d);  // (1, H, t2, t1)
 }
 
@@ -134,14 +139,15 @@ std::vector<std::vector<double>> T5RelativeBias::response(const ResponseInput& i
 
 bool ALiBi::fuse(FusedCall& call, const AttentionGeometry& g) const {
   if (g.heads != num_heads || !(bidirectional || g.causal)) return false;
-  // The bias per distance, −m_h · dist(δ), with the identity lookup.
-  std::vector<double> dist(static_cast<size_t>(call.width));
+  // The bias per distance, −m_h · dist(δ), with the identity lookup; the distances (1, W) cached.
   std::vector<int64_t> rows(static_cast<size_t>(call.width));
-  for (int64_t w = 0; w < call.width; ++w) {
-    dist[w] = distance(call.min_delta + w);
-    rows[w] = w;
-  }
-  Tensor d = from_vector<double>(dist, {1, call.width}).to(slopes.dtype()).to(slopes.device());
+  for (int64_t w = 0; w < call.width; ++w) rows[w] = w;
+  const CacheKey key{{call.min_delta, call.width, int64_t(bidirectional)}, slopes.dtype(), slopes.device()};
+  Tensor d = fused_distance_tables.get(key, [&] {
+    std::vector<double> dist(static_cast<size_t>(call.width));
+    for (int64_t w = 0; w < call.width; ++w) dist[w] = distance(call.min_delta + w);
+    return from_vector<double>(dist, {1, call.width}).to(slopes.dtype()).to(slopes.device());
+  });
   call.options.bias_table = neg(slopes.reshape({num_heads, 1}) * d);  // (H, W)
   call.options.bias_rows = from_vector(rows, {call.width});
   return true;

@@ -39,6 +39,7 @@ class T5RelativeBias : public PositionalScheme {
   int64_t num_heads, num_buckets, max_distance;
   bool bidirectional;
   Tensor table;  // (H, num_buckets): one scalar per bucket per head
+  mutable LruCache<CacheKey, Tensor> bucket_maps{8};  // (t2, t1) on the table's device, by geometry and settings
 };
 
 // ALiBi's official slopes for any head count (ofirpress get_slopes): for a power of two n the
@@ -68,6 +69,8 @@ class ALiBi : public PositionalScheme {
   int64_t num_heads;
   bool bidirectional;
   Tensor slopes;  // buffer (H): fixed, not trained
+  mutable LruCache<CacheKey, Tensor> distance_tables{8};        // (1, 1, t2, t1) by geometry (logit_bias)
+  mutable LruCache<CacheKey, Tensor> fused_distance_tables{8};  // (1, W) by distance range (fuse)
 };
 
 }  // namespace relgrad

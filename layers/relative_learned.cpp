@@ -1,6 +1,5 @@
 #include "layers/relative_learned.h"
 
-#include <algorithm>
 #include <cmath>
 
 namespace relgrad {
@@ -32,37 +31,17 @@ void check_against_table(const char* scheme, const char* what, const Tensor& x, 
 
 // The key term shared by all three schemes: q (B,H,t2,D), table (R,D) or (H,R,D) → (B,H,t2,t1).
 Tensor table_scores(const char* scheme, const Tensor& q, const Tensor& table, int64_t num_heads,
-                    const AttentionGeometry& g, const RelativeIndexOptions& options) {
+                    const AttentionGeometry& g, const RelativeIndexOptions& options, const RelativeMapCache& maps) {
   check_against_table(scheme, "q", q, table.size(-1), table, num_heads);
   RG_CHECK_T(ShapeError, q.size(2) == g.t2, scheme, "q ", shape_str(q.shape()), " has ", q.size(2),
              " queries but the geometry says t2 = ", g.t2);
-  int64_t R = options.table_size();
-  Tensor C = relative_index(g.t2, g.t1, options);      // (t2, t1), −1 = no entry
-  // Multiply only the rows some (query, key) pair reads: a table sized for t3 = 512 has 1,023 rows,
-  // of which a batch of length t reaches about 2t (a causal layer about t). Rows outside [lo, hi]
-  // get no score and, through the narrow view, no gradient — exactly as when they are multiplied
-  // and never gathered.
-  Tensor used = table;
-  {
-    const int64_t* c = C.data_ptr<int64_t>();  // relative_index returns a fresh contiguous map
-    int64_t lo = R, hi = -1;
-    for (int64_t k = 0; k < C.numel(); ++k)
-      if (c[k] >= 0) lo = std::min(lo, c[k]), hi = std::max(hi, c[k]);
-    if (hi < 0) lo = hi = 0;  // no pair reads the table: one row keeps the shapes valid
-    if (lo > 0 || hi < R - 1) {
-      Tensor shifted = C.clone();
-      int64_t* s = shifted.data_ptr<int64_t>();
-      for (int64_t k = 0; k < shifted.numel(); ++k)
-        if (s[k] >= 0) s[k] -= lo;
-      C = shifted;
-      used = table.narrow(-2, lo, hi - lo + 1);        // (H?, R', D), a view
-      R = hi - lo + 1;
-    }
-  }
+  // The map (t2, t1), −1 = no entry, on q's device, trimmed to the rows some pair reads: rows outside
+  // get no score and, through the narrow view, no gradient — exactly as when they are multiplied and
+  // never gathered. Cached: built once per geometry, not at every call.
+  const RelativeMap m = maps.get(g, options, q.device(), /*trim=*/true);
+  Tensor used = m.first_row > 0 || m.rows < options.table_size() ? table.narrow(-2, m.first_row, m.rows) : table;
   Tensor P = matmul(q, used.transpose(-1, -2));        // (B,H,t2,D) @ (H?,D,R') → (B,H,t2,R')
-  // The map stays on the host, where it was built (and trimmed) and where relative_gather validates
-  // it; for a CUDA P the op uploads it once.
-  return relative_gather(P, C, R);                     // (B,H,t2,t1)
+  return relative_gather(P, m.index, m.rows);          // (B,H,t2,t1)
 }
 
 // The fields every scheme takes from the geometry: π(i) and causality.
@@ -72,7 +51,7 @@ RelativeIndexOptions geometry_options(const AttentionGeometry& g, int64_t max_pa
   o.max_past = max_past;
   o.max_future = max_future;
   o.alignment = g.alignment;
-  // π(i) is read on the host (relative_index builds the map there): a copy when given on a GPU.
+  // π(i) is read on the host (relative_index builds the map there, once per key): a copy when given on a GPU.
   o.query_positions = g.query_positions.defined() ? g.query_positions.to(Device::cpu()) : Tensor();
   o.out_of_range = policy;
   o.causal = g.causal;  // future pairs are masked: no entry, so a causal layer never trains future rows
@@ -96,7 +75,7 @@ RelativeIndexOptions SeedRelativeEmbedding::index_options(const AttentionGeometr
 }
 
 Tensor SeedRelativeEmbedding::score_term(const Tensor& q, const AttentionGeometry& g) const {
-  return table_scores("SeedRelativeEmbedding", q, table, num_heads, g, index_options(g));
+  return table_scores("SeedRelativeEmbedding", q, table, num_heads, g, index_options(g), maps);
 }
 
 bool SeedRelativeEmbedding::fuse(FusedCall& call, const AttentionGeometry& g) const {
@@ -141,7 +120,7 @@ Tensor HuangRelativeEmbedding::score_term(const Tensor& q, const AttentionGeomet
   RG_CHECK(g.causal, "HuangRelativeEmbedding",
            "needs causal attention (its table has no future rows); use SeedRelativeEmbedding or "
            "ShawRelativeEmbedding for bidirectional or cross-attention");
-  return table_scores("HuangRelativeEmbedding", q, table, num_heads, g, index_options(g));
+  return table_scores("HuangRelativeEmbedding", q, table, num_heads, g, index_options(g), maps);
 }
 
 bool HuangRelativeEmbedding::fuse(FusedCall& call, const AttentionGeometry& g) const {
@@ -171,7 +150,7 @@ RelativeIndexOptions ShawRelativeEmbedding::index_options(const AttentionGeometr
 }
 
 Tensor ShawRelativeEmbedding::score_term(const Tensor& q, const AttentionGeometry& g) const {
-  return table_scores("ShawRelativeEmbedding", q, key_table, num_heads, g, index_options(g));
+  return table_scores("ShawRelativeEmbedding", q, key_table, num_heads, g, index_options(g), maps);
 }
 
 Tensor ShawRelativeEmbedding::value_term(const Tensor& weights, const AttentionGeometry& g) const {
@@ -181,8 +160,8 @@ Tensor ShawRelativeEmbedding::value_term(const Tensor& weights, const AttentionG
   RG_CHECK_T(ShapeError, weights.size(2) == g.t2, op, "weights ", shape_str(weights.shape()), " have ",
              weights.size(2), " queries but the geometry says t2 = ", g.t2);
   const int64_t R = table_rows();
-  Tensor C = relative_index(g.t2, g.t1, index_options(g));  // (t2, t1)
-  Tensor rel = relative_scatter(weights, C, R);              // (B,H,t2,R): weight on each relative row (C on the host)
+  const Tensor C = maps.get(g, index_options(g), weights.device(), /*trim=*/false).index;  // (t2, t1), cached
+  Tensor rel = relative_scatter(weights, C, R);              // (B,H,t2,R): weight on each relative row
   return matmul(rel, value_table);                          // (B,H,t2,R) @ (H?,R,D) → (B,H,t2,D)
 }
 

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <limits>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace relgrad {
@@ -23,16 +24,21 @@ Tensor RoPE::rotate(const Tensor& x, const Tensor& positions) const {
   RG_CHECK_T(ShapeError, positions.dim() == 1 && positions.size(0) == T, op, "positions must have shape (", T,
              "), got ", shape_str(positions.shape()));
   std::vector<int64_t> pos = positions.to(Device::cpu()).contiguous().to_vector<int64_t>();
-  // cos/sin tables (T, D/2) in float64 on the host; inv_freq as HF: 1 / base^(2k/D).
-  std::vector<double> c(static_cast<size_t>(T * half)), s(c.size());
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t k = 0; k < half; ++k) {
-      const double angle = static_cast<double>(pos[t]) / std::pow(base, 2.0 * k / head_dim);
-      c[t * half + k] = std::cos(angle);
-      s[t * half + k] = std::sin(angle);
-    }
-  Tensor cos_t = from_vector<double>(c, {T, half}).to(x.dtype()).to(x.device());
-  Tensor sin_t = from_vector<double>(s, {T, half}).to(x.dtype()).to(x.device());
+  // cos/sin tables (T, D/2), computed in float64 on the host, cached on x's device by positions.
+  CacheKey key{{head_dim, key_bits(base)}, x.dtype(), x.device()};
+  key.values.insert(key.values.end(), pos.begin(), pos.end());
+  const auto [cos_t, sin_t] = rotary_tables.get(key, [&] {
+    // inv_freq as HF: 1 / base^(2k/D).
+    std::vector<double> c(static_cast<size_t>(T * half)), s(c.size());
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t k = 0; k < half; ++k) {
+        const double angle = static_cast<double>(pos[t]) / std::pow(base, 2.0 * k / head_dim);
+        c[t * half + k] = std::cos(angle);
+        s[t * half + k] = std::sin(angle);
+      }
+    return std::pair<Tensor, Tensor>(from_vector<double>(c, {T, half}).to(x.dtype()).to(x.device()),
+                                     from_vector<double>(s, {T, half}).to(x.dtype()).to(x.device()));
+  });
   Shape pairs = x.shape();
   if (pairing == Pairing::Interleaved) {
     pairs.back() = half;

@@ -38,6 +38,9 @@ class RoPE : public PositionalScheme {
   Pairing pairing;
   // Undefined (the default), or int64 (n): index p → position position_map[p], for every p < n used.
   Tensor position_map;
+  // rotate's (cos, sin) tables (T, D/2) on x's device, by positions, head_dim, base and dtype: the
+  // queries' and keys' positions of a few lengths (randomised positions miss: a fresh draw each time).
+  mutable LruCache<CacheKey, std::pair<Tensor, Tensor>> rotary_tables{16};
 
  private:
   Tensor mapped(const Tensor& positions) const;  // positions, or their images under position_map

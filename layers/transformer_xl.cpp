@@ -36,6 +36,12 @@ TransformerXL::TransformerXL(int64_t embed_dim_, int64_t num_heads_, Generator* 
   v = register_parameter("v", rand({num_heads, head_dim}, kFloat32, init) * (2 * bound) - bound);
 }
 
+Tensor TransformerXL::sinusoid(int64_t max_past, int64_t max_future, Device device) const {
+  const DType dtype = r_proj->weight.dtype();
+  return sinusoid_tables.get(CacheKey{{max_past, max_future, embed_dim}, dtype, device},
+                        [&] { return txl_sinusoid(max_past, max_future, embed_dim, dtype).to(device); });
+}
+
 Tensor TransformerXL::content_query(const Tensor& q, const AttentionGeometry&) const {
   RG_CHECK_T(ShapeError, q.dim() == 4 && q.size(1) == num_heads && q.size(3) == head_dim, "TransformerXL", "built for ",
              num_heads, " heads of size ", head_dim, ", got q ", shape_str(q.shape()));
@@ -64,8 +70,8 @@ Tensor TransformerXL::score_term(const Tensor& q, const AttentionGeometry& g) co
   o.causal = g.causal;
   o.out_of_range = OutOfRange::Error;
   const int64_t R = o.table_size();
-  Tensor c = relative_index(g.t2, g.t1, o).to(q.device());                                      // (t2, t1)
-  Tensor r = txl_sinusoid(o.max_past, o.max_future, embed_dim, r_proj->weight.dtype()).to(q.device());  // (R, C)
+  Tensor c = maps.get(g, o, q.device(), /*trim=*/false).index;  // (t2, t1), cached by geometry
+  Tensor r = sinusoid(o.max_past, o.max_future, q.device());      // (R, C)
   Tensor rw = r_proj->forward(r).reshape({R, num_heads, head_dim}).permute({1, 0, 2});        // (H, R, D)
   Tensor p = matmul(q + v.reshape({1, num_heads, 1, head_dim}), rw.transpose(-1, -2));        // (B, H, t2, R)
   return relative_gather(p, c, R);                                                            // (b) + (d)
@@ -84,7 +90,7 @@ bool TransformerXL::fuse(FusedCall& call, const AttentionGeometry& g) const {
   o.causal = g.causal;
   o.out_of_range = OutOfRange::Error;
   const int64_t R = o.max_past + o.max_future + 1;
-  Tensor r = txl_sinusoid(o.max_past, o.max_future, embed_dim, r_proj->weight.dtype()).to(q.device());
+  Tensor r = sinusoid(o.max_past, o.max_future, q.device());  // (R, C)
   call.options.rel_table = r_proj->forward(r).reshape({R, num_heads, head_dim}).permute({1, 0, 2});  // (H, R, D)
   call.options.rel_query = q + v.reshape({1, num_heads, 1, head_dim});
   call.options.rel_rows = fused_table_rows(o, call, g.t1, "TransformerXL");
