@@ -41,6 +41,11 @@ RG_NO_CUDA(void*, device_malloc, (size_t, int), "cuda_malloc")
 RG_NO_CUDA(void, synchronize, (int), "cuda_synchronize")
 RG_NO_CUDA(void, memcpy_host_to_device, (void*, const void*, size_t, int), "to(cuda)")
 RG_NO_CUDA(void, memcpy_device_to_host, (void*, const void*, size_t, int), "to(cpu)")
+TransferStats transfer_stats() { return {}; }  // nothing crosses a bus that is not there
+void reset_transfer_stats() {}
+void set_transfer_trace(bool) {}
+std::vector<TransferRecord> transfer_trace() { return {}; }
+RG_NO_CUDA(void, fill, (void*, DType, double, int64_t, int), "cuda_fill")
 RG_NO_CUDA(void, strided_copy, (void*, DType, const std::vector<int64_t>&, const void*, DType,
                                 const std::vector<int64_t>&, const std::vector<int64_t>&, int), "cuda_copy")
 
@@ -99,6 +104,7 @@ RG_NO_CUDA(void, relative_gather, (DType, const void*, int64_t, int64_t, const i
                                    int64_t, int), "cuda_relative_gather")
 RG_NO_CUDA(void, relative_scatter, (DType, const void*, const int64_t*, void*, int64_t, int64_t, int64_t, int64_t, int),
            "cuda_relative_scatter")
+RG_NO_CUDA(void, csr_by_key_on_device, (const int64_t*, int64_t, int64_t, int64_t*, int64_t*, int), "cuda_csr")
 
 // ---- random (cuda/random.h) ----
 RG_NO_CUDA(void, dropout_forward, (DType, const void*, void*, void*, int64_t, uint64_t, uint64_t, uint64_t, double,
