@@ -15,6 +15,7 @@
       tokens/s over the rounds, peak GPU tensors (torch.cuda.max_memory_allocated; relgrad's caching
       allocator's peak_allocated_bytes), and relgrad ÷ each PyTorch row.
 
+--device cpu runs the same on the CPU, to check the logic on a machine without a GPU.
 Each step is timed between synchronisations (W1/W2) or up to loss.item() after the optimizer step
 (W0, which syncs), as relgrad's side is. Float32; TF32 off unless --tf32 (matmul and cuDNN).
 The peak of GPU tensors is reset after the first step (after compilation in compiled mode), so it
@@ -37,9 +38,19 @@ def set_tf32(torch, on):
     torch.set_float32_matmul_precision("high" if on else "highest")
 
 
-def need_gpu(torch):
+def device(torch, a):
+    """The device, its synchronisation and its peak of live tensors in MiB (None on the CPU)."""
+    if a.device == "cpu":
+        return torch.device("cpu"), (lambda: None), (lambda: None), (lambda: None)
     if not torch.cuda.is_available():
-        sys.exit("gpu_train.py: needs a CUDA GPU, and this torch (%s) sees none" % torch.__version__)
+        sys.exit("gpu_train.py: needs a CUDA GPU, and this torch (%s) sees none (--device cpu checks the "
+                 "logic on the CPU)" % torch.__version__)
+    return (torch.device("cuda"), torch.cuda.synchronize, torch.cuda.reset_peak_memory_stats,
+            lambda: torch.cuda.max_memory_allocated() / 2**20)
+
+
+def mib(x):
+    return "—" if x is None else "%.0f" % x
 
 
 def run_torch(a):
@@ -47,9 +58,8 @@ def run_torch(a):
     import torch
     import torch.nn.functional as F
     import torch_ref
-    need_gpu(torch)
+    dev, sync, reset_peak, peak_mib = device(torch, a)
     set_tf32(torch, a.tf32)
-    dev = torch.device("cuda")
     cfg = dict(torch_ref.WORKLOADS[a.workload])
     skew = "pad" if a.workload == "charlm" else "reshape"  # torch_ref's --skew auto
     model, inputs, labels = torch_ref.build(a.workload, cfg, skew)
@@ -72,35 +82,35 @@ def run_torch(a):
 
     compile_s = 0.0
     if a.mode == "compiled":
-        torch.cuda.synchronize()
+        sync()
         t0 = time.perf_counter()
         step()  # traces and compiles forward and backward (a training step: the optimizer moves)
-        torch.cuda.synchronize()
+        sync()
         compile_s = time.perf_counter() - t0
     tokens = cfg["batch"] * (cfg["seq_len"] if a.workload == "charlm" else cfg["src_len"] + cfg["tgt_len"])
     flops = 3 * torch_ref.forward_matmul_flops(a.workload, cfg)[0]
     times, losses = [], []
     for i in range(a.warmup + a.steps):
         if i == min(1, a.warmup):
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-        torch.cuda.synchronize()
+            sync()
+            reset_peak()
+        sync()
         t0 = time.perf_counter()
         loss = step()
-        torch.cuda.synchronize()
+        sync()
         t1 = time.perf_counter()
         losses.append(loss.item())
         if i >= a.warmup:
             times.append(t1 - t0)
     sec = statistics.median(times)
     rec = {"impl": "torch-" + a.mode, "workload": a.workload, "mode": a.mode, "torch": torch.__version__,
-           "gpu": torch.cuda.get_device_name(), "tf32": a.tf32, "compile_s": compile_s, "step_s": sec,
-           "step_times": times, "tokens_per_s": tokens / sec, "gflops": flops / sec / 1e9,
-           "tensor_peak_mib": torch.cuda.max_memory_allocated() / 2**20, "first_loss": losses[0],
+           "gpu": torch.cuda.get_device_name() if dev.type == "cuda" else "cpu", "tf32": a.tf32,
+           "compile_s": compile_s, "step_s": sec, "step_times": times, "tokens_per_s": tokens / sec,
+           "gflops": flops / sec / 1e9, "tensor_peak_mib": peak_mib(), "first_loss": losses[0],
            "last_loss": losses[-1]}
-    print("torch %s %s %s on the GPU: %.0f tokens/s, %.1f GFLOP/s, step %.2f ms (compile %.1f s), peak GPU tensors "
-          "%.0f MiB, loss %.4f -> %.4f" % (torch.__version__, a.mode, a.workload, rec["tokens_per_s"], rec["gflops"],
-                                           1e3 * sec, compile_s, rec["tensor_peak_mib"], losses[0], losses[-1]))
+    print("torch %s %s %s on %s: %.0f tokens/s, %.1f GFLOP/s, step %.2f ms (compile %.1f s), peak tensors %s MiB, "
+          "loss %.4f -> %.4f" % (torch.__version__, a.mode, a.workload, dev, rec["tokens_per_s"], rec["gflops"],
+                                 1e3 * sec, compile_s, mib(rec["tensor_peak_mib"]), losses[0], losses[-1]))
     return rec
 
 
@@ -108,9 +118,8 @@ def run_w0(a):
     sys.path.insert(0, HERE)
     import torch
     import w0_torch
-    need_gpu(torch)
+    dev, sync, reset_peak, peak_mib = device(torch, a)
     set_tf32(torch, a.tf32)
-    dev = torch.device("cuda")
     cfg = dict(w0_torch.DEFAULT)
     total = a.warmup + a.steps
     g = torch.Generator().manual_seed(1000 + a.seed)
@@ -130,7 +139,7 @@ def run_w0(a):
     rates, times, losses = [], [], []
     for i, b in enumerate(batches):
         if i == min(1, a.warmup):
-            torch.cuda.reset_peak_memory_stats()
+            reset_peak()
         t0 = time.perf_counter()
         losses.append(run.step(b))  # ends in loss.item(): the step's GPU work is done
         dt = time.perf_counter() - t0
@@ -138,14 +147,14 @@ def run_w0(a):
             times.append(dt)
             rates.append(counts[i] / dt)
     rec = {"impl": "torch-" + a.mode, "workload": "w0", "mode": a.mode, "torch": torch.__version__,
-           "gpu": torch.cuda.get_device_name(), "tf32": a.tf32, "compile_s": compile_s,
+           "gpu": torch.cuda.get_device_name() if dev.type == "cuda" else "cpu", "tf32": a.tf32, "compile_s": compile_s,
            "compiled_shapes": len(shapes), "step_s": statistics.median(times), "step_times": times,
            "tokens_per_s": statistics.median(rates), "gflops": None,
-           "tensor_peak_mib": torch.cuda.max_memory_allocated() / 2**20,
+           "tensor_peak_mib": peak_mib(),
            "first_loss": losses[0], "last_loss": losses[-1]}
-    print("W0 torch %s %s on the GPU: %.0f tokens/s, step %.2f ms (compile %.1f s), peak GPU tensors %.0f MiB, "
-          "loss %.4f -> %.4f" % (torch.__version__, a.mode, rec["tokens_per_s"], 1e3 * rec["step_s"], compile_s,
-                                 rec["tensor_peak_mib"], losses[0], losses[-1]))
+    print("W0 torch %s %s on %s: %.0f tokens/s, step %.2f ms (compile %.1f s), peak tensors %s MiB, "
+          "loss %.4f -> %.4f" % (torch.__version__, a.mode, dev, rec["tokens_per_s"], 1e3 * rec["step_s"], compile_s,
+                                 mib(rec["tensor_peak_mib"]), losses[0], losses[-1]))
     return rec
 
 
@@ -209,6 +218,8 @@ def main():
         p.add_argument("--warmup", type=int, default=warmup)
         p.add_argument("--tf32", action="store_true", help="TF32 on for float32 matmuls (default: off)")
         p.add_argument("--json", default=None)
+        p.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+                       help="cuda (default); cpu checks the logic here (no memory figures)")
     s = sub.add_parser("summary", help="the table of the records in DIR")
     s.add_argument("dir")
     a = ap.parse_args()

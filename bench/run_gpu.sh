@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The GPU measurements of docs/benchmarks.md in one call, for a bare GPU machine (NVIDIA GPU, nvcc,
-# CMake, g++, python3 with torch + triton; no internet, no Debian development packages), within
-# about 8 minutes on an H100. Everything it does is printed; with OUT set (the device tool's output
-# folder) the full log goes to $OUT/gpu-log.txt and the compact tables to $OUT/gpu-summary.md as
-# each phase ends, so both come back even when the call is cut off.
+# CMake, g++, python3 with torch + triton; no internet, no Debian development packages), budgeted
+# to fit 8 minutes on an H100 (TOTAL_BUDGET below; not yet timed there). Everything it does is
+# printed; with OUT set (the device tool's output folder) the full log goes to $OUT/gpu-log.txt and
+# the compact tables to $OUT/gpu-summary.md as each phase ends, so both come back even when the
+# call is cut off.
 #
 # Usage. Here (Debian 12, as root), once: `bash bench/gpu_prepare.sh` (makes .gpu-deps, .gpu-ref and
 # data/kjv.txt and prints their size). Then on the GPU machine, from the repository root, with carry
@@ -48,6 +49,8 @@
 #   TEST_BUDGET [160 {90}]  PRECOMPILE_WAIT [30] (after the suite)  TRAIN_BUDGET [150]
 #   FLASH_BUDGET [120]  PROFILE_BUDGET [40]
 #   PYTHON [the first of python3, /usr/bin/python3 whose torch sees a GPU]
+#   DEVICE [cuda; cpu = a dry run of this script's logic on a machine without a GPU, every program on
+#   the CPU, with tiny settings, e.g. DEVICE=cpu BUILD=build-x PHASES="train flash" STEPS=2 ...]
 #   REF [.gpu-ref, else the argument, $TORCH_REF_DIR, ../shared/bench: the folder of torch_ref.py]
 #   RES [$OUT/gpu-results, else $BUILD/gpu_results: JSON records, ctest.log, precompile.log]
 set -uo pipefail  # no -e: a failing phase is reported and the next one runs
@@ -78,6 +81,7 @@ FLASH_CHECK=${FLASH_CHECK:-${FLASH_LENGTHS%%,*}}
 PROFILE_STEPS=${PROFILE_STEPS:-20}
 PRECOMPILE=${PRECOMPILE:-1}
 TF32=${TF32:-0}
+DEVICE=${DEVICE:-cuda}
 TOTAL_BUDGET=${TOTAL_BUDGET:-470}
 TEST_BUDGET=${TEST_BUDGET:-$(short 160 90)}
 PRECOMPILE_WAIT=${PRECOMPILE_WAIT:-30}
@@ -124,6 +128,15 @@ phase_end() {
   echo "===== $phase done in $s s (total $(elapsed) s)"
   phase_times="$phase_times $phase $s s,"
 }
+# prints PATTERN COMMAND...: whether the command's output (stdout and stderr) has a line matching
+# PATTERN. The output is read whole first: under pipefail, `cmd | grep -q` fails when grep's early
+# exit kills cmd with SIGPIPE.
+prints() {
+  local pattern=$1 text
+  shift
+  text=$("$@" 2>&1)
+  grep -q -- "$pattern" <<<"$text"
+}
 # Markdown table rows (and the lines just above them) of a log, for the summary.
 tables() { grep -E '^\||^(device|torch) |^check |^Flex ' "$1"; }
 
@@ -132,7 +145,8 @@ phase_begin env
 say "- $(date -u +%Y-%m-%dT%H:%MZ) on $(hostname), $(nproc) cores; SHORT=$SHORT TF32=$TF32 PHASES=\"$PHASES\""
 say "- GPU: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo 'nvidia-smi unavailable')"
 nvcc_bin=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-say "- nvcc: $("$nvcc_bin" --version 2>/dev/null | grep -o 'release [^,]*, V[0-9.]*' || echo none); $(g++ --version | head -n 1); $(cmake --version | head -n 1); ninja $(ninja --version 2>/dev/null || echo absent)"
+say "- nvcc: $("$nvcc_bin" --version 2>/dev/null | grep -o 'release [^,]*, V[0-9.]*' || echo none);" \
+  "$(g++ --version | head -n 1); $(cmake --version | head -n 1); ninja $(ninja --version 2>/dev/null || echo absent)"
 say "- source: $(git -C "$root" log -1 --format='%h %cI %s' 2>/dev/null | cut -c1-100 || echo 'no git history here')"
 if [ -z "${PYTHON:-}" ]; then
   PYTHON=python3
@@ -140,10 +154,17 @@ if [ -z "${PYTHON:-}" ]; then
     if "$p" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then PYTHON=$p; break; fi
   done
 fi
-torch_info=$("$PYTHON" -c 'import torch, triton; print("torch %s (CUDA %s), triton %s, GPU seen: %s" % (torch.__version__, torch.version.cuda, triton.__version__, torch.cuda.is_available()))' 2>&1 | tail -n 1)
+torch_info=$("$PYTHON" -c 'import torch, triton; print("torch %s (CUDA %s), triton %s, GPU seen: %s" % (
+  torch.__version__, torch.version.cuda, triton.__version__, torch.cuda.is_available()))' 2>&1 | tail -n 1)
 say "- python: $PYTHON: $torch_info"
 torch_ok=0
 "$PYTHON" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null && torch_ok=1
+if [ "$DEVICE" = cpu ]; then  # the dry run: PyTorch on the CPU
+  "$PYTHON" -c 'import torch' 2>/dev/null && torch_ok=1
+  py_dev=(--device cpu)
+else
+  py_dev=()
+fi
 [ "$torch_ok" = 1 ] || note "no torch with a GPU: the PyTorch rows are skipped"
 cmake_deps=()
 if [ -d "$root/.gpu-deps/usr" ]; then
@@ -191,9 +212,9 @@ relgrad=$build/relgrad
 bt_tf32=() rg_tf32=() py_tf32=()
 if [ "$TF32" != 0 ]; then
   py_tf32=(--tf32)
-  if [ -x "$bench_train" ] && "$bench_train" --help 2>&1 | grep -q -- '--tf32'; then bt_tf32=(--tf32)
+  if [ -x "$bench_train" ] && prints '--tf32' "$bench_train" --help; then bt_tf32=(--tf32)
   else note "TF32=1 but bench_train has no --tf32: relgrad's W1/W2 rows run without TF32"; fi
-  if [ -x "$relgrad" ] && "$relgrad" train --help-config 2>/dev/null | grep -q '^train\.tf32'; then rg_tf32=(--train.tf32=true)
+  if [ -x "$relgrad" ] && prints '^train\.tf32' "$relgrad" train --help-config; then rg_tf32=(--train.tf32=true)
   else note "TF32=1 but relgrad train has no train.tf32: relgrad's W0 and profile run without TF32"; fi
 fi
 
@@ -208,12 +229,14 @@ if has test && [ "$PRECOMPILE" != 0 ] && [ "$torch_ok" = 1 ] && { has train || h
       for w in $WORKLOADS; do
         case " $TORCH_MODES " in *" compiled "*) ;; *) continue ;; esac
         [ "$w" = w0 ] && continue
-        "$PYTHON" bench/gpu_train.py torch "$REF" --workload "$w" --mode compiled --steps 1 --warmup 0 "${py_tf32[@]}"
+        "$PYTHON" bench/gpu_train.py torch "$REF" --workload "$w" --mode compiled --steps 1 --warmup 0 \
+          "${py_tf32[@]}" "${py_dev[@]}"
       done
     fi
     if has flash; then
       fv=$(echo "$FLASH_TORCH_VARIANTS" | tr ',' '\n' | grep '^flex' | paste -sd, -)
-      [ -n "$fv" ] && "$PYTHON" bench/flash_torch.py --variants "$fv" --lengths "$FLASH_LENGTHS" --reps 1 "${py_tf32[@]}"
+      [ -n "$fv" ] && "$PYTHON" bench/flash_torch.py --variants "$fv" --lengths "$FLASH_LENGTHS" --reps 1 \
+        "${py_tf32[@]}" "${py_dev[@]}"
     fi
   ) >"$res/precompile.log" 2>&1 &
   precompile_pid=$!
@@ -232,12 +255,15 @@ if has test; then
   fi
   grep -E 'tests passed|Total Test time' "$res/ctest.log" | tee -a "$summary"
   # The failures: ctest's list, and each failed test's output (--output-on-failure) in the log only.
-  sed -n '/The following tests FAILED:/,$p' "$res/ctest.log" | grep -E 'FAILED|\(Failed\)|\(Timeout\)|\(SEGFAULT\)|\(Subprocess|Exception|Not Run' | tee -a "$summary"
-  skipped=$(grep -c '(Skipped)' "$res/ctest.log")
-  say "- skipped: $skipped ($(grep '(Skipped)' "$res/ctest.log" | sed 's/^[[:space:]]*[0-9]* - //; s/ (Skipped)//' | head -n 12 | paste -sd';' - | cut -c1-300))"
-  if grep -q '\*\*\*Failed\|\*\*\*Timeout\|\*\*\*Exception' "$res/ctest.log"; then
+  sed -n '/The following tests FAILED:/,$p' "$res/ctest.log" |
+    grep -E 'FAILED|\(Failed\)|\(Timeout\)|\(SEGFAULT\)|\(Subprocess|Exception|Not Run' | tee -a "$summary"
+  skipped=$(grep '(Skipped)' "$res/ctest.log" | sed 's/^[[:space:]]*[0-9]* - //; s/ (Skipped)//')
+  say "- skipped: $(grep -c . <<<"$skipped") ($(head -n 12 <<<"$skipped" | paste -sd';' - | cut -c1-300))"
+  if grep -q '\*\*\*Failed\|\*\*\*Timeout\|\*\*\*Exception\|Not Run' "$res/ctest.log"; then
+    # Each failed test's progress line and the output ctest prints under it (600 lines at most).
     echo "-- output of the failed tests (ctest.log):"
-    awk '/\*\*\*(Failed|Timeout|Exception)/{p=1} p&&n<400{print; n++}' "$res/ctest.log"
+    awk '/^ *[0-9]+\/[0-9]+ Test +#/ { p = /\*\*\*|Not Run/ && !/Skipped/ } /^(The following|Errors while)|tests passed, / { p = 0 }
+         p && n < 600 { print; n++ }' "$res/ctest.log"
   fi
   phase_end
 fi
@@ -263,8 +289,8 @@ if has train; then
   mkdir -p "$tr"
   rm -f "$tr"/*.json
   # w0_relgrad.py runs the executable it is given; this one adds the device and TF32 flags.
-  wrapper=$res/relgrad-cuda
-  printf '#!/bin/sh\nexec "%s" "$@" --device cuda %s\n' "$relgrad" "${rg_tf32[*]:-}" >"$wrapper"
+  wrapper=$res/relgrad-$DEVICE
+  printf '#!/bin/sh\nexec "%s" "$@" --device %s %s\n' "$relgrad" "$DEVICE" "${rg_tf32[*]:-}" >"$wrapper"
   chmod +x "$wrapper"
   # run LIMIT_S LABEL COMMAND...: within the phase's deadline, output indented; a note on failure.
   run() {
@@ -286,7 +312,7 @@ if has train; then
         if [ "$torch_ok" = 1 ]; then
           for m in $W0_MODES; do
             run 120 "torch $m w0" "$PYTHON" bench/gpu_train.py w0 --mode "$m" --steps "$W0_STEPS" \
-              --warmup "$W0_WARMUP" "${py_tf32[@]}" --json "$tr/torch-${m}_w0_$r.json"
+              --warmup "$W0_WARMUP" "${py_tf32[@]}" "${py_dev[@]}" --json "$tr/torch-${m}_w0_$r.json"
           done
         fi
         continue
@@ -294,13 +320,13 @@ if has train; then
       for c in $CORES; do
         fused=()
         [ "$c" = fused ] && fused=(--fused)
-        run 60 "relgrad $c $w" "$bench_train" --workload "$w" --device cuda --steps "$STEPS" --warmup "$WARMUP" \
+        run 60 "relgrad $c $w" "$bench_train" --workload "$w" --device "$DEVICE" --steps "$STEPS" --warmup "$WARMUP" \
           "${fused[@]}" "${bt_tf32[@]}" --json "$tr/relgrad-${c}_${w}_$r.json"
       done
       if [ "$torch_ok" = 1 ] && [ -n "$REF" ]; then
         for m in $TORCH_MODES; do
           run 150 "torch $m $w" "$PYTHON" bench/gpu_train.py torch "$REF" --workload "$w" --mode "$m" \
-            --steps "$STEPS" --warmup "$WARMUP" "${py_tf32[@]}" --json "$tr/torch-${m}_${w}_$r.json"
+            --steps "$STEPS" --warmup "$WARMUP" "${py_tf32[@]}" "${py_dev[@]}" --json "$tr/torch-${m}_${w}_$r.json"
         done
       fi
     done
@@ -318,7 +344,7 @@ if has flash; then
   deadline=$(($(date +%s) + FLASH_BUDGET))
   if [ -x "$bench_flash" ]; then
     # relgrad first, with at most 55 % of the phase; PyTorch gets the rest.
-    timeout -k 5 $((FLASH_BUDGET * 55 / 100)) "$bench_flash" --device cuda --lengths "$FLASH_LENGTHS" \
+    timeout -k 5 $((FLASH_BUDGET * 55 / 100)) "$bench_flash" --device "$DEVICE" --lengths "$FLASH_LENGTHS" \
       --reps "$FLASH_REPS" --max-composite-length "$FLASH_COMPOSITE_MAX" ${FLASH_VARIANTS:+--variants "$FLASH_VARIANTS"} \
       >"$res/flash_relgrad.txt" 2>&1
     rc=$?
@@ -333,7 +359,7 @@ if has flash; then
     if [ "$left" -gt 10 ]; then
       echo >>"$summary"
       timeout -k 5 "$left" "$PYTHON" bench/flash_torch.py --lengths "$FLASH_LENGTHS" --reps "$FLASH_REPS" \
-        --variants "$FLASH_TORCH_VARIANTS" --check "$FLASH_CHECK" "${py_tf32[@]}" >"$res/flash_torch.txt" 2>&1
+        --variants "$FLASH_TORCH_VARIANTS" --check "$FLASH_CHECK" "${py_tf32[@]}" "${py_dev[@]}" >"$res/flash_torch.txt" 2>&1
       rc=$?
       cat "$res/flash_torch.txt"
       tables "$res/flash_torch.txt" >>"$summary"
@@ -351,10 +377,10 @@ if has profile; then
   phase_begin profile "$PROFILE_BUDGET"
   if [ ! -x "$relgrad" ]; then
     note "no $relgrad: profile skipped"
-  elif ! "$relgrad" train --help-config 2>/dev/null | grep -q '^train\.profile'; then
+  elif ! prints '^train\.profile' "$relgrad" train --help-config; then
     note "this build's relgrad train has no train.profile: profile skipped"
   else
-    timeout -k 5 "$PROFILE_BUDGET" "$relgrad" train --device cuda --train.profile="$PROFILE_STEPS" \
+    timeout -k 5 "$PROFILE_BUDGET" "$relgrad" train --device "$DEVICE" --train.profile="$PROFILE_STEPS" \
       --train.steps=$((PROFILE_STEPS + 10)) --train.eval_every=0 --train.save_every=0 --train.samples=0 \
       --train.target_accuracy=0 --train.out_dir="$res/profile_run" "${rg_tf32[@]}" >"$res/profile.txt" 2>&1
     rc=$?
