@@ -108,30 +108,33 @@ if [ "${CHECK:-0}" != 0 ]; then
   # so a configure or build that reached any of them fails. Private mount namespace: nothing leaks.
   echo "== CHECK: configure + build relgrad_cli and tests/test_config.cpp against .gpu-deps only"
   build=${CHECK_BUILD:-$root/build-gpu-deps-check}
+  # The cache entries that say where each dependency was found.
+  found='^((Eigen3|nlohmann_json|tomlplusplus|CLI11|doctest)_DIR|PNG_(LIBRARY_RELEASE|PNG_INCLUDE_DIR)|ZLIB_(INCLUDE_DIR|LIBRARY_RELEASE)):' 
   hide=""
+  # Files first, each resolved to the file its symlinks name (hiding that hides every link to it).
+  # Not zlib's library: the tools themselves load it (CMakeCache.txt's ZLIB_LIBRARY is checked below).
+  for f in /usr/include/png.h /usr/include/zlib.h /usr/lib/$arch/libtomlplusplus.so /usr/lib/$arch/libpng16.so; do
+    [ -e "$f" ] && hide="$hide mount --bind /dev/null $(realpath "$f");"
+  done
   for p in /usr/include/eigen3 /usr/share/eigen3 /usr/include/doctest /usr/lib/cmake/doctest /usr/include/nlohmann \
     /usr/share/cmake/nlohmann_json /usr/include/toml++ /usr/lib/$arch/cmake/tomlplusplus /usr/include/CLI \
     /usr/share/cmake/CLI11 /usr/include/libpng16; do
     [ -d "$p" ] && hide="$hide mount --bind $(mktemp -d) $p;"
   done
-  for f in /usr/include/png.h /usr/include/zlib.h /usr/lib/$arch/libtomlplusplus.so /usr/lib/$arch/libtomlplusplus.so.3 \
-    /usr/lib/$arch/libpng16.so /usr/lib/$arch/libpng16.so.16 /usr/lib/$arch/libz.so; do
-    [ -e "$f" ] && hide="$hide mount --bind /dev/null $f;"
-  done
   unshare -m bash -euo pipefail -c "$hide
     export LD_LIBRARY_PATH=$root/.gpu-deps/runtime
     cmake -S '$root' -B '$build' -G Ninja -DCMAKE_BUILD_TYPE=Release -DRELGRAD_CUDA=OFF -DRELGRAD_MPI=OFF \
       -DCMAKE_PREFIX_PATH='$root/.gpu-deps/usr' -DCMAKE_CXX_COMPILER_LAUNCHER=\$(command -v ccache || true) >/dev/null
-    grep -E '^(Eigen3|nlohmann_json|tomlplusplus|CLI11|doctest)_DIR|^PNG_(LIBRARY_RELEASE|PNG_INCLUDE_DIR)|^ZLIB_(INCLUDE_DIR|LIBRARY_RELEASE)' \
-      '$build/CMakeCache.txt' | sed 's/^/  /'
+    grep -E '$found' '$build/CMakeCache.txt' | sed 's/^/  /'
     cmake --build '$build' -j \"\$(nproc)\" --target relgrad_cli tests/CMakeFiles/relgrad_tests.dir/test_config.cpp.o >/dev/null
     echo \"  \$('$build/relgrad' --version)\"
     ldd '$build/relgrad' | grep -E 'toml|png|libz' | sed 's/^/  /'
     grep -o -- '-isystem [^ ]*' '$build/compile_commands.json' | sort -u | sed 's/^/  /'"
-  if grep -E '^(Eigen3|nlohmann_json|tomlplusplus|CLI11|doctest)_DIR|^PNG_(LIBRARY_RELEASE|PNG_INCLUDE_DIR)|^ZLIB_(INCLUDE_DIR|LIBRARY_RELEASE)' \
-    "$build/CMakeCache.txt" | grep -v "$root/.gpu-deps" | grep -q . ||
-    grep -o -- '-isystem [^ ]*' "$build/compile_commands.json" | grep -v "$root/.gpu-deps" | grep -q .; then
-    echo "gpu_prepare.sh: CHECK FAILED: a dependency resolved outside .gpu-deps" >&2
+  # Every location found, and every -isystem folder of the compile commands, inside .gpu-deps.
+  outside=$({ grep -E "$found" "$build/CMakeCache.txt"; grep -o -- '-isystem [^ ]*' "$build/compile_commands.json"; } |
+    grep -v "$root/.gpu-deps" || true)
+  if [ "$(grep -cE "$found" "$build/CMakeCache.txt")" != 9 ] || [ -n "$outside" ]; then
+    echo "gpu_prepare.sh: CHECK FAILED: a dependency resolved outside .gpu-deps (or was not found): $outside" >&2
     exit 1
   fi
   echo "  CHECK passed: every dependency resolved into .gpu-deps"
