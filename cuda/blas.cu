@@ -27,6 +27,64 @@ void zero_fill(void* c, int64_t count, int64_t n, int64_t m, DType dtype) {
   RG_CUDA_CHECK(cudaMemset(c, 0, static_cast<size_t>(count * n * m) * dtype_size(dtype)), kOp);
 }
 
+// Batch offsets as an affine function of a multi-index: entry e = Σ_d idx_d · stride_d with idx the
+// digits of e over `extent` (dim 0 fastest). Attention's permuted heads, (B, H) over a (B, T, H, D)
+// buffer, are two such dims. Passed by value to the kernel below, so no offsets cross the bus.
+constexpr int kMaxBatchDims = 6;
+struct BatchAffine {
+  int ndim = 0;
+  int64_t extent[kMaxBatchDims] = {};
+  int64_t a_stride[kMaxBatchDims] = {}, b_stride[kMaxBatchDims] = {};
+};
+
+// The affine form of both operands' offsets (the same extents), or false when there is none within
+// kMaxBatchDims dims. Greedy, innermost first: each dim takes the longest run of blocks whose starts
+// step evenly in both operands, and the whole form is checked against every offset at the end.
+bool affine_batch(const std::vector<int64_t>& a, const std::vector<int64_t>& b, BatchAffine* L) {
+  const int64_t count = static_cast<int64_t>(a.size());
+  int64_t block = 1;
+  L->ndim = 0;
+  while (block < count) {
+    if (L->ndim == kMaxBatchDims) return false;
+    const int64_t sa = a[block] - a[0], sb = b[block] - b[0];
+    int64_t n = 1;
+    while (n * block < count && a[n * block] - a[0] == n * sa && b[n * block] - b[0] == n * sb) ++n;
+    while (count % (n * block) != 0) --n;  // a dim must tile the batch
+    if (n < 2) return false;
+    L->extent[L->ndim] = n, L->a_stride[L->ndim] = sa, L->b_stride[L->ndim] = sb;
+    ++L->ndim;
+    block *= n;
+  }
+  for (int64_t e = 0; e < count; ++e) {
+    int64_t rem = e, oa = a[0], ob = b[0];
+    for (int d = 0; d < L->ndim; ++d) {
+      const int64_t i = rem % L->extent[d];
+      rem /= L->extent[d];
+      oa += i * L->a_stride[d], ob += i * L->b_stride[d];
+    }
+    if (oa != a[e] || ob != b[e]) return false;
+  }
+  return true;
+}
+
+// ptrs (3 · count): [0, count) the first operand (B) at b + offset_b(e), [count, 2 count) the second
+// (A), [2 count, 3 count) C at c + e · c_step; offsets in elements of esize bytes. One thread per e.
+__global__ void batch_pointers_kernel(const char* a, const char* b, char* c, BatchAffine L, int64_t esize,
+                                      int64_t c_step, int64_t count, const void** ptrs) {
+  const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < count; e += stride) {
+    int64_t rem = e, oa = 0, ob = 0;
+    for (int d = 0; d < L.ndim; ++d) {
+      const int64_t i = rem % L.extent[d];
+      rem /= L.extent[d];
+      oa += i * L.a_stride[d], ob += i * L.b_stride[d];
+    }
+    ptrs[e] = b + ob * esize;
+    ptrs[count + e] = a + oa * esize;
+    ptrs[2 * count + e] = c + e * c_step * esize;
+  }
+}
+
 }  // namespace
 
 void gemm_batched(DType dtype, const void* a, const MatrixLayout& la, const std::vector<int64_t>& a_offsets,
@@ -76,19 +134,29 @@ void gemm_batched(DType dtype, const void* a, const MatrixLayout& la, const std:
                     kOp);
     return;
   }
-  // Irregular batch offsets (several broadcast batch dims): pointer arrays, uploaded once. The block
-  // goes back to the caching allocator right after the call; the default stream orders any reuse
-  // after this GEMM.
-  std::vector<const void*> host_ptrs(3 * static_cast<size_t>(count));
-  for (int64_t e = 0; e < count; ++e) {
-    host_ptrs[e] = b_bytes + b_offsets[e] * esize;                                      // first  (B)
-    host_ptrs[count + e] = a_bytes + a_offsets[e] * esize;                              // second (A)
-    host_ptrs[2 * count + e] = c_bytes + static_cast<size_t>(e * n * m) * esize;        // C
-  }
-  const size_t nbytes = host_ptrs.size() * sizeof(void*);
+  // Irregular batch offsets (several batch dims): pointer arrays. When the offsets are an affine
+  // function of a few batch dims (every layout matmul makes), a kernel writes them on the device;
+  // otherwise they are uploaded. The block goes back to the caching allocator right after the call;
+  // the default stream orders any reuse after this GEMM.
+  const size_t nbytes = 3 * static_cast<size_t>(count) * sizeof(void*);
   void* dev = device_malloc(nbytes, device);
   try {
-    memcpy_host_to_device(dev, host_ptrs.data(), nbytes, device);
+    BatchAffine L;
+    if (affine_batch(a_offsets, b_offsets, &L)) {
+      batch_pointers_kernel<<<grid_size(count), kBlockSize>>>(a_bytes + a_offsets[0] * esize,
+                                                              b_bytes + b_offsets[0] * esize, c_bytes, L,
+                                                              static_cast<int64_t>(esize), n * m, count,
+                                                              static_cast<const void**>(dev));
+      RG_CUDA_CHECK_LAUNCH(kOp);
+    } else {
+      std::vector<const void*> host_ptrs(3 * static_cast<size_t>(count));
+      for (int64_t e = 0; e < count; ++e) {
+        host_ptrs[e] = b_bytes + b_offsets[e] * esize;                                // first  (B)
+        host_ptrs[count + e] = a_bytes + a_offsets[e] * esize;                        // second (A)
+        host_ptrs[2 * count + e] = c_bytes + static_cast<size_t>(e * n * m) * esize;  // C
+      }
+      memcpy_host_to_device(dev, host_ptrs.data(), nbytes, device);
+    }
     const void* const* dev_ptrs = static_cast<const void* const*>(dev);
     RG_CUBLAS_CHECK(cublas().cublasGemmBatchedEx(handle, op_first, op_second, M, N, K, alpha_p, dev_ptrs, type,
                                                  ld_first, dev_ptrs + count, type, ld_second, beta_p,
