@@ -18,7 +18,8 @@ LruCache<UploadKey, Tensor>& uploads() {
 
 Tensor cached_index_upload(const std::vector<int64_t>& values, const Shape& shape, Device device) {
   if (device.is_cpu()) return from_vector(values, shape);
-  return uploads().get(UploadKey{values, shape, device}, [&] { return copy_as(from_vector(values, shape), TensorOptions(kInt64).device(device)); });
+  return uploads().get(UploadKey{values, shape, device},
+                       [&] { return copy_as(from_vector(values, shape), TensorOptions(kInt64).device(device)); });
 }
 
 }  // namespace relgrad

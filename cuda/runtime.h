@@ -43,8 +43,8 @@ void memcpy_device_to_host(void* dst, const void* src, size_t nbytes, int device
 
 // Every copy between host and device goes through the two functions above, which count them: calls
 // and bytes per direction since the last reset (all devices together, copies of 0 bytes included).
-// A training step after the first should copy to the device only its batch (tests/
-// test_cuda_transfers.cpp). Zeros in a build without CUDA.
+// A training step after the first should copy to the device only its batch
+// (tests/test_cuda_transfers.cpp). Zeros in a build without CUDA.
 struct TransferStats {
   uint64_t to_device_calls = 0, to_device_bytes = 0;
   uint64_t to_host_calls = 0, to_host_bytes = 0;

@@ -52,7 +52,8 @@ void check_index_values(const Tensor& idx, int64_t lo, int64_t hi, const std::fu
     checked = true;
     const int64_t* p = host.data_ptr<int64_t>();
     ValueRange v;
-    if (host.numel() > 0) v.min = *std::min_element(p, p + host.numel()), v.max = *std::max_element(p, p + host.numel());
+    const int64_t n = host.numel();
+    if (n > 0) v.min = *std::min_element(p, p + n), v.max = *std::max_element(p, p + n);
     return v;
   });
   if (checked || r.max < r.min || (r.min >= lo && r.max < hi)) return;
