@@ -10,13 +10,16 @@ backward, no projections, q, k, v (B, H, L, D) float32 requiring grad, loss = su
               for a learned bias: SDPA has no relative-position hook. The (L, L) bucket index and
               causal mask are made before the clock, as a model's buffers (counted with the inputs).
               relgrad's fused_t5.
-  flex_t5     FlexAttention (torch.nn.attention.flex_attention under torch.compile) with a causal
-              block mask and a score_mod adding table[h, bucket[i − j]]: the table is a captured
-              tensor that requires grad, so Flex's backward writes its gradient (atomic adds in the
-              generated kernel). Scale 1, as sdpa_t5. relgrad's fused_t5.
+  flex_t5     FlexAttention (torch.nn.attention.flex_attention, the call under torch.compile) with
+              a causal block mask and a score_mod adding table[h, bucket[i − j]]: the table is a
+              captured tensor that requires grad, so Flex's backward writes its gradient (atomic
+              adds in the generated kernel). Scale 1, as sdpa_t5. relgrad's fused_t5.
+  flex_t5_dist  (not in the default list) the same with the table gathered per distance first,
+              (H, L) = table[:, bucket of each distance], and the score_mod indexing that: one
+              level of indexing inside the kernel, in case flex_t5's two do not compile.
   flex_shaw   FlexAttention with Shaw's key term (Shaw et al. 2018, without the value term): a table E
-              (2k + 1, D) shared by the heads, QE = q·Eᵀ (B, H, L, 2k + 1) computed before the call and
-              captured, score_mod adding QE[b, h, i, clip(j − i, −k, k) + k] · scale (relgrad adds
+              (2k + 1, D) shared by the heads, QE = q·Eᵀ (B, H, L, 2k + 1) computed before the
+              compiled call and captured, score_mod adding QE[b, h, i, clip(j − i, −k, k) + k] · scale (relgrad adds
               q·e to q·k before the 1/√D); E's gradient flows back through QE. relgrad's fused_shaw.
 
 T5's buckets are those of relgrad (t5_buckets in bench/w0_torch.py, proven equal to relgrad's by its
@@ -48,7 +51,8 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from w0_torch import t5_buckets  # noqa: E402  (relgrad's T5 buckets, checked against relgrad)
 
-VARIANTS = ("sdpa", "sdpa_t5", "flex_t5", "flex_shaw")
+VARIANTS = ("sdpa", "sdpa_t5", "flex_t5", "flex_shaw", "flex_t5_dist")
+DEFAULT_VARIANTS = "sdpa,sdpa_t5,flex_t5,flex_shaw"
 
 
 def set_tf32(on):
@@ -58,22 +62,18 @@ def set_tf32(on):
     torch.set_float32_matmul_precision("high" if on else "highest")
 
 
-_flex = None
-
-
-def flex():
-    """flex_attention under torch.compile (made once; each new length compiles on its warm-up run)."""
-    global _flex
-    if _flex is None:
-        from torch.nn.attention.flex_attention import flex_attention
-        import torch._dynamo
-        # One compiled entry per (variant, length): raise Dynamo's per-function limit (8 by default)
-        # so that no case falls back to eager Flex, which materialises the (L, L) scores.
-        for name in ("recompile_limit", "cache_size_limit"):
-            if hasattr(torch._dynamo.config, name):
-                setattr(torch._dynamo.config, name, 64)
-        _flex = torch.compile(flex_attention)
-    return _flex
+def compiled(fn):
+    """fn (which calls flex_attention) under torch.compile, as a model compiles its attention. Each
+    case is one function, compiled on its warm-up run for its length."""
+    import torch._dynamo
+    # Every (variant, length) is a compiled entry of the same code: raise Dynamo's limit (8 by
+    # default) so that no case falls back to eager Flex, which materialises the (L, L) scores.
+    for name in ("recompile_limit", "cache_size_limit"):
+        if hasattr(torch._dynamo.config, name):
+            setattr(torch._dynamo.config, name, 64)
+    # dynamic=False: one static kernel per length, as a model of fixed length gets (Dynamo would
+    # otherwise make L symbolic at the second length seen).
+    return torch.compile(fn, dynamic=False)
 
 
 def causal_block_mask(L, dev):
@@ -86,7 +86,10 @@ def make_case(variant, L, a, dev, gen):
     H, D = a.heads, a.head_dim
     if variant == "sdpa":
         return (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)), None
-    if variant in ("sdpa_t5", "flex_t5"):
+    if variant.startswith("flex"):
+        from torch.nn.attention.flex_attention import flex_attention
+        block_mask = causal_block_mask(L, dev)
+    if variant in ("sdpa_t5", "flex_t5", "flex_t5_dist"):
         table = torch.randn(H, a.t5_buckets, device=dev, generator=gen).requires_grad_()
         # bucket of the distance n = i − j ≥ 0 (causal: every future pair shares bucket 0, masked anyway)
         by_distance = t5_buckets(L, 1, False, a.t5_buckets, a.t5_max_distance)[:, 0].to(dev)  # (L,): query i, key 0
@@ -97,29 +100,40 @@ def make_case(variant, L, a, dev, gen):
             future = dist.new_ones(L, L, dtype=torch.bool).triu(1)
             del dist
 
-            def fwd(q, k, v):
+            def sdpa_t5(q, k, v):
                 bias = table[:, index].unsqueeze(0).masked_fill(future, float("-inf"))  # (1, H, L, L)
                 return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=1.0)
-            return fwd, table
-        block_mask = causal_block_mask(L, dev)
+            return sdpa_t5, table
+        if variant == "flex_t5":
+            def flex_t5(q, k, v):
+                def t5_mod(score, b, h, q_idx, kv_idx):  # the table itself, indexed through the bucket map
+                    return score + table[h, by_distance[(q_idx - kv_idx).clamp(min=0)]]
+                return flex_attention(q, k, v, score_mod=t5_mod, block_mask=block_mask, scale=1.0)
+            return compiled(flex_t5), table
 
-        def t5_mod(score, b, h, q_idx, kv_idx):
-            return score + table[h, by_distance[(q_idx - kv_idx).clamp(min=0)]]
+        def flex_t5_dist(q, k, v):
+            per_distance = table[:, by_distance]  # (H, L): the bias of each distance, gathered before the call
 
-        return (lambda q, k, v: flex()(q, k, v, score_mod=t5_mod, block_mask=block_mask, scale=1.0)), table
+            def t5_dist_mod(score, b, h, q_idx, kv_idx):
+                return score + per_distance[h, (q_idx - kv_idx).clamp(min=0)]
+            return flex_attention(q, k, v, score_mod=t5_dist_mod, block_mask=block_mask, scale=1.0)
+        return compiled(flex_t5_dist), table
     if variant == "flex_shaw":
         c = a.shaw_clip
         E = (torch.randn(2 * c + 1, D, device=dev, generator=gen) * D ** -0.5).requires_grad_()
-        block_mask = causal_block_mask(L, dev)
         scale = 1.0 / math.sqrt(D)
 
-        def fwd(q, k, v):
-            qe = torch.matmul(q, E.t()) * scale  # (B, H, L, 2k + 1): row i against every clipped distance
-
+        def flex_shaw(q, k, v, qe):
             def shaw_mod(score, b, h, q_idx, kv_idx):
                 return score + qe[b, h, q_idx, (kv_idx - q_idx).clamp(-c, c) + c]
+            return flex_attention(q, k, v, score_mod=shaw_mod, block_mask=block_mask, scale=scale)
+        core = compiled(flex_shaw)
 
-            return flex()(q, k, v, score_mod=shaw_mod, block_mask=block_mask, scale=scale)
+        def fwd(q, k, v):
+            # QE (B, H, L, 2k + 1), row i against every clipped distance, made outside the compiled
+            # call and passed in: a captured input that requires grad (Inductor's CPU Flex refuses
+            # one computed inside the graph).
+            return core(q, k, v, torch.matmul(q, E.t()) * scale)
         return fwd, E
     raise ValueError("flash_torch.py: unknown variant %r (expected one of %s)" % (variant, ", ".join(VARIANTS)))
 
@@ -171,7 +185,7 @@ def reference(variant, q, k, v, table, a):
     L, D = q.shape[-2], q.shape[-1]
     i, j = torch.arange(L, device=q.device)[:, None], torch.arange(L, device=q.device)[None, :]
     logits = torch.matmul(q, k.transpose(-1, -2))
-    if variant in ("sdpa_t5", "flex_t5"):
+    if variant in ("sdpa_t5", "flex_t5", "flex_t5_dist"):
         buckets = t5_buckets(L, L, False, a.t5_buckets, a.t5_max_distance).to(q.device)
         logits = logits + table[:, buckets].unsqueeze(0)
     elif variant == "flex_shaw":
@@ -240,7 +254,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cuda", help="cuda (default) or cpu (a check of the logic, no peak memory)")
     ap.add_argument("--lengths", default="2048,4096,8192,16384")
-    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--variants", default=DEFAULT_VARIANTS)
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--head-dim", type=int, default=64)
