@@ -41,7 +41,8 @@
 #   WORKLOADS ["w0 charlm seq2seq"]  CORES ["composite fused"] (relgrad's attention core in W1/W2)
 #   TORCH_MODES ["eager compiled"]  W0_STEPS [200 {100}]  W0_WARMUP [20]  W0_MODES ["eager"]
 #   FLASH_LENGTHS [2048,4096,8192,16384 {4096,16384}]  FLASH_REPS [3 {2}]  FLASH_COMPOSITE_MAX [4096]
-#   FLASH_VARIANTS [bench_flash's default]  FLASH_TORCH_VARIANTS [sdpa,sdpa_t5,flex_t5,flex_shaw]
+#   FLASH_VARIANTS [bench_flash's default]  FLASH_TORCH_VARIANTS [sdpa,sdpa_t5,flex_t5,flex_shaw;
+#   add flex_t5_dist should flex_t5 fail to compile]
 #   FLASH_CHECK [first length; 0 = none]  PROFILE_STEPS [20]  PRECOMPILE [1]
 #   TOTAL_BUDGET [470]: seconds from the start; each phase is stopped at the smaller of its own
 #   budget and what the total leaves after keeping a minimum for the phases still to come (train 90,
@@ -253,7 +254,7 @@ if has test; then
   if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
     say "- STOPPED at the budget ($TEST_BUDGET s) after $ran tests: rerun with TESTS=regex or a larger TEST_BUDGET"
   fi
-  grep -E 'tests passed|Total Test time' "$res/ctest.log" | tee -a "$summary"
+  grep -E 'tests passed|Total Test time|No tests were found' "$res/ctest.log" | tee -a "$summary"
   # The failures: ctest's list, and each failed test's output (--output-on-failure) in the log only.
   sed -n '/The following tests FAILED:/,$p' "$res/ctest.log" |
     grep -E 'FAILED|\(Failed\)|\(Timeout\)|\(SEGFAULT\)|\(Subprocess|Exception|Not Run' | tee -a "$summary"
