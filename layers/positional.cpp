@@ -25,14 +25,22 @@ int64_t key_bits(double v) {
   return bits;
 }
 
-RelativeMap RelativeMapCache::get(const AttentionGeometry& g, const RelativeIndexOptions& o, Device device,
-                                  bool trim) const {
+namespace {
+LruCache<CacheKey, RelativeMap>& relative_maps() {
+  static auto* c = new LruCache<CacheKey, RelativeMap>(32);  // never destroyed: it holds device memory
+  return *c;
+}
+}  // namespace
+
+const LruCache<CacheKey, RelativeMap>& relative_map_cache() { return relative_maps(); }
+
+RelativeMap cached_relative_map(const AttentionGeometry& g, const RelativeIndexOptions& o, Device device, bool trim) {
   AttentionGeometry at = g;  // the map reads π(i) from the options, causality from the options
   at.query_positions = o.query_positions;
   at.alignment = o.alignment;
   at.causal = o.causal;
   CacheKey key = geometry_key(at, {o.max_past, o.max_future, int64_t(o.out_of_range), int64_t(trim)}, kInt64, device);
-  return cache_.get(key, [&] {
+  return relative_maps().get(key, [&] {
     RelativeMap m;
     Tensor C = relative_index(g.t2, g.t1, o);  // (t2, t1) on the host, fresh and contiguous
     m.rows = o.table_size();

@@ -120,16 +120,11 @@ struct RelativeMap {
   Tensor index;  // int64 (t2, t1), −1 = no entry
   int64_t first_row = 0, rows = 0;
 };
-// The relative maps of one scheme, cached by everything relative_index reads (the options and the
-// geometry); relative_index's errors (the Error policy) are thrown at every call, never cached.
-class RelativeMapCache {
- public:
-  RelativeMap get(const AttentionGeometry& g, const RelativeIndexOptions& o, Device device, bool trim) const;
-  const LruCache<CacheKey, RelativeMap>& entries() const { return cache_; }
-
- private:
-  mutable LruCache<CacheKey, RelativeMap> cache_{8};
-};
+// The map cached process-wide by everything relative_index reads (the options and the geometry), so
+// the layers of a stack with the same settings share one copy (t2·t1 int64 each; the 32 most recent).
+// relative_index's errors (the Error policy) are thrown at every call, never cached.
+RelativeMap cached_relative_map(const AttentionGeometry& g, const RelativeIndexOptions& o, Device device, bool trim);
+const LruCache<CacheKey, RelativeMap>& relative_map_cache();  // its statistics (tests)
 
 // The table row a learned table reads for relative position δ under `o` (relative_index's rules):
 // row = δ + max_past inside the table; causal: none for δ > 0; beyond the table the edge row (Clip) or

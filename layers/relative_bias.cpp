@@ -71,7 +71,9 @@ Tensor T5RelativeBias::logit_bias(const AttentionGeometry& g) const {
            "causal mask or build T5RelativeBias with bidirectional=true");
   // The bucket of every (query, key), (t2, t1), on the table's device: cached by geometry and settings.
   const CacheKey key = geometry_key(g, {int64_t(bidirectional), num_buckets, max_distance}, kInt64, table.device());
-  Tensor c = bucket_maps.get(key, [&] { return bucket_index(g.t2, g.t1, g.positions()).to(table.device()); });
+  Tensor c = bucket_maps.get(key, [&] {
+    return bucket_index(g.t2, g.t1, g.positions()).to(table.device());
+  });
   // The table broadcast over queries (stride 0, no copy): P (H, t2, nb); its gradient comes back
   // through relative_scatter, one row per query, summed into the table by expand's backward.
   Tensor p = table.unsqueeze(1).expand({num_heads, g.t2, num_buckets});

@@ -31,14 +31,14 @@ void check_against_table(const char* scheme, const char* what, const Tensor& x, 
 
 // The key term shared by all three schemes: q (B,H,t2,D), table (R,D) or (H,R,D) → (B,H,t2,t1).
 Tensor table_scores(const char* scheme, const Tensor& q, const Tensor& table, int64_t num_heads,
-                    const AttentionGeometry& g, const RelativeIndexOptions& options, const RelativeMapCache& maps) {
+                    const AttentionGeometry& g, const RelativeIndexOptions& options) {
   check_against_table(scheme, "q", q, table.size(-1), table, num_heads);
   RG_CHECK_T(ShapeError, q.size(2) == g.t2, scheme, "q ", shape_str(q.shape()), " has ", q.size(2),
              " queries but the geometry says t2 = ", g.t2);
   // The map (t2, t1), −1 = no entry, on q's device, trimmed to the rows some pair reads: rows outside
   // get no score and, through the narrow view, no gradient — exactly as when they are multiplied and
   // never gathered. Cached: built once per geometry, not at every call.
-  const RelativeMap m = maps.get(g, options, q.device(), /*trim=*/true);
+  const RelativeMap m = cached_relative_map(g, options, q.device(), /*trim=*/true);
   Tensor used = m.first_row > 0 || m.rows < options.table_size() ? table.narrow(-2, m.first_row, m.rows) : table;
   Tensor P = matmul(q, used.transpose(-1, -2));        // (B,H,t2,D) @ (H?,D,R') → (B,H,t2,R')
   return relative_gather(P, m.index, m.rows);          // (B,H,t2,t1)
@@ -75,7 +75,7 @@ RelativeIndexOptions SeedRelativeEmbedding::index_options(const AttentionGeometr
 }
 
 Tensor SeedRelativeEmbedding::score_term(const Tensor& q, const AttentionGeometry& g) const {
-  return table_scores("SeedRelativeEmbedding", q, table, num_heads, g, index_options(g), maps);
+  return table_scores("SeedRelativeEmbedding", q, table, num_heads, g, index_options(g));
 }
 
 bool SeedRelativeEmbedding::fuse(FusedCall& call, const AttentionGeometry& g) const {
@@ -120,7 +120,7 @@ Tensor HuangRelativeEmbedding::score_term(const Tensor& q, const AttentionGeomet
   RG_CHECK(g.causal, "HuangRelativeEmbedding",
            "needs causal attention (its table has no future rows); use SeedRelativeEmbedding or "
            "ShawRelativeEmbedding for bidirectional or cross-attention");
-  return table_scores("HuangRelativeEmbedding", q, table, num_heads, g, index_options(g), maps);
+  return table_scores("HuangRelativeEmbedding", q, table, num_heads, g, index_options(g));
 }
 
 bool HuangRelativeEmbedding::fuse(FusedCall& call, const AttentionGeometry& g) const {
@@ -150,7 +150,7 @@ RelativeIndexOptions ShawRelativeEmbedding::index_options(const AttentionGeometr
 }
 
 Tensor ShawRelativeEmbedding::score_term(const Tensor& q, const AttentionGeometry& g) const {
-  return table_scores("ShawRelativeEmbedding", q, key_table, num_heads, g, index_options(g), maps);
+  return table_scores("ShawRelativeEmbedding", q, key_table, num_heads, g, index_options(g));
 }
 
 Tensor ShawRelativeEmbedding::value_term(const Tensor& weights, const AttentionGeometry& g) const {
@@ -160,7 +160,7 @@ Tensor ShawRelativeEmbedding::value_term(const Tensor& weights, const AttentionG
   RG_CHECK_T(ShapeError, weights.size(2) == g.t2, op, "weights ", shape_str(weights.shape()), " have ",
              weights.size(2), " queries but the geometry says t2 = ", g.t2);
   const int64_t R = table_rows();
-  const Tensor C = maps.get(g, index_options(g), weights.device(), /*trim=*/false).index;  // (t2, t1), cached
+  const Tensor C = cached_relative_map(g, index_options(g), weights.device(), /*trim=*/false).index;  // (t2, t1)
   Tensor rel = relative_scatter(weights, C, R);              // (B,H,t2,R): weight on each relative row
   return matmul(rel, value_table);                          // (B,H,t2,R) @ (H?,R,D) → (B,H,t2,D)
 }

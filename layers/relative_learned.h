@@ -58,7 +58,6 @@ class SeedRelativeEmbedding : public PositionalScheme {
   int64_t head_dim, max_length, num_heads;
   OutOfRange policy;
   Tensor table;  // (2·t3 − 1, D) or (H, 2·t3 − 1, D); row r ↔ δ = r − (t3 − 1)
-  RelativeMapCache maps;  // the index maps by geometry (layers/positional.h)
 };
 
 // Music Transformer's memory-efficient causal relative attention (Huang et al. 2018): only the
@@ -83,7 +82,6 @@ class HuangRelativeEmbedding : public PositionalScheme {
   int64_t head_dim, max_length, num_heads;
   OutOfRange policy;
   Tensor table;  // (t3, D) or (H, t3, D); row r ↔ δ = r − (t3 − 1), the last row is δ = 0
-  RelativeMapCache maps;  // the index maps by geometry (layers/positional.h)
 };
 
 // Shaw, Uszkoreit, Vaswani 2018: tables w^K (and w^V) of 2k + 1 rows, distances clipped to
@@ -109,7 +107,6 @@ class ShawRelativeEmbedding : public PositionalScheme {
   bool values;
   Tensor key_table;    // (2k + 1, D) or (H, 2k + 1, D); row r ↔ δ = r − k
   Tensor value_table;  // same shape, or undefined without values
-  RelativeMapCache maps;  // the index maps by geometry (layers/positional.h)
 };
 
 }  // namespace relgrad

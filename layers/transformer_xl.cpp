@@ -70,7 +70,7 @@ Tensor TransformerXL::score_term(const Tensor& q, const AttentionGeometry& g) co
   o.causal = g.causal;
   o.out_of_range = OutOfRange::Error;
   const int64_t R = o.table_size();
-  Tensor c = maps.get(g, o, q.device(), /*trim=*/false).index;  // (t2, t1), cached by geometry
+  Tensor c = cached_relative_map(g, o, q.device(), /*trim=*/false).index;  // (t2, t1), cached by geometry
   Tensor r = sinusoid(o.max_past, o.max_future, q.device());      // (R, C)
   Tensor rw = r_proj->forward(r).reshape({R, num_heads, head_dim}).permute({1, 0, 2});        // (H, R, D)
   Tensor p = matmul(q + v.reshape({1, num_heads, 1, head_dim}), rw.transpose(-1, -2));        // (B, H, t2, R)

@@ -34,7 +34,6 @@ class TransformerXL : public PositionalScheme {
   std::shared_ptr<Linear> r_proj;  // W_r: (C, C), no bias
   Tensor u, v;                     // (H, D): content and position biases
   mutable LruCache<CacheKey, Tensor> sinusoid_tables{8};  // txl_sinusoid rows on a device, by δ range
-  RelativeMapCache maps;                                  // score_term's index maps by geometry
 
  private:
   // txl_sinusoid rows for δ = −max_past … max_future in W_r's dtype on `device`, cached by range.

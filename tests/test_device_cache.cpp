@@ -76,67 +76,79 @@ TEST_CASE("device cache: cached_index_upload and check_index_values on the CPU")
                     "[test_op] index 3 is out of range for size 3 (a table of 3)");
 }
 
+// The key term with no cache at all: relative_index's map over the whole table.
+Tensor uncached_scores(const Tensor& q, const Tensor& table, const AttentionGeometry& g, const RelativeIndexOptions& o) {
+  return relative_gather(matmul(q, table.transpose(-1, -2)), relative_index(g.t2, g.t1, o), o.table_size());
+}
+
 TEST_CASE("device cache: the learned tables' index maps are cached by geometry and settings") {
+  const LruCache<CacheKey, RelativeMap>& maps = relative_map_cache();
   SeedRelativeEmbedding seed(4, 3, 0, OutOfRange::Zero);
-  SeedRelativeEmbedding cold(4, 3, 0, OutOfRange::Zero);
-  cold.table = seed.table;
   const AttentionGeometry g = geometry(6, 6, false);
   const Tensor q = q_for(g, 1);
+  const uint64_t hits = maps.hits(), misses = maps.misses();
   const Tensor first = seed.score_term(q, g);
-  CHECK(seed.maps.entries().misses() == 1);
   const Tensor second = seed.score_term(q, g);
-  CHECK(seed.maps.entries().hits() == 1);
+  CHECK(maps.hits() == hits + 1);
   CHECK(bitwise_equal(first, second));
-  CHECK(bitwise_equal(second, cold.score_term(q, g)));
+  CHECK_CLOSE(second, uncached_scores(q, seed.table, g, seed.index_options(g)), 1e-6, 1e-6);
+  // Another layer with the same settings shares the map.
+  SeedRelativeEmbedding other(4, 3, 0, OutOfRange::Zero);
+  other.score_term(q, g);
+  CHECK(maps.hits() == hits + 2);
   // A new shape misses; so does a changed policy (Zero → Clip changes the rows beyond the table).
   const AttentionGeometry g5 = geometry(5, 6, false);
   seed.score_term(q_for(g5, 2), g5);
-  CHECK(seed.maps.entries().misses() == 2);
   seed.policy = OutOfRange::Clip;
   const Tensor clipped = seed.score_term(q, g);
-  CHECK(seed.maps.entries().misses() == 3);
-  cold.policy = OutOfRange::Clip;
-  CHECK(bitwise_equal(clipped, cold.score_term(q, g)));
+  CHECK(maps.misses() >= misses + 2);
+  CHECK(maps.hits() == hits + 2);
+  CHECK_CLOSE(clipped, uncached_scores(q, seed.table, g, seed.index_options(g)), 1e-6, 1e-6);
   CHECK_FALSE(bitwise_equal(clipped, first));
   // Explicit positions are keyed by value: changing them between calls is a miss with the new map.
   const AttentionGeometry p1 = geometry(3, 6, false, positions({0, 2, 4})), p2 = geometry(3, 6, false, positions({1, 3, 5}));
   const Tensor q3 = q_for(p1, 3);
   const Tensor a = seed.score_term(q3, p1), b = seed.score_term(q3, p2);
-  CHECK(bitwise_equal(a, cold.score_term(q3, p1)));
-  CHECK(bitwise_equal(b, cold.score_term(q3, p2)));
+  CHECK_CLOSE(a, uncached_scores(q3, seed.table, p1, seed.index_options(p1)), 1e-6, 1e-6);
+  CHECK_CLOSE(b, uncached_scores(q3, seed.table, p2, seed.index_options(p2)), 1e-6, 1e-6);
   CHECK_FALSE(bitwise_equal(a, b));
-  CHECK(bitwise_equal(seed.score_term(q3, geometry(3, 6, false, positions({0, 2, 4}))), a));  // a new tensor, same values: a hit
+  const uint64_t before_same = maps.hits();
+  CHECK(bitwise_equal(seed.score_term(q3, geometry(3, 6, false, positions({0, 2, 4}))), a));  // new tensor, same values
+  CHECK(maps.hits() == before_same + 1);
   // The Error policy's refusal is thrown at every call, never cached.
   seed.policy = OutOfRange::Error;
   for (int k = 0; k < 2; ++k) CHECK_THROWS_AS(seed.score_term(q, g), IndexError);
   // Bounded: many lengths keep at most the capacity.
   seed.policy = OutOfRange::Zero;
-  for (int64_t t = 1; t <= 20; ++t) seed.score_term(q_for(geometry(t, 5, false), 4), geometry(t, 5, false));
-  CHECK(seed.maps.entries().size() <= seed.maps.entries().capacity());
+  for (int64_t t = 1; t <= 40; ++t) seed.score_term(q_for(geometry(t, 5, false), 4), geometry(t, 5, false));
+  CHECK(maps.size() == maps.capacity());
 }
 
-TEST_CASE("device cache: Shaw's value term and Huang's map reuse their cached maps") {
-  ShawRelativeEmbedding shaw(4, 2, 0, true), cold(4, 2, 0, true);
-  cold.key_table = shaw.key_table, cold.value_table = shaw.value_table;
+TEST_CASE("device cache: Shaw's value term and Huang's and Transformer-XL's maps come from the cache") {
+  const LruCache<CacheKey, RelativeMap>& maps = relative_map_cache();
+  ShawRelativeEmbedding shaw(4, 2, 0, true);
   const AttentionGeometry g = geometry(5, 5, false);
   const Tensor w = uniform({2, 2, 5, 5}, 0, 1, kFloat32, 5), q = q_for(g, 6);
   const Tensor v1 = shaw.value_term(w, g), s1 = shaw.score_term(q, g);
-  const size_t misses = shaw.maps.entries().misses();
+  const uint64_t misses = maps.misses();
   CHECK(bitwise_equal(shaw.value_term(w, g), v1));
   CHECK(bitwise_equal(shaw.score_term(q, g), s1));
-  CHECK(shaw.maps.entries().misses() == misses);
-  CHECK(bitwise_equal(v1, cold.value_term(w, g)));
-  CHECK(bitwise_equal(s1, cold.score_term(q, g)));
+  CHECK(maps.misses() == misses);
+  const RelativeIndexOptions o = shaw.index_options(g);
+  CHECK_CLOSE(v1, matmul(relative_scatter(w, relative_index(5, 5, o), o.table_size()), shaw.value_table), 1e-6, 1e-6);
+  CHECK_CLOSE(s1, uncached_scores(q, shaw.key_table, g, o), 1e-6, 1e-6);
 
   HuangRelativeEmbedding huang(4, 4);
   const AttentionGeometry c = geometry(6, 6, true);
   const Tensor h1 = huang.score_term(q_for(c, 7), c);
+  const uint64_t hits = maps.hits();
   CHECK(bitwise_equal(huang.score_term(q_for(c, 7), c), h1));
-  CHECK(huang.maps.entries().hits() == 1);
+  CHECK(maps.hits() == hits + 1);
+  CHECK_CLOSE(h1, uncached_scores(q_for(c, 7), huang.table, c, huang.index_options(c)), 1e-6, 1e-6);
 }
 
 TEST_CASE("device cache: T5 buckets and ALiBi distances follow settings and positions") {
-  T5RelativeBias t5(2, 8, 16, true), cold(2, 8, 16, true);
+  T5RelativeBias t5(2, 8, 16, true), cold(2, 8, 16, true);  // cold: its own cache, empty
   cold.table = t5.table;
   const AttentionGeometry g = geometry(12, 12, false);
   const Tensor b1 = t5.logit_bias(g);
@@ -183,8 +195,9 @@ TEST_CASE("device cache: RoPE's tables, Transformer-XL's sinusoid and map, absol
   const AttentionGeometry g = geometry(5, 5, true);
   const Tensor q = q_for(g, 9);
   const Tensor s1 = txl.score_term(q, g);
+  const uint64_t map_hits = relative_map_cache().hits();
   CHECK(bitwise_equal(txl.score_term(q, g), s1));
-  CHECK(txl.maps.entries().hits() == 1);
+  CHECK(relative_map_cache().hits() == map_hits + 1);
   CHECK(txl.sinusoid_tables.hits() == 1);
   const Tensor expected_rows = txl_sinusoid(4, 0, 8);
   CHECK(bitwise_equal(txl.sinusoid_tables.get(CacheKey{{4, 0, 8}, kFloat32, Device::cpu()}, [] { return Tensor(); }),
