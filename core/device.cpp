@@ -1,5 +1,6 @@
 #include "core/device.h"
 
+#include "core/allocator.h"
 #include "core/base/error.h"
 #include "cuda/runtime.h"
 
@@ -17,5 +18,13 @@ Device Device::parse(const std::string& name) {
 bool cuda_built() { return cuda::built(); }
 int cuda_device_count() { return cuda::device_count(); }
 bool cuda_available() { return cuda_device_count() > 0; }
+
+size_t device_memory_bytes(const Device& device) {
+  if (device.is_cpu()) {
+    static const size_t machine = cpu_allocator::machine_memory_bytes();  // a system call: once
+    return machine;
+  }
+  return device.index < cuda_device_count() ? cuda::total_memory_bytes(device.index) : 0;
+}
 
 }  // namespace relgrad

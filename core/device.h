@@ -1,5 +1,6 @@
 // Where a tensor's storage lives: the CPU or CUDA device `index`.
 #pragma once
+#include <cstddef>
 #include <string>
 
 namespace relgrad {
@@ -25,5 +26,8 @@ bool cuda_available();
 // True when relgrad was built with CUDA support (whether or not a GPU is present).
 bool cuda_built();
 int cuda_device_count();
+// The memory a device offers in bytes: the machine's (RAM + swap, cpu_allocator::machine_memory_bytes)
+// or the GPU's (cuda::total_memory_bytes); 0 for a GPU relgrad cannot see.
+size_t device_memory_bytes(const Device& device);
 
 }  // namespace relgrad

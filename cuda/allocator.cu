@@ -234,6 +234,20 @@ void* device_malloc(size_t nbytes, int device) { return allocator().malloc(nbyte
 void device_free(void* ptr, int device) { allocator().free(ptr, device); }
 MemoryStats memory_stats(int device) { return allocator().stats(device); }
 void empty_cache(int device) { allocator().empty_cache(device); }
+
+size_t total_memory_bytes(int device) {
+  static std::mutex mutex;
+  static std::vector<size_t> known;  // by device, 0 = not read yet
+  std::lock_guard<std::mutex> lock(mutex);
+  if (device < 0) return 0;
+  if (known.size() <= static_cast<size_t>(device)) known.resize(static_cast<size_t>(device) + 1, 0);
+  if (!known[static_cast<size_t>(device)]) {
+    cudaDeviceProp prop{};
+    RG_CUDA_CHECK(cudaGetDeviceProperties(&prop, device), "total_memory_bytes");
+    known[static_cast<size_t>(device)] = prop.totalGlobalMem;
+  }
+  return known[static_cast<size_t>(device)];
+}
 void set_guard_checking(bool on) { allocator().set_guards(on); }
 void check_guards(const char* op) { allocator().check_guards(op); }
 

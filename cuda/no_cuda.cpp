@@ -33,6 +33,7 @@ RG_NO_CUDA(void, load_cublas, (), "cublas")
 void device_free(void*, int) {}
 MemoryStats memory_stats(int) { return {}; }
 void empty_cache(int) {}
+size_t total_memory_bytes(int) { return 0; }
 void set_guard_checking(bool) {}
 void check_guards(const char*) {}
 void set_allow_tf32(bool) {}  // nothing to switch: there are no GPU matmuls

@@ -31,6 +31,8 @@ struct MemoryStats {
 };
 MemoryStats memory_stats(int device = 0);
 void empty_cache(int device = 0);  // returns cached blocks to the driver
+// The device's memory in bytes (cudaDeviceProp::totalGlobalMem, read once per device); 0 without CUDA.
+size_t total_memory_bytes(int device = 0);
 void synchronize(int device = 0);
 // Test aid (tests/cuda_testing.h): while on, every new allocation gets guard zones of a known
 // pattern before and after it (and bypasses the cache); check_guards throws Error naming each

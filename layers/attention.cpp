@@ -36,9 +36,7 @@ Tensor attention_heads_fused(const Tensor& q, const Tensor& k, const Tensor& v, 
 }
 
 bool fused_core_pays(const Tensor& q, int64_t t1, size_t composite_limit_bytes) {
-  if (!q.device().is_cpu()) return true;
-  static const size_t machine = cpu_allocator::machine_memory_bytes();  // a system call: once
-  const size_t limit = composite_limit_bytes ? composite_limit_bytes : machine / 64;
+  const size_t limit = composite_limit_bytes ? composite_limit_bytes : device_memory_bytes(q.device()) / 64;
   const double scores = double(q.size(0)) * double(q.size(1)) * double(q.size(2)) * double(t1) * double(dtype_size(q.dtype()));
   return scores > double(limit);
 }

@@ -104,11 +104,11 @@ AttentionOutput attention_heads(const Tensor& q, const Tensor& k, const Tensor& 
 Tensor attention_heads_fused(const Tensor& q, const Tensor& k, const Tensor& v, const PositionalScheme* positional,
                              const AttentionGeometry& geometry, const Tensor& key_padding_mask);
 
-// model.fused_attention = "auto"'s rule for one attention call of q (B,H,t2,D) over t1 keys: on a GPU
-// always the fused core (5-20x faster than the composite one there); on the CPU the composite core
-// (faster to train at every length measured, 128 to 2048) unless one (B,H,t2,t1) tensor of q's dtype
-// would exceed composite_limit_bytes (0: 1/64 of the machine's memory, cpu_allocator::
-// machine_memory_bytes; the composite keeps a few such tensors per layer for the backward pass).
+// model.fused_attention = "auto"'s rule for one attention call of q (B,H,t2,D) over t1 keys: the
+// composite core (the faster one to train at every length measured: 128 to 2048 on the CPU, 1024 to
+// 4096 on an H100, docs/benchmarks.md) unless one (B,H,t2,t1) tensor of q's dtype would exceed
+// composite_limit_bytes (0: 1/64 of the memory of q's device, device_memory_bytes in core/device.h;
+// the composite keeps a few such tensors per layer for the backward pass).
 bool fused_core_pays(const Tensor& q, int64_t t1, size_t composite_limit_bytes = 0);
 
 // The bool mask (1, 1, t2, t1) hiding keys after each query's position π(i).

@@ -434,8 +434,8 @@ TEST_CASE("MultiHeadAttention: fused with RoPE, KV-cached decoding, and the fall
 }
 
 TEST_CASE("MultiHeadAttention: fused_auto (model.fused_attention = auto) picks by the rule, same results") {
-  // The rule (layers/attention.h, fused_core_pays): on the CPU the composite core unless one
-  // (B, H, t2, t1) tensor exceeds the limit; the GPU always fused. Here the limit is set around the
+  // The rule (layers/attention.h, fused_core_pays): the composite core unless one (B, H, t2, t1)
+  // tensor exceeds the limit, on the CPU and on a GPU (on_gpu below). Here the limit is set around the
   // call's own size, so the same layer takes both cores; both must give the composite's results.
   const int64_t C = 16, H = 2, B = 2, t = 40;
   Generator init(5);
@@ -469,6 +469,16 @@ TEST_CASE("MultiHeadAttention: fused_auto (model.fused_attention = auto) picks b
   m->dropout = 0.1;
   layer_run(*m, x, x, o);
   CHECK_FALSE(m->last_call_fused);
+  if (!cuda_available()) return;  // (not have_gpu(): the CPU half above is no skipped test)
+  // on_gpu: the same rule against the GPU's memory (1/64 of it by default).
+  Tensor qg = q.to(Device::cuda());
+  CHECK_FALSE(fused_core_pays(qg, t, scores));
+  CHECK(fused_core_pays(qg, t, scores - 1));
+  CHECK_FALSE(fused_core_pays(qg, t));
+  const size_t gpu = device_memory_bytes(Device::cuda());
+  CHECK(gpu > 0);
+  const int64_t t_big = static_cast<int64_t>(gpu / 64 / (size_t(B * H * t) * sizeof(double))) + 1;
+  CHECK(fused_core_pays(qg, t_big));  // one (B, H, t, t_big) float64 tensor above 1/64 of the GPU
 }
 
 // ---- GPU: the CUDA kernels against the CPU kernel, and a long sequence against the composite ----
