@@ -192,9 +192,7 @@ std::vector<Node*> tape_order(Node* root) {
   return order;
 }
 
-// Gradients meeting at one tensor are summed; the profiler (autograd/profiler.h) names that work as
-// PyTorch's AccumulateGrad does, apart from the ops whose backward it follows.
-void accumulate(Tensor& slot, const Tensor& g) {
+void accumulate(Tensor& slot, const Tensor& g) {  // a profile row of its own, as PyTorch's AccumulateGrad
   ProfileScope scope("accumulate_grad");
   slot = slot.defined() ? add(slot, g) : g;
 }
@@ -234,11 +232,7 @@ void walk(const Tensor& root, const Tensor& grad_root, bool retain_graph, Delive
                "trying to backward through the graph a second time (its saved tensors were freed after the first "
                "backward, at op '", node->name, "'); call backward with retain_graph=true the first time");
       running_node = node->name;
-      TensorList g_in;
-      {
-        ProfileScope scope(node->name, /*backward=*/true);  // the ops inside count as "<name>.backward"
-        g_in = node->backward(g_out);
-      }
+      TensorList g_in = [&] { ProfileScope op(node->name, /*backward=*/true); return node->backward(g_out); }();
       running_node = "backward";
       RG_CHECK(g_in.size() == node->inputs.size(), node->name, "backward returned ", g_in.size(),
                " gradients for ", node->inputs.size(), " inputs");
@@ -249,10 +243,7 @@ void walk(const Tensor& root, const Tensor& grad_root, bool retain_graph, Delive
         RG_CHECK_T(ShapeError, g_in[i].shape() == e.shape, node->name, "backward produced a gradient of shape ",
                    shape_str(g_in[i].shape()), " for input ", i, " of shape ", shape_str(e.shape));
         if (e.node) accumulate(pending[e.node.get()], g_in[i]);
-        else {
-          ProfileScope scope("accumulate_grad");
-          deliver(e.leaf, g_in[i]);
-        }
+        else deliver(e.leaf, g_in[i]);
       }
     }
     if (!retain_graph) node->backward = nullptr;  // frees the saved tensors
@@ -264,6 +255,7 @@ void walk(const Tensor& root, const Tensor& grad_root, bool retain_graph, Delive
 void run_backward(const Tensor& root, const Tensor& grad_root, bool retain_graph) {
   walk(root, grad_root, retain_graph,
        [](const std::shared_ptr<TensorImpl>& leaf, const Tensor& g) {
+         ProfileScope scope("accumulate_grad");
          // .grad accumulates across backward calls; a fresh tensor, never an alias of g.
          Tensor slot(leaf->grad);
          slot = slot.defined() ? add(slot, g) : g.clone();

@@ -15,6 +15,7 @@
 #include <memory>
 #include <vector>
 
+#include "autograd/profiler.h"  // every op opens an RG_PROFILE_OP scope
 #include "core/tensor.h"
 
 namespace relgrad {

@@ -107,19 +107,21 @@ std::string ProfileReport::table() const {
   std::snprintf(line, sizeof line, "profile: %s on %s, %.3f ms per step\n", which.c_str(), device.c_str(),
                 steps > 0 ? 1e3 * step_seconds / double(steps) : 0.0);
   out << line;
-  std::snprintf(line, sizeof line, "  %-34s %8s %12s %8s %9s\n", "op", "calls", "total ms", "share", "GFLOP/s");
+  std::snprintf(line, sizeof line, "  %-40s %8s %12s %8s %9s\n", "op", "calls", "total ms", "share", "GFLOP/s");
   out << line;
   for (const ProfileRow& row : rows) {
     char rate[32] = "";
     if (row.flops > 0 && row.seconds > 0) std::snprintf(rate, sizeof rate, "%9.2f", row.flops / row.seconds / 1e9);
-    std::snprintf(line, sizeof line, "  %-34s %8lld %12.3f %7.1f%% %9s\n", row.op.c_str(), (long long)row.calls,
+    std::snprintf(line, sizeof line, "  %-40s %8lld %12.3f %7.1f%% %9s", row.op.c_str(), (long long)row.calls,
                   1e3 * row.seconds, 100 * share(row.seconds, step_seconds), rate);
-    out << line;
+    std::string text = line;
+    text.erase(text.find_last_not_of(' ') + 1);  // no trailing blanks where there is no rate
+    out << text << "\n";
   }
-  std::snprintf(line, sizeof line, "  %-34s %8s %12.3f %7.1f%%\n", "(unattributed: host, data, bookkeeping)", "",
+  std::snprintf(line, sizeof line, "  %-40s %8s %12.3f %7.1f%%\n", "(unattributed: host, data, bookkeeping)", "",
                 1e3 * unattributed_seconds(), 100 * share(unattributed_seconds(), step_seconds));
   out << line;
-  std::snprintf(line, sizeof line, "  %-34s %8lld %12.3f %7.1f%%\n", "step total", (long long)steps,
+  std::snprintf(line, sizeof line, "  %-40s %8lld %12.3f %7.1f%%\n", "step total", (long long)steps,
                 1e3 * step_seconds, steps > 0 ? 100.0 : 0.0);
   out << line;
   return out.str();

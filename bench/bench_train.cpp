@@ -27,6 +27,8 @@
 // on the CPU), moved to the GPU before the optimizer allocates its state, and every phase boundary
 // synchronises the device, so the fwd / bwd / opt times are the GPU's; memory is the caching
 // allocator's peak of live tensors.
+// --profile N runs N more steps after the timed ones and prints the op-level profile of them (the
+// table of relgrad train's train.profile, docs/cli.md); --tf32 turns on TF32 GEMMs on the GPU.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -41,6 +43,8 @@
 #include <omp.h>
 #endif
 
+#include "autograd/profiler.h"
+#include "core/backend/matmul.h"
 #include "cuda/runtime.h"
 #include "layers/models.h"
 #include "relgrad.h"
@@ -128,7 +132,7 @@ double median(std::vector<double> v) {
 int usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s [--workload charlm|seq2seq] [--steps N] [--warmup N] [--device cpu|cuda|cuda:N] [--fused] [--json FILE] "
-               "[--tag TEXT] [--context L] [--batch B]\n",
+               "[--tag TEXT] [--context L] [--batch B] [--profile N] [--tf32]\n",
                argv0);
   return 2;
 }
@@ -142,6 +146,8 @@ int main(int argc, char** argv) {
   std::string json_path, tag, device_name = "cpu";
   bool fused = false;
   int64_t context = 0, batch = 0;  // 0: the workload's own
+  int profile = 0;    // --profile N: N more steps after the timed ones, profiled op by op (autograd/profiler.h)
+  bool tf32 = false;  // --tf32: TF32 GEMMs on the GPU (train.tf32)
   for (int a = 1; a < argc; ++a) {
     auto value = [&]() -> const char* { return a + 1 < argc ? argv[++a] : nullptr; };
     const char* v = nullptr;
@@ -154,9 +160,11 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[a], "--fused")) fused = true;
     else if (!std::strcmp(argv[a], "--context") && (v = value())) context = std::atoll(v);
     else if (!std::strcmp(argv[a], "--batch") && (v = value())) batch = std::atoll(v);
+    else if (!std::strcmp(argv[a], "--profile") && (v = value())) profile = std::atoi(v);
+    else if (!std::strcmp(argv[a], "--tf32")) tf32 = true;
     else return usage(argv[0]);
   }
-  if ((w.name != "charlm" && w.name != "seq2seq") || steps < 1 || warmup < 0 || context < 0 || batch < 0)
+  if ((w.name != "charlm" && w.name != "seq2seq") || steps < 1 || warmup < 0 || context < 0 || batch < 0 || profile < 0)
     return usage(argv[0]);
   // --context L: the sequence length (charlm: L; seq2seq: source and target both L), the table sized
   // to it; --batch B: the batch. For the cost-growth rows of docs/benchmarks.md (bench/run_growth.sh).
@@ -169,6 +177,8 @@ int main(int argc, char** argv) {
 
   try {
     const Device device = Device::parse(device_name);
+    backend::set_allow_tf32(tf32);
+    Profiler profiler(device);
     // Waits for the GPU's queue, so that host clocks measure the device's work.
     auto sync = [&] {
       if (device.is_cuda()) cuda::synchronize(device.index);
@@ -205,8 +215,11 @@ int main(int argc, char** argv) {
     std::vector<double> times, t_fwd, t_bwd, t_opt, losses;
     using clock = std::chrono::steady_clock;
     auto seconds = [](clock::time_point a, clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
-    for (int step = 0; step < warmup + steps; ++step) {
+    // The profiled steps come after the timed ones, so that the profiler's own cost stays out of the timings.
+    for (int step = 0; step < warmup + steps + profile; ++step) {
       sync();
+      const bool profiled = step >= warmup + steps;
+      if (profiled) profiler.begin_step();
       const auto t0 = clock::now();
       opt.zero_grad();
       Tensor logits = w.encoder_decoder() ? ed->forward(src, tokens) : lm->forward(tokens);
@@ -220,6 +233,8 @@ int main(int argc, char** argv) {
       opt.step();
       sync();
       const auto t3 = clock::now();
+      if (profiled) profiler.end_step();
+      if (profiled) continue;
       losses.push_back(loss.item<float>());
       if (step >= warmup) {
         times.push_back(seconds(t0, t3));
@@ -245,6 +260,12 @@ int main(int argc, char** argv) {
                 median(t_bwd), median(t_opt), tok_s, gflops);
     std::printf("  loss %.4f -> %.4f; peak RSS %.0f MiB (%.0f MiB before training); live tensor peak %.0f MiB (%s)\n",
                 losses.front(), losses.back(), rss_train, rss_before, tensor_peak_mib, device.str().c_str());
+    if (tf32) std::printf("  TF32 GEMMs on%s\n", device.is_cuda() ? "" : " (no effect on the CPU)");
+    if (profile > 0) {
+      ProfileReport report = profiler.report();
+      report.first_step = warmup + steps + 1;
+      std::printf("%s", report.table().c_str());
+    }
     if (!json_path.empty()) {
       std::ofstream f(json_path);
       f << "{\"impl\": \"relgrad\", \"workload\": \"" << w.name << "\", \"device\": \"" << device.str()

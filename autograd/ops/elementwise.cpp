@@ -6,7 +6,6 @@
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "autograd/ops/checks.h"
-#include "autograd/profiler.h"
 #include "core/backend/elementwise.h"
 
 namespace relgrad {
@@ -23,6 +22,7 @@ Tensor unary_op(const Tensor& x, backend::Unary f, const char* op) {
 }
 
 Tensor binary_forward(const Tensor& a, const Tensor& b, backend::Binary f, const char* op) {
+  RG_PROFILE_OP(op);  // the kernel; record's bookkeeping after it is host time
   check_same_device(a, b, op);
   check_same_dtype(a, b, op);
   return backend::binary_forward(f, a, b, op);
@@ -34,10 +34,7 @@ Tensor scalar_like(double v, const Tensor& t) { return scalar_tensor(v, TensorOp
 
 // ---- unary ops from the X-macro list ----------------------------------------------------------
 #define RG_UNARY(name, Functor) \
-  Tensor name(const Tensor& x) {                                     \
-    RG_PROFILE_OP(#name);                                            \
-    return unary_op(x, backend::Unary::Functor, #name);              \
-  }
+  Tensor name(const Tensor& x) { RG_PROFILE_OP(#name); return unary_op(x, backend::Unary::Functor, #name); }
 #include "core/base/unary_ops.def"
 #undef RG_UNARY
 
@@ -59,7 +56,6 @@ Tensor pow(const Tensor& x, double exponent) {
 
 // ---- binary arithmetic: the backward rules, written with ops (so they run on any device) ---------
 Tensor add(const Tensor& a, const Tensor& b) {
-  RG_PROFILE_OP("add");
   Tensor out = binary_forward(a, b, backend::Binary::Add, "add");
   if (!needs_grad({a, b})) return out;
   Shape sa = a.shape(), sb = b.shape();
@@ -67,7 +63,6 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
-  RG_PROFILE_OP("sub");
   Tensor out = binary_forward(a, b, backend::Binary::Sub, "sub");
   if (!needs_grad({a, b})) return out;
   Shape sa = a.shape(), sb = b.shape();
@@ -76,7 +71,6 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
-  RG_PROFILE_OP("mul");
   Tensor out = binary_forward(a, b, backend::Binary::Mul, "mul");
   if (!needs_grad({a, b})) return out;
   bool need_a = a.requires_grad(), need_b = b.requires_grad();
@@ -90,7 +84,6 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
-  RG_PROFILE_OP("div");
   Tensor out = binary_forward(a, b, backend::Binary::Div, "div");
   if (!needs_grad({a, b})) return out;
   bool need_b = b.requires_grad();
@@ -127,13 +120,9 @@ Tensor operator-(const Tensor& x) { return neg(x); }
 // ---- comparisons: bool masks, no gradient ----------------------------------------------------------
 #define RG_COMPARE(name, Functor)                                                                        \
   Tensor name(const Tensor& a, const Tensor& b) {                                                        \
-    RG_PROFILE_OP(#name);                                                                                \
     return binary_forward(a, b, backend::Binary::Functor, #name);                    \
   }                                                                                                      \
-  Tensor name(const Tensor& a, double b) {                                                               \
-    RG_PROFILE_OP(#name);                                                                                \
-    return name(a, scalar_like(b, a));                                                                   \
-  }
+  Tensor name(const Tensor& a, double b) { RG_PROFILE_OP(#name); return name(a, scalar_like(b, a)); }
 RG_COMPARE(eq, Eq)
 RG_COMPARE(ne, Ne)
 RG_COMPARE(lt, Lt)

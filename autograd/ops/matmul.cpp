@@ -9,7 +9,6 @@
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "autograd/ops/checks.h"
-#include "autograd/profiler.h"
 #include "core/backend/matmul.h"
 
 namespace relgrad {
@@ -53,6 +52,7 @@ bool rows_foldable(const Tensor& x) {
 // The differentiable core, both operands at least 2-D: a (.., n, k) @ b (.., k, m) → (batch.., n, m),
 // or with init (addmm): init + alpha · (a @ b), init broadcast to the product's shape.
 Tensor matmul_nd(const Tensor& a, const Tensor& b, const char* op, const Tensor& init = Tensor(), double alpha = 1.0) {
+  RG_PROFILE_OP(op);  // the views and checks around it do no work worth a row
   Shape batch = batch_shape(a, b, op);
   Tensor out = backend::matmul(a, b, batch, op, init, alpha);
   add_profiled_flops(2.0 * double(out.numel()) * double(a.size(-1)));  // 2·M·N·K over the batch
@@ -80,7 +80,6 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, const char* op, const Tensor&
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   const char* op = "matmul";
-  RG_PROFILE_OP(op);
   check_operands(a, b, op);
   RG_CHECK_T(ShapeError, a.dim() >= 1 && b.dim() >= 1, op, "both arguments need at least 1 dimension, got ",
              shape_str(a.shape()), " @ ", shape_str(b.shape()));
@@ -103,7 +102,6 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 
 Tensor addmm(const Tensor& c, const Tensor& a, const Tensor& b, double alpha) {
   const char* op = "addmm";
-  RG_PROFILE_OP(op);
   check_operands(a, b, op);
   RG_CHECK(c.defined(), op, "called with an undefined tensor");
   check_same_device(a, c, op);
@@ -125,7 +123,6 @@ Tensor addmm(const Tensor& c, const Tensor& a, const Tensor& b, double alpha) {
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
   const char* op = "bmm";
-  RG_PROFILE_OP(op);
   check_operands(a, b, op);
   RG_CHECK_T(ShapeError, a.dim() == 3 && b.dim() == 3, op, "expected 3-D tensors (B,n,k) @ (B,k,m), got ",
              shape_str(a.shape()), " @ ", shape_str(b.shape()));

@@ -3,7 +3,6 @@
 // device (core/backend/random.h draws rand and randint on the GPU directly, bitwise the CPU's
 // numbers; randn on the host, then copies).
 #include "autograd/ops.h"
-#include "autograd/profiler.h"
 #include "core/backend/random.h"
 
 namespace relgrad {
@@ -21,7 +20,6 @@ Tensor draw(TensorOptions options, Generator* generator, Draw f) {
 }  // namespace
 
 Tensor rand(const Shape& shape, TensorOptions options, Generator* generator) {
-  RG_PROFILE_OP("rand");
   RG_CHECK_T(DTypeError, is_floating(options.dtype_), "rand", "dtype must be floating, got ", dtype_name(options.dtype_));
   return draw(options, generator, [&](uint64_t seed, uint64_t offset) {
     return backend::uniform(shape, options, seed, offset, "rand");
@@ -29,7 +27,6 @@ Tensor rand(const Shape& shape, TensorOptions options, Generator* generator) {
 }
 
 Tensor randn(const Shape& shape, TensorOptions options, Generator* generator) {
-  RG_PROFILE_OP("randn");
   RG_CHECK_T(DTypeError, is_floating(options.dtype_), "randn", "dtype must be floating, got ",
              dtype_name(options.dtype_));
   return draw(options, generator, [&](uint64_t seed, uint64_t offset) {
@@ -38,7 +35,6 @@ Tensor randn(const Shape& shape, TensorOptions options, Generator* generator) {
 }
 
 Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions options, Generator* generator) {
-  RG_PROFILE_OP("randint");
   RG_CHECK(high > low, "randint", "empty range [", low, ", ", high, ")");
   return draw(options, generator, [&](uint64_t seed, uint64_t offset) {
     return backend::integers(shape, options, seed, offset, low, high, "randint");

@@ -7,7 +7,6 @@
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "autograd/ops/checks.h"
-#include "autograd/profiler.h"
 #include "core/backend/reduce.h"
 
 namespace relgrad {
@@ -68,7 +67,6 @@ Tensor extremum_values(const Tensor& x, const Shape& dims, bool keepdim, const c
 // max/min along one dim with indices: the gradient goes to the returned (first) index only.
 template <bool kMax>
 std::tuple<Tensor, Tensor> extremum_dim(const Tensor& x, int64_t dim, bool keepdim, const char* op) {
-  RG_PROFILE_OP(op);
   Extremum e = extremum<kMax>(x, {dim}, keepdim, true, true, op);
   if (!needs_grad({x})) return {e.values, e.indices};
   // Gradient layout (outer, R, inner) around the reduced dim d of the (contiguous) input shape.

@@ -3,7 +3,6 @@
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "autograd/ops/checks.h"
-#include "autograd/profiler.h"
 #include "core/backend/softmax.h"
 
 namespace relgrad {

@@ -7,7 +7,6 @@
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
-#include "autograd/profiler.h"
 
 namespace relgrad {
 
@@ -77,7 +76,6 @@ Tensor record_reshape_like(Tensor y, const Tensor& x, const char* op) {
 }  // namespace
 
 Tensor view(const Tensor& x, const Shape& shape) {
-  RG_PROFILE_OP("view");
   Shape target = infer_shape(shape, x.numel(), "view", x.shape());
   Shape strides = view_strides(x, target);
   RG_CHECK_T(ShapeError, !strides.empty() || target.empty(), "view", "cannot view a tensor of shape ",
@@ -87,7 +85,6 @@ Tensor view(const Tensor& x, const Shape& shape) {
 }
 
 Tensor reshape(const Tensor& x, const Shape& shape) {
-  RG_PROFILE_OP("reshape");
   Shape target = infer_shape(shape, x.numel(), "reshape", x.shape());
   Shape strides = view_strides(x, target);
   if (strides.empty() && !target.empty()) return view(contiguous(x), target);  // copy, then view
@@ -95,7 +92,6 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
 }
 
 Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
-  RG_PROFILE_OP("flatten");
   if (x.dim() == 0) return reshape(x, {1});
   start_dim = normalize_dim(start_dim, x.dim(), "flatten");
   end_dim = normalize_dim(end_dim, x.dim(), "flatten");
@@ -109,7 +105,6 @@ Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
 }
 
 Tensor permute(const Tensor& x, const Shape& dims) {
-  RG_PROFILE_OP("permute");
   RG_CHECK_T(ShapeError, static_cast<int64_t>(dims.size()) == x.dim(), "permute", "got ", dims.size(),
              " dims ", shape_str(dims), " for a tensor of shape ", shape_str(x.shape()));
   Shape shape(dims.size()), strides(dims.size()), inverse(dims.size());
@@ -128,7 +123,6 @@ Tensor permute(const Tensor& x, const Shape& dims) {
 }
 
 Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
-  RG_PROFILE_OP("transpose");
   if (x.dim() == 0) return x;
   Shape dims(x.dim());
   std::iota(dims.begin(), dims.end(), 0);
@@ -137,7 +131,6 @@ Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
 }
 
 Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step) {
-  RG_PROFILE_OP("slice");
   RG_CHECK_T(ShapeError, x.dim() > 0, "slice", "cannot slice a 0-d tensor");
   dim = normalize_dim(dim, x.dim(), "slice");
   RG_CHECK(step > 0, "slice", "step must be positive, got ", step);
@@ -160,7 +153,6 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t s
 }
 
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
-  RG_PROFILE_OP("narrow");
   RG_CHECK_T(ShapeError, x.dim() > 0, "narrow", "cannot narrow a 0-d tensor");
   int64_t d = normalize_dim(dim, x.dim(), "narrow");
   int64_t n = x.shape()[d];
@@ -171,7 +163,6 @@ Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
 }
 
 Tensor select(const Tensor& x, int64_t dim, int64_t index) {
-  RG_PROFILE_OP("select");
   RG_CHECK_T(ShapeError, x.dim() > 0, "select", "cannot select from a 0-d tensor");
   int64_t d = normalize_dim(dim, x.dim(), "select");
   int64_t n = x.shape()[d];
@@ -182,7 +173,6 @@ Tensor select(const Tensor& x, int64_t dim, int64_t index) {
 }
 
 Tensor expand(const Tensor& x, const Shape& shape) {
-  RG_PROFILE_OP("expand");
   RG_CHECK_T(ShapeError, static_cast<int64_t>(shape.size()) >= x.dim(), "expand", "cannot expand shape ",
              shape_str(x.shape()), " to ", shape_str(shape), " (fewer dims)");
   const int64_t lead = static_cast<int64_t>(shape.size()) - x.dim();
@@ -207,7 +197,6 @@ Tensor expand(const Tensor& x, const Shape& shape) {
 }
 
 Tensor squeeze(const Tensor& x) {
-  RG_PROFILE_OP("squeeze");
   Shape shape, strides;
   for (int64_t i = 0; i < x.dim(); ++i)
     if (x.shape()[i] != 1) {
@@ -218,7 +207,6 @@ Tensor squeeze(const Tensor& x) {
 }
 
 Tensor squeeze(const Tensor& x, int64_t dim) {
-  RG_PROFILE_OP("squeeze");
   if (x.dim() == 0) return x;
   int64_t d = normalize_dim(dim, x.dim(), "squeeze");
   if (x.shape()[d] != 1) return x;  // as PyTorch: squeezing a dim that is not 1 is a no-op
@@ -229,7 +217,6 @@ Tensor squeeze(const Tensor& x, int64_t dim) {
 }
 
 Tensor unsqueeze(const Tensor& x, int64_t dim) {
-  RG_PROFILE_OP("unsqueeze");
   int64_t d = normalize_dim(dim, x.dim() + 1, "unsqueeze");
   Shape shape = x.shape(), strides = x.strides();
   int64_t stride = d < x.dim() ? x.strides()[d] * x.shape()[d] : 1;

@@ -5,7 +5,6 @@
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "autograd/ops/checks.h"
-#include "autograd/profiler.h"
 #include "core/backend/elementwise.h"
 
 namespace relgrad {
