@@ -145,7 +145,9 @@ Tensor contiguous_data(const Tensor& t) { return t.defined() ? t.detach().contig
 }  // namespace
 
 Tensor flash_relative_attention(const Tensor& q, const Tensor& k, const Tensor& v, const FlashAttentionOptions& o) {
+  RG_PROFILE_OP(kOp);
   const Plan plan = make_plan(q, k, v, o);
+  add_profiled_flops(attention_flops(plan.B, plan.H, plan.t2, plan.t1, plan.D, plan.causal, false));
   const Tensor qc = contiguous_data(q), kc = contiguous_data(k), vc = contiguous_data(v);
   const Tensor qrc = contiguous_data(o.rel_query), Ec = contiguous_data(o.rel_table), bc = contiguous_data(o.bias_table);
   const backend::FlashForward f = backend::flash_forward(plan, qc, kc, vc, qrc, Ec, bc);
@@ -170,6 +172,7 @@ Tensor flash_relative_attention(const Tensor& q, const Tensor& k, const Tensor& 
                   const Tensor qr_ = qrs.defined() ? qrs.get() : Tensor(), E_ = Es.defined() ? Es.get() : Tensor();
                   const Tensor b_ = bs.defined() ? bs.get() : Tensor();
                   const Tensor gc = g.contiguous();
+                  add_profiled_flops(attention_flops(plan.B, plan.H, plan.t2, plan.t1, plan.D, plan.causal, true));
                   const backend::FlashGrads d = backend::flash_backward(plan, q_, k_, v_, qr_, E_, b_, o_, l_, gc,
                                                                         in_qr >= 0, want_E, want_b);
                   TensorList grads(n_inputs);

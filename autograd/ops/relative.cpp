@@ -123,6 +123,7 @@ int64_t leading(const Tensor& x) {
 }  // namespace
 
 Tensor relative_gather(const Tensor& P, const Tensor& index, int64_t R) {
+  RG_PROFILE_OP("relative_gather");
   const char* op = "relative_gather";
   dispatch_float(P.dtype(), op, [](auto) {});
   RG_CHECK_T(ShapeError, P.dim() >= 2 && P.size(-1) == R, op, "expected P of shape (..., t2, ", R,
@@ -149,6 +150,7 @@ Tensor relative_gather(const Tensor& P, const Tensor& index, int64_t R) {
 }
 
 Tensor relative_scatter(const Tensor& S, const Tensor& index, int64_t R) {
+  RG_PROFILE_OP("relative_scatter");
   const char* op = "relative_scatter";
   dispatch_float(S.dtype(), op, [](auto) {});
   RG_CHECK_T(ShapeError, S.dim() >= 2, op, "expected S of shape (..., t2, t1), got ", shape_str(S.shape()));
