@@ -46,6 +46,7 @@ int64_t prod(const Shape& s, size_t begin, size_t end) {
 
 // ---- embedding: weight (V, C), indices (...) → out (..., C) --------------------------------------
 Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx) {
+  RG_PROFILE_OP("embedding");
   const char* op = "embedding";
   RG_CHECK(weight.defined(), op, "weight is an undefined tensor");
   RG_CHECK_T(ShapeError, weight.dim() == 2, op, "weight must be 2-D (V, C), got ", shape_str(weight.shape()));
@@ -72,6 +73,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_id
 
 // ---- index_select: x (O, n, I) along dim, index (K) → out (O, K, I) -------------------------------
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+  RG_PROFILE_OP("index_select");
   const char* op = "index_select";
   RG_CHECK(x.defined(), op, "x is an undefined tensor");
   Tensor idx = index_arg(index, x, op, "index");
@@ -96,6 +98,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
 
 // ---- gather: out[..., k, ...] = x[..., index[..., k, ...], ...] along dim; out has index's shape ----
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
+  RG_PROFILE_OP("gather");
   const char* op = "gather";
   RG_CHECK(x.defined(), op, "x is an undefined tensor");
   Tensor idx = index_arg(index, x, op, "index");
@@ -145,6 +148,7 @@ void check_list(const TensorList& tensors, const char* op) {
 }  // namespace
 
 Tensor cat(const TensorList& tensors, int64_t dim) {
+  RG_PROFILE_OP("cat");
   const char* op = "cat";
   check_list(tensors, op);
   const Tensor& first = tensors[0];
@@ -181,6 +185,7 @@ Tensor cat(const TensorList& tensors, int64_t dim) {
 }
 
 Tensor stack(const TensorList& tensors, int64_t dim) {
+  RG_PROFILE_OP("stack");
   const char* op = "stack";
   check_list(tensors, op);
   for (size_t k = 0; k < tensors.size(); ++k)
