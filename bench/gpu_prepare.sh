@@ -10,7 +10,8 @@
 #                 of naming /usr). run_gpu.sh points CMAKE_PREFIX_PATH at .gpu-deps/usr and
 #                 LD_LIBRARY_PATH at .gpu-deps/runtime (libtomlplusplus.so.3, libpng16.so.16 only).
 #   .gpu-ref/     PyTorch's reference scripts (torch_ref.py, benchutil.py and their README), copied
-#                 from the shared bench folder (the argument, else $TORCH_REF_DIR, else ../shared/bench).
+#                 from the shared bench folder (the argument, else $TORCH_REF_DIR, else the shared
+#                 folder beside the checkout).
 #   data/kjv.txt  the default corpus (tests and the CLI read it), made as tools/setup.sh makes it.
 # It adds .gpu-deps/ and .gpu-ref/ to .gitignore, prints the carry list and the total size, and with
 # CHECK=1 configures (Ninja) and builds relgrad_cli and one test file's object against .gpu-deps alone,

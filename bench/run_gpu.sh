@@ -52,7 +52,8 @@
 #   PYTHON [the first of python3, /usr/bin/python3 whose torch sees a GPU]
 #   DEVICE [cuda; cpu = a dry run of this script's logic on a machine without a GPU, every program on
 #   the CPU, with tiny settings, e.g. DEVICE=cpu BUILD=build-x PHASES="train flash" STEPS=2 ...]
-#   REF [.gpu-ref, else the argument, $TORCH_REF_DIR, ../shared/bench: the folder of torch_ref.py]
+#   REF [.gpu-ref, else the argument, $TORCH_REF_DIR, the shared bench folder beside the checkout:
+#   the folder of torch_ref.py]
 #   RES [$OUT/gpu-results, else $BUILD/gpu_results: JSON records, ctest.log, precompile.log]
 set -uo pipefail  # no -e: a failing phase is reported and the next one runs
 root=$(cd "$(dirname "$0")/.." && pwd)
