@@ -13,6 +13,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/base/activation.h"
 #include "core/rng.h"
 #include "core/tensor.h"
 
@@ -232,5 +233,24 @@ Tensor randn(const Shape& shape, TensorOptions options = {}, Generator* generato
 // Uniform integers in [low, high); int64 unless options say otherwise.
 Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions options = TensorOptions(kInt64),
                Generator* generator = nullptr);
+
+// ---- fused elementwise chains of a transformer block (autograd/ops/fused.cpp) ----
+// Each is one kernel per direction in place of a chain of small ones, and gives the numbers of its
+// composite twin (the same bits on the CPU). Inputs must match exactly (no broadcasting).
+// y = act(x + bias), x (..., N), bias (N): the twin act(add(x, bias)); Linear + activation as
+// bias_activation(matmul(x, weightᵀ), bias, act) (layers/feed_forward.cpp). Backward gives dx and
+// dbias (a fixed-order sum over rows) in one pass.
+Tensor bias_activation(const Tensor& x, const Tensor& bias, Activation activation);
+// sum = residual + branch and out = layer_norm(sum, ...) / rms_norm(sum, ...), residual and branch of
+// one shape (..., *normalized_shape): a pre-norm block keeps `sum` as its residual stream and feeds
+// `out` to the next sublayer; a post-norm block keeps `out`. One forward kernel; the backward is
+// layer_norm's (or rms_norm's) fused backward on `sum`, which reaches residual and branch unchanged.
+struct ResidualNorm {
+  Tensor sum, out;
+};
+ResidualNorm residual_layer_norm(const Tensor& residual, const Tensor& branch, const Shape& normalized_shape,
+                                 const Tensor& weight = Tensor(), const Tensor& bias = Tensor(), double eps = 1e-5);
+ResidualNorm residual_rms_norm(const Tensor& residual, const Tensor& branch, const Shape& normalized_shape,
+                               const Tensor& weight = Tensor(), double eps = -1);
 
 }  // namespace relgrad

@@ -6,6 +6,7 @@
 #include "cuda/adam.h"
 #include "cuda/blas.h"
 #include "cuda/flash_attention.h"
+#include "cuda/fused.h"
 #include "cuda/index.h"
 #include "cuda/norm.h"
 #include "cuda/random.h"
@@ -88,6 +89,14 @@ RG_NO_CUDA(void, norm_forward, (DType, const void*, const void*, const void*, vo
                                 double, int), "cuda_layer_norm")
 RG_NO_CUDA(void, norm_backward, (DType, const void*, const void*, const void*, const void*, const void*, void*, void*,
                                  void*, int64_t, int64_t, int), "cuda_layer_norm_backward")
+
+// ---- fused elementwise chains (cuda/fused.h) ----
+RG_NO_CUDA(void, bias_activation_forward, (Activation, DType, const void*, const void*, void*, int64_t, int64_t, int),
+           "cuda_bias_activation")
+RG_NO_CUDA(void, bias_activation_backward, (Activation, DType, const void*, const void*, const void*, void*, void*,
+                                            int64_t, int64_t, int), "cuda_bias_activation_backward")
+RG_NO_CUDA(void, residual_norm_forward, (DType, const void*, const void*, const void*, const void*, void*, void*, void*,
+                                         void*, int64_t, int64_t, double, int), "cuda_residual_layer_norm")
 
 // ---- matmul (cuda/blas.h; the planning helpers are inline there and work everywhere) ----
 RG_NO_CUDA(void, gemm_batched, (DType, const void*, const MatrixLayout&, const std::vector<int64_t>&, const void*,

@@ -19,6 +19,17 @@ void check_block_args(const char* op, int64_t d_model, int64_t n_heads, int64_t 
   RG_CHECK(o.dropout >= 0.0 && o.dropout < 1.0, op, "dropout must be in [0, 1), got ", o.dropout);
 }
 
+// residual + branch and norm(residual + branch): one fused op (residual_layer_norm / residual_rms_norm,
+// autograd/ops.h) for the two norms of layers/norm.h, the same numbers as the add then norm.forward.
+ResidualNorm add_norm(const Norm& norm, const Tensor& residual, const Tensor& branch) {
+  if (const auto* ln = dynamic_cast<const LayerNorm*>(&norm))
+    return residual_layer_norm(residual, branch, ln->normalized_shape, ln->weight, ln->bias, ln->eps);
+  if (const auto* rn = dynamic_cast<const RMSNorm*>(&norm))
+    return residual_rms_norm(residual, branch, rn->normalized_shape, rn->weight, rn->eps);
+  Tensor sum = residual + branch;
+  return {sum, norm.forward(sum)};
+}
+
 }  // namespace
 
 // ---- EncoderBlock ----
@@ -56,15 +67,14 @@ Tensor EncoderBlock::forward_with(const Tensor& x, const Tensor& key_padding_mas
   auto attend = [&](const Tensor& h) {
     return cache ? self_attn->forward(h, cache->self, ao).output : self_attn->forward(h, h, ao).output;
   };
+  // Each residual add that a norm follows is fused with it (add_norm); dropout stays where it was.
   Tensor h = x;  // (B, T, C)
   if (options.pre_norm) {
-    h = h + dropout->forward(attend(norm1->forward(h)));
-    h = h + dropout->forward(ff->forward(norm2->forward(h)));
-  } else {
-    h = norm1->forward(h + dropout->forward(attend(h)));
-    h = norm2->forward(h + dropout->forward(ff->forward(h)));
+    ResidualNorm a = add_norm(*norm2, h, dropout->forward(attend(norm1->forward(h))));  // a.sum: h after attention
+    return a.sum + dropout->forward(ff->forward(a.out));
   }
-  return h;
+  h = add_norm(*norm1, h, dropout->forward(attend(h))).out;
+  return add_norm(*norm2, h, dropout->forward(ff->forward(h))).out;
 }
 
 // ---- DecoderBlock ----
@@ -138,17 +148,16 @@ Tensor DecoderBlock::forward_with(const Tensor& x, const Tensor& memory, const T
     return cache ? cross_attn->forward(h, memory, cache->cross, cross_o).output
                  : cross_attn->forward(h, memory, cross_o).output;
   };
+  // Each residual add that a norm follows is fused with it (add_norm); dropout stays where it was.
   Tensor h = x;  // (B, t2, C)
   if (options.pre_norm) {
-    h = h + dropout->forward(self(norm1->forward(h)));
-    h = h + dropout->forward(cross(norm2->forward(h)));
-    h = h + dropout->forward(ff->forward(norm3->forward(h)));
-  } else {
-    h = norm1->forward(h + dropout->forward(self(h)));
-    h = norm2->forward(h + dropout->forward(cross(h)));
-    h = norm3->forward(h + dropout->forward(ff->forward(h)));
+    ResidualNorm a = add_norm(*norm2, h, dropout->forward(self(norm1->forward(h))));
+    ResidualNorm c = add_norm(*norm3, a.sum, dropout->forward(cross(a.out)));
+    return c.sum + dropout->forward(ff->forward(c.out));
   }
-  return h;
+  h = add_norm(*norm1, h, dropout->forward(self(h))).out;
+  h = add_norm(*norm2, h, dropout->forward(cross(h))).out;
+  return add_norm(*norm3, h, dropout->forward(ff->forward(h))).out;
 }
 
 }  // namespace relgrad

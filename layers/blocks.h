@@ -14,6 +14,10 @@
 //                             x = norm2(x + drop(cross_attn(x, memory)))
 //                             x = norm3(x + drop(ff(x)))
 //
+// Every residual add that a norm follows (norm2 and norm3 of a pre-norm block, each norm of a
+// post-norm one) runs fused with that norm as one op (residual_layer_norm / residual_rms_norm,
+// autograd/ops.h), with the same numbers; the dropouts are the same draws in the same order.
+//
 // A pre-norm stack leaves its residual stream un-normalised, so the model adds a final norm after
 // the last block (layers/models.h); a post-norm stack already ends on a norm.
 // `memory` is the encoder output (B, t1, C), used as it is: with a pre-norm encoder the model has

@@ -2,12 +2,20 @@
 
 namespace relgrad {
 
+namespace {
+Activation activation_from_name(const std::string& name) {
+  if (name == "gelu") return Activation::Gelu;
+  if (name == "gelu_tanh") return Activation::GeluTanh;
+  RG_CHECK(name == "relu", "FeedForward", "unknown activation '", name, "' (expected gelu, gelu_tanh or relu)");
+  return Activation::Relu;
+}
+}  // namespace
+
 FeedForward::FeedForward(int64_t d_model_, int64_t d_ff_, const std::string& activation_, double p,
                          Generator* init_generator)
-    : d_model(d_model_), d_ff(d_ff_), activation(activation_) {
-  // Checked before any draw so a bad argument leaves the generator untouched.
-  RG_CHECK(activation == "gelu" || activation == "gelu_tanh" || activation == "relu", "FeedForward",
-           "unknown activation '", activation, "' (expected gelu, gelu_tanh or relu)");
+    : d_model(d_model_), d_ff(d_ff_), activation(activation_),
+      // Checked before any draw so a bad argument leaves the generator untouched.
+      activation_kind(activation_from_name(activation_)) {
   RG_CHECK_T(ShapeError, d_model > 0 && d_ff > 0, "FeedForward", "d_model and d_ff must be positive, got ", d_model,
              " and ", d_ff);
   RG_CHECK(p >= 0.0 && p <= 1.0, "FeedForward", "dropout must be in [0, 1], got ", p);
@@ -20,10 +28,8 @@ Tensor FeedForward::forward(const Tensor& x) const {
   RG_CHECK(x.defined(), "FeedForward", "x is an undefined tensor");
   RG_CHECK_T(ShapeError, x.dim() >= 1 && x.size(-1) == d_model, "FeedForward", "expected input (..., ", d_model,
              "), got ", shape_str(x.shape()));
-  Tensor h = fc1->forward(x);  // (..., d_ff)
-  if (activation == "gelu") h = gelu_erf(h);
-  else if (activation == "gelu_tanh") h = gelu_tanh(h);
-  else h = relu(h);
+  // fc1 without its bias, then bias + activation fused: (..., d_ff)
+  Tensor h = bias_activation(matmul(x, fc1->weight.transpose(0, 1)), fc1->bias, activation_kind);
   return fc2->forward(dropout->forward(h));  // (..., d_model)
 }
 

@@ -1,5 +1,7 @@
 // FeedForward: the position-wise MLP of a transformer block,
 //   x (..., d_model) → fc1 → activation → dropout → fc2 → (..., d_model)
+// fc1's bias and the activation run as one fused op, bias_activation(x fc1.weightᵀ, fc1.bias) (autograd/ops.h),
+// the same numbers as fc1 then the activation.
 // with hidden (..., d_ff). Parameter names follow the common PyTorch layout (timm Mlp, GPT-2 ports):
 //   fc1.weight (d_ff, d_model), fc1.bias (d_ff), fc2.weight (d_model, d_ff), fc2.bias (d_model)
 // The child "dropout" holds no parameters; train()/eval() reach it through the module tree.
@@ -23,6 +25,7 @@ class FeedForward : public Module {
 
   int64_t d_model, d_ff;
   std::string activation;
+  Activation activation_kind;  // `activation` as the enum the fused op takes
   std::shared_ptr<Linear> fc1, fc2;
   std::shared_ptr<Dropout> dropout;
 };

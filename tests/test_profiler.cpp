@@ -170,7 +170,8 @@ void check_profiled_run(const std::string& device) {
   CHECK(j.at("first_step") == 2);
   std::map<std::string, nlohmann::json> rows = rows_of(j);
   for (const char* op : {"matmul", "matmul.backward", "layer_norm", "layer_norm.backward", "masked_softmax",
-                         "masked_softmax.backward", "cross_entropy", "cross_entropy.backward", "gelu_erf",
+                         "masked_softmax.backward", "cross_entropy", "cross_entropy.backward", "bias_activation",
+                         "bias_activation.backward", "residual_layer_norm", "residual_layer_norm.backward",
                          "embedding.backward", "optimizer.step", "clip_grad_norm_", "accumulate_grad"})
     CHECK_MESSAGE(rows.count(op), op << " missing from " << j.dump());
   auto per_step = [&](const std::string& op, const char* field) {
@@ -181,7 +182,8 @@ void check_profiled_run(const std::string& device) {
   CHECK(per_step("matmul.backward", "calls") + per_step("addmm.backward", "calls") == 9);
   CHECK(per_step("optimizer.step", "calls") == 1);
   CHECK(per_step("cross_entropy", "calls") == 1);
-  CHECK(per_step("layer_norm", "calls") == 3);  // before attention, before the feed-forward, the final one
+  CHECK(per_step("layer_norm", "calls") == 2);           // before attention, the final one
+  CHECK(per_step("residual_layer_norm", "calls") == 1);  // the residual add and the norm before the feed-forward
   // GEMM FLOPs per step, from the shapes by hand: 2·M·N·K each. Every operand needs its gradient, so
   // the backward does two GEMMs of the same size for each.
   RunConfig c = RunConfig::defaults();

@@ -15,32 +15,36 @@
 
 namespace relgrad::cpu {
 
+// One row: xr, yr (N); w, b (N) or null; writes *mean (layer_norm only, else mean is null) and *rstd.
+// Shared by norm_forward and the fused residual norm (core/cpu/fused.h), so both give the same bits.
+template <class T>
+void norm_forward_row(const T* xr, const T* w, const T* b, T* yr, T* mean, T* rstd, int64_t N, double eps) {
+  double mu = 0;
+  if (mean) {
+    for (int64_t i = 0; i < N; ++i) mu += xr[i];
+    mu /= static_cast<double>(N);
+  }
+  // Second pass over the (cached) row: the textbook E[x^2] - E[x]^2 loses digits to cancellation.
+  double ss = 0;
+  for (int64_t i = 0; i < N; ++i) ss += (xr[i] - mu) * (xr[i] - mu);
+  const double rs = 1.0 / std::sqrt(ss / static_cast<double>(N) + eps);
+  if (mean) *mean = static_cast<T>(mu);
+  *rstd = static_cast<T>(rs);
+  for (int64_t i = 0; i < N; ++i) {
+    double h = (xr[i] - mu) * rs;
+    if (w) h *= w[i];
+    if (b) h += b[i];
+    yr[i] = static_cast<T>(h);
+  }
+}
+
 // x, y (R, N); w, b (N) or null; writes mean (R) (layer_norm only, else null) and rstd (R), which
 // are exactly what the backward needs besides x and w.
 template <class T>
 void norm_forward(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, int64_t R, int64_t N, double eps) {
 #pragma omp parallel for schedule(static) if (R * N >= kParallelGrain && R > 1)
-  for (int64_t r = 0; r < R; ++r) {
-    const T* xr = x + r * N;
-    T* yr = y + r * N;
-    double mu = 0;
-    if (mean) {
-      for (int64_t i = 0; i < N; ++i) mu += xr[i];
-      mu /= static_cast<double>(N);
-    }
-    // Second pass over the (cached) row: the textbook E[x^2] - E[x]^2 loses digits to cancellation.
-    double ss = 0;
-    for (int64_t i = 0; i < N; ++i) ss += (xr[i] - mu) * (xr[i] - mu);
-    const double rs = 1.0 / std::sqrt(ss / static_cast<double>(N) + eps);
-    if (mean) mean[r] = static_cast<T>(mu);
-    rstd[r] = static_cast<T>(rs);
-    for (int64_t i = 0; i < N; ++i) {
-      double h = (xr[i] - mu) * rs;
-      if (w) h *= w[i];
-      if (b) h += b[i];
-      yr[i] = static_cast<T>(h);
-    }
-  }
+  for (int64_t r = 0; r < R; ++r)
+    norm_forward_row(x + r * N, w, b, y + r * N, mean ? mean + r : nullptr, rstd + r, N, eps);
 }
 
 // Rows per chunk of the dw/db reduction. It depends on R only, never on the thread count, so the

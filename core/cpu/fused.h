@@ -1,0 +1,74 @@
+// CPU kernels of the fused elementwise chains of a transformer block (autograd/ops/fused.cpp):
+//   bias_activation:  y = f(x + b) over rows x (R, N), b (N), and its backward (dx and db in one pass);
+//   residual norm:    sum = residual + branch, y = norm(sum), one pass over each row.
+// Each does the IEEE operations of its composite twin in the same order, so the results are the same
+// bits: x + b rounded to T before f (the functors of core/base/functors.h, as the unary kernels),
+// db summed in double over the rows in row order (as cpu::sum_kernel does for the composite's
+// sum_to), the norm row by norm_forward_row (core/cpu/norm.h). f's backward rule grad(x, y, gy) must
+// use x only (true of relu, gelu and gelu_tanh): y is not kept.
+#pragma once
+#include <algorithm>
+
+#include "core/cpu/norm.h"
+#include "core/cpu/strided.h"
+
+namespace relgrad::cpu {
+
+// x, y (R, N); b (N).
+template <class T, class F>
+void bias_activation_forward(const T* x, const T* b, T* y, int64_t R, int64_t N, F f) {
+#pragma omp parallel for schedule(static) if (R * N >= kParallelGrain && R > 1)
+  for (int64_t r = 0; r < R; ++r) {
+    const T* xr = x + r * N;
+    T* yr = y + r * N;
+    for (int64_t i = 0; i < N; ++i) yr[i] = f(static_cast<T>(xr[i] + b[i]));  // a loop the compiler vectorises
+  }
+}
+
+// Columns per task of the backward: a block of columns is walked row by row, so each column's
+// db sum runs over r in order (the composite's order) while blocks run on different threads. Fixed
+// by the shape, never the thread count.
+inline constexpr int64_t kBiasGradColumns = 256;
+
+// gy, x, dx (R, N); b (N); db (N) or null (not wanted).
+//   dx = f.grad(x + b, ·, gy),  db = Σ_r dx[r, :]  (in double, r = 0 .. R-1)
+template <class T, class F>
+void bias_activation_backward(const T* gy, const T* x, const T* b, T* dx, T* db, int64_t R, int64_t N, F f) {
+  const int64_t blocks = (N + kBiasGradColumns - 1) / kBiasGradColumns;
+#pragma omp parallel for schedule(static) if (R * N >= kParallelGrain && blocks > 1)
+  for (int64_t c = 0; c < blocks; ++c) {
+    const int64_t i0 = c * kBiasGradColumns, w = std::min(kBiasGradColumns, N - i0);
+    double acc[kBiasGradColumns] = {};
+    const T* bc = b + i0;
+    for (int64_t r = 0; r < R; ++r) {
+      const T* gr = gy + r * N + i0;
+      const T* xr = x + r * N + i0;
+      T* dr = dx + r * N + i0;
+      for (int64_t j = 0; j < w; ++j) {
+        const T z = static_cast<T>(xr[j] + bc[j]);
+        const T d = f.grad(z, z, gr[j]);  // the y argument is unused by these activations
+        dr[j] = d;
+        acc[j] += d;
+      }
+    }
+    if (db)
+      for (int64_t j = 0; j < w; ++j) db[i0 + j] = static_cast<T>(acc[j]);
+  }
+}
+
+// residual, branch, sum, y (R, N); w, b (N) or null; mean (R) (null for rms_norm) and rstd (R) as
+// norm_forward writes them for `sum`.
+template <class T>
+void residual_norm_forward(const T* residual, const T* branch, const T* w, const T* b, T* sum, T* y, T* mean, T* rstd,
+                           int64_t R, int64_t N, double eps) {
+#pragma omp parallel for schedule(static) if (R * N >= kParallelGrain && R > 1)
+  for (int64_t r = 0; r < R; ++r) {
+    const T* ar = residual + r * N;
+    const T* br = branch + r * N;
+    T* sr = sum + r * N;
+    for (int64_t i = 0; i < N; ++i) sr[i] = ar[i] + br[i];
+    norm_forward_row(sr, w, b, y + r * N, mean ? mean + r : nullptr, rstd + r, N, eps);
+  }
+}
+
+}  // namespace relgrad::cpu
