@@ -8,6 +8,7 @@
 #include "core/allocator.h"
 #include "core/rng.h"
 #include "core/safetensors.h"
+#include "core/version.h"
 #include "layers/attention.h"
 #include "layers/dropout.h"
 #include "layers/embedding.h"

@@ -16,6 +16,7 @@
 #include <iterator>
 #include <memory>
 
+#include "core/version.h"
 #include "layers/linear.h"
 #include "layers/models.h"
 #include "file_testing.h"
@@ -113,6 +114,7 @@ TEST_CASE("checkpoint: model, AdamW state and meta round trip into fresh objects
   CHECK(ck.meta.rng_offset == 2);
   CHECK(ck.meta.data_position == meta.data_position);
   CHECK(ck.meta.num_threads == 4);
+  CHECK(ck.meta.writer == std::string("relgrad ") + version());  // the project(VERSION) of CMakeLists.txt
   CHECK(ck.meta.extra == meta.extra);
   CHECK(ck.optimizer_name == "AdamW");
   CHECK(ck.model.size() == 2);

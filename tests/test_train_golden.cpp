@@ -264,7 +264,8 @@ void check_checkpoint(const Golden& g, Model& m, const AdamW& opt) {
   std::set<std::string> keys;
   for (const auto& [key, _] : file.metadata) keys.insert(key);
   CHECK(keys == std::set<std::string>{"checksum", "config", "data_position", "extra.golden", "format_version",
-                                      "header_checksum", "num_threads", "optimizer", "rng_offset", "rng_seed", "step"});
+                                      "header_checksum", "num_threads", "optimizer", "rng_offset", "rng_seed", "step",
+                                      "writer"});
   CHECK(file.metadata.at("format_version") == "1");
   CHECK(file.metadata.at("optimizer") == "AdamW");
 

@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # bible-kjv: the default text corpus (data/kjv.txt, made below), no download from outside Debian.
 # libopenmpi-dev openmpi-bin: `mpirun -np N relgrad train` (docs/distributed.md) and its tests.
-packages="cmake g++ make libeigen3-dev doctest-dev nlohmann-json3-dev libpng-dev libtomlplusplus-dev libcli11-dev bible-kjv libopenmpi-dev openmpi-bin"
+packages="cmake g++ make pkg-config libeigen3-dev doctest-dev nlohmann-json3-dev libpng-dev libtomlplusplus-dev libcli11-dev bible-kjv libopenmpi-dev openmpi-bin"
 # RELGRAD_BLAS=openblas: the CPU's GEMM tiles through OpenBLAS (CMakeLists.txt; docs/benchmarks.md).
 blas="${RELGRAD_BLAS:-eigen}"
 [ "$blas" = openblas ] && packages="$packages libopenblas-dev"
@@ -23,5 +23,7 @@ if [ ! -s data/kjv.txt ] && command -v bible >/dev/null 2>&1; then
   bible gen1:1-rev22:21 </dev/null >data/kjv.txt.tmp && mv data/kjv.txt.tmp data/kjv.txt
 fi
 # CUDA is compiled when nvcc is present (RELGRAD_CUDA=AUTO); override with RELGRAD_CUDA=OFF|ON.
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DRELGRAD_CUDA="${RELGRAD_CUDA:-AUTO}" -DRELGRAD_BLAS="$blas"
+# RELGRAD_WERROR=ON (.ci/run) makes the library's -Wall -Wextra warnings errors.
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DRELGRAD_CUDA="${RELGRAD_CUDA:-AUTO}" -DRELGRAD_BLAS="$blas" \
+  -DRELGRAD_WERROR="${RELGRAD_WERROR:-OFF}"
 cmake --build build -j "$(nproc)"

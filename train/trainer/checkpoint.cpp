@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/safetensors.h"
+#include "core/version.h"
 
 namespace relgrad {
 
@@ -130,6 +131,7 @@ void save_checkpoint(const std::string& path, const Module& model, const Optimiz
   md["data_position"] = std::to_string(meta.data_position);
   md["num_threads"] = std::to_string(meta.num_threads);
   md["optimizer"] = optimizer ? optimizer->name() : "";
+  md["writer"] = std::string("relgrad ") + version();
   for (const auto& [key, value] : meta.extra) {
     CK_CHECK(!key.empty(), "extra metadata keys must not be empty");
     md[kExtraPrefix + key] = value;  // the prefix keeps user keys from shadowing the fields above
@@ -186,11 +188,12 @@ Checkpoint load_checkpoint(const std::string& path) {
   ck.meta.data_position = meta_number<int64_t>(md, "data_position", path);
   ck.meta.num_threads = meta_number<int64_t>(md, "num_threads", path);
   ck.optimizer_name = meta_string(md, "optimizer", path);
+  if (auto writer = md.find("writer"); writer != md.end()) ck.meta.writer = writer->second;
   CK_CHECK(ck.meta.step >= 0, "step ", ck.meta.step, " is negative");
   CK_CHECK(ck.meta.data_position >= 0, "data_position ", ck.meta.data_position, " is negative");
   CK_CHECK(ck.meta.num_threads >= 0, "num_threads ", ck.meta.num_threads, " is negative");
   static const char* const kKnown[] = {"format_version", "checksum", "header_checksum", "step", "config",
-                                       "rng_seed", "rng_offset", "data_position", "num_threads", "optimizer"};
+                                       "rng_seed", "rng_offset", "data_position", "num_threads", "optimizer", "writer"};
   for (const auto& [key, value] : md) {
     if (key.compare(0, kExtraPrefix.size(), kExtraPrefix) == 0) {
       ck.meta.extra[key.substr(kExtraPrefix.size())] = value;

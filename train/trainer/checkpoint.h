@@ -14,6 +14,7 @@
 //   metadata  "format_version" "1"             "step", "data_position", "num_threads"  decimal int64
 //             "config"  the JSON string as given  "rng_seed", "rng_offset"              decimal uint64
 //             "optimizer" its name() or ""       "extra.<key>"  each CheckpointMeta::extra entry
+//             "writer"  "relgrad <version>" of the program that saved it (core/version.h; optional)
 //             "checksum"  16 lowercase hex digits, defined below
 //             "header_checksum"  16 lowercase hex digits, defined below
 //
@@ -62,6 +63,9 @@ struct CheckpointMeta {
   int64_t data_position = 0;   // where the data stream resumes (batches or tokens consumed: caller's unit)
   int64_t num_threads = 0;     // threads the run used; recorded so a resume can use the same (0: unknown)
   std::map<std::string, std::string> extra;  // anything else, stored as "extra.<key>"
+  // Loaded: "relgrad <version>" of the program that saved the file ("" in files from before the
+  // field). Saving ignores it and writes this library's version (core/version.h).
+  std::string writer;
 };
 
 // A verified checkpoint, not yet applied. Tensor names lack their "model." / "optim." prefix.

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# relgrad as a library (ctest: "install: find_package and pkg-config"; cmake/install.cmake): installs
+# the already-built tree into a scratch prefix (no rebuild), checks the installed files, then builds
+# examples/downstream/ against that prefix twice, with find_package(relgrad) and with a plain compiler
+# command from `pkg-config --cflags --libs relgrad`, and runs both.
+#   usage: install_downstream.sh BUILD_DIR SOURCE_DIR VERSION CXX [COMPILER_LAUNCHER]
+set -euo pipefail
+build=${1:?usage: install_downstream.sh BUILD_DIR SOURCE_DIR VERSION CXX [LAUNCHER]}
+src=$2 version=$3 cxx=$4 launcher=${5:-}
+work=$(mktemp -d "${TMPDIR:-/tmp}/relgrad_install.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+fail() { echo "install_downstream: FAIL: $*" >&2; exit 1; }
+source "$src/tests/downstream_testing.sh"
+
+prefix=$work/prefix
+cmake --install "$build" --prefix "$prefix" >"$work/install.log" 2>&1 \
+  || { cat "$work/install.log" >&2; fail "cmake --install failed"; }
+for f in bin/relgrad include/relgrad/relgrad.h include/relgrad/core/tensor.h include/relgrad/core/version.h \
+         include/relgrad/train/trainer/checkpoint.h lib/librelgrad_core.a lib/librelgrad_command.a \
+         lib/cmake/relgrad/relgradConfig.cmake lib/cmake/relgrad/relgradConfigVersion.cmake \
+         lib/cmake/relgrad/relgradTargets.cmake lib/pkgconfig/relgrad.pc share/doc/relgrad/README.md; do
+  [[ -e $prefix/$f ]] || fail "cmake --install wrote no $f"
+done
+# Nothing installed may point back into the source or build tree: the install must stand alone.
+if grep -rlF -e "$src" -e "$(cd "$build" && pwd)" "$prefix/lib/cmake" "$prefix/lib/pkgconfig"; then
+  fail "the installed CMake/pkg-config files above name the source or build tree"
+fi
+"$prefix/bin/relgrad" --version >"$work/version.out"
+grep -qx "relgrad $version" "$work/version.out" || { cat "$work/version.out" >&2; fail "relgrad --version is not $version"; }
+
+echo "== find_package(relgrad) from $prefix"
+build_downstream cmake "$prefix"
+
+echo "== pkg-config relgrad from $prefix"
+export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
+[[ $(pkg-config --modversion relgrad) == "$version" ]] || fail "pkg-config --modversion relgrad is not $version"
+flags=$(pkg-config --cflags --libs relgrad) || fail "pkg-config --cflags --libs relgrad failed"
+echo "$cxx main.cpp $flags"
+# shellcheck disable=SC2086  # the flags are words
+$launcher "$cxx" "$work/cmake/main.cpp" -o "$work/downstream-pc" $flags >"$work/pc.build.log" 2>&1 \
+  || { cat "$work/pc.build.log" >&2; fail "the plain compiler command with pkg-config's flags failed"; }
+run_downstream pkg-config "$work/downstream-pc"
+echo "install_downstream: ok"
