@@ -15,6 +15,7 @@
 // after run. The fold into table rows (row_lists) adds the distances of each row in increasing
 // order, the batch groups first, then the heads.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 

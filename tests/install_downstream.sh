@@ -40,4 +40,19 @@ echo "$cxx main.cpp $flags"
 $launcher "$cxx" "$work/cmake/main.cpp" -o "$work/downstream-pc" $flags >"$work/pc.build.log" 2>&1 \
   || { cat "$work/pc.build.log" >&2; fail "the plain compiler command with pkg-config's flags failed"; }
 run_downstream pkg-config "$work/downstream-pc"
+
+# Every installed header compiles on its own from the install tree (no include it relies on a
+# neighbour for, no file left out of the install), two at a time.
+echo "== each installed header alone"
+cflags=$(pkg-config --cflags relgrad)
+export cxx cflags
+(cd "$prefix/include/relgrad" && find . -name '*.h' | sort) >"$work/headers"
+# shellcheck disable=SC2016  # expanded by the inner shell
+xargs -a "$work/headers" -P 2 -I{} sh -c 'cd "$0" && printf "#include \"%s\"\n" "{}" \
+  | "$cxx" -x c++ -fsyntax-only $cflags - 2>&1 || echo "FAILED: {}"' "$prefix/include/relgrad" >"$work/headers.log"
+if grep -q '^FAILED: ' "$work/headers.log"; then
+  cat "$work/headers.log" >&2
+  fail "installed headers that do not compile on their own: $(grep -c '^FAILED: ' "$work/headers.log")"
+fi
+echo "$(wc -l <"$work/headers") headers compile alone"
 echo "install_downstream: ok"

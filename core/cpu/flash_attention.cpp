@@ -3,7 +3,9 @@
 // OpenMP task owns whole output tiles, so Eigen runs single-threaded inside (it sees the parallel
 // region) and no two threads write the same element.
 // GCC 12 reports a false -Wmaybe-uninitialized deep inside Eigen's AVX-512 helpers (as core/cpu/matmul.cpp).
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include "core/cpu/flash_attention.h"
 
 #include <Eigen/Dense>

@@ -1,7 +1,10 @@
 #include "core/cpu/matmul.h"
 
-// GCC 12 reports a false -Wmaybe-uninitialized deep inside Eigen's AVX-512 transpose helpers.
+// GCC 12 reports a false -Wmaybe-uninitialized deep inside Eigen's AVX-512 transpose helpers (clang
+// has no such warning and would warn about the unknown name).
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 // Eigen never starts threads of its own here: cpu::matmul shares out tiles itself (see plan_tiles).
 #define EIGEN_DONT_PARALLELIZE
 #include <Eigen/Core>
