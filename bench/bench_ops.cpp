@@ -6,6 +6,10 @@
 // Each figure is the median of several timed repetitions after warm-up calls. Threads come from
 // OMP_NUM_THREADS (OpenMP's default: all cores). Run from a Release build:
 //   OMP_NUM_THREADS=1 ./build/bench/bench_ops
+// GCC 12 reports a false -Wmaybe-uninitialized deep inside Eigen's AVX-512 helpers (as core/cpu/matmul.cpp).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <Eigen/Core>
 #include <algorithm>
 #include <chrono>

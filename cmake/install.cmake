@@ -39,7 +39,7 @@ set_target_properties(relgrad_cli PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
 install(TARGETS relgrad_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
 # The public headers: every .h of the library's folders and the .def tables they include (the .cuh of
-# cuda/ are its kernels' own). tests/install_downstream.sh compiles relgrad.h from the install alone.
+# cuda/ are its kernels' own). tests/install_downstream.sh compiles each of them from the install alone.
 install(FILES ${CMAKE_SOURCE_DIR}/relgrad.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/relgrad)
 foreach(dir core cuda autograd layers train)
   install(DIRECTORY ${CMAKE_SOURCE_DIR}/${dir} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/relgrad

@@ -187,13 +187,10 @@ TEST_CASE("cuda layers: every positional scheme's attention layer matches the CP
       return std::make_shared<MultiHeadAttention>(C, H, scheme, 0.0, true, &init);
     };
     auto [cpu, gpu] = twins<MultiHeadAttention>(build, kFloat32);
-    TensorList inputs{uniform({B, t2, C}, -1, 1, kFloat32, 21)};
-    if (sc.cross) {
-      inputs.push_back(uniform({B, t1, C}, -1, 1, kFloat32, 22));
-      inputs.push_back(padding(B, t1, 2));
-    } else {
-      inputs.push_back(padding(B, t2, 1));
-    }
+    // Made whole: gcc 12 at -O3 misreports a push_back onto a one-element list (-Warray-bounds).
+    TensorList inputs = sc.cross ? TensorList{uniform({B, t2, C}, -1, 1, kFloat32, 21),
+                                              uniform({B, t1, C}, -1, 1, kFloat32, 22), padding(B, t1, 2)}
+                                 : TensorList{uniform({B, t2, C}, -1, 1, kFloat32, 21), padding(B, t2, 1)};
     module_parity<MultiHeadAttention>(
         name, cpu, gpu, inputs,
         [&](MultiHeadAttention& m, const TensorList& in) -> TensorList {

@@ -71,6 +71,11 @@ void check_rule(const SyntheticTask& task, const std::vector<int64_t>& x, const 
       for (int64_t t = c.period; t < n; ++t) CHECK(x[t] == x[t - c.period]);
       for (int64_t t = 0; t < n; ++t) CHECK(y[t] == x[(n + t) % c.period]);
       break;
+    case TaskKind::PeriodicLm:
+    case TaskKind::Sync:
+    case TaskKind::Stretch:  // not in kAllKinds: with no rule here, a caller passing one must fail, not pass
+      FAIL_CHECK("check_rule has no rule for task kind " << to_string(c.kind));
+      break;
   }
 }
 

@@ -3,9 +3,7 @@
 // a seeded mutation fuzz loop (every input gives a relgrad::Error or a valid parse, never a crash).
 //
 // Fuzzing longer, under the sanitizers (200,000 inputs take seconds):
-//   cmake -S . -B build-asan -DRELGRAD_CUDA=OFF -DRELGRAD_EXAMPLES=OFF -DCMAKE_BUILD_TYPE=Debug \
-//         -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
-//   cmake --build build-asan -j2 --target relgrad_tests
+//   cmake --preset asan && cmake --build --preset asan -j2 --target relgrad_tests     (CMakePresets.json)
 //   RELGRAD_MIDI_FUZZ=200000 build-asan/tests/relgrad_tests -tc="midi*,music*"
 #include <cstdlib>
 #include <fstream>

@@ -36,7 +36,7 @@ stamp "asan: done"
 
 # ---- 2. fuzzing -----------------------------------------------------------------------------------
 stamp "fuzz: configure + build"
-cmake --preset fuzz >/dev/null
+cmake --preset fuzz -DRELGRAD_WERROR=ON >/dev/null  # the library warning-free with clang too (.ci/run)
 cmake --build --preset fuzz -j "$jobs"
 stamp "fuzz: replay the seed corpora"
 ctest --preset fuzz -j "$jobs"
