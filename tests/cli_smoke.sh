@@ -31,6 +31,7 @@ done
 
 expect 0 "$relgrad" inspect "$run/checkpoint.safetensors"
 grep -q '^step  *4$' "$work/out" || fail "inspect shows no step 4"
+grep -q '^writer  *relgrad [0-9][0-9.]*$' "$work/out" || fail "inspect shows no writer (the relgrad version that saved it)"
 grep -q '(ok: matches the data section)' "$work/out" || fail "inspect did not verify the checksum"
 
 expect 0 "$relgrad" eval "$run/checkpoint.safetensors" --batches 2

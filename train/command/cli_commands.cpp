@@ -605,7 +605,8 @@ int cmd_inspect(const std::string& path, std::ostream& out) {
     return it == file.metadata.end() ? std::string("(missing)") : it->second;
   };
   out << "file            " << path << "\n";
-  for (const char* k : {"format_version", "step", "optimizer", "data_position", "num_threads", "rng_seed", "rng_offset"})
+  for (const char* k :
+       {"format_version", "writer", "step", "optimizer", "data_position", "num_threads", "rng_seed", "rng_offset"})
     out << std::left << std::setw(16) << k << meta(k) << "\n";
   for (const auto& [k, v] : file.metadata)
     if (k.rfind("extra.", 0) == 0)  // a longer key than the column keeps two spaces before its value
