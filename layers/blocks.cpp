@@ -22,6 +22,10 @@ void check_block_args(const char* op, int64_t d_model, int64_t n_heads, int64_t 
 // residual + branch and norm(residual + branch): one fused op (residual_layer_norm / residual_rms_norm,
 // autograd/ops.h) for the two norms of layers/norm.h, the same numbers as the add then norm.forward.
 ResidualNorm add_norm(const Norm& norm, const Tensor& residual, const Tensor& branch) {
+  if (!fused_chains_on(residual.device())) {
+    Tensor sum = residual + branch;
+    return {sum, norm.forward(sum)};
+  }
   if (const auto* ln = dynamic_cast<const LayerNorm*>(&norm))
     return residual_layer_norm(residual, branch, ln->normalized_shape, ln->weight, ln->bias, ln->eps);
   if (const auto* rn = dynamic_cast<const RMSNorm*>(&norm))

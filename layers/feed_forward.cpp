@@ -1,5 +1,7 @@
 #include "layers/feed_forward.h"
 
+#include <atomic>
+
 namespace relgrad {
 
 namespace {
@@ -24,12 +26,24 @@ FeedForward::FeedForward(int64_t d_model_, int64_t d_ff_, const std::string& act
   fc2 = register_module("fc2", std::make_shared<Linear>(d_ff, d_model, true, init_generator));
 }
 
+namespace {
+std::atomic<bool> fused_chains_cuda{false};
+}  // namespace
+
+bool fused_chains_on(const Device& device) { return device.is_cpu() || fused_chains_cuda.load(); }
+void set_fused_chains_on_cuda(bool on) { fused_chains_cuda.store(on); }
+
 Tensor FeedForward::forward(const Tensor& x) const {
   RG_CHECK(x.defined(), "FeedForward", "x is an undefined tensor");
   RG_CHECK_T(ShapeError, x.dim() >= 1 && x.size(-1) == d_model, "FeedForward", "expected input (..., ", d_model,
              "), got ", shape_str(x.shape()));
-  // fc1 without its bias, then bias + activation fused: (..., d_ff)
-  Tensor h = bias_activation(matmul(x, fc1->weight.transpose(0, 1)), fc1->bias, activation_kind);
+  Tensor h;  // (..., d_ff)
+  if (fused_chains_on(x.device())) {
+    h = bias_activation(matmul(x, fc1->weight.transpose(0, 1)), fc1->bias, activation_kind);  // bias + act fused
+  } else {
+    h = fc1->forward(x);
+    h = activation_kind == Activation::Gelu ? gelu_erf(h) : activation_kind == Activation::GeluTanh ? gelu_tanh(h) : relu(h);
+  }
   return fc2->forward(dropout->forward(h));  // (..., d_model)
 }
 

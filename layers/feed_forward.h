@@ -1,8 +1,7 @@
 // FeedForward: the position-wise MLP of a transformer block,
 //   x (..., d_model) → fc1 → activation → dropout → fc2 → (..., d_model)
-// fc1's bias and the activation run as one fused op, bias_activation(x fc1.weightᵀ, fc1.bias) (autograd/ops.h),
-// the same numbers as fc1 then the activation.
-// with hidden (..., d_ff). Parameter names follow the common PyTorch layout (timm Mlp, GPT-2 ports):
+// with hidden (..., d_ff). fc1's bias and the activation run as one fused op, bias_activation(x fc1.weightᵀ,
+// fc1.bias) (autograd/ops.h), the same numbers as fc1 then the activation, where fused_chains_on says so. Parameter names follow the common PyTorch layout (timm Mlp, GPT-2 ports):
 //   fc1.weight (d_ff, d_model), fc1.bias (d_ff), fc2.weight (d_model, d_ff), fc2.bias (d_model)
 // The child "dropout" holds no parameters; train()/eval() reach it through the module tree.
 #pragma once
@@ -13,6 +12,14 @@
 #include "layers/linear.h"
 
 namespace relgrad {
+
+// Where the layers (this one and the blocks' residual + norm, layers/blocks.cpp) run the fused
+// elementwise chains of autograd/ops.h: always on the CPU; on a GPU only after
+// set_fused_chains_on_cuda(true). Their CUDA kernels (cuda/fused.cu) have parity tests
+// (tests/test_fused_ops.cpp) that have not yet run on a GPU, and the GPU figures of
+// docs/benchmarks.md were taken with the composite chains; both give the same numbers.
+bool fused_chains_on(const Device& device);
+void set_fused_chains_on_cuda(bool on);
 
 class FeedForward : public Module {
  public:

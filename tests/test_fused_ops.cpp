@@ -410,3 +410,23 @@ TEST_CASE("EncoderBlock and DecoderBlock: the fused residual norms give the bits
     }
   }
 }
+
+TEST_CASE("layers run the fused chains on the CPU, and on a GPU only when switched on") {
+  CHECK(fused_chains_on(Device::cpu()));
+  CHECK_FALSE(fused_chains_on(Device::cuda()));  // the default: cuda/fused.cu not yet run on a GPU
+  set_fused_chains_on_cuda(true);
+  CHECK(fused_chains_on(Device::cuda()));
+  set_fused_chains_on_cuda(false);
+  CHECK_FALSE(fused_chains_on(Device::cuda()));
+  if (!cuda_available()) return;  // (not have_gpu(): the CPU half above is no skipped test)
+  // On a GPU: a block with the switch on gives the numbers of the block with it off (the composite chains).
+  Generator g(4);
+  FeedForward ff(32, 96, "gelu", 0.0, &g);
+  ff.to(Device::cuda());
+  const Tensor x = uniform({2, 7, 32}, -2, 2, kFloat32, 1).to(Device::cuda());
+  const Tensor off = ff.forward(x);
+  set_fused_chains_on_cuda(true);
+  const Tensor on = ff.forward(x);
+  set_fused_chains_on_cuda(false);
+  CHECK_CLOSE(on.to(Device::cpu()), off.to(Device::cpu()), 1e-6, 1e-5);
+}
