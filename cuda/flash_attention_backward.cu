@@ -118,8 +118,7 @@ __global__ void __launch_bounds__(kThreads)
     // gq[r] += Σ_jj G[r][jj]·k[jj] (each key row read once for the warp's rows), gqr[r] += G·E[row(δ)].
     for (int jj = 0; jj < kBK; ++jj) {
       T kk[kDimsPerLane];
-      #pragma unroll
-      for (int t = 0; t < kDimsPerLane; ++t) kk[t] = lane + 32 * t < D ? sK[jj * ldk + lane + 32 * t] : T(0);
+      lane_dims(sK + jj * ldk, lane, D, kk);
       #pragma unroll
       for (int r = 0; r < kRows; ++r) {
         const T gj = __shfl_sync(0xffffffffu, G[r], jj);

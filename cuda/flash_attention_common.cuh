@@ -163,6 +163,14 @@ __device__ void load_rows(T* dst, int ld, const T* src, int64_t row0, int n, int
   }
 }
 
+// The lane's head dims d = lane + 32t of one staged row (0 past D): what the P·V and dS·K products
+// read of a value or key row for all the warp's rows at once.
+template <class T>
+__device__ inline void lane_dims(const T* row, int lane, int D, T (&x)[kDimsPerLane]) {
+  #pragma unroll
+  for (int t = 0; t < kDimsPerLane; ++t) x[t] = lane + 32 * t < D ? row[lane + 32 * t] : T(0);
+}
+
 // The window's table rows, sE (nw, ld) and sEok (nw): δ = dlo + w. All threads of the block.
 template <class T>
 __device__ void load_window(const Params<T>& p, T* sE, int* sEok, int64_t h, int64_t dlo, int nw) {

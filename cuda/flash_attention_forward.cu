@@ -54,8 +54,7 @@ __global__ void __launch_bounds__(kThreads) flash_fwd_kernel(Params<T> p, T* out
       for (int t = 0; t < kDimsPerLane; ++t) acc[r][t] *= corr[r];
     for (int jj = 0; jj < kBK; ++jj) {
       T vv[kDimsPerLane];
-      #pragma unroll
-      for (int t = 0; t < kDimsPerLane; ++t) vv[t] = lane + 32 * t < D ? sV[jj * ldk + lane + 32 * t] : T(0);
+      lane_dims(sV + jj * ldk, lane, D, vv);
       #pragma unroll
       for (int r = 0; r < kRows; ++r) {
         const T pj = __shfl_sync(0xffffffffu, pr[r], jj);

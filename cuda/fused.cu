@@ -12,6 +12,7 @@
 #include "core/base/functors.h"
 #include "cuda/common.cuh"
 #include "cuda/fused.h"
+#include "cuda/norm_row.cuh"
 #include "cuda/reduce_common.cuh"
 #include "cuda/runtime.h"
 
@@ -84,32 +85,14 @@ __global__ void residual_norm_kernel(const T* residual, const T* branch, const T
     const T* ar = residual + r * N;
     const T* br = branch + r * N;
     T* sr = sum + r * N;
-    T* yr = y + r * N;
     double s = 0;
     for (int64_t i = threadIdx.x; i < N; i += blockDim.x) {
       const T v = ar[i] + br[i];
       sr[i] = v;
       s += static_cast<double>(v);
     }
-    double mu = 0;
-    if (mean) mu = block_combine(s, smem, red::SumOp{}) / static_cast<double>(N);  // the same branch for the block
-    double ss = 0;
-    for (int64_t i = threadIdx.x; i < N; i += blockDim.x) {
-      const double d = static_cast<double>(sr[i]) - mu;
-      ss += d * d;
-    }
-    ss = block_combine(ss, smem, red::SumOp{});
-    const double rs = 1.0 / sqrt(ss / static_cast<double>(N) + eps);
-    if (threadIdx.x == 0) {
-      if (mean) mean[r] = static_cast<T>(mu);
-      rstd[r] = static_cast<T>(rs);
-    }
-    for (int64_t i = threadIdx.x; i < N; i += blockDim.x) {
-      double h = (static_cast<double>(sr[i]) - mu) * rs;
-      if (w) h *= static_cast<double>(w[i]);
-      if (b) h += static_cast<double>(b[i]);
-      yr[i] = static_cast<T>(h);
-    }
+    // The thread reads back only the sums it wrote itself: no barrier needed before the norm.
+    normalize_row<T>(sr, s, w, b, y + r * N, mean, rstd, r, N, eps, smem);
   }
 }
 

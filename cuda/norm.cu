@@ -2,7 +2,8 @@
 //   - forward and dx: one block per row (rows of a transformer are d_model wide: one block reads a
 //     row once per pass, from L1/L2 after the first). The row statistics are block sums in double
 //     combined in the fixed tree of red::block_combine, two passes (mean, then squared deviations)
-//     as on the CPU, which stay accurate when the mean is large against the spread;
+//     as on the CPU, which stay accurate when the mean is large against the spread (the forward's
+//     row: normalize_row in cuda/norm_row.cuh, shared with the residual norm of cuda/fused.cu);
 //   - dw and db sum over rows: a column reduction of the generic driver in cuda/reduce_common.cuh
 //     (one thread per column and chunk of rows, then the chunks added in order). No atomics, so
 //     the parameter gradients are the same bits run after run.
@@ -10,6 +11,7 @@
 
 #include "cuda/common.cuh"
 #include "cuda/norm.h"
+#include "cuda/norm_row.cuh"
 #include "cuda/reduce_common.cuh"
 #include "cuda/runtime.h"
 
@@ -27,30 +29,10 @@ __global__ void norm_forward_kernel(const T* x, const T* w, const T* b, T* y, T*
   __shared__ double smem[kMaxThreads];
   for (int64_t r = blockIdx.x; r < R; r += gridDim.x) {
     const T* xr = x + r * N;
-    T* yr = y + r * N;
-    double mu = 0;
-    if (mean) {  // the same branch for the whole block
-      double s = 0;
+    double s = 0;
+    if (mean)
       for (int64_t i = threadIdx.x; i < N; i += blockDim.x) s += static_cast<double>(xr[i]);
-      mu = block_combine(s, smem, red::SumOp{}) / static_cast<double>(N);
-    }
-    double ss = 0;
-    for (int64_t i = threadIdx.x; i < N; i += blockDim.x) {
-      const double d = static_cast<double>(xr[i]) - mu;
-      ss += d * d;
-    }
-    ss = block_combine(ss, smem, red::SumOp{});
-    const double rs = 1.0 / sqrt(ss / static_cast<double>(N) + eps);
-    if (threadIdx.x == 0) {
-      if (mean) mean[r] = static_cast<T>(mu);
-      rstd[r] = static_cast<T>(rs);
-    }
-    for (int64_t i = threadIdx.x; i < N; i += blockDim.x) {
-      double h = (static_cast<double>(xr[i]) - mu) * rs;
-      if (w) h *= static_cast<double>(w[i]);
-      if (b) h += static_cast<double>(b[i]);
-      yr[i] = static_cast<T>(h);
-    }
+    normalize_row(xr, s, w, b, y + r * N, mean, rstd, r, N, eps, smem);
   }
 }
 
