@@ -128,14 +128,7 @@ def run_w0(a):
     batches = [tuple(x.to(dev) for x in b) for b in host]
     run = w0_torch.Run(cfg, a.seed, a.mode == "compiled", total)
     run.model.to(dev)  # in place, before the optimizer's first step allocates its state
-    compile_s, shapes = 0.0, []
-    if a.mode == "compiled":
-        t0 = time.perf_counter()
-        for b in batches:
-            if b[0].shape not in shapes:
-                shapes.append(b[0].shape)
-                run.step(b)  # compiles (or recompiles) for this shape; not timed
-        compile_s = time.perf_counter() - t0
+    compile_s, shapes = w0_torch.precompile(run, batches) if a.mode == "compiled" else (0.0, [])
     rates, times, losses = [], [], []
     for i, b in enumerate(batches):
         if i == min(1, a.warmup):

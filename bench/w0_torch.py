@@ -303,6 +303,17 @@ def input_tokens(batch):
 
 
 # ---- relgrad's checkpoint and logits dump ----------------------------------------------------------
+def precompile(run, batches):
+    """One untimed step per distinct input shape, so torch.compile has compiled (or recompiled) for
+    every shape before the timed steps; returns the seconds it took and the shapes."""
+    t0, shapes = time.perf_counter(), []
+    for b in batches:
+        if b[0].shape not in shapes:
+            shapes.append(b[0].shape)
+            run.step(b)
+    return time.perf_counter() - t0, shapes
+
+
 def read_safetensors(path):
     dtypes = {"F32": torch.float32, "F64": torch.float64, "I64": torch.int64, "BOOL": torch.bool}
     raw = open(path, "rb").read()
@@ -371,14 +382,7 @@ def main():
         sys.exit(0 if worst <= 1e-4 else 1)
 
     run = Run(cfg, args.seed, args.mode == "compiled", total)
-    compile_s, shapes = 0.0, []
-    if args.mode == "compiled":
-        t0 = time.perf_counter()
-        for b in batches:
-            if b[0].shape not in shapes:
-                shapes.append(b[0].shape)
-                run.step(b)  # compiles (or recompiles) for this shape; not timed
-        compile_s = time.perf_counter() - t0
+    compile_s, shapes = precompile(run, batches) if args.mode == "compiled" else (0.0, [])
     rates, times, losses = [], [], []
     for i, b in enumerate(batches[:total]):
         t0 = time.perf_counter()
