@@ -141,6 +141,17 @@ prints() {
 }
 # Markdown table rows (and the lines just above them) of a log, for the summary.
 tables() { grep -E '^\||^(device|torch) |^check |^Flex ' "$1"; }
+# measured NAME FILE LIMIT CMD...: runs CMD for at most LIMIT seconds into $res/FILE, prints it, adds
+# its tables to the summary, and notes a failure (exit 124: stopped at its budget).
+measured() {
+  local name=$1 file=$2 limit=$3 rc
+  shift 3
+  timeout -k 5 "$limit" "$@" >"$res/$file" 2>&1
+  rc=$?
+  cat "$res/$file"
+  tables "$res/$file" >>"$summary"
+  [ "$rc" = 0 ] || note "$name: exit $rc$( [ "$rc" = 124 ] && echo ' (stopped at its budget)')"
+}
 
 # ---- env ----------------------------------------------------------------------------------------
 phase_begin env
@@ -346,13 +357,9 @@ if has flash; then
   deadline=$(($(date +%s) + FLASH_BUDGET))
   if [ -x "$bench_flash" ]; then
     # relgrad first, with at most 55 % of the phase; PyTorch gets the rest.
-    timeout -k 5 $((FLASH_BUDGET * 55 / 100)) "$bench_flash" --device "$DEVICE" --lengths "$FLASH_LENGTHS" \
-      --reps "$FLASH_REPS" --max-composite-length "$FLASH_COMPOSITE_MAX" ${FLASH_VARIANTS:+--variants "$FLASH_VARIANTS"} \
-      >"$res/flash_relgrad.txt" 2>&1
-    rc=$?
-    cat "$res/flash_relgrad.txt"
-    tables "$res/flash_relgrad.txt" >>"$summary"
-    [ "$rc" = 0 ] || note "bench_flash: exit $rc$( [ "$rc" = 124 ] && echo ' (stopped at its share of the budget)')"
+    measured bench_flash flash_relgrad.txt $((FLASH_BUDGET * 55 / 100)) "$bench_flash" --device "$DEVICE" \
+      --lengths "$FLASH_LENGTHS" --reps "$FLASH_REPS" --max-composite-length "$FLASH_COMPOSITE_MAX" \
+      ${FLASH_VARIANTS:+--variants "$FLASH_VARIANTS"}
   else
     note "no $bench_flash: relgrad's flash rows skipped"
   fi
@@ -360,12 +367,8 @@ if has flash; then
     left=$((deadline - $(date +%s)))
     if [ "$left" -gt 10 ]; then
       echo >>"$summary"
-      timeout -k 5 "$left" "$PYTHON" bench/flash_torch.py --lengths "$FLASH_LENGTHS" --reps "$FLASH_REPS" \
-        --variants "$FLASH_TORCH_VARIANTS" --check "$FLASH_CHECK" "${py_tf32[@]}" "${py_dev[@]}" >"$res/flash_torch.txt" 2>&1
-      rc=$?
-      cat "$res/flash_torch.txt"
-      tables "$res/flash_torch.txt" >>"$summary"
-      [ "$rc" = 0 ] || note "flash_torch.py: exit $rc$( [ "$rc" = 124 ] && echo ' (stopped at the flash budget)')"
+      measured flash_torch.py flash_torch.txt "$left" "$PYTHON" bench/flash_torch.py --lengths "$FLASH_LENGTHS" \
+        --reps "$FLASH_REPS" --variants "$FLASH_TORCH_VARIANTS" --check "$FLASH_CHECK" "${py_tf32[@]}" "${py_dev[@]}"
     else
       note "flash_torch.py: skipped (flash budget spent)"
     fi
