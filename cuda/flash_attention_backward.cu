@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "cuda/flash_attention_common.cuh"
+#include "cuda/index.h"
 
 namespace relgrad::cuda {
 namespace flash {
@@ -330,14 +331,14 @@ void fold(const T* src, const int64_t* rows_host, int64_t W, int64_t R, int64_t 
           int64_t H, T* out, int device) {
   const int64_t n = heads * R * cols;
   if (n == 0) return;
-  std::vector<int64_t> start, list;
-  flash_plan::row_lists(rows_host, W, R, start, list);
-  if (list.empty()) {  // no distance maps to the table: its gradient is 0
+  // Row r's entries w (increasing) with rows[w] = r: the scatter-adds' stable counting sort.
+  const Csr lists = csr_by_key(rows_host, W, R);
+  if (lists.entries.empty()) {  // no distance maps to the table: its gradient is 0
     RG_CUDA_CHECK(cudaMemset(out, 0, static_cast<size_t>(n) * sizeof(T)), kOp);
     return;
   }
-  flash_fold_kernel<T><<<grid_size(n), kBlockSize>>>(src, cached_upload(start, device), cached_upload(list, device),
-                                                     out, heads, R, cols, G, H, W);
+  flash_fold_kernel<T><<<grid_size(n), kBlockSize>>>(src, cached_upload(lists.offsets, device),
+                                                     cached_upload(lists.entries, device), out, heads, R, cols, G, H, W);
   RG_CUDA_CHECK_LAUNCH(kOp);
 }
 

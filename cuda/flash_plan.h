@@ -12,12 +12,11 @@
 //     thread adds Σ_i dS_i,w · qr_i over the tile's rows in order into its distance's accumulator.
 // For a fixed query i the distances are distinct keys, so no two rows of one tile collide on a key
 // and nothing needs atomics; every sum runs in a fixed order and the result is the same bits run
-// after run. The fold into table rows (row_lists) adds the distances of each row in increasing
+// after run. The fold into table rows (row lists by csr_by_key, cuda/index.h) adds the distances of each row in increasing
 // order, the batch groups first, then the heads.
 #pragma once
 #include <cstddef>
 #include <cstdint>
-#include <vector>
 
 #if defined(__CUDACC__)
 #define RG_FLASH_HD __host__ __device__
@@ -82,20 +81,6 @@ inline void tile_bounds(const int64_t* pos, int64_t t2, int64_t* lo, int64_t* hi
       if (pos[i] > hi[t]) hi[t] = pos[i];
     }
   }
-}
-
-// Row lists of a lookup (host): for each table row r, the entries w (increasing) with rows[w] = r, as
-// list[start[r] .. start[r + 1]) (a stable counting sort). start gets R + 1 entries.
-inline void row_lists(const int64_t* rows, int64_t W, int64_t R, std::vector<int64_t>& start,
-                      std::vector<int64_t>& list) {
-  start.assign(static_cast<size_t>(R + 1), 0);
-  for (int64_t w = 0; w < W; ++w)
-    if (rows[w] >= 0) ++start[static_cast<size_t>(rows[w] + 1)];
-  for (int64_t r = 0; r < R; ++r) start[static_cast<size_t>(r + 1)] += start[static_cast<size_t>(r)];
-  list.resize(static_cast<size_t>(start[static_cast<size_t>(R)]));
-  std::vector<int64_t> fill(start.begin(), start.end() - 1);
-  for (int64_t w = 0; w < W; ++w)
-    if (rows[w] >= 0) list[static_cast<size_t>(fill[static_cast<size_t>(rows[w])]++)] = w;
 }
 
 }  // namespace relgrad::cuda::flash_plan

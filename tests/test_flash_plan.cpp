@@ -15,6 +15,7 @@
 
 #include "core/cpu/flash_attention.h"
 #include "cuda/flash_plan.h"
+#include "cuda/index.h"
 
 namespace {
 
@@ -146,8 +147,9 @@ void table_grads_like_the_kernel(const Geometry& g, const Data& d, std::vector<d
   // The fold: groups, then heads, then the row's distances in increasing order.
   auto fold = [&](const std::vector<int64_t>& rows, int64_t R, int64_t heads, int64_t cols, const std::vector<double>& src,
                   std::vector<double>& out) {
-    std::vector<int64_t> start, list;
-    fp::row_lists(rows.data(), W, R, start, list);
+    const cuda::Csr lists = cuda::csr_by_key(rows.data(), W, R);
+    const std::vector<int64_t>& start = lists.offsets;
+    const std::vector<int64_t>& list = lists.entries;
     out.assign(static_cast<size_t>(heads * R * cols), 0.0);
     for (int64_t eh = 0; eh < heads; ++eh)
       for (int64_t r = 0; r < R; ++r)
@@ -273,12 +275,11 @@ TEST_CASE("flash plan: the pieces") {
     CHECK(lo[1] == 50);
     CHECK(hi[1] == 100);
   }
-  SUBCASE("row lists are a stable counting sort") {
+  SUBCASE("the fold's row lists (csr_by_key) are a stable counting sort") {
     const std::vector<int64_t> rows{2, -1, 0, 2, 1, 0, -1, 2};
-    std::vector<int64_t> start, list;
-    fp::row_lists(rows.data(), static_cast<int64_t>(rows.size()), 4, start, list);
-    CHECK(start == std::vector<int64_t>{0, 2, 3, 6, 6});
-    CHECK(list == std::vector<int64_t>{2, 5, 4, 0, 3, 7});
+    const cuda::Csr lists = cuda::csr_by_key(rows.data(), static_cast<int64_t>(rows.size()), 4);
+    CHECK(lists.offsets == std::vector<int64_t>{0, 2, 3, 6, 6});
+    CHECK(lists.entries == std::vector<int64_t>{2, 5, 4, 0, 3, 7});
   }
   SUBCASE("batch groups partition the batches and respect the memory cap") {
     for (int64_t B : {1, 2, 7, 64})
