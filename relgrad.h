@@ -1,4 +1,6 @@
-// relgrad: include this one header for the whole public API.
+// relgrad: one header for the engine and the whole layer zoo (tensors, autograd, ops, modules, blocks,
+// models and every positional scheme). The training floor is included by its own paths, as the
+// examples do: train/trainer/trainer.h, train/optim/optim.h, train/config/run_options.h, ...
 #pragma once
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
@@ -9,16 +11,20 @@
 #include "core/rng.h"
 #include "core/safetensors.h"
 #include "core/version.h"
+#include "layers/absolute_position.h"
 #include "layers/attention.h"
+#include "layers/blocks.h"
 #include "layers/dropout.h"
 #include "layers/embedding.h"
 #include "layers/feed_forward.h"
 #include "layers/linear.h"
+#include "layers/models.h"
 #include "layers/module.h"
 #include "layers/norm.h"
 #include "layers/positional.h"
 #include "layers/relative_bias.h"
 #include "layers/relative_learned.h"
 #include "layers/rotary.h"
+#include "layers/schemes.h"
 #include "layers/transformer_xl.h"
 #include "core/tensor.h"

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "core/cpu/strided.h"
+#include "core/strided.h"
 #include "cuda/runtime.h"
 
 namespace relgrad {

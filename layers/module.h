@@ -64,8 +64,9 @@ class Module {
   void load_state_dict(const std::vector<std::pair<std::string, Tensor>>& state, bool strict = true);
   void load_state_dict(const std::map<std::string, Tensor>& state, bool strict = true);  // load_safetensors(...).tensors
   // Parameters (with their .grad, if any) and buffers, in place: every handle to them (members,
-  // optimizer state keyed on them) stays valid. Layers keep no other tensors between calls: what a
-  // forward builds (masks, index maps, sinusoid and rotary tables) is made on its input's device.
+  // optimizer state keyed on them) stays valid. What a forward derives from shapes and settings
+  // (masks, index maps, sinusoid and rotary tables) is not module state: it is built on the input's
+  // device and kept in the bounded caches of core/device_cache.h, whose keys hold the device.
   virtual void to(Device device);
   virtual void to(DType dtype);      // floating parameters and buffers, in place
 

@@ -20,6 +20,10 @@ check core 'autograd|layers|train'
 if grep -nE '#include "core/backend/' "$root"/core/*.h "$root"/core/*.cpp "$root"/core/cpu/* 2>/dev/null; then
   echo "core/ or core/cpu/ includes core/backend/"; fail=1
 fi
+# core/*.h and core/*.cpp sit under core/cpu/ (relgrad_cpu links relgrad_core): they never include it.
+if grep -nE '#include "core/cpu/' "$root"/core/*.h "$root"/core/*.cpp 2>/dev/null; then
+  echo "core/ includes core/cpu/"; fail=1
+fi
 check autograd 'layers|train|cuda|core/cpu'
 check layers 'train'
 # train/ in wings (docs/design.md, "Training"): plot, optim, data <- music; optim, data <- trainer;

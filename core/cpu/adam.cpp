@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "core/cpu/strided.h"
+#include "core/strided.h"
 
 namespace relgrad::cpu {
 

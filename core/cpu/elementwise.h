@@ -4,7 +4,7 @@
 #include <array>
 #include <type_traits>
 
-#include "core/cpu/strided.h"
+#include "core/strided.h"
 #include "core/tensor.h"
 
 namespace relgrad::cpu {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/cpu/norm.h"
-#include "core/cpu/strided.h"
+#include "core/strided.h"
 
 namespace relgrad::cpu {
 

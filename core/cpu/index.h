@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/cpu/strided.h"
+#include "core/strided.h"
 #include "core/tensor.h"
 
 namespace relgrad::cpu {

@@ -11,7 +11,7 @@
 #include <cmath>
 #include <vector>
 
-#include "core/cpu/strided.h"
+#include "core/strided.h"
 
 namespace relgrad::cpu {
 

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <vector>
 
-#include "core/cpu/strided.h"
+#include "core/strided.h"
 #include "core/tensor.h"
 
 namespace relgrad::cpu {

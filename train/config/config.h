@@ -31,7 +31,7 @@ struct DataConfig {
                                      // "tokens" (ids of a token file, train/data/token_file.h) or
                                      // "music" (performance events, train/music/music.h) or
                                      // "chorales" (the Bach chorales, train/music/chorales.h)
-  std::string task = "copy";         // synthetic: copy, reverse, shift, sort, periodic
+  std::string task = "copy";         // synthetic: a TaskKind name (train/data/data.h, task_kind_from_string)
   int64_t num_symbols = 10;
   int64_t min_len = 4;
   int64_t max_len = 16;

@@ -6,6 +6,8 @@
 // row length and inner_strides[k] operand k's stride along the row. Dimensions of size 1 are dropped
 // and dimensions that are contiguous in every operand are merged first, so a contiguous tensor is a
 // single row. Rows are spread over OpenMP threads when the tensor is large enough to pay for it.
+// It sits in core/, not core/cpu/, because Tensor's host copy (core/tensor.cpp) runs on it too, and
+// core/ may not include the floor above it (tests/check_layering.sh).
 #pragma once
 #include <array>
 #include <cstdint>
