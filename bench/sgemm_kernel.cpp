@@ -2,7 +2,9 @@
 
 // GCC 12's AVX-512 intrinsics pass a self-initialised placeholder (`__Y = __Y`) as the unused
 // merge source of unpack/shuffle, which -Wmaybe-uninitialized reports (GCC bug 105593).
+#if defined(__GNUC__) && !defined(__clang__)  // clang has no such warning
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #ifdef __AVX512F__
 #include <immintrin.h>
 

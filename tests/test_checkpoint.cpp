@@ -482,7 +482,9 @@ TEST_CASE("disk full: each failing system call of a save is an error naming the 
   for (int error : {ENOSPC, EIO, EDQUOT}) {
     std::vector<std::pair<FileOp, int>> plans = {{FileOp::Create, 0}, {FileOp::Fsync, 0}, {FileOp::Close, 0}, {FileOp::Rename, 0}};
     for (int k = 0; k < writes; ++k) plans.push_back({FileOp::Write, k});
-    for (const auto& [op, calls] : plans) {
+    for (const auto& entry : plans) {
+      const auto& op = entry.first;
+      const auto& calls = entry.second;
       CAPTURE(op_name(op));
       CAPTURE(calls);
       CAPTURE(std::strerror(error));
@@ -565,7 +567,9 @@ TEST_CASE("checkpoint: a hostile config in the metadata is an error, not a crash
       {"[1,2]", "the top level must be an object"},
       {"{\"model\":{\"d_model\":\"wide\"}}", "model.d_model"},
   };
-  for (const auto& [config, message] : configs) {
+  for (const auto& entry : configs) {
+    const auto& config = entry.first;
+    const auto& message = entry.second;
     CAPTURE(message);
     CheckpointMeta meta;
     meta.config_json = config;

@@ -188,7 +188,10 @@ TEST_CASE("cli: a tiny train writes checkpoint, log and plot — inspect, eval a
     CHECK(contains(r.out, "\nconfig\n[model]\n"));
     // One table line per tensor of the file.
     LoadedRun run = load_run(t.checkpoint);
-    for (const auto& [name, tensor] : run.checkpoint.model) CHECK_MESSAGE(contains(r.out, "  model." + name + " "), name);
+    for (const auto& entry : run.checkpoint.model) {
+      const std::string& name = entry.first;
+      CHECK_MESSAGE(contains(r.out, "  model." + name + " "), name);
+    }
   }
   SUBCASE("eval") {
     CliResult r = run_relgrad({"eval", t.checkpoint, "--batches", "3"});

@@ -373,7 +373,11 @@ TEST_CASE("config: config_to_json and config_to_toml read back to the identical 
   // Every key really differs from the default (so a key that fails to load would show).
   auto mine = toml_values(config_to_toml(original)), base = toml_values(config_to_toml(RunConfig::defaults()));
   REQUIRE(mine.size() == base.size());
-  for (const auto& [key, value] : mine) CHECK_MESSAGE(value != base.at(key), key << " was not changed");
+  for (const auto& entry : mine) {
+    const auto& key = entry.first;
+    const auto& value = entry.second;
+    CHECK_MESSAGE(value != base.at(key), key << " was not changed");
+  }
 
   SUBCASE("JSON") {
     RunConfig back = RunConfig::defaults();

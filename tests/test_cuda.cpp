@@ -191,7 +191,9 @@ TEST_CASE("cuda: binary ops and comparisons with broadcasting match the CPU") {
     // (3, 1, 4) op (5, 1) -> (3, 5, 4); rounding to a grid of 0.5 makes some elements equal.
     Tensor a = div(mul(uniform({3, 1, 4}, -4, 4, dt, 7), 2.0).to(kInt64).to(dt), 2.0);
     Tensor b = div(mul(uniform({5, 1}, 0.5, 4, dt, 8), 2.0).to(kInt64).to(dt), 2.0);  // never 0
-    for (const auto& [name, op] : rows) {
+    for (const auto& entry : rows) {
+      const auto& name = entry.first;
+      const auto& op = entry.second;
       CAPTURE(name);
       CAPTURE(dtype_name(dt));
       Tensor expected = op(a, b);

@@ -185,7 +185,9 @@ void check_same_checkpoints(const std::string& a_path, const std::string& b_path
   Checkpoint a = load_checkpoint(a_path), b = load_checkpoint(b_path);
   CHECK(a.meta.step == b.meta.step);
   REQUIRE(a.model.size() == b.model.size());
-  for (const auto& [name, t] : a.model) {
+  for (const auto& entry : a.model) {
+    const auto& name = entry.first;
+    const auto& t = entry.second;
     INFO("tensor ", name);
     REQUIRE(b.model.count(name) == 1);
     const bool key_bias = name.size() > 11 && name.compare(name.size() - 11, 11, "k_proj.bias") == 0;
@@ -196,8 +198,11 @@ void check_same_checkpoints(const std::string& a_path, const std::string& b_path
   }
   if (optimizer) {
     REQUIRE(a.optimizer.size() == b.optimizer.size());
-    for (const auto& [name, t] : a.optimizer)
+    for (const auto& entry : a.optimizer) {
+      const auto& name = entry.first;
+      const auto& t = entry.second;
       CHECK_MESSAGE(relgrad::testing::bitwise_equal(t, b.optimizer.at(name)), name);
+    }
   }
 }
 

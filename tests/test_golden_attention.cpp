@@ -87,7 +87,9 @@ void check_golden_attention(const std::string& case_name) {
   std::set<std::string> names;
   {
     NoGradGuard no_grad;
-    for (auto& [name, parameter] : attention.named_parameters()) {
+    for (auto& entry : attention.named_parameters()) {
+      auto& name = entry.first;
+      auto& parameter = entry.second;
       INFO(g.name << ": parameter " << name);
       CHECK(g.at(name).shape() == parameter.shape());
       parameter.copy_(g.at(name));

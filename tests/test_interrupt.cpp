@@ -76,7 +76,9 @@ TEST_CASE("interrupt: a stop request saves a checkpoint — resuming matches the
     REQUIRE(a.optimizer.size() == b.optimizer.size());
     for (const auto* maps : {&a.model, &a.optimizer}) {
       const auto& other = maps == &a.model ? b.model : b.optimizer;
-      for (const auto& [name, t] : *maps) {
+      for (const auto& entry : *maps) {
+        const auto& name = entry.first;
+        const auto& t = entry.second;
         CAPTURE(name);
         REQUIRE(other.count(name) == 1);
         CHECK(bitwise_equal(t, other.at(name)));

@@ -105,7 +105,9 @@ void poison_grad(const Tensor& p, double value) {
 TEST_CASE("nonfinite: a NaN weight stops at that step, naming the step, the lr and the weight — checkpoint intact") {
   Run run;
   auto t = run.resumed();
-  auto [name, w] = weight(*t, "q_proj");
+  auto name_w_pair = weight(*t, "q_proj");
+  auto& name = name_w_pair.first;
+  auto& w = name_w_pair.second;
   {
     NoGradGuard no_grad;
     w.view({-1}).narrow(0, 1, 2).fill_(NAN);  // 2 NaN
@@ -134,7 +136,9 @@ TEST_CASE("nonfinite: an Inf or NaN in one parameter's gradient (finite loss) st
     CAPTURE(value);
     Run run;
     auto t = run.resumed();
-    auto [name, w] = weight(*t, "fc2");  // a feed-forward weight; any parameter would do
+    auto name_w_pair = weight(*t, "fc2");  // a feed-forward weight; any parameter would do
+    auto& name = name_w_pair.first;
+    auto& w = name_w_pair.second;
     t->set_after_backward([&, w = w](Trainer& tr) {
       if (tr.step() == 5) poison_grad(w, value);
     });
@@ -203,7 +207,9 @@ TEST_CASE("nonfinite: skip mode leaves weights and AdamW state bitwise unchanged
   Run run("skip");
   std::ostringstream out;
   auto t = run.resumed(&out);
-  auto [name, w] = weight(*t, "q_proj");
+  auto name_w_pair = weight(*t, "q_proj");
+  auto& name = name_w_pair.first;
+  auto& w = name_w_pair.second;
   NamedTensors params_at_skip, state_at_skip;
   int64_t checks = 0;
   t->set_after_backward([&, w = w](Trainer& tr) {
@@ -247,7 +253,9 @@ TEST_CASE("nonfinite: skip mode stops after train.max_skipped_steps skips in a r
   run.config.train.max_skipped_steps = 2;
   std::ostringstream out;
   auto t = run.resumed(&out);
-  auto [name, w] = weight(*t, "q_proj");
+  auto name_w_pair = weight(*t, "q_proj");
+  auto& name = name_w_pair.first;
+  auto& w = name_w_pair.second;
   {
     NoGradGuard no_grad;
     w.view({-1}).narrow(0, 0, 1).fill_(NAN);  // every step from now on has a NaN loss

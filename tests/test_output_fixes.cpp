@@ -160,7 +160,9 @@ TEST_CASE(
       {R"(["bytes"])", "must be a JSON object"},
       {R"({"kind":"bytes")", "is not JSON"},
   };
-  for (const auto& [json, message] : cases) {
+  for (const auto& entry : cases) {
+    const auto& json = entry.first;
+    const auto& message = entry.second;
     INFO(json);
     rewrite_metadata(ck, bad, [&](auto& md) { md["extra.vocab"] = json; });
     check_throws_with([&] { load_run(bad); }, "[checkpoint] " + bad + ": extra.vocab ");

@@ -65,7 +65,9 @@ TEST_CASE("positional lr: scale 1 is decay_groups, another scale moves *.positio
   CHECK(ten.groups[2].weight_decay == 0.1);
   CHECK(ten.groups[3].weight_decay == 0.0);
   int positional = 0;
-  for (const auto& [name, p] : named) {
+  for (const auto& entry : named) {
+    const auto& name = entry.first;
+    const auto& p = entry.second;
     CAPTURE(name);
     const bool pos = name.find(".positional.") != std::string::npos;
     positional += pos;

@@ -237,7 +237,11 @@ TEST_CASE("profiler: without train.profile nothing is written, and profiling cha
   for (const std::string& run : {off, on}) {
     const auto w = weights_of(run);
     REQUIRE(w.size() == base.size());
-    for (const auto& [name, t] : base) CHECK_MESSAGE(bitwise_equal(t, w.at(name)), run << ": " << name << " differs");
+    for (const auto& entry : base) {
+      const auto& name = entry.first;
+      const auto& t = entry.second;
+      CHECK_MESSAGE(bitwise_equal(t, w.at(name)), run << ": " << name << " differs");
+    }
   }
 }
 

@@ -78,7 +78,7 @@ TEST_CASE("relative_gather and relative_scatter against explicit loops, adjoint 
   gather.name = "relative_gather";
   gather.shapes = {{2, 3, t2, R}};
   gather.op = [C, R](const TensorList& in) { return relative_gather(in[0], C, R); };
-  gather.reference = [c, t2, t1, R](const std::vector<Ref>& in) {
+  gather.reference = [c, R](const std::vector<Ref>& in) {
     Ref out({2, 3, t2, t1});
     for (int64_t n = 0; n < 6; ++n)
       for (int64_t i = 0; i < t2; ++i)
@@ -100,7 +100,7 @@ TEST_CASE("relative_gather and relative_scatter against explicit loops, adjoint 
   scatter.name = "relative_scatter";
   scatter.shapes = {{3, t2, t1}};
   scatter.op = [C, R](const TensorList& in) { return relative_scatter(in[0], C, R); };
-  scatter.reference = [c, t2, t1, R](const std::vector<Ref>& in) {
+  scatter.reference = [c, R](const std::vector<Ref>& in) {
     Ref out({3, t2, R});
     for (int64_t n = 0; n < 3; ++n)
       for (int64_t i = 0; i < t2; ++i)

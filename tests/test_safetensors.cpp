@@ -75,7 +75,9 @@ TEST_CASE("safetensors: round trip of every dtype, 0-d, empty and non-contiguous
   SafetensorsFile f = load_safetensors(path);
   CHECK(f.metadata == metadata);
   REQUIRE(f.tensors.size() == tensors.size());
-  for (const auto& [name, t] : tensors) {
+  for (const auto& entry : tensors) {
+    const auto& name = entry.first;
+    const auto& t = entry.second;
     CAPTURE(name);
     REQUIRE(f.tensors.count(name) == 1);
     check_same(f.tensors.at(name), t);

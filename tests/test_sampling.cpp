@@ -121,7 +121,9 @@ TEST_CASE("sampling: EncoderDecoder cached and uncached decoding give the same l
   std::vector<std::pair<const char*, const char*>> cases;
   for (const char* self : kSchemes) cases.push_back({self, "seed"});
   for (const char* cross : {"none", "shaw", "t5", "alibi", "rope"}) cases.push_back({"t5", cross});
-  for (const auto& [self, cross] : cases) {
+  for (const auto& entry : cases) {
+    const auto& self = entry.first;
+    const auto& cross = entry.second;
     INFO("decoder_self ", std::string(self), ", cross ", std::string(cross));
     TransformerConfig c = small_config(self);
     c.encoder_self.scheme = "t5";

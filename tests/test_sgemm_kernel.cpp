@@ -75,7 +75,8 @@ TEST_CASE("sgemm kernel: odd sizes, k around 64 and past 256, every layout, alph
   const int64_t ks[] = {1, 63, 64, 65, 257};
   int cases = 0;
   uint32_t seed = 1;
-  for (auto [n, m] : nm)
+  for (const auto& shape : nm) {
+    const int64_t n = shape.first, m = shape.second;
     for (int64_t k : ks)
       for (int layout = 0; layout < 4; ++layout) {
         const bool a_row = layout & 1, b_row = layout & 2;
@@ -91,6 +92,7 @@ TEST_CASE("sgemm kernel: odd sizes, k around 64 and past 256, every layout, alph
           ++cases;
         }
       }
+  }
   CHECK(cases > 400);
 }
 

@@ -67,7 +67,11 @@ TEST_CASE("state_dict: own parameters, then buffers, then children — dotted na
                                        "attn.positional.slopes",
                                        "fc2.weight", "fc2.bias"};
   CHECK(names == expected);
-  for (auto& [n, t] : sd) CHECK_MESSAGE(!t.requires_grad(), n);
+  for (auto& entry : sd) {
+    auto& n = entry.first;
+    auto& t = entry.second;
+    CHECK_MESSAGE(!t.requires_grad(), n);
+  }
   // An alias: writing through it writes into the model.
   {
     NoGradGuard no_grad;
@@ -204,7 +208,9 @@ TEST_CASE("load_state_dict: strict = false skips missing and unexpected entries,
   s["not.in.model"] = zeros({7});
   net.load_state_dict(s, false);
   auto after = snapshot(net);
-  for (auto& [name, bytes] : after) {
+  for (auto& entry : after) {
+    auto& name = entry.first;
+    auto& bytes = entry.second;
     if (name == "fc1.weight")
       CHECK_MESSAGE(bytes == before.at(name), name);
     else
@@ -221,7 +227,11 @@ TEST_CASE("load_state_dict: a float64 file loads into a float32 model, converted
   auto loaded = load_safetensors(dir.file("f64.safetensors")).tensors;
   CHECK(loaded.at("fc1.weight").dtype() == kFloat64);
   b.load_state_dict(loaded);
-  for (auto& [n, t] : b.state_dict()) CHECK_MESSAGE(t.dtype() == kFloat32, n);
+  for (auto& entry : b.state_dict()) {
+    auto& n = entry.first;
+    auto& t = entry.second;
+    CHECK_MESSAGE(t.dtype() == kFloat32, n);
+  }
   CHECK(snapshot(b) == snapshot(a));  // float32 → float64 → float32 is exact
   NoGradGuard no_grad;
   CHECK_CLOSE(b.forward(input()), a.forward(input()), 0, 0);
@@ -231,7 +241,9 @@ TEST_CASE("load_state_dict: a float32 model converted to float64 loads a float32
   Net a(1), b(2);
   b.to(kFloat64);
   b.load_state_dict(a.state_dict());
-  for (auto& [n, t] : b.state_dict()) {
+  for (auto& entry : b.state_dict()) {
+    auto& n = entry.first;
+    auto& t = entry.second;
     CHECK_MESSAGE(t.dtype() == kFloat64, n);
   }
   CHECK_CLOSE(b.fc2->weight, a.fc2->weight.to(kFloat64), 0, 0);

@@ -154,7 +154,9 @@ TEST_CASE("thread policy: a training step gives the same bits at 1, 2 and 3 thre
       const int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);
       cross_entropy(logits.reshape({B * T, V}), RunModel::targets(batch).reshape({B * T})).backward();
       std::vector<double> r = logits.to(kFloat64).to_vector<double>();
-      for (const auto& [name, p] : m.module->named_parameters()) {
+      for (const auto& entry : m.module->named_parameters()) {
+        const auto& name = entry.first;
+        const auto& p = entry.second;
         REQUIRE_MESSAGE(p.grad().defined(), name);
         std::vector<double> g = p.grad().to(kFloat64).to_vector<double>();
         r.insert(r.end(), g.begin(), g.end());

@@ -231,7 +231,9 @@ void check_optimizer_state(const Golden& g, const Optimizer& opt) {
   std::map<std::string, Tensor> ours;
   for (const auto& [name, t] : opt.state_tensors()) ours.emplace(name, t);
   int64_t compared = 0;
-  for (const auto& [name, expected] : g.with_prefix("optim.")) {
+  for (const auto& entry : g.with_prefix("optim.")) {
+    const auto& name = entry.first;
+    const auto& expected = entry.second;
     auto it = ours.find(name);
     INFO(g.name << " optimizer state '" << name << "' (" << kHint << ")");
     REQUIRE(it != ours.end());
@@ -310,7 +312,9 @@ void check_golden_training(const std::string& config) {
     REQUIRE_MESSAGE(finals.size() == params.size(), g.name << ": " << finals.size() << " final weights for "
                                                            << params.size() << " parameters; " << kHint);
     std::map<std::string, Tensor> by_name(finals.begin(), finals.end());
-    for (const auto& [name, p] : params) {
+    for (const auto& entry : params) {
+      const auto& name = entry.first;
+      const auto& p = entry.second;
       auto it = by_name.find(name);
       REQUIRE_MESSAGE(it != by_name.end(), g.name << " has no final." << name << "; " << kHint);
       INFO(g.name << " final." << name << " (" << kHint << ")");

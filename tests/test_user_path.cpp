@@ -98,7 +98,9 @@ TEST_CASE("user path: configs/experiments/*.toml hold the experiments' model and
                                                    {"d3_t5.toml", 1000},
                                                    {"d6_sync.toml", 1000},
                                                    {"d6_stretch.toml", 1000}};
-  for (const auto& [name, n] : steps) {
+  for (const auto& entry : steps) {
+    const auto& name = entry.first;
+    const auto& n = entry.second;
     CAPTURE(name);
     const RunConfig c = loaded(name);
     CHECK(c.train.seed == 1);
