@@ -33,30 +33,10 @@ PositionalConfig scheme_config(const std::string& scheme) {
 }
 
 RunConfig experiment_config(bool encoder_decoder, int64_t vocab, const ModelSize& size, uint64_t seed) {
-  RunConfig c = RunConfig::defaults();
-  c.model_type = encoder_decoder ? "encoder-decoder" : "decoder-only";
-  TransformerConfig& m = c.model;
-  m.vocab_size = vocab;
-  m.src_vocab_size = 0;
-  m.d_model = size.d_model;
-  m.n_heads = size.n_heads;
-  m.d_ff = size.d_ff;
-  m.n_encoder_layers = size.encoder_layers;
-  m.n_decoder_layers = size.decoder_layers;
-  m.dropout = 0.0;  // no randomness in training beyond the data: runs are reproducible bit for bit
-  m.encoder_self = scheme_config("none");
-  m.decoder_self = scheme_config("none");
-  m.cross = scheme_config("none");
-  m.cross_alignment = Alignment::Left;
-  c.optim.name = "adamw";
-  c.optim.lr = size.lr;
-  c.optim.min_lr = size.lr * 0.05;
-  c.optim.warmup_steps = size.warmup;
-  c.optim.decay = "cosine";
-  c.optim.weight_decay = 0.01;
-  c.optim.clip = 1.0;
-  c.train.steps = size.steps;
-  c.train.seed = seed;
+  RunConfig c = recipe_config(encoder_decoder, size, seed, vocab);
+  c.model.encoder_self = scheme_config("none");
+  c.model.decoder_self = scheme_config("none");
+  c.model.cross = scheme_config("none");
   return c;
 }
 

@@ -1,5 +1,6 @@
 // Pieces shared by the experiment files (train/instruments/experiments.cpp, experiments_common.cpp,
-// experiments_d3.cpp, experiments_report.cpp); not a public API.
+// experiments_d3.cpp, experiments_run.cpp, experiments_report.cpp, experiment_limits.cpp); not a
+// public API.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "train/instruments/experiments.h"
+#include "train/instruments/recipe.h"
 
 namespace relgrad::experiments {
 
@@ -26,16 +28,15 @@ CounterStream row_random(uint64_t seed, uint32_t stream, Split split, int64_t in
 // D2's data: a decoder-only LM on period-P sequences of `length` (experiments.cpp has the layout).
 BatchFn periodic_lm(int64_t period, int64_t length, int64_t symbols, uint64_t seed);
 
-// The model and optimizer settings every experiment starts from: no dropout, AdamW, cosine decay.
-struct ModelSize {
-  int64_t d_model = 32, n_heads = 2, d_ff = 64, encoder_layers = 1, decoder_layers = 1;
-  int64_t steps = 300, warmup = 30;
-  double lr = 3e-3;
+// The model and optimizer settings every experiment starts from (recipe.h: no dropout, AdamW, cosine
+// decay), with the experiments' own learning rate for the positional tables.
+struct ModelSize : RecipeSize {
   // The positional tables train at this multiple of lr. T5's bias is in raw logit units and Adam
   // moves each entry by about lr per step, so the ≈ 5-nat margin that puts 0.9 of a head on one
   // offset takes thousands of steps at lr 3e-3; small experiments give the tables 10× lr.
   double positional_lr_scale = 10.0;
 };
+// recipe_config with scheme_config("none") in every attention (configs/experiments/*.toml write the same).
 RunConfig experiment_config(bool encoder_decoder, int64_t vocab, const ModelSize& size, uint64_t seed);
 PositionalConfig scheme_config(const std::string& scheme);  // defaults of models.h, per scheme
 

@@ -2,8 +2,6 @@
 // pictures and CI checks are in length_bench_report.cpp.
 #include "train/instruments/length_bench.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -17,6 +15,7 @@
 #include "core/base/error.h"
 #include "train/config/run_options.h"
 #include "train/data/length_tasks.h"
+#include "train/instruments/recipe.h"
 #include "train/trainer/trainer.h"
 
 namespace relgrad {
@@ -24,10 +23,6 @@ namespace relgrad {
 namespace {
 
 constexpr const char* kOp = "length-bench";
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 bool known(const std::vector<std::string>& names, const std::string& name) {
   return std::find(names.begin(), names.end(), name) != names.end();
@@ -64,28 +59,25 @@ PositionalConfig relative_scheme(const std::string& name, int64_t train_tokens) 
   return p;
 }
 
-// The config `relgrad train` would run for this model: a decoder-only synthetic run whose data is
-// replaced by the length task below (trainer_options builds everything else from it).
+// A randomised treatment ("rope-random"): its base treatment at random positions (length_bench.h).
+bool random_positions(const std::string& treatment) {
+  return treatment.find("-random") != std::string::npos;
+}
+std::string base_treatment(const std::string& treatment) {
+  return treatment.substr(0, treatment.find("-random"));
+}
+
+// The config `relgrad train` would run for this model: a decoder-only synthetic run (recipe.h) whose
+// data is replaced by the length task below (trainer_options builds everything else from it).
 RunConfig run_config(const LengthBenchOptions& o, const LengthBenchSize& s, const std::string& task,
                      const std::string& treatment, uint64_t seed, int64_t train_tokens) {
-  RunConfig c = RunConfig::defaults();
-  c.model_type = "decoder-only";
-  c.model.d_model = s.d_model;
-  c.model.n_heads = s.n_heads;
-  c.model.d_ff = s.d_ff;
-  c.model.n_encoder_layers = 0;
-  c.model.n_decoder_layers = s.layers;
-  c.model.dropout = 0.0;
-  c.model.encoder_self = PositionalConfig{"none"};
-  c.model.decoder_self = PositionalConfig{"none"};
-  c.model.cross = PositionalConfig{"none"};
-  const std::string base = treatment.substr(0, treatment.find("-random"));
-  if (base == "learned" || base == "sinusoidal") {
-    c.model.absolute_position = base;
-    c.model.max_positions = s.max_positions;
-  } else if (base != "none") {
-    c.model.decoder_self = relative_scheme(base, train_tokens);
-  }
+  RecipeSize size;
+  size.d_model = s.d_model, size.n_heads = s.n_heads, size.d_ff = s.d_ff;
+  size.encoder_layers = 0, size.decoder_layers = s.layers;
+  size.steps = s.steps, size.warmup = s.warmup, size.lr = s.lr;
+  RunConfig c = recipe_config(false, size, seed);
+  const std::string base = base_treatment(treatment);
+  set_decoder_treatment(c, base, relative_scheme(base, train_tokens), s.max_positions);
   c.data.source = "synthetic";
   c.data.task = "copy";
   c.data.num_symbols = kLengthVocabSize - kFirstSymbol;  // the same vocabulary size as the length tasks
@@ -93,32 +85,11 @@ RunConfig run_config(const LengthBenchOptions& o, const LengthBenchSize& s, cons
   c.data.max_len = s.train_max;
   c.data.batch_size = s.batch_size;
   c.data.seed = seed;
-  c.optim.name = "adamw";
-  c.optim.lr = s.lr;
-  c.optim.min_lr = s.lr / 20;
-  c.optim.warmup_steps = s.warmup;
-  c.optim.decay = "cosine";
-  c.optim.weight_decay = 0.01;
-  c.optim.clip = 1.0;
-  c.train.steps = s.steps;
-  c.train.log_every = std::max<int64_t>(1, s.steps / 4);
-  c.train.eval_every = 0;
-  c.train.eval_batches = 1;
-  c.train.save_every = 0;
-  c.train.samples = 0;
-  c.train.seed = seed;
-  c.train.threads = 1;  // as music-bench: one thread per run (train/instruments/music_bench.h says why)
-  c.train.out_dir =
-      (std::filesystem::path(o.out_dir) / "runs" / (task + "-" + treatment + "-s" + std::to_string(seed)))
-          .string();
+  set_bench_loop(c, (std::filesystem::path(o.out_dir) / "runs" /
+                     (task + "-" + treatment + "-s" + std::to_string(seed)))
+                        .string());
   return c;
 }
-
-// Puts the OpenMP thread count back as it was (the runs set train.threads = 1).
-struct ThreadCountGuard {
-  int threads = omp_get_max_threads();
-  ~ThreadCountGuard() { omp_set_num_threads(threads); }
-};
 
 // Teacher-forced accuracy of `model` on `batches`: {exact match over rows, per-token}. A randomised
 // treatment is evaluated as Ruoss et al.'s released code does (its noisy encodings have no training
@@ -248,7 +219,7 @@ LengthBenchResult length_bench_results(const LengthBenchOptions& options, std::o
         train_data.seed = seed;
         options.data = std::make_shared<LengthTaskData>(train_data);
         options.vocab_json.clear();  // the synthetic vocabulary of the config is not the length tasks'
-        if (treatment.find("-random") != std::string::npos)
+        if (random_positions(treatment))
           options.model.config.random_positions_max = s.random_positions_max;
         const bool randomised = options.model.config.random_positions_max > 0;
         Trainer trainer(std::move(options), nullptr);

@@ -2,8 +2,6 @@
 // files and the CI checks are in music_bench_report.cpp.
 #include "train/instruments/music_bench.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -18,6 +16,7 @@
 #include "core/base/error.h"
 #include "train/config/run_options.h"
 #include "train/instruments/probe.h"
+#include "train/instruments/recipe.h"
 #include "train/music/chorales.h"
 #include "train/trainer/trainer.h"
 
@@ -37,44 +36,23 @@ const std::vector<std::string>& all_treatments() {
   return t;
 }
 
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
 // ---- configs ------------------------------------------------------------------------------------
 
-// The keys every run shares: optimizer, loop, data file and seed, no dropout, one eval batch at the end
-// (the bench's own evaluation covers the whole splits), a checkpoint at the end only.
-RunConfig base_config(const MusicBenchOptions& o, const MusicBenchSize& s, uint64_t seed,
-                      const std::string& label) {
-  RunConfig c = RunConfig::defaults();
-  c.model.d_model = s.d_model;
-  c.model.n_heads = s.n_heads;
-  c.model.d_ff = s.d_ff;
-  c.model.dropout = 0.0;
-  c.model.encoder_self = PositionalConfig{"none"};
-  c.model.decoder_self = PositionalConfig{"none"};
-  c.model.cross = PositionalConfig{"none"};
+// The keys every run shares (recipe.h): the size, optimizer, loop and seed, no dropout, one eval batch
+// at the end (the bench's own evaluation covers the whole splits), a checkpoint at the end only; the
+// data file.
+RunConfig base_config(const MusicBenchOptions& o, const MusicBenchSize& s, bool encoder_decoder,
+                      int64_t layers, uint64_t seed, const std::string& label) {
+  RecipeSize size;
+  size.d_model = s.d_model, size.n_heads = s.n_heads, size.d_ff = s.d_ff;
+  size.encoder_layers = encoder_decoder ? layers : 0, size.decoder_layers = layers;
+  size.steps = s.steps, size.warmup = s.warmup, size.lr = s.lr;
+  RunConfig c = recipe_config(encoder_decoder, size, seed);
   c.data.source = "chorales";
   c.data.chorales_path = o.chorales_path;
   c.data.batch_size = s.batch_size;
   c.data.seed = seed;
-  c.optim.name = "adamw";
-  c.optim.lr = s.lr;
-  c.optim.min_lr = s.lr / 20;
-  c.optim.warmup_steps = s.warmup;
-  c.optim.decay = "cosine";
-  c.optim.weight_decay = 0.01;
-  c.optim.clip = 1.0;
-  c.train.steps = s.steps;
-  c.train.log_every = std::max<int64_t>(1, s.steps / 4);
-  c.train.eval_every = 0;
-  c.train.eval_batches = 1;
-  c.train.save_every = 0;
-  c.train.samples = 0;
-  c.train.seed = seed;
-  c.train.threads = 1;  // see music_bench.h
-  c.train.out_dir = (std::filesystem::path(o.out_dir) / "runs" / label).string();
+  set_bench_loop(c, (std::filesystem::path(o.out_dir) / "runs" / label).string());
   return c;
 }
 
@@ -90,16 +68,10 @@ PositionalConfig relative_scheme(const std::string& name, int64_t context) {
 
 RunConfig continue_config(const MusicBenchOptions& o, const MusicBenchSize& s, const std::string& treatment,
                           uint64_t seed) {
-  RunConfig c = base_config(o, s, seed, treatment + "-s" + std::to_string(seed));
-  c.model_type = "decoder-only";
-  c.model.n_encoder_layers = 0;
-  c.model.n_decoder_layers = s.layers;
+  RunConfig c = base_config(o, s, false, s.layers, seed, treatment + "-s" + std::to_string(seed));
   c.data.chorale_task = "continue";
   c.data.context = s.context;
-  if (treatment == "sinusoidal" || treatment == "learned")
-    c.model.absolute_position = treatment;
-  else if (treatment != "none")
-    c.model.decoder_self = relative_scheme(treatment, s.context);
+  set_decoder_treatment(c, treatment, relative_scheme(treatment, s.context));
   return c;
 }
 
@@ -107,14 +79,13 @@ RunConfig continue_config(const MusicBenchOptions& o, const MusicBenchSize& s, c
 // cross-attention. `alignment`: "left", "scaled" or "explicit" (Batch::tgt_positions, ⌊i / 3⌋).
 RunConfig harmony_config(const MusicBenchOptions& o, const MusicBenchSize& s, const std::string& cross,
                          const std::string& alignment, uint64_t seed) {
-  RunConfig c = base_config(o, s, seed, "harmony-" + cross + "-" + alignment + "-s" + std::to_string(seed));
-  c.model_type = "encoder-decoder";
-  c.model.n_encoder_layers = s.harmony_layers;
-  c.model.n_decoder_layers = s.harmony_layers;
+  RunConfig c = base_config(o, s, true, s.harmony_layers, seed,
+                            "harmony-" + cross + "-" + alignment + "-s" + std::to_string(seed));
   c.model.encoder_self = relative_scheme("t5", 3 * s.harmony_steps + 1);
   c.model.decoder_self = relative_scheme("t5", 3 * s.harmony_steps + 1);
   // seed's table covers every offset of a training window under any alignment (left: δ down to −3S).
-  if (cross != "none") c.model.cross = relative_scheme(cross, 3 * s.harmony_steps + 2);
+  if (treatment_kind(cross) == TreatmentKind::Relative)
+    c.model.cross = relative_scheme(cross, 3 * s.harmony_steps + 2);
   c.model.cross_explicit = alignment == "explicit";
   c.model.cross_alignment = alignment == "scaled" ? Alignment::Scaled : Alignment::Left;
   c.data.chorale_task = "harmonize";
@@ -304,12 +275,6 @@ std::vector<HeadSummary> probe_cross(RunModel& model, const ChoraleSet& set,
   for (const HeadSummary& h : heads) best_mass = std::max(best_mass, h.mass_at_zero);
   return heads;
 }
-
-// Puts the OpenMP thread count back as it was (the runs set train.threads = 1).
-struct ThreadCountGuard {
-  int threads = omp_get_max_threads();
-  ~ThreadCountGuard() { omp_set_num_threads(threads); }
-};
 
 void progress_line(std::ostream* out, const std::string& text) {
   if (out) *out << text << "\n" << std::flush;

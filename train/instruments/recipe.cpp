@@ -1,0 +1,78 @@
+// The instruments' one recipe (train/instruments/recipe.h).
+#include "train/instruments/recipe.h"
+
+#include <omp.h>
+
+#include <algorithm>
+
+#include "core/base/error.h"
+
+namespace relgrad {
+
+RunConfig recipe_config(bool encoder_decoder, const RecipeSize& size, uint64_t seed, int64_t vocab) {
+  RunConfig c = RunConfig::defaults();
+  c.model_type = encoder_decoder ? "encoder-decoder" : "decoder-only";
+  TransformerConfig& m = c.model;
+  m.vocab_size = vocab;
+  m.d_model = size.d_model;
+  m.n_heads = size.n_heads;
+  m.d_ff = size.d_ff;
+  m.n_encoder_layers = size.encoder_layers;
+  m.n_decoder_layers = size.decoder_layers;
+  m.dropout = 0.0;
+  m.encoder_self = PositionalConfig{"none"};
+  m.decoder_self = PositionalConfig{"none"};
+  m.cross = PositionalConfig{"none"};
+  c.optim.name = "adamw";
+  c.optim.lr = size.lr;
+  c.optim.min_lr = size.lr / 20;
+  c.optim.warmup_steps = size.warmup;
+  c.optim.decay = "cosine";
+  c.optim.weight_decay = 0.01;
+  c.optim.clip = 1.0;
+  c.train.steps = size.steps;
+  c.train.seed = seed;
+  return c;
+}
+
+void set_bench_loop(RunConfig& c, const std::string& out_dir) {
+  c.train.log_every = std::max<int64_t>(1, c.train.steps / 4);
+  c.train.eval_every = 0;
+  c.train.eval_batches = 1;
+  c.train.save_every = 0;
+  c.train.samples = 0;
+  c.train.threads = 1;
+  c.train.out_dir = out_dir;
+}
+
+TreatmentKind treatment_kind(const std::string& treatment) {
+  if (treatment == "none") return TreatmentKind::None;
+  if (treatment == "learned" || treatment == "sinusoidal") return TreatmentKind::Absolute;
+  return TreatmentKind::Relative;
+}
+
+void set_decoder_treatment(RunConfig& c, const std::string& treatment, const PositionalConfig& relative,
+                           int64_t max_positions) {
+  switch (treatment_kind(treatment)) {
+    case TreatmentKind::None:
+      break;
+    case TreatmentKind::Absolute:
+      c.model.absolute_position = treatment;
+      if (max_positions > 0) c.model.max_positions = max_positions;
+      break;
+    case TreatmentKind::Relative:
+      RG_CHECK(relative.scheme == treatment, "recipe", "treatment '", treatment, "' given the scheme '",
+               relative.scheme, "'");
+      c.model.decoder_self = relative;
+      break;
+  }
+}
+
+ThreadCountGuard::ThreadCountGuard() : threads_(omp_get_max_threads()) {}
+ThreadCountGuard::~ThreadCountGuard() { omp_set_num_threads(threads_); }
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace relgrad

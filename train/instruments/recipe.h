@@ -1,0 +1,67 @@
+// The recipe every instrument trains its models by (the verification experiments, music-bench,
+// length-bench): one place that turns a size and a seed into the RunConfig `relgrad train` would run,
+// and a positional treatment's name into its model keys. Each instrument adds what is its own: its
+// data keys (train/instruments/length_bench.cpp, music_bench.cpp), how it sizes a relative scheme
+// to its sequences, and (the experiments) its own training loop (experiments_common.cpp).
+//
+//   RecipeSize size;  size.decoder_layers = 2;  size.steps = 1500;
+//   RunConfig c = recipe_config(/*encoder_decoder=*/false, size, seed);
+//   set_bench_loop(c, out_dir + "/runs/t5-s1");
+//   set_decoder_treatment(c, "t5", relative);  // relative: the bench's t5 config
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "train/config/config.h"
+
+namespace relgrad {
+
+// The model's size and the optimizer's budget. The defaults are the smallest model the instruments
+// train (the experiments' CI form).
+struct RecipeSize {
+  int64_t d_model = 32, n_heads = 2, d_ff = 64, encoder_layers = 1, decoder_layers = 1;
+  int64_t steps = 300, warmup = 30;
+  double lr = 3e-3;
+};
+
+// RunConfig::defaults() with: model.type (encoder-decoder or decoder-only; a decoder-only size has 0
+// encoder layers), the size, model.vocab_size = `vocab` (0: derived from the data), no
+// dropout (no randomness in training beyond the data, so runs are reproducible bit for bit), no
+// positional term in any attention (PositionalConfig{"none"}); AdamW at size.lr warmed up over
+// size.warmup steps, then cosine decay to lr / 20, weight decay 0.01, gradient clip 1; train.steps
+// and train.seed = `seed`.
+RunConfig recipe_config(bool encoder_decoder, const RecipeSize& size, uint64_t seed, int64_t vocab = 0);
+
+// The loop keys of a run the benches train through Trainer, as `relgrad train` runs it: a log line
+// every quarter of the run, no evaluation, checkpoint or samples before the end (the bench evaluates
+// the whole splits itself), one eval batch, one OpenMP thread (train/instruments/music_bench.h says
+// why), the run directory `out_dir`.
+void set_bench_loop(RunConfig& config, const std::string& out_dir);
+
+// How a treatment places position: not at all, by an absolute encoding added to the embeddings, or
+// by a relative scheme in attention. The one place that tells them apart by name.
+enum class TreatmentKind { None, Absolute, Relative };
+TreatmentKind treatment_kind(const std::string& treatment);  // "none"; "learned", "sinusoidal"; else
+
+// A decoder-only run's treatment: None leaves every attention without a positional term; Absolute
+// sets model.absolute_position (and model.max_positions when > 0; else the config's); Relative puts
+// `relative` (the scheme `treatment`, sized by the caller) in the decoder's self-attention.
+void set_decoder_treatment(RunConfig& config, const std::string& treatment, const PositionalConfig& relative,
+                           int64_t max_positions = 0);
+
+// Puts the OpenMP thread count back as it was when made (the bench runs set train.threads = 1).
+class ThreadCountGuard {
+ public:
+  ThreadCountGuard();
+  ~ThreadCountGuard();
+  ThreadCountGuard(const ThreadCountGuard&) = delete;
+  ThreadCountGuard& operator=(const ThreadCountGuard&) = delete;
+
+ private:
+  int threads_;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point start);
+
+}  // namespace relgrad
