@@ -120,132 +120,127 @@ ProbedRun only_run(const std::vector<ProbedRun>& runs) {
   return runs.front();
 }
 
-// D1: lag × scheme. T5 at 16 buckets (exact to 3) and at the default 32 (exact to 7); Shaw's clip
-// around k = 3; the seed's table size around k = 3.
-LimitSweep sweep_d1(const ExperimentOptions& base, const std::vector<uint64_t>& seeds,
-                    std::ostream* progress) {
-  LimitSweep sw;
-  sw.experiment = "D1";
-  sw.claim =
-      "shift-copy with lag k: one cross-attention head puts ≥ 0.9 of its attention at δ = −k and its "
-      "response "
-      "peaks there alone";
-  sw.knob = "lag k";
-  auto run_at = [&](const std::string& variant, ExperimentOptions o, int64_t lag) {
-    o.only = "D1";
-    o.lag = lag;
-    o.seeds.clear();
-    if (progress) *progress << "D1 limits: " << variant << ", lag " << lag << "\n";
-    sw.points.push_back(point(
-        variant, lag, seeds, true,
-        [&](const ExperimentScale& s) { return only_run(experiment_shift(s, nullptr).runs); }, o));
-  };
-  ExperimentOptions t5 = base;
-  t5.schemes = {"t5"};
-  for (int64_t buckets : {16, 32}) {
-    t5.buckets = buckets;
-    const int64_t exact = t5_exact_reach(true, buckets, 128);
-    for (int64_t lag = std::max<int64_t>(2, exact - 1); lag <= exact + (buckets == 16 ? 2 : 1); ++lag)
-      run_at("t5, " + std::to_string(buckets) + " buckets", t5, lag);
-  }
-  ExperimentOptions shaw = base;
-  shaw.schemes = {"shaw"};
-  for (int64_t lag : {3, 5})
-    for (int64_t clip : {lag - 1, lag, lag + 1}) {
-      shaw.clip = clip;
-      run_at("shaw clip " + std::to_string(clip), shaw, lag);
-    }
-  ExperimentOptions seed = base;
-  seed.schemes = {"seed"};
-  for (int64_t table : {3, 4}) {
-    seed.table = table;
-    run_at("seed t3 " + std::to_string(table), seed, 3);
-  }
-  sw.setup =
-      "The CI form of D1 (tests/test_experiments.cpp): 1 + 1 layers, d_model 32, 2 heads, 300 steps; sources "
-      "of "
-      "max(6, k + 3) to that + 6 symbols, the response peak searched over |δ| below the shortest source. T5 "
-      "in "
-      "cross-attention uses bidirectional buckets (max distance 128).";
-  return sw;
+// One variant of a sweep: a scheme with its table settings (0: the form's), at each knob value.
+struct SweepVariant {
+  std::string label;
+  std::string scheme;
+  int64_t buckets = 0, clip = 0, table = 0;
+  std::vector<int64_t> knobs;
+};
+
+// A sweep of D1, D2 or D6: what the report says of it, the override its knob sets, how one point's
+// run is made and probed, and its variants in the report's order.
+struct SweepSpec {
+  std::string experiment, claim, knob, setup;
+  int64_t ExperimentOptions::*knob_option;  // &ExperimentOptions::lag for D1's "lag k"
+  bool bidirectional;                        // T5's buckets of the probed attention (see predict)
+  std::function<std::vector<ProbedRun>(const ExperimentScale&)> runs;
+  std::vector<SweepVariant> variants;
+};
+
+std::vector<int64_t> range(int64_t first, int64_t last) {
+  std::vector<int64_t> v;
+  for (int64_t n = first; n <= last; ++n) v.push_back(n);
+  return v;
 }
 
-// D2: period × table. T5 with 8 causal buckets (exact to 3); the seed's table at its default t3 = 64 over
-// periods; the seed's table one row short of δ* and just long enough.
-LimitSweep sweep_d2(const ExperimentOptions& base, const std::vector<uint64_t>& seeds,
-                    std::ostream* progress) {
-  LimitSweep sw;
-  sw.experiment = "D2";
-  sw.claim =
-      "periodic repetition with period P: one head puts ≥ 0.9 of its attention at δ* = 1 − P and its "
-      "response "
-      "peaks there alone";
-  sw.knob = "period P";
-  auto run_at = [&](const std::string& variant, ExperimentOptions o, int64_t period) {
-    o.only = "D2";
-    o.period = period;
-    o.seeds.clear();
-    if (progress) *progress << "D2 limits: " << variant << ", period " << period << "\n";
-    sw.points.push_back(point(
-        variant, period, seeds, false,
-        [&](const ExperimentScale& s) { return only_run(experiment_periodic(s, nullptr).runs); }, o));
-  };
-  ExperimentOptions t5 = base;
-  t5.schemes = {"t5"};
-  t5.buckets = 8;
-  for (int64_t period : {3, 4, 5, 6}) run_at("t5, 8 buckets", t5, period);
-  t5.buckets = 0;  // the default 32: causal buckets exact to 15
-  for (int64_t period : {16, 17}) run_at("t5, 32 buckets", t5, period);
-  ExperimentOptions seed = base;
-  seed.schemes = {"seed"};
-  for (int64_t period : {3, 5, 8, 12}) run_at("seed (t3 64)", seed, period);
-  for (int64_t table : {4, 5}) {
-    seed.table = table;
-    run_at("seed t3 " + std::to_string(table), seed, 5);
+std::string text(int64_t n) { return std::to_string(n); }
+
+// D1: lag × scheme. T5 at 16 buckets (exact to 3) and at the default 32 (exact to 7); Shaw's clip
+// around k = 3 and k = 5; the seed's table size around k = 3.
+std::vector<SweepVariant> d1_variants() {
+  std::vector<SweepVariant> v;
+  for (int64_t buckets : {16, 32}) {
+    const int64_t exact = t5_exact_reach(true, buckets, 128);
+    v.push_back({"t5, " + text(buckets) + " buckets", "t5", buckets, 0, 0,
+                 range(std::max<int64_t>(2, exact - 1), exact + (buckets == 16 ? 2 : 1))});
   }
-  sw.setup =
-      "The CI form of D2: 1 layer, d_model 32, 2 heads, 500 steps, sequences of max(16, 3P) tokens, the "
-      "response peak searched over |δ| ≤ half the length. T5 in causal self-attention uses causal buckets "
-      "(all for the past, max distance 128). huang is left out: in causal attention it is bit-identical to "
-      "seed (docs/experiments.md, D3).";
-  return sw;
+  for (int64_t lag : {3, 5})
+    for (int64_t clip : {lag - 1, lag, lag + 1})
+      v.push_back({"shaw clip " + text(clip), "shaw", 0, clip, 0, {lag}});
+  for (int64_t table : {3, 4}) v.push_back({"seed t3 " + text(table), "seed", 0, 0, table, {3}});
+  return v;
+}
+
+// D2: period × table. T5 with 8 causal buckets (exact to 3) and the default 32 (exact to 15); the
+// seed's table at its default t3 = 64 over periods; the seed's table one row short of δ* and just
+// long enough.
+std::vector<SweepVariant> d2_variants() {
+  return {{"t5, 8 buckets", "t5", 8, 0, 0, {3, 4, 5, 6}},
+          {"t5, 32 buckets", "t5", 0, 0, 0, {16, 17}},
+          {"seed (t3 64)", "seed", 0, 0, 0, {3, 5, 8, 12}},
+          {"seed t3 4", "seed", 0, 0, 4, {5}},
+          {"seed t3 5", "seed", 0, 0, 5, {5}}};
 }
 
 // D6: offset c × scheme. T5's bidirectional buckets are exact up to |δ| ≤ 7 on the future side too; the
 // seed's table (t3 64) covers every c here; Shaw's clip around c.
-LimitSweep sweep_d6(const ExperimentOptions& base, const std::vector<uint64_t>& seeds,
-                    std::ostream* progress) {
-  LimitSweep sw;
-  sw.experiment = "D6";
-  sw.claim =
-      "synchronous cross-attention y_i = f(x_{i+c}) under Left alignment: one cross head puts ≥ 0.9 of its "
-      "attention at δ = +c and its response peaks there alone";
-  sw.knob = "offset c";
-  auto run_at = [&](const std::string& variant, ExperimentOptions o, int64_t offset) {
-    o.only = "D6";
-    o.offset = offset;
-    o.seeds.clear();
-    if (progress) *progress << "D6 limits: " << variant << ", offset " << offset << "\n";
-    sw.points.push_back(point(
-        variant, offset, seeds, true,
-        [&](const ExperimentScale& s) { return only_run(experiment_synchronous(s, nullptr).lag_runs); }, o));
+std::vector<SweepVariant> d6_variants() {
+  return {{"t5, 32 buckets", "t5", 0, 0, 0, {1, 4, 7, 8, 9}},
+          {"seed (t3 64)", "seed", 0, 0, 0, {1, 4, 8}},
+          {"shaw clip 3", "shaw", 0, 3, 0, {4}},
+          {"shaw clip 4", "shaw", 0, 4, 0, {4}},
+          {"shaw clip 5", "shaw", 0, 5, 0, {4}}};
+}
+
+// The sweeps of D1, D2 and D6, in the report's order.
+std::vector<SweepSpec> sweep_table() {
+  return {
+      {"D1",
+       "shift-copy with lag k: one cross-attention head puts ≥ 0.9 of its attention at δ = −k and its "
+       "response peaks there alone",
+       "lag k",
+       "The CI form of D1 (tests/test_experiments.cpp): 1 + 1 layers, d_model 32, 2 heads, 300 steps; "
+       "sources of max(6, k + 3) to that + 6 symbols, the response peak searched over |δ| below the "
+       "shortest source. T5 in cross-attention uses bidirectional buckets (max distance 128).",
+       &ExperimentOptions::lag, true,
+       [](const ExperimentScale& s) { return experiment_shift(s, nullptr).runs; }, d1_variants()},
+      {"D2",
+       "periodic repetition with period P: one head puts ≥ 0.9 of its attention at δ* = 1 − P and its "
+       "response peaks there alone",
+       "period P",
+       "The CI form of D2: 1 layer, d_model 32, 2 heads, 500 steps, sequences of max(16, 3P) tokens, the "
+       "response peak searched over |δ| ≤ half the length. T5 in causal self-attention uses causal "
+       "buckets (all for the past, max distance 128). huang is left out: in causal attention it is "
+       "bit-identical to seed (docs/experiments.md, D3).",
+       &ExperimentOptions::period, false,
+       [](const ExperimentScale& s) { return experiment_periodic(s, nullptr).runs; }, d2_variants()},
+      {"D6",
+       "synchronous cross-attention y_i = f(x_{i+c}) under Left alignment: one cross head puts ≥ 0.9 of "
+       "its attention at δ = +c and its response peaks there alone",
+       "offset c",
+       "The CI form of D6's lag task: 1 + 1 layers, d_model 32, 2 heads, 300 steps, 4–10 + c source "
+       "symbols, the response peak searched over |δ| ≤ max(4, c + 1). T5 in cross-attention uses "
+       "bidirectional buckets (max distance 128). (Each run also trains the stretch task's models, not "
+       "reported here.)",
+       &ExperimentOptions::offset, true,
+       [](const ExperimentScale& s) { return experiment_synchronous(s, nullptr).lag_runs; }, d6_variants()},
   };
-  ExperimentOptions t5 = base;
-  t5.schemes = {"t5"};
-  for (int64_t offset : {1, 4, 7, 8, 9}) run_at("t5, 32 buckets", t5, offset);
-  ExperimentOptions seed = base;
-  seed.schemes = {"seed"};
-  for (int64_t offset : {1, 4, 8}) run_at("seed (t3 64)", seed, offset);
-  ExperimentOptions shaw = base;
-  shaw.schemes = {"shaw"};
-  for (int64_t clip : {3, 4, 5}) {
-    shaw.clip = clip;
-    run_at("shaw clip " + std::to_string(clip), shaw, 4);
-  }
-  sw.setup =
-      "The CI form of D6's lag task: 1 + 1 layers, d_model 32, 2 heads, 300 steps, 4–10 + c source symbols, "
-      "the response peak searched over |δ| ≤ max(4, c + 1). T5 in cross-attention uses bidirectional "
-      "buckets (max distance 128). (Each run also trains the stretch task's models, not reported here.)";
+}
+
+// Every point of `spec`: each variant (its scheme alone, its table settings on `base`) at each of its
+// knob values, over the seeds.
+LimitSweep run_sweep(const SweepSpec& spec, const ExperimentOptions& base,
+                     const std::vector<uint64_t>& seeds, std::ostream* progress) {
+  LimitSweep sw;
+  sw.experiment = spec.experiment;
+  sw.claim = spec.claim;
+  sw.knob = spec.knob;
+  sw.setup = spec.setup;
+  const std::string noun = spec.knob.substr(0, spec.knob.find(' '));  // "lag" of "lag k"
+  auto run = [&](const ExperimentScale& s) { return only_run(spec.runs(s)); };
+  for (const SweepVariant& v : spec.variants)
+    for (int64_t knob : v.knobs) {
+      ExperimentOptions o = base;
+      o.schemes = {v.scheme};
+      o.buckets = v.buckets, o.clip = v.clip, o.table = v.table;
+      o.only = spec.experiment;
+      o.*spec.knob_option = knob;
+      o.seeds.clear();
+      if (progress)
+        *progress << spec.experiment << " limits: " << v.label << ", " << noun << " " << knob << "\n";
+      sw.points.push_back(point(v.label, knob, seeds, spec.bidirectional, run, o));
+    }
   return sw;
 }
 
@@ -417,9 +412,8 @@ LimitResults run_limit_results(const ExperimentOptions& options, std::ostream* p
   // The sweep sets lag, period, schemes, buckets, clip and table itself; width, heads and steps apply.
   ExperimentOptions base;
   base.heads = options.heads, base.width = options.width, base.steps = options.steps;
-  if (only.empty() || only == "D1") r.sweeps.push_back(sweep_d1(base, r.seeds, progress));
-  if (only.empty() || only == "D2") r.sweeps.push_back(sweep_d2(base, r.seeds, progress));
-  if (only.empty() || only == "D6") r.sweeps.push_back(sweep_d6(base, r.seeds, progress));
+  for (const SweepSpec& spec : sweep_table())
+    if (only.empty() || only == spec.experiment) r.sweeps.push_back(run_sweep(spec, base, r.seeds, progress));
   if (only.empty() || only == "D3") r.d3 = sweep_d3(base, r.seeds, progress);
   for (LimitSweep& sw : r.sweeps) sw.finding = finding(sw);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
