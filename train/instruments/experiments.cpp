@@ -1,5 +1,6 @@
 // D1 shift-copy, D2 periodic repetition and D6 synchronous cross-attention (train/instruments/experiments.h).
-// D3 is in experiments_d3.cpp, the markdown and pictures in experiments_report.cpp.
+// D3 is in experiments_d3.cpp, the runs over seeds in experiments_run.cpp, the markdown and pictures in
+// experiments_report.cpp.
 #include "train/instruments/experiments.h"
 
 #include <algorithm>
