@@ -174,6 +174,10 @@ class SyntheticTask {
   // One sample without padding: the source x and the target y (no BOS / EOS).
   struct Sample { std::vector<int64_t> source, target; };
   Sample sample(int64_t index, int64_t row, Split split = Split::Train) const;  // row of batch `index`
+  // Held-out example n, as the samples after training and `relgrad sample` show it: row
+  // n % batch_size of held-out batch n / batch_size; for periodic_lm the source is the pattern's first
+  // period and the target the rest of it (what a continuation should repeat).
+  Sample held_out_case(int64_t n) const;
 
   const TaskConfig& config() const { return config_; }
   const Vocab& vocab() const { return vocab_; }
@@ -258,6 +262,9 @@ class TokenDataset {
   uint64_t checksum() const;
   Vocab vocab() const;  // the ids by number: names "0", "1", ...; no padding id
   static Vocab ids_vocab(int64_t vocab_size);  // that vocabulary for any size (a checkpoint's, unread file)
+  // The prompt of its samples (after training, and `relgrad sample` without --input): the first (up
+  // to 32) ids of the validation split, of the training split when there is none (`*validation` says which).
+  std::vector<int64_t> sample_prompt(bool* validation = nullptr) const;
 
   // Larger vocabularies are refused (the names alone would take gigabytes; so would the embedding).
   static constexpr int64_t kMaxTokenVocab = int64_t(1) << 22;

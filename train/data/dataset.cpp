@@ -10,15 +10,15 @@ namespace {
 
 // periodic_lm: the model continues BOS and one period of a held-out pattern; the rest should repeat it.
 void print_periodic_samples(const SyntheticTask& task, SampleModel& model, int64_t count, std::ostream& out) {
-  const int64_t n = std::min<int64_t>(count, task.config().batch_size), P = task.config().period;
+  const int64_t n = std::min<int64_t>(count, task.config().batch_size);
   out << "greedy continuations of one period of held-out patterns:\n";
   int64_t exact = 0;
   for (int64_t row = 0; row < n; ++row) {
-    const std::vector<int64_t> seq = task.sample(0, row, Split::HeldOut).source;
+    const SyntheticTask::Sample c = task.held_out_case(row);
     std::vector<int64_t> prompt{kBos};
-    prompt.insert(prompt.end(), seq.begin(), seq.begin() + P);
+    prompt.insert(prompt.end(), c.source.begin(), c.source.end());
     std::vector<int64_t> got = model.continue_prompt(prompt, false);
-    const std::vector<int64_t> wanted(seq.begin() + P, seq.end());
+    const std::vector<int64_t>& wanted = c.target;
     got.erase(got.begin(), got.begin() + std::min(got.size(), prompt.size()));
     if (got.size() > wanted.size()) got.resize(wanted.size());
     const bool ok = got == std::vector<int64_t>(wanted.begin(), wanted.begin() + got.size()) && !got.empty();
@@ -31,6 +31,11 @@ void print_periodic_samples(const SyntheticTask& task, SampleModel& model, int64
 
 }  // namespace
 
+const std::vector<SkippedFile>& Dataset::skipped_files() const {
+  static const std::vector<SkippedFile> none;
+  return none;
+}
+
 void SyntheticData::print_samples(SampleModel& model, int64_t count, const std::string&, std::ostream& out) const {
   if (task_.config().kind == TaskKind::PeriodicLm) return print_periodic_samples(task_, model, count, out);
   Batch b = task_.batch(0, Split::HeldOut);
@@ -38,7 +43,7 @@ void SyntheticData::print_samples(SampleModel& model, int64_t count, const std::
   out << "greedy samples on held-out sequences:\n";
   int64_t exact = 0;
   for (int64_t row = 0; row < n; ++row) {
-    SyntheticTask::Sample s = task_.sample(0, row, Split::HeldOut);
+    const SyntheticTask::Sample s = task_.held_out_case(row);
     std::vector<int64_t> answer = model.answer(s.source, static_cast<int64_t>(s.target.size()) + 1);
     if (!answer.empty() && answer.back() == kEos) answer.pop_back();
     bool ok = answer == s.target;
@@ -61,12 +66,10 @@ void TextData::print_samples(SampleModel& model, int64_t, const std::string&, st
 }
 
 void TokenData::print_samples(SampleModel& model, int64_t, const std::string&, std::ostream& out) const {
-  // Prompt: the first ids of the validation split (of the training split when there is none).
-  const int64_t from = tokens_.val_size() > 0 ? tokens_.train_size() : 0;
-  const int64_t prompt_len = std::min<int64_t>(32, tokens_.size() - from);
-  std::vector<int64_t> prompt(tokens_.tokens().begin() + from, tokens_.tokens().begin() + from + prompt_len);
+  bool validation = false;
+  const std::vector<int64_t> prompt = tokens_.sample_prompt(&validation);
   std::vector<int64_t> seq = model.continue_prompt(prompt, false);
-  out << "sample (prompt: the first " << prompt_len << " ids of the " << (from ? "validation" : "training")
+  out << "sample (prompt: the first " << prompt.size() << " ids of the " << (validation ? "validation" : "training")
       << " split):\n" << vocab_.decode(seq) << "\n";
 }
 

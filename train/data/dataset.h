@@ -2,7 +2,7 @@
 // function of (seed, n) (train/data/data.h explains the counters), the vocabulary, an optional checksum
 // of the file read (so a resume on other data is refused), and the samples printed after training.
 // Synthetic tasks, text and token files implement it here; music in train/music/music.h. Which
-// source a run uses is decided once, above the trainer (train/config/run_options.h).
+// source a run uses is decided once, above the trainer (its entry in train/config/source.h).
 #pragma once
 #include <cstdint>
 #include <iosfwd>
@@ -26,6 +26,11 @@ class SampleModel {
   virtual std::vector<int64_t> continue_prompt(const std::vector<int64_t>& prompt, bool stop_at_eos) = 0;
 };
 
+// A file the data skipped while it was opened (a MIDI folder's unreadable file), and why.
+struct SkippedFile {
+  std::string path, error;
+};
+
 class Dataset {
  public:
   virtual ~Dataset() = default;
@@ -38,6 +43,10 @@ class Dataset {
   virtual std::string path() const { return ""; }  // the file the checksum is of, for messages
   // Prints (and for music writes into `out_dir`) up to `count` samples of `model` after training.
   virtual void print_samples(SampleModel& model, int64_t count, const std::string& out_dir, std::ostream& out) const = 0;
+  // Whether a batch row is one whole example (a synthetic task's sequence), so that rows all right
+  // count as sequences right (EvalResult); a language model's windows are cut anywhere.
+  virtual bool rows_are_examples() const { return false; }
+  virtual const std::vector<SkippedFile>& skipped_files() const;  // none by default
 };
 
 // A synthetic task (batches hold the task's batch_size rows); samples: greedy answers to held-out sources.
@@ -48,6 +57,7 @@ class SyntheticData : public Dataset {
   const Vocab& vocab() const override { return task_.vocab(); }
   int64_t batch_size() const override { return task_.config().batch_size; }
   void print_samples(SampleModel& model, int64_t count, const std::string& out_dir, std::ostream& out) const override;
+  bool rows_are_examples() const override { return true; }
   const SyntheticTask& task() const { return task_; }
 
  private:

@@ -113,11 +113,7 @@ Batch ChoraleData::batch(int64_t index, Split split) const {
 
 void ChoraleData::print_samples(SampleModel& model, int64_t, const std::string& out_dir,
                                 std::ostream& out) const {
-  constexpr size_t kPromptSteps = 8;
-  const Chorale& first = set_.valid.front();
-  Chorale prompt_chorale;
-  prompt_chorale.steps.assign(first.steps.begin(),
-                              first.steps.begin() + std::min(kPromptSteps, first.steps.size()));
+  const Chorale prompt_chorale = chorale_opening(set_.valid.front());
   std::vector<int64_t> prompt = chorale_tokens(prompt_chorale);
   prompt.pop_back();  // no EOS: the model continues the piece
   const std::vector<int64_t> seq = model.continue_prompt(prompt, true);

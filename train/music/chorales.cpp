@@ -263,6 +263,13 @@ int chorale_pitch(int64_t token) {
   return token == kChoraleRest ? kChoraleRestPitch : static_cast<int>(token - kChoralePitchBase);
 }
 
+Chorale chorale_opening(const Chorale& chorale) {
+  Chorale opening;
+  const size_t steps = std::min(kChoralePromptSteps, chorale.steps.size());
+  opening.steps.assign(chorale.steps.begin(), chorale.steps.begin() + static_cast<std::ptrdiff_t>(steps));
+  return opening;
+}
+
 std::vector<int64_t> chorale_tokens(const Chorale& chorale) {
   std::vector<int64_t> out;
   out.reserve(4 * chorale.steps.size() + 2);

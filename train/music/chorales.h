@@ -75,6 +75,10 @@ int64_t chorale_token(int pitch);              // -1 → REST, 0..127 → 4 + p 
 int chorale_pitch(int64_t token);              // inverse: REST → -1, 4 + p → p; other ids: error
 // BOS s0 a0 t0 b0 … EOS (see above).
 std::vector<int64_t> chorale_tokens(const Chorale& chorale);
+// A continuation's prompt, after training and in `relgrad sample`: a chorale's first 8 steps (fewer
+// when it is shorter).
+inline constexpr size_t kChoralePromptSteps = 8;
+Chorale chorale_opening(const Chorale& chorale);
 // Back from a decoder-only sequence as a model may write it: PAD and BOS are skipped, EOS stops,
 // ids that are not REST or a pitch are skipped as well; the voices are filled in order, and a last
 // incomplete step is dropped. For tokens chorale_tokens wrote, the chorale comes back exactly.

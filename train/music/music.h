@@ -168,7 +168,7 @@ class MusicDataset {
 
   Batch batch(int64_t index, int64_t batch_size, int64_t context, Split split = Split::Train) const;
 
-  struct Skipped { std::string path, error; };
+  using Skipped = SkippedFile;  // train/data/dataset.h
   bool synthetic() const { return config_.folder.empty(); }
   const std::vector<std::string>& files(Split split) const { return split == Split::Train ? train_files_ : val_files_; }
   const std::vector<std::vector<int64_t>>& sequences(Split split) const { return split == Split::Train ? train_ : val_; }
@@ -193,6 +193,7 @@ class MusicData : public Dataset {
   const Vocab& vocab() const override { return vocab_; }
   int64_t batch_size() const override { return batch_size_; }
   void print_samples(SampleModel& model, int64_t count, const std::string& out_dir, std::ostream& out) const override;
+  const std::vector<SkippedFile>& skipped_files() const override { return music_.skipped(); }
   const MusicDataset& music() const { return music_; }
 
  private:

@@ -64,7 +64,7 @@ EvalResult evaluate(RunModel& model, const Dataset& data, int64_t batches, Commu
   const bool was_training = model.module->is_training();
   model.module->eval();
   EvalResult r;
-  r.rows_are_examples = dynamic_cast<const SyntheticData*>(&data) != nullptr;
+  r.rows_are_examples = data.rows_are_examples();
   double loss_sum = 0.0;
   int64_t correct = 0, rows_right = 0;
   try {
