@@ -1,4 +1,4 @@
-// The Bach chorales through the `relgrad` command (train/music/chorales.h, train/command/cli_chorales.cpp):
+// The Bach chorales through the `relgrad` command (train/music/chorales.h, train/config/sources/chorales.cpp):
 // a tiny chorale language model and a tiny harmoniser trained through the CLI, sampled as MIDI files that
 // read back as four voices (the harmoniser's soprano exactly the melody it was given), evaluated,
 // resumed (other data refused), and the config errors of the chorale keys. Also that a harmoniser's

@@ -1,25 +1,16 @@
-// The subcommands of `relgrad` (train, sample, eval, inspect, render, probe); run_cli in cli.cpp
-// parses the arguments and calls them. Each reads and checks all of its inputs before it writes anything.
+// The subcommands of `relgrad` train, sample, eval and inspect (render: cli_render.cpp); run_cli
+// (train/command/cli.h) parses the arguments and calls them. Each reads and checks all of
+// its inputs before it writes anything. What differs between data sources is asked of the run's source
+// (train/config/source.h).
 #include "train/command/cli_commands.h"
 
-#include <omp.h>
-
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cctype>
-#include <cerrno>
-#include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -27,20 +18,15 @@
 #include <sstream>
 
 #include "autograd/grad_mode.h"
-#include "core/allocator.h"
 #include "core/base/error.h"
 #include "core/cpu/matmul.h"
 #include "core/file_io.h"
 #include "core/safetensors.h"
-#include "train/instruments/experiments.h"
-#include "train/music/midi.h"
-#include "train/music/music.h"
-#include "train/plot/plot.h"
-#include "train/instruments/probe.h"
-#include "train/trainer/sampler.h"
-#include "train/data/token_file.h"
-#include "train/trainer/distributed.h"
 #include "train/config/run_options.h"
+#include "train/config/source.h"
+#include "train/plot/plot.h"
+#include "train/trainer/distributed.h"
+#include "train/trainer/sampler.h"
 #include "train/trainer/trainer.h"
 
 namespace relgrad {
@@ -52,35 +38,6 @@ std::string fixed(double v, int digits) {
   s << std::fixed << std::setprecision(digits) << v;
   return s.str();
 }
-
-// "4 1 7" → token ids, each word a name of the vocabulary ("<bos>", "0", "a", "\n", ...).
-std::vector<int64_t> parse_tokens(const std::string& text, const Vocab& vocab, const char* what) {
-  std::vector<int64_t> ids;
-  std::istringstream in(text);
-  std::string word;
-  while (in >> word) {
-    int64_t id = -1;
-    for (int64_t k = 0; k < vocab.size; ++k)
-      if (vocab.names[k] == word) id = k;
-    if (id < 0) {
-      std::string known;
-      for (int64_t k = 0; k < std::min<int64_t>(vocab.size, 20); ++k) known += (k ? " " : "") + vocab.names[k];
-      throw UsageError(std::string("[") + what + "] '" + word + "' is not a token of this model's vocabulary (" + known +
-                       (vocab.size > 20 ? " ..." : "") + ")");
-    }
-    ids.push_back(id);
-  }
-  if (ids.empty()) throw UsageError(std::string("[") + what + "] no tokens given");
-  return ids;
-}
-
-std::vector<int64_t> bytes_of(const std::string& text) {
-  std::vector<int64_t> ids;
-  for (char c : text) ids.push_back(static_cast<unsigned char>(c));
-  return ids;
-}
-
-Tensor row(const std::vector<int64_t>& ids) { return from_vector<int64_t>(ids, {1, static_cast<int64_t>(ids.size())}); }
 
 std::string bytes_text(double bytes) {
   const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
@@ -119,15 +76,15 @@ double available_memory(std::string* where) {
 // micro-batch the activations the backward pass keeps (per block at least q, k, v, the attention
 // output and the feed-forward's hidden layer before and after its activation, and the attention
 // weights, unless model.fused_attention recomputes them), the logits with their gradient, and the
-// parameters' gradients. Sequences are counted
-// at their shortest (a synthetic source of data.min_len tokens, a target of 1), so a run refused by
-// it could never have fit; what it leaves out (the optimizer state, temporaries) only adds.
+// parameters' gradients. Sequences are counted at their shortest (the data source's shortest_row: a
+// synthetic source of data.min_len tokens, a target of 1), so a run refused by it could never have
+// fit; what it leaves out (the optimizer state, temporaries) only adds.
 double step_bytes_lower_bound(const RunConfig& c, const TransformerConfig& m, int64_t params, int ranks,
                               std::string* shape) {
   const double word = c.train.dtype == "float64" ? 8.0 : 4.0;
   const double rows = std::ceil(double(c.data.batch_size) / std::max(1, ranks));
   const double C = double(m.d_model), H = double(m.n_heads), F = double(m.d_ff), V = double(m.vocab_size);
-  const bool synthetic = c.data.source == "synthetic";
+  const ShortestRow shortest = data_source(c).shortest_row(c);
   // The attention weights (H·t·keys per row) are kept unless the fused core recomputes them.
   const double weights = m.fused_attention ? 0.0 : 1.0;
   auto block = [&](double t, double keys) {
@@ -135,8 +92,7 @@ double step_bytes_lower_bound(const RunConfig& c, const TransformerConfig& m, in
   };
   double floats = 0.0, ids = 0.0;  // per micro-batch: activations, token ids (int64)
   if (c.encoder_decoder()) {
-    double ts = synthetic ? double(c.data.min_len) : double(c.data.context), tt = synthetic ? 1.0 : ts;
-    if (c.data_places_targets()) ts = 1.0, tt = 4.0;  // a chorale of one step: its soprano; BOS + 3 voices
+    const double ts = shortest.source, tt = shortest.target;
     floats = double(m.n_encoder_layers) * block(ts, ts) +
              double(m.n_decoder_layers) * (block(tt, tt) + rows * tt * 4 * C + weights * rows * H * tt * ts) +
              2 * rows * tt * V;
@@ -144,33 +100,13 @@ double step_bytes_lower_bound(const RunConfig& c, const TransformerConfig& m, in
     *shape = std::to_string(c.data.batch_size) + " rows of at least " + fixed(ts, 0) + " source and " +
              fixed(tt, 0) + " target tokens";
   } else {
-    // periodic_lm's sequences all have data.max_len tokens; the other decoder-only tasks x BOS y EOS.
-    const double t = !synthetic                     ? double(c.data.context)
-                     : c.data.task == "periodic_lm" ? double(c.data.max_len)
-                                                    : 2.0 * double(c.data.min_len) + 1;
+    const double t = shortest.tokens;
     floats = double(m.n_decoder_layers) * block(t, t) + 2 * rows * t * V;
     ids = rows * 2 * t;
     *shape = std::to_string(c.data.batch_size) + " rows of at least " + fixed(t, 0) + " tokens";
   }
   if (ranks > 1) *shape += ", " + fixed(rows, 0) + " of them on each of " + std::to_string(ranks) + " ranks";
   return floats * word + ids * 8.0 * double(c.train.grad_accum) + double(params) * word;
-}
-
-// An input longer than the model saw in training is run (relative schemes may extrapolate), but said:
-// `limit` is data.max_len for a synthetic task's source (sync: + lag + 1, stretch: + 1, their EOS
-// included), data.harmony_steps for a harmoniser's,
-// data.context for text, tokens, music and chorale continuations.
-void warn_if_longer_than_trained(const char* command, size_t tokens, const RunConfig& c) {
-  const bool synthetic = c.data.source == "synthetic", harmony = c.data_places_targets();
-  int64_t limit = synthetic ? c.data.max_len : harmony ? c.data.harmony_steps : c.data.context;
-  std::string keys = synthetic ? "data.max_len" : harmony ? "data.harmony_steps" : "data.context";
-  if (synthetic && c.data.task == "sync")  // x of max_len + lag symbols, then EOS
-    limit += c.data.lag + 1, keys = "data.max_len + data.lag + 1";
-  if (synthetic && c.data.task == "stretch") limit += 1, keys = "data.max_len + 1";  // x, then EOS
-  if (static_cast<int64_t>(tokens) <= limit || !world().is_root()) return;
-  std::cerr << "relgrad " << command << ": warning: [" << command << "] the input has " << tokens
-            << " tokens, more than the " << limit << " the model was trained on (" << keys << " = " << limit
-            << "): it never saw the positions beyond, so its output there is untested\n";
 }
 
 // A run shortened below the warmup it inherits (--train.steps=60 under the default's 100 warmup
@@ -312,44 +248,6 @@ int cmd_train(const std::string& config_path, const std::string& resume, const s
 
 // ---- sample --------------------------------------------------------------------------------------
 
-// Music: generate from <bos> (plus --input event names or a --prompt-midi file), print the events and,
-// with --format midi, write each sample as a format-0 MIDI file (atomically).
-int sample_music(const SampleArgs& a, RunModel& m, const Vocab& vocab, const RunConfig& config,
-                 SamplingOptions o, std::ostream& out) {
-  if (!a.prompt.empty()) throw UsageError("[sample] this is a music model: give --input \"NOTE_ON_60 ...\" or --prompt-midi FILE");
-  std::vector<int64_t> prompt{kBos};
-  if (!a.prompt_midi.empty())
-    for (int64_t id : encode_performance(read_midi(a.prompt_midi))) prompt.push_back(id);
-  if (!a.input.empty())
-    for (int64_t id : parse_tokens(a.input, vocab, "sample")) prompt.push_back(id);
-  warn_if_longer_than_trained("sample", prompt.size(), config);
-  o.eos = kEos;
-  std::string base = a.output.empty() ? "sample.mid" : a.output;
-  for (int64_t n = 0; n < a.num; ++n) {
-    SamplingOptions on = o;
-    on.seed = o.seed + static_cast<uint64_t>(n);
-    std::vector<int64_t> seq = generate(*m.decoder_lm, row(prompt), on).to_vector<int64_t>();
-    std::vector<int64_t> fresh(seq.begin() + static_cast<std::ptrdiff_t>(prompt.size()), seq.end());
-    std::vector<Note> notes = decode_notes(seq);
-    out << "--- sample " << n << " (seed " << on.seed << "): " << fresh.size() << " new events, " << notes.size()
-        << " notes, " << fixed(notes.empty() ? 0.0 : notes.back().end, 2) << " s\n";
-    if (a.format == "midi") {
-      std::string path = base;
-      if (a.num > 1) {
-        size_t dot = base.find_last_of('.');
-        path = (dot == std::string::npos ? base : base.substr(0, dot)) + "_" + std::to_string(n) +
-               (dot == std::string::npos ? ".mid" : base.substr(dot));
-      }
-      write_midi(path, decode_performance(seq));
-      out << "wrote " << path << "\n";
-    } else {
-      std::vector<int64_t> shown(fresh.begin(), fresh.begin() + std::min<std::ptrdiff_t>(64, (std::ptrdiff_t)fresh.size()));
-      out << vocab.decode(shown) << (fresh.size() > 64 ? " ..." : "") << "\n";
-    }
-  }
-  return 0;
-}
-
 // --device: where a checkpoint's model runs (a usage error, exit 2, when CUDA is asked for but absent).
 Device device_option(const std::string& name) {
   try {
@@ -362,7 +260,7 @@ Device device_option(const std::string& name) {
 int cmd_sample(SampleArgs a, std::ostream& out) {
   LoadedRun run = load_run(a.checkpoint, device_option(a.device));
   RunData data(run.config);
-  const Vocab& vocab = data.vocab();
+  data.vocab();  // first: its errors (a synthetic task is built for it) come before the options' checks
   SamplingOptions o = sampling_options(run.config.sample);  // the options given override the config
   if (a.max_new_tokens >= 0) o.max_new_tokens = a.max_new_tokens;
   if (a.temperature >= 0) o.temperature = a.temperature;
@@ -374,95 +272,26 @@ int cmd_sample(SampleArgs a, std::ostream& out) {
   } catch (const Error& e) {
     throw UsageError(e.what());
   }
-  RunModel& m = run.model;
-  if (a.num < 0) a.num = data.task() ? 4 : 1;
-  if (data.chorales()) return sample_chorales(a, run, o, out);
-  if (a.chorale >= 0 || !a.melody.empty())
+  // What the data source does not take is refused here, naming the sources that do.
+  const DataSource& source = data.source();
+  const SampleOptionsTaken takes = source.sample_options();
+  if (a.num < 0) a.num = source.default_sample_count();
+  if (!takes.chorale && (a.chorale >= 0 || !a.melody.empty()))
     throw UsageError(std::string("[sample] ") + (a.melody.empty() ? "--chorale" : "--melody") +
                      " needs a chorale model (data.source = \"chorales\")");
-  if (a.format == "midi" && !data.music())
+  if (!takes.midi_out && a.format == "midi")
     throw UsageError("[sample] --format midi needs a music model or a chorale model "
                      "(data.source = \"music\" or \"chorales\")");
-  if (!a.prompt_midi.empty() && !data.music())
+  if (!takes.midi_prompt && !a.prompt_midi.empty())
     throw UsageError("[sample] --prompt-midi needs a music model or a chorale continuation");
-  if (data.music()) return sample_music(a, m, vocab, run.config, o, out);
-  if (data.text()) {
-    o.eos = -1;
-    std::string prompt = a.prompt.empty() ? "\n" : a.prompt;
-    if (!a.input.empty()) throw UsageError("[sample] this is a text model: give --prompt TEXT, not --input");
-    warn_if_longer_than_trained("sample", prompt.size(), run.config);
-    for (int64_t n = 0; n < a.num; ++n) {
-      SamplingOptions on = o;
-      on.seed = o.seed + static_cast<uint64_t>(n);
-      std::vector<int64_t> seq = generate(*m.decoder_lm, row(bytes_of(prompt)), on).to_vector<int64_t>();
-      std::string s;
-      for (int64_t id : seq) s += static_cast<char>(id);
-      out << "--- sample " << n << " (seed " << on.seed << ")\n" << printable_text(s) << "\n";
-    }
-    return 0;
-  }
-  if (data.tokens()) {  // ids in, ids out; the prompt defaults to the first ids of the validation split
-    o.eos = -1;
-    if (!a.prompt.empty()) throw UsageError("[sample] this is a token-file model: give --input \"ids\", not --prompt");
-    std::vector<int64_t> prompt;
-    if (!a.input.empty()) {
-      prompt = parse_tokens(a.input, vocab, "sample");
-    } else {  // the token file is read only here: with --input the checkpoint's vocabulary is enough
-      const TokenDataset& t = *data.tokens();
-      const int64_t from = t.val_size() > 0 ? t.train_size() : 0;
-      const int64_t n = std::min<int64_t>(32, t.size() - from);
-      prompt.assign(t.tokens().begin() + from, t.tokens().begin() + from + n);
-    }
-    warn_if_longer_than_trained("sample", prompt.size(), run.config);
-    for (int64_t n = 0; n < a.num; ++n) {
-      SamplingOptions on = o;
-      on.seed = o.seed + static_cast<uint64_t>(n);
-      out << "--- sample " << n << " (seed " << on.seed << ")\n" << vocab.decode(generate(*m.decoder_lm, row(prompt), on).to_vector<int64_t>()) << "\n";
-    }
-    return 0;
-  }
-  if (!a.prompt.empty()) throw UsageError("[sample] this is a synthetic-task model: give --input \"tokens\", not --prompt");
-  std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> cases;  // (source, expected or empty)
-  // periodic_lm is a language model over BOS s[0] s[1] …: the prompt is BOS and the input (held out:
-  // one period of a pattern), and the continuation should repeat it.
-  const bool periodic_lm = run.config.data.task == "periodic_lm";
-  if (periodic_lm && a.input.empty())
-    for (int64_t n = 0; n < a.num; ++n) {
-      const std::vector<int64_t> seq =
-          data.task()
-              ->sample(n / run.config.data.batch_size, n % run.config.data.batch_size, Split::HeldOut)
-              .source;
-      const auto period_end = seq.begin() + std::min<int64_t>(run.config.data.period, seq.size());
-      cases.push_back({{seq.begin(), period_end}, {period_end, seq.end()}});
-    }
-  else if (!a.input.empty()) {
-    cases.push_back({parse_tokens(a.input, vocab, "sample"), {}});
-    warn_if_longer_than_trained("sample", cases.back().first.size(), run.config);
-  } else
-    for (int64_t n = 0; n < a.num; ++n) {
-      SyntheticTask::Sample s = data.task()->sample(n / run.config.data.batch_size, n % run.config.data.batch_size, Split::HeldOut);
-      cases.push_back({s.source, s.target});
-    }
-  for (const auto& [source, expected] : cases) {
-    std::vector<int64_t> output;
-    if (m.encoder_decoder) {
-      std::vector<int64_t> seq = generate(*m.encoder_decoder, row(source), Tensor(), o).to_vector<int64_t>();
-      output.assign(seq.begin() + 1, seq.end());
-    } else if (periodic_lm) {
-      std::vector<int64_t> prompt{kBos};
-      prompt.insert(prompt.end(), source.begin(), source.end());
-      std::vector<int64_t> seq = generate(*m.decoder_lm, row(prompt), o).to_vector<int64_t>();
-      output.assign(seq.begin() + static_cast<std::ptrdiff_t>(prompt.size()), seq.end());
-      if (!expected.empty() && output.size() > expected.size()) output.resize(expected.size());
-    } else {
-      std::vector<int64_t> prompt = source;
-      prompt.push_back(kBos);
-      std::vector<int64_t> seq = generate(*m.decoder_lm, row(prompt), o).to_vector<int64_t>();
-      output.assign(seq.begin() + static_cast<std::ptrdiff_t>(prompt.size()), seq.end());
-    }
-    out << "input  " << vocab.decode(source) << "\n";
-    if (!expected.empty()) out << "target " << vocab.decode(expected) << "\n";
-    out << "model  " << vocab.decode(output) << "\n";
+  SampleRequest request;
+  request.input = a.input, request.prompt = a.prompt, request.format = a.format, request.output = a.output;
+  request.prompt_midi = a.prompt_midi, request.melody = a.melody;
+  request.num = a.num, request.chorale = a.chorale, request.max_new_tokens_given = a.max_new_tokens >= 0;
+  try {
+    source.sample(request, run, data, o, out);
+  } catch (const InputError& e) {
+    throw UsageError(e.what());
   }
   return 0;
 }
@@ -516,6 +345,16 @@ void apply_eval_data_overrides(RunConfig& config, const std::vector<std::string>
   config = changed;
 }
 
+// --input / --target of `relgrad eval --dump-logits` as ids, in the data source's reading (token names,
+// a text model's bytes); a token the vocabulary lacks is a usage error.
+std::vector<int64_t> input_ids(const RunData& data, const std::string& text) {
+  try {
+    return data.source().input_ids(text, data.vocab(), "eval");
+  } catch (const InputError& e) {
+    throw UsageError(e.what());
+  }
+}
+
 }  // namespace
 
 int cmd_eval(const std::string& checkpoint, int64_t batches, const std::string& dump_path,
@@ -552,18 +391,18 @@ int cmd_eval(const std::string& checkpoint, int64_t batches, const std::string& 
       }
     } else if (m.decoder_lm) {
       if (!target.empty()) throw UsageError("[eval] --target is for encoder-decoder models");
-      std::vector<int64_t> ids = data.text() ? bytes_of(input) : parse_tokens(input, data.vocab(), "eval");
+      std::vector<int64_t> ids = input_ids(data, input);
       warn_if_longer_than_trained("eval", ids.size(), run.config);
-      tensors["tokens"] = row(ids);
+      tensors["tokens"] = ids_row(ids);
       tensors["logits"] = m.decoder_lm->forward(tensors["tokens"].to(on)).to(Device::cpu());
     } else {
-      std::vector<int64_t> src = parse_tokens(input, data.vocab(), "eval");
+      std::vector<int64_t> src = input_ids(data, input);
       warn_if_longer_than_trained("eval", src.size(), run.config);
       std::vector<int64_t> tgt_in{kBos};
       if (!target.empty())
-        for (int64_t id : parse_tokens(target, data.vocab(), "eval")) tgt_in.push_back(id);
-      tensors["src"] = row(src);
-      tensors["tgt_in"] = row(tgt_in);
+        for (int64_t id : input_ids(data, target)) tgt_in.push_back(id);
+      tensors["src"] = ids_row(src);
+      tensors["tgt_in"] = ids_row(tgt_in);
       Tensor positions;  // an explicitly aligned model: the queries' places as its data gives them
       if (const auto place = target_positions(run.config)) tensors["tgt_positions"] = positions = place(tgt_in.size());
       tensors["logits"] = m.encoder_decoder
@@ -640,70 +479,6 @@ int cmd_inspect(const std::string& path, std::ostream& out) {
   out << "\nchecksum        MISMATCH: stored " << stored << ", data section hashes to " << hex << "\n";
   throw Error("[inspect] " + path + ": checksum mismatch, the data section is corrupt (stored " + stored +
               ", computed " + hex + ")");
-}
-
-// ---- render --------------------------------------------------------------------------------------
-// A .mid file → .wav through FluidSynth (an optional Debian package, never linked: run as a program).
-bool executable_in_path(const std::string& name, std::string* found) {
-  const char* path = std::getenv("PATH");
-  std::string dirs = path ? path : "";
-  size_t start = 0;
-  while (start <= dirs.size()) {
-    size_t colon = dirs.find(':', start);
-    std::string dir = dirs.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
-    std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
-    if (::access(candidate.c_str(), X_OK) == 0) {
-      *found = candidate;
-      return true;
-    }
-    if (colon == std::string::npos) break;
-    start = colon + 1;
-  }
-  return false;
-}
-
-int cmd_render(const std::string& midi_path, std::string wav_path, const std::string& soundfont, std::ostream& out) {
-  read_midi(midi_path);  // a clear error for a bad file, before anything else
-  std::string fluidsynth;
-  if (!executable_in_path("fluidsynth", &fluidsynth))
-    throw Error("[render] fluidsynth is not installed; install it and the FluidR3 soundfont with: "
-                "apt-get update && apt-get install -y fluidsynth fluid-soundfont-gm");
-  struct stat st {};
-  if (::stat(soundfont.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
-    throw Error("[render] soundfont " + soundfont + " not found; install the FluidR3 soundfont with: "
-                "apt-get update && apt-get install -y fluid-soundfont-gm (or pass --soundfont FILE.sf2)");
-  if (wav_path.empty()) {
-    size_t dot = midi_path.find_last_of('.');
-    wav_path = (dot == std::string::npos ? midi_path : midi_path.substr(0, dot)) + ".wav";
-  }
-  // The one atomic writer (core/file_io.h) owns the output: it refuses a target that is a FIFO, a
-  // device, a directory or a symbolic link before FluidSynth runs, FluidSynth renders into its
-  // temporary file, and only a successful render is fsynced and renamed over the target.
-  AtomicFile wav(wav_path, "render");
-  std::vector<std::string> args = {fluidsynth, "-ni", "-q", "-F", wav.temp_path(), "-T", "wav", "-r", "44100",
-                                   soundfont, midi_path};
-  std::vector<char*> argv;
-  for (std::string& arg : args) argv.push_back(arg.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-  pid_t pid = 0;
-  int rc = posix_spawn(&pid, fluidsynth.c_str(), &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) throw Error("[render] cannot run " + fluidsynth + ": " + std::strerror(rc));
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
-                  ::stat(wav.temp_path().c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 44;
-  if (!ok)  // the AtomicFile removes its temporary file; the target stays as it was
-    throw Error("[render] fluidsynth failed on " + midi_path + " (exit status " +
-                std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + ")");
-  wav.commit();
-  out << "wrote " << wav_path << "\n";
-  return 0;
 }
 
 }  // namespace cli_detail

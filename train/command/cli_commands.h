@@ -43,10 +43,6 @@ extern const char* const kEvalDataKeys[];
 std::string eval_data_keys_text();  // "data.min_len, data.max_len, ..." for messages
 int cmd_inspect(const std::string& path, std::ostream& out);
 int cmd_render(const std::string& midi_path, std::string wav_path, const std::string& soundfont, std::ostream& out);
-// Chorale models (data.source = "chorales"): a continuation of a valid chorale's first steps or of a
-// --prompt-midi file, or the harmonisation of a valid chorale's soprano or of a --melody file
-// (cli_chorales.cpp). `sampling` holds the options already merged from the config and the command line.
-int sample_chorales(const SampleArgs& a, LoadedRun& run, SamplingOptions sampling, std::ostream& out);
 
 }  // namespace cli_detail
 }  // namespace relgrad

@@ -20,6 +20,7 @@
 
 #include "core/base/error.h"
 #include "core/file_io.h"
+#include "train/config/source.h"
 
 namespace relgrad {
 namespace {
@@ -86,8 +87,8 @@ std::vector<Field> positional_fields(const std::string& place, PositionalConfig 
   };
 }
 
-const std::vector<Field>& fields() {
-  static const std::vector<Field> table = [] {
+std::vector<Field>& field_table() {
+  static std::vector<Field> table = [] {
     using R = RunConfig;
     std::vector<Field> f = {
         {"model.type", Kind::String, "model", {"encoder-decoder", "decoder-only"}, at(&R::model_type)},
@@ -120,7 +121,7 @@ const std::vector<Field>& fields() {
     for (auto& g : positional_fields("cross", &TransformerConfig::cross)) f.push_back(g);
     using D = DataConfig;
     std::vector<Field> rest = {
-        {"data.source", Kind::String, "data", {"synthetic", "text", "tokens", "music", "chorales"}, at2(&R::data, &D::source)},
+        {"data.source", Kind::String, "data", data_source_names(), at2(&R::data, &D::source)},
         {"data.task", Kind::String, "synthetic task",
          {"copy", "reverse", "shift", "sort", "periodic", "periodic_lm", "sync", "stretch"},
          at2(&R::data, &D::task)},
@@ -206,6 +207,15 @@ const std::vector<Field>& fields() {
     for (auto* part : {&rest, &optim, &train, &sample}) f.insert(f.end(), part->begin(), part->end());
     return f;
   }();
+  return table;
+}
+
+// The table, with data.source's choices the registered data sources (train/config/source.h): a program
+// may register one after the table is built.
+const std::vector<Field>& fields() {
+  std::vector<Field>& table = field_table();
+  static Field& source = *std::find_if(table.begin(), table.end(), [](const Field& f) { return f.key == "data.source"; });
+  if (std::vector<std::string> names = data_source_names(); names != source.choices) source.choices = std::move(names);
   return table;
 }
 

@@ -86,8 +86,9 @@ struct RunConfig {
   // 3 · data.harmony_steps + 1 target tokens for chorale harmonisation.
   int64_t longest_sequence() const;
   // Whether the data gives each target query its place on the source axis (Batch::tgt_positions):
-  // what model.cross_alignment = "explicit" needs. Only chorale harmonisation does.
-  bool data_places_targets() const { return data.source == "chorales" && data.chorale_task == "harmonize"; }
+  // what model.cross_alignment = "explicit" needs. Only chorale harmonisation does (its source's entry
+  // says, train/config/source.h).
+  bool data_places_targets() const;
 };
 
 // The synthetic-music settings of a config (data.music_styles parsed; errors list the valid styles).

@@ -1,5 +1,6 @@
 // RunConfig's defaults, its cross-key checks (validate) and the sizes taken from the data
-// (derive_from_data); the key table and the TOML / JSON / --key=value parsing are in config.cpp.
+// (derive_from_data); the key table and the TOML / JSON / --key=value parsing are in config.cpp. What
+// is particular to a data source is asked of its entry (train/config/source.h).
 #include "train/config/config.h"
 
 #include <sstream>
@@ -8,29 +9,9 @@
 
 #include "core/base/error.h"
 #include "layers/schemes.h"
-#include "train/music/chorales.h"
-#include "train/music/music.h"
-#include "train/data/token_file.h"
+#include "train/config/source.h"
 
 namespace relgrad {
-
-SynthMusicConfig music_synth_config(const RunConfig& c) {
-  SynthMusicConfig m;
-  m.styles.clear();
-  std::string list = c.data.music_styles;
-  size_t start = 0;
-  while (start <= list.size()) {
-    size_t comma = list.find(',', start);
-    std::string name = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    if (!name.empty()) m.styles.push_back(music_style_from_string(name));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  RG_CHECK(!m.styles.empty(), "config", "data.music_styles names no style");
-  m.canon_lag_beats = c.data.canon_lag_beats;
-  m.seed = c.data.seed;
-  return m;
-}
 
 RunConfig RunConfig::defaults() {
   RunConfig c;
@@ -67,28 +48,11 @@ void RunConfig::validate() const {
     if (!ok) throw Error("[config] " + what);
   };
   check(data.batch_size >= 1, "data.batch_size must be >= 1, got " + std::to_string(data.batch_size));
-  if (data.source == "chorales") {
-    // The task decides the model: a continuation is a language model, a harmonisation a translation.
-    const bool harmonize = data.chorale_task == "harmonize";
-    check(harmonize == encoder_decoder(),
-          "data.chorale_task = \"" + data.chorale_task + "\" trains " +
-              (harmonize ? "an encoder-decoder (soprano → alto, tenor, bass): set model.type = \"encoder-decoder\""
-                         : "a language model over the four voices: set model.type = \"decoder-only\"") +
-              " (or data.chorale_task = \"" + (harmonize ? "continue" : "harmonize") + "\")");
-    check(harmonize || data.context % kChoraleVoices == 0,
-          "data.context must be a multiple of 4 for chorales (four voices per 16th step), got " +
-              std::to_string(data.context));
-    check(data.harmony_steps >= 1 && data.harmony_steps <= kMaxHarmonySteps,
-          "data.harmony_steps must be in [1, " + std::to_string(kMaxHarmonySteps) + "], got " +
-              std::to_string(data.harmony_steps));
-  } else {
-    check(data.source == "synthetic" || model_type == "decoder-only",
-          "data.source = \"" + data.source + "\" trains a language model: set model.type = \"decoder-only\"");
-  }
+  const DataSource& source = data_source(*this);
+  source.check_model(*this);
   check(!model.cross_explicit || data_places_targets(),
         "model.cross_alignment = \"explicit\" needs data that place each target query on the source axis: "
-        "data.source = \"chorales\" with data.chorale_task = \"harmonize\" (got data.source = \"" +
-            data.source + "\"" + (data.source == "chorales" ? ", data.chorale_task = \"" + data.chorale_task + "\"" : "") +
+        "data.source = \"chorales\" with data.chorale_task = \"harmonize\" (got " + source.settings_text(*this) +
             "); use left, right or scaled");
   check(model.max_positions >= 0, "model.max_positions must be >= 0 (0 = derived from the data), got " +
                                       std::to_string(model.max_positions));
@@ -96,24 +60,13 @@ void RunConfig::validate() const {
     check(model.max_positions >= longest_sequence(),
           "model.max_positions = " + std::to_string(model.max_positions) + " is shorter than the " +
               std::to_string(longest_sequence()) + " tokens the data's longest sequence holds (" +
-              (data.source == "synthetic" ? "data.max_len"
-               : data_places_targets()    ? "3 · data.harmony_steps + 1"
-                                          : "data.context") +
-              "); raise it, or 0 derives it");
+              source.longest_sequence_keys(*this) + "); raise it, or 0 derives it");
   if (model.random_positions_max > 0)
     check(model.random_positions_max >= longest_sequence(),
           "model.random_positions_max = " + std::to_string(model.random_positions_max) +
               " cannot place the " + std::to_string(longest_sequence()) +
               " distinct positions of the data's longest sequence; raise it (or 0 turns it off)");
-  if (data.source == "music") {
-    try {
-      music_synth_config(*this);  // checks the style names
-    } catch (const Error& e) {
-      throw Error(std::string("[config] data.music_styles: ") + e.what());
-    }
-    check(data.canon_lag_beats >= 1, "data.canon_lag_beats must be >= 1");
-  }
-  check(data.source != "tokens" || !data.token_path.empty(), "data.source = \"tokens\" needs data.token_path");
+  source.check_keys(*this);
   check(data.val_fraction >= 0.0 && data.val_fraction < 1.0, "data.val_fraction must be in [0, 1)");
   check(data.context >= 1, "data.context must be >= 1, got " + std::to_string(data.context));
   check(optim.lr > 0.0, "optim.lr must be > 0");
@@ -150,23 +103,6 @@ void RunConfig::validate() const {
   check(sample.temperature >= 0.0, "sample.temperature must be >= 0");
   check(sample.top_k >= 0, "sample.top_k must be >= 0");
   check(sample.top_p > 0.0 && sample.top_p <= 1.0, "sample.top_p must be in (0, 1]");
-  if (data.source == "synthetic") {
-    // A synthetic source is a toy sequence; sample and eval build one of up to max_len tokens and attend
-    // over it (O(max_len^2)), so an edited checkpoint's max_len = 1e8 must not get that far.
-    check(data.max_len <= kMaxSyntheticLength, "data.max_len must be at most " +
-                                                   std::to_string(kMaxSyntheticLength) + ", got " +
-                                                   std::to_string(data.max_len));
-    TaskConfig t;
-    t.kind = task_kind_from_string(data.task);
-    t.layout = encoder_decoder() ? Layout::EncoderDecoder : Layout::DecoderOnly;
-    t.num_symbols = data.num_symbols, t.min_len = data.min_len, t.max_len = data.max_len;
-    t.batch_size = data.batch_size, t.lag = data.lag, t.period = data.period, t.seed = data.seed;
-    try {
-      SyntheticTask check_task(t);
-    } catch (const Error& e) {
-      throw Error(std::string("[config] data: ") + e.what());
-    }
-  }
   TransformerConfig m = model;
   if (m.vocab_size == 0) m.vocab_size = 1;  // derived from the data later; only the shape checks matter here
   if (m.absolute_position == "learned" && m.max_positions == 0)  // likewise
@@ -250,45 +186,16 @@ void RunConfig::validate_model_values() const {
   }
 }
 
-int64_t RunConfig::longest_sequence() const {
-  if (data.source == "synthetic") {  // TaskConfig's max_sequence_length, without building the task
-    TaskConfig t;
-    t.kind = task_kind_from_string(data.task);
-    t.layout = encoder_decoder() ? Layout::EncoderDecoder : Layout::DecoderOnly;
-    t.max_len = data.max_len, t.lag = data.lag;
-    return SyntheticTask::synthetic_max_sequence_length(t);
-  }
-  if (data_places_targets()) return 3 * data.harmony_steps + 1;  // BOS + alto, tenor, bass per step
-  return data.context;
-}
+int64_t RunConfig::longest_sequence() const { return data_source(*this).longest_sequence(*this); }
+
+bool RunConfig::data_places_targets() const { return data_source(*this).places_targets(*this); }
 
 void RunConfig::derive_from_data() {
   // Randomised positions reach up to random_positions_max − 1, so a derived table covers them too.
   if (model.absolute_position == "learned" && model.max_positions == 0)
     model.max_positions = std::max(longest_sequence(), model.random_positions_max);
-  if (data.source == "chorales") {
-    model.vocab_size = kChoraleVocabSize;  // one vocabulary for the soprano source and the target
-    model.src_vocab_size = 0;
-    return;
-  }
-  if (data.source == "music") {
-    model.vocab_size = kMusicVocabSize;
-    model.src_vocab_size = 0;
-    return;
-  }
-  if (data.source == "text") {
-    model.vocab_size = 256;
-    model.src_vocab_size = 0;
-    return;
-  }
-  if (data.source == "tokens") {
-    model.vocab_size = token_file_vocab_size(data.token_path);  // the header only: the ids are read later
-    model.src_vocab_size = 0;
-    return;
-  }
-  int64_t vocab = kFirstSymbol + data.num_symbols + (data.task == "shift" ? 1 : 0);
-  model.vocab_size = vocab;
-  model.src_vocab_size = 0;
+  model.vocab_size = data_source(*this).vocab_size(*this);
+  model.src_vocab_size = 0;  // one vocabulary for the source and the target
 }
 
 }  // namespace relgrad

@@ -18,20 +18,6 @@
 namespace relgrad {
 namespace {
 
-TaskConfig task_config(const RunConfig& c) {
-  TaskConfig t;
-  t.kind = task_kind_from_string(c.data.task);
-  t.layout = c.encoder_decoder() ? Layout::EncoderDecoder : Layout::DecoderOnly;
-  t.num_symbols = c.data.num_symbols;
-  t.min_len = c.data.min_len;
-  t.max_len = c.data.max_len;
-  t.batch_size = c.data.batch_size;
-  t.lag = c.data.lag;
-  t.period = c.data.period;
-  t.seed = c.data.seed;
-  return t;
-}
-
 // The keys that must agree between a checkpoint and the config resuming it.
 bool shapes_run(const std::string& key) {
   return key.rfind("model.", 0) == 0 || key.rfind("data.", 0) == 0 || key == "optim.name" ||
@@ -165,42 +151,11 @@ void check_config_fits_checkpoint(const RunConfig& c, const Checkpoint& checkpoi
            " parameters, but the tensors hold " + count_text(held));
 }
 
-std::shared_ptr<const Dataset> make_dataset(const RunConfig& c) {
-  const DataConfig& d = c.data;
-  if (d.source == "text") return std::make_shared<TextData>(d.text_path, d.val_fraction, d.seed, d.batch_size, d.context);
-  if (d.source == "tokens") return std::make_shared<TokenData>(d.token_path, d.val_fraction, d.seed, d.batch_size, d.context);
-  if (d.source == "chorales") return make_chorale_dataset(c);
-  if (d.source == "music") {
-    MusicDatasetConfig m;
-    m.folder = d.music_dir;
-    m.synth = music_synth_config(c);
-    m.val_fraction = d.val_fraction;
-    m.seed = d.seed;
-    return std::make_shared<MusicData>(m, d.batch_size, d.context);
-  }
-  return std::make_shared<SyntheticData>(task_config(c));
-}
-
-ChoraleDataConfig chorale_data_config(const RunConfig& c) {
-  ChoraleDataConfig d;
-  d.path = c.data.chorales_path;
-  d.seed = c.data.seed;
-  d.batch_size = c.data.batch_size;
-  d.context = c.data.context;
-  d.harmony_steps = c.data.harmony_steps;
-  return d;
-}
-
-std::shared_ptr<const Dataset> make_chorale_dataset(const RunConfig& c) {
-  if (c.data_places_targets()) return std::make_shared<HarmonyData>(chorale_data_config(c));
-  return std::make_shared<ChoraleData>(chorale_data_config(c));
-}
+std::shared_ptr<const Dataset> make_dataset(const RunConfig& c) { return data_source(c).dataset(c); }
 
 std::function<Tensor(int64_t)> target_positions(const RunConfig& c) {
   if (!c.model.cross_explicit) return {};
-  // The harmonisation target: alto, tenor, bass of step k at queries 3k + 1 .. 3k + 3 after the BOS,
-  // so query i sits at step ⌊i / 3⌋ (harmony_query_positions); a prefix of t2 queries is that prefix.
-  return [](int64_t t2) { return harmony_query_positions((t2 + 2) / 3).narrow(0, 0, t2).contiguous(); };
+  return data_source(c).target_positions(c);
 }
 
 ModelOptions model_options(const RunConfig& c) {
@@ -221,14 +176,13 @@ SamplingOptions sampling_options(const SampleConfig& c) {
   return o;
 }
 
-void report_skipped_files(const Dataset& data, std::ostream& out) {
-  const auto* music = dynamic_cast<const MusicData*>(&data);
-  if (!music) return;
-  const auto& skipped = music->music().skipped();
+void report_skipped_files(const Dataset& data, const std::string& key, std::ostream& out) {
+  const std::vector<SkippedFile>& skipped = data.skipped_files();
+  if (skipped.empty()) return;
   for (size_t i = 0; i < skipped.size() && i < kListedSkips; ++i)
-    out << "warning: data.music_dir: skipped '" << skipped[i].path << "': " << skipped[i].error << "\n";
+    out << "warning: " << key << ": skipped '" << skipped[i].path << "': " << skipped[i].error << "\n";
   if (skipped.size() > kListedSkips)
-    out << "warning: data.music_dir: skipped " << skipped.size() - kListedSkips << " more file(s) ("
+    out << "warning: " << key << ": skipped " << skipped.size() - kListedSkips << " more file(s) ("
         << skipped.size() << " in all)\n";
   out << std::flush;
 }
@@ -244,7 +198,8 @@ TrainerOptions trainer_options(RunConfig c, std::ostream* warnings) {
   o.sample = sampling_options(c.sample);
   o.data = make_dataset(c);
   o.target_positions = target_positions(c);
-  if (warnings && world().is_root()) report_skipped_files(*o.data, *warnings);  // mpirun: listed once
+  if (warnings && world().is_root())  // mpirun: listed once
+    report_skipped_files(*o.data, data_source(c).data_path(c).first, *warnings);
   o.config_json = config_to_json(c);
   o.vocab_json = vocab_to_json(c.data.source, o.data->vocab());
   o.check_resume = [c](const std::string& saved_json, const std::string& path) { check_resume(c, saved_json, path); };
@@ -253,15 +208,6 @@ TrainerOptions trainer_options(RunConfig c, std::ostream* warnings) {
 
 // ---- RunData -----------------------------------------------------------------------------------
 namespace {
-
-// The file or folder data.source reads, as its key and value; empty for the synthetic sources.
-std::pair<std::string, std::string> data_path_key(const DataConfig& d) {
-  if (d.source == "text") return {"data.text_path", d.text_path};
-  if (d.source == "tokens") return {"data.token_path", d.token_path};
-  if (d.source == "music" && !d.music_dir.empty()) return {"data.music_dir", d.music_dir};
-  if (d.source == "chorales" && !d.chorales_path.empty()) return {"data.chorales_path", d.chorales_path};
-  return {};
-}
 
 std::string current_directory() {
   char buf[PATH_MAX];
@@ -273,11 +219,11 @@ std::string current_directory() {
 const Dataset& RunData::dataset() const {
   if (data_) return *data_;
   try {
-    data_ = make_dataset(config_);
+    data_ = source_->dataset(config_);
   } catch (const Error& e) {
     // A run's data paths are as it was given them: relative ones are read from the current directory,
     // which is often not where the run was trained. Say so, beside the reader's own message.
-    const auto [key, path] = data_path_key(config_.data);
+    const auto [key, path] = source_->data_path(config_);
     if (typeid(e) != typeid(Error) || path.empty() || path[0] == '/' || ::access(path.c_str(), F_OK) == 0 ||
         errno != ENOENT)
       throw;
@@ -285,53 +231,26 @@ const Dataset& RunData::dataset() const {
                 "' is relative to the current directory, " +
                 current_directory() + ": run this where the run was trained, or pass the data there)");
   }
-  if (warnings_) report_skipped_files(*data_, *warnings_);
+  if (warnings_) report_skipped_files(*data_, source_->data_path(config_).first, *warnings_);
   return *data_;
 }
 
 const Vocab& RunData::vocab() const {
   if (vocab_) return *vocab_;
-  const DataConfig& d = config_.data;
-  if (d.source == "text") vocab_ = std::make_shared<Vocab>(TextDataset::vocab());
-  else if (d.source == "music") vocab_ = std::make_shared<Vocab>(MusicDataset::vocab());
-  else if (d.source == "chorales") vocab_ = std::make_shared<Vocab>(chorale_vocab());
-  else if (d.source == "tokens" && config_.model.vocab_size > 0)
-    vocab_ = std::make_shared<Vocab>(TokenDataset::ids_vocab(config_.model.vocab_size));
-  else vocab_ = std::make_shared<Vocab>(dataset().vocab());  // a synthetic task, or a token file's header
+  // From the config when the source knows it so; else (a synthetic task, a token file's header) the data's.
+  std::optional<Vocab> known = source_->vocab(config_);
+  vocab_ = std::make_shared<Vocab>(known ? std::move(*known) : dataset().vocab());
   return *vocab_;
-}
-
-DataOf<SyntheticTask> RunData::task() const {
-  return {*this, config_.data.source == "synthetic",
-          [](const RunData& r) { return &dynamic_cast<const SyntheticData&>(r.dataset()).task(); }};
-}
-DataOf<TextDataset> RunData::text() const {
-  return {*this, config_.data.source == "text",
-          [](const RunData& r) { return &dynamic_cast<const TextData&>(r.dataset()).text(); }};
-}
-DataOf<TokenDataset> RunData::tokens() const {
-  return {*this, config_.data.source == "tokens",
-          [](const RunData& r) { return &dynamic_cast<const TokenData&>(r.dataset()).tokens(); }};
-}
-DataOf<MusicDataset> RunData::music() const {
-  return {*this, config_.data.source == "music",
-          [](const RunData& r) { return &dynamic_cast<const MusicData&>(r.dataset()).music(); }};
-}
-
-DataOf<ChoraleSet> RunData::chorales() const {
-  return {*this, config_.data.source == "chorales", [](const RunData& r) -> const ChoraleSet* {
-            const Dataset& d = r.dataset();
-            if (const auto* lm = dynamic_cast<const ChoraleData*>(&d)) return &lm->chorales();
-            return &dynamic_cast<const HarmonyData&>(d).chorales();
-          }};
 }
 
 // ---- the stored vocabulary -----------------------------------------------------------------------
 namespace {
 
-// The kind of vocabulary data.source has: its ids are bytes, token-file ids, or named tokens.
+// The kind of vocabulary data.source has (its entry's vocab_kind): "bytes", "ids" or "names".
 std::string vocab_kind(const std::string& source) {
-  return source == "text" ? "bytes" : source == "tokens" ? "ids" : "names";
+  const DataSource* s = find_data_source(source);
+  if (!s) throw Error("extra.vocab is for data.source = \"" + source + "\", which is not a registered data source");
+  return vocab_kind_name(s->vocab_kind());
 }
 
 // Larger vocabularies are refused on load (the names alone would take gigabytes).
@@ -422,7 +341,8 @@ LoadedRun load_run(const std::string& path, Device device) {
     } catch (const Error& e) {
       throw Error("[checkpoint] " + path + ": " + e.what());
     }
-    if (source == "tokens") {  // the token file's header is not needed: the checkpoint says its size
+    // An ids vocabulary is nothing but its size, which the checkpoint says: a token file's header is not needed.
+    if (data_source(run.config).vocab_kind() == VocabKind::Ids) {
       run.config.model.vocab_size = run.vocab.size;
       run.config.model.src_vocab_size = 0;
     } else {

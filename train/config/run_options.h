@@ -1,6 +1,7 @@
 // A RunConfig (train/config/config.h) turned into what the training side runs: the one place that maps
-// the command's config onto the trainer's options (train/trainer/options.h) and data.source onto a
-// Dataset, and a checkpoint (whose metadata holds its config) reopened as a run.
+// the command's config onto the trainer's options (train/trainer/options.h) and, through its data
+// source's entry (train/config/source.h), onto a Dataset; and a checkpoint (whose metadata holds its
+// config) reopened as a run.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -9,6 +10,7 @@
 #include <string>
 
 #include "train/config/config.h"
+#include "train/config/source.h"
 #include "train/data/dataset.h"
 #include "train/music/chorales.h"
 #include "train/music/music.h"
@@ -27,15 +29,13 @@ namespace relgrad {
 // data skipped (data.music_dir: MIDI files that fail to parse or hold no notes; see report_skipped_files).
 TrainerOptions trainer_options(RunConfig config, std::ostream* warnings = &std::cerr);
 
-// "warning: data.music_dir: skipped '<file>': <why>" for each of the first kListedSkips files the
-// data skipped, then one line counting the rest; nothing when none was skipped.
+// "warning: <key>: skipped '<file>': <why>" for each of the first kListedSkips files the data skipped
+// (key: the data's path key, data.music_dir), then one line counting the rest; nothing when none was.
 inline constexpr size_t kListedSkips = 20;
-void report_skipped_files(const Dataset& data, std::ostream& out);
+void report_skipped_files(const Dataset& data, const std::string& key, std::ostream& out);
 
-// The Dataset data.source names: "synthetic", "text", "tokens", "music" or "chorales" (vocab sizes need
-// not be derived). Chorales: ChoraleData for data.chorale_task = "continue", HarmonyData for "harmonize".
+// The Dataset of data.source (its entry's dataset(); vocab sizes need not be derived).
 std::shared_ptr<const Dataset> make_dataset(const RunConfig& config);
-std::shared_ptr<const Dataset> make_chorale_dataset(const RunConfig& config);
 ChoraleDataConfig chorale_data_config(const RunConfig& config);  // the data keys of a chorale run
 // Where the target queries of a model.cross_alignment = "explicit" run sit on the source axis, for a
 // target of t2 tokens (int64 (t2)): what the sampler passes the model, as the data's batches carry
@@ -47,7 +47,8 @@ SamplingOptions sampling_options(const SampleConfig& config);  // the [sample] s
 class RunData;
 
 // What RunData::text(), tokens(), music(), chorales() and task() return: whether the run's data is of that source,
-// known from the config alone (no file is opened), and on * or -> the data itself, opened then.
+// known from the config alone (no file is opened), and on * or -> the data itself, opened then. Each is
+// defined by its source's entry (train/config/sources/), which knows the Dataset it made.
 template <class T>
 class DataOf {
  public:
@@ -64,7 +65,7 @@ class DataOf {
   const T* (*open_)(const RunData&);
 };
 
-// The data of a run's config, with its source for the commands that treat sources apart (sample, eval).
+// The data of a run's config, with its source's entry (what sample and eval ask about the data).
 // The files are opened at the first batch or dataset (or * / -> on text(), tokens(), ...), not before:
 // what only needs the vocabulary (`relgrad sample --prompt`, `eval --dump-logits --input`) works where
 // the corpus is not, e.g. from another directory than the run's relative data.text_path.
@@ -72,7 +73,9 @@ class RunData {
  public:
   // Skipped files are reported on `warnings` as trainer_options does, when the data is opened.
   explicit RunData(const RunConfig& config, std::ostream* warnings = &std::cerr)
-      : config_(config), warnings_(warnings) {}
+      : config_(config), source_(&data_source(config)), warnings_(warnings) {}
+  const RunConfig& config() const { return config_; }
+  const DataSource& source() const { return *source_; }
   Batch batch(int64_t index, Split split) const { return dataset().batch(index, split); }
   // The source's vocabulary; from the config without opening any file, except for a token file of
   // unknown size (model.vocab_size 0: a config not derived) and a synthetic task (no file).
@@ -86,6 +89,7 @@ class RunData {
 
  private:
   RunConfig config_;
+  const DataSource* source_;
   std::ostream* warnings_;
   mutable std::shared_ptr<const Dataset> data_;
   mutable std::shared_ptr<const Vocab> vocab_;
@@ -107,8 +111,9 @@ struct LoadedRun {
 LoadedRun load_run(const std::string& checkpoint_path, Device device = Device::cpu());
 
 // The vocabulary as relgrad train stores it in every checkpoint's extra.vocab (docs/checkpoint-format.md,
-// 1.3), by data.source: "text" {"kind":"bytes","size":256}; "tokens" {"kind":"ids","size":V}; otherwise
-// {"kind":"names","size":N,"pad":P,"names":[...]} (pad: the id decode() skips, -1 for none).
+// 1.3), by the vocab_kind() of data.source's entry: "text" {"kind":"bytes","size":256}; "tokens"
+// {"kind":"ids","size":V}; the others {"kind":"names","size":N,"pad":P,"names":[...]} (pad: the id
+// decode() skips, -1 for none).
 std::string vocab_to_json(const std::string& source, const Vocab& vocab);
 // Back to a Vocab equal to the data's, checked against data.source `source`: throws relgrad::Error
 // "extra.vocab ..." naming what is wrong (load_run prefixes "[checkpoint] <path>: ").
