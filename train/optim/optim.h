@@ -168,4 +168,13 @@ class AdamW : public Adam {
   AdamW(const TensorList& params, AdamWOptions options);
 };
 
+// ---- choosing an optimizer by name ---------------------------------------------------------------
+// The optimizers a run chooses from by name (optim.name, train/trainer/options.h). Optimizer::name()
+// is another spelling, PyTorch's class name ("AdamW"), the one checkpoints store.
+enum class OptimizerKind { SGD, Adam, AdamW };
+// "sgd", "adam" or "adamw" → the kind; throws relgrad::Error "[optim] optim.name: expected one of ..."
+// otherwise. The one place a name becomes an optimizer kind.
+OptimizerKind optimizer_kind(const std::string& name);
+const char* optimizer_kind_name(OptimizerKind kind);
+
 }  // namespace relgrad

@@ -15,6 +15,7 @@
 //   optimizer.set_lr(sched.lr_at(step));
 #pragma once
 #include <cstdint>
+#include <string>
 
 namespace relgrad {
 
@@ -34,5 +35,11 @@ struct LrSchedule {
 
   double lr_at(int64_t step) const;  // step >= 0
 };
+
+// "cosine", "linear" or "constant" (optim.decay, train/trainer/options.h) → the decay; throws
+// relgrad::Error "[LrSchedule] optim.decay: expected one of ..." otherwise. The one place a name
+// becomes a decay.
+LrSchedule::Decay lr_decay(const std::string& name);
+const char* lr_decay_name(LrSchedule::Decay decay);
 
 }  // namespace relgrad
