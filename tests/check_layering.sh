@@ -26,9 +26,9 @@ if grep -nE '#include "core/cpu/' "$root"/core/*.h "$root"/core/*.cpp 2>/dev/nul
 fi
 check autograd 'layers|train|cuda|core/cpu'
 check layers 'train'
-# train/ in wings (docs/design.md, "Training"): plot, optim, data <- music; optim, data <- trainer;
-# trainer, music <- config <- instruments (with plot) <- command.
-check train/plot 'train/(optim|data|music|trainer|config|instruments|command)'
+# train/ in wings (docs/design.md, "Training"): optim, data <- music; optim, data <- trainer <- plot
+# (the training log's columns); trainer, music <- config <- instruments (with plot) <- command.
+check train/plot 'train/(optim|data|music|config|instruments|command)'
 check train/optim 'train/(plot|data|music|trainer|config|instruments|command)'
 check train/data 'train/(plot|optim|music|trainer|config|instruments|command)'
 check train/music 'train/(plot|optim|trainer|config|instruments|command)'

@@ -1,5 +1,6 @@
 // Loss curves from a training log, as SVG or PNG (the rasteriser and 5x7 bitmap font are built in,
-// the PNG file is written by libpng: train/plot/plot_png.cpp).
+// the PNG file is written by libpng: train/plot/plot_png.cpp). The log reader and the standard plot are
+// train/plot/plot.cpp, the layout and SVG train/plot/plot_scene.cpp.
 //
 //   std::vector<LogRecord> log = read_training_log("run/log.jsonl");   // or a .csv log
 //   plot_training_log("run/log.jsonl", "run/loss.png");                // loss, accuracy, lr panels
@@ -13,8 +14,9 @@
 //          a string; every other value is a number, null (= absent) or one of the strings "nan",
 //          "inf", "-inf" (any case; "+inf", "infinity" too). Unknown keys are kept when numeric;
 //          an unknown key with some other value (a string, array, object) is ignored, so a trainer
-//          may add descriptive fields; a well-known key (step loss accuracy sequence_accuracy lr
-//          grad_norm tokens tokens_per_s elapsed_s) with such a value is an error. true/false are 1/0.
+//          may add descriptive fields; a well-known key (a number column of the trainer's table,
+//          train/trainer/training_log.h: step loss accuracy sequence_accuracy lr grad_norm tokens
+//          tokens_per_s elapsed_s) with such a value is an error. true/false are 1/0.
 //   CSV    a header naming the columns in any order; it must contain "event" and "step". An empty
 //          field is absent; fields may be double-quoted (RFC 4180, within one line).
 // Empty lines are skipped. A last line without a newline that does not parse is a record the trainer
@@ -74,7 +76,7 @@ void write_plot(const std::string& path, const std::vector<PlotPanel>& panels, i
 // checkpoint), the new points replace the old ones from that step on.
 void plot_training_log(const std::string& log_path, const std::string& out_path);
 
-// ---- internals shared by plot.cpp and plot_png.cpp (and the tests); not a stable API --------------
+// ---- internals shared by plot.cpp, plot_scene.cpp and plot_png.cpp (and the tests); not a stable API
 namespace plot_detail {
 
 struct Color {
@@ -144,6 +146,10 @@ std::string encode_png(int width, int height, const std::vector<uint8_t>& rgb);
 // The PNG and zlib checksums (CRC-32, Adler-32), for checking files such as these.
 uint32_t crc32(const uint8_t* bytes, size_t size, uint32_t crc = 0);
 uint32_t adler32(const uint8_t* bytes, size_t size, uint32_t adler = 1);
+
+std::string ascii_lower(std::string s);
+// ".svg" or ".png" (lower case) for a plot's path, else an error naming the extension.
+std::string plot_extension(const std::string& path);
 
 }  // namespace plot_detail
 }  // namespace relgrad

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <thread>
 
 #include "core/base/error.h"
@@ -152,6 +153,20 @@ int agree_on_stop(Communicator& comm, int signal) {
   comm.all_reduce_sum(seen, 2);
   if (signal != 0 || seen[0] == 0) return signal;
   return static_cast<int>(seen[1] / seen[0]);  // the signal the others saw (their mean, if they differ)
+}
+
+void root_does(Communicator& comm, const std::string& what, const std::function<void()>& action) {
+  std::exception_ptr failed;
+  if (comm.is_root()) {
+    try {
+      action();
+    } catch (...) {
+      failed = std::current_exception();
+    }
+  }
+  if (comm.size() > 1 && comm.all_reduce_sum(failed ? 1.0 : 0.0) > 0 && !failed)
+    throw Error("[train] rank 0 could not " + what + " (rank 0's error says why)");
+  if (failed) std::rethrow_exception(failed);
 }
 
 // ---- row shards -----------------------------------------------------------------------------------

@@ -18,6 +18,7 @@
 // the error naming the rank and ends the whole job with abort_job() (train/command/main.cpp).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -93,6 +94,11 @@ uint64_t parameters_checksum(const TensorList& params);
 // A stop request (a signal number, or 0) seen by any rank, returned on every rank, so that all ranks
 // stop after the same step (SIGTERM may reach only one of them). The rank's own signal wins.
 int agree_on_stop(Communicator& comm, int signal);
+// Rank 0 does `action` (the others do nothing, e.g. write no file); with several ranks every rank
+// learns whether it failed, so that the others stop at once instead of waiting for rank 0 until the
+// collective timeout: rank 0 rethrows its error, the others throw "[train] rank 0 could not <what>
+// (rank 0's error says why)". A collective.
+void root_does(Communicator& comm, const std::string& what, const std::function<void()>& action);
 
 // ---- the rows of a rank -------------------------------------------------------------------------
 struct RowRange {

@@ -15,11 +15,11 @@
 namespace relgrad {
 
 struct OptimConfig {
-  std::string name = "adamw";  // sgd, adam, adamw
+  std::string name = "adamw";  // sgd, adam, adamw (optimizer_kind, train/optim/optim.h)
   double lr = 1e-3;            // peak learning rate
   double min_lr = 0.0;         // reached at train.steps
   int64_t warmup_steps = 100;  // linear warmup from 0
-  std::string decay = "cosine";  // cosine, linear, constant (after warmup)
+  std::string decay = "cosine";  // cosine, linear, constant after warmup (lr_decay, train/optim/schedule.h)
   double weight_decay = 0.01;  // decay_groups: tensors of 2+ dims (positional tables too), not biases or norms
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adam, adamw
   double momentum = 0.0;       // sgd
@@ -38,7 +38,7 @@ struct TrainLoopConfig {
   int64_t eval_batches = 8;     // held-out batches per evaluation
   int64_t save_every = 500;     // checkpoint every n steps (and at the end); 0 = only at the end
   std::string out_dir = "runs/default";  // checkpoint.safetensors, log.jsonl|csv, loss.svg|png
-  std::string log_format = "jsonl";      // jsonl or csv
+  std::string log_format = "jsonl";      // jsonl or csv (log_format, train/trainer/training_log.h)
   std::string plot_format = "svg";       // svg or png (written at the end)
   uint64_t seed = 1;            // model initialisation and dropout
   int64_t threads = 0;          // OpenMP threads; 0 = OpenMP's default. Bit-identical runs need the same count.

@@ -9,6 +9,7 @@
 
 #include "autograd/grad_mode.h"
 #include "core/base/error.h"
+#include "train/trainer/sampler.h"
 
 namespace relgrad {
 // ---- RunModel ------------------------------------------------------------------------
@@ -109,6 +110,55 @@ EvalResult evaluate(RunModel& model, const Dataset& data, int64_t batches, Commu
   r.accuracy = r.tokens ? static_cast<double>(correct) / static_cast<double>(r.tokens) : 0.0;
   r.sequence_accuracy = r.sequences ? static_cast<double>(rows_right) / static_cast<double>(r.sequences) : 0.0;
   return r;
+}
+
+// ---- samples ----------------------------------------------------------------------------------
+namespace {
+class RunSampleModel : public SampleModel {
+ public:
+  RunSampleModel(RunModel& model, const SamplingOptions& options, const std::function<Tensor(int64_t)>& target_positions)
+      : model_(model), options_(options), target_positions_(target_positions) {}
+  std::vector<int64_t> answer(const std::vector<int64_t>& source, int64_t max_new_tokens) override {
+    SamplingOptions greedy;
+    greedy.temperature = 0.0;
+    greedy.max_new_tokens = max_new_tokens;
+    if (model_.encoder_decoder) {
+      Tensor src = from_vector<int64_t>(source, {1, (int64_t)source.size()});
+      // An explicitly aligned model gets its queries' places from the run (TrainerOptions::target_positions).
+      Tensor positions;
+      if (model_.encoder_decoder->config.cross_explicit) {
+        RG_CHECK(static_cast<bool>(target_positions_), "train",
+                 "the model places cross-attention queries explicitly, but the run gives no target_positions");
+        positions = target_positions_(1 + max_new_tokens);
+      }
+      std::vector<int64_t> seq =
+          generate(*model_.encoder_decoder, src, Tensor(), greedy, true, positions).to_vector<int64_t>();
+      return {seq.begin() + 1, seq.end()};  // after the BOS the decoder starts from
+    }
+    std::vector<int64_t> prompt = source;
+    prompt.push_back(kBos);
+    Tensor p = from_vector<int64_t>(prompt, {1, (int64_t)prompt.size()});
+    std::vector<int64_t> seq = generate(*model_.decoder_lm, p, greedy).to_vector<int64_t>();
+    return {seq.begin() + prompt.size(), seq.end()};
+  }
+  std::vector<int64_t> continue_prompt(const std::vector<int64_t>& prompt, bool stop_at_eos) override {
+    RG_CHECK(model_.decoder_lm != nullptr, "train", "samples from a prompt need a decoder-only model");
+    SamplingOptions o = options_;
+    if (!stop_at_eos) o.eos = -1;
+    Tensor p = from_vector<int64_t>(prompt, {1, (int64_t)prompt.size()});
+    return generate(*model_.decoder_lm, p, o).to_vector<int64_t>();
+  }
+
+ private:
+  RunModel& model_;
+  SamplingOptions options_;
+  std::function<Tensor(int64_t)> target_positions_;
+};
+}  // namespace
+
+std::unique_ptr<SampleModel> sample_model(RunModel& model, const SamplingOptions& options,
+                                          const std::function<Tensor(int64_t)>& target_positions) {
+  return std::make_unique<RunSampleModel>(model, options, target_positions);
 }
 
 }  // namespace relgrad

@@ -58,4 +58,10 @@ struct EvalResult {
 EvalResult evaluate(RunModel& model, const Dataset& data, int64_t batches, Communicator* comm = nullptr,
                     const std::function<void(int64_t done)>& progress = {});
 
+// `model` lent to Dataset::print_samples (train/data/dataset.h): greedy answers to a source, and
+// continuations of a prompt (decoder-only) with `options`. An explicitly aligned encoder–decoder gets
+// its queries' places from `target_positions` (TrainerOptions::target_positions).
+std::unique_ptr<SampleModel> sample_model(RunModel& model, const SamplingOptions& options,
+                                          const std::function<Tensor(int64_t)>& target_positions);
+
 }  // namespace relgrad

@@ -30,22 +30,22 @@
 // Threads (CPU): train.threads, or by default a count the Trainer picks and revisits by timing steps
 // (train/trainer/thread_policy.h); never more than the cores the process may use.
 //
-// Output in train.out_dir: checkpoint.safetensors (train/trainer/checkpoint.h, written atomically every
-// save_every steps and at the end) and log.jsonl or log.csv, one record per log_every steps
-// ("event":"train": step, loss, lr, grad_norm, tokens (since step 0, across resumes), tokens_per_s,
-// elapsed_s (this process)) and per evaluation
-// ("event":"eval": step, loss, accuracy, sequence_accuracy, elapsed_s), and one per step skipped
-// under train.nonfinite = "skip" ("event":"skip": step, loss, lr, grad_norm, tensor).
+// Output in train.out_dir, a RunDirectory (train/trainer/run_directory.h: the lock, the *.prev rotation,
+// the resume-target checks): checkpoint.safetensors (train/trainer/checkpoint.h, written atomically every
+// save_every steps and at the end) and log.jsonl or log.csv (train/trainer/training_log.h: the columns
+// of each event), one "train" record per log_every steps (step, loss, lr, grad_norm, tokens (since step
+// 0, across resumes), tokens_per_s, elapsed_s (this process)), one "eval" record per evaluation (step,
+// loss, accuracy, sequence_accuracy, elapsed_s) and one "skip" record per step skipped under
+// train.nonfinite = "skip" (step, loss, lr, grad_norm, tensor).
 //
 // The run directory (docs/cli.md "Run directories"): train() (rank 0) holds an advisory lock on
-// train.out_dir (core/file_io.h DirectoryLock, the file out_dir/.lock) while it runs, so a second run
-// into the same directory is refused at its start with an error naming the holder's pid. A fresh run
-// in a directory that holds an earlier run keeps that run's files as checkpoint.prev.safetensors /
-// log.prev.*, but only at its own first checkpoint: until then its log is log.new.* and the earlier
-// files are untouched, so a run that fails before saving anything (a NaN, out of memory) leaves the
-// directory as it found it. A resume refuses to write into a directory whose checkpoint.safetensors is
-// not the one it resumed from and is another run's or at a later step (it would be overwritten).
+// train.out_dir while it runs, so a second run into the same directory is refused at its start with an
+// error naming the holder's pid. A fresh run in a directory that holds an earlier run keeps that run's
+// files as *.prev from its own first checkpoint on, so a run that fails before saving anything leaves
+// the directory as it found it. A resume refuses to write into a directory whose
+// checkpoint.safetensors is not the one it resumed from and is another run's or at a later step.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
@@ -61,12 +61,12 @@
 #include "train/trainer/nonfinite.h"
 #include "train/trainer/options.h"
 #include "train/trainer/run.h"
+#include "train/trainer/run_directory.h"
 #include "train/trainer/sampler.h"
 #include "train/trainer/thread_policy.h"
 
 namespace relgrad {
 
-class DirectoryLock;
 class StepProfile;
 
 struct TrainResult {
@@ -141,29 +141,20 @@ class Trainer {
   const ThreadPolicy& thread_policy() const { return *threads_; }
   Communicator& communicator() const { return *comm_; }
   const GradientReducer* gradient_reducer() const { return reducer_.get(); }  // null with one rank
-  std::string checkpoint_path() const;
-  std::string log_path() const;
+  std::string checkpoint_path() const { return run_dir_.checkpoint_path(); }
+  std::string log_path() const { return run_dir_.log_path(); }
 
  private:
   TrainResult train_loop();
   double run_step();  // train_step without the thread policy's timing
-  void open_log(bool fresh);
-  void open_pending_log();
-  void open_log_file(const std::string& path);
-  void writer_does(const std::string& what, const std::function<void()>& action);
-  void prepare_out_dir();
-  void check_resume_target() const;
-  void save_in_out_dir();
-  std::string failure_note() const;
-  std::string pending_log_path() const;
+  EvalResult run_eval(std::chrono::steady_clock::time_point start, bool record);
   void start_data_parallel();
-  void write_record(const std::string& event, const std::vector<std::pair<std::string, double>>& values,
-                    const std::vector<std::pair<std::string, std::string>>& texts = {});
   void print_samples();
 
   TrainerOptions options_;
   std::ostream* out_;
   Communicator* comm_;
+  RunDirectory run_dir_;                      // train.out_dir: files written by rank 0 only
   std::unique_ptr<ThreadPolicy> threads_;     // OpenMP threads per step (CPU runs)
   std::unique_ptr<GradientReducer> reducer_;  // several ranks only
   RowRange rows_;                             // this rank's rows of every batch
@@ -177,17 +168,9 @@ class Trainer {
   double last_grad_norm_ = 0.0;
   NonFiniteSteps nonfinite_;  // train.nonfinite = "skip": skips counted (not checkpointed)
   std::function<void(Trainer&)> after_backward_;
-  bool resumed_ = false;
-  std::string resumed_from_;  // the checkpoint resume() read, and its file's identity
-  uint64_t resumed_device_ = 0, resumed_inode_ = 0;
-  std::unique_ptr<std::ofstream> log_;
-  bool log_open_pending_ = false;              // a resume: the log is opened at the first record or save
-  std::unique_ptr<std::string> log_rewrite_;   // ... and first rewritten to these records, when set
-  std::unique_ptr<DirectoryLock> lock_;  // rank 0, while train.out_dir is locked
   std::unique_ptr<StepProfile> profile_;  // train.profile > 0 (train/trainer/profiler.h)
   bool tf32_before_ = false;              // the process's TF32 setting, restored by ~Trainer
-  bool out_dir_locked_ = false;          // lock_out_dir() was called (on every rank)
-  bool rotate_pending_ = false;          // a fresh run whose first checkpoint will make the earlier *.prev
+  bool out_dir_locked_ = false;           // lock_out_dir() was called (on every rank)
 };
 
 }  // namespace relgrad
