@@ -14,10 +14,10 @@ namespace {
 const SchemeEntry& check_positional(const PositionalConfig& p, const std::string& place, bool causal, const char* op) {
   const SchemeEntry* e = find_scheme(p.scheme);
   RG_CHECK(e, op, "unknown positional scheme '", p.scheme, "' for ", place, " (expected ", scheme_names_text(), ")");
-  RG_CHECK(!e->causal_only || causal, op, "positional scheme '", p.scheme, "' needs causal attention; ", place,
+  const Placement where = placement(*e, causal, place == "cross");
+  RG_CHECK(where != Placement::NeedsCausal, op, "positional scheme '", p.scheme, "' needs causal attention; ", place,
            " is not causal (use it for decoder_self)");
-  RG_CHECK(!e->self_only || place != "cross", op, "positional scheme '", p.scheme,
-           "' is for self-attention, not ", place);
+  RG_CHECK(where != Placement::SelfOnly, op, "positional scheme '", p.scheme, "' is for self-attention, not ", place);
   return *e;
 }
 

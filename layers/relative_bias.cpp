@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "layers/schemes.h"
+
 namespace relgrad {
 
 namespace {
@@ -162,6 +164,24 @@ std::vector<std::vector<double>> ALiBi::response(const ResponseInput& in, int64_
   for (int64_t h = 0; h < H; ++h)
     for (int64_t d = -reach; d <= reach; ++d) out[h].push_back(-m[h] * distance(d));
   return out;
+}
+
+// ---- the registry's checks and counts (layers/schemes.cpp) ----
+
+std::string T5RelativeBias::check(const SchemeCheck& c) {
+  const PositionalConfig& p = c.config;
+  const int64_t half = c.causal ? p.num_buckets : p.num_buckets / 2;
+  if (half < 2)
+    return c.key + "num_buckets must be at least " + (c.causal ? "2" : "4") + " (t5, " +
+           (c.causal ? "causal" : "bidirectional") + "), got " + std::to_string(p.num_buckets);
+  if (p.max_distance <= half / 2)
+    return c.key + "max_distance must be more than the " + std::to_string(half / 2) + " exact buckets of " + c.key +
+           "num_buckets = " + std::to_string(p.num_buckets) + ", got " + std::to_string(p.max_distance);
+  return "";
+}
+
+double T5RelativeBias::parameters(const PositionalConfig& p, double n_heads, double) {
+  return static_cast<double>(p.num_buckets) * n_heads;
 }
 
 }  // namespace relgrad

@@ -20,6 +20,9 @@ namespace relgrad {
 // truncated (floor) and clamped to the last bucket. HF's values: tests/test_relative_bias.cpp.
 int64_t t5_relative_bucket(int64_t delta, bool bidirectional, int64_t num_buckets, int64_t max_distance);
 
+struct PositionalConfig;  // layers/schemes.h
+struct SchemeCheck;
+
 class T5RelativeBias : public PositionalScheme {
  public:
   // The table starts ~ N(0, 1) like nn.Embedding (HF scales by factor·d_model^-0.5; pass a generator
@@ -35,6 +38,10 @@ class T5RelativeBias : public PositionalScheme {
 
   // Bucket of every (query i, key j), int64 (t2, t1), queries at `positions` (int64 (t2)), keys at 0..t1−1.
   Tensor bucket_index(int64_t t2, int64_t t1, const Tensor& positions) const;
+  // Each half of a bidirectional table (the whole causal one) has 2 buckets or more, and max_distance
+  // lies beyond the exact buckets (half of each half): the constructor's conditions, by config key.
+  static std::string check(const SchemeCheck& c);
+  static double parameters(const PositionalConfig& p, double n_heads, double head_dim);  // buckets·H per stack
 
   int64_t num_heads, num_buckets, max_distance;
   bool bidirectional;

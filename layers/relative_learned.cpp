@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "layers/schemes.h"
+
 namespace relgrad {
 
 namespace {
@@ -174,6 +176,32 @@ bool ShawRelativeEmbedding::fuse(FusedCall& call, const AttentionGeometry& g) co
 
 std::vector<std::vector<double>> ShawRelativeEmbedding::response(const ResponseInput& in, int64_t reach) const {
   return table_response(in, key_table, num_heads, index_options(in.geometry), logit_scale(in.geometry.head_dim), reach);
+}
+
+// ---- the registry's checks and counts (layers/schemes.cpp) ----
+
+std::string check_table_length(const SchemeCheck& c) {
+  const PositionalConfig& p = c.config;
+  if (p.max_length >= 1) return "";
+  return c.key + "max_length must be >= 1 (" + p.scheme + ": the table covers |δ| ≤ max_length − 1), got " +
+         std::to_string(p.max_length);
+}
+
+double SeedRelativeEmbedding::parameters(const PositionalConfig& p, double, double head_dim) {
+  return (2.0 * static_cast<double>(p.max_length) - 1) * head_dim;
+}
+
+double HuangRelativeEmbedding::parameters(const PositionalConfig& p, double, double head_dim) {
+  return static_cast<double>(p.max_length) * head_dim;
+}
+
+std::string ShawRelativeEmbedding::check(const SchemeCheck& c) {
+  if (c.config.clip >= 0) return "";
+  return c.key + "clip must be >= 0, got " + std::to_string(c.config.clip);
+}
+
+double ShawRelativeEmbedding::parameters(const PositionalConfig& p, double, double head_dim) {
+  return (2.0 * static_cast<double>(p.clip) + 1) * head_dim;
 }
 
 }  // namespace relgrad

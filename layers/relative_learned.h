@@ -37,6 +37,12 @@ namespace relgrad {
 // Seed orientation: the seed stores E_seed (D, 2·t3 − 1) with column c ↔ δ = t3 − 1 − c (future
 // first). relgrad's row r ↔ δ = r − (t3 − 1), so row r = column 2·t3 − 2 − r, transposed:
 //   table[r, :] = E_seed[:, 2·t3 − 2 − r]        (seed_column(δ) = t3 − 1 − δ)
+struct PositionalConfig;  // layers/schemes.h
+struct SchemeCheck;
+// seed, huang (their registry entries, layers/schemes.cpp): max_length ≥ 1, the table covering
+// |δ| ≤ max_length − 1. "" when fine, else the config error naming the key.
+std::string check_table_length(const SchemeCheck& c);
+
 class SeedRelativeEmbedding : public PositionalScheme {
  public:
   // num_heads = 0: one table (2·t3 − 1, D) shared by all heads; else one per head (H, 2·t3 − 1, D).
@@ -52,6 +58,8 @@ class SeedRelativeEmbedding : public PositionalScheme {
   int64_t table_rows() const { return 2 * max_length - 1; }
   // The seed's column for relative position δ (its E is future first).
   static int64_t seed_column(int64_t delta, int64_t t3) { return t3 - 1 - delta; }
+  // At least (2·t3 − 1)·D elements per layer (one shared table; per-head tables hold H times as many).
+  static double parameters(const PositionalConfig& p, double n_heads, double head_dim);
   // Copies a seed-oriented table, (D, 2·t3 − 1) shared or (H, D, 2·t3 − 1) per head, into `table`.
   void load_seed_table(const Tensor& seed_table);
 
@@ -78,6 +86,7 @@ class HuangRelativeEmbedding : public PositionalScheme {
 
   RelativeIndexOptions index_options(const AttentionGeometry& g) const;
   int64_t table_rows() const { return max_length; }
+  static double parameters(const PositionalConfig& p, double n_heads, double head_dim);  // ≥ t3·D
 
   int64_t head_dim, max_length, num_heads;
   OutOfRange policy;
@@ -102,6 +111,8 @@ class ShawRelativeEmbedding : public PositionalScheme {
 
   RelativeIndexOptions index_options(const AttentionGeometry& g) const;
   int64_t table_rows() const { return 2 * clip + 1; }
+  static std::string check(const SchemeCheck& c);  // clip ≥ 0
+  static double parameters(const PositionalConfig& p, double n_heads, double head_dim);  // ≥ (2k + 1)·D
 
   int64_t head_dim, clip, num_heads;
   bool values;

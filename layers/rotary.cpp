@@ -5,7 +5,10 @@
 #include <limits>
 #include <tuple>
 #include <utility>
+#include <sstream>
 #include <vector>
+
+#include "layers/schemes.h"
 
 namespace relgrad {
 
@@ -107,6 +110,20 @@ std::vector<std::vector<double>> RoPE::response(const ResponseInput& in, int64_t
       out[h].push_back(count[n] > 0 ? sum[n] / static_cast<double>(count[n]) : std::numeric_limits<double>::quiet_NaN());
   }
   return out;
+}
+
+// ---- the registry's check (layers/schemes.cpp) ----
+
+std::string RoPE::check(const SchemeCheck& c) {
+  if (c.head_dim != 0 && c.head_dim % 2 != 0)
+    return c.scheme_key() + " needs an even head size, but model.d_model / model.n_heads = " +
+           std::to_string(c.d_model) + " / " + std::to_string(c.n_heads) + " = " + std::to_string(c.head_dim);
+  if (!(c.config.rope_base > 1.0)) {
+    std::ostringstream base;
+    base << c.config.rope_base;
+    return c.key + "rope_base must be > 1, got " + base.str();
+  }
+  return "";
 }
 
 }  // namespace relgrad

@@ -12,6 +12,9 @@
 
 namespace relgrad {
 
+struct PositionalConfig;  // layers/schemes.h
+struct SchemeCheck;
+
 class RoPE : public PositionalScheme {
  public:
   // Which dims form a rotated pair; the two are equivalent up to a fixed permutation of W_q and W_k
@@ -22,6 +25,7 @@ class RoPE : public PositionalScheme {
   };
   explicit RoPE(int64_t head_dim, double base = 10000.0, Pairing pairing = Pairing::Interleaved);
   std::string name() const override { return "rope"; }
+  static std::string check(const SchemeCheck& c);  // an even head size, base > 1
   Tensor content_query(const Tensor& q, const AttentionGeometry& g) const override;  // q rotated at π(i)
   Tensor content_key(const Tensor& k, const Tensor& key_positions) const override;   // k rotated at j
   bool fuse(FusedCall& call, const AttentionGeometry& g) const override;

@@ -1,5 +1,7 @@
 #include "layers/schemes.h"
 
+#include <atomic>
+
 #include "layers/relative_bias.h"
 #include "layers/relative_learned.h"
 #include "layers/rotary.h"
@@ -17,23 +19,28 @@ std::shared_ptr<PositionalScheme> make(A&&... a) {
 
 // One line per scheme. Causal places (decoder self-attention) get the causal variants: T5's
 // unidirectional buckets (all of them for the past, as T5's decoder), ALiBi's causal bias.
+// Each line: name, options, factory, shared_by_stack, causal_only, self_only, check, parameters
+// (the checks and counts live beside each scheme's class).
 std::vector<SchemeEntry>& registry() {
   static std::vector<SchemeEntry> r = {
       {"none", {}, nullptr},
       {"seed", {"max_length", "out_of_range", "per_head"},
-       [](const Ctx& c) { return make<SeedRelativeEmbedding>(c.head_dim, c.config.max_length, c.table_heads(), c.config.out_of_range, c.init); }},
+       [](const Ctx& c) { return make<SeedRelativeEmbedding>(c.head_dim, c.config.max_length, c.table_heads(), c.config.out_of_range, c.init); },
+       false, false, false, check_table_length, SeedRelativeEmbedding::parameters},
       {"huang", {"max_length", "out_of_range", "per_head"},
        [](const Ctx& c) { return make<HuangRelativeEmbedding>(c.head_dim, c.config.max_length, c.table_heads(), c.config.out_of_range, c.init); },
-       false, /*causal_only=*/true},
+       false, /*causal_only=*/true, false, check_table_length, HuangRelativeEmbedding::parameters},
       {"shaw", {"clip", "shaw_values", "per_head"},
-       [](const Ctx& c) { return make<ShawRelativeEmbedding>(c.head_dim, c.config.clip, c.table_heads(), c.config.shaw_values, c.init); }},
+       [](const Ctx& c) { return make<ShawRelativeEmbedding>(c.head_dim, c.config.clip, c.table_heads(), c.config.shaw_values, c.init); },
+       false, false, false, ShawRelativeEmbedding::check, ShawRelativeEmbedding::parameters},
       {"t5", {"num_buckets", "max_distance"},
        [](const Ctx& c) { return make<T5RelativeBias>(c.n_heads, c.config.num_buckets, c.config.max_distance, !c.causal, c.init); },
-       /*shared_by_stack=*/true},
+       /*shared_by_stack=*/true, false, false, T5RelativeBias::check, T5RelativeBias::parameters},
       {"alibi", {}, [](const Ctx& c) { return make<ALiBi>(c.n_heads, !c.causal); }},
-      {"rope", {"rope_base"}, [](const Ctx& c) { return make<RoPE>(c.head_dim, c.config.rope_base); }},
+      {"rope", {"rope_base"}, [](const Ctx& c) { return make<RoPE>(c.head_dim, c.config.rope_base); },
+       false, false, false, RoPE::check},
       {"transformer_xl", {}, [](const Ctx& c) { return make<TransformerXL>(c.d_model, c.n_heads, c.init); },
-       false, false, /*self_only=*/true},
+       false, false, /*self_only=*/true, TransformerXL::check},
   };
   return r;
 }
@@ -44,9 +51,17 @@ size_t builtin_count() {
   return n;
 }
 
+std::atomic<uint64_t> generation{1};
+
 }  // namespace
 
 const std::vector<SchemeEntry>& positional_schemes() { return registry(); }
+
+Placement placement(const SchemeEntry& entry, bool causal, bool cross) {
+  if (entry.causal_only && !causal) return Placement::NeedsCausal;
+  if (entry.self_only && cross) return Placement::SelfOnly;
+  return Placement::Allowed;
+}
 
 const SchemeEntry* find_scheme(const std::string& name) {
   for (const SchemeEntry& e : registry())
@@ -61,11 +76,14 @@ std::string scheme_names_text() {
   return out;
 }
 
+uint64_t scheme_registry_generation() { return generation.load(); }
+
 void register_scheme(SchemeEntry entry) {
   RG_CHECK(!entry.name.empty(), "register_scheme", "a scheme needs a name");
   RG_CHECK(!find_scheme(entry.name), "register_scheme", "a scheme named '", entry.name, "' is registered already");
   builtin_count();
   registry().push_back(std::move(entry));
+  ++generation;
 }
 
 void unregister_scheme(const std::string& name) {
@@ -73,6 +91,7 @@ void unregister_scheme(const std::string& name) {
   for (size_t i = builtin_count(); i < r.size(); ++i)
     if (r[i].name == name) {
       r.erase(r.begin() + static_cast<std::ptrdiff_t>(i));
+      ++generation;
       return;
     }
   RG_CHECK(false, "unregister_scheme", "no scheme named '", name, "' was registered by register_scheme");

@@ -26,6 +26,17 @@ struct PositionalConfig {
   double rope_base = 10000.0;   // rope
 };
 
+// What an entry's check is given: the place's options, the config key prefix its messages name
+// ("model.decoder_self."), whether the place is causal, and the attention's sizes (head_dim 0 when
+// the heads do not divide the width, which TransformerConfig::validate reports).
+struct SchemeCheck {
+  const PositionalConfig& config;
+  const std::string& key;
+  bool causal;
+  int64_t d_model, n_heads, head_dim;
+  std::string scheme_key() const { return key + "scheme = " + config.scheme; }  // "model.x.scheme = rope"
+};
+
 // What a factory is given: the place's config and the attention it serves.
 struct SchemeContext {
   const PositionalConfig& config;
@@ -43,7 +54,19 @@ struct SchemeEntry {
   bool shared_by_stack = false;      // one object for every layer of a stack (T5's one table)
   bool causal_only = false;          // refused where attention is not causal (a past-only table)
   bool self_only = false;            // refused for cross-attention
+  // The problem with the options it reads, as a message naming config keys ("" = none); null: nothing
+  // to check. The conditions are the scheme constructor's own, checked before any model is built, so
+  // that a bad value is a config error naming its key (also under --dry-run), not a layer's error.
+  std::function<std::string(const SchemeCheck&)> check = nullptr;
+  // A lower bound of the elements its parameters hold, per layer (per stack when shared_by_stack),
+  // for D-dimensional heads (the checkpoint-fit check of train/config/run_options.cpp); null: 0.
+  std::function<double(const PositionalConfig&, double n_heads, double head_dim)> parameters = nullptr;
 };
+
+// Where an entry may serve: the one rule the model (TransformerConfig::validate) and the run config
+// (RunConfig::validate) both apply, each phrasing its own message.
+enum class Placement { Allowed, NeedsCausal, SelfOnly };
+Placement placement(const SchemeEntry& entry, bool causal, bool cross);
 
 // Every registered scheme: the built-ins in the order of layers/schemes.cpp, then register_scheme's.
 const std::vector<SchemeEntry>& positional_schemes();
@@ -51,10 +74,13 @@ const std::vector<SchemeEntry>& positional_schemes();
 const SchemeEntry* find_scheme(const std::string& name);
 // "none, seed, …, rope or transformer_xl": the names for error messages.
 std::string scheme_names_text();
-// Adds a scheme (an error for an empty or taken name). Register before building models or reading
-// configs: the run config's key list is built once, on first use.
+// Adds a scheme (an error for an empty or taken name). Register before building the models that use it;
+// the run config (train/config/config.cpp) rebuilds its key table at its next use.
 void register_scheme(SchemeEntry entry);
 // Removes a scheme that register_scheme added (tests); built-ins stay.
 void unregister_scheme(const std::string& name);
+// Starts at 1 and counts the registrations and removals: readers that cache what the registry says
+// (the run config's key table) rebuild when it changed.
+uint64_t scheme_registry_generation();
 
 }  // namespace relgrad

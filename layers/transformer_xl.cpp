@@ -5,6 +5,8 @@
 #include <tuple>
 #include <vector>
 
+#include "layers/schemes.h"
+
 namespace relgrad {
 
 Tensor txl_sinusoid(int64_t max_past, int64_t max_future, int64_t dim, DType dtype) {
@@ -112,6 +114,13 @@ std::vector<std::vector<double>> TransformerXL::response(const ResponseInput& in
       out[h].push_back(s * scale);
     }
   return out;
+}
+
+// ---- the registry's check (layers/schemes.cpp) ----
+
+std::string TransformerXL::check(const SchemeCheck& c) {
+  if (c.d_model <= 0 || c.d_model % 2 == 0) return "";
+  return c.scheme_key() + " needs an even model.d_model (its sinusoid), got " + std::to_string(c.d_model);
 }
 
 }  // namespace relgrad

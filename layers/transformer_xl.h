@@ -19,11 +19,15 @@ namespace relgrad {
 // Rows δ = −max_past … max_future of the sinusoid at p = −δ: (max_past + max_future + 1, dim).
 Tensor txl_sinusoid(int64_t max_past, int64_t max_future, int64_t dim, DType dtype = kFloat32);
 
+struct PositionalConfig;  // layers/schemes.h
+struct SchemeCheck;
+
 class TransformerXL : public PositionalScheme {
  public:
   // u and v start ~ U(−b, b) with b = √(6 / (H + D)) (ESPnet's xavier-uniform); W_r as nn.Linear.
   TransformerXL(int64_t embed_dim, int64_t num_heads, Generator* init_generator = nullptr);
   std::string name() const override { return "transformer_xl"; }
+  static std::string check(const SchemeCheck& c);  // an even d_model (its sinusoid)
   Tensor content_query(const Tensor& q, const AttentionGeometry& g) const override;  // (a) + (c): q + u
   Tensor score_term(const Tensor& q, const AttentionGeometry& g) const override;     // (B, H, t2, t1)
   bool fuse(FusedCall& call, const AttentionGeometry& g) const override;

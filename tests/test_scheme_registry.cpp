@@ -4,12 +4,16 @@
 // their registry entries.
 #include <cmath>
 
+#include "cli_testing.h"
 #include "testing.h"
 #include "train/instruments/probe.h"
 #include "train/optim/optim.h"
 
 using namespace relgrad;
 using relgrad::testing::check_throws_with;
+using relgrad::testing::CliResult;
+using relgrad::testing::contains;
+using relgrad::testing::run_relgrad;
 
 namespace {
 
@@ -175,4 +179,40 @@ TEST_CASE("scheme registry: bad registrations are refused, naming the scheme") {
   check_throws_with([&] { unregister_scheme("learned_slope"); },
                     "[unregister_scheme] no scheme named 'learned_slope' was registered by register_scheme");
   CHECK(find_scheme("t5") != nullptr);  // the built-in is untouched
+}
+
+TEST_CASE("scheme registry: an entry's own check is a config error naming the key, before anything is built") {
+  // The example scheme again, with a check of its own: an even head count (say, its slopes pair up).
+  SchemeEntry entry = learned_slope_entry();
+  entry.name = "paired_slope";
+  entry.check = [](const SchemeCheck& c) -> std::string {
+    if (c.n_heads % 2 == 0) return "";
+    return c.scheme_key() + " needs an even model.n_heads, got " + std::to_string(c.n_heads);
+  };
+  entry.parameters = [](const PositionalConfig&, double n_heads, double) { return n_heads; };  // a slope per head
+  register_scheme(entry);
+  struct Unregister {
+    ~Unregister() { unregister_scheme("paired_slope"); }
+  } unregister;
+  const std::vector<std::string> base = {"train", "--dry-run", "--model.type=decoder-only", "--model.d_model=24",
+                                         "--model.decoder_self.scheme=paired_slope"};
+  std::vector<std::string> odd = base, even = base;
+  odd.push_back("--model.n_heads=3");
+  even.push_back("--model.n_heads=2");
+  CliResult r = run_relgrad(odd);
+  CHECK_CLI(r, 2);
+  CHECK_MESSAGE(contains(r.err, "[config] model.decoder_self.scheme = paired_slope needs an even model.n_heads, got 3"),
+                r.err);
+  CHECK_CLI(run_relgrad(even), 0);
+  // A built-in's check speaks through the same path: RoPE's odd head size.
+  std::vector<std::string> rope = {"train", "--dry-run", "--model.type=decoder-only", "--model.d_model=12",
+                                   "--model.n_heads=4", "--model.decoder_self.scheme=rope"};
+  r = run_relgrad(rope);
+  CHECK_CLI(r, 2);
+  CHECK_MESSAGE(contains(r.err, "model.decoder_self.scheme = rope needs an even head size"), r.err);
+  // Where an entry may serve is one rule (layers/schemes.h placement) for the model and the config.
+  CHECK(placement(*find_scheme("huang"), false, false) == Placement::NeedsCausal);
+  CHECK(placement(*find_scheme("transformer_xl"), false, true) == Placement::SelfOnly);
+  CHECK(placement(*find_scheme("transformer_xl"), false, false) == Placement::Allowed);
+  CHECK(placement(*find_scheme("paired_slope"), false, true) == Placement::Allowed);
 }

@@ -118,9 +118,9 @@ void RunConfig::validate() const {
 // The values the layers check only when the model is built (the norm's ε, each scheme's parameters),
 // checked here under their config keys: otherwise `--dry-run` accepts them, and the run then fails
 // naming a layer ("[RoPE] head_dim ...") with exit code 1 instead of a config error (exit 2). The
-// conditions are the layers' own (layers/norm.cpp, layers/relative_bias.cpp, layers/rotary.cpp,
-// layers/relative_learned.cpp, layers/transformer_xl.cpp); tests/test_cli_fixes.cpp checks that a
-// config that passes here builds.
+// conditions are the layers' own: the norm's (layers/norm.cpp) here, each scheme's by its registry
+// entry's check (layers/schemes.h, written beside the scheme's class); tests/test_cli_fixes.cpp checks
+// that a config that passes here builds.
 void RunConfig::validate_model_values() const {
   auto check = [](bool ok, const std::string& what) {
     if (!ok) throw Error("[config] " + what);
@@ -148,40 +148,18 @@ void RunConfig::validate_model_values() const {
   for (const Place& place : places) {
     const PositionalConfig& p = *place.config;
     const std::string key = std::string("model.") + place.name + ".";
-    const std::string scheme = key + "scheme = " + p.scheme;
+    const SchemeEntry* entry = find_scheme(p.scheme);
+    if (!entry) continue;  // an unknown name is reported with the names (RunConfig::validate)
+    const SchemeCheck at{p, key, place.causal, model.d_model, model.n_heads, head_dim};
     // Where a scheme may go (its registry entry, layers/schemes.h), as TransformerConfig::validate.
-    if (const SchemeEntry* entry = find_scheme(p.scheme)) {
-      check(!entry->causal_only || place.causal,
-            scheme + " needs causal attention: only model.decoder_self may use it");
-      check(!entry->self_only || std::string(place.name) != "cross",
-            scheme + " is for self-attention (model.encoder_self, model.decoder_self), not cross-attention");
-    }
-    if (p.scheme == "seed" || p.scheme == "huang") {
-      check(p.max_length >= 1, key + "max_length must be >= 1 (" + p.scheme +
-                                   ": the table covers |δ| ≤ max_length − 1), got " +
-                                   std::to_string(p.max_length));
-    } else if (p.scheme == "shaw") {
-      check(p.clip >= 0, key + "clip must be >= 0, got " + std::to_string(p.clip));
-    } else if (p.scheme == "t5") {
-      // Each half of a bidirectional table (the whole causal one) needs 2 buckets or more, and
-      // max_distance must lie beyond the exact buckets (half of each half): T5RelativeBias.
-      const int64_t half = place.causal ? p.num_buckets : p.num_buckets / 2;
-      check(half >= 2, key + "num_buckets must be at least " + (place.causal ? "2" : "4") + " (t5, " +
-                           (place.causal ? "causal" : "bidirectional") + "), got " +
-                           std::to_string(p.num_buckets));
-      check(p.max_distance > half / 2, key + "max_distance must be more than the " +
-                                           std::to_string(half / 2) + " exact buckets of " + key +
-                                           "num_buckets = " + std::to_string(p.num_buckets) + ", got " +
-                                           std::to_string(p.max_distance));
-    } else if (p.scheme == "rope") {
-      check(head_dim == 0 || head_dim % 2 == 0,
-            scheme + " needs an even head size, but model.d_model / model.n_heads = " +
-                std::to_string(model.d_model) + " / " + std::to_string(model.n_heads) + " = " +
-                std::to_string(head_dim));
-      check(p.rope_base > 1.0, key + "rope_base must be > 1, got " + text(p.rope_base));
-    } else if (p.scheme == "transformer_xl") {
-      check(model.d_model <= 0 || model.d_model % 2 == 0,
-            scheme + " needs an even model.d_model (its sinusoid), got " + std::to_string(model.d_model));
+    const Placement where = placement(*entry, place.causal, std::string(place.name) == "cross");
+    check(where != Placement::NeedsCausal, at.scheme_key() + " needs causal attention: only model.decoder_self may use it");
+    check(where != Placement::SelfOnly, at.scheme_key() +
+                                            " is for self-attention (model.encoder_self, model.decoder_self), not cross-attention");
+    // Its options, by the entry's own check.
+    if (entry->check) {
+      const std::string problem = entry->check(at);
+      check(problem.empty(), problem);
     }
   }
 }

@@ -65,8 +65,8 @@ std::string count_text(double n) {
 
 // A lower bound of the parameters (elements) the model of a derived config holds, in double (a hostile
 // config overflows int64): every attention has four C×C projections, every feed-forward C×d_ff twice,
-// one embedding V×C, and the built-in positional tables their rows × head size (T5: buckets × heads,
-// once per stack). Biases, norms, a second embedding and other schemes' parameters only add to it.
+// one embedding V×C, and each positional scheme what its registry entry counts (SchemeEntry::parameters,
+// layers/schemes.h: a table's rows × head size, T5's buckets × heads once per stack). Biases, norms, a second embedding and other schemes' parameters only add to it.
 double implied_elements_at_least(const RunConfig& c) {
   const TransformerConfig& m = c.model;
   const double C = static_cast<double>(m.d_model), F = static_cast<double>(m.d_ff);
@@ -77,14 +77,11 @@ double implied_elements_at_least(const RunConfig& c) {
   const double dec = static_cast<double>(m.n_decoder_layers);
   const double attention = 4 * C * C, ff = 2 * C * F;
   double total = V * C + enc * (attention + ff) + dec * (attention + ff) + (ed ? dec * attention : 0.0);
-  auto positional = [&](const PositionalConfig& p, double layers) {
-    const double head = C / H;
-    double each = 0;
-    if (p.scheme == "seed") each = (2.0 * static_cast<double>(p.max_length) - 1) * head;
-    else if (p.scheme == "huang") each = static_cast<double>(p.max_length) * head;
-    else if (p.scheme == "shaw") each = (2.0 * static_cast<double>(p.clip) + 1) * head;
-    else if (p.scheme == "t5") return std::max(0.0, static_cast<double>(p.num_buckets) * H);  // one per stack
-    return std::max(0.0, each) * layers;
+  auto positional = [&](const PositionalConfig& p, double layers) {  // the scheme's entry counts
+    const SchemeEntry* entry = find_scheme(p.scheme);
+    if (!entry || !entry->parameters) return 0.0;
+    const double each = std::max(0.0, entry->parameters(p, H, C / H));
+    return entry->shared_by_stack ? each : each * layers;
   };
   if (ed) total += positional(m.encoder_self, enc) + positional(m.cross, dec);
   return total + positional(m.decoder_self, dec);
