@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "cli_testing.h"
+#include "train/command/subcommand.h"
 #include "file_testing.h"
 #include "testing.h"
 #include "train/command/cli.h"
@@ -110,6 +111,26 @@ TEST_CASE("cli: train --help-config lists every key") {
   CliResult help = run_relgrad({"--help"});
   CHECK_CLI(help, 0);
   CHECK(contains(help.out, "train"));
+}
+
+TEST_CASE("cli: the subcommand table gives the parser, the synopsis and the unknown-command list") {
+  using namespace relgrad::cli_detail;
+  CliResult help = run_relgrad({"--help"});
+  CHECK_CLI(help, 0);
+  CHECK(contains(help.out, "Synopsis:\n" + synopsis_text()));
+  for (const SubcommandEntry& c : subcommands()) {
+    INFO(c.name);
+    CHECK(contains(synopsis_text(), std::string("  relgrad ") + c.name + " "));  // every command's line
+    CHECK(contains(help.out, c.summary));
+    CliResult sub = run_relgrad({c.name, "--help"});  // each parses on its own
+    CHECK_CLI(sub, 0);
+    CHECK(contains(sub.out, c.summary));
+  }
+  CHECK(command_names_text() ==
+        "train, sample, eval, inspect, render, probe, experiments, music-bench, length-bench, tokenize, plot");
+  CliResult unknown = run_relgrad({"fly"});
+  CHECK_CLI(unknown, 2);
+  CHECK(unknown.err == "relgrad: error: unknown command 'fly' (commands: " + command_names_text() + ")\n");
 }
 
 TEST_CASE("cli: usage errors exit 2 and name what is wrong") {

@@ -1,18 +1,8 @@
 // The `relgrad` command (train/command/main.cpp is only `return run_cli(argc, argv, std::cout, std::cerr)`),
 // here so that tests run it in-process and check exit codes and messages.
 //
-//   relgrad train   [--config FILE.toml|.json] [--resume CHECKPOINT] [--key=value ...] [--device cpu|cuda] [--dry-run]
-//   relgrad sample  CHECKPOINT [--input "4 1 7" | --prompt TEXT | --prompt-midi F.mid] [--num N]
-//                   [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S]
-//                   [--format text|midi] [-o OUT.mid] [--device cpu|cuda|cuda:N]
-//   relgrad eval    CHECKPOINT [--batches N] [--dump-logits FILE [--input "..."] [--target "..."]]
-//                   [--device cpu|cuda|cuda:N]
-//   relgrad inspect CHECKPOINT
-//   relgrad plot    LOG [-o OUT.svg|OUT.png]
-//   relgrad probe   CHECKPOINT [--reach R] [--out DIR]
-//   relgrad render  FILE.mid [-o OUT.wav] [--soundfont FILE.sf2]
-//   relgrad experiments [--full] [--only D1|D2|D3|D6] [--out docs/experiments.md]
-//   relgrad --version
+//   relgrad <command> [options]: the commands, their options and the synopsis `relgrad --help` prints
+//   are one table, train/command/subcommands.cpp (one file per command in train/command/subcommands/).
 //
 // Exit codes: 0 success, 1 an error while running (bad file, output that could not be written to
 // `out`, ...), 2 a usage error (unknown option or key, bad value, missing argument, an option that

@@ -357,9 +357,9 @@ std::vector<int64_t> input_ids(const RunData& data, const std::string& text) {
 
 }  // namespace
 
-int cmd_eval(const std::string& checkpoint, int64_t batches, const std::string& dump_path,
-             const std::string& input, const std::string& target, const std::string& device,
-             std::ostream& out, const std::vector<std::string>& data_overrides) {
+int cmd_eval(const EvalArgs& a, std::ostream& out) {
+  const std::string &checkpoint = a.checkpoint, &dump_path = a.dump_path, &input = a.input, &target = a.target;
+  const int64_t batches = a.batches;
   if (batches < 1) throw UsageError("[eval] --batches must be >= 1, got " + std::to_string(batches));
   if (batches > kMaxEvalBatches)
     throw UsageError("[eval] --batches " + std::to_string(batches) + " is more than the limit of " +
@@ -367,9 +367,9 @@ int cmd_eval(const std::string& checkpoint, int64_t batches, const std::string& 
                      " (held-out batches; a few hundred give a steady estimate)");
   if (dump_path.empty() && (!input.empty() || !target.empty()))
     throw UsageError("[eval] --input / --target only go with --dump-logits FILE");
-  const Device on = device_option(device);
+  const Device on = device_option(a.device);
   LoadedRun run = load_run(checkpoint, on);
-  apply_eval_data_overrides(run.config, data_overrides, out);
+  apply_eval_data_overrides(run.config, a.data_overrides, out);
   RunData data(run.config);
   RunModel& m = run.model;
   if (!dump_path.empty()) {

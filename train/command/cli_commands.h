@@ -32,11 +32,17 @@ struct SampleArgs {
 int cmd_train(const std::string& config_path, const std::string& resume, const std::vector<std::string>& overrides,
               bool dry_run, std::ostream& out);
 int cmd_sample(SampleArgs a, std::ostream& out);
-// data_overrides: "--data.KEY=VALUE" for the keys of kEvalDataKeys (the held-out data at another length,
-// D3 of docs/experiments.md); any other key is a usage error, and so is a value that changes the vocabulary.
-int cmd_eval(const std::string& checkpoint, int64_t batches, const std::string& dump_path,
-             const std::string& input, const std::string& target, const std::string& device,
-             std::ostream& out, const std::vector<std::string>& data_overrides = {});
+struct EvalArgs {
+  std::string checkpoint;
+  int64_t batches = 8;           // --batches: held-out batches
+  std::string dump_path;         // --dump-logits FILE: write the logits instead of evaluating
+  std::string input, target;     // --input / --target: the tokens to dump logits for
+  std::string device = "cpu";    // --device
+  // "--data.KEY=VALUE" for the keys of kEvalDataKeys (the held-out data at another length, D3 of
+  // docs/experiments.md); any other key is a usage error, and so is a value that changes the vocabulary.
+  std::vector<std::string> data_overrides;
+};
+int cmd_eval(const EvalArgs& a, std::ostream& out);
 // The data keys relgrad eval may change: lengths, task parameters that keep the vocabulary, batch
 // size and the data seed (the held-out stream).
 extern const char* const kEvalDataKeys[];

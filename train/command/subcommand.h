@@ -1,0 +1,54 @@
+// The `relgrad` subcommands as one table (train/command/subcommands.cpp): each command is a Subcommand
+// in its own file under train/command/subcommands/ plus one line of the table. run_cli (cli.cpp) builds
+// the CLI11 parser from the table, so the table also gives `relgrad --help` its synopsis and the
+// unknown-command message its list.
+#pragma once
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace CLI {
+class App;
+}
+
+namespace relgrad::cli_detail {
+
+// One command's options and action. declare() binds the options to the object's members; run() is
+// called once the whole command line parsed, with the same App (for count() and remaining()).
+class Subcommand {
+ public:
+  virtual ~Subcommand() = default;
+  virtual void declare(CLI::App& app) = 0;
+  // The exit code (cli.h); errors are thrown (UsageError for exit 2) and reported by run_cli.
+  virtual int run(CLI::App& app, std::ostream& out) = 0;
+};
+
+struct SubcommandEntry {
+  const char* name;      // "train": `relgrad train`
+  const char* summary;   // the one line `relgrad --help` shows
+  const char* synopsis;  // the arguments after "relgrad <name> " (lines joined by '\n')
+  std::unique_ptr<Subcommand> (*make)();
+};
+
+// Every command, in the order `relgrad --help` lists them.
+const std::vector<SubcommandEntry>& subcommands();
+// "  relgrad train   [--config ...] ...\n  relgrad sample ...\n": every synopsis, aligned.
+std::string synopsis_text();
+// "train, sample, ..., plot": the names for the unknown-command message.
+std::string command_names_text();
+
+// The factories the table lists (one per file under train/command/subcommands/).
+std::unique_ptr<Subcommand> make_train_command();
+std::unique_ptr<Subcommand> make_sample_command();
+std::unique_ptr<Subcommand> make_eval_command();
+std::unique_ptr<Subcommand> make_inspect_command();
+std::unique_ptr<Subcommand> make_render_command();
+std::unique_ptr<Subcommand> make_probe_command();
+std::unique_ptr<Subcommand> make_experiments_command();
+std::unique_ptr<Subcommand> make_music_bench_command();
+std::unique_ptr<Subcommand> make_length_bench_command();
+std::unique_ptr<Subcommand> make_tokenize_command();
+std::unique_ptr<Subcommand> make_plot_command();
+
+}  // namespace relgrad::cli_detail

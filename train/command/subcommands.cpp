@@ -1,0 +1,68 @@
+// The table of `relgrad` subcommands (train/command/subcommand.h): one line per command.
+#include "train/command/subcommand.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace relgrad::cli_detail {
+
+const std::vector<SubcommandEntry>& subcommands() {
+  static const std::vector<SubcommandEntry> table = {
+      {"train", "train a model; --key=value overrides any config key",
+       "[--config FILE.toml|.json] [--resume CHECKPOINT] [--key=value ...] [--device cpu|cuda]\n"
+       "[--dry-run] [--help-config]",
+       make_train_command},
+      {"sample", "generate from a checkpoint",
+       "CHECKPOINT [--input \"4 1 7\" | --prompt TEXT | --prompt-midi F.mid | --chorale N | --melody F.mid]\n"
+       "[--num N] [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
+       "[--format text|midi] [-o OUT.mid] [--device cpu|cuda|cuda:N] [--tf32]",
+       make_sample_command},
+      {"eval", "held-out loss and accuracy of a checkpoint, or dump logits",
+       "CHECKPOINT [--batches N] [--dump-logits FILE [--input \"...\"] [--target \"...\"]]\n"
+       "[--data.KEY=VALUE ...] [--device cpu|cuda|cuda:N] [--tf32]",
+       make_eval_command},
+      {"inspect", "header, config, step, tensor table and checksum verdict", "CHECKPOINT", make_inspect_command},
+      {"render", "render a .mid file to .wav with FluidSynth (when installed)",
+       "FILE.mid [-o OUT.wav] [--soundfont FILE.sf2]", make_render_command},
+      {"probe", "what each layer and head does with relative position",
+       "CHECKPOINT [--reach R] [--out DIR] [--delta D ...] [--queries RANGE] [--compare CHECKPOINT]\n"
+       "[--batch N] [--csv F] [--json F] [--compare-csv F]",
+       make_probe_command},
+      {"experiments", "the verification experiments (D1 D2 D3 D6): train, probe, report",
+       "[--full] [--only D1|D2|D3|D6] [--sweep] [--out FILE.md] [--seeds 1,2,3] [per-run overrides]",
+       make_experiments_command},
+      {"music-bench", "the JSB chorales comparison of positional treatments, and harmonisation by alignment",
+       "[--full] [--treatments none,huang,...] [--seeds 1,2] [--steps N] [--no-harmony] [--chorales F]\n"
+       "[--out DIR]",
+       make_music_bench_command},
+      {"length-bench", "length generalisation of positional treatments on synthetic algorithmic tasks",
+       "[--full] [--tasks copy,reverse,...] [--treatments none,t5,...] [--seeds 1,2] [--steps N] [--out DIR]",
+       make_length_bench_command},
+      {"tokenize", "a file's bytes as a token data file (vocab 256) for data.source = \"tokens\"",
+       "INPUT OUTPUT", make_tokenize_command},
+      {"plot", "loss curves from a training log, as SVG or PNG", "LOG [-o OUT.svg|OUT.png]", make_plot_command},
+  };
+  return table;
+}
+
+std::string synopsis_text() {
+  size_t width = 0;
+  for (const SubcommandEntry& c : subcommands()) width = std::max(width, std::strlen(c.name));
+  std::string text;
+  for (const SubcommandEntry& c : subcommands()) {
+    const std::string head = "  relgrad " + std::string(c.name) + std::string(width - std::strlen(c.name) + 1, ' ');
+    const std::string indent(head.size() + 2, ' ');  // continuation lines sit under the arguments
+    std::string line = head;
+    for (const char* p = c.synopsis; *p; ++p) line += *p == '\n' ? "\n" + indent : std::string(1, *p);
+    text += line + "\n";
+  }
+  return text + "  relgrad --version\n";
+}
+
+std::string command_names_text() {
+  std::string text;
+  for (const SubcommandEntry& c : subcommands()) text += (text.empty() ? "" : ", ") + std::string(c.name);
+  return text;
+}
+
+}  // namespace relgrad::cli_detail

@@ -1,0 +1,53 @@
+// relgrad eval CHECKPOINT [--batches N] [--dump-logits FILE [--input ...] [--target ...]] [--data.KEY=VALUE ...]
+#include <CLI/CLI.hpp>
+
+#include "train/command/cli_args.h"
+#include "train/command/cli_commands.h"
+#include "train/command/subcommand.h"
+
+namespace relgrad::cli_detail {
+namespace {
+
+class EvalCommand final : public Subcommand {
+ public:
+  void declare(CLI::App& app) override {
+    EvalArgs& a = args_;
+    app.add_option("checkpoint", a.checkpoint, "checkpoint file")->required();
+    app.add_option("--batches", a.batches, "held-out batches");
+    app.add_option("--dump-logits", a.dump_path, "write logits (and their inputs) to this safetensors file");
+    app.add_option("--input", a.input, "tokens to dump logits for (default: held-out batch 0)");
+    app.add_option("--target", a.target, "encoder-decoder: target tokens fed after <bos>");
+    app.add_option("--device", a.device, "cpu (default), cuda or cuda:N: where the model runs");
+    app.add_flag("--tf32", tf32_, "TF32 for float32 GEMMs on the GPU, as train.tf32 (no effect on the CPU)");
+    app.allow_extras();  // --data.KEY=VALUE: the held-out data at other lengths (kEvalDataKeys)
+    app.footer("--data.KEY=VALUE evaluates on other held-out data, e.g. --data.max_len=256 (" +
+               eval_data_keys_text() + ")");
+  }
+
+  int run(CLI::App& app, std::ostream& out) override {
+    EvalArgs& a = args_;
+    if (app.count("--input") && blank(a.input))
+      throw UsageError("[eval] --input is empty: give tokens, or leave --input out (held-out batch 0)");
+    if (app.count("--target") && !app.count("--input"))
+      throw UsageError(
+          "[eval] --target goes with --input (the source it follows); without --input the logits "
+          "are those of held-out batch 0, targets included");
+    a.data_overrides = app.remaining();
+    for (const std::string& o : a.data_overrides)
+      if (o.rfind("--data.", 0) != 0 || o.find('=') == std::string::npos)
+        throw UsageError("[eval] '" + o + "' is neither an option of relgrad eval nor a --data.KEY=VALUE " +
+                         "override (" + eval_data_keys_text() + ")");
+    Tf32Scope tf32(tf32_);
+    return cmd_eval(a, out);
+  }
+
+ private:
+  EvalArgs args_;
+  bool tf32_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Subcommand> make_eval_command() { return std::make_unique<EvalCommand>(); }
+
+}  // namespace relgrad::cli_detail

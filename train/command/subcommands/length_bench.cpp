@@ -1,0 +1,40 @@
+// relgrad length-bench [--full] [--tasks ...] [--treatments ...] [--seeds ...] [--steps N] [--out DIR]
+#include <CLI/CLI.hpp>
+
+#include "train/command/cli_args.h"
+#include "train/command/subcommand.h"
+#include "train/instruments/length_bench.h"
+
+namespace relgrad::cli_detail {
+namespace {
+
+class LengthBenchCommand final : public Subcommand {
+ public:
+  void declare(CLI::App& app) override {
+    LengthBenchOptions& o = options_;
+    app.add_flag("--full", o.full, "the documented run (about an hour on 2 cores); default: the CI form");
+    app.add_option("--tasks", tasks_, "comma-separated: copy, reverse, addition, sorting, parity (default: the form's)");
+    app.add_option("--treatments", treatments_, "comma-separated, e.g. none,t5,rope,seed (default: the form's)");
+    app.add_option("--seeds", seeds_, "comma-separated seeds (default: 1,2,3 with --full, else 1,2)");
+    app.add_option("--steps", o.steps, "training steps per model (default: the form's)")
+        ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
+    app.add_option("--out", o.out_dir, "folder for the tables, pictures and checkpoints");
+  }
+
+  int run(CLI::App&, std::ostream& out) override {
+    options_.tasks = comma_list(tasks_, "--tasks", "length-bench");
+    options_.treatments = comma_list(treatments_, "--treatments", "length-bench");
+    options_.seeds = seed_list(seeds_, "length-bench");
+    return run_length_bench(options_, out);
+  }
+
+ private:
+  LengthBenchOptions options_;
+  std::string tasks_, treatments_, seeds_;
+};
+
+}  // namespace
+
+std::unique_ptr<Subcommand> make_length_bench_command() { return std::make_unique<LengthBenchCommand>(); }
+
+}  // namespace relgrad::cli_detail

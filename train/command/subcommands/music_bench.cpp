@@ -1,0 +1,43 @@
+// relgrad music-bench [--full] [--treatments ...] [--seeds ...] [--steps N] [--no-harmony] [--chorales F] [--out DIR]
+#include <CLI/CLI.hpp>
+
+#include "train/command/cli_args.h"
+#include "train/command/subcommand.h"
+#include "train/instruments/music_bench.h"
+
+namespace relgrad::cli_detail {
+namespace {
+
+class MusicBenchCommand final : public Subcommand {
+ public:
+  void declare(CLI::App& app) override {
+    MusicBenchOptions& o = options_;
+    app.add_flag("--full", o.full, "the documented run (about an hour); default: the small CI form");
+    app.add_option("--treatments", treatments_,
+                   "comma-separated, e.g. none,huang,t5 (default: all with --full, else none,huang)");
+    app.add_option("--seeds", seeds_, "comma-separated seeds (default: 1,2,3 with --full, else 1,2)");
+    app.add_option("--steps", o.steps, "training steps per model (default: the form's)")
+        ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
+    app.add_flag("--no-harmony", no_harmony_, "skip the harmonisation comparison");
+    app.add_option("--chorales", o.chorales_path, "the chorale file (default: the shipped one)");
+    app.add_option("--out", o.out_dir, "folder for the tables, pictures and checkpoints");
+  }
+
+  int run(CLI::App&, std::ostream& out) override {
+    options_.harmony = !no_harmony_;
+    options_.treatments = comma_list(treatments_, "--treatments", "music-bench");
+    options_.seeds = seed_list(seeds_, "music-bench");
+    return run_music_bench(options_, out);
+  }
+
+ private:
+  MusicBenchOptions options_;
+  std::string treatments_, seeds_;
+  bool no_harmony_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Subcommand> make_music_bench_command() { return std::make_unique<MusicBenchCommand>(); }
+
+}  // namespace relgrad::cli_detail
