@@ -174,6 +174,7 @@ TEST_CASE("run directory: the lock is refused while held, names the holder, and 
   const std::string d = dir.file("a/b");  // created
   RunDirectory first(d, LogFormat::Jsonl);
   first.lock();
+  first.lock();  // held already: nothing to do
   CHECK(fs::is_directory(d));
   RunDirectory second(d, LogFormat::Jsonl);
   check_throws_with([&] { second.lock(); },

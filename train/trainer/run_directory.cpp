@@ -52,6 +52,7 @@ RunDirectory::RunDirectory(std::string dir, LogFormat format, std::ostream* out)
 RunDirectory::~RunDirectory() = default;
 
 void RunDirectory::lock() {
+  if (lock_) return;  // held already (a second DirectoryLock in this process would be refused)
   make_directories(dir_);
   lock_ = std::make_unique<DirectoryLock>(dir_, "train", "train.out_dir");
   if (!lock_->warning().empty() && out_) *out_ << "warning: " << lock_->warning() << "\n";

@@ -46,8 +46,9 @@ class RunDirectory {
   std::string log_path() const { return dir_ + "/log." + log_format_name(log_.format()); }
   const TrainingLog& log() const { return log_; }
 
-  // Creates the directory and takes its lock; throws relgrad::Error naming the directory and the
-  // holder's pid when another process holds it. unlock() releases it (nothing when not held).
+  // Creates the directory and takes its lock (nothing when this RunDirectory holds it); throws
+  // relgrad::Error naming the directory and the holder's pid when another process or RunDirectory
+  // holds it. unlock() releases it (nothing when not held).
   void lock();
   void unlock();
 
