@@ -17,10 +17,11 @@
 //   D6  synchronous cross-attention: y_i = f(x_{i+c}) → cross peak at δ = +c with left alignment; the
 //       time-stretch task y_{2m} = y_{2m+1} = f(x_m) (t2 = 2·t1) works with scaled alignment only.
 //
-// Everything is deterministic: fixed seeds, no dropout, counter-based data, so a given thread count
-// gives the same figures bit for bit. Each experiment has a CI form (seconds) and a full form
-// (minutes); `full` picks. The markdown links pictures as <basename(out_dir)>/<file>, i.e. it expects
-// to be saved in out_dir's parent directory (docs/experiments.md ↔ docs/experiments/).
+// Everything is deterministic: fixed seeds, no dropout, counter-based data, and CPU kernels that
+// reduce in an order fixed by the shapes, so the figures are the same bit for bit at any thread
+// count. Each experiment has a CI form (seconds) and a full form (minutes); `full` picks. The
+// markdown links pictures as <basename(out_dir)>/<file>, i.e. it expects to be saved in out_dir's
+// parent directory (docs/experiments.md ↔ docs/experiments/).
 #pragma once
 #include <cstdint>
 #include <iosfwd>
