@@ -41,7 +41,8 @@ struct TrainLoopConfig {
   std::string log_format = "jsonl";      // jsonl or csv (log_format, train/trainer/training_log.h)
   std::string plot_format = "svg";       // svg or png (written at the end)
   uint64_t seed = 1;            // model initialisation and dropout
-  int64_t threads = 0;          // OpenMP threads; 0 = OpenMP's default. Bit-identical runs need the same count.
+  int64_t threads = 0;          // OpenMP threads; 0 = the adaptive policy (train/trainer/thread_policy.h).
+                                // The bits do not depend on the count (kernels reduce in a fixed order).
   double collective_timeout_s = 300;  // mpirun: seconds a rank waits for the others in a collective before it
                                       // ends the job with an error (docs/distributed.md); 0 = forever
   std::string device = "cpu";   // cpu or cuda
