@@ -70,18 +70,18 @@ RG_NO_CUDA(void, where_select, (DType, const std::vector<int64_t>&, void*, const
            "cuda_where")
 
 // ---- softmax family (cuda/softmax.h) ----
-RG_NO_CUDA(void, softmax_forward, (DType, const void*, void*, int64_t, int64_t, int64_t, bool, int), "cuda_softmax")
-RG_NO_CUDA(void, softmax_backward, (DType, const void*, const void*, void*, int64_t, int64_t, int64_t, bool, int),
+RG_NO_CUDA(void, softmax_forward, (DType, const void*, void*, const SoftmaxLayout&, int), "cuda_softmax")
+RG_NO_CUDA(void, softmax_backward, (DType, const void*, const void*, void*, const SoftmaxLayout&, int),
            "cuda_softmax_backward")
 RG_NO_CUDA(void, masked_softmax_forward, (DType, const void*, double, const void*, const std::vector<int64_t>&,
                                           const bool*, const std::vector<int64_t>&, void*, const std::vector<int64_t>&,
                                           int), "cuda_masked_softmax")
 RG_NO_CUDA(void, masked_softmax_backward, (DType, const void*, const void*, double, void*, void*, int64_t, int64_t, int),
            "cuda_masked_softmax_backward")
-RG_NO_CUDA(void, cross_entropy_forward, (DType, const void*, const int64_t*, void*, void*, int64_t, int64_t, int64_t,
-                                         int64_t, double, int), "cuda_cross_entropy")
+RG_NO_CUDA(void, cross_entropy_forward, (DType, const void*, const int64_t*, void*, void*, const CrossEntropyLayout&,
+                                         int), "cuda_cross_entropy")
 RG_NO_CUDA(void, cross_entropy_backward, (DType, const void*, const int64_t*, const void*, const void*, bool, double,
-                                          void*, int64_t, int64_t, int64_t, int64_t, double, int),
+                                          void*, const CrossEntropyLayout&, int),
            "cuda_cross_entropy_backward")
 
 // ---- normalisation (cuda/norm.h) ----

@@ -265,8 +265,9 @@ __global__ void cross_entropy_backward_kernel(const T* x, const int64_t* target,
 
 }  // namespace
 
-void softmax_forward(DType dtype, const void* x, void* y, int64_t outer, int64_t C, int64_t inner, bool log_,
-                     int device) {
+void softmax_forward(DType dtype, const void* x, void* y, const SoftmaxLayout& L, int device) {
+  const int64_t outer = L.outer, C = L.C, inner = L.inner;
+  const bool log_ = L.log;
   const char* op = log_ ? "cuda_log_softmax" : "cuda_softmax";
   check_device(device, op);
   if (outer * C * inner == 0) return;
@@ -285,8 +286,9 @@ void softmax_forward(DType dtype, const void* x, void* y, int64_t outer, int64_t
   });
 }
 
-void softmax_backward(DType dtype, const void* y, const void* g, void* gx, int64_t outer, int64_t C, int64_t inner,
-                      bool log_, int device) {
+void softmax_backward(DType dtype, const void* y, const void* g, void* gx, const SoftmaxLayout& L, int device) {
+  const int64_t outer = L.outer, C = L.C, inner = L.inner;
+  const bool log_ = L.log;
   const char* op = log_ ? "cuda_log_softmax_backward" : "cuda_softmax_backward";
   check_device(device, op);
   if (outer * C * inner == 0) return;
@@ -344,8 +346,10 @@ void masked_softmax_backward(DType dtype, const void* y, const void* g, double s
   });
 }
 
-void cross_entropy_forward(DType dtype, const void* x, const int64_t* target, void* loss, void* lse, int64_t N,
-                           int64_t C, int64_t D, int64_t ignore_index, double eps, int device) {
+void cross_entropy_forward(DType dtype, const void* x, const int64_t* target, void* loss, void* lse,
+                           const CrossEntropyLayout& L, int device) {
+  const int64_t N = L.N, C = L.C, D = L.D, ignore_index = L.ignore_index;
+  const double eps = L.label_smoothing;
   const char* op = "cuda_cross_entropy";
   check_device(device, op);
   if (N * D == 0) return;
@@ -362,8 +366,9 @@ void cross_entropy_forward(DType dtype, const void* x, const int64_t* target, vo
 }
 
 void cross_entropy_backward(DType dtype, const void* x, const int64_t* target, const void* lse, const void* g,
-                            bool g_is_scalar, double scale, void* gx, int64_t N, int64_t C, int64_t D,
-                            int64_t ignore_index, double eps, int device) {
+                            bool g_is_scalar, double scale, void* gx, const CrossEntropyLayout& L, int device) {
+  const int64_t N = L.N, C = L.C, D = L.D, ignore_index = L.ignore_index;
+  const double eps = L.label_smoothing;
   const char* op = "cuda_cross_entropy_backward";
   check_device(device, op);
   const int64_t n = N * C * D;

@@ -9,16 +9,15 @@
 #include <vector>
 
 #include "core/base/dtype.h"
+#include "core/base/softmax_layout.h"
 
 namespace relgrad::cuda {
 
-// x, y (outer, C, inner): y = softmax(x) or, with log_, log_softmax(x), over C.
-void softmax_forward(DType dtype, const void* x, void* y, int64_t outer, int64_t C, int64_t inner, bool log_,
-                     int device);
+// x, y (outer, C, inner): y = softmax(x) or, with L.log, log_softmax(x), over C.
+void softmax_forward(DType dtype, const void* x, void* y, const SoftmaxLayout& L, int device);
 // y, g, gx (outer, C, inner), y the forward output:
 //   softmax: gx = y * (g - sum_c g y);  log_softmax: gx = g - exp(y) * sum_c g.
-void softmax_backward(DType dtype, const void* y, const void* g, void* gx, int64_t outer, int64_t C, int64_t inner,
-                      bool log_, int device);
+void softmax_backward(DType dtype, const void* y, const void* g, void* gx, const SoftmaxLayout& L, int device);
 
 // A broadcast operand of masked_softmax: its strides (in elements) over x's shape, 0 along the dims
 // it is broadcast over (cpu::broadcast_strides). Element (.., c) of row r lies at the row-major
@@ -36,14 +35,13 @@ void masked_softmax_backward(DType dtype, const void* y, const void* g, double s
                              int64_t C, int device);
 
 // logits x (N, C, D), target (N, D) int64 (already checked to be ignore_index or in [0, C)) ->
-// loss (N, D) = (1 - eps) (lse - x_t) + eps (lse - mean_c x) and lse (N, D) = log sum_c exp(x);
-// both 0 where target == ignore_index.
-void cross_entropy_forward(DType dtype, const void* x, const int64_t* target, void* loss, void* lse, int64_t N,
-                           int64_t C, int64_t D, int64_t ignore_index, double eps, int device);
+// loss (N, D) = (1 - eps) (lse - x_t) + eps (lse - mean_c x) and lse (N, D) = log sum_c exp(x), with
+// eps = L.label_smoothing; both 0 where target == L.ignore_index.
+void cross_entropy_forward(DType dtype, const void* x, const int64_t* target, void* loss, void* lse,
+                           const CrossEntropyLayout& L, int device);
 // gx (N, C, D) = w (exp(x - lse) - (1 - eps) [c == t] - eps / C), w = g[pos] * scale (g[0] * scale
 // when g_is_scalar); 0 at ignored positions.
 void cross_entropy_backward(DType dtype, const void* x, const int64_t* target, const void* lse, const void* g,
-                            bool g_is_scalar, double scale, void* gx, int64_t N, int64_t C, int64_t D,
-                            int64_t ignore_index, double eps, int device);
+                            bool g_is_scalar, double scale, void* gx, const CrossEntropyLayout& L, int device);
 
 }  // namespace relgrad::cuda

@@ -69,9 +69,9 @@ TEST_CASE("cuda reduce kernels: the raw entry points refuse a missing or unknown
   check_throws_with([&] { cuda::reduce_sum(kFloat32, nullptr, nullptr, 1, 1, 1, 1.0, device); }, expected);
   check_throws_with([&] { cuda::reduce_extremum(true, kFloat32, nullptr, nullptr, nullptr, 1, 1, 1, device); },
                     expected);
-  check_throws_with([&] { cuda::softmax_forward(kFloat32, nullptr, nullptr, 1, 1, 1, false, device); }, expected);
+  check_throws_with([&] { cuda::softmax_forward(kFloat32, nullptr, nullptr, SoftmaxLayout{}, device); }, expected);
   check_throws_with(
-      [&] { cuda::cross_entropy_forward(kFloat32, nullptr, nullptr, nullptr, nullptr, 1, 1, 1, -100, 0.0, device); },
+      [&] { cuda::cross_entropy_forward(kFloat32, nullptr, nullptr, nullptr, nullptr, CrossEntropyLayout{}, device); },
       expected);
   check_throws_with([&] { cuda::norm_forward(kFloat32, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 1, 1, 1e-5,
                                              device); },

@@ -10,24 +10,22 @@ namespace relgrad {
 namespace {
 
 // A contiguous tensor of `shape` seen as (outer, C, inner) around dim d (a scalar is (1, 1, 1)).
-struct DimLayout {
-  int64_t outer = 1, C = 1, inner = 1;
-};
-DimLayout layout_around(const Shape& shape, int64_t d) {
-  DimLayout L;
+SoftmaxLayout layout_around(const Shape& shape, int64_t d, bool log) {
+  SoftmaxLayout L;
   for (int64_t k = 0; k < static_cast<int64_t>(shape.size()); ++k) (k < d ? L.outer : k == d ? L.C : L.inner) *= shape[k];
+  L.log = log;
   return L;
 }
 
 // softmax or (log_) log_softmax along dim. Saves only the output y: both backwards need y alone.
 Tensor softmax_op(const Tensor& x, int64_t dim, bool log_, const char* op) {
   RG_PROFILE_OP(op);
-  DimLayout L = layout_around(x.shape(), normalize_dim(dim, x.dim(), op));
+  const SoftmaxLayout L = layout_around(x.shape(), normalize_dim(dim, x.dim(), op), log_);
   // detach: the contiguous copy is internal, not a step on the tape
-  Tensor y = backend::softmax_forward(x.detach().contiguous(), L.outer, L.C, L.inner, log_);
+  Tensor y = backend::softmax_forward(x.detach().contiguous(), L);
   if (!needs_grad({x})) return y;
-  return record(y, op, {x}, [L, log_, y = SavedTensor(y)](const Tensor& g) -> TensorList {
-    return {backend::softmax_backward(y.get(), g.contiguous(), L.outer, L.C, L.inner, log_)};
+  return record(y, op, {x}, [L, y = SavedTensor(y)](const Tensor& g) -> TensorList {
+    return {backend::softmax_backward(y.get(), g.contiguous(), L)};
   });
 }
 
@@ -106,7 +104,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
   }
 
   Tensor x = logits.detach().contiguous();
-  backend::CrossEntropyForward f = backend::cross_entropy_forward(x, t, t_host, target_shape, N, C, D, ignore, eps);
+  const CrossEntropyLayout L{N, C, D, ignore, eps};
+  backend::CrossEntropyForward f = backend::cross_entropy_forward(x, t, t_host, target_shape, L);
   // Mean over zero targets is 0/0 = NaN, as PyTorch.
   Tensor out = options.reduction == Reduction::None
                    ? f.loss
@@ -118,7 +117,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
   double scale = reduction == Reduction::Mean ? 1.0 / static_cast<double>(count) : 1.0;
   return record(out, op, {logits}, [=, x = SavedTensor(x), t = SavedTensor(t), lse = SavedTensor(f.lse)](const Tensor& g) -> TensorList {
     return {backend::cross_entropy_backward(x.get(), t.get(), lse.get(), g.contiguous(), reduction != Reduction::None,
-                                            scale, N, C, D, ignore, eps)};
+                                            scale, L)};
   });
 }
 

@@ -27,29 +27,28 @@ RowOffsets row_offsets(const Tensor& t, const Shape& shape) {
 
 }  // namespace
 
-Tensor softmax_forward(const Tensor& x, int64_t outer, int64_t C, int64_t inner, bool log) {
-  const char* op = log ? "log_softmax" : "softmax";
+Tensor softmax_forward(const Tensor& x, const SoftmaxLayout& L) {
+  const char* op = L.log ? "log_softmax" : "softmax";
   Tensor y = empty_on(x, x.shape(), x.dtype());
   dispatch_float(x.dtype(), op, [&](auto zero) {
     using T = decltype(zero);
     if (x.device().is_cuda())
-      cuda::softmax_forward(x.dtype(), x.raw_data(), y.raw_data(), outer, C, inner, log, x.device().index);
+      cuda::softmax_forward(x.dtype(), x.raw_data(), y.raw_data(), L, x.device().index);
     else
-      cpu::softmax_forward<T>(x.data_ptr<T>(), y.data_ptr<T>(), outer, C, inner, log);
+      cpu::softmax_forward<T>(x.data_ptr<T>(), y.data_ptr<T>(), L);
   });
   return y;
 }
 
-Tensor softmax_backward(const Tensor& y, const Tensor& g, int64_t outer, int64_t C, int64_t inner, bool log) {
-  const char* op = log ? "log_softmax" : "softmax";
+Tensor softmax_backward(const Tensor& y, const Tensor& g, const SoftmaxLayout& L) {
+  const char* op = L.log ? "log_softmax" : "softmax";
   Tensor gx = empty_on(g, g.shape(), g.dtype());
   dispatch_float(g.dtype(), op, [&](auto zero) {
     using T = decltype(zero);
     if (g.device().is_cuda())
-      cuda::softmax_backward(g.dtype(), y.raw_data(), g.raw_data(), gx.raw_data(), outer, C, inner, log,
-                             g.device().index);
+      cuda::softmax_backward(g.dtype(), y.raw_data(), g.raw_data(), gx.raw_data(), L, g.device().index);
     else
-      cpu::softmax_backward<T>(y.data_ptr<T>(), g.data_ptr<T>(), gx.data_ptr<T>(), outer, C, inner, log);
+      cpu::softmax_backward<T>(y.data_ptr<T>(), g.data_ptr<T>(), gx.data_ptr<T>(), L);
   });
   return gx;
 }
@@ -99,18 +98,16 @@ MaskedSoftmaxGrads masked_softmax_backward(const Tensor& y, const Tensor& g, dou
 }
 
 CrossEntropyForward cross_entropy_forward(const Tensor& x, const Tensor& t, const Tensor& t_host,
-                                          const Shape& target_shape, int64_t N, int64_t C, int64_t D,
-                                          int64_t ignore_index, double label_smoothing) {
+                                          const Shape& target_shape, const CrossEntropyLayout& L) {
   CrossEntropyForward f{empty_on(x, target_shape, x.dtype()), empty_on(x, target_shape, x.dtype())};
   dispatch_float(x.dtype(), "cross_entropy", [&](auto zero) {
     using T = decltype(zero);
     if (x.device().is_cuda())
       cuda::cross_entropy_forward(x.dtype(), x.raw_data(), static_cast<const int64_t*>(t.raw_data()),
-                                  f.loss.raw_data(), f.lse.raw_data(), N, C, D, ignore_index, label_smoothing,
-                                  x.device().index);
+                                  f.loss.raw_data(), f.lse.raw_data(), L, x.device().index);
     else
       cpu::cross_entropy_forward<T>(x.data_ptr<T>(), t_host.data_ptr<int64_t>(), f.loss.data_ptr<T>(),
-                                    f.lse.data_ptr<T>(), N, C, D, ignore_index, label_smoothing);
+                                    f.lse.data_ptr<T>(), L);
   });
   return f;
 }
@@ -133,18 +130,16 @@ Tensor sum_positions(const Tensor& loss, bool mean, int64_t count) {
 }
 
 Tensor cross_entropy_backward(const Tensor& x, const Tensor& t, const Tensor& lse, const Tensor& g, bool reduced,
-                              double scale, int64_t N, int64_t C, int64_t D, int64_t ignore_index,
-                              double label_smoothing) {
+                              double scale, const CrossEntropyLayout& L) {
   Tensor gx = empty_on(x, x.shape(), x.dtype());
   dispatch_float(x.dtype(), "cross_entropy", [&](auto zero) {
     using T = decltype(zero);
     if (x.device().is_cuda())
       cuda::cross_entropy_backward(x.dtype(), x.raw_data(), static_cast<const int64_t*>(t.raw_data()), lse.raw_data(),
-                                   g.raw_data(), reduced, scale, gx.raw_data(), N, C, D, ignore_index,
-                                   label_smoothing, x.device().index);
+                                   g.raw_data(), reduced, scale, gx.raw_data(), L, x.device().index);
     else
       cpu::cross_entropy_backward<T>(x.data_ptr<T>(), t.data_ptr<int64_t>(), lse.data_ptr<T>(), g.data_ptr<T>(),
-                                     reduced, scale, gx.data_ptr<T>(), N, C, D, ignore_index, label_smoothing);
+                                     reduced, scale, gx.data_ptr<T>(), L);
   });
   return gx;
 }

@@ -1,14 +1,15 @@
 // The backend seam for the softmax family (kernels: core/cpu/softmax.h, cuda/softmax.h). Every
 // tensor argument is contiguous unless said otherwise; outputs are allocated here, on the input's device.
 #pragma once
+#include "core/base/softmax_layout.h"
 #include "core/tensor.h"
 
 namespace relgrad::backend {
 
-// x contiguous, seen as (outer, C, inner) around the softmax dim → y (x's shape), softmax or log_softmax.
-Tensor softmax_forward(const Tensor& x, int64_t outer, int64_t C, int64_t inner, bool log);
+// x contiguous, seen as L's (outer, C, inner) around the softmax dim → y (x's shape), softmax or log_softmax.
+Tensor softmax_forward(const Tensor& x, const SoftmaxLayout& L);
 // y the forward's output, g contiguous, both (outer, C, inner) → gx.
-Tensor softmax_backward(const Tensor& y, const Tensor& g, int64_t outer, int64_t C, int64_t inner, bool log);
+Tensor softmax_backward(const Tensor& y, const Tensor& g, const SoftmaxLayout& L);
 
 // y (x's shape, (rows, C) with C the last dim) = softmax(scale · x + bias) with masked positions 0.
 // x contiguous; bias (x's dtype) and mask (bool) optional (undefined) and read in place through
@@ -28,14 +29,12 @@ struct CrossEntropyForward {
   Tensor loss, lse;
 };
 CrossEntropyForward cross_entropy_forward(const Tensor& x, const Tensor& t, const Tensor& t_host,
-                                          const Shape& target_shape, int64_t N, int64_t C, int64_t D,
-                                          int64_t ignore_index, double label_smoothing);
+                                          const Shape& target_shape, const CrossEntropyLayout& L);
 // The sum of loss (n values) in a fixed order (serial on the CPU, the reduction kernel on CUDA),
 // divided by `count` when `mean` (0/0 = NaN, as PyTorch), as a 0-d tensor on loss's device.
 Tensor sum_positions(const Tensor& loss, bool mean, int64_t count);
 // gx (N, C, D) from the saved x, t, lse and g: a 0-d g when `reduced` (times `scale`), else (N, D).
 Tensor cross_entropy_backward(const Tensor& x, const Tensor& t, const Tensor& lse, const Tensor& g, bool reduced,
-                              double scale, int64_t N, int64_t C, int64_t D, int64_t ignore_index,
-                              double label_smoothing);
+                              double scale, const CrossEntropyLayout& L);
 
 }  // namespace relgrad::backend

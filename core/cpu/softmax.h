@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "core/base/fast_math.h"
+#include "core/base/softmax_layout.h"
 #include "core/cpu/reduce.h"
 
 namespace relgrad::cpu {
@@ -90,7 +91,9 @@ void softmax_backward_row(const T* y, const T* g, T* gx, int64_t C, bool log_) {
 // x, y (outer, C, inner): y = softmax(x) or, with log_, log_softmax(x) = x - m - log sum exp(x - m),
 // where m is the column max: subtracting it keeps exp from overflowing at large logits.
 template <class T>
-void softmax_forward(const T* x, T* y, int64_t outer, int64_t C, int64_t inner, bool log_) {
+void softmax_forward(const T* x, T* y, const SoftmaxLayout& L) {
+  const int64_t outer = L.outer, C = L.C, inner = L.inner;
+  const bool log_ = L.log;
   if (inner == 1) {
     for_each_row(outer, C, [=](int64_t r) { softmax_row(x + r * C, y + r * C, C, log_); });
     return;
@@ -119,7 +122,9 @@ void softmax_forward(const T* x, T* y, int64_t outer, int64_t C, int64_t inner, 
 //   softmax:     gx = y * (g - sum_c g * y)
 //   log_softmax: gx = g - exp(y) * sum_c g
 template <class T>
-void softmax_backward(const T* y, const T* g, T* gx, int64_t outer, int64_t C, int64_t inner, bool log_) {
+void softmax_backward(const T* y, const T* g, T* gx, const SoftmaxLayout& L) {
+  const int64_t outer = L.outer, C = L.C, inner = L.inner;
+  const bool log_ = L.log;
   if (inner == 1) {
     for_each_row(outer, C, [=](int64_t r) { softmax_backward_row(y + r * C, g + r * C, gx + r * C, C, log_); });
     return;
@@ -208,8 +213,9 @@ void masked_softmax_backward(const T* y, const T* g, double scale, T* gx, T* gz,
 //   log p_c = x_c - lse;  loss = (1 - eps) (-log p_t) + eps mean_c(-log p_c)   (eps = label smoothing)
 // Positions whose target is ignore_index get loss 0. Targets must already be checked to lie in [0, C).
 template <class T>
-void cross_entropy_forward(const T* x, const int64_t* target, T* loss, T* lse, int64_t N, int64_t C, int64_t D,
-                           int64_t ignore_index, double eps) {
+void cross_entropy_forward(const T* x, const int64_t* target, T* loss, T* lse, const CrossEntropyLayout& L) {
+  const int64_t N = L.N, C = L.C, D = L.D, ignore_index = L.ignore_index;
+  const double eps = L.label_smoothing;
   for_each_column_block(N, C, D, [=](int64_t n, int64_t d0, int64_t w) {
     const T* x0 = x + n * C * D + d0;  // x0[c * D + j] = x[n, c, d0 + j]
     double m[kColumnBlock], s[kColumnBlock] = {}, sum_x[kColumnBlock] = {};
@@ -237,7 +243,9 @@ void cross_entropy_forward(const T* x, const int64_t* target, T* loss, T* lse, i
 // (g has one element per position, or one in all when g_is_scalar); zero at ignored positions.
 template <class T>
 void cross_entropy_backward(const T* x, const int64_t* target, const T* lse, const T* g, bool g_is_scalar,
-                            double scale, T* gx, int64_t N, int64_t C, int64_t D, int64_t ignore_index, double eps) {
+                            double scale, T* gx, const CrossEntropyLayout& L) {
+  const int64_t N = L.N, C = L.C, D = L.D, ignore_index = L.ignore_index;
+  const double eps = L.label_smoothing;
   for_each_column_block(N, C, D, [=](int64_t n, int64_t d0, int64_t w) {
     const int64_t base = n * C * D + d0, pos0 = n * D + d0;
     double weight[kColumnBlock];
