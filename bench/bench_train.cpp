@@ -89,8 +89,8 @@ TransformerConfig model_config(const Workload& w) {
   c.d_model = w.d_model;
   c.n_heads = w.heads;
   c.d_ff = w.d_ff;
-  c.activation = "gelu";
-  c.norm = "layer_norm";
+  c.activation = Activation::Gelu;
+  c.norm = NormKind::LayerNorm;
   c.pre_norm = true;
   c.dropout = 0.0;
   c.tie_weights = false;
@@ -185,7 +185,7 @@ int main(int argc, char** argv) {
     };
     Generator init(0), data(1234);
     TransformerConfig config = model_config(w);
-    config.fused_attention = fused;  // --fused: the flash-style attention core (model.fused_attention)
+    config.attention_core = fused ? AttentionCore::Fused : AttentionCore::Composite;  // --fused: the flash-style attention core (model.fused_attention)
     std::shared_ptr<Module> model;
     std::shared_ptr<DecoderLM> lm;
     std::shared_ptr<EncoderDecoder> ed;

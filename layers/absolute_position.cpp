@@ -31,13 +31,13 @@ Tensor sinusoidal_positions(int64_t first, int64_t count, int64_t d_model, Tenso
   return sinusoidal_rows(positions, d_model, options);  // (count, C)
 }
 
-AbsolutePosition::AbsolutePosition(const std::string& k, int64_t C, int64_t max_rows, const char* op_name,
+AbsolutePosition::AbsolutePosition(AbsolutePositionKind k, int64_t C, int64_t max_rows, const char* op_name,
                                    Generator* generator)
     : kind(k), d_model(C), max_positions(max_rows), op(op_name) {
-  RG_CHECK(kind == "sinusoidal" || kind == "learned", op, "unknown absolute_position '", kind,
-           "' for AbsolutePosition (expected sinusoidal or learned)");
+  RG_CHECK(kind != AbsolutePositionKind::None, op,
+           "absolute_position none builds no AbsolutePosition (expected sinusoidal or learned)");
   RG_CHECK_T(ShapeError, C > 0, op, "AbsolutePosition needs d_model > 0, got ", C);
-  if (kind != "learned") return;
+  if (kind != AbsolutePositionKind::Learned) return;
   RG_CHECK_T(ShapeError, max_rows > 0, op, "absolute_position learned needs max_positions >= 1, got ",
              max_rows);
   Tensor w;
@@ -53,7 +53,7 @@ Tensor AbsolutePosition::forward(const Tensor& x, int64_t first) const {
              "absolute positions need embeddings (B, T, ", d_model, "), got ",
              x.defined() ? shape_str(x.shape()) : std::string("undefined"));
   const int64_t T = x.size(1);
-  if (kind == "sinusoidal") {  // the rows, cached on x's device by (first, T, dtype)
+  if (kind == AbsolutePositionKind::Sinusoidal) {  // the rows, cached on x's device by (first, T, dtype)
     const Tensor rows = sinusoid_rows.get(CacheKey{{first, T}, x.dtype(), x.device()}, [&] {
       return sinusoidal_positions(first, T, d_model, TensorOptions(x.dtype()).device(x.device()));
     });
@@ -77,7 +77,7 @@ Tensor AbsolutePosition::forward_at(const Tensor& x, const Tensor& positions) co
                                  : std::string("undefined"));
   const std::vector<int64_t> pos = positions.to(Device::cpu()).contiguous().to_vector<int64_t>();
   const TensorOptions like_x = TensorOptions(x.dtype()).device(x.device());
-  if (kind == "sinusoidal") return x + sinusoidal_rows(pos, d_model, like_x);
+  if (kind == AbsolutePositionKind::Sinusoidal) return x + sinusoidal_rows(pos, d_model, like_x);
   for (int64_t t = 0; t < T; ++t)
     RG_CHECK_T(IndexError, pos[t] >= 0 && pos[t] < max_positions, op,
                "pos_embed (absolute_position learned): position ", pos[t], " of token ", t,

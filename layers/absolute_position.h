@@ -6,11 +6,11 @@
 // Position of token t is first + t: first = 0 for a whole sequence, t_cached when a KV cache already
 // holds the earlier tokens, so cached decoding adds the rows the full pass would.
 //
-//   "sinusoidal": PE(pos, 2i) = sin(pos / 10000^(2i/C)), PE(pos, 2i+1) = cos(pos / 10000^(2i/C)), column
+//   Sinusoidal:   PE(pos, 2i) = sin(pos / 10000^(2i/C)), PE(pos, 2i+1) = cos(pos / 10000^(2i/C)), column
 //                 c of PE is sin for even c and cos for odd c, with 2i = c rounded down to even. An odd C
 //                 is accepted: its last column is a sine. No parameters and no buffer: the rows are
 //                 computed on the fly (in double, then cast to x's dtype), so the state dict is unchanged.
-//   "learned":    weight (max_positions, C) ~ N(0, 1), as Embedding initialises its table; row p is
+//   Learned:      weight (max_positions, C) ~ N(0, 1), as Embedding initialises its table; row p is
 //                 position p. A sequence reaching past max_positions is an error naming the layer.
 // No embedding scale: the token embedding is not multiplied by √C before the sum (relgrad has none).
 //
@@ -21,10 +21,23 @@
 #include <string>
 #include <vector>
 
+#include "core/base/name_table.h"
 #include "core/device_cache.h"
 #include "layers/module.h"
 
 namespace relgrad {
+
+// TransformerConfig::absolute_position (model.absolute_position): None builds no module.
+enum class AbsolutePositionKind { None, Sinusoidal, Learned };
+inline constexpr NameTable<AbsolutePositionKind, 3> kAbsolutePositionNames{
+    {{AbsolutePositionKind::None, "none"},
+     {AbsolutePositionKind::Sinusoidal, "sinusoidal"},
+     {AbsolutePositionKind::Learned, "learned"}}};
+// "none", "sinusoidal" or "learned" → the kind; else "[op] unknown absolute_position '<name>' (expected
+// none, sinusoidal or learned)".
+inline AbsolutePositionKind absolute_position_from_name(const std::string& name, const char* op) {
+  return kAbsolutePositionNames.parse(name, op, "absolute_position");
+}
 
 // The sinusoidal table rows for positions first … first + count − 1: (count, d_model), as doubles on the
 // host then converted to `options`' dtype and device.
@@ -34,8 +47,8 @@ Tensor sinusoidal_rows(const std::vector<int64_t>& positions, int64_t d_model, T
 
 class AbsolutePosition : public Module {
  public:
-  // kind "sinusoidal" or "learned" ("none" builds no module); `op` names the model in errors.
-  AbsolutePosition(const std::string& kind, int64_t d_model, int64_t max_positions, const char* op,
+  // kind Sinusoidal or Learned (None builds no module: an error); `op` names the model in errors.
+  AbsolutePosition(AbsolutePositionKind kind, int64_t d_model, int64_t max_positions, const char* op,
                    Generator* generator = nullptr);
   // x (B, T, C), the embeddings of tokens at positions first … first + T − 1 → (B, T, C).
   Tensor forward(const Tensor& x, int64_t first = 0) const;
@@ -43,7 +56,7 @@ class AbsolutePosition : public Module {
   // >= 0 for sinusoidal) → (B, T, C).
   Tensor forward_at(const Tensor& x, const Tensor& positions) const;
 
-  std::string kind;
+  AbsolutePositionKind kind;
   int64_t d_model, max_positions;
   std::string op;
   Tensor weight;  // (max_positions, C), "learned" only

@@ -36,8 +36,13 @@ Tensor attention_heads_fused(const Tensor& q, const Tensor& k, const Tensor& v, 
 }
 
 bool fused_core_pays(const Tensor& q, int64_t t1, size_t composite_limit_bytes) {
-  const size_t limit = composite_limit_bytes ? composite_limit_bytes : device_memory_bytes(q.device()) / 64;
-  const double scores = double(q.size(0)) * double(q.size(1)) * double(q.size(2)) * double(t1) * double(dtype_size(q.dtype()));
+  return fused_core_pays(q.size(0), q.size(1), q.size(2), t1, q.dtype(), q.device(), composite_limit_bytes);
+}
+
+bool fused_core_pays(int64_t B, int64_t H, int64_t t2, int64_t t1, DType dtype, const Device& device,
+                     size_t composite_limit_bytes) {
+  const size_t limit = composite_limit_bytes ? composite_limit_bytes : device_memory_bytes(device) / 64;
+  const double scores = double(B) * double(H) * double(t2) * double(t1) * double(dtype_size(dtype));
   return scores > double(limit);
 }
 
@@ -109,8 +114,9 @@ AttentionOutput MultiHeadAttention::attend(const Tensor& q, const Tensor& k, con
   const PositionalScheme* scheme = positional.get();
   // The fused core when it applies (no dropout to draw, no weights to return), else the composite.
   last_call_fused = false;
-  if ((fused || (fused_auto && fused_core_pays(q, t1, fused_auto_limit_bytes))) && !(dropout > 0 && is_training()) && !o.need_weights &&
-      !record_weights) {
+  const bool wanted = core == AttentionCore::Fused ||
+                      (core == AttentionCore::Auto && fused_core_pays(q, t1, fused_auto_limit_bytes));
+  if (wanted && !(dropout > 0 && is_training()) && !o.need_weights && !record_weights) {
     Tensor kpm = o.key_padding_mask.defined() ? o.key_padding_mask.to(q.device()) : Tensor();
     Tensor out = attention_heads_fused(q, k, v, scheme, g, kpm);
     last_call_fused = out.defined();

@@ -6,10 +6,21 @@
 #pragma once
 #include <memory>
 
+#include "core/base/name_table.h"
 #include "layers/linear.h"
 #include "layers/positional.h"
 
 namespace relgrad {
+
+// Which core a MultiHeadAttention runs (model.fused_attention; the names are the key's words, "false"
+// and "true" from when it was a boolean key). Both cores compute the same function (to rounding).
+enum class AttentionCore {
+  Composite,  // "false": attention_heads, with its (B, H, t2, t1) scores and weights
+  Fused,      // "true": attention_heads_fused wherever it covers the call, the composite elsewhere
+  Auto,       // "auto": per call, the fused core where it covers the call and fused_core_pays says so
+};
+inline constexpr NameTable<AttentionCore, 3> kAttentionCoreNames{
+    {{AttentionCore::Composite, "false"}, {AttentionCore::Fused, "true"}, {AttentionCore::Auto, "auto"}}};
 
 struct AttentionOptions {
   bool causal = false;             // key j is visible to query i iff j ≤ π(i)
@@ -65,17 +76,16 @@ class MultiHeadAttention : public Module {
   // weights (B, H, t2, t1), detached and before dropout, in recorded_weights (the last call wins).
   bool record_weights = false;
   Tensor recorded_weights;
-  // Use the fused core (flash_relative_attention: O(t·D) memory, no (t2, t1) tensor) whenever it
+  // Fused: use the fused core (flash_relative_attention: O(t·D) memory, no (t2, t1) tensor) whenever it
   // covers the call: no scheme or one whose PositionalScheme::fuse accepts it (every built-in but Shaw
   // with values), no attention dropout while training, neither need_weights nor record_weights.
   // Otherwise the composite core runs; both give the same results (tests/test_flash_attention.cpp).
-  bool fused = false;
-  // fused_auto (model.fused_attention = "auto"): without `fused`, the core is picked per call, where
-  // the fused one applies, by fused_core_pays below: the faster where the two fit in memory (measured:
-  // docs/benchmarks.md, "Cost growth with L"), the fused one where the composite's (B, H, t2, t1)
-  // tensors would crowd the machine. Both compute the same function (to rounding).
-  bool fused_auto = false;
-  size_t fused_auto_limit_bytes = 0;  // fused_core_pays' composite_limit_bytes (0: its default)
+  // Auto (model.fused_attention = "auto"): the core is picked per call, where the fused one applies,
+  // by fused_core_pays below: the faster where the two fit in memory (measured: docs/benchmarks.md,
+  // "Cost growth with L"), the fused one where the composite's (B, H, t2, t1) tensors would crowd the
+  // machine. Both compute the same function (to rounding).
+  AttentionCore core = AttentionCore::Composite;
+  size_t fused_auto_limit_bytes = 0;  // Auto: fused_core_pays' composite_limit_bytes (0: its default)
   // What the last forward ran: true for the fused core (tests, instruments).
   bool last_call_fused = false;
   // The composite core's causal masks (1, 1, t2, t1) on q's device, by geometry (layers/positional.h).
@@ -110,6 +120,10 @@ Tensor attention_heads_fused(const Tensor& q, const Tensor& k, const Tensor& v, 
 // composite_limit_bytes (0: 1/64 of the memory of q's device, device_memory_bytes in core/device.h;
 // the composite keeps a few such tensors per layer for the backward pass).
 bool fused_core_pays(const Tensor& q, int64_t t1, size_t composite_limit_bytes = 0);
+// The same rule from the call's sizes alone (B, H, t2, t1, the dtype and device of q), for estimates
+// made before any tensor exists (the memory bound of `relgrad train`, train/config/config.h).
+bool fused_core_pays(int64_t B, int64_t H, int64_t t2, int64_t t1, DType dtype, const Device& device,
+                     size_t composite_limit_bytes = 0);
 
 // The bool mask (1, 1, t2, t1) hiding keys after each query's position π(i).
 Tensor causal_mask(const Tensor& positions, int64_t t1);

@@ -2,11 +2,9 @@
 
 namespace relgrad {
 
-std::shared_ptr<Norm> make_norm(const std::string& kind, int64_t d_model, double eps, const char* op) {
-  if (kind == "layer_norm") return std::make_shared<LayerNorm>(d_model, eps);
-  if (kind == "rms_norm") return std::make_shared<RMSNorm>(d_model);  // dtype epsilon, as nn.RMSNorm(eps=None)
-  RG_CHECK(false, op, "unknown norm '", kind, "' (expected layer_norm or rms_norm)");
-  return nullptr;
+std::shared_ptr<Norm> make_norm(NormKind kind, int64_t d_model, double eps) {
+  if (kind == NormKind::RMSNorm) return std::make_shared<RMSNorm>(d_model);  // dtype epsilon, as nn.RMSNorm(eps=None)
+  return std::make_shared<LayerNorm>(d_model, eps);
 }
 
 namespace {
@@ -45,11 +43,10 @@ EncoderBlock::EncoderBlock(int64_t d_model, int64_t n_heads, int64_t d_ff, const
   // Registration order fixes named_parameters() order (and so checkpoint order): attention, ff, norms.
   self_attn = register_module("self_attn",
                               std::make_shared<MultiHeadAttention>(d_model, n_heads, self_positional, o.dropout, true, init));
-  self_attn->fused = o.fused_attention;
-  self_attn->fused_auto = o.fused_attention_auto;
+  self_attn->core = o.attention_core;
   ff = register_module("ff", std::make_shared<FeedForward>(d_model, d_ff, o.activation, o.dropout, init));
-  norm1 = register_module("norm1", make_norm(o.norm, d_model, o.norm_eps, "EncoderBlock"));
-  norm2 = register_module("norm2", make_norm(o.norm, d_model, o.norm_eps, "EncoderBlock"));
+  norm1 = register_module("norm1", make_norm(o.norm, d_model, o.norm_eps));
+  norm2 = register_module("norm2", make_norm(o.norm, d_model, o.norm_eps));
   dropout = register_module("dropout", std::make_shared<Dropout>(o.dropout));
 }
 
@@ -93,13 +90,11 @@ DecoderBlock::DecoderBlock(int64_t d_model, int64_t n_heads, int64_t d_ff, const
                               std::make_shared<MultiHeadAttention>(d_model, n_heads, self_positional, o.dropout, true, init));
   cross_attn = register_module(
       "cross_attn", std::make_shared<MultiHeadAttention>(d_model, n_heads, cross_positional, o.dropout, true, init));
-  self_attn->fused = o.fused_attention;
-  cross_attn->fused = o.fused_attention;
-  self_attn->fused_auto = cross_attn->fused_auto = o.fused_attention_auto;
+  self_attn->core = cross_attn->core = o.attention_core;
   ff = register_module("ff", std::make_shared<FeedForward>(d_model, d_ff, o.activation, o.dropout, init));
-  norm1 = register_module("norm1", make_norm(o.norm, d_model, o.norm_eps, "DecoderBlock"));
-  norm2 = register_module("norm2", make_norm(o.norm, d_model, o.norm_eps, "DecoderBlock"));
-  norm3 = register_module("norm3", make_norm(o.norm, d_model, o.norm_eps, "DecoderBlock"));
+  norm1 = register_module("norm1", make_norm(o.norm, d_model, o.norm_eps));
+  norm2 = register_module("norm2", make_norm(o.norm, d_model, o.norm_eps));
+  norm3 = register_module("norm3", make_norm(o.norm, d_model, o.norm_eps));
   dropout = register_module("dropout", std::make_shared<Dropout>(o.dropout));
 }
 

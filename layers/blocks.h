@@ -44,18 +44,17 @@
 namespace relgrad {
 
 struct BlockOptions {
-  std::string activation = "gelu";  // FeedForward: gelu, gelu_tanh or relu
-  std::string norm = "layer_norm";  // layer_norm or rms_norm
+  Activation activation = Activation::Gelu;  // FeedForward's
+  NormKind norm = NormKind::LayerNorm;
   bool pre_norm = true;
   double dropout = 0.0;             // attention weights, FF hidden, residual branches
   double norm_eps = 1e-5;           // LayerNorm's eps; RMSNorm uses its dtype's epsilon (PyTorch's None)
   bool causal = false;              // EncoderBlock only: mask future keys (decoder-only LMs)
-  bool fused_attention = false;     // MultiHeadAttention::fused for every attention of the block
-  bool fused_attention_auto = false;  // MultiHeadAttention::fused_auto for every attention of the block
+  AttentionCore attention_core = AttentionCore::Composite;  // MultiHeadAttention::core of every attention
 };
 
-// A LayerNorm or RMSNorm, by BlockOptions::norm (an error names `op` for any other kind).
-std::shared_ptr<Norm> make_norm(const std::string& kind, int64_t d_model, double eps, const char* op);
+// A LayerNorm (eps) or RMSNorm (its dtype's epsilon), by BlockOptions::norm.
+std::shared_ptr<Norm> make_norm(NormKind kind, int64_t d_model, double eps);
 
 class EncoderBlock : public Module {
  public:

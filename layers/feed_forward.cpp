@@ -4,20 +4,9 @@
 
 namespace relgrad {
 
-namespace {
-Activation activation_from_name(const std::string& name) {
-  if (name == "gelu") return Activation::Gelu;
-  if (name == "gelu_tanh") return Activation::GeluTanh;
-  RG_CHECK(name == "relu", "FeedForward", "unknown activation '", name, "' (expected gelu, gelu_tanh or relu)");
-  return Activation::Relu;
-}
-}  // namespace
-
-FeedForward::FeedForward(int64_t d_model_, int64_t d_ff_, const std::string& activation_, double p,
+FeedForward::FeedForward(int64_t d_model_, int64_t d_ff_, Activation activation_, double p,
                          Generator* init_generator)
-    : d_model(d_model_), d_ff(d_ff_), activation(activation_),
-      // Checked before any draw so a bad argument leaves the generator untouched.
-      activation_kind(activation_from_name(activation_)) {
+    : d_model(d_model_), d_ff(d_ff_), activation(activation_) {
   RG_CHECK_T(ShapeError, d_model > 0 && d_ff > 0, "FeedForward", "d_model and d_ff must be positive, got ", d_model,
              " and ", d_ff);
   RG_CHECK(p >= 0.0 && p <= 1.0, "FeedForward", "dropout must be in [0, 1], got ", p);
@@ -39,10 +28,10 @@ Tensor FeedForward::forward(const Tensor& x) const {
              "), got ", shape_str(x.shape()));
   Tensor h;  // (..., d_ff)
   if (fused_chains_on(x.device())) {
-    h = bias_activation(matmul(x, fc1->weight.transpose(0, 1)), fc1->bias, activation_kind);  // bias + act fused
+    h = bias_activation(matmul(x, fc1->weight.transpose(0, 1)), fc1->bias, activation);  // bias + act fused
   } else {
     h = fc1->forward(x);
-    h = activation_kind == Activation::Gelu ? gelu_erf(h) : activation_kind == Activation::GeluTanh ? gelu_tanh(h) : relu(h);
+    h = activation == Activation::Gelu ? gelu_erf(h) : activation == Activation::GeluTanh ? gelu_tanh(h) : relu(h);
   }
   return fc2->forward(dropout->forward(h));  // (..., d_model)
 }

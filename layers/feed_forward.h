@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "core/base/name_table.h"
 #include "layers/dropout.h"
 #include "layers/linear.h"
 
@@ -21,18 +22,28 @@ namespace relgrad {
 bool fused_chains_on(const Device& device);
 void set_fused_chains_on_cuda(bool on);
 
+// The feed-forward's activations by name (model.activation), in the order they are listed. The enum
+// is the fused op's (core/base/activation.h); the names are this layer's.
+inline constexpr NameTable<Activation, 3> kActivationNames{
+    {{Activation::Gelu, "gelu"}, {Activation::GeluTanh, "gelu_tanh"}, {Activation::Relu, "relu"}}};
+// "gelu", "gelu_tanh" or "relu" → the activation; else "[op] unknown activation '<name>' (expected gelu,
+// gelu_tanh or relu)".
+inline Activation activation_from_name(const std::string& name, const char* op) {
+  return kActivationNames.parse(name, op, "activation");
+}
+
 class FeedForward : public Module {
  public:
-  // activation: "gelu" (exact, erf), "gelu_tanh" (the tanh approximation of GPT-2) or "relu".
+  // activation: Gelu (exact, erf), GeluTanh (the tanh approximation of GPT-2) or Relu; by name:
+  // activation_from_name.
   // init_generator seeds fc1/fc2 only; dropout masks use dropout->generator (null: the default).
-  FeedForward(int64_t d_model, int64_t d_ff, const std::string& activation = "gelu", double dropout = 0.0,
+  FeedForward(int64_t d_model, int64_t d_ff, Activation activation = Activation::Gelu, double dropout = 0.0,
               Generator* init_generator = nullptr);
   Tensor forward(const Tensor& x) const;
   Tensor operator()(const Tensor& x) const { return forward(x); }
 
   int64_t d_model, d_ff;
-  std::string activation;
-  Activation activation_kind;  // `activation` as the enum the fused op takes
+  Activation activation;
   std::shared_ptr<Linear> fc1, fc2;
   std::shared_ptr<Dropout> dropout;
 };

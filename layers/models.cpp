@@ -76,7 +76,7 @@ Tensor embed_tokens(const Embedding& embed, const std::shared_ptr<AbsolutePositi
 
 // The absolute position module of one stack, registered by the caller right after embed; null for none.
 std::shared_ptr<AbsolutePosition> make_absolute(const TransformerConfig& c, const char* op, Generator* init) {
-  if (c.absolute_position == "none") return nullptr;
+  if (c.absolute_position == AbsolutePositionKind::None) return nullptr;
   return std::make_shared<AbsolutePosition>(c.absolute_position, c.d_model, c.max_positions, op, init);
 }
 
@@ -97,23 +97,18 @@ void TransformerConfig::validate(const char* op, bool encoder_decoder) const {
   RG_CHECK(d_ff > 0, op, "d_ff must be positive, got ", d_ff);
   RG_CHECK(n_decoder_layers >= 1, op, "n_decoder_layers must be >= 1, got ", n_decoder_layers);
   if (encoder_decoder) RG_CHECK(n_encoder_layers >= 1, op, "n_encoder_layers must be >= 1, got ", n_encoder_layers);
-  RG_CHECK(activation == "gelu" || activation == "gelu_tanh" || activation == "relu", op, "unknown activation '",
-           activation, "' (expected gelu, gelu_tanh or relu)");
-  RG_CHECK(norm == "layer_norm" || norm == "rms_norm", op, "unknown norm '", norm, "' (expected layer_norm or rms_norm)");
   RG_CHECK(dropout >= 0.0 && dropout < 1.0, op, "dropout must be in [0, 1), got ", dropout);
-  RG_CHECK(absolute_position == "none" || absolute_position == "sinusoidal" || absolute_position == "learned",
-           op, "unknown absolute_position '", absolute_position, "' (expected none, sinusoidal or learned)");
   RG_CHECK(max_positions >= 0, op, "max_positions must be >= 0, got ", max_positions);
-  RG_CHECK(absolute_position != "learned" || max_positions >= 1, op,
+  RG_CHECK(absolute_position != AbsolutePositionKind::Learned || max_positions >= 1, op,
            "absolute_position learned needs max_positions >= 1 (the rows of its table), got ", max_positions);
   RG_CHECK(random_positions_max >= 0, op, "random_positions_max must be >= 0 (0 = off), got ",
            random_positions_max);
   if (random_positions_max > 0) {
     RG_CHECK(!encoder_decoder, op, "random_positions_max is for a decoder-only model");
-    RG_CHECK(absolute_position != "none" || decoder_self.scheme == "rope", op,
+    RG_CHECK(absolute_position != AbsolutePositionKind::None || decoder_self.scheme == "rope", op,
              "random_positions_max needs a position term to randomise: absolute_position sinusoidal or "
              "learned, or decoder_self rope");
-    RG_CHECK(absolute_position != "learned" || max_positions >= random_positions_max, op,
+    RG_CHECK(absolute_position != AbsolutePositionKind::Learned || max_positions >= random_positions_max, op,
              "random_positions_max ", random_positions_max,
              " reaches past the learned table's max_positions ", max_positions);
   }
@@ -134,8 +129,7 @@ BlockOptions TransformerConfig::block_options(bool causal) const {
   o.dropout = dropout;
   o.norm_eps = norm_eps;
   o.causal = causal;
-  o.fused_attention = fused_attention;
-  o.fused_attention_auto = fused_attention_auto;
+  o.attention_core = attention_core;
   return o;
 }
 
@@ -175,7 +169,7 @@ DecoderLM::DecoderLM(const TransformerConfig& c, Generator* init) : config(c) {
     layers->append(std::make_shared<EncoderBlock>(c.d_model, c.n_heads, c.d_ff, c.block_options(true), schemes[i], init));
   for (const auto& scheme : schemes)
     if (auto rope = std::dynamic_pointer_cast<RoPE>(scheme)) rotary.push_back(rope);
-  if (c.pre_norm) final_norm = register_module("final_norm", make_norm(c.norm, c.d_model, c.norm_eps, op));
+  if (c.pre_norm) final_norm = register_module("final_norm", make_norm(c.norm, c.d_model, c.norm_eps));
   if (!c.tie_weights) lm_head = register_module("lm_head", std::make_shared<Linear>(c.d_model, c.vocab_size, false, init));
 }
 
@@ -253,7 +247,7 @@ TransformerEncoder::TransformerEncoder(const TransformerConfig& c, Generator* in
                                        false, op, init);
   for (int64_t i = 0; i < c.n_encoder_layers; ++i)
     layers->append(std::make_shared<EncoderBlock>(c.d_model, c.n_heads, c.d_ff, c.block_options(false), schemes[i], init));
-  if (c.pre_norm) final_norm = register_module("final_norm", make_norm(c.norm, c.d_model, c.norm_eps, op));
+  if (c.pre_norm) final_norm = register_module("final_norm", make_norm(c.norm, c.d_model, c.norm_eps));
 }
 
 Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& src_padding_mask) {
@@ -275,7 +269,7 @@ TransformerDecoder::TransformerDecoder(const TransformerConfig& c, Generator* in
   for (int64_t i = 0; i < n; ++i)
     layers->append(std::make_shared<DecoderBlock>(c.d_model, c.n_heads, c.d_ff, c.block_options(false), self_schemes[i],
                                                   cross_schemes[i], c.cross_alignment, init));
-  if (c.pre_norm) final_norm = register_module("final_norm", make_norm(c.norm, c.d_model, c.norm_eps, op));
+  if (c.pre_norm) final_norm = register_module("final_norm", make_norm(c.norm, c.d_model, c.norm_eps));
 }
 
 Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_padding_mask,

@@ -52,16 +52,16 @@ struct TransformerConfig {
   int64_t d_ff = 256;
   int64_t n_encoder_layers = 2;  // EncoderDecoder only
   int64_t n_decoder_layers = 2;  // DecoderLM's layers, or the EncoderDecoder decoder's
-  std::string activation = "gelu";  // gelu, gelu_tanh or relu
-  std::string norm = "layer_norm";  // layer_norm or rms_norm
+  Activation activation = Activation::Gelu;  // model.activation: gelu, gelu_tanh or relu
+  NormKind norm = NormKind::LayerNorm;       // model.norm: layer_norm or rms_norm
   bool pre_norm = true;
   double dropout = 0.1;
   double norm_eps = 1e-5;
   bool tie_weights = true;       // lm_head shares the (decoder) embedding table
-  bool fused_attention = false;  // the fused (flash-style) attention core where it applies
-  // model.fused_attention = "auto": MultiHeadAttention::fused_auto, the core picked per call by speed
-  // and memory (layers/attention.h); fused_attention = true wins over it.
-  bool fused_attention_auto = false;
+  // model.fused_attention ("false", "true", "auto"): every attention's MultiHeadAttention::core, the
+  // composite one, the fused (flash-style) one where it applies, or the one picked per call by speed and
+  // memory (layers/attention.h).
+  AttentionCore attention_core = AttentionCore::Composite;
   // T5 (the default, T5 uses it in self-attention only) for both self-attentions; no positional term
   // in cross-attention, whose alignment π(i) places decoder query i on the encoder axis.
   PositionalConfig encoder_self{"t5"};
@@ -73,12 +73,13 @@ struct TransformerConfig {
   // without them is an error. Harmonisation places each target token at its own time step this way.
   bool cross_explicit = false;
   // An absolute position term added to the token embeddings before the first block (Vaswani et al.
-  // 2017, section 3.5): "none"; "sinusoidal" (the fixed sin/cos table, no parameters); or "learned"
-  // (a table of max_positions rows, N(0, 1) like the token embedding, named "pos_embed.weight" in
+  // 2017, section 3.5): None; Sinusoidal (the fixed sin/cos table, no parameters); or Learned (a
+  // table of max_positions rows, N(0, 1) like the token embedding, named "pos_embed.weight" in
   // DecoderLM and "encoder.pos_embed.weight" / "decoder.pos_embed.weight" in EncoderDecoder). Positions
-  // start at 0 at the first token; a sequence longer than max_positions ("learned") is an error.
-  std::string absolute_position = "none";
-  int64_t max_positions = 0;  // rows of the learned table (> 0 for "learned")
+  // start at 0 at the first token; a sequence longer than max_positions (Learned) is an error.
+  // model.absolute_position's names: kAbsolutePositionNames (layers/absolute_position.h).
+  AbsolutePositionKind absolute_position = AbsolutePositionKind::None;
+  int64_t max_positions = 0;  // rows of the learned table (> 0 for Learned)
   // Randomised positions (Ruoss et al. 2023), DecoderLM only: 0 = off. Else, in training mode, each
   // forward places its T tokens at a sorted random subset of [0, random_positions_max) (distinct, drawn
   // from the default generator like dropout's masks) for the absolute term and for decoder_self RoPE;
@@ -90,8 +91,8 @@ struct TransformerConfig {
   int64_t random_positions_max = 0;
 
   // Throws relgrad::Error "[op] ..." naming the bad field (for `encoder_decoder` also the encoder's).
-  // absolute_position: none, sinusoidal or learned; learned needs max_positions >= 1; sinusoidal
-  // accepts an odd d_model (layers/absolute_position.h).
+  // absolute_position Learned needs max_positions >= 1; Sinusoidal accepts an odd d_model
+  // (layers/absolute_position.h).
   void validate(const char* op, bool encoder_decoder) const;
   BlockOptions block_options(bool causal) const;
 };

@@ -2,9 +2,18 @@
 // Both are thin wrappers over the fused ops (autograd/ops.h); the layer owns the affine parameters.
 //   x (..., *normalized_shape) → y of the same shape
 #pragma once
+#include <string>
+
+#include "core/base/name_table.h"
 #include "layers/module.h"
 
 namespace relgrad {
+
+// The norm layer a block uses (BlockOptions::norm, layers/blocks.h; model.norm).
+enum class NormKind { LayerNorm, RMSNorm };
+inline constexpr NameTable<NormKind, 2> kNormNames{{{NormKind::LayerNorm, "layer_norm"}, {NormKind::RMSNorm, "rms_norm"}}};
+// "layer_norm" or "rms_norm" → the kind; else "[op] unknown norm '<name>' (expected layer_norm or rms_norm)".
+inline NormKind norm_from_name(const std::string& name, const char* op) { return kNormNames.parse(name, op, "norm"); }
 
 // What a block needs of its norm layer, whichever kind BlockOptions::norm picks (layers/blocks.h).
 class Norm : public Module {

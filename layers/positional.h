@@ -16,10 +16,18 @@
 #include <utility>
 #include <vector>
 
+#include "core/base/name_table.h"
 #include "core/device_cache.h"
 #include "layers/module.h"
 
 namespace relgrad {
+
+// The config's names of the relative-position enums (autograd/ops.h): model.cross_alignment (with
+// "explicit" besides, train/config/config.cpp) and model.<place>.out_of_range (PositionalConfig).
+inline constexpr NameTable<Alignment, 3> kAlignmentNames{
+    {{Alignment::Left, "left"}, {Alignment::Right, "right"}, {Alignment::Scaled, "scaled"}}};
+inline constexpr NameTable<OutOfRange, 3> kOutOfRangeNames{
+    {{OutOfRange::Zero, "zero"}, {OutOfRange::Clip, "clip"}, {OutOfRange::Error, "error"}}};
 
 // What a scheme needs to know about the attention it serves.
 struct AttentionGeometry {

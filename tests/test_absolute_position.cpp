@@ -44,7 +44,7 @@ TransformerConfig small_config(const std::string& absolute) {
     p->num_buckets = 8;
     p->max_distance = 6;
   }
-  c.absolute_position = absolute;
+  c.absolute_position = absolute_position_from_name(absolute, "small_config");
   c.max_positions = 12;
   return c;
 }
@@ -60,12 +60,12 @@ double vaswani_pe(int64_t pos, int64_t column, int64_t d_model) {
 // layer under test: the formula above, or the learned table's rows read one by one.
 Tensor reference_term(const AbsolutePosition& pe, int64_t first, int64_t T) {
   std::vector<double> out(static_cast<size_t>(T * pe.d_model));
-  std::vector<double> table = pe.kind == "learned" ? values(pe.weight) : std::vector<double>();
+  std::vector<double> table = pe.kind == AbsolutePositionKind::Learned ? values(pe.weight) : std::vector<double>();
   const int64_t C = pe.d_model;
   for (int64_t t = 0; t < T; ++t)
     for (int64_t c = 0; c < C; ++c)
       out[static_cast<size_t>(t * C + c)] =
-          pe.kind == "learned" ? table[static_cast<size_t>((first + t) * C + c)] : vaswani_pe(first + t, c, C);
+          pe.kind == AbsolutePositionKind::Learned ? table[static_cast<size_t>((first + t) * C + c)] : vaswani_pe(first + t, c, C);
   return from_vector<double>(out, {T, pe.d_model});
 }
 
@@ -124,22 +124,22 @@ TEST_CASE("absolute position: the layer adds the term at first … first + T −
   for (const char* kind : {"sinusoidal", "learned"}) {
     INFO(std::string(kind));
     Generator init(3);
-    AbsolutePosition pe(kind, 6, 9, "test", &init);
+    AbsolutePosition pe(absolute_position_from_name(kind, "test"), 6, 9, "test", &init);
     pe.to(kFloat64);
     Tensor x = uniform({2, 4, 6}, -1, 1, kFloat64, 5);
     CHECK_CLOSE(pe.forward(x, 5), x + reference_term(pe, 5, 4), 1e-14, 0);
     CHECK_CLOSE(pe.forward(x), x + reference_term(pe, 0, 4), 1e-14, 0);
     std::vector<Tensor*> params;
-    if (pe.kind == "learned") params.push_back(&pe.weight);
+    if (pe.kind == AbsolutePositionKind::Learned) params.push_back(&pe.weight);
     gradcheck_with_params(params, {x.requires_grad_()},
                           [&](const TensorList& in) { return pe.forward(in[0], 2); });
   }
   Generator init(3);
-  AbsolutePosition learned("learned", 6, 9, "test", &init);
+  AbsolutePosition learned(AbsolutePositionKind::Learned, 6, 9, "test", &init);
   CHECK(learned.named_parameters().size() == 1);
   CHECK(learned.weight.shape() == Shape{9, 6});
-  CHECK(AbsolutePosition("sinusoidal", 6, 0, "test").named_parameters().empty());
-  CHECK(AbsolutePosition("sinusoidal", 6, 0, "test").named_buffers().empty());
+  CHECK(AbsolutePosition(AbsolutePositionKind::Sinusoidal, 6, 0, "test").named_parameters().empty());
+  CHECK(AbsolutePosition(AbsolutePositionKind::Sinusoidal, 6, 0, "test").named_buffers().empty());
   // Rows 6 … 8 are the last that fit: 3 tokens after 6 cached.
   CHECK(learned.forward(zeros({1, 3, 6}), 6).shape() == Shape{1, 3, 6});
 }
@@ -223,14 +223,14 @@ TEST_CASE("absolute position: float64 gradcheck of DecoderLM and EncoderDecoder 
     lm.to(kFloat64);
     Tensor tok = random_tokens(1, 4, c.vocab_size, 20);
     std::vector<Tensor*> lm_params{&lm.embed->weight, &lm.layers->items[0]->self_attn->q_proj->weight};
-    if (lm.pos_embed->kind == "learned") lm_params.push_back(&lm.pos_embed->weight);
+    if (lm.pos_embed->kind == AbsolutePositionKind::Learned) lm_params.push_back(&lm.pos_embed->weight);
     gradcheck_with_params(lm_params, {}, [&](const TensorList&) { return lm(tok); });
 
     EncoderDecoder ed(c, &init);
     ed.to(kFloat64);
     Tensor src = random_tokens(1, 5, c.src_vocab_size, 21), tgt = random_tokens(1, 3, c.vocab_size, 22);
     std::vector<Tensor*> ed_params{&ed.encoder->embed->weight, &ed.decoder->embed->weight};
-    if (ed.decoder->pos_embed->kind == "learned") {
+    if (ed.decoder->pos_embed->kind == AbsolutePositionKind::Learned) {
       ed_params.push_back(&ed.encoder->pos_embed->weight);
       ed_params.push_back(&ed.decoder->pos_embed->weight);
     }
@@ -315,7 +315,7 @@ TEST_CASE("explicit cross positions: π of Left and Scaled give those alignments
         if (fused && a == Alignment::Left) continue;  // the fused core (slow on the CPU): once per scheme
         INFO(std::string(scheme), a == Alignment::Left ? " Left" : " Scaled", fused ? ", fused core" : "");
         TransformerConfig c = small_config("sinusoidal");
-        c.fused_attention = fused;
+        c.attention_core = fused ? AttentionCore::Fused : AttentionCore::Composite;
         c.cross.scheme = scheme;
         c.cross_alignment = a;
         Generator init_a(35), init_b(35);
@@ -424,10 +424,10 @@ TEST_CASE("absolute position: state-dict names and order, and the init draw") {
 // ---- errors ----
 
 TEST_CASE("absolute position and explicit cross positions: errors name what is wrong") {
-  TransformerConfig c = small_config("rotary");
-  check_throws_with([&] { DecoderLM m(c); },
-                    "unknown absolute_position 'rotary' (expected none, sinusoidal or learned)");
-  c = small_config("learned");
+  // The names of model.absolute_position are its table's (layers/absolute_position.h): no other reaches a model.
+  check_throws_with([&] { absolute_position_from_name("rotary", "DecoderLM"); },
+                    "[DecoderLM] unknown absolute_position 'rotary' (expected none, sinusoidal or learned)");
+  TransformerConfig c = small_config("learned");
   c.max_positions = 0;
   check_throws_with([&] { EncoderDecoder m(c); }, "absolute_position learned needs max_positions >= 1");
   c.max_positions = -2;

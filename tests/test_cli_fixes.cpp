@@ -184,7 +184,7 @@ TEST_CASE(
           RunConfig c = RunConfig::defaults();
           c.model.d_model = 8, c.model.n_heads = 2, c.model.d_ff = 8;
           c.model.n_encoder_layers = 1, c.model.n_decoder_layers = 1;
-          c.model.norm = norm;
+          c.model.norm = norm_from_name(norm, "test");
           PositionalConfig& p = place == "encoder_self"   ? c.model.encoder_self
                                 : place == "decoder_self" ? c.model.decoder_self
                                                           : c.model.cross;

@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/device.h"
 #include "file_testing.h"
 #include "testing.h"
 #include "train/config/config.h"
@@ -110,7 +111,7 @@ target_accuracy = 1
   CHECK(c.model.dropout == 0.0);
   CHECK(c.model.norm_eps == 1e-6);
   CHECK(c.model.cross_alignment == Alignment::Scaled);
-  CHECK(c.model.activation == "relu");
+  CHECK(c.model.activation == Activation::Relu);
   CHECK(c.model.encoder_self.scheme == "shaw");
   CHECK(c.model.cross.scheme == "huang");
   CHECK(c.model.cross.out_of_range == OutOfRange::Clip);
@@ -550,27 +551,47 @@ TEST_CASE("config: model.random_positions_max reaches the model, sizes a derived
 TEST_CASE("config: model.fused_attention is false, true or auto (the default), and takes the booleans of older files") {
   TempDir dir;
   RunConfig d = RunConfig::defaults();
-  CHECK(d.model.fused_attention_auto);
-  CHECK_FALSE(d.model.fused_attention);
-  struct Case { std::string toml, json; bool fused, automatic; };
-  for (const Case& k : {Case{"true", "true", true, false}, Case{"false", "false", false, false},
-                        Case{"\"true\"", "\"true\"", true, false}, Case{"\"auto\"", "\"auto\"", false, true},
-                        Case{"\"false\"", "\"false\"", false, false}}) {
+  CHECK(d.model.attention_core == AttentionCore::Auto);
+  struct Case { std::string toml, json; AttentionCore core; };
+  for (const Case& k : {Case{"true", "true", AttentionCore::Fused}, Case{"false", "false", AttentionCore::Composite},
+                        Case{"\"true\"", "\"true\"", AttentionCore::Fused}, Case{"\"auto\"", "\"auto\"", AttentionCore::Auto},
+                        Case{"\"false\"", "\"false\"", AttentionCore::Composite}}) {
     CAPTURE(k.toml);
     RunConfig t = loaded(write(dir, "run.toml", "[model]\nfused_attention = " + k.toml + "\n"));
-    CHECK(t.model.fused_attention == k.fused);
-    CHECK(t.model.fused_attention_auto == k.automatic);
+    CHECK(t.model.attention_core == k.core);
     RunConfig j = RunConfig::defaults();
     load_config_json_text(j, R"({"model": {"fused_attention": )" + k.json + "}}", "inline");
-    CHECK(j.model.fused_attention == k.fused);
-    CHECK(j.model.fused_attention_auto == k.automatic);
+    CHECK(j.model.attention_core == k.core);
     RunConfig back = RunConfig::defaults();  // the written form reads back the same
     load_config_json_text(back, config_to_json(t), "round trip");
-    CHECK(back.model.fused_attention == k.fused);
-    CHECK(back.model.fused_attention_auto == k.automatic);
+    CHECK(back.model.attention_core == k.core);
   }
   RunConfig c = RunConfig::defaults();
   check_throws_with([&] { apply_overrides(c, {"--model.fused_attention=sometimes"}); }, "false, true, auto");
   check_throws_with([&] { load_config_json_text(c, R"({"model": {"fused_attention": 1}})", "inline"); },
                     "model.fused_attention");
+}
+
+TEST_CASE("config: the memory bound counts the attention weights where every call runs the composite core, auto included") {
+  // RunConfig::attention_weights_kept, what relgrad train's memory bound counts (train/command/cli_commands.cpp).
+  RunConfig c = RunConfig::defaults();  // synthetic reverse, 4 heads, float32 on the CPU
+  c.model.attention_core = AttentionCore::Composite;
+  CHECK(c.attention_weights_kept(32));
+  CHECK(c.attention_weights_kept(int64_t(1) << 40));
+  c.model.attention_core = AttentionCore::Fused;
+  CHECK_FALSE(c.attention_weights_kept(32));
+  // auto (the default): the composite core for every call, so the weights count, while a call over the
+  // longest sequence keeps one (rows, H, T, T) tensor within 1/64 of the machine's memory (fused_core_pays,
+  // layers/attention.h); past that, auto picks the fused core for the longest calls and nothing is counted.
+  c.model.attention_core = AttentionCore::Auto;
+  const double T = double(c.longest_sequence()), H = double(c.model.n_heads);
+  const double limit = double(device_memory_bytes(Device::cpu()) / 64);
+  const int64_t most = int64_t(limit / (H * T * T * 4));  // rows whose float32 tensor fits
+  REQUIRE(most > 32);
+  CHECK(c.attention_weights_kept(32));
+  CHECK(c.attention_weights_kept(most));
+  CHECK_FALSE(c.attention_weights_kept(most + 1));
+  c.train.dtype = "float64";  // twice the bytes per row
+  CHECK_FALSE(c.attention_weights_kept(most));
+  CHECK(c.attention_weights_kept(most / 2));
 }

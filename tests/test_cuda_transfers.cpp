@@ -40,7 +40,7 @@ RunConfig step_config(const StepCase& c, const std::string& out_dir) {
   r.data.task = "copy";
   r.data.min_len = r.data.max_len = 6;  // every batch the same shapes: the second step is all cache hits
   r.model.dropout = c.fused ? 0.0 : 0.1;  // attention dropout while training would bypass the fused core
-  r.model.fused_attention = c.fused;
+  r.model.attention_core = c.fused ? AttentionCore::Fused : AttentionCore::Composite;
   r.train.device = "cuda";
   PositionalConfig p;
   p.scheme = c.scheme;

@@ -203,7 +203,7 @@ TEST_CASE("device cache: RoPE's tables, Transformer-XL's sinusoid and map, absol
   CHECK(bitwise_equal(txl.sinusoid_tables.get(CacheKey{{4, 0, 8}, kFloat32, Device::cpu()}, [] { return Tensor(); }),
                       expected_rows));
 
-  AbsolutePosition pe("sinusoidal", 6, 0, "test");
+  AbsolutePosition pe(AbsolutePositionKind::Sinusoidal, 6, 0, "test");
   const Tensor e = uniform({2, 4, 6}, -1, 1, kFloat32, 10);
   const Tensor y = pe.forward(e, 3);
   CHECK(bitwise_equal(pe.forward(e, 3), y));

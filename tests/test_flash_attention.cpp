@@ -389,9 +389,9 @@ TEST_CASE("MultiHeadAttention: fused on equals fused off for every scheme (float
         for (int64_t j = 0; j < t1; ++j) pad[t1 + j] = j >= t1 - 4;
         o.key_padding_mask = from_vector<bool>(pad, {B, t1});
       }
-      m->fused = false;
+      m->core = AttentionCore::Composite;
       TensorList ref = layer_run(*m, x, mem, o);
-      m->fused = true;
+      m->core = AttentionCore::Fused;
       TensorList got = layer_run(*m, x, mem, o);
       REQUIRE(ref.size() == got.size());
       for (size_t i = 0; i < ref.size(); ++i) {
@@ -409,9 +409,9 @@ TEST_CASE("MultiHeadAttention: fused with RoPE, KV-cached decoding, and the fall
   Tensor x = uniform({B, t, C}, -1, 1, kFloat64, 8);
   AttentionOptions o;
   o.causal = true;
-  rope->fused = false;
+  rope->core = AttentionCore::Composite;
   Tensor ref = rope->forward(x, x, o).output;
-  rope->fused = true;
+  rope->core = AttentionCore::Fused;
   CHECK_CLOSE(rope->forward(x, x, o).output, ref, 1e-12, 1e-10);
   // Incremental decoding with the fused core: the same logits as the full causal pass.
   KVCache cache;
@@ -422,18 +422,18 @@ TEST_CASE("MultiHeadAttention: fused with RoPE, KV-cached decoding, and the fall
   auto shaw = std::make_shared<MultiHeadAttention>(C, H, std::make_shared<ShawRelativeEmbedding>(C / H, 2), 0.1,
                                                    true, &init);
   shaw->to(kFloat64);
-  shaw->fused = true;
+  shaw->core = AttentionCore::Fused;
   o.need_weights = true;
   AttentionOutput a = shaw->forward(x, x, o);
   CHECK(a.weights.defined());
   shaw->eval();
   o.need_weights = false;
   Tensor fused_out = shaw->forward(x, x, o).output;
-  shaw->fused = false;
+  shaw->core = AttentionCore::Composite;
   CHECK_CLOSE(fused_out, shaw->forward(x, x, o).output, 1e-12, 1e-10);
 }
 
-TEST_CASE("MultiHeadAttention: fused_auto (model.fused_attention = auto) picks by the rule, same results") {
+TEST_CASE("MultiHeadAttention: AttentionCore::Auto (model.fused_attention = auto) picks by the rule, same results") {
   // The rule (layers/attention.h, fused_core_pays): the composite core unless one (B, H, t2, t1)
   // tensor exceeds the limit, on the CPU and on a GPU (on_gpu below). Here the limit is set around the
   // call's own size, so the same layer takes both cores; both must give the composite's results.
@@ -451,7 +451,11 @@ TEST_CASE("MultiHeadAttention: fused_auto (model.fused_attention = auto) picks b
   CHECK_FALSE(fused_core_pays(q, t, scores));  // at the limit: composite
   CHECK(fused_core_pays(q, t, scores - 1));    // above it: fused
   CHECK_FALSE(fused_core_pays(q, t));          // the default limit, 1/64 of this machine's memory
-  m->fused_auto = true;
+  // The same rule from the sizes alone (the memory bound of relgrad train asks it before any tensor exists).
+  CHECK_FALSE(fused_core_pays(B, H, t, t, kFloat64, Device::cpu(), scores));
+  CHECK(fused_core_pays(B, H, t, t, kFloat64, Device::cpu(), scores - 1));
+  CHECK_FALSE(fused_core_pays(B, H, t, t, kFloat64, Device::cpu()));
+  m->core = AttentionCore::Auto;
   m->fused_auto_limit_bytes = scores;
   TensorList composite = layer_run(*m, x, x, o);
   CHECK_FALSE(m->last_call_fused);

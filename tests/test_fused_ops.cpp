@@ -304,7 +304,7 @@ namespace {
 // The composite twins of the layers, from the layers' own modules: the code before the fusion.
 Tensor composite_ff(const FeedForward& ff, const Tensor& x) {
   Tensor h = ff.fc1->forward(x);
-  h = ff.activation == "gelu" ? gelu_erf(h) : ff.activation == "gelu_tanh" ? gelu_tanh(h) : relu(h);
+  h = ff.activation == Activation::Gelu ? gelu_erf(h) : ff.activation == Activation::GeluTanh ? gelu_tanh(h) : relu(h);
   return ff.fc2->forward(ff.dropout->forward(h));
 }
 
@@ -374,7 +374,7 @@ TEST_CASE("FeedForward: the fused bias and activation give the numbers of fc1 th
     for (DType dt : {kFloat64, kFloat32}) {
       INFO((std::string(act) + " " + dtype_name(dt)));
       Generator g(3);
-      FeedForward ff(32, 96, act, 0.1, &g);
+      FeedForward ff(32, 96, activation_from_name(act, "test"), 0.1, &g);
       ff.to(dt);
       ff.train();
       check_layer_bits(ff, uniform({2, 7, 32}, -2, 2, dt, 1), [&](const Tensor& x) { return ff.forward(x); },
@@ -390,7 +390,7 @@ TEST_CASE("EncoderBlock and DecoderBlock: the fused residual norms give the bits
       INFO((std::string(pre_norm ? "pre-norm " : "post-norm ") + norm));
       BlockOptions o;
       o.pre_norm = pre_norm;
-      o.norm = norm;
+      o.norm = norm_from_name(norm, "test");
       o.dropout = 0.1;
       o.causal = true;
       Generator g(5);
@@ -421,7 +421,7 @@ TEST_CASE("layers run the fused chains on the CPU, and on a GPU only when switch
   if (!cuda_available()) return;  // (not have_gpu(): the CPU half above is no skipped test)
   // On a GPU: a block with the switch on gives the numbers of the block with it off (the composite chains).
   Generator g(4);
-  FeedForward ff(32, 96, "gelu", 0.0, &g);
+  FeedForward ff(32, 96, Activation::Gelu, 0.0, &g);
   ff.to(Device::cuda());
   const Tensor x = uniform({2, 7, 32}, -2, 2, kFloat32, 1).to(Device::cuda());
   const Tensor off = ff.forward(x);

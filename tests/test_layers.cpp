@@ -216,7 +216,7 @@ TEST_CASE("layers: FeedForward names, output against a loop for each activation"
   for (const char* act : {"gelu", "gelu_tanh", "relu"}) {
     INFO("activation ", act);
     Generator init(6);
-    FeedForward ff(4, 6, act, 0.0, &init);
+    FeedForward ff(4, 6, activation_from_name(act, "test"), 0.0, &init);
     auto named = ff.named_parameters();
     REQUIRE(named.size() == 4);
     CHECK(named[0].first == "fc1.weight");
@@ -242,7 +242,7 @@ TEST_CASE("layers: FeedForward gradcheck (float64) w.r.t. input and all paramete
   for (const char* act : {"gelu", "gelu_tanh", "relu"}) {
     INFO("activation ", act);
     Generator init(7), drop(8);
-    FeedForward ff(3, 5, act, 0.25, &init);
+    FeedForward ff(3, 5, activation_from_name(act, "test"), 0.25, &init);
     ff.dropout->generator = &drop;
     ff.to(kFloat64);
     Tensor x = uniform({2, 2, 3}, -1, 1, kFloat64, 13).requires_grad_();
@@ -262,7 +262,7 @@ TEST_CASE("layers: FeedForward gradcheck (float64) w.r.t. input and all paramete
 
 TEST_CASE("layers: FeedForward train/eval reaches its dropout") {
   Generator init(9), drop(10);
-  FeedForward ff(4, 8, "relu", 0.5, &init);
+  FeedForward ff(4, 8, Activation::Relu, 0.5, &init);
   ff.dropout->generator = &drop;
   Tensor x = uniform({5, 4}, -1, 1, kFloat32, 14);
   ff.eval();
@@ -276,8 +276,8 @@ TEST_CASE("layers: FeedForward train/eval reaches its dropout") {
 TEST_CASE("layers: FeedForward errors") {
   FeedForward ff(4, 8);
   check_throws_with([&] { ff(ones({2, 5})); }, "[FeedForward] expected input (..., 4), got (2,5)");
-  check_throws_with([] { FeedForward(4, 8, "swish"); },
+  check_throws_with([] { FeedForward(4, 8, activation_from_name("swish", "FeedForward")); },
                     "[FeedForward] unknown activation 'swish' (expected gelu, gelu_tanh or relu)");
-  check_throws_with([] { FeedForward(4, 8, "gelu", 1.5); }, "[FeedForward] dropout must be in [0, 1], got 1.5");
+  check_throws_with([] { FeedForward(4, 8, Activation::Gelu, 1.5); }, "[FeedForward] dropout must be in [0, 1], got 1.5");
   check_throws_with([] { FeedForward(4, 0); }, "[FeedForward] d_model and d_ff must be positive");
 }

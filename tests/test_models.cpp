@@ -57,7 +57,7 @@ TEST_CASE("models: EncoderBlock gradcheck (float64), pre/post norm × LayerNorm/
       Generator init(21);
       BlockOptions o;
       o.pre_norm = pre;
-      o.norm = norm;
+      o.norm = norm_from_name(norm, "test");
       auto t5 = std::make_shared<T5RelativeBias>(2, 8, 16, true, &init);
       EncoderBlock block(8, 2, 8, o, t5, &init);
       block.to(kFloat64);
@@ -78,7 +78,7 @@ TEST_CASE("models: DecoderBlock gradcheck (float64), pre/post norm, w.r.t. x, me
       Generator init(23);
       BlockOptions o;
       o.pre_norm = pre;
-      o.norm = norm;
+      o.norm = norm_from_name(norm, "test");
       auto t5 = std::make_shared<T5RelativeBias>(2, 8, 16, false, &init);  // causal buckets
       auto seed = std::make_shared<SeedRelativeEmbedding>(4, 6, 0, OutOfRange::Zero, &init);
       DecoderBlock block(8, 2, 8, o, t5, seed, Alignment::Scaled, &init);
@@ -277,7 +277,7 @@ TEST_CASE("models: every parameter receives a gradient (pre and post norm, sever
       INFO("pre_norm ", pre, ", norm ", norm);
       TransformerConfig c = small_config();
       c.pre_norm = pre;
-      c.norm = norm;
+      c.norm = norm_from_name(norm, "test");
       c.tie_weights = !pre;  // both head variants
       c.encoder_self.scheme = "shaw";
       c.cross.scheme = "seed";
@@ -334,15 +334,13 @@ TEST_CASE("models: bad configs and inputs are errors naming the model and the fi
   c.cross.scheme = "transformer_xl";
   check_throws_with([&] { EncoderDecoder m(c); },
                     "[EncoderDecoder] positional scheme 'transformer_xl' is for self-attention, not cross");
-  c = small_config();
-  c.norm = "batch_norm";
-  check_throws_with([&] { DecoderLM lm(c); }, "[DecoderLM] unknown norm 'batch_norm' (expected layer_norm or rms_norm)");
+  // The names of model.norm and model.activation are their tables' (layers/norm.h, layers/feed_forward.h).
+  check_throws_with([&] { norm_from_name("batch_norm", "DecoderLM"); },
+                    "[DecoderLM] unknown norm 'batch_norm' (expected layer_norm or rms_norm)");
   c = small_config();
   c.vocab_size = 0;
   check_throws_with([&] { DecoderLM lm(c); }, "[DecoderLM] vocab_size must be positive, got 0");
-  c = small_config();
-  c.activation = "swish";
-  check_throws_with([&] { DecoderLM lm(c); }, "[DecoderLM] unknown activation 'swish'");
+  check_throws_with([&] { activation_from_name("swish", "DecoderLM"); }, "[DecoderLM] unknown activation 'swish'");
 
   DecoderLM lm(small_config());
   check_throws_with([&] { lm(from_vector<float>({1, 2}, {1, 2})); }, "[DecoderLM] tokens must be int64 (B, T), got float32 (1,2)");
@@ -354,10 +352,8 @@ TEST_CASE("models: bad configs and inputs are errors naming the model and the fi
                     "[EncoderDecoder] tgt must be int64 (B, T)");
 
   check_throws_with([] { EncoderBlock(10, 4, 8); }, "[EncoderBlock] d_model 10 must be a positive multiple of n_heads 4");
+  check_throws_with([&] { norm_from_name("group_norm", "DecoderBlock"); }, "[DecoderBlock] unknown norm 'group_norm'");
   BlockOptions o;
-  o.norm = "group_norm";
-  check_throws_with([&] { DecoderBlock(8, 2, 8, o); }, "[DecoderBlock] unknown norm 'group_norm'");
-  o = BlockOptions();
   o.causal = true;
   check_throws_with([&] { DecoderBlock(8, 2, 8, o); }, "[DecoderBlock] options.causal is for EncoderBlock");
 }

@@ -39,7 +39,7 @@ TransformerConfig small_config(const std::string& absolute, const std::string& s
   c.d_ff = 16;
   c.dropout = 0.0;
   c.decoder_self = PositionalConfig{scheme};
-  c.absolute_position = absolute;
+  c.absolute_position = absolute_position_from_name(absolute, "small_config");
   c.max_positions = 40;
   c.random_positions_max = random_max;
   return c;
@@ -64,19 +64,19 @@ TEST_CASE("random positions: AbsolutePosition::forward_at adds the rows of the g
   Generator init(5);
   for (const char* kind : {"sinusoidal", "learned"}) {
     INFO(kind);
-    AbsolutePosition pe(kind, 6, 30, "test", &init);
+    AbsolutePosition pe(absolute_position_from_name(kind, "test"), 6, 30, "test", &init);
     pe.to(kFloat64);
     const Tensor x = uniform({2, 4, 6}, -1, 1, kFloat64, 3);
     const std::vector<int64_t> pos = {2, 7, 8, 29};
     const std::vector<double> out = values(pe.forward_at(x, positions(pos)));
     const std::vector<double> xs = values(x);
-    const std::vector<double> table = pe.kind == "learned" ? values(pe.weight) : std::vector<double>();
+    const std::vector<double> table = pe.kind == AbsolutePositionKind::Learned ? values(pe.weight) : std::vector<double>();
     double worst = 0;
     for (int64_t b = 0; b < 2; ++b)
       for (int64_t t = 0; t < 4; ++t)
         for (int64_t c = 0; c < 6; ++c) {
           const double term =
-              pe.kind == "learned" ? table[static_cast<size_t>(pos[t] * 6 + c)] : vaswani_pe(pos[t], c, 6);
+              pe.kind == AbsolutePositionKind::Learned ? table[static_cast<size_t>(pos[t] * 6 + c)] : vaswani_pe(pos[t], c, 6);
           const size_t k = static_cast<size_t>((b * 4 + t) * 6 + c);
           worst = std::max(worst, std::fabs(out[k] - (xs[k] + term)));
         }
@@ -85,7 +85,7 @@ TEST_CASE("random positions: AbsolutePosition::forward_at adds the rows of the g
     CHECK(bitwise_equal(pe.forward_at(x, positions({0, 1, 2, 3})), pe.forward(x)));
     CHECK_CLOSE(pe.forward_at(x, positions({5, 6, 7, 8})), pe.forward(x, 5), 1e-12, 0);
     std::vector<Tensor*> params;
-    if (pe.kind == "learned") params.push_back(&pe.weight);
+    if (pe.kind == AbsolutePositionKind::Learned) params.push_back(&pe.weight);
     gradcheck_with_params(params, {x.clone().requires_grad_()},
                           [&](const TensorList& in) { return pe.forward_at(in[0], positions(pos)); });
   }
@@ -210,6 +210,6 @@ TEST_CASE("random positions: errors") {
         lm.forward_at(random_tokens(1, 3, 11, 1), positions({0, 1}));
       },
       "explicit positions");
-  AbsolutePosition pe("learned", 4, 5, "test", &init);
+  AbsolutePosition pe(AbsolutePositionKind::Learned, 4, 5, "test", &init);
   check_throws_with([&] { pe.forward_at(zeros({1, 2, 4}), positions({0, 5})); }, "outside the table's rows");
 }

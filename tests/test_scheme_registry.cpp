@@ -135,9 +135,9 @@ TEST_CASE("scheme registry: a scheme defined outside the library trains, decodes
   // The fused flag falls back to the composite core (the scheme does not fuse): the same logits.
   model.eval();
   Tensor composite = model.forward(input);
-  for (auto& block : model.layers->items) block->self_attn->fused = true;
+  for (auto& block : model.layers->items) block->self_attn->core = AttentionCore::Fused;
   CHECK(max(abs(model.forward(input) - composite)).item() == 0.0);
-  for (auto& block : model.layers->items) block->self_attn->fused = false;
+  for (auto& block : model.layers->items) block->self_attn->core = AttentionCore::Composite;
 
   // Cached decoding, one token at a time, equals the full forward (keys cached in content form).
   std::vector<LayerCache> cache;

@@ -106,14 +106,14 @@ TransformerConfig config_of(const Golden& g) {
     else if (k == "d_ff") c.d_ff = std::stoll(v);
     else if (k == "n_encoder_layers") c.n_encoder_layers = std::stoll(v);
     else if (k == "n_decoder_layers") c.n_decoder_layers = std::stoll(v);
-    else if (k == "activation") c.activation = v;
-    else if (k == "norm") c.norm = v;
+    else if (k == "activation") c.activation = activation_from_name(v, "golden");
+    else if (k == "norm") c.norm = norm_from_name(v, "golden");
     else if (k == "pre_norm") c.pre_norm = parse_bool(v);
     else if (k == "dropout") c.dropout = std::stod(v);
     else if (k == "norm_eps") c.norm_eps = std::stod(v);
     else if (k == "tie_weights") c.tie_weights = parse_bool(v);
     else if (k == "cross_explicit") c.cross_explicit = parse_bool(v), ++later_fields;
-    else if (k == "absolute_position") c.absolute_position = v, ++later_fields;
+    else if (k == "absolute_position") c.absolute_position = absolute_position_from_name(v, "golden"), ++later_fields;
     else if (k == "max_positions") c.max_positions = std::stoll(v), ++later_fields;
     else if (k == "cross_alignment")
       c.cross_alignment = v == "left" ? Alignment::Left : v == "right" ? Alignment::Right : Alignment::Scaled;

@@ -75,7 +75,8 @@ double available_memory(std::string* where) {
 // tensors of the step's micro-batches (all are built before the first forward pass), and for one
 // micro-batch the activations the backward pass keeps (per block at least q, k, v, the attention
 // output and the feed-forward's hidden layer before and after its activation, and the attention
-// weights, unless model.fused_attention recomputes them), the logits with their gradient, and the
+// weights, unless the fused core recomputes them: RunConfig::attention_weights_kept says which
+// model.fused_attention counts them, "auto" included), the logits with their gradient, and the
 // parameters' gradients. Sequences are counted at their shortest (the data source's shortest_row: a
 // synthetic source of data.min_len tokens, a target of 1), so a run refused by it could never have
 // fit; what it leaves out (the optimizer state, temporaries) only adds.
@@ -86,7 +87,7 @@ double step_bytes_lower_bound(const RunConfig& c, const TransformerConfig& m, in
   const double C = double(m.d_model), H = double(m.n_heads), F = double(m.d_ff), V = double(m.vocab_size);
   const ShortestRow shortest = data_source(c).shortest_row(c);
   // The attention weights (H·t·keys per row) are kept unless the fused core recomputes them.
-  const double weights = m.fused_attention ? 0.0 : 1.0;
+  const double weights = c.attention_weights_kept(int64_t(rows)) ? 1.0 : 0.0;
   auto block = [&](double t, double keys) {
     return rows * t * (4 * C + 2 * F) + weights * rows * H * t * keys;
   };

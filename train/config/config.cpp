@@ -27,13 +27,16 @@ namespace {
 
 enum class Kind { Int, UInt, Double, Bool, String };
 
-// One settable key: its type, the allowed words for string keys, and where it lives in RunConfig.
+// One settable key: its type, the allowed words for string keys, and where it lives in RunConfig: a
+// member (where), or an enum read and written by name (get, set; where is null).
 struct Field {
   std::string key;
   Kind kind;
   const char* help;
   std::vector<std::string> choices;  // string keys only; empty = any string
   std::function<void*(RunConfig&)> where;
+  std::function<std::string(const RunConfig&)> get = nullptr;         // enum keys: the value's name
+  std::function<void(RunConfig&, const std::string&)> set = nullptr;  // enum keys: one of choices
 };
 
 template <class T>
@@ -46,6 +49,20 @@ std::function<void*(RunConfig&)> at2(S RunConfig::*outer, T S::*inner) {
   return [outer, inner](RunConfig& c) -> void* { return &((c.*outer).*inner); };
 }
 
+// A key holding an enum with a name table (core/base/name_table.h): its choices are the table's names,
+// so each list is written once, beside its enum. `member` gives the enum's place in a RunConfig.
+template <class E, size_t N, class Member>
+Field choice(std::string key, const char* help, const NameTable<E, N>& names, Member member) {
+  auto get = [member, &names](const RunConfig& c) -> std::string { return names.name(member(const_cast<RunConfig&>(c))); };
+  auto set = [member, &names](RunConfig& c, const std::string& v) { member(c) = *names.find(v); };
+  return {std::move(key), Kind::String, help, names.names(), nullptr, get, set};
+}
+// choice() for a member of a member: choice2(key, help, names, &RunConfig::model, &TransformerConfig::norm).
+template <class E, size_t N, class S>
+Field choice2(std::string key, const char* help, const NameTable<E, N>& names, S RunConfig::*outer, E S::*inner) {
+  return choice(std::move(key), help, names, [outer, inner](RunConfig& c) -> E& { return (c.*outer).*inner; });
+}
+
 // "seed/huang": the registered schemes that read a PositionalConfig option (layers/schemes.h).
 std::string schemes_taking(const std::string& option) {
   std::string out;
@@ -54,7 +71,7 @@ std::string schemes_taking(const std::string& option) {
   return out;
 }
 
-// Enums stored as strings in the config, converted where the model is built. The scheme names and
+// The keys of one place's PositionalConfig (model.<place>.*). The scheme names and
 // which scheme reads which option come from the scheme registry; a field's help is "<schemes>: <what>".
 std::vector<Field> positional_fields(const std::string& place, PositionalConfig TransformerConfig::*p) {
   auto pc = [p](RunConfig& c) -> PositionalConfig& { return c.model.*p; };
@@ -71,7 +88,8 @@ std::vector<Field> positional_fields(const std::string& place, PositionalConfig 
       {key("scheme"), Kind::String, "positional scheme", names, [pc](RunConfig& c) -> void* { return &pc(c).scheme; }},
       {key("max_length"), Kind::Int, help("max_length", "table covers |δ| ≤ max_length − 1"), {},
        [pc](RunConfig& c) -> void* { return &pc(c).max_length; }},
-      {key("out_of_range"), Kind::String, help("out_of_range", "δ beyond the table"), {"zero", "clip", "error"}, nullptr},
+      choice(key("out_of_range"), help("out_of_range", "δ beyond the table"), kOutOfRangeNames,
+             [pc](RunConfig& c) -> OutOfRange& { return pc(c).out_of_range; }),
       {key("clip"), Kind::Int, help("clip", "distances clipped to [−clip, clip]"), {},
        [pc](RunConfig& c) -> void* { return &pc(c).clip; }},
       {key("shaw_values"), Kind::Bool, help("shaw_values", "also the value term"), {},
@@ -87,6 +105,23 @@ std::vector<Field> positional_fields(const std::string& place, PositionalConfig 
   };
 }
 
+// model.cross_alignment: an Alignment by name (kAlignmentNames), or "explicit": the positions come with
+// each batch (TransformerConfig::cross_explicit); the alignment is then unused and stays Left, the default.
+Field cross_alignment_field() {
+  std::vector<std::string> names = kAlignmentNames.names();
+  names.push_back("explicit");
+  auto get = [](const RunConfig& c) -> std::string {
+    return c.model.cross_explicit ? "explicit" : kAlignmentNames.name(c.model.cross_alignment);
+  };
+  auto set = [](RunConfig& c, const std::string& v) {
+    c.model.cross_explicit = v == "explicit";
+    c.model.cross_alignment = kAlignmentNames.find(v).value_or(Alignment::Left);
+  };
+  return {"model.cross_alignment", Kind::String,
+          "cross-attention alignment π(i) (explicit: the data places each target query; chorales, harmonize)",
+          names, nullptr, get, set};
+}
+
 std::vector<Field>& field_table() {
   static std::vector<Field> table = [] {
     using R = RunConfig;
@@ -97,19 +132,17 @@ std::vector<Field>& field_table() {
         {"model.d_ff", Kind::Int, "feed-forward width", {}, at2(&R::model, &TransformerConfig::d_ff)},
         {"model.n_encoder_layers", Kind::Int, "encoder blocks", {}, at2(&R::model, &TransformerConfig::n_encoder_layers)},
         {"model.n_decoder_layers", Kind::Int, "decoder blocks", {}, at2(&R::model, &TransformerConfig::n_decoder_layers)},
-        {"model.activation", Kind::String, "feed-forward activation", {"gelu", "gelu_tanh", "relu"},
-         at2(&R::model, &TransformerConfig::activation)},
-        {"model.norm", Kind::String, "normalisation", {"layer_norm", "rms_norm"}, at2(&R::model, &TransformerConfig::norm)},
+        choice2("model.activation", "feed-forward activation", kActivationNames, &R::model, &TransformerConfig::activation),
+        choice2("model.norm", "normalisation", kNormNames, &R::model, &TransformerConfig::norm),
         {"model.pre_norm", Kind::Bool, "pre-norm (else post-norm) blocks", {}, at2(&R::model, &TransformerConfig::pre_norm)},
         {"model.dropout", Kind::Double, "dropout probability", {}, at2(&R::model, &TransformerConfig::dropout)},
         {"model.norm_eps", Kind::Double, "LayerNorm ε (RMSNorm uses its dtype's ε, as torch's default)", {}, at2(&R::model, &TransformerConfig::norm_eps)},
         {"model.tie_weights", Kind::Bool, "LM head shares the embedding", {}, at2(&R::model, &TransformerConfig::tie_weights)},
-        {"model.fused_attention", Kind::String, "attention core: true = fused flash-style (O(T) memory; composite where it does not apply), false = composite, auto = picked per call by speed and memory (layers/attention.h)", {"false", "true", "auto"}, nullptr},
-        {"model.cross_alignment", Kind::String,
-         "cross-attention alignment π(i) (explicit: the data places each target query; chorales, harmonize)",
-         {"left", "right", "scaled", "explicit"}, nullptr},
-        {"model.absolute_position", Kind::String, "absolute position term added to the embeddings",
-         {"none", "sinusoidal", "learned"}, at2(&R::model, &TransformerConfig::absolute_position)},
+        choice2("model.fused_attention", "attention core: true = fused flash-style (O(T) memory; composite where it does not apply), false = composite, auto = picked per call by speed and memory (layers/attention.h)",
+                kAttentionCoreNames, &R::model, &TransformerConfig::attention_core),
+        cross_alignment_field(),
+        choice2("model.absolute_position", "absolute position term added to the embeddings", kAbsolutePositionNames,
+                &R::model, &TransformerConfig::absolute_position),
         {"model.max_positions", Kind::Int, "learned: rows of the position table (0 = the data's longest sequence)",
          {}, at2(&R::model, &TransformerConfig::max_positions)},
         {"model.random_positions_max", Kind::Int,
@@ -227,38 +260,6 @@ const std::vector<Field>& fields() {
     schemes_seen = scheme_registry_generation();
   }
   return table;
-}
-
-// The enum-valued keys (where == nullptr) live in TransformerConfig as enums.
-std::string get_enum(const RunConfig& c, const std::string& key) {
-  auto oor = [](OutOfRange o) { return o == OutOfRange::Zero ? "zero" : o == OutOfRange::Clip ? "clip" : "error"; };
-  if (key == "model.cross_alignment") {
-    if (c.model.cross_explicit) return "explicit";
-    return c.model.cross_alignment == Alignment::Left ? "left" : c.model.cross_alignment == Alignment::Right ? "right" : "scaled";
-  }
-  if (key == "model.fused_attention")
-    return c.model.fused_attention ? "true" : c.model.fused_attention_auto ? "auto" : "false";
-  if (key == "model.encoder_self.out_of_range") return oor(c.model.encoder_self.out_of_range);
-  if (key == "model.decoder_self.out_of_range") return oor(c.model.decoder_self.out_of_range);
-  if (key == "model.cross.out_of_range") return oor(c.model.cross.out_of_range);
-  throw Error("[config] internal: no enum key " + key);
-}
-void set_enum(RunConfig& c, const std::string& key, const std::string& v) {
-  auto oor = [](const std::string& s) { return s == "zero" ? OutOfRange::Zero : s == "clip" ? OutOfRange::Clip : OutOfRange::Error; };
-  if (key == "model.cross_alignment") {
-    // "explicit": the positions come with each batch (TransformerConfig::cross_explicit); the alignment
-    // is then unused and stays Left, the default.
-    c.model.cross_explicit = v == "explicit";
-    c.model.cross_alignment = v == "right" ? Alignment::Right : v == "scaled" ? Alignment::Scaled : Alignment::Left;
-  }
-  else if (key == "model.fused_attention") {
-    c.model.fused_attention = v == "true";
-    c.model.fused_attention_auto = v == "auto";
-  }
-  else if (key == "model.encoder_self.out_of_range") c.model.encoder_self.out_of_range = oor(v);
-  else if (key == "model.decoder_self.out_of_range") c.model.decoder_self.out_of_range = oor(v);
-  else if (key == "model.cross.out_of_range") c.model.cross.out_of_range = oor(v);
-  else throw Error("[config] internal: no enum key " + key);
 }
 
 // A string key whose words include true and false (model.fused_attention: false, true, auto) also
@@ -412,7 +413,7 @@ void set_from_text(RunConfig& c, const Field& f, const std::string& value, const
         bad_value(f, value, origin, "expected one of " + list);
       }
       if (f.where) *static_cast<std::string*>(f.where(c)) = value;
-      else set_enum(c, f.key, value);
+      else f.set(c, value);
       return;
     }
   }
@@ -436,7 +437,7 @@ std::string get_text(const RunConfig& config, const Field& f) {
     case Kind::UInt: return std::to_string(*static_cast<uint64_t*>(f.where(c)));
     case Kind::Double: return shortest(*static_cast<double*>(f.where(c)));
     case Kind::Bool: return *static_cast<bool*>(f.where(c)) ? "true" : "false";
-    case Kind::String: return f.where ? *static_cast<std::string*>(f.where(c)) : get_enum(config, f.key);
+    case Kind::String: return f.where ? *static_cast<std::string*>(f.where(c)) : f.get(config);
   }
   return "";
 }

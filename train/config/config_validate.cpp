@@ -22,7 +22,7 @@ RunConfig RunConfig::defaults() {
   c.model.n_encoder_layers = 2;
   c.model.n_decoder_layers = 2;
   c.model.dropout = 0.0;
-  c.model.fused_attention_auto = true;  // model.fused_attention = "auto": the faster core, per call
+  c.model.attention_core = AttentionCore::Auto;  // model.fused_attention = "auto": the faster core, per call
   c.model.encoder_self = PositionalConfig{"t5"};
   c.model.decoder_self = PositionalConfig{"t5"};
   c.model.cross = PositionalConfig{"seed"};
@@ -56,7 +56,7 @@ void RunConfig::validate() const {
             "); use left, right or scaled");
   check(model.max_positions >= 0, "model.max_positions must be >= 0 (0 = derived from the data), got " +
                                       std::to_string(model.max_positions));
-  if (model.absolute_position == "learned" && model.max_positions > 0)
+  if (model.absolute_position == AbsolutePositionKind::Learned && model.max_positions > 0)
     check(model.max_positions >= longest_sequence(),
           "model.max_positions = " + std::to_string(model.max_positions) + " is shorter than the " +
               std::to_string(longest_sequence()) + " tokens the data's longest sequence holds (" +
@@ -105,7 +105,7 @@ void RunConfig::validate() const {
   check(sample.top_p > 0.0 && sample.top_p <= 1.0, "sample.top_p must be in (0, 1]");
   TransformerConfig m = model;
   if (m.vocab_size == 0) m.vocab_size = 1;  // derived from the data later; only the shape checks matter here
-  if (m.absolute_position == "learned" && m.max_positions == 0)  // likewise
+  if (m.absolute_position == AbsolutePositionKind::Learned && m.max_positions == 0)  // likewise
     m.max_positions = std::max(longest_sequence(), m.random_positions_max);
   validate_model_values();
   try {
@@ -130,7 +130,7 @@ void RunConfig::validate_model_values() const {
     s << v;
     return s.str();
   };
-  if (model.norm == "layer_norm")
+  if (model.norm == NormKind::LayerNorm)
     check(model.norm_eps > 0.0, "model.norm_eps must be > 0 (LayerNorm's ε), got " + text(model.norm_eps));
   struct Place {
     const char* name;
@@ -168,9 +168,16 @@ int64_t RunConfig::longest_sequence() const { return data_source(*this).longest_
 
 bool RunConfig::data_places_targets() const { return data_source(*this).places_targets(*this); }
 
+bool RunConfig::attention_weights_kept(int64_t rows) const {
+  if (model.attention_core != AttentionCore::Auto) return model.attention_core == AttentionCore::Composite;
+  const int64_t t = longest_sequence();
+  const DType dtype = train.dtype == "float64" ? kFloat64 : kFloat32;
+  return !fused_core_pays(rows, model.n_heads, t, t, dtype, Device::parse(train.device));
+}
+
 void RunConfig::derive_from_data() {
   // Randomised positions reach up to random_positions_max − 1, so a derived table covers them too.
-  if (model.absolute_position == "learned" && model.max_positions == 0)
+  if (model.absolute_position == AbsolutePositionKind::Learned && model.max_positions == 0)
     model.max_positions = std::max(longest_sequence(), model.random_positions_max);
   model.vocab_size = data_source(*this).vocab_size(*this);
   model.src_vocab_size = 0;  // one vocabulary for the source and the target

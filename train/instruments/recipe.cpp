@@ -57,7 +57,7 @@ void set_decoder_treatment(RunConfig& c, const std::string& treatment, const Pos
     case TreatmentKind::None:
       break;
     case TreatmentKind::Absolute:
-      c.model.absolute_position = treatment;
+      c.model.absolute_position = absolute_position_from_name(treatment, "recipe");
       if (max_positions > 0) c.model.max_positions = max_positions;
       break;
     case TreatmentKind::Relative:

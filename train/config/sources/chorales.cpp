@@ -59,7 +59,7 @@ std::string voices_text(const Chorale& chorale, const Vocab& vocab) {
 // A learned absolute position table has max_positions rows: longer sequences are an error there, so
 // they are refused before any work, naming what to change.
 void check_positions(const RunConfig& c, int64_t longest, const std::string& what) {
-  if (c.model.absolute_position != "learned" || longest <= c.model.max_positions) return;
+  if (c.model.absolute_position != AbsolutePositionKind::Learned || longest <= c.model.max_positions) return;
   throw InputError("[sample] " + what + " makes sequences of " + std::to_string(longest) +
                    " tokens, but the model's learned position table has model.max_positions = " +
                    std::to_string(c.model.max_positions) + " rows");
