@@ -21,6 +21,9 @@
 #include "core/base/error.h"
 #include "core/file_io.h"
 #include "train/config/source.h"
+#include "train/optim/optim.h"
+#include "train/optim/schedule.h"
+#include "train/trainer/training_log.h"
 
 namespace relgrad {
 namespace {
@@ -126,7 +129,7 @@ std::vector<Field>& field_table() {
   static std::vector<Field> table = [] {
     using R = RunConfig;
     std::vector<Field> f = {
-        {"model.type", Kind::String, "model", {"encoder-decoder", "decoder-only"}, at(&R::model_type)},
+        {"model.type", Kind::String, "model", kLayoutNames.names(), at(&R::model_type)},
         {"model.d_model", Kind::Int, "model width C", {}, at2(&R::model, &TransformerConfig::d_model)},
         {"model.n_heads", Kind::Int, "attention heads H", {}, at2(&R::model, &TransformerConfig::n_heads)},
         {"model.d_ff", Kind::Int, "feed-forward width", {}, at2(&R::model, &TransformerConfig::d_ff)},
@@ -155,9 +158,7 @@ std::vector<Field>& field_table() {
     using D = DataConfig;
     std::vector<Field> rest = {
         {"data.source", Kind::String, "data", data_source_names(), at2(&R::data, &D::source)},
-        {"data.task", Kind::String, "synthetic task",
-         {"copy", "reverse", "shift", "sort", "periodic", "periodic_lm", "sync", "stretch"},
-         at2(&R::data, &D::task)},
+        {"data.task", Kind::String, "synthetic task", kTaskKindNames.names(), at2(&R::data, &D::task)},
         {"data.num_symbols", Kind::Int, "synthetic alphabet size", {}, at2(&R::data, &D::num_symbols)},
         {"data.min_len", Kind::Int, "shortest synthetic source", {}, at2(&R::data, &D::min_len)},
         {"data.max_len", Kind::Int, "longest synthetic source", {}, at2(&R::data, &D::max_len)},
@@ -181,11 +182,11 @@ std::vector<Field>& field_table() {
     };
     using O = OptimConfig;
     std::vector<Field> optim = {
-        {"optim.name", Kind::String, "optimizer", {"sgd", "adam", "adamw"}, at2(&R::optim, &O::name)},
+        {"optim.name", Kind::String, "optimizer", kOptimizerKindNames.names(), at2(&R::optim, &O::name)},
         {"optim.lr", Kind::Double, "peak learning rate", {}, at2(&R::optim, &O::lr)},
         {"optim.min_lr", Kind::Double, "final learning rate", {}, at2(&R::optim, &O::min_lr)},
         {"optim.warmup_steps", Kind::Int, "linear warmup steps", {}, at2(&R::optim, &O::warmup_steps)},
-        {"optim.decay", Kind::String, "decay after warmup", {"cosine", "linear", "constant"}, at2(&R::optim, &O::decay)},
+        {"optim.decay", Kind::String, "decay after warmup", kDecayNames.names(), at2(&R::optim, &O::decay)},
         {"optim.weight_decay", Kind::Double, "weight decay (tensors of 2+ dims, positional tables included; not biases or norms)", {}, at2(&R::optim, &O::weight_decay)},
         {"optim.beta1", Kind::Double, "adam β1", {}, at2(&R::optim, &O::beta1)},
         {"optim.beta2", Kind::Double, "adam β2", {}, at2(&R::optim, &O::beta2)},
@@ -206,7 +207,7 @@ std::vector<Field>& field_table() {
         {"train.eval_batches", Kind::Int, "held-out batches per evaluation", {}, at2(&R::train, &T::eval_batches)},
         {"train.save_every", Kind::Int, "checkpoint every n steps (0 = at the end)", {}, at2(&R::train, &T::save_every)},
         {"train.out_dir", Kind::String, "output directory", {}, at2(&R::train, &T::out_dir)},
-        {"train.log_format", Kind::String, "log file format", {"jsonl", "csv"}, at2(&R::train, &T::log_format)},
+        {"train.log_format", Kind::String, "log file format", kLogFormatNames.names(), at2(&R::train, &T::log_format)},
         {"train.plot_format", Kind::String, "loss plot format", {"svg", "png"}, at2(&R::train, &T::plot_format)},
         {"train.seed", Kind::UInt, "initialisation and dropout seed", {}, at2(&R::train, &T::seed)},
         {"train.threads", Kind::Int, "CPU threads: 0 = picked by timing steps and revisited (train/trainer/thread_policy.h), N = N; never above the cores", {}, at2(&R::train, &T::threads)},

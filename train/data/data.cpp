@@ -126,30 +126,12 @@ std::string Vocab::decode(const std::vector<int64_t>& ids, const std::string& se
 
 // ---- names --------------------------------------------------------------------------------------
 
-namespace {
-const char* const kTaskNames[] = {"copy",     "reverse",     "shift", "sort",
-                                  "periodic", "periodic_lm", "sync",  "stretch"};
-constexpr int kTaskCount = sizeof(kTaskNames) / sizeof(kTaskNames[0]);
-const char* const kLayoutNames[] = {"encoder-decoder", "decoder-only"};
-}  // namespace
+const char* to_string(TaskKind kind) { return kTaskKindNames.name(kind); }
+const char* to_string(Layout layout) { return kLayoutNames.name(layout); }
 
-const char* to_string(TaskKind kind) { return kTaskNames[static_cast<int>(kind)]; }
-const char* to_string(Layout layout) { return kLayoutNames[static_cast<int>(layout)]; }
+TaskKind task_kind_from_string(const std::string& name) { return kTaskKindNames.parse(name, "SyntheticTask", "task"); }
 
-TaskKind task_kind_from_string(const std::string& name) {
-  for (int i = 0; i < kTaskCount; ++i)
-    if (name == kTaskNames[i]) return static_cast<TaskKind>(i);
-  RG_CHECK(false, "SyntheticTask", "unknown task '", name,
-           "' (expected copy, reverse, shift, sort, periodic, periodic_lm, sync or stretch)");
-  return TaskKind::Copy;
-}
-
-Layout layout_from_string(const std::string& name) {
-  for (int i = 0; i < 2; ++i)
-    if (name == kLayoutNames[i]) return static_cast<Layout>(i);
-  RG_CHECK(false, "SyntheticTask", "unknown layout '", name, "' (expected encoder-decoder or decoder-only)");
-  return Layout::EncoderDecoder;
-}
+Layout layout_from_string(const std::string& name) { return kLayoutNames.parse(name, "SyntheticTask", "layout"); }
 
 // ---- the verification experiments' tasks ----------------------------------------------------------
 // periodic_lm, sync and stretch (data.h), drawn exactly as train/instruments/experiments.cpp draws D2's

@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "core/base/name_table.h"
 #include "core/base/philox.h"
 #include "core/tensor.h"
 
@@ -143,7 +144,13 @@ Batch decoder_only_batch(const std::vector<std::vector<int64_t>>& tokens, const 
 enum class TaskKind { Copy, Reverse, Shift, Sort, Periodic, PeriodicLm, Sync, Stretch };
 enum class Layout { EncoderDecoder, DecoderOnly };
 // "copy", "reverse", "shift", "sort", "periodic", "periodic_lm", "sync", "stretch" / "encoder-decoder",
-// "decoder-only"; both ways.
+// "decoder-only" (data.task and model.type: train/config/config.cpp); both ways.
+inline constexpr NameTable<TaskKind, 8> kTaskKindNames{
+    {{TaskKind::Copy, "copy"}, {TaskKind::Reverse, "reverse"}, {TaskKind::Shift, "shift"}, {TaskKind::Sort, "sort"},
+     {TaskKind::Periodic, "periodic"}, {TaskKind::PeriodicLm, "periodic_lm"}, {TaskKind::Sync, "sync"},
+     {TaskKind::Stretch, "stretch"}}};
+inline constexpr NameTable<Layout, 2> kLayoutNames{
+    {{Layout::EncoderDecoder, "encoder-decoder"}, {Layout::DecoderOnly, "decoder-only"}}};
 const char* to_string(TaskKind kind);
 const char* to_string(Layout layout);
 TaskKind task_kind_from_string(const std::string& name);  // error lists the valid names

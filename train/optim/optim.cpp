@@ -240,20 +240,12 @@ void Adam::update(const ParamGroup& group, Tensor& param, const Tensor& grad, Pa
 }
 
 // ---- choosing an optimizer by name ---------------------------------------------------------------
-namespace {
-constexpr const char* kOptimizerKindNames[] = {"sgd", "adam", "adamw"};  // by OptimizerKind
-}  // namespace
-
 OptimizerKind optimizer_kind(const std::string& name) {
-  std::string known;
-  for (OptimizerKind k : {OptimizerKind::SGD, OptimizerKind::Adam, OptimizerKind::AdamW}) {
-    if (name == optimizer_kind_name(k)) return k;
-    known += (known.empty() ? "" : ", ") + std::string(optimizer_kind_name(k));
-  }
-  RG_CHECK(false, "optim", "optim.name: expected one of ", known, ", got '", name, "'");
-  return OptimizerKind::AdamW;
+  const std::optional<OptimizerKind> kind = kOptimizerKindNames.find(name);
+  RG_CHECK(kind.has_value(), "optim", "optim.name: expected one of ", kOptimizerKindNames.list(), ", got '", name, "'");
+  return *kind;
 }
 
-const char* optimizer_kind_name(OptimizerKind kind) { return kOptimizerKindNames[static_cast<int>(kind)]; }
+const char* optimizer_kind_name(OptimizerKind kind) { return kOptimizerKindNames.name(kind); }
 
 }  // namespace relgrad

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/backend/adam.h"
+#include "core/base/name_table.h"
 
 #include "autograd/ops.h"
 
@@ -175,6 +176,8 @@ enum class OptimizerKind { SGD, Adam, AdamW };
 // "sgd", "adam" or "adamw" → the kind; throws relgrad::Error "[optim] optim.name: expected one of ..."
 // otherwise. The one place a name becomes an optimizer kind.
 OptimizerKind optimizer_kind(const std::string& name);
+inline constexpr NameTable<OptimizerKind, 3> kOptimizerKindNames{
+    {{OptimizerKind::SGD, "sgd"}, {OptimizerKind::Adam, "adam"}, {OptimizerKind::AdamW, "adamw"}}};
 const char* optimizer_kind_name(OptimizerKind kind);
 
 }  // namespace relgrad

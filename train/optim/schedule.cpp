@@ -34,21 +34,12 @@ double LrSchedule::lr_at(int64_t step) const {
   return min_lr + 0.5 * (1.0 + std::cos(pi * r)) * (max_lr - min_lr);
 }
 
-namespace {
-constexpr const char* kDecayNames[] = {"cosine", "linear", "constant"};  // by LrSchedule::Decay
-}  // namespace
-
 LrSchedule::Decay lr_decay(const std::string& name) {
-  using Decay = LrSchedule::Decay;
-  std::string known;
-  for (Decay d : {Decay::Cosine, Decay::Linear, Decay::Constant}) {
-    if (name == lr_decay_name(d)) return d;
-    known += (known.empty() ? "" : ", ") + std::string(lr_decay_name(d));
-  }
-  RG_CHECK(false, "LrSchedule", "optim.decay: expected one of ", known, ", got '", name, "'");
-  return Decay::Cosine;
+  const std::optional<LrSchedule::Decay> decay = kDecayNames.find(name);
+  RG_CHECK(decay.has_value(), "LrSchedule", "optim.decay: expected one of ", kDecayNames.list(), ", got '", name, "'");
+  return *decay;
 }
 
-const char* lr_decay_name(LrSchedule::Decay decay) { return kDecayNames[static_cast<int>(decay)]; }
+const char* lr_decay_name(LrSchedule::Decay decay) { return kDecayNames.name(decay); }
 
 }  // namespace relgrad

@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <string>
 
+#include "core/base/name_table.h"
+
 namespace relgrad {
 
 struct LrSchedule {
@@ -40,6 +42,8 @@ struct LrSchedule {
 // relgrad::Error "[LrSchedule] optim.decay: expected one of ..." otherwise. The one place a name
 // becomes a decay.
 LrSchedule::Decay lr_decay(const std::string& name);
+inline constexpr NameTable<LrSchedule::Decay, 3> kDecayNames{
+    {{LrSchedule::Decay::Cosine, "cosine"}, {LrSchedule::Decay::Linear, "linear"}, {LrSchedule::Decay::Constant, "constant"}}};
 const char* lr_decay_name(LrSchedule::Decay decay);
 
 }  // namespace relgrad

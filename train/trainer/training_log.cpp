@@ -12,19 +12,17 @@ namespace relgrad {
 
 namespace {
 
-constexpr const char* kFormatNames[] = {"jsonl", "csv"};      // by LogFormat
 constexpr const char* kEventNames[] = {"train", "eval", "skip"};  // by LogEvent
 
 }  // namespace
 
 LogFormat log_format(const std::string& name) {
-  for (LogFormat f : {LogFormat::Jsonl, LogFormat::Csv})
-    if (name == log_format_name(f)) return f;
-  RG_CHECK(false, "train", "train.log_format: expected one of jsonl, csv, got '", name, "'");
-  return LogFormat::Jsonl;
+  const std::optional<LogFormat> format = kLogFormatNames.find(name);
+  RG_CHECK(format.has_value(), "train", "train.log_format: expected one of ", kLogFormatNames.list(), ", got '", name, "'");
+  return *format;
 }
 
-const char* log_format_name(LogFormat format) { return kFormatNames[static_cast<int>(format)]; }
+const char* log_format_name(LogFormat format) { return kLogFormatNames.name(format); }
 
 const char* log_event_name(LogEvent event) { return kEventNames[static_cast<int>(event)]; }
 

@@ -22,11 +22,14 @@
 #include <utility>
 #include <vector>
 
+#include "core/base/name_table.h"
+
 namespace relgrad {
 
 enum class LogFormat { Jsonl, Csv };
 // "jsonl" or "csv" (train.log_format) → the format; throws relgrad::Error naming the name otherwise.
 LogFormat log_format(const std::string& name);
+inline constexpr NameTable<LogFormat, 2> kLogFormatNames{{{LogFormat::Jsonl, "jsonl"}, {LogFormat::Csv, "csv"}}};
 const char* log_format_name(LogFormat format);  // also the log file's extension: log.jsonl, log.csv
 
 enum class LogEvent { Train, Eval, Skip };
