@@ -12,16 +12,6 @@
 
 namespace relgrad {
 
-// Which core a MultiHeadAttention runs (model.fused_attention; the names are the key's words, "false"
-// and "true" from when it was a boolean key). Both cores compute the same function (to rounding).
-enum class AttentionCore {
-  Composite,  // "false": attention_heads, with its (B, H, t2, t1) scores and weights
-  Fused,      // "true": attention_heads_fused wherever it covers the call, the composite elsewhere
-  Auto,       // "auto": per call, the fused core where it covers the call and fused_core_pays says so
-};
-inline constexpr NameTable<AttentionCore, 3> kAttentionCoreNames{
-    {{AttentionCore::Composite, "false"}, {AttentionCore::Fused, "true"}, {AttentionCore::Auto, "auto"}}};
-
 struct AttentionOptions {
   bool causal = false;             // key j is visible to query i iff j ≤ π(i)
   Tensor key_padding_mask;         // optional bool (B, t1): true = padding, never attended
@@ -43,6 +33,16 @@ struct KVCache {
 struct LayerCache {
   KVCache self, cross;
 };
+
+// Which core a MultiHeadAttention runs (model.fused_attention; the names are the key's words, "false"
+// and "true" from when it was a boolean key). Both cores compute the same function (to rounding).
+enum class AttentionCore {
+  Composite,  // "false": attention_heads, with its (B, H, t2, t1) scores and weights
+  Fused,      // "true": attention_heads_fused wherever it covers the call, the composite elsewhere
+  Auto,       // "auto": per call, the fused core where it covers the call and fused_core_pays says so
+};
+inline constexpr NameTable<AttentionCore, 3> kAttentionCoreNames{
+    {{AttentionCore::Composite, "false"}, {AttentionCore::Fused, "true"}, {AttentionCore::Auto, "auto"}}};
 
 struct AttentionOutput {
   Tensor output;   // (B, t2, C)

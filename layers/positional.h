@@ -22,13 +22,6 @@
 
 namespace relgrad {
 
-// The config's names of the relative-position enums (autograd/ops.h): model.cross_alignment (with
-// "explicit" besides, train/config/config.cpp) and model.<place>.out_of_range (PositionalConfig).
-inline constexpr NameTable<Alignment, 3> kAlignmentNames{
-    {{Alignment::Left, "left"}, {Alignment::Right, "right"}, {Alignment::Scaled, "scaled"}}};
-inline constexpr NameTable<OutOfRange, 3> kOutOfRangeNames{
-    {{OutOfRange::Zero, "zero"}, {OutOfRange::Clip, "clip"}, {OutOfRange::Error, "error"}}};
-
 // What a scheme needs to know about the attention it serves.
 struct AttentionGeometry {
   int64_t batch = 0, heads = 0, head_dim = 0;
@@ -150,5 +143,12 @@ std::vector<std::vector<double>> table_response(const ResponseInput& in, const T
                                                 const RelativeIndexOptions& o, double scale, int64_t reach);
 // A tensor's values as host doubles.
 std::vector<double> host_values(const Tensor& t);
+
+// The config's names of the relative-position enums (autograd/ops.h): model.cross_alignment (with
+// "explicit" besides, train/config/config.cpp) and model.<place>.out_of_range (PositionalConfig).
+inline constexpr NameTable<Alignment, 3> kAlignmentNames{
+    {{Alignment::Left, "left"}, {Alignment::Right, "right"}, {Alignment::Scaled, "scaled"}}};
+inline constexpr NameTable<OutOfRange, 3> kOutOfRangeNames{
+    {{OutOfRange::Zero, "zero"}, {OutOfRange::Clip, "clip"}, {OutOfRange::Error, "error"}}};
 
 }  // namespace relgrad
