@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # CI sanitizer job (run by .ci/run after the README's test command; docs/reliability.md):
-#   1. every CPU test under ASan+UBSan (-fno-sanitize-recover=all): cmake preset "asan" (gcc), ctest
+#   1. every CPU test under ASan+UBSan (-fno-sanitize-recover=all): cmake preset "asan" (clang, with
+#      -Werror: the library, tests, examples and benchmarks warning-free with the second compiler), ctest
 #      presets asan and asan-mpi;
 #   2. the libFuzzer targets of fuzz/ (preset "fuzz", clang): replay of the seed corpora (ctest), then
 #      each target fuzzes for RELGRAD_FUZZ_SECONDS (default 25) seconds, two at a time.
@@ -27,7 +28,7 @@ fi
 
 # ---- 1. ASan + UBSan on the CPU test suite --------------------------------------------------------
 stamp "asan: configure + build"
-cmake --preset asan >/dev/null
+cmake --preset asan -DRELGRAD_WERROR=ON >/dev/null
 cmake --build --preset asan -j "$jobs"
 stamp "asan: ctest"
 ctest --preset asan -j "$jobs"
