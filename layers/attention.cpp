@@ -116,7 +116,7 @@ AttentionOutput MultiHeadAttention::attend(const Tensor& q, const Tensor& k, con
   last_call_fused = false;
   const bool wanted = core == AttentionCore::Fused ||
                       (core == AttentionCore::Auto && fused_core_pays(q, t1, fused_auto_limit_bytes));
-  if (wanted && !(dropout > 0 && is_training()) && !o.need_weights && !record_weights) {
+  if (wanted && !(dropout > 0 && is_training()) && !o.need_weights && !forward_hook) {
     Tensor kpm = o.key_padding_mask.defined() ? o.key_padding_mask.to(q.device()) : Tensor();
     Tensor out = attention_heads_fused(q, k, v, scheme, g, kpm);
     last_call_fused = out.defined();
@@ -135,7 +135,7 @@ AttentionOutput MultiHeadAttention::attend(const Tensor& q, const Tensor& k, con
   }
   AttentionOutput a = attention_heads(q, k, v, scheme, g, mask, dropout, is_training(), dropout_generator);
   Tensor merged = a.output.permute({0, 2, 1, 3}).reshape({B, t2, embed_dim});
-  if (record_weights) recorded_weights = a.weights.detach();
+  if (forward_hook) forward_hook({q, k, a.weights, g, o.key_padding_mask});
   return {out_proj->forward(merged), o.need_weights ? a.weights : Tensor()};
 }
 

@@ -4,6 +4,7 @@
 //
 //   query (B, t2, C), key_value (B, t1, C) → output (B, t2, C) [, weights (B, H, t2, t1)]
 #pragma once
+#include <functional>
 #include <memory>
 
 #include "core/base/name_table.h"
@@ -44,6 +45,18 @@ enum class AttentionCore {
 inline constexpr NameTable<AttentionCore, 3> kAttentionCoreNames{
     {{AttentionCore::Composite, "false"}, {AttentionCore::Fused, "true"}, {AttentionCore::Auto, "auto"}}};
 
+// What the composite core of one forward saw and computed, lent to a forward hook for the call (detach
+// and copy what you keep).
+struct AttentionCall {
+  const Tensor& q;                    // (B,H,t2,D) projected queries, before any scheme term
+  const Tensor& k;                    // (B,H,t1,D) projected keys; in the scheme's content form when
+                                      // geometry.keys_in_content_form (from a KV cache)
+  const Tensor& weights;              // (B,H,t2,t1) softmax weights, before dropout
+  const AttentionGeometry& geometry;  // sizes, causality, the queries' positions π(i) (positions())
+  const Tensor& key_padding_mask;     // optional bool (B, t1), true = padding, as the caller gave it
+};
+using AttentionHook = std::function<void(const AttentionCall&)>;
+
 struct AttentionOutput {
   Tensor output;   // (B, t2, C)
   Tensor weights;  // (B, H, t2, t1) when need_weights
@@ -72,13 +85,13 @@ class MultiHeadAttention : public Module {
   Generator* dropout_generator = nullptr;  // null: the default generator
   std::shared_ptr<Linear> q_proj, k_proj, v_proj, out_proj;
   std::shared_ptr<PositionalScheme> positional;
-  // Instruments (train/instruments/probe.h): while record_weights is set, every forward keeps its attention
-  // weights (B, H, t2, t1), detached and before dropout, in recorded_weights (the last call wins).
-  bool record_weights = false;
-  Tensor recorded_weights;
+  // A forward hook, as PyTorch's register_forward_hook, for instruments (train/instruments/probe.cpp):
+  // while set, every forward runs the composite core (the fused one has no weights to show) and calls
+  // it with what that core saw and computed. Unset (the default), a forward does no extra work.
+  AttentionHook forward_hook;
   // Fused: use the fused core (flash_relative_attention: O(t·D) memory, no (t2, t1) tensor) whenever it
   // covers the call: no scheme or one whose PositionalScheme::fuse accepts it (every built-in but Shaw
-  // with values), no attention dropout while training, neither need_weights nor record_weights.
+  // with values), no attention dropout while training, neither need_weights nor a forward_hook.
   // Otherwise the composite core runs; both give the same results (tests/test_flash_attention.cpp).
   // Auto (model.fused_attention = "auto"): the core is picked per call, where the fused one applies,
   // by fused_core_pays below: the faster where the two fit in memory (measured: docs/benchmarks.md,

@@ -396,10 +396,15 @@ TEST_CASE("probe: record_attention restores the model — helpers check their ar
   m.module->train();
   auto* attn = m.encoder_decoder->encoder->layers->items[0]->self_attn.get();
   const PositionalScheme* before = attn->positional.get();
+  int calls = 0;  // the caller's own hook: set aside while the probe's runs, then given back
+  attn->forward_hook = [&calls](const AttentionCall&) { ++calls; };
   auto records = record_attention(m, ed_batch({3}, {2}));
   CHECK(m.module->is_training());
   CHECK(attn->positional.get() == before);
-  CHECK_FALSE(attn->record_weights);
+  REQUIRE(attn->forward_hook);
+  CHECK(calls == 0);
+  attn->forward_hook = nullptr;
+  CHECK_FALSE(m.encoder_decoder->decoder->layers->items[0]->cross_attn->forward_hook);  // none left behind
   CHECK(records[0].positional == before);
   CHECK(records[0].q.shape() == Shape{1, H, 3, D});
   CHECK(records[0].weights.shape() == Shape{1, H, 3, 3});

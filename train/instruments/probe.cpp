@@ -19,40 +19,6 @@ std::vector<double> host(const Tensor& t) {
   return t.to(Device::cpu()).to(kFloat64).contiguous().to_vector<double>();
 }
 
-// Wraps a module's scheme for one forward: every call goes to the real scheme unchanged; the content
-// pair's two sides (called once per forward with the projected q and k, before any scheme term) keep
-// them.
-class RecordingScheme : public PositionalScheme {
- public:
-  explicit RecordingScheme(std::shared_ptr<PositionalScheme> inner) : inner_(std::move(inner)) {}
-  std::string name() const override { return inner_->name(); }
-  Tensor content_query(const Tensor& q, const AttentionGeometry& g) const override {
-    q_ = q.detach();
-    return inner_->content_query(q, g);
-  }
-  Tensor content_key(const Tensor& k, const Tensor& key_positions) const override {
-    k_ = k.detach();
-    return inner_->content_key(k, key_positions);
-  }
-  Tensor score_term(const Tensor& q, const AttentionGeometry& g) const override {
-    return inner_->score_term(q, g);
-  }
-  double logit_scale(int64_t head_dim) const override { return inner_->logit_scale(head_dim); }
-  Tensor logit_bias(const AttentionGeometry& g) const override { return inner_->logit_bias(g); }
-  Tensor value_term(const Tensor& w, const AttentionGeometry& g) const override {
-    return inner_->value_term(w, g);
-  }
-  bool fuse(FusedCall& call, const AttentionGeometry& g) const override { return inner_->fuse(call, g); }
-  std::vector<std::vector<double>> response(const ResponseInput& in, int64_t reach) const override {
-    return inner_->response(in, reach);
-  }
-  const std::shared_ptr<PositionalScheme>& inner() const { return inner_; }
-  mutable Tensor q_, k_;
-
- private:
-  std::shared_ptr<PositionalScheme> inner_;
-};
-
 // An attention module of the model and what decides its masks and positions.
 struct Site {
   std::string layer, place;
@@ -106,23 +72,14 @@ std::vector<bool> valid_of(const Tensor& padding, int64_t B, int64_t t) {
   return pad;
 }
 
-// Restores what record_attention changes, also on an exception.
-struct ModelRestorer {
+// Restores what record_attention changes (the modules' forward hooks, the training mode), also on an
+// exception.
+struct HookRestorer {
   Module* root = nullptr;
   bool training = false;
-  struct Flag {
-    MultiHeadAttention* m;
-    bool record;
-    Tensor recorded;
-  };
-  std::vector<Flag> flags;
-  std::vector<std::pair<MultiHeadAttention*, std::shared_ptr<PositionalScheme>>> schemes;
-  ~ModelRestorer() {
-    for (auto& [m, s] : schemes) m->positional = s;
-    for (auto& f : flags) {
-      f.m->record_weights = f.record;
-      f.m->recorded_weights = f.recorded;
-    }
+  std::vector<std::pair<MultiHeadAttention*, AttentionHook>> hooks;
+  ~HookRestorer() {
+    for (auto& [m, hook] : hooks) m->forward_hook = std::move(hook);
     if (root) root->train(training);
   }
 };
@@ -151,49 +108,45 @@ ProbeCurve make_curve(const AttentionRecord& rec, const std::string& kind, int h
 
 std::vector<AttentionRecord> record_attention(RunModel& model, const Batch& batch) {
   std::vector<Site> sites = sites_of(model, batch);
-  std::vector<std::shared_ptr<RecordingScheme>> wrappers;
-  std::vector<AttentionRecord> records;
+  std::vector<AttentionRecord> records(sites.size());  // sized first: each hook writes its own record
   {
-    ModelRestorer restore;
+    HookRestorer restore;
     restore.root = model.module.get();
     restore.training = model.module->is_training();
-    for (const Site& s : sites) {
-      restore.flags.push_back({s.attention, s.attention->record_weights, s.attention->recorded_weights});
-      s.attention->record_weights = true;
-      std::shared_ptr<RecordingScheme> w;
-      if (s.attention->positional) {
-        restore.schemes.push_back({s.attention, s.attention->positional});
-        w = std::make_shared<RecordingScheme>(s.attention->positional);
-        s.attention->positional = w;
-      }
-      wrappers.push_back(w);
+    for (size_t n = 0; n < sites.size(); ++n) {
+      MultiHeadAttention* attention = sites[n].attention;
+      restore.hooks.push_back({attention, std::move(attention->forward_hook)});
+      // Each forward of the module (the last one wins) leaves what the composite core computed. The
+      // hook makes the module run that core, not the fused one, which has no weights to show.
+      attention->forward_hook = [&rec = records[n]](const AttentionCall& call) {
+        rec.q = call.q.detach();
+        rec.k = call.k.detach();
+        rec.weights = call.weights.detach();
+      };
     }
     model.module->eval();
     NoGradGuard no_grad;
     model.logits(batch);
-    for (size_t n = 0; n < sites.size(); ++n) {
-      const Site& s = sites[n];
-      AttentionRecord rec;
-      rec.layer = s.layer;
-      rec.place = s.place;
-      rec.attention = s.attention;
-      rec.positional = wrappers[n] ? wrappers[n]->inner().get() : nullptr;
-      rec.scheme = rec.positional ? rec.positional->name() : "none";
-      rec.causal = s.causal;
-      rec.weights = s.attention->recorded_weights;
-      RG_CHECK(rec.weights.defined(), kOp, s.layer, " recorded no attention weights");
-      if (wrappers[n]) rec.q = wrappers[n]->q_, rec.k = wrappers[n]->k_;
-      const int64_t B = rec.weights.size(0), t2 = rec.weights.size(2), t1 = rec.weights.size(3);
-      rec.positions = s.explicit_positions.defined()
-                          ? s.explicit_positions.to(Device::cpu()).contiguous().to_vector<int64_t>()
-                          : AttentionGeometry::query_positions_for(t2, t1, s.alignment).to_vector<int64_t>();
-      RG_CHECK(static_cast<int64_t>(rec.positions.size()) == t2, kOp, s.layer, ": ", rec.positions.size(),
-               " query positions for ", t2, " queries");
-      rec.query_valid = valid_of(s.query_mask, B, t2);
-      rec.key_valid = valid_of(s.key_mask, B, t1);
-      records.push_back(std::move(rec));
-    }
-  }  // restore: schemes, flags, training mode
+  }  // restore: hooks, training mode
+  for (size_t n = 0; n < sites.size(); ++n) {
+    const Site& s = sites[n];
+    AttentionRecord& rec = records[n];
+    rec.layer = s.layer;
+    rec.place = s.place;
+    rec.attention = s.attention;
+    rec.positional = s.attention->positional.get();
+    rec.scheme = rec.positional ? rec.positional->name() : "none";
+    rec.causal = s.causal;
+    RG_CHECK(rec.weights.defined(), kOp, s.layer, " recorded no attention weights");
+    const int64_t B = rec.weights.size(0), t2 = rec.weights.size(2), t1 = rec.weights.size(3);
+    rec.positions = s.explicit_positions.defined()
+                        ? s.explicit_positions.to(Device::cpu()).contiguous().to_vector<int64_t>()
+                        : AttentionGeometry::query_positions_for(t2, t1, s.alignment).to_vector<int64_t>();
+    RG_CHECK(static_cast<int64_t>(rec.positions.size()) == t2, kOp, s.layer, ": ", rec.positions.size(),
+             " query positions for ", t2, " queries");
+    rec.query_valid = valid_of(s.query_mask, B, t2);
+    rec.key_valid = valid_of(s.key_mask, B, t1);
+  }
   return records;
 }
 

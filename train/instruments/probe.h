@@ -16,7 +16,8 @@
 // kind "attention_mass" (any scheme, also "none"): the measured share of attention at offset δ,
 //   mass_h(δ) = (1/N) Σ_{b, i} Σ_{j : j − π(i) = δ} w[b, h, i, j]
 // over the N queries (b, i) that are not padding and see at least one key; w (B, H, t2, t1) are the
-// module's weights (MultiHeadAttention::record_weights, eval mode, no grad), zero on masked keys.
+// module's weights (caught by its forward hook, MultiHeadAttention::forward_hook; eval mode, no grad),
+// zero on masked keys.
 // Σ_δ mass_h(δ) + outside_h = 1, where `outside` is the share beyond |δ| > R.
 //
 // kind "response": the positional part of the logits, in the units it enters them (after every
@@ -68,8 +69,7 @@ struct AttentionRecord {
   MultiHeadAttention* attention = nullptr;       // the module (owned by the model)
   const PositionalScheme* positional = nullptr;  // its scheme, null for "none"
   bool causal = false;
-  Tensor q, k;                     // (B,H,t2,D), (B,H,t1,D): projected, before any scheme touches
-                                   // them (undefined for "none": the scheme is where they are caught)
+  Tensor q, k;                     // (B,H,t2,D), (B,H,t1,D): projected, before any scheme touches them
   Tensor weights;                  // (B,H,t2,t1): softmax weights, before dropout
   std::vector<int64_t> positions;  // π(i), t2 entries
   std::vector<bool> query_valid;   // (B, t2) row-major: not padding
@@ -77,10 +77,10 @@ struct AttentionRecord {
 };
 
 // Runs `model` once on `batch` in eval mode under NoGradGuard and captures every attention module
-// (encoder self, decoder self and cross in model order). The model's training mode, record_weights /
-// recorded_weights and schemes are restored afterwards, also when the forward throws. The queries and keys
-// are caught by a recording wrapper placed around each module's scheme for the duration of the call (it
-// forwards every call unchanged, so the forward is the model's own).
+// (encoder self, decoder self and cross in model order) through a forward hook on each
+// (MultiHeadAttention::forward_hook, layers/attention.h), which hands over the projected queries and
+// keys and the weights; the module runs its composite core meanwhile. The model's training mode and
+// hooks are restored afterwards, also when the forward throws.
 std::vector<AttentionRecord> record_attention(RunModel& model, const Batch& batch);
 
 // reach R ≤ 0 means: the longest offset the batch can show, max(t1, t2) − 1 over its attentions.
