@@ -8,6 +8,7 @@
 #include "cli_testing.h"
 #include "train/command/subcommand.h"
 #include "file_testing.h"
+#include "model_testing.h"
 #include "testing.h"
 #include "train/command/cli.h"
 #include "train/config/run_options.h"
@@ -219,7 +220,7 @@ TEST_CASE("cli: a tiny train writes checkpoint, log and plot — inspect, eval a
     CHECK_CLI(r, 0);
     LoadedRun run = load_run(t.checkpoint);
     RunData data(run.config);
-    EvalResult e = evaluate(run.model, data.dataset(), 3);
+    EvalResult e = evaluate(*run.model, data.dataset(), 3);
     std::string expected = "step 6: held-out loss " + fixed(e.loss, 4) + ", token accuracy " + fixed(100 * e.accuracy, 2) +
                            "% (" + std::to_string(e.tokens) + " tokens), sequence accuracy " +
                            fixed(100 * e.sequence_accuracy, 2) + "% (" + std::to_string(e.sequences) + " sequences)\n";
@@ -241,8 +242,8 @@ TEST_CASE("cli: a tiny train writes checkpoint, log and plot — inspect, eval a
     CHECK(bitwise_equal(f.tensors["src"], b.src));
     CHECK(bitwise_equal(f.tensors["tgt_out"], b.tgt_out));
     NoGradGuard no_grad;
-    run.model.module->eval();
-    Tensor logits = run.model.encoder_decoder->forward(f.tensors["src"], f.tensors["tgt_in"], f.tensors["src_padding_mask"],
+    run.model->module->eval();
+    Tensor logits = encoder_decoder_of(*run.model).forward(f.tensors["src"], f.tensors["tgt_in"], f.tensors["src_padding_mask"],
                                                        f.tensors["tgt_padding_mask"]);
     CHECK(bitwise_equal(f.tensors["logits"], logits));
     CHECK(f.metadata["step"] == "6");
@@ -257,8 +258,8 @@ TEST_CASE("cli: a tiny train writes checkpoint, log and plot — inspect, eval a
     CHECK(f.tensors["tgt_in"].to_vector<int64_t>() == std::vector<int64_t>{kBos, 4, 7});
     LoadedRun run = load_run(t.checkpoint);
     NoGradGuard no_grad;
-    run.model.module->eval();
-    Tensor logits = run.model.encoder_decoder->forward(f.tensors["src"], f.tensors["tgt_in"]);
+    run.model->module->eval();
+    Tensor logits = encoder_decoder_of(*run.model).forward(f.tensors["src"], f.tensors["tgt_in"]);
     CHECK(f.tensors["logits"].shape() == Shape{1, 3, run.config.model.vocab_size});
     CHECK(bitwise_equal(f.tensors["logits"], logits));
     // Only --input: the decoder sees <bos> alone.
@@ -452,8 +453,8 @@ TEST_CASE("cli: a byte-level text model: train, sample --prompt, eval --dump-log
   CHECK(f.tensors["tokens"].to_vector<int64_t>() == std::vector<int64_t>{97, 98, 99});
   LoadedRun loaded = load_run(ck);
   NoGradGuard no_grad;
-  loaded.model.module->eval();
-  CHECK(bitwise_equal(f.tensors["logits"], loaded.model.decoder_lm->forward(f.tensors["tokens"])));
+  loaded.model->module->eval();
+  CHECK(bitwise_equal(f.tensors["logits"], decoder_lm_of(*loaded.model).forward(f.tensors["tokens"])));
   CHECK(f.tensors["logits"].shape() == Shape{1, 3, 256});
   CHECK_CLI(run_relgrad({"eval", ck, "--dump-logits", dump, "--input", "abc", "--target", "d"}), 2);
 }

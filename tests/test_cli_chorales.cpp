@@ -12,6 +12,7 @@
 #include "cli_testing.h"
 #include "core/safetensors.h"
 #include "file_testing.h"
+#include "model_testing.h"
 #include "testing.h"
 #include "train/config/run_options.h"
 #include "train/instruments/probe.h"
@@ -114,7 +115,7 @@ TEST_CASE("cli chorales: a continuation model trains, stores its vocabulary and 
   LoadedRun loaded = load_run(r.checkpoint);
   CHECK(loaded.config.data.source == "chorales");
   CHECK(loaded.config.data.chorale_task == "continue");
-  CHECK(loaded.model.decoder_lm->config.vocab_size == kChoraleVocabSize);
+  CHECK(decoder_lm_of(*loaded.model).config.vocab_size == kChoraleVocabSize);
   CHECK(loaded.vocab.size == kChoraleVocabSize);
   CHECK(loaded.vocab.names == chorale_vocab().names);
   CHECK(loaded.checkpoint.meta.extra.count("data_checksum") == 1);
@@ -164,8 +165,8 @@ TEST_CASE("cli chorales: the harmoniser trains with explicit positions and harmo
   const HarmonyRun& r = harmony_run();
   LoadedRun loaded = load_run(r.checkpoint);
   CHECK(loaded.config.data.chorale_task == "harmonize");
-  CHECK(loaded.model.encoder_decoder->config.cross_explicit);
-  CHECK(loaded.model.encoder_decoder->config.vocab_size == kChoraleVocabSize);
+  CHECK(encoder_decoder_of(*loaded.model).config.cross_explicit);
+  CHECK(encoder_decoder_of(*loaded.model).config.vocab_size == kChoraleVocabSize);
   // The samples printed after training: the trainer's SampleModel gave the model its positions.
   CHECK(fs::exists(r.out_dir + "/harmony.mid"));
   TempDir dir;
@@ -228,7 +229,7 @@ TEST_CASE("cli chorales: explicit positions reach the harmoniser, in batches and
   const int64_t t2 = batch.tgt_in.size(1);
   CHECK(batch.tgt_positions.to_vector<int64_t>() == harmony_query_positions(8).to_vector<int64_t>());
   auto loss = [&](const Batch& b) {
-    Tensor logits = loaded.model.logits(b);
+    Tensor logits = loaded.model->logits(b);
     return cross_entropy(logits.reshape({-1, logits.size(2)}), b.tgt_out.reshape({-1})).item();
   };
   const double explicit_loss = loss(batch);
@@ -239,7 +240,7 @@ TEST_CASE("cli chorales: explicit positions reach the harmoniser, in batches and
   CHECK(loss(moved) != doctest::Approx(explicit_loss).epsilon(1e-6));
   Batch none = batch;
   none.tgt_positions = Tensor();
-  CHECK_THROWS(loaded.model.logits(none));  // an explicit model without positions is an error
+  CHECK_THROWS(loaded.model->logits(none));  // an explicit model without positions is an error
 
   // The sampler: the cached and the recomputed decoding agree only if the cache is given every position.
   const Tensor src = batch.src.narrow(0, 0, 1).contiguous();
@@ -250,7 +251,7 @@ TEST_CASE("cli chorales: explicit positions reach the harmoniser, in batches and
   o.eos = -1;
   const Tensor positions = target_positions(loaded.config)(1 + o.max_new_tokens);
   CHECK(positions.to_vector<int64_t>() == harmony_query_positions(8).to_vector<int64_t>());
-  EncoderDecoder& model = *loaded.model.encoder_decoder;
+  EncoderDecoder& model = encoder_decoder_of(*loaded.model);
   const auto cached = generate(model, src, Tensor(), o, true, positions).to_vector<int64_t>();
   const auto recomputed = generate(model, src, Tensor(), o, false, positions).to_vector<int64_t>();
   CHECK(cached == recomputed);
@@ -431,7 +432,7 @@ TEST_CASE("cli chorales: the probe places an explicit harmoniser's cross queries
   const Alignment alignment = loaded.config.model.cross_alignment;
   REQUIRE(expected != AttentionGeometry::query_positions_for(t2, t1, alignment).to_vector<int64_t>());
   int cross = 0;
-  for (const AttentionRecord& rec : record_attention(loaded.model, batch)) {
+  for (const AttentionRecord& rec : record_attention(*loaded.model, batch)) {
     if (rec.place != "cross") continue;
     ++cross;
     CHECK(rec.positions == expected);

@@ -7,6 +7,7 @@
 
 #include "cli_testing.h"
 #include "file_testing.h"
+#include "model_testing.h"
 #include "testing.h"
 #include "train/command/cli.h"
 #include "train/music/midi.h"
@@ -52,7 +53,7 @@ TEST_CASE("cli music: train on synthetic pieces writes a checkpoint and a sample
   CHECK(sample.format == 0);
   LoadedRun loaded = load_run(r.checkpoint);
   CHECK(loaded.config.data.source == "music");
-  CHECK(loaded.model.decoder_lm->config.vocab_size == kMusicVocabSize);
+  CHECK(decoder_lm_of(*loaded.model).config.vocab_size == kMusicVocabSize);
 }
 
 TEST_CASE("cli music: sample --format midi writes the generated events as MIDI") {
@@ -75,7 +76,7 @@ TEST_CASE("cli music: sample --format midi writes the generated events as MIDI")
   o.max_new_tokens = 48;
   o.seed = 3;
   std::vector<int64_t> seq =
-      generate(*loaded.model.decoder_lm, from_vector<int64_t>(prompt, {1, 5}), o).to_vector<int64_t>();
+      generate(decoder_lm_of(*loaded.model), from_vector<int64_t>(prompt, {1, 5}), o).to_vector<int64_t>();
   std::vector<Note> expected = decode_notes(seq);
   std::vector<Note> got = notes_of(read_midi(path));
   REQUIRE(got.size() == expected.size());

@@ -132,12 +132,12 @@ TEST_CASE("cuda train: a checkpoint whose config says cuda samples, evaluates an
   const std::string gpu_ck = dir.file("gpu_checkpoint.safetensors");
   {
     LoadedRun loaded = load_run(ck);
-    save_checkpoint(gpu_ck, *loaded.model.module, nullptr, meta);
+    save_checkpoint(gpu_ck, *loaded.model->module, nullptr, meta);
   }
   LoadedRun back = load_run(gpu_ck);  // the default device: the CPU
   CHECK(back.config.train.device == "cuda");
-  CHECK(back.model.device == Device::cpu());
-  CHECK(device_of(*back.model.module) == Device::cpu());
+  CHECK(back.model->device == Device::cpu());
+  CHECK(device_of(*back.model->module) == Device::cpu());
   CliResult s = run_relgrad({"sample", gpu_ck, "-n", "1"});
   CHECK(s.code == 0);
   CliResult e = run_relgrad({"eval", gpu_ck, "--batches", "1", "--device", "cpu"});
@@ -224,9 +224,9 @@ TEST_CASE("cuda train: checkpoints go from the GPU to the CPU and back, optimize
   // load_run onto either device, and the command line.
   LoadedRun on_gpu = load_run(gpu_ck, Device::cuda());
   LoadedRun on_cpu = load_run(gpu_ck);
-  CHECK(device_of(*on_gpu.model.module).is_cuda());
+  CHECK(device_of(*on_gpu.model->module).is_cuda());
   RunData data(on_cpu.config);
-  EvalResult a = evaluate(on_cpu.model, data.dataset(), 2), b = evaluate(on_gpu.model, data.dataset(), 2);
+  EvalResult a = evaluate(*on_cpu.model, data.dataset(), 2), b = evaluate(*on_gpu.model, data.dataset(), 2);
   CHECK(std::fabs(a.loss - b.loss) <= 1e-4);
   CHECK(a.tokens == b.tokens);
   CliResult e = run_relgrad({"eval", gpu_ck, "--batches", "2", "--device", "cuda"});

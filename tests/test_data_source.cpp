@@ -69,7 +69,7 @@ class CountingSource : public DataSource {
               std::ostream& out) const override {
     const std::vector<int64_t> prompt = token_ids(a.input.empty() ? "0 1 2" : a.input, data.vocab(), "sample");
     o.eos = -1;
-    const std::vector<int64_t> seq = generate(*run.model.decoder_lm, ids_row(prompt), o).to_vector<int64_t>();
+    const std::vector<int64_t> seq = run.model->generate(ids_row(prompt), o).to_vector<int64_t>();
     out << "counted " << data.vocab().decode(seq) << "\n";
   }
 };
@@ -134,7 +134,7 @@ TEST_CASE("data sources: a source defined outside the library trains, samples an
   RunData data(run.config);
   CHECK(&data.source() == find_data_source("counting"));
   CHECK(!data.task());
-  const EvalResult e = evaluate(run.model, data.dataset(), 2);
+  const EvalResult e = evaluate(*run.model, data.dataset(), 2);
   CHECK(e.loss < 1.0);
   CHECK(e.accuracy > 0.6);
 

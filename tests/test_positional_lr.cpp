@@ -139,10 +139,10 @@ TEST_CASE("positional lr: the Trainer trains as the experiments' train_model wit
   experiments::BatchFn batches = [data](int64_t index, Split split) { return data->batch(index, split); };
   RunConfig derived = c;
   derived.derive_from_data();
-  RunModel reference = experiments::train_model(derived, batches, nullptr, "tiny", 10.0);
-  RunModel one_lr = experiments::train_model(derived, batches, nullptr, "tiny", 1.0);
-  const auto mine = t.model().module->named_parameters(), theirs = reference.module->named_parameters(),
-             unscaled = one_lr.module->named_parameters();
+  const auto reference = experiments::train_model(derived, batches, nullptr, "tiny", 10.0);
+  const auto one_lr = experiments::train_model(derived, batches, nullptr, "tiny", 1.0);
+  const auto mine = t.model().module->named_parameters(), theirs = reference->module->named_parameters(),
+             unscaled = one_lr->module->named_parameters();
   REQUIRE(mine.size() == theirs.size());
   double worst = 0.0, positional_gap = 0.0;
   for (size_t i = 0; i < mine.size(); ++i) {

@@ -11,6 +11,8 @@
 #include "layers/transformer_xl.h"
 #include "testing.h"
 #include "train/instruments/probe.h"
+#include "train/trainer/decoder_only_model.h"
+#include "train/trainer/encoder_decoder_model.h"
 
 using namespace relgrad;
 using relgrad::testing::TempDir;
@@ -34,20 +36,16 @@ TransformerConfig tiny(const std::string& enc, const std::string& dec, const std
   return c;
 }
 
-RunModel ed_model(const TransformerConfig& c) {
+EncoderDecoderModel ed_model(const TransformerConfig& c) {
   Generator g(7);
-  RunModel m;
-  m.encoder_decoder = std::make_shared<EncoderDecoder>(c, &g);
-  m.module = m.encoder_decoder;
+  EncoderDecoderModel m(std::make_shared<EncoderDecoder>(c, &g));
   m.module->to(kFloat64);
   return m;
 }
 
-RunModel lm_model(const TransformerConfig& c) {
+DecoderOnlyModel lm_model(const TransformerConfig& c) {
   Generator g(7);
-  RunModel m;
-  m.decoder_lm = std::make_shared<DecoderLM>(c, &g);
-  m.module = m.decoder_lm;
+  DecoderOnlyModel m(std::make_shared<DecoderLM>(c, &g));
   m.module->to(kFloat64);
   return m;
 }
@@ -105,9 +103,9 @@ const std::vector<double> kK = {0.2, 0.9, -0.6, 0.4, 1.0, -0.3, 0.8, 0.1};
 TEST_CASE("probe: T5 response is the bucket's bias, once per shared stack, masked future in causal layers") {
   TransformerConfig c = tiny("t5", "t5", "none");
   c.n_encoder_layers = 2;
-  RunModel m = ed_model(c);
-  auto& enc = dynamic_cast<T5RelativeBias&>(*m.encoder_decoder->encoder->layers->items[0]->self_attn->positional);
-  auto& dec = dynamic_cast<T5RelativeBias&>(*m.encoder_decoder->decoder->layers->items[0]->self_attn->positional);
+  EncoderDecoderModel m = ed_model(c);
+  auto& enc = dynamic_cast<T5RelativeBias&>(*m.network->encoder->layers->items[0]->self_attn->positional);
+  auto& dec = dynamic_cast<T5RelativeBias&>(*m.network->decoder->layers->items[0]->self_attn->positional);
   std::vector<double> te(2 * 32), td(2 * 32);
   for (int64_t h = 0; h < 2; ++h)
     for (int64_t b = 0; b < 32; ++b) te[h * 32 + b] = 0.1 * b - 0.03 * h * b, td[h * 32 + b] = std::sin(1.0 + b + 5 * h);
@@ -145,9 +143,9 @@ TEST_CASE("probe: learned tables (seed, huang, shaw) give (1/sqrt D) q.e_delta w
   c.encoder_self.per_head = true;
   c.decoder_self.max_length = 3;  // rows δ ∈ [−2, 0]
   c.cross.clip = 2;               // rows δ ∈ [−2, 2], clipped
-  RunModel m = ed_model(c);
-  auto& eb = *m.encoder_decoder->encoder->layers->items[0];
-  auto& db = *m.encoder_decoder->decoder->layers->items[0];
+  EncoderDecoderModel m = ed_model(c);
+  auto& eb = *m.network->encoder->layers->items[0];
+  auto& db = *m.network->decoder->layers->items[0];
   for (Linear* p : {eb.self_attn->q_proj.get(), db.self_attn->q_proj.get(), db.cross_attn->q_proj.get()}) constant(*p, kQ);
   auto& seed = dynamic_cast<SeedRelativeEmbedding&>(*eb.self_attn->positional);
   auto& huang = dynamic_cast<HuangRelativeEmbedding&>(*db.self_attn->positional);
@@ -190,7 +188,7 @@ TEST_CASE("probe: learned tables (seed, huang, shaw) give (1/sqrt D) q.e_delta w
   // The Error policy: beyond the table the model would refuse, so no value.
   c.encoder_self.out_of_range = OutOfRange::Error;
   c.encoder_self.max_length = 7;
-  RunModel me = ed_model(c);
+  EncoderDecoderModel me = ed_model(c);
   auto ec = select(positional_response(me, ed_batch({6, 4}, {5, 3}), 8), "encoder.layers.0.self_attn", "response");
   CHECK(std::isfinite(value_at(ec[0], -6)));
   CHECK(std::isnan(value_at(ec[0], -7)));
@@ -198,7 +196,7 @@ TEST_CASE("probe: learned tables (seed, huang, shaw) give (1/sqrt D) q.e_delta w
 }
 
 TEST_CASE("probe: the mean query excludes padding (response of a padded batch = query-weighted row responses)") {
-  RunModel m = ed_model(tiny("seed", "none", "none"));
+  EncoderDecoderModel m = ed_model(tiny("seed", "none", "none"));
   Batch b = ed_batch({6, 4}, {2, 2});
   auto row = [&](int64_t r, int64_t n) {  // row r alone, unpadded: the same tokens
     Batch one;
@@ -216,8 +214,8 @@ TEST_CASE("probe: the mean query excludes padding (response of a padded batch = 
 
 TEST_CASE("probe: Transformer-XL response is (q + v).(W_r R_{p = -delta}) / sqrt D, future masked") {
   TransformerConfig c = tiny("none", "transformer_xl", "none");
-  RunModel m = lm_model(c);
-  auto& attn = *m.decoder_lm->layers->items[0]->self_attn;
+  DecoderOnlyModel m = lm_model(c);
+  auto& attn = *m.network->layers->items[0]->self_attn;
   constant(*attn.q_proj, kQ);
   auto& txl = dynamic_cast<TransformerXL&>(*attn.positional);
   std::vector<double> W = values(txl.r_proj->weight), v = values(txl.v);  // (C, C), (H, D)
@@ -243,7 +241,7 @@ TEST_CASE("probe: Transformer-XL response is (q + v).(W_r R_{p = -delta}) / sqrt
 }
 
 TEST_CASE("probe: ALiBi response is -slope |delta| (bidirectional) or slope delta (causal)") {
-  RunModel m = ed_model(tiny("alibi", "alibi", "none"));
+  EncoderDecoderModel m = ed_model(tiny("alibi", "alibi", "none"));
   auto curves = positional_response(m, ed_batch({4}, {3}), 5);
   auto e = select(curves, "encoder.layers.0.self_attn", "response");
   auto d = select(curves, "decoder.layers.0.self_attn", "response");
@@ -260,8 +258,8 @@ TEST_CASE("probe: ALiBi response is -slope |delta| (bidirectional) or slope delt
 }
 
 TEST_CASE("probe: RoPE response is the measured mean logit by offset, NaN where the batch has no pair") {
-  RunModel m = ed_model(tiny("rope", "none", "none"));
-  auto& attn = *m.encoder_decoder->encoder->layers->items[0]->self_attn;
+  EncoderDecoderModel m = ed_model(tiny("rope", "none", "none"));
+  auto& attn = *m.network->encoder->layers->items[0]->self_attn;
   constant(*attn.q_proj, kQ);
   constant(*attn.k_proj, kK);
   auto curves = select(positional_response(m, ed_batch({6, 4}, {2, 2}), 7), "encoder.layers.0.self_attn", "response");
@@ -280,7 +278,7 @@ TEST_CASE("probe: RoPE response is the measured mean logit by offset, NaN where 
     }
   // Content-dependent q and k: the padded pair's mean is the pair-count-weighted mean of each row
   // alone (a row of n tokens has n − |δ| pairs at δ), so padded queries and keys are left out.
-  RunModel r = ed_model(tiny("rope", "none", "none"));
+  EncoderDecoderModel r = ed_model(tiny("rope", "none", "none"));
   Batch b = ed_batch({6, 4}, {2, 2});
   auto row = [&](int64_t k, int64_t n) {
     Batch one;
@@ -300,7 +298,7 @@ TEST_CASE("probe: RoPE response is the measured mean logit by offset, NaN where 
 
 TEST_CASE("probe: attention mass sums to 1 per head and excludes padded queries and keys") {
   TransformerConfig c = tiny("seed", "t5", "shaw");
-  RunModel m = ed_model(c);
+  EncoderDecoderModel m = ed_model(c);
   Batch both = ed_batch({6, 4}, {5, 3});
   for (int64_t R : {2, 0}) {  // 2: some mass beyond the range; 0: every offset of the batch
     auto curves = attention_mass_by_offset(m, both, R);
@@ -329,7 +327,7 @@ TEST_CASE("probe: attention mass sums to 1 per head and excludes padded queries 
       CHECK(std::fabs(mass_at(p[n], d) - (w0 * mass_at(r0[n], d) + w1 * mass_at(r1[n], d)) / (w0 + w1)) < 1e-12);
   }
   // DecoderLM, padded.
-  RunModel lm = lm_model(tiny("none", "alibi", "none"));
+  DecoderOnlyModel lm = lm_model(tiny("none", "alibi", "none"));
   for (const auto& cv : attention_mass_by_offset(lm, lm_batch({5, 2}), 0)) {
     double sum = 0;
     for (double v : cv.value) sum += v;
@@ -339,8 +337,8 @@ TEST_CASE("probe: attention mass sums to 1 per head and excludes padded queries 
 }
 
 TEST_CASE("probe: a T5 bias forced to one offset puts the mass there (reachable queries only)") {
-  RunModel m = ed_model(tiny("t5", "none", "none"));
-  auto& attn = *m.encoder_decoder->encoder->layers->items[0]->self_attn;
+  EncoderDecoderModel m = ed_model(tiny("t5", "none", "none"));
+  auto& attn = *m.network->encoder->layers->items[0]->self_attn;
   constant(*attn.q_proj, std::vector<double>(C, 0.0));
   constant(*attn.k_proj, std::vector<double>(C, 0.0));
   std::vector<double> t(2 * 32, 0.0);
@@ -366,8 +364,8 @@ TEST_CASE("probe: cross-attention offsets are measured from pi(i) of the block's
   for (Alignment a : {Alignment::Left, Alignment::Scaled, Alignment::Right}) {
     TransformerConfig c = tiny("none", "none", "t5");
     c.cross_alignment = a;
-    RunModel m = ed_model(c);
-    auto& cross = *m.encoder_decoder->decoder->layers->items[0]->cross_attn;
+    EncoderDecoderModel m = ed_model(c);
+    auto& cross = *m.network->decoder->layers->items[0]->cross_attn;
     constant(*cross.q_proj, std::vector<double>(C, 0.0));
     constant(*cross.k_proj, std::vector<double>(C, 0.0));
     std::vector<double> t(2 * 32, 0.0);
@@ -392,9 +390,9 @@ TEST_CASE("probe: cross-attention offsets are measured from pi(i) of the block's
 }
 
 TEST_CASE("probe: record_attention restores the model — helpers check their arguments") {
-  RunModel m = ed_model(tiny("seed", "t5", "shaw"));
+  EncoderDecoderModel m = ed_model(tiny("seed", "t5", "shaw"));
   m.module->train();
-  auto* attn = m.encoder_decoder->encoder->layers->items[0]->self_attn.get();
+  auto* attn = m.network->encoder->layers->items[0]->self_attn.get();
   const PositionalScheme* before = attn->positional.get();
   int calls = 0;  // the caller's own hook: set aside while the probe's runs, then given back
   attn->forward_hook = [&calls](const AttentionCall&) { ++calls; };
@@ -404,7 +402,7 @@ TEST_CASE("probe: record_attention restores the model — helpers check their ar
   REQUIRE(attn->forward_hook);
   CHECK(calls == 0);
   attn->forward_hook = nullptr;
-  CHECK_FALSE(m.encoder_decoder->decoder->layers->items[0]->cross_attn->forward_hook);  // none left behind
+  CHECK_FALSE(m.network->decoder->layers->items[0]->cross_attn->forward_hook);  // none left behind
   CHECK(records[0].positional == before);
   CHECK(records[0].q.shape() == Shape{1, H, 3, D});
   CHECK(records[0].weights.shape() == Shape{1, H, 3, 3});
@@ -416,7 +414,7 @@ TEST_CASE("probe: record_attention restores the model — helpers check their ar
 
 TEST_CASE("probe: pictures are written, one heatmap PNG and one curve SVG per layer and kind") {
   TempDir dir;
-  RunModel m = ed_model(tiny("t5", "seed", "none"));
+  EncoderDecoderModel m = ed_model(tiny("t5", "seed", "none"));
   auto curves = probe(m, ed_batch({5, 3}, {4, 2}), 6);
   auto paths = write_probe_pictures(curves, dir.file("pictures"));
   // responses: encoder (t5), decoder self (seed); masses: three attentions.

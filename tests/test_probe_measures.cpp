@@ -9,6 +9,7 @@
 #include "layers/relative_bias.h"
 #include "testing.h"
 #include "train/instruments/probe.h"
+#include "train/trainer/encoder_decoder_model.h"
 #include "trainer_testing.h"
 
 using namespace relgrad;
@@ -33,11 +34,9 @@ TransformerConfig tiny(const std::string& enc, const std::string& dec, const std
   return c;
 }
 
-RunModel ed_model(const TransformerConfig& c, uint64_t seed = 7) {
+EncoderDecoderModel ed_model(const TransformerConfig& c, uint64_t seed = 7) {
   Generator g(seed);
-  RunModel m;
-  m.encoder_decoder = std::make_shared<EncoderDecoder>(c, &g);
-  m.module = m.encoder_decoder;
+  EncoderDecoderModel m(std::make_shared<EncoderDecoder>(c, &g));
   m.module->to(kFloat64);
   return m;
 }
@@ -95,7 +94,7 @@ std::vector<double> brute_mass(const AttentionRecord& rec, DeltaRange d, int64_t
 }  // namespace
 
 TEST_CASE("probe measures: mass at a delta (or range) over a query filter matches the brute-force sum") {
-  RunModel m = ed_model(tiny("seed", "t5", "shaw"));
+  EncoderDecoderModel m = ed_model(tiny("seed", "t5", "shaw"));
   Batch batch = ed_batch({6, 4}, {5, 3});
   std::vector<AttentionRecord> records = record_attention(m, batch);
   REQUIRE(records.size() == 3);
@@ -153,8 +152,8 @@ TEST_CASE("probe measures: mass at a delta (or range) over a query filter matche
 
 TEST_CASE(
     "probe measures: a T5 bias forced to one offset has all the mass of the queries that can look there") {
-  RunModel m = ed_model(tiny("t5", "none", "none"));
-  auto& attn = *m.encoder_decoder->encoder->layers->items[0]->self_attn;
+  EncoderDecoderModel m = ed_model(tiny("t5", "none", "none"));
+  auto& attn = *m.network->encoder->layers->items[0]->self_attn;
   NoGradGuard no_grad;
   for (Linear* p : {attn.q_proj.get(), attn.k_proj.get()}) p->weight.copy_(zeros_like(p->weight));
   std::vector<double> t(2 * 32, 0.0);
@@ -229,9 +228,9 @@ TEST_CASE("probe measures: the curves as CSV and JSON hold every value, NaN empt
 }
 
 TEST_CASE("probe measures: two models compared — zero against itself, the table change where it was made") {
-  RunModel a = ed_model(tiny("t5", "none", "seed")), b = ed_model(tiny("t5", "none", "seed"));
+  EncoderDecoderModel a = ed_model(tiny("t5", "none", "seed")), b = ed_model(tiny("t5", "none", "seed"));
   auto& table =
-      dynamic_cast<T5RelativeBias&>(*b.encoder_decoder->encoder->layers->items[0]->self_attn->positional)
+      dynamic_cast<T5RelativeBias&>(*b.network->encoder->layers->items[0]->self_attn->positional)
           .table;
   {
     NoGradGuard no_grad;
@@ -267,7 +266,7 @@ TEST_CASE("probe measures: two models compared — zero against itself, the tabl
   const std::string csv = comparison_csv(rows);
   CHECK(csv.find("encoder.layers.0.self_attn,encoder_self,t5,1,-3,0.75") != std::string::npos);
   CHECK(csv.find("layer,place,scheme,head,mass_from,mass_to,mass_a,mass_b") != std::string::npos);
-  RunModel other = ed_model(tiny("t5", "none", "shaw"));
+  EncoderDecoderModel other = ed_model(tiny("t5", "none", "shaw"));
   CHECK_THROWS_AS(compare_probes(ra, record_attention(other, batch), deltas), Error);
 }
 

@@ -389,7 +389,7 @@ TEST_CASE("bounded knobs: eval --batches above 100000 is a usage error, evaluate
   LoadedRun loaded = load_run(run + "/checkpoint.safetensors");
   RunData data(loaded.config);
   std::vector<int64_t> seen;
-  evaluate(loaded.model, data.dataset(), 4, nullptr, [&](int64_t done) { seen.push_back(done); });
+  evaluate(*loaded.model, data.dataset(), 4, nullptr, [&](int64_t done) { seen.push_back(done); });
   CHECK(seen == std::vector<int64_t>{1, 2, 3, 4});
 }
 

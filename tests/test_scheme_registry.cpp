@@ -8,6 +8,7 @@
 #include "testing.h"
 #include "train/instruments/probe.h"
 #include "train/optim/optim.h"
+#include "train/trainer/decoder_only_model.h"
 
 using namespace relgrad;
 using relgrad::testing::check_throws_with;
@@ -147,9 +148,7 @@ TEST_CASE("scheme registry: a scheme defined outside the library trains, decodes
   }
 
   // The probe reports its response under the registered name.
-  RunModel run;
-  run.decoder_lm = std::make_shared<DecoderLM>(lm_config("learned_slope"), &init);
-  run.module = run.decoder_lm;
+  DecoderOnlyModel run(std::make_shared<DecoderLM>(lm_config("learned_slope"), &init));
   Batch batch;
   batch.tokens = input;
   std::vector<ProbeCurve> curves = positional_response(run, batch, 3);

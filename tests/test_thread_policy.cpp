@@ -147,7 +147,8 @@ TEST_CASE("thread policy: a training step gives the same bits at 1, 2 and 3 thre
     for (int threads : {1, 2, 3}) {
       omp_set_num_threads(threads);
       Generator init(7);
-      RunModel m = build_model(o.model, &init);
+      const std::shared_ptr<RunModel> model = build_model(o.model, &init);
+      RunModel& m = *model;
       m.module->train();
       default_generator().set_state(11, 0);  // the same dropout masks
       Tensor logits = m.logits(batch);

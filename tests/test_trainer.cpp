@@ -617,15 +617,15 @@ TEST_CASE("trainer: load_run rebuilds the trained model with identical logits") 
     CHECK(run.checkpoint.meta.step == 3);
     CHECK(config_to_json(run.config) == t.options().config_json);
     CHECK(run.config.model.vocab_size == t.options().model.config.vocab_size);
-    CHECK(bool(run.model.decoder_lm) == lm);
+    CHECK((run.model->kind() == ModelKind::DecoderOnly) == lm);
     NoGradGuard no_grad;
     t.model().module->eval();
-    run.model.module->eval();
+    run.model->module->eval();
     for (int64_t n = 0; n < 2; ++n) {
       Batch b = t.data().batch(n, Split::HeldOut);
-      CHECK(bitwise_equal(run.model.logits(b), t.model().logits(b)));
+      CHECK(bitwise_equal(run.model->logits(b), t.model().logits(b)));
     }
-    check_identical(run.model.module->state_dict(), t.model().module->state_dict());
+    check_identical(run.model->module->state_dict(), t.model().module->state_dict());
   }
   check_throws_with([&] { load_run(dir.file("missing.safetensors")); }, dir.file("missing.safetensors"));
 }

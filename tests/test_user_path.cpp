@@ -201,7 +201,7 @@ TEST_CASE("user path: relgrad train -c configs/experiments/d1_t5.toml puts ≥ 0
     spec.expected = -5;
     spec.reach = 7;  // |δ| < min_len: the offsets every training sequence shows
     spec.queries = [filler](int64_t, int64_t y) { return y >= kFirstSymbol && y != filler; };
-    return experiments::probe_expected(run.model, data.batch(0, Split::HeldOut), spec);
+    return experiments::probe_expected(*run.model, data.batch(0, Split::HeldOut), spec);
   };
   const std::vector<std::string> args = {"train",
                                          "-c",

@@ -372,7 +372,7 @@ int cmd_eval(const EvalArgs& a, std::ostream& out) {
   LoadedRun run = load_run(checkpoint, on);
   apply_eval_data_overrides(run.config, a.data_overrides, out);
   RunData data(run.config);
-  RunModel& m = run.model;
+  RunModel& m = *run.model;
   if (!dump_path.empty()) {
     // The tensors that produced the logits go into the file too, so it can be checked on its own.
     std::map<std::string, Tensor> tensors;
@@ -390,26 +390,25 @@ int cmd_eval(const EvalArgs& a, std::ostream& out) {
         tensors["src_padding_mask"] = b.src_padding_mask, tensors["tgt_padding_mask"] = b.tgt_padding_mask;
         if (b.tgt_positions.defined()) tensors["tgt_positions"] = b.tgt_positions;
       }
-    } else if (m.decoder_lm) {
+    } else if (m.kind() == ModelKind::DecoderOnly) {
       if (!target.empty()) throw UsageError("[eval] --target is for encoder-decoder models");
       std::vector<int64_t> ids = input_ids(data, input);
       warn_if_longer_than_trained("eval", ids.size(), run.config);
-      tensors["tokens"] = ids_row(ids);
-      tensors["logits"] = m.decoder_lm->forward(tensors["tokens"].to(on)).to(Device::cpu());
+      Batch b;
+      b.tokens = tensors["tokens"] = ids_row(ids);
+      tensors["logits"] = m.logits(b).to(Device::cpu());
     } else {
       std::vector<int64_t> src = input_ids(data, input);
       warn_if_longer_than_trained("eval", src.size(), run.config);
       std::vector<int64_t> tgt_in{kBos};
       if (!target.empty())
         for (int64_t id : input_ids(data, target)) tgt_in.push_back(id);
-      tensors["src"] = ids_row(src);
-      tensors["tgt_in"] = ids_row(tgt_in);
-      Tensor positions;  // an explicitly aligned model: the queries' places as its data gives them
-      if (const auto place = target_positions(run.config)) tensors["tgt_positions"] = positions = place(tgt_in.size());
-      tensors["logits"] = m.encoder_decoder
-                              ->forward(tensors["src"].to(on), tensors["tgt_in"].to(on), Tensor(), Tensor(),
-                                        positions.defined() ? positions.to(on) : Tensor())
-                              .to(Device::cpu());
+      Batch b;
+      b.src = tensors["src"] = ids_row(src);
+      b.tgt_in = tensors["tgt_in"] = ids_row(tgt_in);
+      // An explicitly aligned model: the queries' places as its data gives them.
+      if (const auto place = target_positions(run.config)) b.tgt_positions = tensors["tgt_positions"] = place(tgt_in.size());
+      tensors["logits"] = m.logits(b).to(Device::cpu());
     }
     save_safetensors(dump_path, tensors, {{"checkpoint", checkpoint}, {"step", std::to_string(run.checkpoint.meta.step)}});
     out << "wrote logits " << shape_str(tensors["logits"].shape()) << " to " << dump_path << "\n";

@@ -353,8 +353,8 @@ LoadedRun load_run(const std::string& path, Device device) {
                 std::to_string(run.config.model.vocab_size));
   Generator init(run.config.train.seed);
   run.model = build_model(model_options(run.config), &init);
-  run.model.to(device);  // then restore: load_state_dict copies each host value onto the model's device
-  restore(run.checkpoint, *run.model.module, nullptr, nullptr);
+  run.model->to(device);  // then restore: load_state_dict copies each host value onto the model's device
+  restore(run.checkpoint, *run.model->module, nullptr, nullptr);
   return run;
 }
 

@@ -105,7 +105,7 @@ class RunData {
 struct LoadedRun {
   RunConfig config;
   Checkpoint checkpoint;
-  RunModel model;
+  std::shared_ptr<RunModel> model;  // never null once loaded
   Vocab vocab;  // the stored vocabulary (extra.vocab); size 0 for a checkpoint without one
 };
 LoadedRun load_run(const std::string& checkpoint_path, Device device = Device::cpu());

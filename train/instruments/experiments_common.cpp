@@ -40,11 +40,12 @@ RunConfig experiment_config(bool encoder_decoder, int64_t vocab, const ModelSize
   return c;
 }
 
-RunModel train_model(const RunConfig& config, const BatchFn& data, std::ostream* progress,
-                     const std::string& label, double positional_lr_scale) {
+std::shared_ptr<RunModel> train_model(const RunConfig& config, const BatchFn& data, std::ostream* progress,
+                                      const std::string& label, double positional_lr_scale) {
   config.model.validate("experiments", config.encoder_decoder());
   Generator init(config.train.seed);
-  RunModel model = build_model(model_options(config), &init);
+  const std::shared_ptr<RunModel> built = build_model(model_options(config), &init);
+  RunModel& model = *built;
   const OptimConfig& o = config.optim;
   // decay_groups' two groups, then a third holding the positional tables (taken out of the others).
   std::vector<ParamGroup> groups = decay_groups(model.module->named_parameters(), o.lr, o.weight_decay);
@@ -89,7 +90,7 @@ RunModel train_model(const RunConfig& config, const BatchFn& data, std::ostream*
     }
   }
   model.module->eval();
-  return model;
+  return built;
 }
 
 Evaluation evaluate_on(RunModel& model, const BatchFn& data, int64_t batches, const PositionFilter& subset) {
@@ -203,9 +204,9 @@ ProbedRun probe_expected(RunModel& model, const Batch& batch, const ProbeSpec& s
 ProbedRun train_and_probe(const std::string& label, const RunConfig& config, const BatchFn& data,
                           const ProbeSpec& spec, std::ostream* progress) {
   const auto start = std::chrono::steady_clock::now();
-  RunModel model = train_model(config, data, progress, label, spec.positional_lr_scale);
-  Evaluation e = evaluate_on(model, data, spec.eval_batches, spec.subset);
-  ProbedRun run = probe_expected(model, data(0, Split::HeldOut), spec);
+  const std::shared_ptr<RunModel> model = train_model(config, data, progress, label, spec.positional_lr_scale);
+  Evaluation e = evaluate_on(*model, data, spec.eval_batches, spec.subset);
+  ProbedRun run = probe_expected(*model, data(0, Split::HeldOut), spec);
   run.label = label;
   run.accuracy = e.accuracy;
   run.loss = e.loss;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -43,8 +44,8 @@ PositionalConfig scheme_config(const std::string& scheme);  // defaults of model
 // Trains a model of `config` (model, optim.*, train.steps, train.seed) on `data`; a line to
 // `progress` every quarter of the run. The positional tables (parameters named "*.positional.*")
 // train at `positional_lr_scale` × the learning rate (see ModelSize::positional_lr_scale).
-RunModel train_model(const RunConfig& config, const BatchFn& data, std::ostream* progress,
-                     const std::string& label, double positional_lr_scale = 1.0);
+std::shared_ptr<RunModel> train_model(const RunConfig& config, const BatchFn& data, std::ostream* progress,
+                                    const std::string& label, double positional_lr_scale = 1.0);
 
 struct Evaluation {
   double loss = 0.0, accuracy = 0.0, subset_accuracy = -1.0;

@@ -102,10 +102,7 @@ std::pair<double, double> accuracy(RunModel& model, const std::vector<Batch>& ba
   int64_t rows = 0, rows_right = 0, tokens = 0, tokens_right = 0;
   for (const Batch& host : batches) {
     const Batch b = host.to(model.device);
-    DecoderLM& lm = *model.decoder_lm;
-    const Tensor logits = random_positions  // (B, T, V)
-                              ? lm.forward_at(b.tokens, lm.draw_positions(b.tokens.size(1)), b.padding_mask)
-                              : model.logits(b);
+    const Tensor logits = random_positions ? model.logits_at_random_positions(b) : model.logits(b);  // (B, T, V)
     const int64_t B = logits.size(0), T = logits.size(1);
     const std::vector<int64_t> predicted = argmax(logits, -1).contiguous().to_vector<int64_t>();
     const std::vector<int64_t> wanted = RunModel::targets(b).contiguous().to_vector<int64_t>();

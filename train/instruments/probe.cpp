@@ -19,49 +19,6 @@ std::vector<double> host(const Tensor& t) {
   return t.to(Device::cpu()).to(kFloat64).contiguous().to_vector<double>();
 }
 
-// An attention module of the model and what decides its masks and positions.
-struct Site {
-  std::string layer, place;
-  MultiHeadAttention* attention;
-  bool causal;
-  Tensor query_mask, key_mask;  // bool (B, t), true = padding; undefined = none
-  Alignment alignment;
-  Tensor explicit_positions;  // int64 (t2): π(i) of a cross_explicit model (the batch's tgt_positions)
-};
-
-std::vector<Site> sites_of(RunModel& model, const Batch& batch) {
-  std::vector<Site> sites;
-  if (model.decoder_lm) {
-    RG_CHECK(batch.decoder_only(), kOp, "a DecoderLM needs a decoder-only batch (tokens)");
-    const auto& layers = model.decoder_lm->layers->items;
-    for (size_t i = 0; i < layers.size(); ++i)
-      sites.push_back({"layers." + std::to_string(i) + ".self_attn", "decoder_self",
-                       layers[i]->self_attn.get(), layers[i]->options.causal, batch.padding_mask,
-                       batch.padding_mask, Alignment::Left, Tensor()});
-    return sites;
-  }
-  RG_CHECK(model.encoder_decoder, kOp, "the RunModel holds no model");
-  RG_CHECK(batch.src.defined() && batch.tgt_in.defined(), kOp,
-           "an EncoderDecoder needs an encoder-decoder batch (src, tgt_in)");
-  const auto& enc = model.encoder_decoder->encoder->layers->items;
-  for (size_t i = 0; i < enc.size(); ++i)
-    sites.push_back({"encoder.layers." + std::to_string(i) + ".self_attn", "encoder_self",
-                     enc[i]->self_attn.get(), enc[i]->options.causal, batch.src_padding_mask,
-                     batch.src_padding_mask, Alignment::Left, Tensor()});
-  const auto& dec = model.encoder_decoder->decoder->layers->items;
-  for (size_t i = 0; i < dec.size(); ++i) {
-    const std::string prefix = "decoder.layers." + std::to_string(i);
-    sites.push_back({prefix + ".self_attn", "decoder_self", dec[i]->self_attn.get(), true,
-                     batch.tgt_padding_mask, batch.tgt_padding_mask, Alignment::Left, Tensor()});
-    // A cross_explicit model places its queries where the batch says (RunModel::logits passes them).
-    const Tensor explicit_positions =
-        model.encoder_decoder->config.cross_explicit ? batch.tgt_positions : Tensor();
-    sites.push_back({prefix + ".cross_attn", "cross", dec[i]->cross_attn.get(), false, batch.tgt_padding_mask,
-                     batch.src_padding_mask, dec[i]->cross_alignment, explicit_positions});
-  }
-  return sites;
-}
-
 // (B, t) validity from an optional padding mask.
 std::vector<bool> valid_of(const Tensor& padding, int64_t B, int64_t t) {
   if (!padding.defined()) return std::vector<bool>(static_cast<size_t>(B * t), true);
@@ -107,8 +64,10 @@ ProbeCurve make_curve(const AttentionRecord& rec, const std::string& kind, int h
 }  // namespace
 
 std::vector<AttentionRecord> record_attention(RunModel& model, const Batch& batch) {
-  std::vector<Site> sites = sites_of(model, batch);
+  model.check_batch(batch, kOp);
+  const std::vector<AttentionSite> sites = model.attention_sites();
   std::vector<AttentionRecord> records(sites.size());  // sized first: each hook writes its own record
+  std::vector<Tensor> key_masks(sites.size());         // bool (B, t1), true = padding; undefined = none
   {
     HookRestorer restore;
     restore.root = model.module.get();
@@ -118,10 +77,13 @@ std::vector<AttentionRecord> record_attention(RunModel& model, const Batch& batc
       restore.hooks.push_back({attention, std::move(attention->forward_hook)});
       // Each forward of the module (the last one wins) leaves what the composite core computed. The
       // hook makes the module run that core, not the fused one, which has no weights to show.
-      attention->forward_hook = [&rec = records[n]](const AttentionCall& call) {
+      attention->forward_hook = [&rec = records[n], &key_mask = key_masks[n]](const AttentionCall& call) {
         rec.q = call.q.detach();
         rec.k = call.k.detach();
         rec.weights = call.weights.detach();
+        rec.causal = call.geometry.causal;
+        rec.positions = call.geometry.positions().to(Device::cpu()).contiguous().to_vector<int64_t>();
+        key_mask = call.key_padding_mask;
       };
     }
     model.module->eval();
@@ -129,23 +91,21 @@ std::vector<AttentionRecord> record_attention(RunModel& model, const Batch& batc
     model.logits(batch);
   }  // restore: hooks, training mode
   for (size_t n = 0; n < sites.size(); ++n) {
-    const Site& s = sites[n];
+    const AttentionSite& s = sites[n];
     AttentionRecord& rec = records[n];
     rec.layer = s.layer;
-    rec.place = s.place;
+    rec.place = attention_place_name(s.place);
     rec.attention = s.attention;
     rec.positional = s.attention->positional.get();
     rec.scheme = rec.positional ? rec.positional->name() : "none";
-    rec.causal = s.causal;
     RG_CHECK(rec.weights.defined(), kOp, s.layer, " recorded no attention weights");
     const int64_t B = rec.weights.size(0), t2 = rec.weights.size(2), t1 = rec.weights.size(3);
-    rec.positions = s.explicit_positions.defined()
-                        ? s.explicit_positions.to(Device::cpu()).contiguous().to_vector<int64_t>()
-                        : AttentionGeometry::query_positions_for(t2, t1, s.alignment).to_vector<int64_t>();
     RG_CHECK(static_cast<int64_t>(rec.positions.size()) == t2, kOp, s.layer, ": ", rec.positions.size(),
              " query positions for ", t2, " queries");
-    rec.query_valid = valid_of(s.query_mask, B, t2);
-    rec.key_valid = valid_of(s.key_mask, B, t1);
+    // A self-attention's queries are its keys; cross-attention's are the target's tokens.
+    const Tensor& query_mask = s.place == AttentionPlace::Cross ? batch.tgt_padding_mask : key_masks[n];
+    rec.query_valid = valid_of(query_mask, B, t2);
+    rec.key_valid = valid_of(key_masks[n], B, t1);
   }
   return records;
 }

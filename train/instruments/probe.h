@@ -1,8 +1,8 @@
 // Instruments that show what learned relative positions do (the API behind `relgrad probe`):
 //
-//   RunModel model = load_run("runs/default/checkpoint.safetensors").model;
+//   std::shared_ptr<RunModel> model = load_run("runs/default/checkpoint.safetensors").model;
 //   Batch batch = data.batch(0, Split::HeldOut);
-//   std::vector<ProbeCurve> curves = probe(model, batch);      // one eval forward, both kinds
+//   std::vector<ProbeCurve> curves = probe(*model, batch);     // one eval forward, both kinds
 //   std::cout << probe_table(curves);
 //   write_probe_pictures(curves, "runs/default/probe");         // heatmaps (PNG), curves (SVG)
 //
@@ -77,10 +77,10 @@ struct AttentionRecord {
 };
 
 // Runs `model` once on `batch` in eval mode under NoGradGuard and captures every attention module
-// (encoder self, decoder self and cross in model order) through a forward hook on each
-// (MultiHeadAttention::forward_hook, layers/attention.h), which hands over the projected queries and
-// keys and the weights; the module runs its composite core meanwhile. The model's training mode and
-// hooks are restored afterwards, also when the forward throws.
+// (RunModel::attention_sites: encoder self, decoder self and cross in model order) through a forward
+// hook on each (MultiHeadAttention::forward_hook, layers/attention.h), which hands over the projected
+// queries and keys, the weights, the geometry and the key padding; the module runs its composite core
+// meanwhile. The model's training mode and hooks are restored afterwards, also when the forward throws.
 std::vector<AttentionRecord> record_attention(RunModel& model, const Batch& batch);
 
 // reach R ≤ 0 means: the longest offset the batch can show, max(t1, t2) − 1 over its attentions.

@@ -202,7 +202,7 @@ int run_probe(const ProbeOptions& o, std::ostream& out) {
   RG_CHECK_T(InstrumentOptionError, o.reach <= limit, kOp, "--reach ", o.reach,
              " is beyond any offset this model shows: ", why, "; give --reach ", limit,
              " or less (0 = the batch's longest offset)");
-  std::vector<AttentionRecord> records = record_attention(run.model, batch);
+  std::vector<AttentionRecord> records = record_attention(*run.model, batch);
   std::vector<ProbeCurve> curves = positional_response(records, o.reach);
   for (ProbeCurve& c : attention_mass_by_offset(records, o.reach)) curves.push_back(std::move(c));
   const int64_t R = curves.empty() ? 0 : curves.front().delta.back();
@@ -239,7 +239,7 @@ int run_probe(const ProbeOptions& o, std::ostream& out) {
 
   if (!o.compare_checkpoint.empty()) {
     LoadedRun other = load_run(o.compare_checkpoint);
-    std::vector<AttentionRecord> theirs = record_attention(other.model, batch);
+    std::vector<AttentionRecord> theirs = record_attention(*other.model, batch);
     std::vector<HeadComparison> rows = compare_probes(records, theirs, deltas, filter, R);
     out << "\ncomparison: A = " << o.checkpoint << ", B = " << o.compare_checkpoint << "\n"
         << comparison_table(rows);

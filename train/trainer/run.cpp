@@ -1,4 +1,4 @@
-// The model of a run (RunModel, build_model) and held-out evaluation.
+// The model of a run (RunModel's shared parts, build_model) and held-out evaluation.
 #include "train/trainer/run.h"
 
 #include <algorithm>
@@ -9,18 +9,30 @@
 
 #include "autograd/grad_mode.h"
 #include "core/base/error.h"
+#include "train/trainer/decoder_only_model.h"
+#include "train/trainer/encoder_decoder_model.h"
 #include "train/trainer/sampler.h"
 
 namespace relgrad {
+
 // ---- RunModel ------------------------------------------------------------------------
-Tensor RunModel::logits(const Batch& batch) {
+const char* attention_place_name(AttentionPlace place) {
+  switch (place) {
+    case AttentionPlace::EncoderSelf: return "encoder_self";
+    case AttentionPlace::DecoderSelf: return "decoder_self";
+    case AttentionPlace::Cross: return "cross";
+  }
+  return "?";
+}
+
+Tensor RunModel::logits_at_random_positions(const Batch&) {
+  RG_CHECK(false, "model", "random positions at evaluation are for a decoder-only model");
+  return Tensor();
+}
+
+Batch RunModel::on_device(const Batch& batch) const {
   const Tensor& first = batch.decoder_only() ? batch.tokens : batch.src;
-  const Batch b = first.defined() && first.device() != device ? batch.to(device) : batch;
-  if (decoder_lm) return decoder_lm->forward(b.tokens, b.padding_mask);
-  // A batch may offer target positions (harmonisation data always does); the model's config decides
-  // whether its cross-attention uses them (cross_explicit) or places queries by its own alignment.
-  const Tensor positions = encoder_decoder->config.cross_explicit ? b.tgt_positions : Tensor();
-  return encoder_decoder->forward(b.src, b.tgt_in, b.src_padding_mask, b.tgt_padding_mask, positions);
+  return first.defined() && first.device() != device ? batch.to(device) : batch;
 }
 
 void RunModel::to(Device d) {
@@ -46,16 +58,13 @@ Device resolve_device(const std::string& name, const std::string& what) {
   return d;
 }
 
-RunModel build_model(const ModelOptions& options, Generator* init) {
-  RunModel m;
-  if (options.encoder_decoder()) {
-    m.encoder_decoder = std::make_shared<EncoderDecoder>(options.config, init);
-    m.module = m.encoder_decoder;
-  } else {
-    m.decoder_lm = std::make_shared<DecoderLM>(options.config, init);
-    m.module = m.decoder_lm;
-  }
-  if (options.dtype == "float64") m.module->to(kFloat64);
+std::shared_ptr<RunModel> build_model(const ModelOptions& options, Generator* init) {
+  std::shared_ptr<RunModel> m;
+  if (options.encoder_decoder())
+    m = std::make_shared<EncoderDecoderModel>(std::make_shared<EncoderDecoder>(options.config, init));
+  else
+    m = std::make_shared<DecoderOnlyModel>(std::make_shared<DecoderLM>(options.config, init));
+  if (options.dtype == "float64") m->module->to(kFloat64);
   return m;
 }
 
@@ -122,31 +131,14 @@ class RunSampleModel : public SampleModel {
     SamplingOptions greedy;
     greedy.temperature = 0.0;
     greedy.max_new_tokens = max_new_tokens;
-    if (model_.encoder_decoder) {
-      Tensor src = from_vector<int64_t>(source, {1, (int64_t)source.size()});
-      // An explicitly aligned model gets its queries' places from the run (TrainerOptions::target_positions).
-      Tensor positions;
-      if (model_.encoder_decoder->config.cross_explicit) {
-        RG_CHECK(static_cast<bool>(target_positions_), "train",
-                 "the model places cross-attention queries explicitly, but the run gives no target_positions");
-        positions = target_positions_(1 + max_new_tokens);
-      }
-      std::vector<int64_t> seq =
-          generate(*model_.encoder_decoder, src, Tensor(), greedy, true, positions).to_vector<int64_t>();
-      return {seq.begin() + 1, seq.end()};  // after the BOS the decoder starts from
-    }
-    std::vector<int64_t> prompt = source;
-    prompt.push_back(kBos);
-    Tensor p = from_vector<int64_t>(prompt, {1, (int64_t)prompt.size()});
-    std::vector<int64_t> seq = generate(*model_.decoder_lm, p, greedy).to_vector<int64_t>();
-    return {seq.begin() + prompt.size(), seq.end()};
+    return model_.answer(source, greedy, target_positions_);
   }
   std::vector<int64_t> continue_prompt(const std::vector<int64_t>& prompt, bool stop_at_eos) override {
-    RG_CHECK(model_.decoder_lm != nullptr, "train", "samples from a prompt need a decoder-only model");
+    RG_CHECK(model_.kind() == ModelKind::DecoderOnly, "train", "samples from a prompt need a decoder-only model");
     SamplingOptions o = options_;
     if (!stop_at_eos) o.eos = -1;
     Tensor p = from_vector<int64_t>(prompt, {1, (int64_t)prompt.size()});
-    return generate(*model_.decoder_lm, p, o).to_vector<int64_t>();
+    return model_.generate(p, o).to_vector<int64_t>();
   }
 
  private:

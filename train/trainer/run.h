@@ -1,32 +1,80 @@
-// The model of a run, as the trainer, the command and the instruments see them: RunModel (either kind
-// of model behind one interface for batches), build_model, and held-out evaluation on a Dataset.
-// A run's data and a checkpoint reopened as a run are built from its config in
-// train/config/run_options.h.
+// The model of a run, as the trainer, the command and the instruments see it: RunModel (one interface
+// over the model kinds: logits, generation, attention sites), build_model, and held-out evaluation on a
+// Dataset. The kinds are DecoderOnlyModel (train/trainer/decoder_only_model.h) and EncoderDecoderModel
+// (train/trainer/encoder_decoder_model.h). A run's data and a checkpoint reopened as a run are built
+// from its config in train/config/run_options.h.
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "train/data/dataset.h"
 #include "train/trainer/checkpoint.h"
 #include "train/trainer/distributed.h"
 #include "train/trainer/options.h"
+#include "train/trainer/sampler.h"
 
 namespace relgrad {
 
-// The model of a run: one of the two kinds, behind one interface for batches.
-struct RunModel {
-  std::shared_ptr<Module> module;
-  std::shared_ptr<EncoderDecoder> encoder_decoder;  // exactly one of these two is set
-  std::shared_ptr<DecoderLM> decoder_lm;
-  Device device = Device::cpu();         // where the weights are (to() moves them)
+enum class ModelKind { DecoderOnly, EncoderDecoder };  // model.type
+
+// Where an attention module sits, which decides whose tokens its queries and keys are.
+enum class AttentionPlace { EncoderSelf, DecoderSelf, Cross };
+// "encoder_self", "decoder_self" (also a decoder-only model's layers) or "cross".
+const char* attention_place_name(AttentionPlace place);
+
+// One attention module of a model, for instruments that hook into it (MultiHeadAttention::forward_hook,
+// layers/attention.h; train/instruments/probe.cpp).
+struct AttentionSite {
+  std::string layer;  // its module path: "encoder.layers.0.self_attn", a decoder-only model's "layers.0.self_attn"
+  AttentionPlace place = AttentionPlace::DecoderSelf;
+  MultiHeadAttention* attention = nullptr;  // owned by the model
+};
+
+// The model of a run, whatever its kind: what the trainer, the commands and the instruments ask of it,
+// so that none of them asks which kind it holds.
+class RunModel {
+ public:
+  virtual ~RunModel() = default;
+  std::shared_ptr<Module> module;  // the network: parameters, state dict, train/eval mode
+  Device device = Device::cpu();   // where the weights are (to() moves them)
+
+  virtual ModelKind kind() const = 0;
+  virtual const TransformerConfig& config() const = 0;
   // (B, T, V) on `device`; the batch is copied there first when it is elsewhere (batches are built
   // on the host: a caller that also needs the targets there moves the batch itself, Batch::to).
   // An encoder–decoder gets the batch's tgt_positions too (defined for explicitly aligned data).
-  Tensor logits(const Batch& batch);
+  virtual Tensor logits(const Batch& batch) = 0;
+  // logits() with the decoder-only model's tokens at freshly drawn random positions
+  // (TransformerConfig::random_positions_max: Ruoss et al.'s evaluation, train/instruments/length_bench.cpp).
+  // An encoder–decoder throws.
+  virtual Tensor logits_at_random_positions(const Batch& batch);
+  // Throws "[op] ..." when `batch` is not of this model's layout (train/data/data.h).
+  virtual void check_batch(const Batch& batch, const char* op) const = 0;
+
+  // Sampling (train/trainer/sampler.h), on the model's device, with a KV cache unless use_cache is false:
+  //   decoder-only:    input = a prompt int64 (B, T) → the prompt followed by the new tokens (B, T + n)
+  //   encoder–decoder: input = a source int64 (B, t1) → BOS then the new tokens (B, 1 + n);
+  //                    tgt_positions as sampler.h's generate (an explicitly aligned model)
+  virtual Tensor generate(const Tensor& input, const SamplingOptions& options, const Tensor& tgt_positions = Tensor(),
+                          bool use_cache = true) = 0;
+  // The model's answer to a synthetic task's source (the layouts of train/data/data.h), the tokens it
+  // generates after: an encoder–decoder's BOS, a decoder-only model's prompt "source BOS". An explicitly
+  // aligned model gets its queries' places from `target_positions` (TrainerOptions::target_positions).
+  virtual std::vector<int64_t> answer(const std::vector<int64_t>& source, const SamplingOptions& options,
+                                      const std::function<Tensor(int64_t)>& target_positions = {}) = 0;
+
+  // Every attention module, in model order: encoder self, then per decoder layer self and cross.
+  virtual std::vector<AttentionSite> attention_sites() = 0;
+
   static const Tensor& targets(const Batch& batch) { return batch.decoder_only() ? batch.targets : batch.tgt_out; }
-  void to(Device d);                     // Module::to on the weights, in place
+  void to(Device d);  // Module::to on the weights, in place
+
+ protected:
+  // `batch` on the model's device (a copy only when its tensors are elsewhere).
+  Batch on_device(const Batch& batch) const;
 };
 
 // The device a setting names ("cpu", "cuda", "cuda:N"), checked before any work: throws
@@ -37,7 +85,7 @@ Device resolve_device(const std::string& name, const std::string& what);
 // Builds the model `options` describe (vocab sizes filled in), initialised from `init`, on the
 // CPU: the initial weights are drawn on the host whatever train.device says, so a run gives the same
 // starting point on every device (RunModel::to moves it after).
-RunModel build_model(const ModelOptions& options, Generator* init);
+std::shared_ptr<RunModel> build_model(const ModelOptions& options, Generator* init);
 
 struct EvalResult {
   double loss = 0.0;               // token-mean cross-entropy over the held-out batches

@@ -80,7 +80,7 @@ Trainer::Trainer(TrainerOptions options, std::ostream* out, Communicator* comm)
            "train.device = \"cpu\" or a single process");
   Generator init(options_.train.seed);
   model_ = build_model(options_.model, &init);
-  model_.to(device);  // before the optimizer: its state is allocated beside the weights
+  model_->to(device);  // before the optimizer: its state is allocated beside the weights
   // train.tf32: cuBLAS's float32 GEMMs in TF32 for this Trainer's life (a GPU setting; no effect on the CPU).
   tf32_before_ = backend::allow_tf32();
   backend::set_allow_tf32(options_.train.tf32);
@@ -92,7 +92,7 @@ Trainer::Trainer(TrainerOptions options, std::ostream* out, Communicator* comm)
   threads_->set_for_next_step();
   default_generator().set_state(options_.train.seed ^ kDropoutKey, 0);
   const OptimConfig& o = options_.optim;
-  ScaledGroups scaled = scaled_positional_groups(model_.module->named_parameters(), o.lr, o.weight_decay,
+  ScaledGroups scaled = scaled_positional_groups(model_->module->named_parameters(), o.lr, o.weight_decay,
                                                  o.positional_lr_scale);
   group_lr_scale_ = scaled.lr_scale;
   optimizer_ = make_optimizer(o, scaled.groups);
@@ -106,7 +106,7 @@ void Trainer::start_data_parallel() {
   const std::string& json = options_.config_json;
   check_same(*comm_, fnv1a64(json.data(), json.size()), "the config");
   rows_ = shard_rows(options_.data->batch_size(), comm_->rank(), comm_->size());
-  const TensorList params = model_.module->parameters();
+  const TensorList params = model_->module->parameters();
   for (const Tensor& p : params) broadcast(*comm_, p, 0);
   reducer_ = std::make_unique<GradientReducer>(*comm_, params);
   if (out_)
@@ -143,7 +143,7 @@ double Trainer::run_step() {
   const double lr = schedule_.lr_at(step_);
   set_scheduled_lr(*optimizer_, lr, group_lr_scale_);
   optimizer_->zero_grad();
-  model_.module->train();
+  model_->module->train();
   // All micro-batches first, so every one is scaled by the step's total count of loss tokens.
   std::vector<Batch> micro;
   int64_t total_targets = 0;
@@ -160,8 +160,8 @@ double Trainer::run_step() {
   try {
     DetectAnomalyGuard anomaly(options_.train.detect_anomaly || AnomalyMode::is_enabled());
     for (const Batch& host : micro) {
-      const Batch b = host.to(model_.device);  // one micro-batch on the device at a time
-      Tensor logits = model_.logits(b);  // (B, T, V)
+      const Batch b = host.to(model_->device);  // one micro-batch on the device at a time
+      Tensor logits = model_->logits(b);  // (B, T, V)
       const int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);
       Tensor loss = cross_entropy(logits.reshape({B * T, V}), RunModel::targets(b).reshape({B * T}),
                                   CrossEntropyOptions().set_reduction(Reduction::Sum)) /
@@ -177,12 +177,12 @@ double Trainer::run_step() {
     loss_value = comm_->all_reduce_sum(loss_value);
   }
   if (after_backward_) after_backward_(*this);
-  const TensorList params = model_.module->parameters();
+  const TensorList params = model_->module->parameters();
   last_grad_norm_ = std::isfinite(loss_value)
                         ? clip_grad_norm_(params, options_.optim.clip > 0 ? options_.optim.clip : INFINITY)
                         : NAN;
   if (!std::isfinite(loss_value) || !std::isfinite(last_grad_norm_)) {
-    const NonFiniteDiagnosis bad = diagnose_step(loss_value, last_grad_norm_, model_.module->named_parameters());
+    const NonFiniteDiagnosis bad = diagnose_step(loss_value, last_grad_norm_, model_->module->named_parameters());
     const std::string warning =
         nonfinite_.on_nonfinite(options_.train.nonfinite, options_.train.max_skipped_steps, step_, lr, bad,
                                 run_dir_.failure_note());  // or throws
@@ -202,7 +202,7 @@ double Trainer::run_step() {
   // is caught at the step that did it. It cannot be undone, so it stops even in "skip" mode.
   if (!all_finite(params))
     throw update_went_nonfinite(step_, lr, last_grad_norm_,
-                                first_nonfinite(model_.module->named_parameters(), /*grads=*/false),
+                                first_nonfinite(model_->module->named_parameters(), /*grads=*/false),
                                 run_dir_.failure_note());
   nonfinite_.on_applied();
   data_position_ += options_.train.grad_accum;
@@ -284,7 +284,7 @@ TrainResult Trainer::train_loop() {
     }
     const int signal = agree_on_stop(*comm_, training_stop_requested());  // all ranks stop at the same step
     if ((tc.save_every > 0 && step_ % tc.save_every == 0) || last || stop || signal != 0) {
-      if (reducer_) check_same(*comm_, parameters_checksum(model_.module->parameters()), "the weights (the replicas have diverged)");
+      if (reducer_) check_same(*comm_, parameters_checksum(model_->module->parameters()), "the weights (the replicas have diverged)");
       if (writer) run_dir_.save([&](const std::string& path) { save(path); });
     }
     if (signal != 0 && !last) {
@@ -333,7 +333,7 @@ EvalResult Trainer::run_eval(std::chrono::steady_clock::time_point start, bool r
 // The samples printed at the end of training.
 void Trainer::print_samples() {
   NoGradGuard no_grad;
-  std::unique_ptr<SampleModel> model = sample_model(model_, options_.sample, options_.target_positions);
+  std::unique_ptr<SampleModel> model = sample_model(*model_, options_.sample, options_.target_positions);
   options_.data->print_samples(*model, options_.train.samples, options_.train.out_dir, *out_);
 }
 

@@ -128,11 +128,11 @@ class Trainer {
   // Called in train_step after the backward pass(es), before the checks, clipping and the update:
   // for gradient logging, or for tests that inject a fault.
   void set_after_backward(std::function<void(Trainer&)> hook) { after_backward_ = std::move(hook); }
-  EvalResult evaluate() { return relgrad::evaluate(model_, *options_.data, options_.train.eval_batches, comm_); }
+  EvalResult evaluate() { return relgrad::evaluate(*model_, *options_.data, options_.train.eval_batches, comm_); }
   void save(const std::string& path) const;
 
   const TrainerOptions& options() const { return options_; }
-  RunModel& model() { return model_; }
+  RunModel& model() { return *model_; }
   const Dataset& data() const { return *options_.data; }
   Optimizer& optimizer() { return *optimizer_; }
   int64_t step() const { return step_; }
@@ -158,7 +158,7 @@ class Trainer {
   std::unique_ptr<ThreadPolicy> threads_;     // OpenMP threads per step (CPU runs)
   std::unique_ptr<GradientReducer> reducer_;  // several ranks only
   RowRange rows_;                             // this rank's rows of every batch
-  RunModel model_;
+  std::shared_ptr<RunModel> model_;
   std::unique_ptr<Optimizer> optimizer_;
   LrSchedule schedule_;
   std::vector<double> group_lr_scale_;  // per optimizer group: its lr = the schedule's × this

@@ -22,14 +22,14 @@ void Trainer::resume(const Checkpoint& ck, const std::string& path) {
     RG_CHECK(it == ck.meta.extra.end() || it->second == here, "train", "cannot resume from ", path,
              ": it was trained on a different ", options_.data->path(), " (checksum ", it->second, " vs ", here, ")");
   }
-  restore(ck, *model_.module, optimizer_.get(), &default_generator());
+  restore(ck, *model_->module, optimizer_.get(), &default_generator());
   run_dir_.set_resumed_from(path);
   step_ = ck.meta.step;
   data_position_ = ck.meta.data_position;
   auto seen = ck.meta.extra.find("tokens_seen");
   tokens_seen_ = seen == ck.meta.extra.end() ? 0 : std::atoll(seen->second.c_str());
   if (reducer_)  // every rank read its own copy of the file: they must agree
-    check_same(*comm_, parameters_checksum(model_.module->parameters()) ^ uint64_t(step_) ^ (uint64_t(data_position_) << 32),
+    check_same(*comm_, parameters_checksum(model_->module->parameters()) ^ uint64_t(step_) ^ (uint64_t(data_position_) << 32),
                "the checkpoint " + path + " (weights, step, data position)");
 }
 
@@ -44,7 +44,7 @@ void Trainer::save(const std::string& path) const {
   if (std::optional<uint64_t> sum = options_.data->checksum()) meta.extra["data_checksum"] = std::to_string(*sum);
   meta.extra["tokens_seen"] = std::to_string(tokens_seen_);
   if (!options_.vocab_json.empty()) meta.extra["vocab"] = options_.vocab_json;
-  save_checkpoint(path, *model_.module, optimizer_.get(), meta);
+  save_checkpoint(path, *model_->module, optimizer_.get(), meta);
 }
 
 }  // namespace relgrad

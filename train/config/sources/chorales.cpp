@@ -102,7 +102,7 @@ void continue_chorale(const SampleRequest& a, LoadedRun& run, const RunData& dat
     SamplingOptions on = o;
     on.seed = o.seed + static_cast<uint64_t>(n);
     const Tensor p = from_vector<int64_t>(prompt, {1, static_cast<int64_t>(prompt.size())});
-    const std::vector<int64_t> seq = generate(*run.model.decoder_lm, p, on).to_vector<int64_t>();
+    const std::vector<int64_t> seq = run.model->generate(p, on).to_vector<int64_t>();
     const Chorale result = chorale_from_tokens(seq);
     out << "--- sample " << n << " (seed " << on.seed << "): " << result.steps.size() << " steps, "
         << result.steps.size() - std::min(result.steps.size(), prompt_chorale.steps.size()) << " new\n"
@@ -153,8 +153,7 @@ void harmonize(const SampleRequest& a, LoadedRun& run, const RunData& data, Samp
   for (int64_t n = 0; n < a.num; ++n) {
     SamplingOptions on = o;
     on.seed = o.seed + static_cast<uint64_t>(n);
-    const std::vector<int64_t> seq =
-        generate(*run.model.encoder_decoder, src, Tensor(), on, true, positions).to_vector<int64_t>();
+    const std::vector<int64_t> seq = run.model->generate(src, on, positions).to_vector<int64_t>();
     std::vector<int64_t> lower(seq.begin() + 1, seq.end());  // after the BOS
     int64_t unusable = 0;
     for (int64_t& id : lower)

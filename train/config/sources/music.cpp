@@ -82,7 +82,7 @@ class MusicSource : public DataSource {
     for (int64_t n = 0; n < a.num; ++n) {
       SamplingOptions on = o;
       on.seed = o.seed + static_cast<uint64_t>(n);
-      std::vector<int64_t> seq = generate(*run.model.decoder_lm, ids_row(prompt), on).to_vector<int64_t>();
+      std::vector<int64_t> seq = run.model->generate(ids_row(prompt), on).to_vector<int64_t>();
       std::vector<int64_t> fresh(seq.begin() + static_cast<std::ptrdiff_t>(prompt.size()), seq.end());
       std::vector<Note> notes = decode_notes(seq);
       out << "--- sample " << n << " (seed " << on.seed << "): " << fresh.size() << " new events, " << notes.size()

@@ -87,23 +87,17 @@ class SyntheticSource : public DataSource {
     } else {
       for (int64_t n = 0; n < a.num; ++n) cases.push_back(data.task()->held_out_case(n));
     }
-    RunModel& m = run.model;
+    RunModel& m = *run.model;
     for (const auto& [source, expected] : cases) {
       std::vector<int64_t> output;
-      if (m.encoder_decoder) {
-        std::vector<int64_t> seq = generate(*m.encoder_decoder, ids_row(source), Tensor(), o).to_vector<int64_t>();
-        output.assign(seq.begin() + 1, seq.end());
-      } else if (periodic_lm) {
+      if (periodic_lm) {  // a decoder-only task (train/data/data.h)
         std::vector<int64_t> prompt{kBos};
         prompt.insert(prompt.end(), source.begin(), source.end());
-        std::vector<int64_t> seq = generate(*m.decoder_lm, ids_row(prompt), o).to_vector<int64_t>();
+        std::vector<int64_t> seq = m.generate(ids_row(prompt), o).to_vector<int64_t>();
         output.assign(seq.begin() + static_cast<std::ptrdiff_t>(prompt.size()), seq.end());
         if (!expected.empty() && output.size() > expected.size()) output.resize(expected.size());
       } else {
-        std::vector<int64_t> prompt = source;
-        prompt.push_back(kBos);
-        std::vector<int64_t> seq = generate(*m.decoder_lm, ids_row(prompt), o).to_vector<int64_t>();
-        output.assign(seq.begin() + static_cast<std::ptrdiff_t>(prompt.size()), seq.end());
+        output = m.answer(source, o);
       }
       out << "input  " << vocab.decode(source) << "\n";
       if (!expected.empty()) out << "target " << vocab.decode(expected) << "\n";

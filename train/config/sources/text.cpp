@@ -32,7 +32,7 @@ class TextSource : public DataSource {
     for (int64_t n = 0; n < a.num; ++n) {
       SamplingOptions on = o;
       on.seed = o.seed + static_cast<uint64_t>(n);
-      std::vector<int64_t> seq = generate(*run.model.decoder_lm, ids_row(byte_ids(prompt)), on).to_vector<int64_t>();
+      std::vector<int64_t> seq = run.model->generate(ids_row(byte_ids(prompt)), on).to_vector<int64_t>();
       std::string s;
       for (int64_t id : seq) s += static_cast<char>(id);
       out << "--- sample " << n << " (seed " << on.seed << ")\n" << printable_text(s) << "\n";

@@ -45,7 +45,7 @@ class TokensSource : public DataSource {
       SamplingOptions on = o;
       on.seed = o.seed + static_cast<uint64_t>(n);
       out << "--- sample " << n << " (seed " << on.seed << ")\n"
-          << vocab.decode(generate(*run.model.decoder_lm, ids_row(prompt), on).to_vector<int64_t>()) << "\n";
+          << vocab.decode(run.model->generate(ids_row(prompt), on).to_vector<int64_t>()) << "\n";
     }
   }
 };
