@@ -104,7 +104,7 @@ out_dir = "somewhere/else"
 target_accuracy = 1
 )");
   RunConfig c = loaded(path);
-  CHECK(c.model_type == "decoder-only");
+  CHECK(c.model_type == ModelKind::DecoderOnly);
   CHECK_FALSE(c.encoder_decoder());
   CHECK(c.model.d_model == 48);
   CHECK(c.model.pre_norm == false);
@@ -162,7 +162,7 @@ TEST_CASE("config: a JSON file sets nested keys of every type") {
     CAPTURE(name);
     std::string path = write(dir, name, "\n  " + json);
     RunConfig c = loaded(path);
-    CHECK(c.model_type == "encoder-decoder");
+    CHECK(c.model_type == ModelKind::EncoderDecoder);
     CHECK(c.model.d_model == 40);
     CHECK(c.model.dropout == 1.0);
     CHECK(c.model.norm_eps == 0.1);
@@ -444,7 +444,7 @@ TEST_CASE("config: configs/default.toml is exactly RunConfig::defaults(), config
 
   RunConfig lm = loaded(root + "/configs/char_lm.toml");
   CHECK_NOTHROW(lm.validate());
-  CHECK(lm.model_type == "decoder-only");
+  CHECK(lm.model_type == ModelKind::DecoderOnly);
   CHECK(lm.data.source == "text");
   CHECK(lm.model.decoder_self.scheme == "rope");
   CHECK(lm.sample.top_k == 40);

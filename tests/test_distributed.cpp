@@ -76,7 +76,7 @@ TEST_CASE("distributed: shard_batch keeps the padded lengths, and the shards' ta
   RunData data(c);
   for (bool decoder_only : {false, true}) {
     if (decoder_only) {
-      c.model_type = "decoder-only";
+      c.model_type = ModelKind::DecoderOnly;
       c.derive_from_data();
     }
     RunData d(c);

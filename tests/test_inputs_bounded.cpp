@@ -322,7 +322,7 @@ TEST_CASE("inputs: MIDI files that cannot be used are listed when training loads
   std::filesystem::create_directories(folder + "/folder.mid");  // not a file: never opened, listed
 
   RunConfig c = RunConfig::defaults();
-  c.model_type = "decoder-only";
+  c.model_type = ModelKind::DecoderOnly;
   c.data.source = "music";
   c.data.music_dir = folder;
   c.data.val_fraction = 0.0;

@@ -206,7 +206,7 @@ int cli(const std::vector<std::string>& args, std::string* out_text = nullptr, s
 // A tiny decoder-only LM (RoPE, dropout) on 16-byte windows of `source` data.
 RunConfig tiny_lm_on(const std::string& source, const std::string& path, const std::string& out_dir) {
   RunConfig c = tiny_ed(out_dir);
-  c.model_type = "decoder-only";
+  c.model_type = ModelKind::DecoderOnly;
   c.model.decoder_self = PositionalConfig{"rope"};
   c.data.source = source;
   (source == "text" ? c.data.text_path : c.data.token_path) = path;

@@ -34,7 +34,7 @@ std::string write_text(const TempDir& dir) {
 // A tiny byte-level decoder-only LM (RoPE) on a text file, with dropout.
 RunConfig tiny_lm(const std::string& text_path, const std::string& out_dir) {
   RunConfig c = tiny_ed(out_dir);
-  c.model_type = "decoder-only";
+  c.model_type = ModelKind::DecoderOnly;
   c.model.decoder_self = PositionalConfig{"rope"};
   c.data.source = "text";
   c.data.text_path = text_path;

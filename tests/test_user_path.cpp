@@ -167,14 +167,14 @@ TEST_CASE("user path: data.task periodic_lm, sync and stretch give the experimen
   }
   SUBCASE("the tasks refuse the other layout and out-of-range parameters") {
     RunConfig c = loaded("d2_seed.toml");
-    c.model_type = "encoder-decoder";
+    c.model_type = ModelKind::EncoderDecoder;
     c.model.n_encoder_layers = 1;
     CHECK_THROWS_WITH_AS(c.validate(), doctest::Contains("periodic_lm is a decoder-only task"), Error);
     c = loaded("d2_seed.toml");
     c.data.period = 32;
     CHECK_THROWS_WITH_AS(c.validate(), doctest::Contains("need 1 <= period < max_len"), Error);
     c = loaded("d6_sync.toml");
-    c.model_type = "decoder-only";
+    c.model_type = ModelKind::DecoderOnly;
     CHECK_THROWS_WITH_AS(c.validate(), doctest::Contains("sync is an encoder-decoder task"), Error);
     c = loaded("d6_sync.toml");
     c.data.lag = -1;

@@ -172,7 +172,7 @@ int cmd_train(const std::string& config_path, const std::string& resume, const s
     return n;
   }();
   const ThreadPolicy& threads = trainer.thread_policy();
-  out << trainer.options().model.type << " model, " << params << " parameters, "
+  out << kModelKindNames.name(trainer.options().model.type) << " model, " << params << " parameters, "
       << (!trainer.model().device.is_cpu() ? "on " + trainer.model().device.str()
           : threads.adaptive() ? "up to " + std::to_string(threads.most()) + " threads (picked by timing steps)"
                                : std::to_string(threads.most()) + (threads.most() == 1 ? " thread" : " threads"))

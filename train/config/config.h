@@ -61,7 +61,7 @@ struct SampleConfig {
 };
 
 struct RunConfig {
-  std::string model_type = "encoder-decoder";  // model.type: encoder-decoder or decoder-only
+  ModelKind model_type = ModelKind::EncoderDecoder;  // model.type: kModelKindNames (train/trainer/options.h)
   TransformerConfig model;  // vocab sizes are derived from the data (not settable)
   DataConfig data;
   OptimConfig optim;
@@ -72,7 +72,7 @@ struct RunConfig {
   // seed's diagonal method in cross-attention, learning the reverse task (see configs/default.toml).
   static RunConfig defaults();
 
-  bool encoder_decoder() const { return model_type == "encoder-decoder"; }
+  bool encoder_decoder() const { return model_type == ModelKind::EncoderDecoder; }
   // Cross-field checks (model dims, task parameters, data/model compatibility); "[config] ...".
   void validate() const;
   // Part of validate(): the model's values that only its layers would check (the norm's ε, each

@@ -107,7 +107,7 @@ std::vector<Field>& field_table() {
   static std::vector<Field> table = [] {
     using R = RunConfig;
     std::vector<Field> f = {
-        {"model.type", Kind::String, "model", kLayoutNames.names(), at(&R::model_type)},
+        choice("model.type", "model", kModelKindNames, [](RunConfig& c) -> ModelKind& { return c.model_type; }),
         {"model.d_model", Kind::Int, "model width C", {}, at2(&R::model, &TransformerConfig::d_model)},
         {"model.n_heads", Kind::Int, "attention heads H", {}, at2(&R::model, &TransformerConfig::n_heads)},
         {"model.d_ff", Kind::Int, "feed-forward width", {}, at2(&R::model, &TransformerConfig::d_ff)},

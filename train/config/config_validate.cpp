@@ -15,7 +15,7 @@ namespace relgrad {
 
 RunConfig RunConfig::defaults() {
   RunConfig c;
-  c.model_type = "encoder-decoder";
+  c.model_type = ModelKind::EncoderDecoder;
   c.model.d_model = 64;
   c.model.n_heads = 4;
   c.model.d_ff = 256;

@@ -89,7 +89,7 @@ void unregister_data_source(const std::string& name) {
 // ---- the defaults of DataSource ------------------------------------------------------------------
 
 void DataSource::check_model(const RunConfig& c) const {
-  config_check(c.model_type == "decoder-only",
+  config_check(c.model_type == ModelKind::DecoderOnly,
                settings_text(c) + " trains a language model: set model.type = \"decoder-only\"");
 }
 

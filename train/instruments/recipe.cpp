@@ -11,7 +11,7 @@ namespace relgrad {
 
 RunConfig recipe_config(bool encoder_decoder, const RecipeSize& size, uint64_t seed, int64_t vocab) {
   RunConfig c = RunConfig::defaults();
-  c.model_type = encoder_decoder ? "encoder-decoder" : "decoder-only";
+  c.model_type = encoder_decoder ? ModelKind::EncoderDecoder : ModelKind::DecoderOnly;
   TransformerConfig& m = c.model;
   m.vocab_size = vocab;
   m.d_model = size.d_model;

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "core/base/name_table.h"
 #include "layers/models.h"
 #include "train/data/dataset.h"
 #include "train/trainer/sampler.h"
@@ -56,12 +57,17 @@ struct TrainLoopConfig {
   bool tf32 = false;               // TF32 for float32 GEMMs on the GPU (torch.backends.cuda.matmul.allow_tf32)
 };
 
+// model.type: the two kinds of model (train/trainer/run.h: DecoderOnlyModel, EncoderDecoderModel).
+enum class ModelKind { DecoderOnly, EncoderDecoder };
+inline constexpr NameTable<ModelKind, 2> kModelKindNames{
+    {{ModelKind::EncoderDecoder, "encoder-decoder"}, {ModelKind::DecoderOnly, "decoder-only"}}};
+
 // The model of a run: its kind and sizes (vocab sizes filled in) and the parameters' dtype.
 struct ModelOptions {
-  std::string type = "encoder-decoder";  // encoder-decoder or decoder-only
+  ModelKind type = ModelKind::EncoderDecoder;
   TransformerConfig config;
   std::string dtype = "float32";         // float32 or float64
-  bool encoder_decoder() const { return type == "encoder-decoder"; }
+  bool encoder_decoder() const { return type == ModelKind::EncoderDecoder; }
 };
 
 struct TrainerOptions {

@@ -18,8 +18,6 @@
 
 namespace relgrad {
 
-enum class ModelKind { DecoderOnly, EncoderDecoder };  // model.type
-
 // Where an attention module sits, which decides whose tokens its queries and keys are.
 enum class AttentionPlace { EncoderSelf, DecoderSelf, Cross };
 // "encoder_self", "decoder_self" (also a decoder-only model's layers) or "cross".
