@@ -1,7 +1,5 @@
 #include "layers/schemes.h"
 
-#include <atomic>
-
 #include "layers/relative_bias.h"
 #include "layers/relative_learned.h"
 #include "layers/rotary.h"
@@ -51,8 +49,6 @@ size_t builtin_count() {
   return n;
 }
 
-std::atomic<uint64_t> generation{1};
-
 }  // namespace
 
 const std::vector<SchemeEntry>& positional_schemes() { return registry(); }
@@ -76,14 +72,11 @@ std::string scheme_names_text() {
   return out;
 }
 
-uint64_t scheme_registry_generation() { return generation.load(); }
-
 void register_scheme(SchemeEntry entry) {
   RG_CHECK(!entry.name.empty(), "register_scheme", "a scheme needs a name");
   RG_CHECK(!find_scheme(entry.name), "register_scheme", "a scheme named '", entry.name, "' is registered already");
   builtin_count();
   registry().push_back(std::move(entry));
-  ++generation;
 }
 
 void unregister_scheme(const std::string& name) {
@@ -91,7 +84,6 @@ void unregister_scheme(const std::string& name) {
   for (size_t i = builtin_count(); i < r.size(); ++i)
     if (r[i].name == name) {
       r.erase(r.begin() + static_cast<std::ptrdiff_t>(i));
-      ++generation;
       return;
     }
   RG_CHECK(false, "unregister_scheme", "no scheme named '", name, "' was registered by register_scheme");

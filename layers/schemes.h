@@ -75,12 +75,9 @@ const SchemeEntry* find_scheme(const std::string& name);
 // "none, seed, …, rope or transformer_xl": the names for error messages.
 std::string scheme_names_text();
 // Adds a scheme (an error for an empty or taken name). Register before building the models that use it;
-// the run config (train/config/config.cpp) rebuilds its key table at its next use.
+// the run config (train/config/config_fields.cpp) takes its name among its choices at its next use.
 void register_scheme(SchemeEntry entry);
 // Removes a scheme that register_scheme added (tests); built-ins stay.
 void unregister_scheme(const std::string& name);
-// Starts at 1 and counts the registrations and removals: readers that cache what the registry says
-// (the run config's key table) rebuild when it changed.
-uint64_t scheme_registry_generation();
 
 }  // namespace relgrad

@@ -229,15 +229,12 @@ const std::vector<Field>& fields() {
   std::vector<Field>& table = field_table();
   static Field& source = *std::find_if(table.begin(), table.end(), [](const Field& f) { return f.key == "data.source"; });
   if (std::vector<std::string> names = data_source_names(); names != source.choices) source.choices = std::move(names);
-  static uint64_t schemes_seen = 0;  // the scheme registry's generation the choices reflect
-  if (schemes_seen != scheme_registry_generation()) {
-    std::vector<std::string> names;
-    for (const SchemeEntry& e : positional_schemes()) names.push_back(e.name);
-    for (Field& f : table)
-      if (f.key.rfind("model.", 0) == 0 && f.key.size() > 7 && f.key.compare(f.key.size() - 7, 7, ".scheme") == 0)
-        f.choices = names;
-    schemes_seen = scheme_registry_generation();
-  }
+  std::vector<std::string> schemes;
+  for (const SchemeEntry& e : positional_schemes()) schemes.push_back(e.name);
+  for (Field& f : table)
+    if (f.key.rfind("model.", 0) == 0 && f.key.size() > 7 && f.key.compare(f.key.size() - 7, 7, ".scheme") == 0 &&
+        f.choices != schemes)
+      f.choices = schemes;
   return table;
 }
 
