@@ -46,6 +46,25 @@ bool fused_core_pays(int64_t B, int64_t H, int64_t t2, int64_t t1, DType dtype, 
   return scores > double(limit);
 }
 
+namespace {
+
+// A scheme's logit_bias plus its content_bias (CoPE, FoX: layers/contextual.h); undefined = none.
+Tensor scheme_bias(const PositionalScheme& s, const Tensor& q, const Tensor& kc, const Tensor& mask,
+                   const AttentionGeometry& g) {
+  Tensor bias = s.logit_bias(g), content = s.content_bias(q, kc, mask, g);
+  if (!content.defined()) return bias;
+  return bias.defined() ? bias + content : content;
+}
+
+// The scheme's own weights (stick-breaking) or the one fused softmax of scale, bias and mask.
+Tensor scheme_weights(const PositionalScheme* s, const Tensor& logits, const Tensor& mask, double scale,
+                      const Tensor& bias, const AttentionGeometry& g) {
+  Tensor w = s ? s->attention_weights(logits, mask, scale, bias, g) : Tensor();
+  return w.defined() ? w : masked_softmax(logits, mask, scale, bias);
+}
+
+}  // namespace
+
 Tensor causal_mask(const Tensor& positions, int64_t t1) {
   const int64_t t2 = positions.size(0);
   Tensor keys = arange(static_cast<double>(t1), kInt64).reshape({1, t1});
@@ -64,8 +83,8 @@ AttentionOutput attention_heads(const Tensor& q, const Tensor& k, const Tensor& 
   // mul, add, masked_fill, softmax, masked_fill, is its test oracle: tests/test_fused.cpp).
   // A row whose keys are all masked gets zero weights, so it outputs 0 with zero gradient.
   const double scale = positional ? positional->logit_scale(g.head_dim) : 1.0 / std::sqrt(double(g.head_dim));
-  Tensor bias = positional ? positional->logit_bias(g) : Tensor();
-  Tensor weights = masked_softmax(logits, mask, scale, bias);
+  Tensor bias = positional ? scheme_bias(*positional, q, kc, mask, g) : Tensor();
+  Tensor weights = scheme_weights(positional, logits, mask, scale, bias, g);
   Tensor dropped = dropout_p > 0 ? dropout(weights, dropout_p, training, generator) : weights;
   Tensor out = matmul(dropped, v);  // (B,H,t2,D)
   if (positional) {
@@ -153,6 +172,7 @@ AttentionOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& k
   Tensor q = heads(q_proj->forward(query), t2);
   Tensor k = heads(k_proj->forward(key_value), t1);
   Tensor v = heads(v_proj->forward(key_value), t1);
+  if (positional) g.key_state = positional->key_state(key_value);  // (B, H, t1, S) or undefined
   return attend(q, k, v, g, o);
 }
 
@@ -180,6 +200,11 @@ AttentionOutput MultiHeadAttention::forward(const Tensor& x_new, KVCache& cache,
   cache.k = t_cached > 0 ? cat({cache.k, k}, 2) : k.contiguous();  // (B, H, t1, D)
   cache.v = t_cached > 0 ? cat({cache.v, v}, 2) : v.contiguous();
   return attend(q, cache.k, cache.v, g, o);
+  if (positional) {  // the new keys' state beside the cached ones' (FoX: every gate up to t1 − 1)
+    Tensor s = positional->key_state(x_new);
+    if (s.defined()) cache.s = t_cached > 0 ? cat({cache.s, s}, 2) : s.contiguous();
+    g.key_state = cache.s;
+  }
 }
 
 AttentionOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& memory, KVCache& cache,
@@ -200,11 +225,13 @@ AttentionOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& m
     cache.k = k.contiguous();
     cache.v = heads(v_proj->forward(memory), t1).contiguous();
   }
+    if (positional) cache.s = positional->key_state(memory);
   RG_CHECK_T(ShapeError, cache.k.size(0) == B && cache.k.size(2) == t1, op, "the cross-attention cache holds keys ",
              shape_str(cache.k.shape()), ", but the memory is ", shape_str(memory.shape()));
   Tensor q = heads(q_proj->forward(query), t2);
   g.keys_in_content_form = positional != nullptr;
   return attend(q, cache.k, cache.v, g, o);
+  g.key_state = cache.s;
 }
 
 }  // namespace relgrad

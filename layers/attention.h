@@ -28,6 +28,7 @@ struct AttentionOptions {
 // key's own position only, so this equals transforming the whole sequence at every step.
 struct KVCache {
   Tensor k, v;
+  Tensor s;  // (B, H, t_cached, S): the scheme's key state (PositionalScheme::key_state) when it has one
   int64_t length() const { return k.defined() ? k.size(2) : 0; }
 };
 // One block's caches: causal self-attention, and cross-attention (empty in a decoder-only block).

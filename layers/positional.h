@@ -4,7 +4,8 @@
 // and each scheme overrides only the places its paper uses (docs/relative-attention.md has the table):
 //   Shaw, Huang, the seed's method, Transformer-XL: score_term (scaled with q·k by 1/√D); Shaw's a^V:
 //   value_term; T5: logit_bias with logit_scale 1 (T5 has no 1/√D); ALiBi: logit_bias;
-//   RoPE and Transformer-XL's u: the content pair (content_query, content_key).
+//   RoPE and Transformer-XL's u: the content pair (content_query, content_key). Content-dependent
+//   schemes (CoPE, FoX, stick-breaking) add a bias or weights that read q and k: see the class's end.
 // Beyond the five places a scheme answers for itself what the rest of relgrad asks of it, so no caller
 // needs to know its type: its config name (name), its terms for the fused core or "not fusable" (fuse),
 // and the positional response the probe reports (response).
@@ -32,6 +33,7 @@ struct AttentionGeometry {
   Tensor query_positions;                  // optional explicit π(i), int64 (t2)
   // The keys come from a KV cache that stored them through content_key already (cached decoding).
   bool keys_in_content_form = false;
+  Tensor key_state;                        // optional (B, H, t1, S): PositionalScheme::key_state of every key
   // The geometry of split heads: B batches, H heads of size D, t2 queries, t1 keys.
   static AttentionGeometry make(int64_t B, int64_t H, int64_t D, int64_t t2, int64_t t1, bool causal) {
     AttentionGeometry g;
@@ -67,7 +69,7 @@ struct ResponseInput {
   std::vector<bool> query_valid;       // (B, t2) row-major: not padding
   std::vector<bool> key_valid;         // (B, t1) row-major: not padding
   bool causal = false;
-  AttentionGeometry geometry;          // B, H, D, t2, t1, causal of the forward
+  AttentionGeometry geometry;          // B, H, D, t2, t1, causal of the forward, and its key_state
 };
 
 class PositionalScheme : public Module {
@@ -102,6 +104,21 @@ class PositionalScheme : public Module {
   // the units they enter the logits (after every scale); NaN = undefined. Empty (the default): no
   // response curve. The probe sets δ > 0 to NaN itself under causal attention.
   virtual std::vector<std::vector<double>> response(const ResponseInput&, int64_t /*reach*/) const { return {}; }
+
+  // ---- content-dependent schemes (layers/contextual.h): terms that read the content itself ----
+  // A per-key state (B,H,t,S) from the layer's key-side input (B,t,C) that depends on each key's own
+  // input alone (FoX's log forget gates), so a KV cache keeps it beside the keys (KVCache::s) and the
+  // attention hands every key's state on as g.key_state; undefined = none.
+  virtual Tensor key_state(const Tensor& /*key_input*/) const { return Tensor(); }
+  // A bias (B,H,t2,t1) added after scaling, with logit_bias, that reads the content: q (B,H,t2,D) as
+  // projected, the keys k (B,H,t1,D) as the content pair holds them, the core's bool mask (broadcastable,
+  // true = hidden; undefined = none) and g.key_state (CoPE's q·e[p_ij], FoX's c_i − c_j); undefined = none.
+  virtual Tensor content_bias(const Tensor& /*q*/, const Tensor& /*k*/, const Tensor& /*mask*/,
+                              const AttentionGeometry&) const { return Tensor(); }
+  // The weights (B,H,t2,t1) from the logits before scaling and the core's mask, scale and bias, in place
+  // of softmax(mask(logits · scale + bias)) (stick-breaking); undefined = softmax.
+  virtual Tensor attention_weights(const Tensor& /*logits*/, const Tensor& /*mask*/, double /*scale*/,
+                                   const Tensor& /*bias*/, const AttentionGeometry&) const { return Tensor(); }
 };
 
 // ---- helpers the schemes share (layers/positional.cpp) ----

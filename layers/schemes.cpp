@@ -1,5 +1,6 @@
 #include "layers/schemes.h"
 
+#include "layers/contextual.h"
 #include "layers/relative_bias.h"
 #include "layers/relative_learned.h"
 #include "layers/rotary.h"
@@ -39,6 +40,14 @@ std::vector<SchemeEntry>& registry() {
        false, false, false, RoPE::check},
       {"transformer_xl", {}, [](const Ctx& c) { return make<TransformerXL>(c.d_model, c.n_heads, c.init); },
        false, false, /*self_only=*/true, TransformerXL::check},
+      // Content-dependent positions (layers/contextual.h), stick-breaking's weights among them: causal
+      // self-attention only, as their papers.
+      {"cope", {"cope_positions"}, [](const Ctx& c) { return make<CoPE>(c.head_dim, c.config.cope_positions); },
+       false, /*causal_only=*/true, /*self_only=*/true, CoPE::check, CoPE::parameters},
+      {"fox", {}, [](const Ctx& c) { return make<ForgettingAttention>(c.d_model, c.n_heads, c.init); },
+       false, /*causal_only=*/true, /*self_only=*/true, nullptr, ForgettingAttention::parameters},
+      {"stick_breaking", {}, [](const Ctx&) { return make<StickBreaking>(); },
+       false, /*causal_only=*/true, /*self_only=*/true},
   };
   return r;
 }

@@ -24,6 +24,8 @@ struct PositionalConfig {
   int64_t num_buckets = 32;     // t5
   int64_t max_distance = 128;   // t5
   double rope_base = 10000.0;   // rope
+  // The content-dependent schemes (layers/contextual.h): cope (fox and stick_breaking take no knob).
+  int64_t cope_positions = 64;  // cope: the embedded positions e[0 … n − 1] (the paper's npos_max)
 };
 
 // What an entry's check is given: the place's options, the config key prefix its messages name

@@ -81,6 +81,7 @@ bool parse_bool(const std::string& s) {
 // use them, all three together; a file without them has their defaults.
 TransformerConfig config_of(const Golden& g) {
   TransformerConfig c;
+  int64_t scheme_knobs = 0;  // a scheme's own keys, in the files of the places that use it (cope_positions)
   auto place = [&](const std::string& key, PositionalConfig& p, const std::string& field, const std::string& v) {
     if (field == "scheme") p.scheme = v;
     else if (field == "max_length") p.max_length = std::stoll(v);
@@ -92,6 +93,7 @@ TransformerConfig config_of(const Golden& g) {
     else if (field == "num_buckets") p.num_buckets = std::stoll(v);
     else if (field == "max_distance") p.max_distance = std::stoll(v);
     else if (field == "rope_base") p.rope_base = std::stod(v);
+    else if (field == "cope_positions") p.cope_positions = std::stoll(v), ++scheme_knobs;
     else FAIL(g.name << ": unknown config key " << key);
   };
   int64_t fields = 0, later_fields = 0;
@@ -124,7 +126,7 @@ TransformerConfig config_of(const Golden& g) {
   }
   REQUIRE_MESSAGE((later_fields == 0 || later_fields == 3), g.name << " has " << later_fields
                                                                 << " of the 3 later cfg.* keys; " << kHint);
-  REQUIRE_MESSAGE(fields == 14 + later_fields + 3 * 9,
+  REQUIRE_MESSAGE(fields == 14 + later_fields + 3 * 9 + scheme_knobs,
                   g.name << " has " << fields << " cfg.* keys; " << kHint);
   return c;
 }
@@ -363,4 +365,13 @@ TEST_CASE("golden training: DecoderLM, sinusoidal absolute positions only, odd d
 }
 TEST_CASE("golden training: EncoderDecoder, learned absolute tables, Shaw cross at explicit positions") {
   check_golden_training("encdec_learned_explicit");
+}
+TEST_CASE("golden training: DecoderLM, CoPE with 4 embedded positions (clamped), pre-norm LayerNorm") {
+  check_golden_training("lm_cope");
+}
+TEST_CASE("golden training: EncoderDecoder, symmetric ALiBi encoder, FoX decoder, RoPE cross, RMSNorm") {
+  check_golden_training("encdec_fox");
+}
+TEST_CASE("golden training: DecoderLM, stick-breaking weights, post-norm, one row left-padded") {
+  check_golden_training("lm_stick_breaking");
 }

@@ -65,6 +65,9 @@ MODEL_DEFAULTS = {"vocab_size": 0, "src_vocab_size": 0, "d_model": 64, "n_heads"
                   "n_encoder_layers": 2, "n_decoder_layers": 2, "activation": "gelu", "norm": "layer_norm",
                   "pre_norm": True, "dropout": 0.1, "norm_eps": 1e-5, "tie_weights": True,
                   "cross_alignment": "left"}
+# A scheme's own knobs (docs §3.1), written to the metadata only for a place using that scheme, so
+# that the files of other schemes keep their keys.
+SCHEME_KNOBS = {"cope_positions": ("cope", 64)}
 # Written to the metadata only when one of them differs from its default (see the docstring).
 LATER_DEFAULTS = {"cross_explicit": False, "absolute_position": "none", "max_positions": 0}
 PLACES = ("encoder_self", "decoder_self", "cross")
@@ -78,9 +81,10 @@ def make_config(model, lengths, padding="right", **fields):
     cfg = dict(MODEL_DEFAULTS, **LATER_DEFAULTS)
     for place in PLACES:
         cfg[place] = dict(POSITIONAL_DEFAULTS, scheme=PLACE_DEFAULT_SCHEME[place])
+        cfg[place].update({k: d for k, (_, d) in SCHEME_KNOBS.items()})
     for k, v in fields.items():
         if k in PLACES:
-            unknown = set(v) - set(POSITIONAL_DEFAULTS)
+            unknown = set(v) - set(POSITIONAL_DEFAULTS) - set(SCHEME_KNOBS)
             assert not unknown, unknown
             cfg[k].update(v)
         else:
@@ -149,6 +153,20 @@ CONFIGS = {
         "encoder-decoder", (9, 8), vocab_size=16, src_vocab_size=14, d_model=16, n_heads=2, d_ff=32, dropout=0.0,
         pre_norm=False, tie_weights=False, absolute_position="learned", max_positions=12, cross_explicit=True,
         encoder_self={"scheme": "none"}, decoder_self={"scheme": "none"}, cross={"scheme": "shaw", "clip": 3}),
+    # CoPE in a pre-norm LM with 4 embedded positions, so that the counted positions clamp at 3.
+    "lm_cope": make_config(
+        "decoder-only", (10,), vocab_size=16, d_model=16, n_heads=2, d_ff=32, dropout=0.0,
+        decoder_self={"scheme": "cope", "cope_positions": 4}),
+    # FoX in the decoder of an encoder-decoder (its gates read the normed layer input), symmetric ALiBi
+    # in the encoder, RoPE in cross-attention (FoX and CoPE serve causal self-attention only); RMSNorm.
+    "encdec_fox": make_config(
+        "encoder-decoder", (9, 8), vocab_size=16, src_vocab_size=12, d_model=16, n_heads=2, d_ff=32, dropout=0.0,
+        norm="rms_norm", encoder_self={"scheme": "alibi"}, decoder_self={"scheme": "fox"}, cross={"scheme": "rope"}),
+    # Stick-breaking weights in place of softmax in a post-norm LM; one row left-padded (padding keys
+    # break nothing; the first queries attend nothing).
+    "lm_stick_breaking": make_config(
+        "decoder-only", (10,), padding="left_row1", vocab_size=16, d_model=16, n_heads=2, d_ff=32, dropout=0.0,
+        pre_norm=False, decoder_self={"scheme": "stick_breaking"}),
 }
 
 # ---- parameter names, shapes and random values (docs §2) ----
@@ -175,6 +193,10 @@ def positional_entries(pre, pc, C, H):
         return [(pre + "slopes", (H,), "slopes")]
     if s == "transformer_xl":
         return [(pre + "u", (H, D), "xavier"), (pre + "v", (H, D), "xavier"), (pre + "r_proj.weight", (C, C), "linear")]
+    if s == "cope":
+        return [(pre + "table", (pc["cope_positions"], D), "table")]
+    if s == "fox":
+        return [(pre + "forget_gate.weight", (H, C), "linear"), (pre + "forget_gate.bias", (H,), "linear")]
     return []  # none, rope
 
 
@@ -428,7 +450,11 @@ def attention(P, pre, pos_pre, pc, xq, xkv, H, causal, key_padding_mask, alignme
         if causal:
             idx = torch.where(delta > 0, torch.full_like(idx, -1), idx)
         score = table_scores_from_products(Pp, idx)
-    elif s != "none":
+    elif s == "fox":  # docs §3.5: forget gates on the layer input, c = cumulative log gates
+        log_f = F.logsigmoid(linear(P, pos_pre + "forget_gate", xkv))  # (B, t1, H)
+        c = log_f.permute(0, 2, 1).cumsum(-1)  # (B, H, t1)
+        bias = c[:, :, pi][..., None] - c[:, :, None, :]  # (B, H, t2, t1): Σ_{l=j+1..π(i)} log f_l
+    elif s not in ("none", "cope", "stick_breaking"):
         raise ValueError(s)
 
     logits = qc @ kc.transpose(-1, -2)
@@ -442,8 +468,21 @@ def attention(P, pre, pos_pre, pc, xq, xkv, H, causal, key_padding_mask, alignme
         mask = mask | (delta > 0)[None, None]
     if key_padding_mask is not None:
         mask = mask | key_padding_mask[:, None, None, :]
+    if s == "cope":  # docs §3.5: gates on the scaled logits, positions counted back from the query
+        gates = torch.sigmoid(logits).masked_fill(mask, 0.0)
+        p = gates.flip(-1).cumsum(-1).flip(-1).clamp(max=pc["cope_positions"] - 1)
+        lo, hi = p.floor(), p.ceil()
+        w = p - lo
+        qe = q @ P[pos_pre + "table"].T  # (B, H, t2, npos)
+        logits = logits + qe.gather(-1, hi.long()) * w + qe.gather(-1, lo.long()) * (1 - w)
     lowest = torch.finfo(dt).min
-    weights = torch.softmax(logits.masked_fill(mask, lowest), -1).masked_fill(mask, 0.0)
+    if s == "stick_breaking":  # docs §3.5: β = sigmoid(logits), the stick broken from key π(i) − 1 back
+        hidden = mask | (delta >= 0)[None, None]
+        log_rest = F.logsigmoid(-logits).masked_fill(hidden, 0.0)
+        later = log_rest.flip(-1).cumsum(-1).flip(-1) - log_rest  # Σ over the visible keys k > j
+        weights = torch.exp(F.logsigmoid(logits) + later).masked_fill(hidden, 0.0)
+    else:
+        weights = torch.softmax(logits.masked_fill(mask, lowest), -1).masked_fill(mask, 0.0)
     out = weights @ v
     if value_term is not None:
         out = out + value_term(weights)
@@ -706,6 +745,9 @@ def metadata_of(name, cfg, seed):
     for place in PLACES:
         for k in POSITIONAL_DEFAULTS:
             md[f"cfg.{place}.{k}"] = text(cfg[place][k])
+        for k, (scheme, _) in SCHEME_KNOBS.items():
+            if cfg[place]["scheme"] == scheme:
+                md[f"cfg.{place}.{k}"] = text(cfg[place][k])
     for k, v in TRAIN.items():
         md["train." + k] = text(v)
     return md

@@ -83,6 +83,9 @@ std::vector<Field> positional_fields(const std::string& place, PositionalConfig 
        [pc](RunConfig& c) -> void* { return &pc(c).max_distance; }},
       {key("rope_base"), Kind::Double, help("rope_base", "frequency base"), {},
        [pc](RunConfig& c) -> void* { return &pc(c).rope_base; }},
+      // The content-dependent schemes' knob (layers/contextual.h): cope.
+      {key("cope_positions"), Kind::Int, help("cope_positions", "embedded positions (npos_max)"), {},
+       [pc](RunConfig& c) -> void* { return &pc(c).cope_positions; }},
   };
 }
 

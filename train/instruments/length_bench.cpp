@@ -136,7 +136,8 @@ std::string percent(double v) {
 const std::vector<std::string>& length_bench_treatments() {
   static const std::vector<std::string> t = {
       "none",  "learned",        "sinusoidal",        "t5",         "alibi", "rope", "seed", "shaw",
-      "huang", "learned-random", "sinusoidal-random", "rope-random"};
+      "huang", "learned-random", "sinusoidal-random", "rope-random",
+      "cope",  "fox",            "stick_breaking"};  // content-dependent (layers/contextual.h)
   return t;
 }
 

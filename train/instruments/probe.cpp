@@ -81,6 +81,7 @@ std::vector<AttentionRecord> record_attention(RunModel& model, const Batch& batc
         rec.q = call.q.detach();
         rec.k = call.k.detach();
         rec.weights = call.weights.detach();
+        if (call.geometry.key_state.defined()) rec.key_state = call.geometry.key_state.detach();
         rec.causal = call.geometry.causal;
         rec.positions = call.geometry.positions().to(Device::cpu()).contiguous().to_vector<int64_t>();
         key_mask = call.key_padding_mask;
@@ -136,6 +137,7 @@ std::vector<ProbeCurve> positional_response(const std::vector<AttentionRecord>& 
     in.causal = rec.causal;
     in.geometry = AttentionGeometry::make(rec.weights.size(0), H, D, rec.weights.size(2), rec.weights.size(3),
                                           rec.causal);
+    in.geometry.key_state = rec.key_state;
     std::vector<std::vector<double>> values = s->response(in, R);  // (H, 2R + 1)
     if (values.empty()) continue;                                  // a scheme without a response curve
     RG_CHECK(static_cast<int64_t>(values.size()) == H, kOp, rec.layer, ": the ", rec.scheme,

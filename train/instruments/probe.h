@@ -71,6 +71,7 @@ struct AttentionRecord {
   bool causal = false;
   Tensor q, k;                     // (B,H,t2,D), (B,H,t1,D): projected, before any scheme touches them
   Tensor weights;                  // (B,H,t2,t1): softmax weights, before dropout
+  Tensor key_state;                // (B,H,t1,S): the scheme's key state (FoX's log gates), when it has one
   std::vector<int64_t> positions;  // π(i), t2 entries
   std::vector<bool> query_valid;   // (B, t2) row-major: not padding
   std::vector<bool> key_valid;     // (B, t1) row-major: not padding
