@@ -11,6 +11,8 @@
 #include "layers/models.h"
 #include "layers/schemes.h"
 #include "attention_testing.h"
+#include "cli_testing.h"
+#include "train/config/config.h"
 
 using namespace relgrad;
 using namespace relgrad::testing;
@@ -397,4 +399,40 @@ TEST_CASE("CoPE, FoX, stick-breaking: registry placement, checks and errors name
   g.causal = false;
   check_throws_with([&] { StickBreaking().attention_weights(zeros({1, 1, 2, 2}, kFloat64), Tensor(), 1.0, Tensor(), g); },
                     "[StickBreaking] stick-breaking breaks the stick from the query's position back");
+}
+
+TEST_CASE("CoPE, FoX, stick-breaking: relgrad train --dry-run refuses a bad knob or place naming the key") {
+  const std::vector<std::string> lm = {"train", "--dry-run", "--model.type=decoder-only"};
+  std::vector<std::string> bad = lm;
+  bad.push_back("--model.decoder_self.scheme=cope");
+  bad.push_back("--model.decoder_self.cope_positions=0");
+  CliResult r = run_relgrad(bad);
+  CHECK_CLI(r, 2);
+  CHECK_MESSAGE(contains(r.err, "[config] model.decoder_self.cope_positions must be at least 1, got 0"), r.err);
+  std::vector<std::string> good = lm;
+  good.push_back("--model.decoder_self.scheme=cope");
+  good.push_back("--model.decoder_self.cope_positions=1");
+  CHECK_CLI(run_relgrad(good), 0);
+  for (const char* name : {"cope", "fox", "stick_breaking"}) {
+    std::vector<std::string> encoder = {"train", "--dry-run", "--model.type=encoder-decoder",
+                                        std::string("--model.encoder_self.scheme=") + name};
+    r = run_relgrad(encoder);
+    CHECK_CLI(r, 2);
+    CHECK_MESSAGE(contains(r.err, std::string("model.encoder_self.scheme = ") + name), r.err);
+    std::vector<std::string> cross = {"train", "--dry-run", "--model.type=encoder-decoder",
+                                      std::string("--model.cross.scheme=") + name};
+    r = run_relgrad(cross);
+    CHECK_CLI(r, 2);
+    CHECK_MESSAGE(contains(r.err, std::string("model.cross.scheme = ") + name), r.err);
+  }
+}
+
+TEST_CASE("CoPE: a config without cope_positions (an older checkpoint's) has its default, and it round-trips") {
+  RunConfig c = RunConfig::defaults();
+  load_config_json_text(c, R"({"model": {"decoder_self": {"scheme": "t5"}}})", "older");
+  CHECK(c.model.decoder_self.cope_positions == 64);
+  set_config_value(c, "model.decoder_self.cope_positions", "8");
+  RunConfig back = RunConfig::defaults();
+  load_config_json_text(back, config_to_json(c), "round trip");
+  CHECK(back.model.decoder_self.cope_positions == 8);
 }

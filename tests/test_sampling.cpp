@@ -16,7 +16,8 @@ using namespace relgrad::testing;
 
 namespace {
 
-const char* kSchemes[] = {"none", "seed", "huang", "shaw", "t5", "alibi", "rope", "transformer_xl"};
+const char* kSchemes[] = {"none", "seed", "huang", "shaw", "t5", "alibi", "rope", "transformer_xl",
+                          "cope", "fox", "stick_breaking"};  // content-dependent: FoX's gates cached too
 
 // V = 11, C = 8, H = 2 (D = 4), two layers. Tables are small so that the test sequences reach past
 // them (seed/huang t3 = 4, shaw k = 2, T5 8 buckets up to distance 6): the cache must reproduce the
