@@ -61,6 +61,9 @@ Tensor relu(const Tensor& x);
 Tensor silu(const Tensor& x);
 Tensor gelu_erf(const Tensor& x);
 Tensor gelu_tanh(const Tensor& x);
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+Tensor softplus(const Tensor& x);  // log(1 + eˣ), x above 20 (PyTorch's threshold)
 // approximate = "none" (exact erf form, PyTorch's default) or "tanh".
 Tensor gelu(const Tensor& x, const std::string& approximate = "none");
 // Comparisons give bool masks (no gradient).

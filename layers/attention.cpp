@@ -182,7 +182,8 @@ AttentionOutput MultiHeadAttention::forward(const Tensor& x_new, KVCache& cache,
   const int64_t B = x_new.size(0), t2 = x_new.size(1), H = num_heads, D = head_dim;
   const int64_t t_cached = cache.length(), t1 = t_cached + t2;
   if (cache.k.defined())
-    RG_CHECK_T(ShapeError, cache.k.dim() == 4 && cache.k.size(0) == B && cache.k.size(1) == H && cache.k.size(3) == D,
+    // Keys in content form may be wider than D (PoPE's are 2D): the values' width is checked.
+    RG_CHECK_T(ShapeError, cache.k.dim() == 4 && cache.k.size(0) == B && cache.k.size(1) == H && cache.v.size(3) == D,
                op, "the KV cache holds keys ", shape_str(cache.k.shape()), ", expected (", B, ", ", H, ", t, ", D,
                ") for x_new ", shape_str(x_new.shape()));
   AttentionGeometry g = AttentionGeometry::make(B, H, D, t2, t1, true);

@@ -4,6 +4,7 @@
 #include "layers/relative_bias.h"
 #include "layers/relative_learned.h"
 #include "layers/rotary.h"
+#include "layers/rotary_variants.h"
 #include "layers/transformer_xl.h"
 
 namespace relgrad {
@@ -14,6 +15,10 @@ using Ctx = SchemeContext;
 template <class S, class... A>
 std::shared_ptr<PositionalScheme> make(A&&... a) {
   return std::make_shared<S>(std::forward<A>(a)...);
+}
+
+RotaryScaling rotary_scaling(const PositionalConfig& p) {
+  return {p.rope_scaling, p.rope_scaling_factor, p.rope_original_length};
 }
 
 // One line per scheme. Causal places (decoder self-attention) get the causal variants: T5's
@@ -36,10 +41,20 @@ std::vector<SchemeEntry>& registry() {
        [](const Ctx& c) { return make<T5RelativeBias>(c.n_heads, c.config.num_buckets, c.config.max_distance, !c.causal, c.init); },
        /*shared_by_stack=*/true, false, false, T5RelativeBias::check, T5RelativeBias::parameters},
       {"alibi", {}, [](const Ctx& c) { return make<ALiBi>(c.n_heads, !c.causal); }},
-      {"rope", {"rope_base"}, [](const Ctx& c) { return make<RoPE>(c.head_dim, c.config.rope_base); },
+      {"rope", {"rope_base", "rope_scaling", "rope_scaling_factor", "rope_original_length"},
+       [](const Ctx& c) { return make<RoPE>(c.head_dim, c.config.rope_base, RoPE::Pairing::Interleaved, rotary_scaling(c.config)); },
        false, false, false, RoPE::check},
       {"transformer_xl", {}, [](const Ctx& c) { return make<TransformerXL>(c.d_model, c.n_heads, c.init); },
        false, false, /*self_only=*/true, TransformerXL::check},
+      // The rotary family (layers/rotary_variants.h); rope, xpos and p_rope share the RoPE scalings.
+      {"xpos", {"rope_base", "xpos_scale_base", "rope_scaling", "rope_scaling_factor", "rope_original_length"},
+       [](const Ctx& c) { return make<XPos>(c.head_dim, c.config.rope_base, c.config.xpos_scale_base, rotary_scaling(c.config)); },
+       false, /*causal_only=*/true, false, XPos::check},
+      {"p_rope", {"rope_base", "rope_fraction", "rope_scaling", "rope_scaling_factor", "rope_original_length"},
+       [](const Ctx& c) { return make<PRoPE>(c.head_dim, c.config.rope_base, c.config.rope_fraction, rotary_scaling(c.config)); },
+       false, false, false, PRoPE::check},
+      {"pope", {"rope_base"}, [](const Ctx& c) { return make<PoPE>(c.n_heads, c.head_dim, c.config.rope_base); },
+       false, false, false, PoPE::check, PoPE::parameters},
       // Content-dependent positions (layers/contextual.h), stick-breaking's weights among them: causal
       // self-attention only, as their papers.
       {"cope", {"cope_positions"}, [](const Ctx& c) { return make<CoPE>(c.head_dim, c.config.cope_positions); },

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "layers/positional.h"
+#include "layers/rotary.h"
 
 namespace relgrad {
 
@@ -26,6 +27,13 @@ struct PositionalConfig {
   double rope_base = 10000.0;   // rope
   // The content-dependent schemes (layers/contextual.h): cope (fox and stick_breaking take no knob).
   int64_t cope_positions = 64;  // cope: the embedded positions e[0 … n − 1] (the paper's npos_max)
+  // The rotary family (layers/rotary.h, layers/rotary_variants.h): xpos, p_rope, pope, and the RoPE
+  // scalings, which rope, xpos and p_rope take (set at evaluation: relgrad eval / sample --model.…).
+  double xpos_scale_base = 512.0;  // xpos: γ of the decay ζ_k^(−δ/γ)
+  double rope_fraction = 0.75;     // p_rope: the share p of the D/2 frequencies that rotate (the highest)
+  RopeScalingKind rope_scaling = RopeScalingKind::None;  // rope, xpos, p_rope: none, linear, ntk or yarn
+  double rope_scaling_factor = 1.0;   // s ≥ 1: the new length over the trained one
+  int64_t rope_original_length = 0;   // yarn: the trained context L
 };
 
 // What an entry's check is given: the place's options, the config key prefix its messages name

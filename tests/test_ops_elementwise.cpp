@@ -26,6 +26,9 @@ const std::map<std::string, std::function<double(double)>>& unary_references() {
       {"gelu_erf", [](double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }},
       {"gelu_tanh",
        [](double x) { return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))); }},
+      {"sin", [](double x) { return std::sin(x); }},
+      {"cos", [](double x) { return std::cos(x); }},
+      {"softplus", [](double x) { return std::log(1.0 + std::exp(x)); }},
   };
   return refs;
 }

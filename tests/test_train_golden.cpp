@@ -94,6 +94,11 @@ TransformerConfig config_of(const Golden& g) {
     else if (field == "max_distance") p.max_distance = std::stoll(v);
     else if (field == "rope_base") p.rope_base = std::stod(v);
     else if (field == "cope_positions") p.cope_positions = std::stoll(v), ++scheme_knobs;
+    else if (field == "xpos_scale_base") p.xpos_scale_base = std::stod(v), ++scheme_knobs;
+    else if (field == "rope_fraction") p.rope_fraction = std::stod(v), ++scheme_knobs;
+    else if (field == "rope_scaling") p.rope_scaling = kRopeScalingNames.find(v).value(), ++scheme_knobs;
+    else if (field == "rope_scaling_factor") p.rope_scaling_factor = std::stod(v), ++scheme_knobs;
+    else if (field == "rope_original_length") p.rope_original_length = std::stoll(v), ++scheme_knobs;
     else FAIL(g.name << ": unknown config key " << key);
   };
   int64_t fields = 0, later_fields = 0;
@@ -374,4 +379,13 @@ TEST_CASE("golden training: EncoderDecoder, symmetric ALiBi encoder, FoX decoder
 }
 TEST_CASE("golden training: DecoderLM, stick-breaking weights, post-norm, one row left-padded") {
   check_golden_training("lm_stick_breaking");
+}
+TEST_CASE("golden training: DecoderLM, xPos with a short decay scale under YaRN scaling (ramp and temperature)") {
+  check_golden_training("lm_xpos_yarn");
+}
+TEST_CASE("golden training: EncoderDecoder, PoPE self-attentions (clamped offsets), p-RoPE cross under NTK, Right") {
+  check_golden_training("encdec_pope_prope");
+}
+TEST_CASE("golden training: DecoderLM, p-RoPE (3 of 4 pairs rotate) under linear scaling") {
+  check_golden_training("lm_prope_linear");
 }

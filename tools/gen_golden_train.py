@@ -67,7 +67,11 @@ MODEL_DEFAULTS = {"vocab_size": 0, "src_vocab_size": 0, "d_model": 64, "n_heads"
                   "cross_alignment": "left"}
 # A scheme's own knobs (docs §3.1), written to the metadata only for a place using that scheme, so
 # that the files of other schemes keep their keys.
-SCHEME_KNOBS = {"cope_positions": ("cope", 64)}
+SCHEME_KNOBS = {"cope_positions": ("cope", 64),
+                "xpos_scale_base": ("xpos", 512.0), "rope_fraction": ("p_rope", 0.75),
+                "rope_scaling": (("rope", "xpos", "p_rope"), "none"),
+                "rope_scaling_factor": (("rope", "xpos", "p_rope"), 1.0),
+                "rope_original_length": (("rope", "xpos", "p_rope"), 0)}
 # Written to the metadata only when one of them differs from its default (see the docstring).
 LATER_DEFAULTS = {"cross_explicit": False, "absolute_position": "none", "max_positions": 0}
 PLACES = ("encoder_self", "decoder_self", "cross")
@@ -167,6 +171,23 @@ CONFIGS = {
     "lm_stick_breaking": make_config(
         "decoder-only", (10,), padding="left_row1", vocab_size=16, d_model=16, n_heads=2, d_ff=32, dropout=0.0,
         pre_norm=False, decoder_self={"scheme": "stick_breaking"}),
+    # xPos (causal self-attention only) with a short decay scale, under YaRN scaling 4 from a trained
+    # length of 64, so that its ramp runs over pairs 0 … 2 and its temperature multiplies the logits.
+    "lm_xpos_yarn": make_config(
+        "decoder-only", (10,), vocab_size=16, d_model=16, n_heads=2, d_ff=32, dropout=0.0,
+        decoder_self={"scheme": "xpos", "rope_base": 500.0, "xpos_scale_base": 8.0, "rope_scaling": "yarn",
+                      "rope_scaling_factor": 4.0, "rope_original_length": 64}),
+    # PoPE in both self-attentions (its phase offsets drawn partly outside [−2π, 0], so clamped), p-RoPE
+    # (half the frequencies rotate) under NTK scaling 2 in cross-attention at Right alignment; RMSNorm.
+    "encdec_pope_prope": make_config(
+        "encoder-decoder", (9, 8), vocab_size=16, src_vocab_size=12, d_model=16, n_heads=2, d_ff=32, dropout=0.0,
+        norm="rms_norm", cross_alignment="right", encoder_self={"scheme": "pope", "rope_base": 100.0},
+        decoder_self={"scheme": "pope"},
+        cross={"scheme": "p_rope", "rope_fraction": 0.5, "rope_scaling": "ntk", "rope_scaling_factor": 2.0}),
+    # p-RoPE (3 of 4 pairs rotate) in a causal LM under linear scaling (position interpolation) by 2.
+    "lm_prope_linear": make_config(
+        "decoder-only", (10,), vocab_size=16, d_model=16, n_heads=2, d_ff=32, dropout=0.0, tie_weights=False,
+        decoder_self={"scheme": "p_rope", "rope_base": 500.0, "rope_scaling": "linear", "rope_scaling_factor": 2.0}),
 }
 
 # ---- parameter names, shapes and random values (docs §2) ----
@@ -197,7 +218,9 @@ def positional_entries(pre, pc, C, H):
         return [(pre + "table", (pc["cope_positions"], D), "table")]
     if s == "fox":
         return [(pre + "forget_gate.weight", (H, C), "linear"), (pre + "forget_gate.bias", (H,), "linear")]
-    return []  # none, rope
+    if s == "pope":
+        return [(pre + "phase_offset", (H, D), "phase")]
+    return []  # none, rope, xpos, p_rope
 
 
 def attention_entries(pre, C, H, pc, with_positional):
@@ -294,6 +317,8 @@ def random_state(cfg, g):
             t = 1.0 + 0.2 * torch.randn(shape, dtype=F64, generator=g)
         elif init == "shift":
             t = 0.2 * torch.randn(shape, dtype=F64, generator=g)
+        elif init == "phase":  # PoPE's offsets: U(−7, 0.5), partly outside the clamp [−2π, 0]
+            t = torch.rand(shape, dtype=F64, generator=g) * 7.5 - 7.0
         elif init == "slopes":
             t = torch.tensor(alibi_slopes(shape[0]), dtype=F64)
         else:
@@ -389,6 +414,56 @@ def rope(x, positions, base):
     return torch.stack([x0 * cos - x1 * sin, x1 * cos + x0 * sin], -1).reshape(x.shape)
 
 
+def rotary_timescales(D, pc):
+    """The rotary family (docs §3.5): pair k turns by p / timescale_k, timescale_k = base^(2k/D), under the
+    RoPE scaling (linear: × s; ntk: base · s^(D/(D−2)); yarn: a ramp between θ/s and θ over the pairs
+    between HF's correction dims of β_fast 32 and β_slow 1, and the factor 0.1 ln s + 1 on cos and sin);
+    p_rope: ∞ (unrotated) from pair ⌊p·D/2⌋ on. Returns (timescales (D/2) float64, factor)."""
+    base, s, kind = pc["rope_base"], pc["rope_scaling_factor"], pc["rope_scaling"]
+    ks = torch.arange(D // 2, dtype=F64)
+    b = base * s ** (D / (D - 2)) if kind == "ntk" else base
+    ts = b ** (2 * ks / D)
+    factor = 1.0
+    if kind == "linear":
+        ts = ts * s
+    elif kind == "yarn":
+        L = pc["rope_original_length"]
+
+        def pair(rotations):
+            return D * math.log(L / (rotations * 2 * math.pi)) / (2 * math.log(base))
+        low, high = max(math.floor(pair(32)), 0), min(math.ceil(pair(1)), D - 1)
+        if low == high:
+            high += 0.001
+        ramp = ((ks - low) / (high - low)).clamp(0, 1)
+        ts = 1 / ((1 / ts) / s * ramp + (1 / ts) * (1 - ramp))
+        factor = 0.1 * math.log(s) + 1 if s > 1 else 1.0
+    if pc["scheme"] == "p_rope":
+        ts[int(pc["rope_fraction"] * D // 2):] = math.inf
+    return ts, factor
+
+
+def rotary(x, positions, pc, key):
+    """rope, xpos, p_rope: interleaved pairs turned by p / timescale_k, scaled by the factor and, for xpos,
+    ζ_k^(±p/γ) (+ on queries, − on keys; ζ_k = (2k/D + 0.4)/1.4); cos/sin in float64, cast (docs §3.5)."""
+    D = x.shape[-1]
+    ts, factor = rotary_timescales(D, pc)
+    p = positions.to(F64)[:, None]
+    angle = p / ts[None, :]  # (T, D/2); p / ∞ = 0
+    amp = torch.full_like(angle, factor)
+    if pc["scheme"] == "xpos":
+        zeta = (2 * torch.arange(D // 2, dtype=F64) / D + 0.4) / 1.4
+        amp = amp * zeta[None, :] ** ((-p if key else p) / pc["xpos_scale_base"])
+    cos, sin = (angle.cos() * amp).to(x.dtype), (angle.sin() * amp).to(x.dtype)
+    x0, x1 = x[..., 0::2], x[..., 1::2]
+    return torch.stack([x0 * cos - x1 * sin, x1 * cos + x0 * sin], -1).reshape(x.shape)
+
+
+def pope_polar(x, phase):
+    """PoPE (docs §3.5): softplus magnitudes at the phases, (μ cos, μ sin) interleaved → (…, 2D)."""
+    mu = F.softplus(x)
+    return torch.stack([mu * phase.cos(), mu * phase.sin()], -1).reshape(*x.shape[:-1], 2 * x.shape[-1])
+
+
 def txl_sinusoid(p, dim):
     """R_p = [sin(p·ω_k) …, cos(p·ω_k) …], ω_k = 10000^(−2k/dim), p a float64 vector → (len(p), dim)."""
     w = torch.tensor([1.0 / 10000.0 ** (2.0 * k / dim) for k in range(dim // 2)], dtype=F64)
@@ -415,8 +490,15 @@ def attention(P, pre, pos_pre, pc, xq, xkv, H, causal, key_padding_mask, alignme
     s = pc["scheme"] if pc is not None else "none"
     qc, kc, score, bias, value_term = q, k, None, None, None
     scale = D ** -0.5
-    if s == "rope":
+    if s == "rope" and pc["rope_scaling"] == "none":
         qc, kc = rope(q, pi, pc["rope_base"]), rope(k, torch.arange(t1), pc["rope_base"])
+    elif s in ("rope", "xpos", "p_rope"):
+        qc, kc = rotary(q, pi, pc, False), rotary(k, torch.arange(t1), pc, True)
+    elif s == "pope":  # θ_c = base^(−c/D) for every dim c; keys at j·θ + φ, φ clamped to [−2π, 0]
+        theta = torch.tensor([pc["rope_base"] ** (-c / D) for c in range(D)], dtype=F64)
+        phi = P[pos_pre + "phase_offset"].clamp(-2 * math.pi, 0.0)  # (H, D)
+        qc = pope_polar(q, (pi.to(F64)[:, None] * theta[None, :]).to(dt))
+        kc = pope_polar(k, (torch.arange(t1).to(F64)[:, None] * theta[None, :]).to(dt)[None] + phi[:, None, :])
     elif s in ("seed", "huang", "shaw"):
         if s == "seed":
             past, future, policy = pc["max_length"] - 1, pc["max_length"] - 1, pc["out_of_range"]
@@ -746,7 +828,7 @@ def metadata_of(name, cfg, seed):
         for k in POSITIONAL_DEFAULTS:
             md[f"cfg.{place}.{k}"] = text(cfg[place][k])
         for k, (scheme, _) in SCHEME_KNOBS.items():
-            if cfg[place]["scheme"] == scheme:
+            if cfg[place]["scheme"] in ((scheme,) if isinstance(scheme, str) else scheme):
                 md[f"cfg.{place}.{k}"] = text(cfg[place][k])
     for k, v in TRAIN.items():
         md["train." + k] = text(v)

@@ -82,6 +82,18 @@ struct GeluTanh {  // approximate='tanh': 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.0447
     return gy * (T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * dinner);
   }
 };
+struct Sin {
+  template <class T> RG_HD T operator()(T x) const { return std::sin(x); }
+  template <class T> RG_HD T grad(T x, T, T gy) const { return gy * std::cos(x); }
+};
+struct Cos {
+  template <class T> RG_HD T operator()(T x) const { return std::cos(x); }
+  template <class T> RG_HD T grad(T x, T, T gy) const { return -gy * std::sin(x); }
+};
+struct Softplus {  // log(1 + e^x), x itself above 20 as PyTorch's threshold; d/dx = sigmoid(x)
+  template <class T> RG_HD T operator()(T x) const { return x > T(20) ? x : std::log1p(rg_exp(x)); }
+  template <class T> RG_HD T grad(T x, T, T gy) const { return gy * Sigmoid{}(x); }
+};
 struct PowScalar {  // y = x^p for a scalar exponent p; d/dx = p x^(p-1) (0 when p == 0, as PyTorch)
   double p;
   template <class T> RG_HD T operator()(T x) const { return std::pow(x, T(p)); }

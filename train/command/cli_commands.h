@@ -27,6 +27,7 @@ struct SampleArgs {
   std::string device = "cpu";  // --device
   int64_t chorale = -1;        // chorale models: --chorale N, the valid chorale to prompt / harmonise (default 0)
   std::string melody;          // chorale harmonisers: --melody FILE.mid, the melody to harmonise
+  std::vector<std::string> model_overrides;  // "--model.PLACE.rope_scaling…=VALUE" (kEvalModelKeys)
 };
 
 int cmd_train(const std::string& config_path, const std::string& resume, const std::vector<std::string>& overrides,
@@ -41,12 +42,23 @@ struct EvalArgs {
   // "--data.KEY=VALUE" for the keys of kEvalDataKeys (the held-out data at another length, D3 of
   // docs/experiments.md); any other key is a usage error, and so is a value that changes the vocabulary.
   std::vector<std::string> data_overrides;
+  // "--model.PLACE.KEY=VALUE" for the keys of kEvalModelKeys: RoPE scaling for a checkpoint trained
+  // without it; the rest of the model stays the checkpoint's.
+  std::vector<std::string> model_overrides;
 };
 int cmd_eval(const EvalArgs& a, std::ostream& out);
 // The data keys relgrad eval may change: lengths, task parameters that keep the vocabulary, batch
 // size and the data seed (the held-out stream).
 extern const char* const kEvalDataKeys[];
 std::string eval_data_keys_text();  // "data.min_len, data.max_len, ..." for messages
+// The model keys relgrad eval and sample may change, after "model.<place>.": the RoPE scalings
+// (layers/rotary.h), which change no parameter, for rope, xpos and p_rope places.
+extern const char* const kEvalModelKeys[];
+std::string eval_model_keys_text();  // "model.<place>.rope_scaling, ..." for messages
+// Splits a command's --key=value extras: the "--model.<place>.<key>" ones of kEvalModelKeys into
+// `model`, the rest returned (for the command to take or refuse).
+std::vector<std::string> take_model_overrides(const std::vector<std::string>& extras, const char* command,
+                                              std::vector<std::string>& model);
 int cmd_inspect(const std::string& path, std::ostream& out);
 int cmd_render(const std::string& midi_path, std::string wav_path, const std::string& soundfont, std::ostream& out);
 

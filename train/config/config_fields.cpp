@@ -83,6 +83,17 @@ std::vector<Field> positional_fields(const std::string& place, PositionalConfig 
        [pc](RunConfig& c) -> void* { return &pc(c).max_distance; }},
       {key("rope_base"), Kind::Double, help("rope_base", "frequency base"), {},
        [pc](RunConfig& c) -> void* { return &pc(c).rope_base; }},
+      // The rotary family's knobs (layers/schemes.h): xpos, p_rope, and the RoPE scalings.
+      {key("xpos_scale_base"), Kind::Double, help("xpos_scale_base", "γ of the decay ζ^(−δ/γ)"), {},
+       [pc](RunConfig& c) -> void* { return &pc(c).xpos_scale_base; }},
+      {key("rope_fraction"), Kind::Double, help("rope_fraction", "share of the frequencies that rotate (the highest)"), {},
+       [pc](RunConfig& c) -> void* { return &pc(c).rope_fraction; }},
+      choice(key("rope_scaling"), help("rope_scaling", "RoPE scaling past the trained length (eval, sample)"),
+             kRopeScalingNames, [pc](RunConfig& c) -> RopeScalingKind& { return pc(c).rope_scaling; }),
+      {key("rope_scaling_factor"), Kind::Double, help("rope_scaling_factor", "s ≥ 1: new length / trained length"), {},
+       [pc](RunConfig& c) -> void* { return &pc(c).rope_scaling_factor; }},
+      {key("rope_original_length"), Kind::Int, help("rope_original_length", "yarn: the trained context"), {},
+       [pc](RunConfig& c) -> void* { return &pc(c).rope_original_length; }},
       // The content-dependent schemes' knob (layers/contextual.h): cope.
       {key("cope_positions"), Kind::Int, help("cope_positions", "embedded positions (npos_max)"), {},
        [pc](RunConfig& c) -> void* { return &pc(c).cope_positions; }},

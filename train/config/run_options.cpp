@@ -318,7 +318,8 @@ Vocab vocab_from_json(const std::string& text, const std::string& source) {
 }
 
 // ---- load_run ----------------------------------------------------------------------------------
-LoadedRun load_run(const std::string& path, Device device) {
+LoadedRun load_run(const std::string& path, Device device,
+                   const std::vector<std::pair<std::string, std::string>>& changes) {
   LoadedRun run;
   run.checkpoint = load_checkpoint(path);
   run.config = RunConfig::defaults();
@@ -327,6 +328,14 @@ LoadedRun load_run(const std::string& path, Device device) {
     run.config.validate();
   } catch (const Error& e) {
     throw Error("[checkpoint] " + path + ": its config cannot be used: " + e.what());
+  }
+  if (!changes.empty()) {
+    try {
+      for (const auto& [key, value] : changes) set_config_value(run.config, key, value);
+      run.config.validate();
+    } catch (const Error& e) {
+      throw InputError("[checkpoint] " + path + ": its config with the changes given cannot be used: " + e.what());
+    }
   }
   const auto stored = run.checkpoint.meta.extra.find("vocab");
   if (stored == run.checkpoint.meta.extra.end()) {

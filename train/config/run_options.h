@@ -108,7 +108,11 @@ struct LoadedRun {
   std::shared_ptr<RunModel> model;  // never null once loaded
   Vocab vocab;  // the stored vocabulary (extra.vocab); size 0 for a checkpoint without one
 };
-LoadedRun load_run(const std::string& checkpoint_path, Device device = Device::cpu());
+// `changes`: config keys and values set over the checkpoint's config before the model is built (relgrad
+// eval and sample's RoPE scalings, which change no parameter); the caller picks which keys may change.
+// A change the config refuses is an InputError (the user's to fix).
+LoadedRun load_run(const std::string& checkpoint_path, Device device = Device::cpu(),
+                   const std::vector<std::pair<std::string, std::string>>& changes = {});
 
 // The vocabulary as relgrad train stores it in every checkpoint's extra.vocab (docs/checkpoint-format.md,
 // 1.3), by the vocab_kind() of data.source's entry: "text" {"kind":"bytes","size":256}; "tokens"

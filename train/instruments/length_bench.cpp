@@ -137,6 +137,7 @@ const std::vector<std::string>& length_bench_treatments() {
   static const std::vector<std::string> t = {
       "none",  "learned",        "sinusoidal",        "t5",         "alibi", "rope", "seed", "shaw",
       "huang", "learned-random", "sinusoidal-random", "rope-random",
+      "xpos",  "p_rope",         "pope",  // the rotary family (layers/rotary_variants.h)
       "cope",  "fox",            "stick_breaking"};  // content-dependent (layers/contextual.h)
   return t;
 }

@@ -33,6 +33,7 @@ constexpr int64_t kCrossReach = 12;       // cross heads: offsets −12 … 12 o
 const std::vector<std::string>& all_treatments() {
   static const std::vector<std::string> t = {"none", "sinusoidal", "learned", "shaw", "huang",
                                              "t5",   "alibi",      "rope",    "seed",
+                                             "xpos", "p_rope",     "pope",   // the rotary family
                                              "cope", "fox",        "stick_breaking"};  // layers/contextual.h
   return t;
 }
@@ -313,7 +314,7 @@ MusicBenchResult music_bench_results(const MusicBenchOptions& options, std::ostr
   if (o.seeds.empty()) o.seeds = o.full ? std::vector<uint64_t>{1, 2, 3} : std::vector<uint64_t>{1, 2};
   for (const std::string& t : o.treatments)
     RG_CHECK(std::find(all_treatments().begin(), all_treatments().end(), t) != all_treatments().end(), kOp,
-             "unknown treatment '", t, "' (none, sinusoidal, learned, shaw, huang, t5, alibi, rope, seed, cope, fox or stick_breaking)");
+             "unknown treatment '", t, "' (none, sinusoidal, learned, shaw, huang, t5, alibi, rope, seed, xpos, p_rope, pope, cope, fox or stick_breaking)");
   RG_CHECK(!o.out_dir.empty(), kOp, "out_dir is empty");
   std::filesystem::create_directories(o.out_dir);
 

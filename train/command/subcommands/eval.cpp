@@ -1,4 +1,5 @@
 // relgrad eval CHECKPOINT [--batches N] [--dump-logits FILE [--input ...] [--target ...]] [--data.KEY=VALUE ...]
+//              [--model.PLACE.rope_scaling…=VALUE ...]
 #include <CLI/CLI.hpp>
 
 #include "train/command/cli_args.h"
@@ -19,9 +20,12 @@ class EvalCommand final : public Subcommand {
     app.add_option("--target", a.target, "encoder-decoder: target tokens fed after <bos>");
     app.add_option("--device", a.device, "cpu (default), cuda or cuda:N: where the model runs");
     app.add_flag("--tf32", tf32_, "TF32 for float32 GEMMs on the GPU, as train.tf32 (no effect on the CPU)");
-    app.allow_extras();  // --data.KEY=VALUE: the held-out data at other lengths (kEvalDataKeys)
+    // --data.KEY=VALUE: the held-out data at other lengths (kEvalDataKeys); --model.PLACE.KEY=VALUE:
+    // RoPE scaling (kEvalModelKeys).
+    app.allow_extras();
     app.footer("--data.KEY=VALUE evaluates on other held-out data, e.g. --data.max_len=256 (" +
-               eval_data_keys_text() + ")");
+               eval_data_keys_text() + "); --model.PLACE.KEY=VALUE scales RoPE, e.g. " +
+               "--model.decoder_self.rope_scaling=yarn (" + eval_model_keys_text() + ")");
   }
 
   int run(CLI::App& app, std::ostream& out) override {
@@ -32,11 +36,12 @@ class EvalCommand final : public Subcommand {
       throw UsageError(
           "[eval] --target goes with --input (the source it follows); without --input the logits "
           "are those of held-out batch 0, targets included");
-    a.data_overrides = app.remaining();
+    a.data_overrides = take_model_overrides(app.remaining(), "eval", a.model_overrides);
     for (const std::string& o : a.data_overrides)
       if (o.rfind("--data.", 0) != 0 || o.find('=') == std::string::npos)
         throw UsageError("[eval] '" + o + "' is neither an option of relgrad eval nor a --data.KEY=VALUE " +
-                         "override (" + eval_data_keys_text() + ")");
+                         "override (" + eval_data_keys_text() + ") or a --model.PLACE.KEY=VALUE one (" +
+                         eval_model_keys_text() + ")");
     Tf32Scope tf32(tf32_);
     return cmd_eval(a, out);
   }

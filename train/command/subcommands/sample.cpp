@@ -1,4 +1,5 @@
 // relgrad sample CHECKPOINT [--input | --prompt | --prompt-midi | --chorale | --melody] [sampling options]
+//                [--model.PLACE.rope_scaling…=VALUE ...]
 #include <CLI/CLI.hpp>
 
 #include "train/command/cli_args.h"
@@ -32,10 +33,17 @@ class SampleCommand final : public Subcommand {
     app.add_option("--melody", a.melody, "chorale harmonisers: harmonise this .mid file's melody");
     app.add_option("--device", a.device, "cpu (default), cuda or cuda:N: where the model runs");
     app.add_flag("--tf32", tf32_, "TF32 for float32 GEMMs on the GPU, as train.tf32 (no effect on the CPU)");
+    app.allow_extras();  // --model.PLACE.KEY=VALUE: RoPE scaling (kEvalModelKeys)
+    app.footer("--model.PLACE.KEY=VALUE scales RoPE, e.g. --model.decoder_self.rope_scaling=yarn (" +
+               eval_model_keys_text() + ")");
   }
 
   int run(CLI::App& app, std::ostream& out) override {
-    const SampleArgs& a = args_;
+    SampleArgs& a = args_;
+    const std::vector<std::string> rest = take_model_overrides(app.remaining(), "sample", a.model_overrides);
+    if (!rest.empty())
+      throw UsageError("[sample] '" + rest.front() + "' is neither an option of relgrad sample nor a " +
+                       "--model.PLACE.KEY=VALUE override (" + eval_model_keys_text() + ")");
     // Options given but meaningless are refused rather than ignored without a word.
     if (app.count("--input") && blank(a.input))
       throw UsageError("[sample] --input is empty: give tokens (\"4 1 7\"), or leave --input out");
