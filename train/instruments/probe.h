@@ -35,6 +35,8 @@
 //   rope            measured, content included: the mean over visible (query, key) pairs at offset δ
 //                   (non-padding, unmasked) of the scaled logit R(π(i))q_i · R(j)k_j / √D; NaN where
 //                   the batch has no such pair. (RoPE has no position-only term to read off.)
+//   xpos, p_rope,   measured as rope: the mean scaled content logit of their content pair at offset δ
+//   pope            (layers/rotary_variants.h; PoPE's pair is 2D wide, its scale 1/√D).
 //   none            no response curve.
 // In causal attention δ > 0 is masked: the response there is NaN (never used by the model).
 #pragma once
