@@ -8,6 +8,8 @@
 //          (--t5-buckets 32, --t5-max-distance 128; added to unscaled logits, as T5 does)
 //   shaw   ShawRelativeEmbedding without the value term, one (2k + 1, D) key table shared by the
 //          heads, distances clipped to [−k, k] (--shaw-clip 16)
+//   kerple Kerple (log variant), a learned per-head bias −r1·log(1 + r2·|δ|) built per call as an
+//          (H, W) table by differentiable ops (the distance-bias family, layers/distance_bias.h)
 //   plain  no positional term (the floor)
 // Defaults: fused_rel, fused_t5, fused_shaw, fused_plain, composite_rel, composite_plain.
 // bench/flash_torch.py builds the same terms in PyTorch (SDPA with a materialised T5 bias,
@@ -37,6 +39,7 @@
 #include <vector>
 
 #include "cuda/runtime.h"
+#include "layers/distance_bias.h"
 #include "layers/relative_bias.h"
 #include "layers/relative_learned.h"
 #include "relgrad.h"
@@ -59,7 +62,7 @@ struct Options {
 
 // The closed sets a variant name is made of.
 enum class Core { Fused, Composite };
-enum class Term { Plain, Rel, T5, Shaw };
+enum class Term { Plain, Rel, T5, Shaw, Kerple };
 struct Variant {
   Core core;
   Term term;
@@ -77,6 +80,7 @@ bool parse_variant(const std::string& name, Variant& v) {
   else if (term == "rel") v.term = Term::Rel;
   else if (term == "t5") v.term = Term::T5;
   else if (term == "shaw") v.term = Term::Shaw;
+  else if (term == "kerple") v.term = Term::Kerple;
   else return false;
   return true;
 }
@@ -117,6 +121,7 @@ std::shared_ptr<PositionalScheme> make_scheme(const Options& o, Term term, int64
       return std::make_shared<T5RelativeBias>(o.heads, o.t5_buckets, o.t5_max_distance, /*bidirectional=*/false, gen);
     case Term::Shaw:
       return std::make_shared<ShawRelativeEmbedding>(o.head_dim, o.shaw_clip, /*num_heads=*/0, /*values=*/false, gen);
+    case Term::Kerple: return std::make_shared<Kerple>(o.heads, KerpleVariant::Log, gen);
   }
   return nullptr;
 }
@@ -233,7 +238,7 @@ const char* verdict(int same) { return same < 0 ? "—" : same ? "yes" : "no"; }
 int usage() {
   std::fprintf(stderr,
                "usage: bench_flash [--device cpu|cuda] [--lengths 256,512] [--variants fused_rel,fused_t5,fused_shaw,"
-               "fused_plain,composite_rel,composite_plain (also composite_t5, composite_shaw)] [--batch 1] [--heads 4] "
+               "fused_plain,composite_rel,composite_plain (also composite_t5, composite_shaw, fused_kerple, composite_kerple)] [--batch 1] [--heads 4] "
                "[--head-dim 64] [--reps 3] [--t5-buckets 32] [--t5-max-distance 128] [--shaw-clip 16] "
                "[--max-composite-length 0] [--max-composite-gib 24]\n");
   return 2;

@@ -63,6 +63,18 @@ std::vector<SchemeEntry>& registry() {
        false, /*causal_only=*/true, /*self_only=*/true, nullptr, ForgettingAttention::parameters},
       {"stick_breaking", {}, [](const Ctx&) { return make<StickBreaking>(); },
        false, /*causal_only=*/true, /*self_only=*/true},
+      // The distance-bias family (layers/distance_bias.h): |δ| serves every place (the paper's causal
+      // form on the keys a causal mask leaves), so no causal or self restriction.
+      {"kerple", {"kerple_variant"},
+       [](const Ctx& c) { return make<Kerple>(c.n_heads, c.config.kerple_variant, c.init); },
+       false, false, false, nullptr, Kerple::parameters},
+      {"sandwich", {"sandwich_dim"}, [](const Ctx& c) { return make<Sandwich>(c.n_heads, c.config.sandwich_dim); },
+       false, false, false, Sandwich::check},
+      {"dynamic_bias", {"dynamic_bias_depth", "dynamic_bias_log_distance"},
+       [](const Ctx& c) {
+         return make<DynamicBias>(c.n_heads, c.d_model / 4, c.config.dynamic_bias_depth, c.config.dynamic_bias_log_distance, c.init);
+       },
+       false, false, false, DynamicBias::check, DynamicBias::parameters},
   };
   return r;
 }

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "layers/distance_bias.h"
 #include "layers/positional.h"
 #include "layers/rotary.h"
 
@@ -34,6 +35,11 @@ struct PositionalConfig {
   RopeScalingKind rope_scaling = RopeScalingKind::None;  // rope, xpos, p_rope: none, linear, ntk or yarn
   double rope_scaling_factor = 1.0;   // s ≥ 1: the new length over the trained one
   int64_t rope_original_length = 0;   // yarn: the trained context L
+  // The distance-bias family (layers/distance_bias.h): kerple, sandwich, dynamic_bias.
+  KerpleVariant kerple_variant = KerpleVariant::Log;  // kerple: −r1·log(1 + r2·|δ|) or −r1·|δ|^r2
+  int64_t sandwich_dim = 128;             // sandwich: d', the width of the sinusoidal embeddings
+  int64_t dynamic_bias_depth = 2;         // dynamic_bias: hidden layers of the MLP
+  bool dynamic_bias_log_distance = false;  // dynamic_bias: the MLP reads sign(x)·log(|x| + 1)
 };
 
 // What an entry's check is given: the place's options, the config key prefix its messages name

@@ -99,6 +99,10 @@ TransformerConfig config_of(const Golden& g) {
     else if (field == "rope_scaling") p.rope_scaling = kRopeScalingNames.find(v).value(), ++scheme_knobs;
     else if (field == "rope_scaling_factor") p.rope_scaling_factor = std::stod(v), ++scheme_knobs;
     else if (field == "rope_original_length") p.rope_original_length = std::stoll(v), ++scheme_knobs;
+    else if (field == "kerple_variant") p.kerple_variant = kKerpleVariantNames.find(v).value(), ++scheme_knobs;
+    else if (field == "sandwich_dim") p.sandwich_dim = std::stoll(v), ++scheme_knobs;
+    else if (field == "dynamic_bias_depth") p.dynamic_bias_depth = std::stoll(v), ++scheme_knobs;
+    else if (field == "dynamic_bias_log_distance") p.dynamic_bias_log_distance = parse_bool(v), ++scheme_knobs;
     else FAIL(g.name << ": unknown config key " << key);
   };
   int64_t fields = 0, later_fields = 0;
@@ -388,4 +392,13 @@ TEST_CASE("golden training: EncoderDecoder, PoPE self-attentions (clamped offset
 }
 TEST_CASE("golden training: DecoderLM, p-RoPE (3 of 4 pairs rotate) under linear scaling") {
   check_golden_training("lm_prope_linear");
+}
+TEST_CASE("golden training: DecoderLM, KERPLE's power kernel, post-norm, untied") {
+  check_golden_training("lm_kerple_power");
+}
+TEST_CASE("golden training: DecoderLM, the dynamic position bias (depth 2, plain distance)") {
+  check_golden_training("lm_dynamic_bias");
+}
+TEST_CASE("golden training: EncoderDecoder, Sandwich encoder, KERPLE log decoder, dynamic bias cross (Scaled)") {
+  check_golden_training("encdec_distance_bias");
 }

@@ -71,7 +71,9 @@ SCHEME_KNOBS = {"cope_positions": ("cope", 64),
                 "xpos_scale_base": ("xpos", 512.0), "rope_fraction": ("p_rope", 0.75),
                 "rope_scaling": (("rope", "xpos", "p_rope"), "none"),
                 "rope_scaling_factor": (("rope", "xpos", "p_rope"), 1.0),
-                "rope_original_length": (("rope", "xpos", "p_rope"), 0)}
+                "rope_original_length": (("rope", "xpos", "p_rope"), 0),
+                "kerple_variant": ("kerple", "log"), "sandwich_dim": ("sandwich", 128),
+                "dynamic_bias_depth": ("dynamic_bias", 2), "dynamic_bias_log_distance": ("dynamic_bias", False)}
 # Written to the metadata only when one of them differs from its default (see the docstring).
 LATER_DEFAULTS = {"cross_explicit": False, "absolute_position": "none", "max_positions": 0}
 PLACES = ("encoder_self", "decoder_self", "cross")
@@ -188,6 +190,21 @@ CONFIGS = {
     "lm_prope_linear": make_config(
         "decoder-only", (10,), vocab_size=16, d_model=16, n_heads=2, d_ff=32, dropout=0.0, tie_weights=False,
         decoder_self={"scheme": "p_rope", "rope_base": 500.0, "rope_scaling": "linear", "rope_scaling_factor": 2.0}),
+    # The distance-bias family. KERPLE's power kernel in a causal LM (post-norm, untied).
+    "lm_kerple_power": make_config(
+        "decoder-only", (10,), vocab_size=16, d_model=16, n_heads=2, d_ff=32, dropout=0.0, pre_norm=False,
+        tie_weights=False, decoder_self={"scheme": "kerple", "kerple_variant": "power"}),
+    # The dynamic position bias (x-transformers' defaults: depth 2, plain distance) in a causal LM.
+    "lm_dynamic_bias": make_config(
+        "decoder-only", (10,), vocab_size=16, d_model=16, n_heads=2, d_ff=32, dropout=0.0,
+        decoder_self={"scheme": "dynamic_bias"}),
+    # Sandwich (d' = 16, 4 heads: ratios 2, 4, 6, 8) in the encoder, KERPLE's log kernel in the decoder,
+    # a one-layer dynamic bias of the signed log distance in cross-attention under Scaled alignment.
+    "encdec_distance_bias": make_config(
+        "encoder-decoder", (10, 7), vocab_size=16, src_vocab_size=12, d_model=16, n_heads=4, d_ff=32, dropout=0.0,
+        cross_alignment="scaled", encoder_self={"scheme": "sandwich", "sandwich_dim": 16},
+        decoder_self={"scheme": "kerple"},
+        cross={"scheme": "dynamic_bias", "dynamic_bias_depth": 1, "dynamic_bias_log_distance": True}),
 }
 
 # ---- parameter names, shapes and random values (docs §2) ----
@@ -220,6 +237,16 @@ def positional_entries(pre, pc, C, H):
         return [(pre + "forget_gate.weight", (H, C), "linear"), (pre + "forget_gate.bias", (H,), "linear")]
     if s == "pope":
         return [(pre + "phase_offset", (H, D), "phase")]
+    if s == "kerple":  # r1 outside the kernel, r2 inside; the released code's U(0, 1) and 2·U(0, 1) draws
+        log = pc["kerple_variant"] == "log"
+        return [(pre + "r1", (H,), "uniform2" if log else "uniform"), (pre + "r2", (H,), "uniform" if log else "uniform2")]
+    if s == "sandwich":
+        return [(pre + "ratios", (H,), "ratios")]
+    if s == "dynamic_bias":  # Linear(1, w), depth − 1 × Linear(w, w), Linear(w, H); w = C / 4
+        w, depth = C // 4, pc["dynamic_bias_depth"]
+        sizes = [(1 if l == 0 else w, H if l == depth else w) for l in range(depth + 1)]
+        return [e for l, (i, o) in enumerate(sizes)
+                for e in ((f"{pre}mlp.{l}.weight", (o, i), "linear"), (f"{pre}mlp.{l}.bias", (o,), "linear"))]
     return []  # none, rope, xpos, p_rope
 
 
@@ -319,6 +346,12 @@ def random_state(cfg, g):
             t = 0.2 * torch.randn(shape, dtype=F64, generator=g)
         elif init == "phase":  # PoPE's offsets: U(−7, 0.5), partly outside the clamp [−2π, 0]
             t = torch.rand(shape, dtype=F64, generator=g) * 7.5 - 7.0
+        elif init == "uniform":
+            t = torch.rand(shape, dtype=F64, generator=g)
+        elif init == "uniform2":
+            t = 2 * torch.rand(shape, dtype=F64, generator=g)
+        elif init == "ratios":  # Sandwich's compression 8h/H, h = 1 … H (a buffer)
+            t = torch.tensor([8.0 * (h + 1) / shape[0] for h in range(shape[0])], dtype=F64)
         elif init == "slopes":
             t = torch.tensor(alibi_slopes(shape[0]), dtype=F64)
         else:
@@ -532,6 +565,8 @@ def attention(P, pre, pos_pre, pc, xq, xkv, H, causal, key_padding_mask, alignme
         if causal:
             idx = torch.where(delta > 0, torch.full_like(idx, -1), idx)
         score = table_scores_from_products(Pp, idx)
+    elif s in ("kerple", "sandwich", "dynamic_bias"):
+        bias = distance_bias(P, pos_pre, pc, delta, H, dt)[None]  # (1, H, t2, t1), after the scaling
     elif s == "fox":  # docs §3.5: forget gates on the layer input, c = cumulative log gates
         log_f = F.logsigmoid(linear(P, pos_pre + "forget_gate", xkv))  # (B, t1, H)
         c = log_f.permute(0, 2, 1).cumsum(-1)  # (B, H, t1)
@@ -569,6 +604,36 @@ def attention(P, pre, pos_pre, pc, xq, xkv, H, causal, key_padding_mask, alignme
     if value_term is not None:
         out = out + value_term(weights)
     return linear(P, pre + "out_proj", out.permute(0, 2, 1, 3).reshape(B, t2, C))
+
+
+def distance_bias(P, pre, pc, delta, H, dt):
+    """The distance-bias family (docs §3.5): b_h(δ) at every δ (t2, t1) → (H, t2, t1)."""
+    s = pc["scheme"]
+    if s == "kerple":
+        power = pc["kerple_variant"] == "power"
+        r1, r2 = P[pre + "r1"], P[pre + "r2"]
+        # the paper's projection onto [0.01, ∞) ([0.01, 2] for the power's exponent), straight through
+        r1 = r1 + (r1.clamp(min=0.01) - r1).detach()
+        r2 = r2 + (r2.clamp(min=0.01, max=2.0 if power else math.inf) - r2).detach()
+        a = delta.abs().to(dt)[None]
+        r1, r2 = r1[:, None, None], r2[:, None, None]
+        if not power:
+            return -r1 * torch.log(1 + r2 * a)
+        return -r1 * torch.where(a > 0, a.clamp(min=1) ** r2, torch.zeros_like(a * r2))
+    if s == "sandwich":
+        dim = pc["sandwich_dim"]
+        freqs = torch.tensor([10000.0 ** (-2.0 * k / dim) for k in range(1, dim // 2 + 1)], dtype=F64)
+        inner = torch.cos(delta.to(F64)[..., None] * freqs).sum(-1) - dim / 2  # (t2, t1), float64
+        return inner.to(dt)[None] / P[pre + "ratios"].to(dt)[:, None, None]
+    if s == "dynamic_bias":
+        x = (-delta).to(dt)[..., None]  # x-transformers' i − j, (t2, t1, 1)
+        if pc["dynamic_bias_log_distance"]:
+            x = torch.sign(x) * torch.log(x.abs() + 1)
+        depth = pc["dynamic_bias_depth"]
+        for l in range(depth):
+            x = F.silu(linear(P, f"{pre}mlp.{l}", x))
+        return linear(P, f"{pre}mlp.{depth}", x).permute(2, 0, 1)
+    raise ValueError(s)
 
 
 def table_scores_from_products(Pp, idx):
@@ -774,7 +839,7 @@ def train(cfg, init, batches, dtype):
     relgrad's state_tensors() names (docs §1.5): group<g>.param<i> is torch's index Σ len(earlier groups) + i."""
     entries = state_entries(cfg)
     P = {name: init[name].to(dtype).clone() for name, _, _ in entries}
-    named = [(name, P[name]) for name, _, kind in entries if kind != "slopes"]  # named_parameters(): no buffers
+    named = [(name, P[name]) for name, _, kind in entries if kind not in ("slopes", "ratios")]  # named_parameters(): no buffers
     for _, p in named:
         p.requires_grad_(True)
     decay, no_decay = decay_groups(named)

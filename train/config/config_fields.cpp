@@ -97,6 +97,15 @@ std::vector<Field> positional_fields(const std::string& place, PositionalConfig 
       // The content-dependent schemes' knob (layers/contextual.h): cope.
       {key("cope_positions"), Kind::Int, help("cope_positions", "embedded positions (npos_max)"), {},
        [pc](RunConfig& c) -> void* { return &pc(c).cope_positions; }},
+      // The distance-bias family (layers/distance_bias.h).
+      choice(key("kerple_variant"), help("kerple_variant", "log: −r1·log(1 + r2·|δ|), power: −r1·|δ|^r2"),
+             kKerpleVariantNames, [pc](RunConfig& c) -> KerpleVariant& { return pc(c).kerple_variant; }),
+      {key("sandwich_dim"), Kind::Int, help("sandwich_dim", "d', the sinusoids' width (even)"), {},
+       [pc](RunConfig& c) -> void* { return &pc(c).sandwich_dim; }},
+      {key("dynamic_bias_depth"), Kind::Int, help("dynamic_bias_depth", "hidden layers of the MLP"), {},
+       [pc](RunConfig& c) -> void* { return &pc(c).dynamic_bias_depth; }},
+      {key("dynamic_bias_log_distance"), Kind::Bool, help("dynamic_bias_log_distance", "the MLP reads sign(x)·log(|x| + 1)"), {},
+       [pc](RunConfig& c) -> void* { return &pc(c).dynamic_bias_log_distance; }},
   };
 }
 

@@ -138,7 +138,8 @@ const std::vector<std::string>& length_bench_treatments() {
       "none",  "learned",        "sinusoidal",        "t5",         "alibi", "rope", "seed", "shaw",
       "huang", "learned-random", "sinusoidal-random", "rope-random",
       "xpos",  "p_rope",         "pope",  // the rotary family (layers/rotary_variants.h)
-      "cope",  "fox",            "stick_breaking"};  // content-dependent (layers/contextual.h)
+      "cope",  "fox",            "stick_breaking",     // content-dependent (layers/contextual.h)
+      "kerple", "sandwich",      "dynamic_bias"};      // the distance-bias family (layers/distance_bias.h)
   return t;
 }
 

@@ -34,7 +34,8 @@ const std::vector<std::string>& all_treatments() {
   static const std::vector<std::string> t = {"none", "sinusoidal", "learned", "shaw", "huang",
                                              "t5",   "alibi",      "rope",    "seed",
                                              "xpos", "p_rope",     "pope",   // the rotary family
-                                             "cope", "fox",        "stick_breaking"};  // layers/contextual.h
+                                             "cope", "fox",        "stick_breaking",  // layers/contextual.h
+                                             "kerple", "sandwich", "dynamic_bias"};  // layers/distance_bias.h
   return t;
 }
 
@@ -314,7 +315,7 @@ MusicBenchResult music_bench_results(const MusicBenchOptions& options, std::ostr
   if (o.seeds.empty()) o.seeds = o.full ? std::vector<uint64_t>{1, 2, 3} : std::vector<uint64_t>{1, 2};
   for (const std::string& t : o.treatments)
     RG_CHECK(std::find(all_treatments().begin(), all_treatments().end(), t) != all_treatments().end(), kOp,
-             "unknown treatment '", t, "' (none, sinusoidal, learned, shaw, huang, t5, alibi, rope, seed, xpos, p_rope, pope, cope, fox or stick_breaking)");
+             "unknown treatment '", t, "' (none, sinusoidal, learned, shaw, huang, t5, alibi, rope, seed, xpos, p_rope, pope, cope, fox, stick_breaking, kerple, sandwich or dynamic_bias)");
   RG_CHECK(!o.out_dir.empty(), kOp, "out_dir is empty");
   std::filesystem::create_directories(o.out_dir);
 
