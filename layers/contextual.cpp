@@ -18,6 +18,12 @@ Tensor triangle_ones(int64_t t, bool upper, bool strict, DType dtype, Device dev
   return from_vector<double>(m, {t, t}).to(dtype).to(device);
 }
 
+Tensor cached_triangle_ones(LruCache<CacheKey, Tensor>& cache, int64_t t, bool upper, bool strict, DType dtype,
+                            Device device) {
+  return cache.get(CacheKey{{t, int64_t(upper), int64_t(strict)}, dtype, device},
+                   [&] { return triangle_ones(t, upper, strict, dtype, device); });
+}
+
 namespace {
 
 // The hidden pairs of a recorded forward, bool (B, 1, t2, t1): later keys under causal attention, padding.
@@ -79,7 +85,7 @@ Tensor CoPE::positions(const Tensor& q, const Tensor& k, const Tensor& mask) con
   Tensor gates = sigmoid(matmul(q, k.transpose(-1, -2)) * logit_scale(head_dim));  // (B, H, t2, t1)
   if (mask.defined()) gates = masked_fill(gates, mask, 0.0);                         // hidden keys count 0
   // p_ij = Σ_{t ≥ j} g_it (hidden keys after π(i) add 0): the row times M[t, j] = [t ≥ j].
-  return matmul(gates, triangle_ones(t1, false, false, q.dtype(), q.device()));
+  return matmul(gates, cached_triangle_ones(triangles, t1, false, false, q.dtype(), q.device()));
 }
 
 Tensor CoPE::content_bias(const Tensor& q, const Tensor& k, const Tensor& mask, const AttentionGeometry& g) const {
@@ -149,7 +155,7 @@ Tensor ForgettingAttention::content_bias(const Tensor&, const Tensor&, const Ten
     RG_CHECK_T(IndexError, pi[i] >= 0 && pi[i] < g.t1, op, "query ", i, " sits at position ", pi[i],
                ", outside the ", g.t1, " keys whose gates it sums");
   // c_j = Σ_{l ≤ j} log f_l: (B, H, 1, t1) times M[l, j] = [l ≤ j].
-  Tensor c = matmul(s.transpose(-1, -2), triangle_ones(g.t1, true, false, s.dtype(), s.device()));
+  Tensor c = matmul(s.transpose(-1, -2), cached_triangle_ones(triangles, g.t1, true, false, s.dtype(), s.device()));
   Tensor c_query = index_select(c, -1, from_vector<int64_t>(pi, {g.t2}).to(s.device()));  // (B, H, 1, t2)
   return c_query.transpose(-1, -2) - c;  // (B, H, t2, t1): Σ_{l = j+1 … π(i)} log f_l
 }
@@ -168,13 +174,16 @@ std::pair<Tensor, Tensor> StickBreaking::log_weights(const Tensor& z, const Tens
                                                      const AttentionGeometry& g) const {
   const char* op = "StickBreaking";
   RG_CHECK(g.causal, op, "stick-breaking breaks the stick from the query's position back, so it needs causal attention");
-  // The query's own key and every later one: j ≥ π(i), (1, 1, t2, t1).
-  Tensor keys = arange(static_cast<double>(g.t1), kInt64).reshape({1, g.t1});
-  Tensor own_and_later = ge(keys, g.positions().reshape({g.t2, 1})).reshape({1, 1, g.t2, g.t1}).to(z.device());
+  // The query's own key and every later one: j ≥ π(i), (1, 1, t2, t1) on z's device, cached by geometry.
+  Tensor own_and_later = own_key_masks.get(geometry_key(g, {}, kBool, z.device()), [&] {
+    Tensor keys = arange(static_cast<double>(g.t1), kInt64).reshape({1, g.t1});
+    return ge(keys, g.positions().reshape({g.t2, 1})).reshape({1, 1, g.t2, g.t1}).to(z.device());
+  });
   Tensor hidden = mask.defined() ? where(own_and_later, own_and_later, mask.to(z.device())) : own_and_later;
   // Σ_{k > j} log(1 − β_ik) over the visible keys (hidden ones add 0): the row times M[k, j] = [k > j].
   Tensor log_rest = masked_fill(log_sigmoid(neg(z)), hidden, 0.0);
-  Tensor log_a = log_sigmoid(z) + matmul(log_rest, triangle_ones(g.t1, false, true, z.dtype(), z.device()));
+  Tensor later = cached_triangle_ones(triangles, g.t1, false, true, z.dtype(), z.device());  // M[k, j] = [k > j]
+  Tensor log_a = log_sigmoid(z) + matmul(log_rest, later);
   return {log_a, hidden};
 }
 

@@ -48,6 +48,7 @@ class CoPE : public PositionalScheme {
 
   int64_t head_dim, npos;
   Tensor table;  // (npos, D): e[0] … e[npos − 1]
+  mutable LruCache<CacheKey, Tensor> triangles{8};  // (t1, t1) suffix-sum matrices by size, dtype, device
 };
 
 // The Forgetting Transformer, Lin et al., ICLR 2025 (arXiv 2503.02130), §2's Forgetting Attention: per head h a
@@ -69,6 +70,7 @@ class ForgettingAttention : public PositionalScheme {
 
   int64_t embed_dim, num_heads;
   std::shared_ptr<Linear> forget_gate;  // C → H
+  mutable LruCache<CacheKey, Tensor> triangles{8};  // (t1, t1) prefix-sum matrices by size, dtype, device
 };
 
 // Stick-breaking attention, Tan et al., ICLR 2025 (arXiv 2410.17980), §2's weights: each query breaks
@@ -91,12 +93,18 @@ class StickBreaking : public PositionalScheme {
 
   // log A (B, H, t2, t1) and the hidden pairs (the caller's mask or'ed with the query's own key and later).
   std::pair<Tensor, Tensor> log_weights(const Tensor& z, const Tensor& mask, const AttentionGeometry& g) const;
+
+  mutable LruCache<CacheKey, Tensor> triangles{8};  // (t1, t1) strict suffix-sum matrices by size, dtype, device
+  mutable LruCache<CacheKey, Tensor> own_key_masks{8};  // (1, 1, t2, t1) j ≥ π(i), by geometry
 };
 
 // log σ(z) without overflow: min(z, 0) − log(1 + e^−|z|), differentiable.
 Tensor log_sigmoid(const Tensor& z);
 // The (t, t) 0/1 matrix M with M[l, j] = 1 iff l ≤ j (`upper`) or l ≥ j, the diagonal left out when
-// `strict`: x·M sums each row's prefixes (upper) or suffixes.
+// `strict`: x·M sums each row's prefixes (upper) or suffixes. The cached one is built once per key in
+// `cache` (a training step after the first copies none to the GPU).
 Tensor triangle_ones(int64_t t, bool upper, bool strict, DType dtype, Device device);
+Tensor cached_triangle_ones(LruCache<CacheKey, Tensor>& cache, int64_t t, bool upper, bool strict, DType dtype,
+                            Device device);
 
 }  // namespace relgrad
