@@ -52,7 +52,7 @@ struct AttentionCall {
   const Tensor& q;                    // (B,H,t2,D) projected queries, before any scheme term
   const Tensor& k;                    // (B,H,t1,D) projected keys; in the scheme's content form when
                                       // geometry.keys_in_content_form (from a KV cache)
-  const Tensor& weights;              // (B,H,t2,t1) softmax weights, before dropout
+  const Tensor& weights;              // (B,H,t2,t1) weights (softmax, or the scheme's own), before dropout
   const AttentionGeometry& geometry;  // sizes, causality, the queries' positions π(i) (positions())
   const Tensor& key_padding_mask;     // optional bool (B, t1), true = padding, as the caller gave it
 };

@@ -72,7 +72,7 @@ struct AttentionRecord {
   const PositionalScheme* positional = nullptr;  // its scheme, null for "none"
   bool causal = false;
   Tensor q, k;                     // (B,H,t2,D), (B,H,t1,D): projected, before any scheme touches them
-  Tensor weights;                  // (B,H,t2,t1): softmax weights, before dropout
+  Tensor weights;                  // (B,H,t2,t1): the weights (softmax or the scheme's), before dropout
   Tensor key_state;                // (B,H,t1,S): the scheme's key state (FoX's log gates), when it has one
   std::vector<int64_t> positions;  // π(i), t2 entries
   std::vector<bool> query_valid;   // (B, t2) row-major: not padding
