@@ -55,7 +55,8 @@ double cope_ref(const Host& q, const Host& k, const Host& e, int64_t b, int64_t 
 std::shared_ptr<CoPE> random_cope(int64_t D, int64_t npos, uint64_t seed) {
   auto c = std::make_shared<CoPE>(D, npos);
   c->to(kFloat64);
-  c->table = uniform({npos, D}, -1, 1, kFloat64, seed);
+  NoGradGuard no_grad;
+  c->table.copy_(uniform({npos, D}, -1, 1, kFloat64, seed));  // in place: the registered parameter itself
   return c;
 }
 
@@ -435,4 +436,40 @@ TEST_CASE("CoPE: a config without cope_positions (an older checkpoint's) has its
   RunConfig back = RunConfig::defaults();
   load_config_json_text(back, config_to_json(c), "round trip");
   CHECK(back.model.decoder_self.cope_positions == 8);
+}
+
+TEST_CASE("CoPE, FoX, stick-breaking on CUDA: the layer's output, cached decoding and gradients equal the CPU's") {
+  if (!have_gpu()) return;
+  const int64_t C = 8, H = 2, B = 2, t = 6;
+  for (int which = 0; which < 3; ++which) {
+    auto make = [&]() -> std::shared_ptr<PositionalScheme> {
+      if (which == 0) return random_cope(C / H, 4, 17);
+      if (which == 1) return fox(C, H);
+      return std::make_shared<StickBreaking>();
+    };
+    Generator init_cpu(19), init_gpu(19);
+    MultiHeadAttention cpu(C, H, make(), 0.0, true, &init_cpu), gpu(C, H, make(), 0.0, true, &init_gpu);
+    cpu.to(kFloat64);
+    gpu.to(kFloat64);
+    gpu.to(Device::cuda());
+    INFO("scheme ", cpu.positional->name());
+    Tensor x = uniform({B, t, C}, -1, 1, kFloat64, 20);
+    Tensor xg = x.to(Device::cuda());
+    AttentionOptions o;
+    o.causal = true;
+    Tensor a = cpu.forward(x, x, o).output, b = gpu.forward(xg, xg, o).output;
+    CHECK_CLOSE(b.to(Device::cpu()), a, 1e-12, 1e-10);
+    KVCache cache;
+    Tensor first = gpu.forward(xg.narrow(1, 0, 4), cache, o).output, rest = gpu.forward(xg.narrow(1, 4, 2), cache, o).output;
+    CHECK_CLOSE(cat({first, rest}, 1).to(Device::cpu()), a, 1e-12, 1e-10);
+    Tensor probe = uniform({B, t, C}, -1, 1, kFloat64, 21);
+    sum(a * probe).backward();
+    sum(b * probe.to(Device::cuda())).backward();
+    auto pa = cpu.named_parameters(), pb = gpu.named_parameters();
+    REQUIRE(pa.size() == pb.size());
+    for (size_t n = 0; n < pa.size(); ++n) {
+      INFO("parameter ", pa[n].first);
+      CHECK_CLOSE(pb[n].second.grad().to(Device::cpu()), pa[n].second.grad(), 1e-11, 1e-9);
+    }
+  }
 }
