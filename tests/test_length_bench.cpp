@@ -106,8 +106,8 @@ TEST_CASE("length bench: unknown tasks and treatments are errors naming the vali
   std::ostringstream out;
   check_throws_with([&] { run_length_bench(o, out); }, "unknown task 'multiply' (copy, reverse, addition");
   o.tasks = {"copy"};
-  o.treatments = {"xpos"};
-  check_throws_with([&] { run_length_bench(o, out); }, "unknown treatment 'xpos' (none, learned, sinusoidal");
+  o.treatments = {"fourier"};
+  check_throws_with([&] { run_length_bench(o, out); }, "unknown treatment 'fourier' (none, learned, sinusoidal");
   o.treatments = {"none"};
   o.out_dir = "";
   check_throws_with([&] { run_length_bench(o, out); }, "out_dir is empty");

@@ -87,8 +87,9 @@ TEST_CASE("scheme registry: the built-ins, their names and their facts") {
   std::vector<std::string> names;
   for (const SchemeEntry& e : positional_schemes()) names.push_back(e.name);
   CHECK(names == std::vector<std::string>{"none", "seed", "huang", "shaw", "t5", "alibi", "rope", "transformer_xl",
-                                          "cope", "fox", "stick_breaking"});
-  CHECK(scheme_names_text() == "none, seed, huang, shaw, t5, alibi, rope, transformer_xl, cope, fox or stick_breaking");
+                                          "xpos", "p_rope", "pope", "cope", "fox", "stick_breaking"});
+  CHECK(scheme_names_text() == "none, seed, huang, shaw, t5, alibi, rope, transformer_xl, xpos, p_rope, pope, cope, "
+                               "fox or stick_breaking");
   CHECK(find_scheme("T5") == nullptr);
   CHECK(find_scheme("t5")->shared_by_stack);
   CHECK(find_scheme("huang")->causal_only);
@@ -108,8 +109,8 @@ TEST_CASE("scheme registry: the built-ins, their names and their facts") {
 TEST_CASE("scheme registry: a scheme defined outside the library trains, decodes and probes by name") {
   Registered registered;
   REQUIRE(find_scheme("learned_slope") != nullptr);
-  CHECK(scheme_names_text() == "none, seed, huang, shaw, t5, alibi, rope, transformer_xl, cope, fox, stick_breaking or "
-                               "learned_slope");
+  CHECK(scheme_names_text() == "none, seed, huang, shaw, t5, alibi, rope, transformer_xl, xpos, p_rope, pope, cope, "
+                               "fox, stick_breaking or learned_slope");
 
   Generator init(3);
   DecoderLM model(lm_config("learned_slope"), &init);
@@ -165,8 +166,8 @@ TEST_CASE("scheme registry: unregistered, the name is unknown again") {
   CHECK(find_scheme("learned_slope") == nullptr);
   TransformerConfig c = lm_config("learned_slope");
   check_throws_with([&] { DecoderLM lm(c); }, "unknown positional scheme 'learned_slope' for decoder_self (expected none, "
-                                              "seed, huang, shaw, t5, alibi, rope, transformer_xl, cope, fox or "
-                                              "stick_breaking)");
+                                              "seed, huang, shaw, t5, alibi, rope, transformer_xl, xpos, p_rope, pope, "
+                                              "cope, fox or stick_breaking)");
 }
 
 TEST_CASE("scheme registry: bad registrations are refused, naming the scheme") {
