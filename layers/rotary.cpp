@@ -47,8 +47,8 @@ RoPE::RoPE(int64_t head_dim_, double base_, Pairing pairing_, RotaryScaling scal
   RG_CHECK_T(ShapeError, head_dim > 0 && head_dim % 2 == 0, op, "head_dim must be positive and even, got ",
              head_dim);
   RG_CHECK(base > 1.0, op, "base must be > 1, got ", base);
-  RG_CHECK(std::isfinite(scaling.factor) && scaling.factor >= 1.0, op, "the scaling factor must be >= 1, got ",
-           scaling.factor);
+  RG_CHECK(scaling.kind == RopeScalingKind::None || (std::isfinite(scaling.factor) && scaling.factor >= 1.0), op,
+           "the scaling factor must be >= 1, got ", scaling.factor);
   RG_CHECK(scaling.kind != RopeScalingKind::Yarn || scaling.original_length > 0, op,
            "yarn scaling needs the trained length (original_length > 0), got ", scaling.original_length);
   RG_CHECK(scaling.kind != RopeScalingKind::Ntk || head_dim > 2, op,

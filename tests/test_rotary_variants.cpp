@@ -419,6 +419,9 @@ TEST_CASE("rotary family: registry places and config checks name their keys") {
   check_throws_with([] { PoPE(2, 4, 0.5); }, "[PoPE] base must be > 1, got 0.5");
   check_throws_with([] { RoPE(4, 10000.0, RoPE::Pairing::Interleaved, {RopeScalingKind::Yarn, 2.0, 0}); },
                     "[RoPE] yarn scaling needs the trained length");
+  check_throws_with([] { RoPE(4, 10000.0, RoPE::Pairing::Interleaved, {RopeScalingKind::Linear, 0.5, 0}); },
+                    "[RoPE] the scaling factor must be >= 1, got 0.5");
+  CHECK(RoPE(4, 10000.0, RoPE::Pairing::Interleaved, {RopeScalingKind::None, 0.5, 0}).frequencies.mscale == 1.0);
   PoPE pope_layer(2, 4);
   check_throws_with([&] { pope_layer.content_key(zeros({1, 3, 2, 4}), arange(2.0, kInt64)); },
                     "[PoPE] built for 2 heads of size 4, the attention has k (1,3,2,4)");
