@@ -200,12 +200,12 @@ AttentionOutput MultiHeadAttention::forward(const Tensor& x_new, KVCache& cache,
   }
   cache.k = t_cached > 0 ? cat({cache.k, k}, 2) : k.contiguous();  // (B, H, t1, D)
   cache.v = t_cached > 0 ? cat({cache.v, v}, 2) : v.contiguous();
-  return attend(q, cache.k, cache.v, g, o);
   if (positional) {  // the new keys' state beside the cached ones' (FoX: every gate up to t1 − 1)
     Tensor s = positional->key_state(x_new);
     if (s.defined()) cache.s = t_cached > 0 ? cat({cache.s, s}, 2) : s.contiguous();
     g.key_state = cache.s;
   }
+  return attend(q, cache.k, cache.v, g, o);
 }
 
 AttentionOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& memory, KVCache& cache,
@@ -225,14 +225,14 @@ AttentionOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& m
     if (positional) k = positional->content_key(k, arange(static_cast<double>(t1), kInt64));  // content form
     cache.k = k.contiguous();
     cache.v = heads(v_proj->forward(memory), t1).contiguous();
-  }
     if (positional) cache.s = positional->key_state(memory);
+  }
   RG_CHECK_T(ShapeError, cache.k.size(0) == B && cache.k.size(2) == t1, op, "the cross-attention cache holds keys ",
              shape_str(cache.k.shape()), ", but the memory is ", shape_str(memory.shape()));
   Tensor q = heads(q_proj->forward(query), t2);
   g.keys_in_content_form = positional != nullptr;
-  return attend(q, cache.k, cache.v, g, o);
   g.key_state = cache.s;
+  return attend(q, cache.k, cache.v, g, o);
 }
 
 }  // namespace relgrad
