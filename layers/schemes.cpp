@@ -75,6 +75,11 @@ std::vector<SchemeEntry>& registry() {
          return make<DynamicBias>(c.n_heads, c.d_model / 4, c.config.dynamic_bias_depth, c.config.dynamic_bias_log_distance, c.init);
        },
        false, false, false, DynamicBias::check, DynamicBias::parameters},
+      // FIRE (layers/fire.h): the MLP of ψ(|δ|)/ψ(max(π(i), L)) serves every place (the paper's causal
+      // i − j ≥ 0 on the keys a causal mask leaves; even in δ elsewhere, cross through π(i)).
+      {"fire", {"fire_width", "fire_threshold"},
+       [](const Ctx& c) { return make<FIRE>(c.n_heads, c.config.fire_width, c.config.fire_threshold, c.init); },
+       false, false, false, FIRE::check, FIRE::parameters},
   };
   return r;
 }

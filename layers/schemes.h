@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "layers/distance_bias.h"
+#include "layers/fire.h"
 #include "layers/positional.h"
 #include "layers/rotary.h"
 
@@ -40,6 +41,9 @@ struct PositionalConfig {
   int64_t sandwich_dim = 128;             // sandwich: d', the width of the sinusoidal embeddings
   int64_t dynamic_bias_depth = 2;         // dynamic_bias: hidden layers of the MLP
   bool dynamic_bias_log_distance = false;  // dynamic_bias: the MLP reads sign(x)·log(|x| + 1)
+  // FIRE (layers/fire.h): fire.
+  int64_t fire_width = 32;       // fire: the width of the MLP f_θ (Linear(1, w) → ReLU → Linear(w, H))
+  int64_t fire_threshold = 512;  // fire: L0, the threshold L = |L_multiplier·L0| starts at
 };
 
 // What an entry's check is given: the place's options, the config key prefix its messages name

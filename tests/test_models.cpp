@@ -323,7 +323,7 @@ TEST_CASE("models: bad configs and inputs are errors naming the model and the fi
   check_throws_with([&] { DecoderLM lm(c); },
                     "[DecoderLM] unknown positional scheme 'sinusoid' for decoder_self (expected none, seed, huang, "
                     "shaw, t5, alibi, rope, transformer_xl, xpos, p_rope, pope, cope, fox, stick_breaking, kerple, "
-                    "sandwich or dynamic_bias)");
+                    "sandwich, dynamic_bias or fire)");
   c = small_config();
   c.cross.scheme = "T5";
   check_throws_with([&] { EncoderDecoder m(c); }, "[EncoderDecoder] unknown positional scheme 'T5' for cross");

@@ -88,9 +88,9 @@ TEST_CASE("scheme registry: the built-ins, their names and their facts") {
   for (const SchemeEntry& e : positional_schemes()) names.push_back(e.name);
   CHECK(names == std::vector<std::string>{"none", "seed", "huang", "shaw", "t5", "alibi", "rope", "transformer_xl",
                                           "xpos", "p_rope", "pope", "cope", "fox", "stick_breaking", "kerple",
-                                          "sandwich", "dynamic_bias"});
+                                          "sandwich", "dynamic_bias", "fire"});
   CHECK(scheme_names_text() == "none, seed, huang, shaw, t5, alibi, rope, transformer_xl, xpos, p_rope, pope, cope, "
-                               "fox, stick_breaking, kerple, sandwich or dynamic_bias");
+                               "fox, stick_breaking, kerple, sandwich, dynamic_bias or fire");
   CHECK(find_scheme("T5") == nullptr);
   CHECK(find_scheme("t5")->shared_by_stack);
   CHECK(find_scheme("huang")->causal_only);
@@ -111,7 +111,7 @@ TEST_CASE("scheme registry: a scheme defined outside the library trains, decodes
   Registered registered;
   REQUIRE(find_scheme("learned_slope") != nullptr);
   CHECK(scheme_names_text() == "none, seed, huang, shaw, t5, alibi, rope, transformer_xl, xpos, p_rope, pope, cope, "
-                               "fox, stick_breaking, kerple, sandwich, dynamic_bias or learned_slope");
+                               "fox, stick_breaking, kerple, sandwich, dynamic_bias, fire or learned_slope");
 
   Generator init(3);
   DecoderLM model(lm_config("learned_slope"), &init);
@@ -168,7 +168,7 @@ TEST_CASE("scheme registry: unregistered, the name is unknown again") {
   TransformerConfig c = lm_config("learned_slope");
   check_throws_with([&] { DecoderLM lm(c); }, "unknown positional scheme 'learned_slope' for decoder_self (expected none, "
                                               "seed, huang, shaw, t5, alibi, rope, transformer_xl, xpos, p_rope, pope, "
-                                              "cope, fox, stick_breaking, kerple, sandwich or dynamic_bias)");
+                                              "cope, fox, stick_breaking, kerple, sandwich, dynamic_bias or fire)");
 }
 
 TEST_CASE("scheme registry: bad registrations are refused, naming the scheme") {

@@ -106,6 +106,11 @@ std::vector<Field> positional_fields(const std::string& place, PositionalConfig 
        [pc](RunConfig& c) -> void* { return &pc(c).dynamic_bias_depth; }},
       {key("dynamic_bias_log_distance"), Kind::Bool, help("dynamic_bias_log_distance", "the MLP reads sign(x)·log(|x| + 1)"), {},
        [pc](RunConfig& c) -> void* { return &pc(c).dynamic_bias_log_distance; }},
+      // FIRE (layers/fire.h).
+      {key("fire_width"), Kind::Int, help("fire_width", "width of the MLP f_θ"), {},
+       [pc](RunConfig& c) -> void* { return &pc(c).fire_width; }},
+      {key("fire_threshold"), Kind::Int, help("fire_threshold", "L0: the normaliser reads max(π(i), |L_multiplier·L0|)"), {},
+       [pc](RunConfig& c) -> void* { return &pc(c).fire_threshold; }},
   };
 }
 
