@@ -103,6 +103,8 @@ TransformerConfig config_of(const Golden& g) {
     else if (field == "sandwich_dim") p.sandwich_dim = std::stoll(v), ++scheme_knobs;
     else if (field == "dynamic_bias_depth") p.dynamic_bias_depth = std::stoll(v), ++scheme_knobs;
     else if (field == "dynamic_bias_log_distance") p.dynamic_bias_log_distance = parse_bool(v), ++scheme_knobs;
+    else if (field == "fire_width") p.fire_width = std::stoll(v), ++scheme_knobs;
+    else if (field == "fire_threshold") p.fire_threshold = std::stoll(v), ++scheme_knobs;
     else FAIL(g.name << ": unknown config key " << key);
   };
   int64_t fields = 0, later_fields = 0;
@@ -401,4 +403,10 @@ TEST_CASE("golden training: DecoderLM, the dynamic position bias (depth 2, plain
 }
 TEST_CASE("golden training: EncoderDecoder, Sandwich encoder, KERPLE log decoder, dynamic bias cross (Scaled)") {
   check_golden_training("encdec_distance_bias");
+}
+TEST_CASE("golden training: DecoderLM, FIRE with a short threshold (L0 = 4)") {
+  check_golden_training("lm_fire");
+}
+TEST_CASE("golden training: EncoderDecoder, FIRE in every place (L0 = 3, the paper's defaults, L0 = 5 under Right)") {
+  check_golden_training("encdec_fire");
 }

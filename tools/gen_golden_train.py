@@ -73,7 +73,8 @@ SCHEME_KNOBS = {"cope_positions": ("cope", 64),
                 "rope_scaling_factor": (("rope", "xpos", "p_rope"), 1.0),
                 "rope_original_length": (("rope", "xpos", "p_rope"), 0),
                 "kerple_variant": ("kerple", "log"), "sandwich_dim": ("sandwich", 128),
-                "dynamic_bias_depth": ("dynamic_bias", 2), "dynamic_bias_log_distance": ("dynamic_bias", False)}
+                "dynamic_bias_depth": ("dynamic_bias", 2), "dynamic_bias_log_distance": ("dynamic_bias", False),
+                "fire_width": ("fire", 32), "fire_threshold": ("fire", 512)}
 # Written to the metadata only when one of them differs from its default (see the docstring).
 LATER_DEFAULTS = {"cross_explicit": False, "absolute_position": "none", "max_positions": 0}
 PLACES = ("encoder_self", "decoder_self", "cross")
@@ -205,6 +206,16 @@ CONFIGS = {
         cross_alignment="scaled", encoder_self={"scheme": "sandwich", "sandwich_dim": 16},
         decoder_self={"scheme": "kerple"},
         cross={"scheme": "dynamic_bias", "dynamic_bias_depth": 1, "dynamic_bias_log_distance": True}),
+    # FIRE in a causal LM with a short threshold L0 = 4 (the queries past L have their own normaliser).
+    "lm_fire": make_config(
+        "decoder-only", (10,), vocab_size=16, d_model=16, n_heads=2, d_ff=32, dropout=0.0,
+        decoder_self={"scheme": "fire", "fire_width": 8, "fire_threshold": 4}),
+    # FIRE in every place: a narrow MLP and L0 = 3 in the encoder, the paper's defaults (width 32,
+    # L0 = 512: one normaliser) in the decoder, L0 = 5 in cross-attention under Right alignment.
+    "encdec_fire": make_config(
+        "encoder-decoder", (10, 7), vocab_size=16, src_vocab_size=12, d_model=16, n_heads=2, d_ff=32, dropout=0.0,
+        cross_alignment="right", encoder_self={"scheme": "fire", "fire_width": 4, "fire_threshold": 3},
+        decoder_self={"scheme": "fire"}, cross={"scheme": "fire", "fire_width": 6, "fire_threshold": 5}),
 }
 
 # ---- parameter names, shapes and random values (docs §2) ----
@@ -247,6 +258,11 @@ def positional_entries(pre, pc, C, H):
         sizes = [(1 if l == 0 else w, H if l == depth else w) for l in range(depth + 1)]
         return [e for l, (i, o) in enumerate(sizes)
                 for e in ((f"{pre}mlp.{l}.weight", (o, i), "linear"), (f"{pre}mlp.{l}.bias", (o,), "linear"))]
+    if s == "fire":  # the paper's module: c, L_multiplier, then its Sequential's Linears 0 and 2
+        w = pc["fire_width"]
+        return [(pre + "c", (1,), "fire_c"), (pre + "L_multiplier", (1,), "fire_multiplier"),
+                (pre + "mlp.0.weight", (w, 1), "linear"), (pre + "mlp.0.bias", (w,), "linear"),
+                (pre + "mlp.2.weight", (H, w), "linear"), (pre + "mlp.2.bias", (H,), "linear")]
     return []  # none, rope, xpos, p_rope
 
 
@@ -348,6 +364,10 @@ def random_state(cfg, g):
             t = torch.rand(shape, dtype=F64, generator=g) * 7.5 - 7.0
         elif init == "uniform":
             t = torch.rand(shape, dtype=F64, generator=g)
+        elif init == "fire_c":  # around the paper's 0.1: U(0.05, 0.3)
+            t = 0.05 + 0.25 * torch.rand(shape, dtype=F64, generator=g)
+        elif init == "fire_multiplier":  # around the paper's 1.0: U(0.8, 1.3), so L = |m·L0| is no integer
+            t = 0.8 + 0.5 * torch.rand(shape, dtype=F64, generator=g)
         elif init == "uniform2":
             t = 2 * torch.rand(shape, dtype=F64, generator=g)
         elif init == "ratios":  # Sandwich's compression 8h/H, h = 1 … H (a buffer)
@@ -567,6 +587,8 @@ def attention(P, pre, pos_pre, pc, xq, xkv, H, causal, key_padding_mask, alignme
         score = table_scores_from_products(Pp, idx)
     elif s in ("kerple", "sandwich", "dynamic_bias"):
         bias = distance_bias(P, pos_pre, pc, delta, H, dt)[None]  # (1, H, t2, t1), after the scaling
+    elif s == "fire":
+        bias = fire_bias(P, pos_pre, pc, pi, t1, dt)[None]  # (1, H, t2, t1), after the scaling
     elif s == "fox":  # docs §3.5: forget gates on the layer input, c = cumulative log gates
         log_f = F.logsigmoid(linear(P, pos_pre + "forget_gate", xkv))  # (B, t1, H)
         c = log_f.permute(0, 2, 1).cumsum(-1)  # (B, H, t1)
@@ -634,6 +656,18 @@ def distance_bias(P, pre, pc, delta, H, dt):
             x = F.silu(linear(P, f"{pre}mlp.{l}", x))
         return linear(P, f"{pre}mlp.{depth}", x).permute(2, 0, 1)
     raise ValueError(s)
+
+
+def fire_bias(P, pre, pc, pi, t1, dt):
+    """FIRE (docs §3.5), the paper's listing with the query at i = π(i): (H, t2, t1)."""
+    c, multiplier = P[pre + "c"], P[pre + "L_multiplier"]
+    i = pi.to(dt)[:, None]  # (t2, 1)
+    j = torch.arange(t1, dtype=dt)[None, :]  # (1, t1)
+    threshold = torch.abs(multiplier * pc["fire_threshold"])
+    normaliser = torch.log(torch.abs(c * torch.maximum(i, threshold)) + 1) + 1e-6  # (t2, 1)
+    x = torch.log(torch.abs(c * (i - j)) + 1) / normaliser  # (t2, t1)
+    h = F.relu(linear(P, pre + "mlp.0", x[..., None]))
+    return linear(P, pre + "mlp.2", h).permute(2, 0, 1)
 
 
 def table_scores_from_products(Pp, idx):
