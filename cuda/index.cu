@@ -295,24 +295,24 @@ void scatter_add_columns(DType dtype, const void* g, const int64_t* index, int64
   });
 }
 
-void relative_gather(DType dtype, const void* P, int64_t batch_stride, int64_t row_stride, const int64_t* C, void* S,
-                     int64_t N, int64_t t2, int64_t t1, int device) {
+void relative_gather(DType dtype, const RelativeLayout& l, const void* P, const int64_t* C, void* S, int device) {
   const char* op = "cuda_relative_gather";
+  const int64_t N = l.N, t2 = l.t2, t1 = l.t1;
   check_device(device, op);
   const int64_t total = N * t2 * t1;
   if (total == 0) return;
   DeviceGuard guard(device, op);
   dispatch_float(dtype, op, [&](auto zero) {
     using T = decltype(zero);
-    relative_gather_kernel<T><<<grid_size(total), kBlockSize>>>(static_cast<const T*>(P), batch_stride, row_stride, C,
-                                                                static_cast<T*>(S), N, t2, t1);
+    relative_gather_kernel<T><<<grid_size(total), kBlockSize>>>(static_cast<const T*>(P), l.batch_stride, l.row_stride,
+                                                                C, static_cast<T*>(S), N, t2, t1);
     RG_CUDA_CHECK_LAUNCH(op);
   });
 }
 
-void relative_scatter(DType dtype, const void* S, const int64_t* C, void* P, int64_t N, int64_t t2, int64_t t1,
-                      int64_t R, int device) {
+void relative_scatter(DType dtype, const RelativeLayout& l, const void* S, const int64_t* C, void* P, int device) {
   const char* op = "cuda_relative_scatter";
+  const int64_t N = l.N, t2 = l.t2, t1 = l.t1, R = l.R;
   check_device(device, op);
   const int64_t total = N * t2 * R;
   if (total == 0) return;

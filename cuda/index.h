@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/base/dtype.h"
+#include "core/base/relative_layout.h"
 
 namespace relgrad::cuda {
 
@@ -44,14 +45,12 @@ void scatter_add_columns(DType dtype, const void* g, const int64_t* index, int64
                          void* gx, int64_t O, int64_t K, int64_t n, int64_t I, int device);
 
 // S (N, t2, t1), contiguous = P (N, t2, R) gathered through C (t2, t1, device int64, contiguous):
-// S[n,i,j] = C[i,j] >= 0 ? P[n*batch_stride + i*row_stride + C[i,j]] : 0.
-void relative_gather(DType dtype, const void* P, int64_t batch_stride, int64_t row_stride, const int64_t* C, void* S,
-                     int64_t N, int64_t t2, int64_t t1, int device);
+// S[n,i,j] = C[i,j] >= 0 ? P[n*batch_stride + i*row_stride + C[i,j]] : 0 (core/base/relative_layout.h).
+void relative_gather(DType dtype, const RelativeLayout& l, const void* P, const int64_t* C, void* S, int device);
 
 // P (N, t2, R), contiguous, fully written = Σ_{j: C[i,j] = r} S (N, t2, t1, contiguous)[n, i, j], j
 // increasing; C (t2, t1) on the device, entries in [-1, R).
-void relative_scatter(DType dtype, const void* S, const int64_t* C, void* P, int64_t N, int64_t t2, int64_t t1,
-                      int64_t R, int device);
+void relative_scatter(DType dtype, const RelativeLayout& l, const void* S, const int64_t* C, void* P, int device);
 
 // csr_by_key (below) on the device: keys (count, device) → offsets (buckets + 1) and entries (count;
 // the first offsets[buckets] are the kept keys' positions), device buffers the caller allocated.

@@ -110,9 +110,9 @@ RG_NO_CUDA(void, scatter_add_rows, (DType, const void*, const int64_t*, int64_t,
                                     int64_t, int), "cuda_scatter_add")
 RG_NO_CUDA(void, scatter_add_columns, (DType, const void*, const int64_t*, int64_t, int64_t, int64_t, void*, int64_t,
                                        int64_t, int64_t, int64_t, int), "cuda_scatter_add")
-RG_NO_CUDA(void, relative_gather, (DType, const void*, int64_t, int64_t, const int64_t*, void*, int64_t, int64_t,
-                                   int64_t, int), "cuda_relative_gather")
-RG_NO_CUDA(void, relative_scatter, (DType, const void*, const int64_t*, void*, int64_t, int64_t, int64_t, int64_t, int),
+RG_NO_CUDA(void, relative_gather, (DType, const RelativeLayout&, const void*, const int64_t*, void*, int),
+           "cuda_relative_gather")
+RG_NO_CUDA(void, relative_scatter, (DType, const RelativeLayout&, const void*, const int64_t*, void*, int),
            "cuda_relative_scatter")
 RG_NO_CUDA(void, csr_by_key_on_device, (const int64_t*, int64_t, int64_t, int64_t*, int64_t*, int), "cuda_csr")
 

@@ -142,7 +142,7 @@ Tensor relative_gather(const Tensor& P, const Tensor& index, int64_t R) {
   }
   Shape out_shape = P.shape();
   out_shape.back() = t1;
-  Tensor S = backend::relative_gather(P3, batch_stride, P3.stride(-2), ic, out_shape, leading(P), t2, t1);
+  Tensor S = backend::relative_gather(P3, ic, out_shape, {leading(P), t2, t1, R, batch_stride, P3.stride(-2)});
   if (!needs_grad({P})) return S;
   return record(S, op, {P}, [p_shape = P.shape(), R, idx = SavedTensor(ic)](const Tensor& g) -> TensorList {
     return {sum_to(relative_scatter(g, idx.get(), R), p_shape)};
@@ -160,7 +160,7 @@ Tensor relative_scatter(const Tensor& S, const Tensor& index, int64_t R) {
   Tensor Sc = S.detach().contiguous();
   Shape out_shape = S.shape();
   out_shape.back() = R;
-  Tensor P = backend::relative_scatter(Sc, ic, out_shape, leading(S), t2, t1, R);
+  Tensor P = backend::relative_scatter(Sc, ic, out_shape, {leading(S), t2, t1, R});  // RelativeLayout: N, t2, t1, R
   if (!needs_grad({S})) return P;
   return record(P, op, {S}, [R, idx = SavedTensor(ic)](const Tensor& g) -> TensorList {
     return {relative_gather(g, idx.get(), R)};

@@ -110,32 +110,28 @@ Tensor scatter_add_columns(const Tensor& g, const Tensor& idx, const Shape& out_
   return gx;
 }
 
-Tensor relative_gather(const Tensor& P, int64_t batch_stride, int64_t row_stride, const Tensor& index,
-                       const Shape& out_shape, int64_t N, int64_t t2, int64_t t1) {
+Tensor relative_gather(const Tensor& P, const Tensor& index, const Shape& out_shape, const RelativeLayout& l) {
   Tensor S = empty_on(P, out_shape, P.dtype());
   if (P.device().is_cuda()) {
-    cuda::relative_gather(P.dtype(), P.raw_data(), batch_stride, row_stride, index_ptr(index), S.raw_data(), N, t2,
-                          t1, P.device().index);
+    cuda::relative_gather(P.dtype(), l, P.raw_data(), index_ptr(index), S.raw_data(), P.device().index);
     return S;
   }
   dispatch_float(P.dtype(), "relative_gather", [&](auto zero) {
     using T = decltype(zero);
-    cpu::relative_gather_kernel<T>(static_cast<const T*>(P.raw_data()), batch_stride, row_stride, index_ptr(index),
-                                   S.data_ptr<T>(), N, t2, t1);
+    cpu::relative_gather_kernel<T>(l, static_cast<const T*>(P.raw_data()), index_ptr(index), S.data_ptr<T>());
   });
   return S;
 }
 
-Tensor relative_scatter(const Tensor& S, const Tensor& index, const Shape& out_shape, int64_t N, int64_t t2,
-                        int64_t t1, int64_t R) {
+Tensor relative_scatter(const Tensor& S, const Tensor& index, const Shape& out_shape, const RelativeLayout& l) {
   Tensor P = empty_on(S, out_shape, S.dtype());
   if (S.device().is_cuda()) {  // every element of P written
-    cuda::relative_scatter(S.dtype(), S.raw_data(), index_ptr(index), P.raw_data(), N, t2, t1, R, S.device().index);
+    cuda::relative_scatter(S.dtype(), l, S.raw_data(), index_ptr(index), P.raw_data(), S.device().index);
     return P;
   }
   dispatch_float(S.dtype(), "relative_scatter", [&](auto zero) {
     using T = decltype(zero);
-    cpu::relative_scatter_kernel<T>(S.data_ptr<T>(), index_ptr(index), P.data_ptr<T>(), N, t2, t1, R);
+    cpu::relative_scatter_kernel<T>(l, S.data_ptr<T>(), index_ptr(index), P.data_ptr<T>());
   });
   return P;
 }

@@ -6,6 +6,7 @@
 #include <functional>
 #include <string>
 
+#include "core/base/relative_layout.h"
 #include "core/cpu/index.h"
 #include "core/tensor.h"
 
@@ -35,14 +36,12 @@ Tensor scatter_add_rows(const Tensor& g, const Tensor& idx, int64_t skip, const 
 Tensor scatter_add_columns(const Tensor& g, const Tensor& idx, const Shape& out_shape, int64_t O, int64_t K, int64_t n,
                            int64_t I, const char* op);
 
-// S (out_shape = (N, t2, t1)) [b, i, j] = P[b, i, C[i, j]] (0 where C < 0), P read as N blocks
-// (batch_stride) of t2 rows (row_stride) of unit-stride entries; index: C (t2, t1), contiguous, on P's
-// device.
-Tensor relative_gather(const Tensor& P, int64_t batch_stride, int64_t row_stride, const Tensor& index,
-                       const Shape& out_shape, int64_t N, int64_t t2, int64_t t1);
+// S (out_shape = (N, t2, t1)) [b, i, j] = P[b, i, C[i, j]] (0 where C < 0), P read as l.N blocks
+// (l.batch_stride) of t2 rows (l.row_stride) of unit-stride entries; index: C (t2, t1), contiguous, on
+// P's device (core/base/relative_layout.h).
+Tensor relative_gather(const Tensor& P, const Tensor& index, const Shape& out_shape, const RelativeLayout& l);
 // P (out_shape = (N, t2, R)) [b, i, r] = Σ_{j: C[i, j] = r} S[b, i, j], S contiguous, C (t2, t1)
 // contiguous on S's device; row-owned, no atomics.
-Tensor relative_scatter(const Tensor& S, const Tensor& index, const Shape& out_shape, int64_t N, int64_t t2,
-                        int64_t t1, int64_t R);
+Tensor relative_scatter(const Tensor& S, const Tensor& index, const Shape& out_shape, const RelativeLayout& l);
 
 }  // namespace relgrad::backend

@@ -8,13 +8,15 @@
 #pragma once
 #include <cstdint>
 
+#include "core/base/relative_layout.h"
+
 namespace relgrad::cpu {
 
 // S (N, t2, t1) = P (N, t2, R) gathered through C (t2, t1): S[n,i,j] = C[i,j] >= 0 ? P[n,i,C[i,j]] : 0.
-// P rows are strided (row_stride between queries, batch_stride between n) so broadcast P works.
+// P rows are strided (l.row_stride between queries, l.batch_stride between n) so broadcast P works.
 template <class T>
-void relative_gather_kernel(const T* P, int64_t batch_stride, int64_t row_stride, const int64_t* C, T* S,
-                            int64_t N, int64_t t2, int64_t t1) {
+void relative_gather_kernel(const RelativeLayout& l, const T* P, const int64_t* C, T* S) {
+  const int64_t N = l.N, t2 = l.t2, t1 = l.t1, batch_stride = l.batch_stride, row_stride = l.row_stride;
 #pragma omp parallel for schedule(static) if (N * t2 * t1 > 32768)
   for (int64_t row = 0; row < N * t2; ++row) {
     const int64_t n = row / t2, i = row % t2;
@@ -29,7 +31,8 @@ void relative_gather_kernel(const T* P, int64_t batch_stride, int64_t row_stride
 // Each (n, i) row of P̄ is written by one thread from its own row of S̄: no atomics, and the sum
 // over j runs in increasing j, so the result does not depend on the thread count.
 template <class T>
-void relative_scatter_kernel(const T* S, const int64_t* C, T* P, int64_t N, int64_t t2, int64_t t1, int64_t R) {
+void relative_scatter_kernel(const RelativeLayout& l, const T* S, const int64_t* C, T* P) {
+  const int64_t N = l.N, t2 = l.t2, t1 = l.t1, R = l.R;
 #pragma omp parallel for schedule(static) if (N * t2 * (t1 + R) > 32768)
   for (int64_t row = 0; row < N * t2; ++row) {
     const int64_t i = row % t2;
