@@ -112,7 +112,7 @@ TransformerConfig model_config(const Workload& w) {
     c.encoder_self = t5;
     c.decoder_self = t5;
     c.cross = skew;
-    c.cross_alignment = Alignment::Left;
+    c.cross_alignment = CrossAlignment::Left;
   }
   return c;
 }

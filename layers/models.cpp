@@ -51,16 +51,16 @@ int64_t prepare_cache(const char* op, std::vector<LayerCache>& cache, size_t n_l
   return t_cached;
 }
 
-// The explicit cross positions a decoder call gets, against TransformerConfig::cross_explicit: required
-// with it, refused without it (nothing is silently ignored), int64 (n) where n counts every target token
-// (t2, or t_cached + t_new with a cache).
-void check_tgt_positions(const char* op, bool cross_explicit, const Tensor& positions, int64_t n) {
-  RG_CHECK(!cross_explicit || positions.defined(), op,
-           "cross_explicit is set, so the call needs tgt_positions int64 (", n,
+// The explicit cross positions a decoder call gets, against TransformerConfig::cross_alignment: required
+// with Explicit, refused otherwise (nothing is silently ignored), int64 (n) where n counts every target
+// token (t2, or t_cached + t_new with a cache).
+void check_tgt_positions(const char* op, bool explicit_cross, const Tensor& positions, int64_t n) {
+  RG_CHECK(!explicit_cross || positions.defined(), op,
+           "cross_alignment is explicit, so the call needs tgt_positions int64 (", n,
            "): the encoder position π(i) of each target query");
-  RG_CHECK(cross_explicit || !positions.defined(), op,
-           "tgt_positions given but cross_explicit is off (cross-attention places its queries by "
-           "cross_alignment); set cross_explicit to use them");
+  RG_CHECK(explicit_cross || !positions.defined(), op,
+           "tgt_positions given but cross_alignment is not explicit (cross-attention places its queries by "
+           "its alignment rule); set cross_alignment to explicit to use them");
   if (!positions.defined()) return;
   RG_CHECK_T(ShapeError, positions.dtype() == kInt64 && positions.dim() == 1 && positions.size(0) == n, op,
              "tgt_positions must be int64 (", n, "), one π(i) per target token",
@@ -89,6 +89,25 @@ Tensor lm_logits(const Tensor& h, const std::shared_ptr<Linear>& head, const Emb
 
 }  // namespace
 
+Alignment alignment_rule(CrossAlignment a) {
+  switch (a) {
+    case CrossAlignment::Right: return Alignment::Right;
+    case CrossAlignment::Scaled: return Alignment::Scaled;
+    case CrossAlignment::Left:
+    case CrossAlignment::Explicit: break;
+  }
+  return Alignment::Left;
+}
+
+CrossAlignment aligned_by(Alignment a) {
+  switch (a) {
+    case Alignment::Right: return CrossAlignment::Right;
+    case Alignment::Scaled: return CrossAlignment::Scaled;
+    case Alignment::Left: break;
+  }
+  return CrossAlignment::Left;
+}
+
 void TransformerConfig::validate(const char* op, bool encoder_decoder) const {
   RG_CHECK(vocab_size > 0, op, "vocab_size must be positive, got ", vocab_size);
   RG_CHECK(src_vocab_size >= 0, op, "src_vocab_size must be >= 0 (0 = vocab_size), got ", src_vocab_size);
@@ -112,8 +131,8 @@ void TransformerConfig::validate(const char* op, bool encoder_decoder) const {
              "random_positions_max ", random_positions_max,
              " reaches past the learned table's max_positions ", max_positions);
   }
-  RG_CHECK(encoder_decoder || !cross_explicit, op,
-           "cross_explicit is for an encoder-decoder model (a decoder-only one has no cross-attention)");
+  RG_CHECK(encoder_decoder || !explicit_cross(), op,
+           "cross_alignment explicit is for an encoder-decoder model (a decoder-only one has no cross-attention)");
   check_positional(decoder_self, "decoder_self", true, op);
   if (encoder_decoder) {
     check_positional(encoder_self, "encoder_self", false, op);
@@ -257,7 +276,7 @@ Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& src_padding_
 }
 
 TransformerDecoder::TransformerDecoder(const TransformerConfig& c, Generator* init)
-    : cross_explicit(c.cross_explicit) {
+    : explicit_cross(c.explicit_cross()) {
   const char* op = "EncoderDecoder";
   embed = register_module("embed", std::make_shared<Embedding>(c.vocab_size, c.d_model, -1, init));
   if (auto pe = make_absolute(c, op, init)) pos_embed = register_module("pos_embed", pe);
@@ -268,14 +287,14 @@ TransformerDecoder::TransformerDecoder(const TransformerConfig& c, Generator* in
   auto cross_schemes = make_stack_positional(c.cross, "cross", n, c.d_model, c.n_heads, false, op, init);
   for (int64_t i = 0; i < n; ++i)
     layers->append(std::make_shared<DecoderBlock>(c.d_model, c.n_heads, c.d_ff, c.block_options(false), self_schemes[i],
-                                                  cross_schemes[i], c.cross_alignment, init));
+                                                  cross_schemes[i], alignment_rule(c.cross_alignment), init));
   if (c.pre_norm) final_norm = register_module("final_norm", make_norm(c.norm, c.d_model, c.norm_eps));
 }
 
 Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_padding_mask,
                                    const Tensor& memory_padding_mask, const Tensor& tgt_positions) {
   RG_CHECK(tgt.defined(), "EncoderDecoder", "tgt is an undefined tensor");
-  check_tgt_positions("EncoderDecoder", cross_explicit, tgt_positions, tgt.size(-1));
+  check_tgt_positions("EncoderDecoder", explicit_cross, tgt_positions, tgt.size(-1));
   Tensor h = dropout->forward(embed_tokens(*embed, pos_embed, tgt, 0));  // (B, t2, C)
   for (const auto& block : layers->items)
     h = block->forward(h, memory, tgt_padding_mask, memory_padding_mask, tgt_positions);
@@ -287,7 +306,7 @@ Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory, cons
                                    const Tensor& tgt_positions) {
   if (!cache) return forward(tgt, memory, tgt_padding_mask, memory_padding_mask, tgt_positions);
   const int64_t t_cached = prepare_cache("EncoderDecoder", *cache, layers->size(), tgt, tgt_padding_mask);
-  check_tgt_positions("EncoderDecoder", cross_explicit, tgt_positions, t_cached + tgt.size(1));
+  check_tgt_positions("EncoderDecoder", explicit_cross, tgt_positions, t_cached + tgt.size(1));
   Tensor h = dropout->forward(embed_tokens(*embed, pos_embed, tgt, t_cached));  // (B, t_new, C)
   for (size_t i = 0; i < layers->size(); ++i)
     h = (*layers)[i].forward(h, memory, tgt_padding_mask, memory_padding_mask, (*cache)[i], tgt_positions);

@@ -44,6 +44,20 @@
 
 namespace relgrad {
 
+// model.cross_alignment: where cross-attention places decoder query i on the encoder axis (π(i)): by one
+// of the alignment rules (autograd/ops.h Alignment), or Explicit: by the caller's tgt_positions, which
+// every call must then give (the same for every row; harmonisation places each target token at its
+// own time step this way).
+enum class CrossAlignment { Left, Right, Scaled, Explicit };
+inline constexpr NameTable<CrossAlignment, 4> kCrossAlignmentNames{{{CrossAlignment::Left, "left"},
+                                                                   {CrossAlignment::Right, "right"},
+                                                                   {CrossAlignment::Scaled, "scaled"},
+                                                                   {CrossAlignment::Explicit, "explicit"}}};
+// The rule an aligned choice names; Explicit gives Left, which explicit positions replace at every call.
+Alignment alignment_rule(CrossAlignment a);
+// The choice for an alignment rule.
+CrossAlignment aligned_by(Alignment a);
+
 struct TransformerConfig {
   int64_t vocab_size = 0;        // target / LM vocabulary V
   int64_t src_vocab_size = 0;    // EncoderDecoder source vocabulary; 0 = vocab_size
@@ -67,11 +81,10 @@ struct TransformerConfig {
   PositionalConfig encoder_self{"t5"};
   PositionalConfig decoder_self{"t5"};
   PositionalConfig cross{"none"};
-  Alignment cross_alignment = Alignment::Left;
-  // Cross-attention queries placed by the caller: forward/decode take tgt_positions int64 (t2), π(i) of
-  // each target query on the encoder axis (the same for every row), instead of cross_alignment; a call
-  // without them is an error. Harmonisation places each target token at its own time step this way.
-  bool cross_explicit = false;
+  // Explicit: forward/decode take tgt_positions int64 (t2), π(i) of each target query on the encoder
+  // axis, instead of a rule; a call without them is an error, and so are positions given otherwise.
+  CrossAlignment cross_alignment = CrossAlignment::Left;
+  bool explicit_cross() const { return cross_alignment == CrossAlignment::Explicit; }
   // An absolute position term added to the token embeddings before the first block (Vaswani et al.
   // 2017, section 3.5): None; Sinusoidal (the fixed sin/cos table, no parameters); or Learned (a
   // table of max_positions rows, N(0, 1) like the token embedding, named "pos_embed.weight" in
@@ -181,7 +194,7 @@ class TransformerDecoder : public Module {
                  const Tensor& memory_padding_mask, std::vector<LayerCache>* cache,
                  const Tensor& tgt_positions = Tensor());
 
-  bool cross_explicit = false;  // TransformerConfig::cross_explicit: tgt_positions required
+  bool explicit_cross = false;  // TransformerConfig::cross_alignment Explicit: tgt_positions required
 
   std::shared_ptr<Embedding> embed;
   std::shared_ptr<AbsolutePosition> pos_embed;  // null with absolute_position "none"
@@ -196,9 +209,9 @@ class EncoderDecoder : public Module {
   // src int64 (B, t1), tgt int64 (B, t2); masks optional bool, true = padding → logits (B, t2, V).
   // The source padding mask hides padded source tokens from encoder self-attention and from
   // cross-attention; the target one hides padded target keys from decoder self-attention.
-  // tgt_positions int64 (t2), with cross_explicit only (required then, an error otherwise): π(i) of each
-  // target query on the encoder axis, the same for every row, given to cross-attention instead of
-  // cross_alignment. Any integer is accepted, t1 and beyond included (an EOS query one step past the
+  // tgt_positions int64 (t2), with cross_alignment Explicit only (required then, an error otherwise): π(i)
+  // of each target query on the encoder axis, the same for every row, given to cross-attention instead of
+  // an alignment rule. Any integer is accepted, t1 and beyond included (an EOS query one step past the
   // source's end): every scheme computes δ = j − π(i) for it, and a learned table treats a δ outside it by
   // its out_of_range policy (layers/relative_learned.h).
   Tensor forward(const Tensor& src, const Tensor& tgt, const Tensor& src_padding_mask = Tensor(),

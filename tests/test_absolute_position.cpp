@@ -1,5 +1,5 @@
 // Absolute position terms (layers/absolute_position.h) and explicit cross-attention positions
-// (TransformerConfig::cross_explicit, layers/models.h): the sinusoid table against Vaswani's formula
+// (TransformerConfig::cross_alignment Explicit, layers/models.h): the sinusoid table against Vaswani's formula
 // written out, the models against a hand composition (embed + PE → blocks → head), float64 gradchecks,
 // cached decoding against the full pass, explicit positions against the alignments they reproduce,
 // every scheme at π = t1, state-dict names, order and the init draw, and every error.
@@ -244,7 +244,7 @@ TEST_CASE("explicit cross positions: float64 gradcheck through the cross scheme 
   TransformerConfig c = small_config("none");
   c.n_encoder_layers = c.n_decoder_layers = 1;
   c.cross.scheme = "seed";
-  c.cross_explicit = true;
+  c.cross_alignment = CrossAlignment::Explicit;
   Generator init(23);
   EncoderDecoder ed(c, &init);
   ed.to(kFloat64);
@@ -288,8 +288,7 @@ TEST_CASE("explicit cross positions: cached decoding equals the full pass, every
     INFO(std::string(scheme));
     TransformerConfig c = small_config("learned");
     c.cross.scheme = scheme;
-    c.cross_explicit = true;
-    c.cross_alignment = Alignment::Scaled;  // ignored under explicit positions; it alone cannot be cached
+    c.cross_alignment = CrossAlignment::Explicit;  // unlike Scaled, which alone cannot be cached
     Generator init(31);
     EncoderDecoder ed(c, &init);
     ed.to(kFloat64);
@@ -317,11 +316,11 @@ TEST_CASE("explicit cross positions: π of Left and Scaled give those alignments
         TransformerConfig c = small_config("sinusoidal");
         c.attention_core = fused ? AttentionCore::Fused : AttentionCore::Composite;
         c.cross.scheme = scheme;
-        c.cross_alignment = a;
+        c.cross_alignment = aligned_by(a);
         Generator init_a(35), init_b(35);
         EncoderDecoder aligned(c, &init_a);
-        c.cross_explicit = true;
-        EncoderDecoder given(c, &init_b);  // the same draws: cross_explicit changes no parameter
+        c.cross_alignment = CrossAlignment::Explicit;
+        EncoderDecoder given(c, &init_b);  // the same draws: the alignment changes no parameter
         aligned.to(kFloat64);
         given.to(kFloat64);
         std::vector<int64_t> pi;
@@ -343,7 +342,7 @@ TEST_CASE("explicit cross positions: every cross scheme accepts π = t1 and beyo
       c.cross.scheme = scheme;
       c.cross.out_of_range = policy;
       c.cross.max_length = 16;
-      c.cross_explicit = true;
+      c.cross_alignment = CrossAlignment::Explicit;
       Generator init(39);
       EncoderDecoder ed(c, &init);
       Tensor src = random_tokens(1, 4, c.src_vocab_size, 40), tgt = random_tokens(1, 3, c.vocab_size, 41);
@@ -356,7 +355,7 @@ TEST_CASE("explicit cross positions: every cross scheme accepts π = t1 and beyo
   c.cross.scheme = "seed";
   c.cross.out_of_range = OutOfRange::Error;
   c.cross.max_length = 8;
-  c.cross_explicit = true;
+  c.cross_alignment = CrossAlignment::Explicit;
   EncoderDecoder ed(c);
   Tensor src = random_tokens(1, 4, c.src_vocab_size, 42), tgt = random_tokens(1, 2, c.vocab_size, 43);
   CHECK(ed(src, tgt, Tensor(), Tensor(), positions({1, 4})).size(1) == 2);
@@ -433,8 +432,8 @@ TEST_CASE("absolute position and explicit cross positions: errors name what is w
   c.max_positions = -2;
   check_throws_with([&] { DecoderLM m(c); }, "max_positions must be >= 0, got -2");
   c = small_config("none");
-  c.cross_explicit = true;
-  check_throws_with([&] { DecoderLM m(c); }, "cross_explicit is for an encoder-decoder model");
+  c.cross_alignment = CrossAlignment::Explicit;
+  check_throws_with([&] { DecoderLM m(c); }, "cross_alignment explicit is for an encoder-decoder model");
 
   // A sequence past the learned table: full pass and cached.
   c = small_config("learned");
@@ -457,11 +456,11 @@ TEST_CASE("absolute position and explicit cross positions: errors name what is w
   Tensor src = random_tokens(1, 4, c.src_vocab_size, 55), tgt = random_tokens(1, 3, c.vocab_size, 56);
   EncoderDecoder aligned(c);
   check_throws_with([&] { aligned(src, tgt, Tensor(), Tensor(), positions({0, 1, 2})); },
-                    "tgt_positions given but cross_explicit is off");
-  c.cross_explicit = true;
+                    "tgt_positions given but cross_alignment is not explicit");
+  c.cross_alignment = CrossAlignment::Explicit;
   EncoderDecoder ed(c);
   check_throws_with([&] { ed(src, tgt); },
-                    "cross_explicit is set, so the call needs tgt_positions int64 (3)");
+                    "cross_alignment is explicit, so the call needs tgt_positions int64 (3)");
   check_throws_with([&] { ed(src, tgt, Tensor(), Tensor(), positions({0, 1})); },
                     "tgt_positions must be int64 (3), one π(i) per target token, got int64 (2)");
   check_throws_with([&] { ed(src, tgt, Tensor(), Tensor(), positions({0, 1, 2}).to(kFloat32)); },
@@ -473,7 +472,7 @@ TEST_CASE("absolute position and explicit cross positions: errors name what is w
   check_throws_with([&] { ed.decode(next, memory, Tensor(), Tensor(), &dcache, positions({3})); },
                     "tgt_positions must be int64 (4), one π(i) per target token, got int64 (1)");
   check_throws_with([&] { ed.decode(next, memory, Tensor(), Tensor(), &dcache); },
-                    "cross_explicit is set, so the call needs tgt_positions int64 (4)");
+                    "cross_alignment is explicit, so the call needs tgt_positions int64 (4)");
   // DecoderBlock itself checks the positions it is handed.
   DecoderBlock block(8, 2, 16);
   Tensor x = zeros({1, 3, 8}), memory4 = zeros({1, 4, 8});

@@ -114,7 +114,7 @@ TEST_CASE("cli chorales: a continuation model trains, stores its vocabulary and 
   CHECK(fs::exists(r.checkpoint));
   LoadedRun loaded = load_run(r.checkpoint);
   CHECK(loaded.config.data.source == "chorales");
-  CHECK(loaded.config.data.chorale_task == "continue");
+  CHECK(loaded.config.data.chorale_task == ChoraleTask::Continue);
   CHECK(decoder_lm_of(*loaded.model).config.vocab_size == kChoraleVocabSize);
   CHECK(loaded.vocab.size == kChoraleVocabSize);
   CHECK(loaded.vocab.names == chorale_vocab().names);
@@ -164,8 +164,8 @@ TEST_CASE("cli chorales: sample --format midi continues a valid chorale's first 
 TEST_CASE("cli chorales: the harmoniser trains with explicit positions and harmonises a chorale's soprano") {
   const HarmonyRun& r = harmony_run();
   LoadedRun loaded = load_run(r.checkpoint);
-  CHECK(loaded.config.data.chorale_task == "harmonize");
-  CHECK(encoder_decoder_of(*loaded.model).config.cross_explicit);
+  CHECK(loaded.config.data.chorale_task == ChoraleTask::Harmonize);
+  CHECK(encoder_decoder_of(*loaded.model).config.explicit_cross());
   CHECK(encoder_decoder_of(*loaded.model).config.vocab_size == kChoraleVocabSize);
   // The samples printed after training: the trainer's SampleModel gave the model its positions.
   CHECK(fs::exists(r.out_dir + "/harmony.mid"));
@@ -380,7 +380,7 @@ TEST_CASE("cli chorales: music-bench refuses malformed lists before running anyt
   TempDir dir;
   for (const auto& [args, says] : std::vector<std::pair<std::vector<std::string>, std::string>>{
            {{"--seeds", "1,,2"}, "an empty item"},
-           {{"--seeds", "one"}, "not a non-negative integer"},
+           {{"--seeds", "one"}, "is not a seed"},
            {{"--treatments", "huang,"}, "an empty item"},
        }) {
     CliResult res = run_relgrad(with({"music-bench", "--out", dir.file("bench")}, args));
@@ -403,7 +403,7 @@ TEST_CASE("cli chorales: configs/chorales.toml and configs/harmonize.toml valida
 }
 
 TEST_CASE("cli chorales: a harmoniser aligned by scaled or left placement trains and samples") {
-  // Harmonisation batches always carry tgt_positions; a model that is not cross_explicit must place
+  // Harmonisation batches always carry tgt_positions; a model whose cross_alignment is not explicit must place
   // its queries by its own alignment and leave them unused (RunModel::logits), not refuse the batch.
   for (const std::string alignment : {"scaled", "left"}) {
     CAPTURE(alignment);
@@ -429,7 +429,7 @@ TEST_CASE("cli chorales: the probe places an explicit harmoniser's cross queries
   const std::vector<int64_t> expected = batch.tgt_positions.to_vector<int64_t>();
   // ⌊i / 3⌋ is not what the model's cross_alignment (left: π(i) = i) would give, so the check can fail.
   const int64_t t2 = static_cast<int64_t>(expected.size()), t1 = batch.src.size(1);
-  const Alignment alignment = loaded.config.model.cross_alignment;
+  const Alignment alignment = alignment_rule(loaded.config.model.cross_alignment);
   REQUIRE(expected != AttentionGeometry::query_positions_for(t2, t1, alignment).to_vector<int64_t>());
   int cross = 0;
   for (const AttentionRecord& rec : record_attention(*loaded.model, batch)) {

@@ -105,12 +105,12 @@ target_accuracy = 1
 )");
   RunConfig c = loaded(path);
   CHECK(c.model_type == ModelKind::DecoderOnly);
-  CHECK_FALSE(c.encoder_decoder());
+  CHECK(c.model_type == ModelKind::DecoderOnly);
   CHECK(c.model.d_model == 48);
   CHECK(c.model.pre_norm == false);
   CHECK(c.model.dropout == 0.0);
   CHECK(c.model.norm_eps == 1e-6);
-  CHECK(c.model.cross_alignment == Alignment::Scaled);
+  CHECK(c.model.cross_alignment == CrossAlignment::Scaled);
   CHECK(c.model.activation == Activation::Relu);
   CHECK(c.model.encoder_self.scheme == "shaw");
   CHECK(c.model.cross.scheme == "huang");
@@ -120,7 +120,7 @@ target_accuracy = 1
   CHECK(c.model.encoder_self.out_of_range == OutOfRange::Zero);  // untouched
   CHECK(c.model.decoder_self.rope_base == 500.5);
   CHECK(c.data.seed == uint64_t(9223372036854775807ULL));
-  CHECK(c.data.task == "sort");
+  CHECK(c.data.task == TaskKind::Sort);
   CHECK(c.optim.lr == 0.25);
   CHECK(c.optim.nesterov == true);
   CHECK(c.train.out_dir == "somewhere/else");
@@ -137,7 +137,7 @@ target_accuracy = 1
   CHECK(c.optim.lr == 0.5);
   CHECK(c.model.pre_norm == true);
   CHECK(c.data.seed == static_cast<uint64_t>(std::numeric_limits<int64_t>::max()));
-  CHECK(c.model.cross_alignment == Alignment::Right);
+  CHECK(c.model.cross_alignment == CrossAlignment::Right);
   CHECK(c.model.cross.out_of_range == OutOfRange::Zero);
   CHECK(c.train.out_dir == "a=b");  // only the first '=' separates
   CHECK(c.model.tie_weights == false);
@@ -145,7 +145,7 @@ target_accuracy = 1
   CHECK(c.model.dropout == 0.125);
   CHECK(c.optim.warmup_steps == -3);  // the type is right; the range is validate()'s business
   set_config_value(c, "model.cross_alignment", "left");
-  CHECK(c.model.cross_alignment == Alignment::Left);
+  CHECK(c.model.cross_alignment == CrossAlignment::Left);
 }
 
 TEST_CASE("config: a JSON file sets nested keys of every type") {
@@ -167,7 +167,7 @@ TEST_CASE("config: a JSON file sets nested keys of every type") {
     CHECK(c.model.dropout == 1.0);
     CHECK(c.model.norm_eps == 0.1);
     CHECK(c.model.tie_weights == false);
-    CHECK(c.model.cross_alignment == Alignment::Right);
+    CHECK(c.model.cross_alignment == CrossAlignment::Right);
     CHECK(c.model.encoder_self.out_of_range == OutOfRange::Clip);
     CHECK(c.model.encoder_self.per_head == true);
     CHECK(c.model.cross.scheme == "seed");
@@ -175,7 +175,7 @@ TEST_CASE("config: a JSON file sets nested keys of every type") {
     CHECK(c.data.seed == static_cast<uint64_t>(std::numeric_limits<int64_t>::max()));
     CHECK(c.data.text_path == "x \"y\".txt");
     CHECK(c.data.val_fraction == 1.0 / 3.0);
-    CHECK(c.optim.name == "sgd");
+    CHECK(c.optim.name == OptimizerKind::SGD);
     CHECK(c.optim.momentum == 0.9);
     CHECK(c.train.steps == 77);
     CHECK(c.train.seed == 5u);
@@ -268,7 +268,7 @@ TEST_CASE("config: a word outside a key's choices lists the valid ones") {
                     "optim.name: expected one of sgd, adam, adamw, got 'Adam'");
   check_throws_with([&] { set_config_value(c, "model.type", "decoder_only"); }, "encoder-decoder, decoder-only");
   check_throws_with([&] { set_config_value(c, "model.encoder_self.scheme", "xl"); }, "transformer_xl");
-  CHECK(c.model.cross_alignment == Alignment::Left);
+  CHECK(c.model.cross_alignment == CrossAlignment::Left);
   CHECK(c.model.cross.out_of_range == OutOfRange::Zero);
   TempDir dir;
   std::string path = write(dir, "bad.toml", "[train]\nlog_format = \"xml\"\n");
@@ -591,7 +591,7 @@ TEST_CASE("config: the memory bound counts the attention weights where every cal
   CHECK(c.attention_weights_kept(32));
   CHECK(c.attention_weights_kept(most));
   CHECK_FALSE(c.attention_weights_kept(most + 1));
-  c.train.dtype = "float64";  // twice the bytes per row
+  c.train.dtype = kFloat64;  // twice the bytes per row
   CHECK_FALSE(c.attention_weights_kept(most));
   CHECK(c.attention_weights_kept(most / 2));
 }

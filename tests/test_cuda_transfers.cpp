@@ -37,7 +37,7 @@ struct StepCase {
 RunConfig step_config(const StepCase& c, const std::string& out_dir) {
   RunConfig r = tiny_ed(out_dir);
   r.model_type = c.decoder_only ? ModelKind::DecoderOnly : ModelKind::EncoderDecoder;
-  r.data.task = "copy";
+  r.data.task = TaskKind::Copy;
   r.data.min_len = r.data.max_len = 6;  // every batch the same shapes: the second step is all cache hits
   r.model.dropout = c.fused ? 0.0 : 0.1;  // attention dropout while training would bypass the fused core
   r.model.attention_core = c.fused ? AttentionCore::Fused : AttentionCore::Composite;

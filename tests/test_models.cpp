@@ -143,7 +143,7 @@ TEST_CASE("models: DecoderLM and EncoderDecoder forward shapes, for every scheme
     std::string s = scheme;
     if (s != "huang") c.encoder_self = c.decoder_self;       // huang is causal only
     if (s != "huang" && s != "transformer_xl") c.cross = c.decoder_self;  // txl is self-attention only
-    c.cross_alignment = Alignment::Scaled;
+    c.cross_alignment = CrossAlignment::Scaled;
     EncoderDecoder model(c, &init);
     Tensor out = model(tokens({1, 2, 12, 4, 5, 6, 7, 0}, 2, 4), tokens({1, 2, 3, 4, 5, 6}, 2, 3));
     CHECK(out.shape() == Shape{2, 3, 11});

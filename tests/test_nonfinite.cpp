@@ -68,7 +68,7 @@ struct Run {
     config = tiny_ed(dir.file("run"));
     config.model.dropout = 0.0;
     config.train.steps = 3;
-    config.train.nonfinite = policy;
+    config.train.nonfinite = *kNonfinitePolicyNames.find(policy);
     Trainer(trainer_options(config)).train();
     checkpoint = dir.file("run/checkpoint.safetensors");
     saved = read_bytes(checkpoint);

@@ -27,7 +27,7 @@ RunConfig tiny_shift(const std::string& out_dir) {
   c.model.decoder_self = PositionalConfig{"seed"};
   c.model.decoder_self.max_length = 8;
   c.model.cross = PositionalConfig{"t5"};
-  c.data.task = "shift";
+  c.data.task = TaskKind::Shift;
   c.data.lag = 2;
   c.data.seed = 1;
   c.optim.min_lr = 5e-5;

@@ -363,7 +363,7 @@ TEST_CASE("probe: a T5 bias forced to one offset puts the mass there (reachable 
 TEST_CASE("probe: cross-attention offsets are measured from pi(i) of the block's alignment") {
   for (Alignment a : {Alignment::Left, Alignment::Scaled, Alignment::Right}) {
     TransformerConfig c = tiny("none", "none", "t5");
-    c.cross_alignment = a;
+    c.cross_alignment = aligned_by(a);
     EncoderDecoderModel m = ed_model(c);
     auto& cross = *m.network->decoder->layers->items[0]->cross_attn;
     constant(*cross.q_proj, std::vector<double>(C, 0.0));

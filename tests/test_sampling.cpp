@@ -153,7 +153,7 @@ TEST_CASE("sampling: a cross scheme under Right or Scaled alignment refuses the 
     INFO("cross alignment ", static_cast<int>(a));
     TransformerConfig c = small_config("t5");
     c.cross.scheme = "seed";
-    c.cross_alignment = a;
+    c.cross_alignment = aligned_by(a);
     Generator init(27);
     EncoderDecoder model(c, &init);
     Tensor src = random_tokens(1, 5, 13, 28);

@@ -108,6 +108,7 @@ TransformerConfig config_of(const Golden& g) {
     else FAIL(g.name << ": unknown config key " << key);
   };
   int64_t fields = 0, later_fields = 0;
+  bool explicit_cross = false;  // cfg.cross_explicit: the file's flag beside its alignment name
   for (const auto& [key, v] : g.file.metadata) {
     if (key.compare(0, 4, "cfg.") != 0) continue;
     ++fields;
@@ -125,16 +126,17 @@ TransformerConfig config_of(const Golden& g) {
     else if (k == "dropout") c.dropout = std::stod(v);
     else if (k == "norm_eps") c.norm_eps = std::stod(v);
     else if (k == "tie_weights") c.tie_weights = parse_bool(v);
-    else if (k == "cross_explicit") c.cross_explicit = parse_bool(v), ++later_fields;
+    else if (k == "cross_explicit") explicit_cross = parse_bool(v), ++later_fields;
     else if (k == "absolute_position") c.absolute_position = absolute_position_from_name(v, "golden"), ++later_fields;
     else if (k == "max_positions") c.max_positions = std::stoll(v), ++later_fields;
     else if (k == "cross_alignment")
-      c.cross_alignment = v == "left" ? Alignment::Left : v == "right" ? Alignment::Right : Alignment::Scaled;
+      c.cross_alignment = v == "left" ? CrossAlignment::Left : v == "right" ? CrossAlignment::Right : CrossAlignment::Scaled;
     else if (k.compare(0, 13, "encoder_self.") == 0) place(key, c.encoder_self, k.substr(13), v);
     else if (k.compare(0, 13, "decoder_self.") == 0) place(key, c.decoder_self, k.substr(13), v);
     else if (k.compare(0, 6, "cross.") == 0) place(key, c.cross, k.substr(6), v);
     else FAIL(g.name << ": unknown config key " << key);
   }
+  if (explicit_cross) c.cross_alignment = CrossAlignment::Explicit;
   REQUIRE_MESSAGE((later_fields == 0 || later_fields == 3), g.name << " has " << later_fields
                                                                 << " of the 3 later cfg.* keys; " << kHint);
   REQUIRE_MESSAGE(fields == 14 + later_fields + 3 * 9 + scheme_knobs,
@@ -161,7 +163,7 @@ struct Model {
   Tensor forward(const Golden& g, int64_t s) {
     const std::string b = "batch" + std::to_string(s) + ".";
     if (lm) return lm->forward(g.at(b + "tokens"), g.at(b + "mask"));
-    const Tensor positions = encdec->config.cross_explicit ? g.at(b + "tgt_positions") : Tensor();
+    const Tensor positions = encdec->config.explicit_cross() ? g.at(b + "tgt_positions") : Tensor();
     return encdec->forward(g.at(b + "src"), g.at(b + "tgt"), g.at(b + "src_mask"), g.at(b + "tgt_mask"),
                            positions);
   }

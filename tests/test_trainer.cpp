@@ -166,8 +166,8 @@ TEST_CASE("trainer: a resumed train() continues the log: records up to the check
     CAPTURE(format);
     TempDir dir;
     RunConfig c = tiny_ed(dir.file("run"));
-    c.optim.decay = "constant";  // the schedule then does not depend on train.steps, which changes below
-    c.train.log_format = format;
+    c.optim.decay = LrSchedule::Decay::Constant;  // the schedule then does not depend on train.steps, which changes below
+    c.train.log_format = log_format(format);
     c.train.eval_every = 5;
     c.train.save_every = 5;
     c.train.steps = 5;
@@ -221,16 +221,16 @@ TEST_CASE("trainer: a resumed train() continues the log: records up to the check
 TEST_CASE("trainer: with grad_accum = 2 a step's gradient is that of the summed token loss over both batches") {
   TempDir dir;
   RunConfig c = tiny_ed(dir.file("run"));
-  c.train.dtype = "float64";
+  c.train.dtype = kFloat64;
   c.train.grad_accum = 2;
   c.model.dropout = 0.0;
-  c.optim.name = "sgd";  // p ← p − 1·g: one step's update is minus the gradient
+  c.optim.name = OptimizerKind::SGD;  // p ← p − 1·g: one step's update is minus the gradient
   c.optim.lr = 1.0;
   c.optim.momentum = 0.0;
   c.optim.weight_decay = 0.0;
   c.optim.clip = 0.0;
   c.optim.warmup_steps = 0;
-  c.optim.decay = "constant";
+  c.optim.decay = LrSchedule::Decay::Constant;
   Trainer t(trainer_options(c));
   RunModel& m = t.model();
   const auto params = m.module->named_parameters();
@@ -401,7 +401,7 @@ TEST_CASE("trainer: log records (jsonl and csv) carry the documented fields") {
     c.train.steps = 6;
     c.train.log_every = 2;
     c.train.eval_every = 3;
-    c.train.log_format = format;
+    c.train.log_format = log_format(format);
     Trainer t(trainer_options(c));
     TrainResult r = t.train();
     CHECK(r.steps == 6);
@@ -493,8 +493,8 @@ TEST_CASE("trainer: a diverging run throws naming the step and leaves the last c
   TempDir dir;
   RunConfig c = tiny_ed(dir.file("run"));
   c.model.dropout = 0.0;
-  c.optim.name = "sgd";
-  c.optim.decay = "constant";
+  c.optim.name = OptimizerKind::SGD;
+  c.optim.decay = LrSchedule::Decay::Constant;
   c.train.steps = 4;
   Trainer(trainer_options(c)).train();
   const std::string ck = dir.file("run/checkpoint.safetensors");

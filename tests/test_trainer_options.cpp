@@ -51,7 +51,7 @@ TEST_CASE("trainer options: a RunConfig maps onto them once: derived vocab, its 
   RunConfig derived = c;
   derived.derive_from_data();
   CHECK(o.model.config.vocab_size == derived.model.vocab_size);
-  CHECK(o.model.encoder_decoder());
+  CHECK(o.model.type == ModelKind::EncoderDecoder);
   CHECK(o.config_json == config_to_json(derived));
   CHECK(o.data->batch_size() == c.data.batch_size);
   CHECK(dynamic_cast<const SyntheticData*>(o.data.get()) != nullptr);

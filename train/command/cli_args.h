@@ -8,11 +8,6 @@ namespace relgrad::cli_detail {
 
 // Whether `text` holds nothing but blanks.
 bool blank(const std::string& text);
-// "a,b,c" → {"a", "b", "c"}; empty → {}; an empty item ("a,,b", a trailing comma) is a usage error
-// "[<command>] <option> <text>: an empty item between commas".
-std::vector<std::string> comma_list(const std::string& text, const std::string& option, const std::string& command);
-// "1,2,3" → {1, 2, 3}: non-negative integers, a usage error otherwise.
-std::vector<uint64_t> seed_list(const std::string& text, const std::string& command);
 
 // sample / eval --tf32: TF32 GEMMs for the command (backend::set_allow_tf32), the process's setting after.
 class Tf32Scope {

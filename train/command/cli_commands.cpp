@@ -83,7 +83,7 @@ double available_memory(std::string* where) {
 // fit; what it leaves out (the optimizer state, temporaries) only adds.
 double step_bytes_lower_bound(const RunConfig& c, const TransformerConfig& m, int64_t params, int ranks,
                               std::string* shape) {
-  const double word = c.train.dtype == "float64" ? 8.0 : 4.0;
+  const double word = c.train.dtype == kFloat64 ? 8.0 : 4.0;
   const double rows = std::ceil(double(c.data.batch_size) / std::max(1, ranks));
   const double C = double(m.d_model), H = double(m.n_heads), F = double(m.d_ff), V = double(m.vocab_size);
   const ShortestRow shortest = data_source(c).shortest_row(c);
@@ -93,7 +93,7 @@ double step_bytes_lower_bound(const RunConfig& c, const TransformerConfig& m, in
     return rows * t * (4 * C + 2 * F) + weights * rows * H * t * keys;
   };
   double floats = 0.0, ids = 0.0;  // per micro-batch: activations, token ids (int64)
-  if (c.encoder_decoder()) {
+  if (c.model_type == ModelKind::EncoderDecoder) {
     const double ts = shortest.source, tt = shortest.target;
     floats = double(m.n_encoder_layers) * block(ts, ts) +
              double(m.n_decoder_layers) * (block(tt, tt) + rows * tt * 4 * C + weights * rows * H * tt * ts) +
@@ -237,7 +237,8 @@ int cmd_train(const std::string& config_path, const std::string& resume, const s
         << trainer.checkpoint_path() << "\n";
     return 128 + (r.interrupted_by > 0 ? r.interrupted_by : 0);
   }
-  const std::string plot_path = trainer.options().train.out_dir + "/loss." + trainer.options().train.plot_format;
+  const TrainLoopConfig& loop = trainer.options().train;
+  const std::string plot_path = loop.out_dir + "/loss." + kPlotFormatNames.name(loop.plot_format);
   if (world().is_root()) plot_training_log(trainer.log_path(), plot_path);  // the log is rank 0's
   out << "done: " << r.steps << " steps, held-out token accuracy " << fixed(100 * r.eval.accuracy, 2) << "%, ";
   if (r.eval.rows_are_examples)  // a language model's windows are cut anywhere: no sequence accuracy

@@ -26,12 +26,17 @@ namespace relgrad {
 inline constexpr int64_t kMaxSyntheticLength = 4096;  // data.max_len's limit (validate)
 inline constexpr int64_t kMaxHarmonySteps = 4096;     // data.harmony_steps' limit (validate)
 
+// data.chorale_task: what a chorales run learns (train/config/sources/chorales.cpp).
+enum class ChoraleTask { Continue, Harmonize };
+inline constexpr NameTable<ChoraleTask, 2> kChoraleTaskNames{
+    {{ChoraleTask::Continue, "continue"}, {ChoraleTask::Harmonize, "harmonize"}}};
+
 struct DataConfig {
   std::string source = "synthetic";  // "synthetic" (train/data/data.h tasks), "text" (a byte-level file),
                                      // "tokens" (ids of a token file, train/data/token_file.h) or
                                      // "music" (performance events, train/music/music.h) or
                                      // "chorales" (the Bach chorales, train/music/chorales.h)
-  std::string task = "copy";         // synthetic: a TaskKind name (train/data/data.h, task_kind_from_string)
+  TaskKind task = TaskKind::Copy;    // synthetic: kTaskKindNames (train/data/data.h)
   int64_t num_symbols = 10;
   int64_t min_len = 4;
   int64_t max_len = 16;
@@ -43,8 +48,8 @@ struct DataConfig {
   std::string music_styles = "scale,arpeggio,chords,canon,random_walk";  // music, synthetic pieces
   int64_t canon_lag_beats = 2;             // music, synthetic canons: the follower's delay
   std::string chorales_path;               // chorales: the chorale file; empty = the shipped one
-  std::string chorale_task = "continue";   // chorales: "continue" (decoder-only LM over the four voices)
-                                           // or "harmonize" (encoder-decoder: soprano → alto, tenor, bass)
+  ChoraleTask chorale_task = ChoraleTask::Continue;  // chorales: continue (decoder-only LM over the four voices)
+                                           // or harmonize (encoder-decoder: soprano → alto, tenor, bass)
   int64_t harmony_steps = 32;              // chorales, harmonize: 16th steps (source tokens) per window
   double val_fraction = 0.1;
   int64_t context = 128;                   // text, tokens, music, chorales (continue): tokens per window
@@ -72,7 +77,6 @@ struct RunConfig {
   // seed's diagonal method in cross-attention, learning the reverse task (see configs/default.toml).
   static RunConfig defaults();
 
-  bool encoder_decoder() const { return model_type == ModelKind::EncoderDecoder; }
   // Cross-field checks (model dims, task parameters, data/model compatibility); "[config] ...".
   void validate() const;
   // Part of validate(): the model's values that only its layers would check (the norm's ε, each

@@ -114,21 +114,12 @@ std::vector<Field> positional_fields(const std::string& place, PositionalConfig 
   };
 }
 
-// model.cross_alignment: an Alignment by name (kAlignmentNames), or "explicit": the positions come with
-// each batch (TransformerConfig::cross_explicit); the alignment is then unused and stays Left, the default.
+// model.cross_alignment: a CrossAlignment by name (kCrossAlignmentNames, layers/models.h); explicit: the
+// positions come with each batch.
 Field cross_alignment_field() {
-  std::vector<std::string> names = kAlignmentNames.names();
-  names.push_back("explicit");
-  auto get = [](const RunConfig& c) -> std::string {
-    return c.model.cross_explicit ? "explicit" : kAlignmentNames.name(c.model.cross_alignment);
-  };
-  auto set = [](RunConfig& c, const std::string& v) {
-    c.model.cross_explicit = v == "explicit";
-    c.model.cross_alignment = kAlignmentNames.find(v).value_or(Alignment::Left);
-  };
-  return {"model.cross_alignment", Kind::String,
-          "cross-attention alignment π(i) (explicit: the data places each target query; chorales, harmonize)",
-          names, nullptr, get, set};
+  return choice2("model.cross_alignment",
+                 "cross-attention alignment π(i) (explicit: the data places each target query; chorales, harmonize)",
+                 kCrossAlignmentNames, &RunConfig::model, &TransformerConfig::cross_alignment);
 }
 
 std::vector<Field>& field_table() {
@@ -164,7 +155,7 @@ std::vector<Field>& field_table() {
     using D = DataConfig;
     std::vector<Field> rest = {
         {"data.source", Kind::String, "data", data_source_names(), at2(&R::data, &D::source)},
-        {"data.task", Kind::String, "synthetic task", kTaskKindNames.names(), at2(&R::data, &D::task)},
+        choice2("data.task", "synthetic task", kTaskKindNames, &R::data, &D::task),
         {"data.num_symbols", Kind::Int, "synthetic alphabet size", {}, at2(&R::data, &D::num_symbols)},
         {"data.min_len", Kind::Int, "shortest synthetic source", {}, at2(&R::data, &D::min_len)},
         {"data.max_len", Kind::Int, "longest synthetic source", {}, at2(&R::data, &D::max_len)},
@@ -177,8 +168,8 @@ std::vector<Field>& field_table() {
         {"data.canon_lag_beats", Kind::Int, "music: canon follower delay in beats", {}, at2(&R::data, &D::canon_lag_beats)},
         {"data.chorales_path", Kind::String, "chorales: the chorale file (empty = the shipped one)", {},
          at2(&R::data, &D::chorales_path)},
-        {"data.chorale_task", Kind::String, "chorales: continue (decoder-only) or harmonize (encoder-decoder)",
-         {"continue", "harmonize"}, at2(&R::data, &D::chorale_task)},
+        choice2("data.chorale_task", "chorales: continue (decoder-only) or harmonize (encoder-decoder)", kChoraleTaskNames,
+                &R::data, &D::chorale_task),
         {"data.harmony_steps", Kind::Int, "chorales, harmonize: 16th steps per window", {},
          at2(&R::data, &D::harmony_steps)},
         {"data.val_fraction", Kind::Double, "text/music folder: fraction held out", {}, at2(&R::data, &D::val_fraction)},
@@ -188,11 +179,11 @@ std::vector<Field>& field_table() {
     };
     using O = OptimConfig;
     std::vector<Field> optim = {
-        {"optim.name", Kind::String, "optimizer", kOptimizerKindNames.names(), at2(&R::optim, &O::name)},
+        choice2("optim.name", "optimizer", kOptimizerKindNames, &R::optim, &O::name),
         {"optim.lr", Kind::Double, "peak learning rate", {}, at2(&R::optim, &O::lr)},
         {"optim.min_lr", Kind::Double, "final learning rate", {}, at2(&R::optim, &O::min_lr)},
         {"optim.warmup_steps", Kind::Int, "linear warmup steps", {}, at2(&R::optim, &O::warmup_steps)},
-        {"optim.decay", Kind::String, "decay after warmup", kDecayNames.names(), at2(&R::optim, &O::decay)},
+        choice2("optim.decay", "decay after warmup", kDecayNames, &R::optim, &O::decay),
         {"optim.weight_decay", Kind::Double, "weight decay (tensors of 2+ dims, positional tables included; not biases or norms)", {}, at2(&R::optim, &O::weight_decay)},
         {"optim.beta1", Kind::Double, "adam β1", {}, at2(&R::optim, &O::beta1)},
         {"optim.beta2", Kind::Double, "adam β2", {}, at2(&R::optim, &O::beta2)},
@@ -213,19 +204,19 @@ std::vector<Field>& field_table() {
         {"train.eval_batches", Kind::Int, "held-out batches per evaluation", {}, at2(&R::train, &T::eval_batches)},
         {"train.save_every", Kind::Int, "checkpoint every n steps (0 = at the end)", {}, at2(&R::train, &T::save_every)},
         {"train.out_dir", Kind::String, "output directory", {}, at2(&R::train, &T::out_dir)},
-        {"train.log_format", Kind::String, "log file format", kLogFormatNames.names(), at2(&R::train, &T::log_format)},
-        {"train.plot_format", Kind::String, "loss plot format", {"svg", "png"}, at2(&R::train, &T::plot_format)},
+        choice2("train.log_format", "log file format", kLogFormatNames, &R::train, &T::log_format),
+        choice2("train.plot_format", "loss plot format", kPlotFormatNames, &R::train, &T::plot_format),
         {"train.seed", Kind::UInt, "initialisation and dropout seed", {}, at2(&R::train, &T::seed)},
         {"train.threads", Kind::Int, "CPU threads: 0 = picked by timing steps and revisited (train/trainer/thread_policy.h), N = N; never above the cores", {}, at2(&R::train, &T::threads)},
         {"train.collective_timeout_s", Kind::Double, "mpirun: seconds to wait for the other ranks (0 = forever)", {},
          at2(&R::train, &T::collective_timeout_s)},
         {"train.device", Kind::String, "where training runs (cuda: the first visible GPU)", {"cpu", "cuda"}, at2(&R::train, &T::device)},
-        {"train.dtype", Kind::String, "parameter dtype", {"float32", "float64"}, at2(&R::train, &T::dtype)},
+        choice2("train.dtype", "parameter dtype", kParameterDTypeNames, &R::train, &T::dtype),
         {"train.target_accuracy", Kind::Double, "stop once held-out accuracy reaches it (0 = never)", {},
          at2(&R::train, &T::target_accuracy)},
         {"train.samples", Kind::Int, "greedy samples shown after training", {}, at2(&R::train, &T::samples)},
-        {"train.nonfinite", Kind::String, "NaN/Inf loss or gradient: stop (exit 3) or skip the step", {"stop", "skip"},
-         at2(&R::train, &T::nonfinite)},
+        choice2("train.nonfinite", "NaN/Inf loss or gradient: stop (exit 3) or skip the step", kNonfinitePolicyNames, &R::train,
+                &T::nonfinite),
         {"train.max_skipped_steps", Kind::Int, "skip: consecutive skipped steps before stopping", {},
          at2(&R::train, &T::max_skipped_steps)},
         {"train.detect_anomaly", Kind::Bool, "check every op's output and gradient for NaN/Inf (slow)", {},

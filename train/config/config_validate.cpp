@@ -27,8 +27,8 @@ RunConfig RunConfig::defaults() {
   c.model.decoder_self = PositionalConfig{"t5"};
   c.model.cross = PositionalConfig{"seed"};
   c.model.cross.max_length = 32;
-  c.model.cross_alignment = Alignment::Left;
-  c.data.task = "reverse";
+  c.model.cross_alignment = CrossAlignment::Left;
+  c.data.task = TaskKind::Reverse;
   c.data.min_len = 4;
   c.data.max_len = 16;
   c.data.batch_size = 32;
@@ -50,7 +50,7 @@ void RunConfig::validate() const {
   check(data.batch_size >= 1, "data.batch_size must be >= 1, got " + std::to_string(data.batch_size));
   const DataSource& source = data_source(*this);
   source.check_model(*this);
-  check(!model.cross_explicit || data_places_targets(),
+  check(!model.explicit_cross() || data_places_targets(),
         "model.cross_alignment = \"explicit\" needs data that place each target query on the source axis: "
         "data.source = \"chorales\" with data.chorale_task = \"harmonize\" (got " + source.settings_text(*this) +
             "); use left, right or scaled");
@@ -109,7 +109,7 @@ void RunConfig::validate() const {
     m.max_positions = std::max(longest_sequence(), m.random_positions_max);
   validate_model_values();
   try {
-    m.validate("model", encoder_decoder());
+    m.validate("model", model_type == ModelKind::EncoderDecoder);
   } catch (const Error& e) {
     throw Error(std::string("[config] ") + e.what());
   }
@@ -138,7 +138,7 @@ void RunConfig::validate_model_values() const {
     bool causal;  // decoder self-attention: T5's buckets are one-sided there
   };
   std::vector<Place> places = {{"decoder_self", &model.decoder_self, true}};
-  if (encoder_decoder())
+  if (model_type == ModelKind::EncoderDecoder)
     places.insert(places.begin(),
                   {{"encoder_self", &model.encoder_self, false}, {"cross", &model.cross, false}});
   // 0 when the heads do not divide the width: TransformerConfig::validate reports that.
@@ -171,8 +171,7 @@ bool RunConfig::data_places_targets() const { return data_source(*this).places_t
 bool RunConfig::attention_weights_kept(int64_t rows) const {
   if (model.attention_core != AttentionCore::Auto) return model.attention_core == AttentionCore::Composite;
   const int64_t t = longest_sequence();
-  const DType dtype = train.dtype == "float64" ? kFloat64 : kFloat32;
-  return !fused_core_pays(rows, model.n_heads, t, t, dtype, Device::parse(train.device));
+  return !fused_core_pays(rows, model.n_heads, t, t, train.dtype, Device::parse(train.device));
 }
 
 void RunConfig::derive_from_data() {

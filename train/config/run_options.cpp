@@ -72,7 +72,7 @@ double implied_elements_at_least(const RunConfig& c) {
   const double C = static_cast<double>(m.d_model), F = static_cast<double>(m.d_ff);
   const double H = static_cast<double>(std::max<int64_t>(1, m.n_heads));
   const double V = static_cast<double>(m.vocab_size);
-  const bool ed = c.encoder_decoder();
+  const bool ed = c.model_type == ModelKind::EncoderDecoder;
   const double enc = ed ? static_cast<double>(m.n_encoder_layers) : 0.0;
   const double dec = static_cast<double>(m.n_decoder_layers);
   const double attention = 4 * C * C, ff = 2 * C * F;
@@ -115,7 +115,7 @@ void check_config_fits_checkpoint(const RunConfig& c, const Checkpoint& checkpoi
                 " (refused before building the model)");
   };
   // The block counts, by name: what a hostile n_*_layers would otherwise allocate first.
-  const bool ed = c.encoder_decoder();
+  const bool ed = c.model_type == ModelKind::EncoderDecoder;
   const std::string dec_prefix = ed ? "decoder.layers." : "layers.";
   const int64_t dec_layers = layers_in(tensors, dec_prefix);
   if (dec_layers != m.n_decoder_layers)
@@ -151,7 +151,7 @@ void check_config_fits_checkpoint(const RunConfig& c, const Checkpoint& checkpoi
 std::shared_ptr<const Dataset> make_dataset(const RunConfig& c) { return data_source(c).dataset(c); }
 
 std::function<Tensor(int64_t)> target_positions(const RunConfig& c) {
-  if (!c.model.cross_explicit) return {};
+  if (!c.model.explicit_cross()) return {};
   return data_source(c).target_positions(c);
 }
 

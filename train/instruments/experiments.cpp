@@ -313,7 +313,7 @@ SyncResult experiment_synchronous(const ExperimentScale& scale, std::ostream* pr
     for (Alignment a : {Alignment::Scaled, Alignment::Left}) {
       RunConfig cfg = experiment_config(true, vocab, size, scale.seed);
       cfg.model.cross = pos;
-      cfg.model.cross_alignment = a;
+      cfg.model.cross_alignment = aligned_by(a);
       const std::string name = label + (a == Alignment::Scaled ? " (scaled)" : " (left)");
       ProbeSpec spec;
       spec.expected = 0;

@@ -83,11 +83,14 @@ struct ExperimentOptions {
 // run_experiment_results calls it first; the cli may call it to report a usage error.
 void check_experiment_options(const ExperimentOptions& options);
 
-// "1,2,3" → {1, 2, 3}; "64,128" → lengths; "t5,seed" → names. InstrumentOptionError naming `what`
-// (the flag) for an empty list or item, a non-number or trailing text.
-std::vector<uint64_t> parse_seed_list(const std::string& text, const std::string& what = "--seeds");
+// "1,2,3" → {1, 2, 3}; "64,128" → lengths; "t5,seed" → names (lower-cased). InstrumentOptionError
+// "[<op>] <what> ..." naming the flag for an empty list or item, a non-number or trailing text; `op` is
+// the command (experiments, length-bench, music-bench: the instruments' one list syntax).
+std::vector<uint64_t> parse_seed_list(const std::string& text, const std::string& what = "--seeds",
+                                      const char* op = "experiments");
 std::vector<int64_t> parse_int_list(const std::string& text, const std::string& what);
-std::vector<std::string> parse_name_list(const std::string& text, const std::string& what = "--scheme");
+std::vector<std::string> parse_name_list(const std::string& text, const std::string& what = "--scheme",
+                                         const char* op = "experiments");
 
 // The size of one experiment's runs and the seed of its model initialisation and data.
 struct ExperimentScale {

@@ -42,7 +42,7 @@ RunConfig experiment_config(bool encoder_decoder, int64_t vocab, const ModelSize
 
 std::shared_ptr<RunModel> train_model(const RunConfig& config, const BatchFn& data, std::ostream* progress,
                                       const std::string& label, double positional_lr_scale) {
-  config.model.validate("experiments", config.encoder_decoder());
+  config.model.validate("experiments", config.model_type == ModelKind::EncoderDecoder);
   Generator init(config.train.seed);
   const std::shared_ptr<RunModel> built = build_model(model_options(config), &init);
   RunModel& model = *built;

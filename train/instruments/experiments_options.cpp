@@ -11,15 +11,15 @@ namespace {
 
 constexpr const char* kOp = "experiments";
 
-std::vector<std::string> split_items(const std::string& text, const std::string& what) {
-  RG_CHECK_T(InstrumentOptionError, !text.empty(), kOp, what,
+std::vector<std::string> split_items(const std::string& text, const std::string& what, const char* op) {
+  RG_CHECK_T(InstrumentOptionError, !text.empty(), op, what,
              ": expected a comma-separated list, got nothing");
   std::vector<std::string> items;
   size_t start = 0;
   while (true) {
     const size_t comma = text.find(',', start);
     std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    RG_CHECK_T(InstrumentOptionError, !item.empty(), kOp, what, " '", text, "': an empty item");
+    RG_CHECK_T(InstrumentOptionError, !item.empty(), op, what, " '", text, "': an empty item");
     items.push_back(item);
     if (comma == std::string::npos) break;
     start = comma + 1;
@@ -34,10 +34,10 @@ bool all_digits(const std::string& s) {
 
 }  // namespace
 
-std::vector<uint64_t> parse_seed_list(const std::string& text, const std::string& what) {
+std::vector<uint64_t> parse_seed_list(const std::string& text, const std::string& what, const char* op) {
   std::vector<uint64_t> seeds;
-  for (const std::string& item : split_items(text, what)) {
-    RG_CHECK_T(InstrumentOptionError, all_digits(item), kOp, what, " '", text, "': '", item,
+  for (const std::string& item : split_items(text, what, op)) {
+    RG_CHECK_T(InstrumentOptionError, all_digits(item), op, what, " '", text, "': '", item,
                "' is not a seed (a whole number ≥ 0)");
     seeds.push_back(std::stoull(item));
   }
@@ -46,7 +46,7 @@ std::vector<uint64_t> parse_seed_list(const std::string& text, const std::string
 
 std::vector<int64_t> parse_int_list(const std::string& text, const std::string& what) {
   std::vector<int64_t> values;
-  for (const std::string& item : split_items(text, what)) {
+  for (const std::string& item : split_items(text, what, kOp)) {
     const bool negative = item[0] == '-';
     const std::string digits = negative ? item.substr(1) : item;
     RG_CHECK_T(InstrumentOptionError, all_digits(digits), kOp, what, " '", text, "': '", item,
@@ -56,8 +56,8 @@ std::vector<int64_t> parse_int_list(const std::string& text, const std::string& 
   return values;
 }
 
-std::vector<std::string> parse_name_list(const std::string& text, const std::string& what) {
-  std::vector<std::string> names = split_items(text, what);
+std::vector<std::string> parse_name_list(const std::string& text, const std::string& what, const char* op) {
+  std::vector<std::string> names = split_items(text, what, op);
   for (std::string& n : names)
     for (char& c : n) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return names;

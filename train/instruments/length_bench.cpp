@@ -79,7 +79,7 @@ RunConfig run_config(const LengthBenchOptions& o, const LengthBenchSize& s, cons
   const std::string base = base_treatment(treatment);
   set_decoder_treatment(c, base, relative_scheme(base, train_tokens), s.max_positions);
   c.data.source = "synthetic";
-  c.data.task = "copy";
+  c.data.task = TaskKind::Copy;
   c.data.num_symbols = kLengthVocabSize - kFirstSymbol;  // the same vocabulary size as the length tasks
   c.data.min_len = s.train_min;
   c.data.max_len = s.train_max;

@@ -72,7 +72,7 @@ PositionalConfig relative_scheme(const std::string& name, int64_t context) {
 RunConfig continue_config(const MusicBenchOptions& o, const MusicBenchSize& s, const std::string& treatment,
                           uint64_t seed) {
   RunConfig c = base_config(o, s, false, s.layers, seed, treatment + "-s" + std::to_string(seed));
-  c.data.chorale_task = "continue";
+  c.data.chorale_task = ChoraleTask::Continue;
   c.data.context = s.context;
   set_decoder_treatment(c, treatment, relative_scheme(treatment, s.context));
   return c;
@@ -89,9 +89,10 @@ RunConfig harmony_config(const MusicBenchOptions& o, const MusicBenchSize& s, co
   // seed's table covers every offset of a training window under any alignment (left: δ down to −3S).
   if (treatment_kind(cross) == TreatmentKind::Relative)
     c.model.cross = relative_scheme(cross, 3 * s.harmony_steps + 2);
-  c.model.cross_explicit = alignment == "explicit";
-  c.model.cross_alignment = alignment == "scaled" ? Alignment::Scaled : Alignment::Left;
-  c.data.chorale_task = "harmonize";
+  c.model.cross_alignment = alignment == "explicit" ? CrossAlignment::Explicit
+                            : alignment == "scaled" ? CrossAlignment::Scaled
+                                                    : CrossAlignment::Left;
+  c.data.chorale_task = ChoraleTask::Harmonize;
   c.data.harmony_steps = s.harmony_steps;
   return c;
 }

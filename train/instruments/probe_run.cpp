@@ -164,7 +164,7 @@ int64_t probe_reach_bound(const RunConfig& c, const Batch& batch, std::string* w
   *why = "held-out batch spans offsets up to " + std::to_string(limit);
   std::vector<std::pair<std::string, const PositionalConfig*>> places = {
       {"decoder_self", &c.model.decoder_self}};
-  if (c.encoder_decoder())
+  if (c.model_type == ModelKind::EncoderDecoder)
     places.insert(places.end(), {{"encoder_self", &c.model.encoder_self}, {"cross", &c.model.cross}});
   for (const auto& [place, p] : places) {
     int64_t table = 0;

@@ -23,11 +23,11 @@ RunConfig recipe_config(bool encoder_decoder, const RecipeSize& size, uint64_t s
   m.encoder_self = PositionalConfig{"none"};
   m.decoder_self = PositionalConfig{"none"};
   m.cross = PositionalConfig{"none"};
-  c.optim.name = "adamw";
+  c.optim.name = OptimizerKind::AdamW;
   c.optim.lr = size.lr;
   c.optim.min_lr = size.lr / 20;
   c.optim.warmup_steps = size.warmup;
-  c.optim.decay = "cosine";
+  c.optim.decay = LrSchedule::Decay::Cosine;
   c.optim.weight_decay = 0.01;
   c.optim.clip = 1.0;
   c.train.steps = size.steps;

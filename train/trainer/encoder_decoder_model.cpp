@@ -12,8 +12,8 @@ EncoderDecoderModel::EncoderDecoderModel(std::shared_ptr<EncoderDecoder> ed) : n
 Tensor EncoderDecoderModel::logits(const Batch& batch) {
   const Batch b = on_device(batch);
   // A batch may offer target positions (harmonisation data always does); the model's config decides
-  // whether its cross-attention uses them (cross_explicit) or places queries by its own alignment.
-  const Tensor positions = network->config.cross_explicit ? b.tgt_positions : Tensor();
+  // whether its cross-attention uses them (cross_alignment explicit) or places queries by its own alignment.
+  const Tensor positions = network->config.explicit_cross() ? b.tgt_positions : Tensor();
   return network->forward(b.src, b.tgt_in, b.src_padding_mask, b.tgt_padding_mask, positions);
 }
 
@@ -32,7 +32,7 @@ std::vector<int64_t> EncoderDecoderModel::answer(const std::vector<int64_t>& sou
   Tensor src = from_vector<int64_t>(source, {1, static_cast<int64_t>(source.size())});
   // An explicitly aligned model gets its queries' places from the run (TrainerOptions::target_positions).
   Tensor positions;
-  if (network->config.cross_explicit) {
+  if (network->config.explicit_cross()) {
     RG_CHECK(static_cast<bool>(target_positions), "train",
              "the model places cross-attention queries explicitly, but the run gives no target_positions");
     positions = target_positions(1 + options.max_new_tokens);

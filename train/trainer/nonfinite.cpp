@@ -84,13 +84,13 @@ std::string lr_text(double lr) {
 }
 }  // namespace
 
-std::string NonFiniteSteps::on_nonfinite(const std::string& mode, int64_t max_skipped, int64_t step, double lr,
+std::string NonFiniteSteps::on_nonfinite(NonfinitePolicy policy, int64_t max_skipped, int64_t step, double lr,
                                          const NonFiniteDiagnosis& bad, const std::string& checkpoint_note) {
   const std::string head = detail::concat("[train] step ", step, ": ", bad.what, " at lr ", lr_text(lr),
                                           "; first non-finite tensor: ", bad.detail);
-  if (mode != "skip" || in_a_row_ >= max_skipped) {
+  if (policy != NonfinitePolicy::Skip || in_a_row_ >= max_skipped) {
     std::string repeated;
-    if (mode == "skip")
+    if (policy == NonfinitePolicy::Skip)
       repeated = detail::concat("; that is ", in_a_row_ + 1, " non-finite steps in a row, more than ",
                                 "train.max_skipped_steps = ", max_skipped);
     throw NonFiniteError(detail::concat(head, repeated, ". The run diverged: try a lower optim.lr, or optim.clip > 0. ",

@@ -16,6 +16,7 @@
 
 #include "autograd/engine.h"
 #include "core/base/error.h"
+#include "core/base/name_table.h"
 
 namespace relgrad {
 
@@ -53,12 +54,16 @@ NonFiniteDiagnosis diagnose_step(double loss, double grad_norm,
 
 // The stop/skip decision of train.nonfinite and train.max_skipped_steps, and its messages. Steps are
 // named by their index from 0 (the schedule's lr_at(step)); `checkpoint_note` ends a stop message.
+// train.nonfinite: what a step with a NaN/Inf loss or gradient does.
+enum class NonfinitePolicy { Stop, Skip };
+inline constexpr NameTable<NonfinitePolicy, 2> kNonfinitePolicyNames{{{NonfinitePolicy::Stop, "stop"}, {NonfinitePolicy::Skip, "skip"}}};
+
 class NonFiniteSteps {
  public:
-  // Step `step` at `lr` cannot be applied (`bad`). With mode "skip" and fewer than `max_skipped`
+  // Step `step` at `lr` cannot be applied (`bad`). With policy Skip and fewer than `max_skipped`
   // skips in a row, counts the skip and returns its warning line ("[train] step 4: ...; the step is
   // skipped, ..."); otherwise throws NonFiniteError.
-  std::string on_nonfinite(const std::string& mode, int64_t max_skipped, int64_t step, double lr,
+  std::string on_nonfinite(NonfinitePolicy policy, int64_t max_skipped, int64_t step, double lr,
                            const NonFiniteDiagnosis& bad, const std::string& checkpoint_note);
   void on_applied() { in_a_row_ = 0; }
   int64_t in_a_row() const { return in_a_row_; }

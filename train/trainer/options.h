@@ -11,16 +11,26 @@
 #include "core/base/name_table.h"
 #include "layers/models.h"
 #include "train/data/dataset.h"
+#include "train/optim/optim.h"
+#include "train/optim/schedule.h"
+#include "train/trainer/nonfinite.h"
+#include "train/trainer/training_log.h"
 #include "train/trainer/sampler.h"
 
 namespace relgrad {
 
+// train.plot_format: the loss plot written at the end (train/plot/plot.h).
+enum class PlotFormat { Svg, Png };
+inline constexpr NameTable<PlotFormat, 2> kPlotFormatNames{{{PlotFormat::Svg, "svg"}, {PlotFormat::Png, "png"}}};
+// train.dtype: the parameters' and activations' dtype (of core/base/dtype.h's, the floating ones).
+inline constexpr NameTable<DType, 2> kParameterDTypeNames{{{DType::Float32, "float32"}, {DType::Float64, "float64"}}};
+
 struct OptimConfig {
-  std::string name = "adamw";  // sgd, adam, adamw (optimizer_kind, train/optim/optim.h)
+  OptimizerKind name = OptimizerKind::AdamW;  // kOptimizerKindNames: sgd, adam, adamw (train/optim/optim.h)
   double lr = 1e-3;            // peak learning rate
   double min_lr = 0.0;         // reached at train.steps
   int64_t warmup_steps = 100;  // linear warmup from 0
-  std::string decay = "cosine";  // cosine, linear, constant after warmup (lr_decay, train/optim/schedule.h)
+  LrSchedule::Decay decay = LrSchedule::Decay::Cosine;  // after warmup: kDecayNames (train/optim/schedule.h)
   double weight_decay = 0.01;  // decay_groups: tensors of 2+ dims (positional tables too), not biases or norms
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adam, adamw
   double momentum = 0.0;       // sgd
@@ -39,18 +49,18 @@ struct TrainLoopConfig {
   int64_t eval_batches = 8;     // held-out batches per evaluation
   int64_t save_every = 500;     // checkpoint every n steps (and at the end); 0 = only at the end
   std::string out_dir = "runs/default";  // checkpoint.safetensors, log.jsonl|csv, loss.svg|png
-  std::string log_format = "jsonl";      // jsonl or csv (log_format, train/trainer/training_log.h)
-  std::string plot_format = "svg";       // svg or png (written at the end)
+  LogFormat log_format = LogFormat::Jsonl;  // jsonl or csv (kLogFormatNames, train/trainer/training_log.h)
+  PlotFormat plot_format = PlotFormat::Svg;  // svg or png (written at the end)
   uint64_t seed = 1;            // model initialisation and dropout
   int64_t threads = 0;          // OpenMP threads; 0 = the adaptive policy (train/trainer/thread_policy.h).
                                 // The bits do not depend on the count (kernels reduce in a fixed order).
   double collective_timeout_s = 300;  // mpirun: seconds a rank waits for the others in a collective before it
                                       // ends the job with an error (docs/distributed.md); 0 = forever
   std::string device = "cpu";   // cpu or cuda
-  std::string dtype = "float32";  // float32 or float64 parameters and activations
+  DType dtype = kFloat32;       // float32 or float64 parameters and activations (kParameterDTypeNames)
   double target_accuracy = 0.0;   // stop early once a held-out evaluation reaches it (0 = never)
   int64_t samples = 4;          // examples decoded greedily after training (0 = none)
-  std::string nonfinite = "stop";  // a NaN/Inf loss or gradient: "stop" (error, exit 3) or "skip" the step
+  NonfinitePolicy nonfinite = NonfinitePolicy::Stop;  // a NaN/Inf loss or gradient: stop (error, exit 3) or skip the step
   int64_t max_skipped_steps = 10;  // skip: consecutive skipped steps allowed; one more stops the run
   bool detect_anomaly = false;     // check every op's output and gradient for NaN/Inf (slow; names the op)
   int64_t profile = 0;             // op-level profile of this many steps after the first (train/trainer/profiler.h)
@@ -66,8 +76,7 @@ inline constexpr NameTable<ModelKind, 2> kModelKindNames{
 struct ModelOptions {
   ModelKind type = ModelKind::EncoderDecoder;
   TransformerConfig config;
-  std::string dtype = "float32";         // float32 or float64
-  bool encoder_decoder() const { return type == ModelKind::EncoderDecoder; }
+  DType dtype = kFloat32;                // float32 or float64
 };
 
 struct TrainerOptions {

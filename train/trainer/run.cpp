@@ -60,11 +60,11 @@ Device resolve_device(const std::string& name, const std::string& what) {
 
 std::shared_ptr<RunModel> build_model(const ModelOptions& options, Generator* init) {
   std::shared_ptr<RunModel> m;
-  if (options.encoder_decoder())
+  if (options.type == ModelKind::EncoderDecoder)
     m = std::make_shared<EncoderDecoderModel>(std::make_shared<EncoderDecoder>(options.config, init));
   else
     m = std::make_shared<DecoderOnlyModel>(std::make_shared<DecoderLM>(options.config, init));
-  if (options.dtype == "float64") m->module->to(kFloat64);
+  if (options.dtype == kFloat64) m->module->to(kFloat64);
   return m;
 }
 

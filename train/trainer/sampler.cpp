@@ -137,12 +137,13 @@ Tensor generate(DecoderLM& model, const Tensor& prompt, const SamplingOptions& o
 Tensor generate(EncoderDecoder& model, const Tensor& src, const Tensor& src_padding_mask, const SamplingOptions& o,
                 bool use_cache, const Tensor& tgt_positions) {
   check_sampling_options(o);
-  const bool explicit_positions = model.config.cross_explicit;
+  const bool explicit_positions = model.config.explicit_cross();
   RG_CHECK(!explicit_positions || tgt_positions.defined(), "generate",
            "the model places its cross-attention queries explicitly (model.cross_alignment = \"explicit\"): "
            "give tgt_positions");
   RG_CHECK(explicit_positions || !tgt_positions.defined(), "generate",
-           "tgt_positions given, but the model aligns cross-attention itself (cross_explicit is false)");
+           "tgt_positions given, but the model aligns cross-attention itself (model.cross_alignment = \"" +
+               std::string(kCrossAlignmentNames.name(model.config.cross_alignment)) + "\")");
   if (explicit_positions)
     RG_CHECK_T(ShapeError, tgt_positions.dtype() == kInt64 && tgt_positions.dim() == 1 &&
                                tgt_positions.size(0) >= 1 + o.max_new_tokens,
@@ -160,7 +161,7 @@ Tensor generate(EncoderDecoder& model, const Tensor& src, const Tensor& src_padd
   Tensor bos = full({src.size(0), 1}, static_cast<double>(kBos), kInt64).to(device);
   // Under Right or Scaled cross alignment every target position moves as the target grows, so a
   // cache would go stale (layers/blocks.h): recompute the prefix instead. Explicit positions stay put.
-  const bool cacheable = explicit_positions || model.config.cross_alignment == Alignment::Left ||
+  const bool cacheable = explicit_positions || model.config.cross_alignment == CrossAlignment::Left ||
                          model.config.cross.scheme == "none";
   use_cache = use_cache && cacheable;
   std::vector<LayerCache> cache;

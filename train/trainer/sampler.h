@@ -59,7 +59,7 @@ Tensor generate(DecoderLM& model, const Tensor& prompt, const SamplingOptions& o
 // BOS then n ≤ max_new_tokens tokens. The source is encoded once. With a cross scheme under Right
 // or Scaled alignment the cache cannot be exact (layers/blocks.h), so the prefix is recomputed.
 // tgt_positions int64 (L), L ≥ 1 + max_new_tokens: where each target query sits on the source axis,
-// for a model with config.cross_explicit (required there, refused otherwise); a target of t tokens
+// for a model with config.cross_alignment Explicit (required there, refused otherwise); a target of t tokens
 // uses its first t entries (the positions of a prefix do not depend on what follows it).
 Tensor generate(EncoderDecoder& model, const Tensor& src, const Tensor& src_padding_mask,
                 const SamplingOptions& options, bool use_cache = true, const Tensor& tgt_positions = Tensor());

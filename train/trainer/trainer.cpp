@@ -48,7 +48,7 @@ TrainerOptions prepared(TrainerOptions o) {
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimConfig& o, const std::vector<ParamGroup>& groups) {
-  switch (optimizer_kind(o.name)) {
+  switch (o.name) {
     case OptimizerKind::SGD:
       return std::make_unique<SGD>(groups, SGDOptions(o.lr).momentum(o.momentum).nesterov(o.nesterov));
     case OptimizerKind::Adam:
@@ -73,7 +73,7 @@ Trainer::Trainer(TrainerOptions options, std::ostream* out, Communicator* comm)
     : options_(prepared(std::move(options))),
       out_(out),
       comm_(comm ? comm : &world()),
-      run_dir_(options_.train.out_dir, log_format(options_.train.log_format), out_) {
+      run_dir_(options_.train.out_dir, options_.train.log_format, out_) {
   const Device device = resolve_device(options_.train.device, "train.device");
   RG_CHECK(device.is_cpu() || comm_->size() == 1, "train", "train.device = ", options_.train.device, " with ",
            comm_->size(), " ranks: data-parallel training runs on the CPU only (train/trainer/distributed.h); use "
@@ -96,7 +96,7 @@ Trainer::Trainer(TrainerOptions options, std::ostream* out, Communicator* comm)
                                                  o.positional_lr_scale);
   group_lr_scale_ = scaled.lr_scale;
   optimizer_ = make_optimizer(o, scaled.groups);
-  schedule_ = LrSchedule(o.lr, o.warmup_steps, options_.train.steps, o.min_lr, lr_decay(o.decay));
+  schedule_ = LrSchedule(o.lr, o.warmup_steps, options_.train.steps, o.min_lr, o.decay);
   if (comm_->size() > 1) start_data_parallel();
 }
 

@@ -1,9 +1,11 @@
 // relgrad length-bench [--full] [--tasks ...] [--treatments ...] [--seeds ...] [--steps N] [--out DIR]
 #include <CLI/CLI.hpp>
 
-#include "train/command/cli_args.h"
+#include "train/command/cli_commands.h"  // UsageError
 #include "train/command/subcommand.h"
+#include "train/instruments/experiments.h"  // parse_name_list, parse_seed_list
 #include "train/instruments/length_bench.h"
+#include "train/instruments/probe.h"  // InstrumentOptionError
 
 namespace relgrad::cli_detail {
 namespace {
@@ -21,10 +23,14 @@ class LengthBenchCommand final : public Subcommand {
     app.add_option("--out", o.out_dir, "folder for the tables, pictures and checkpoints");
   }
 
-  int run(CLI::App&, std::ostream& out) override {
-    options_.tasks = comma_list(tasks_, "--tasks", "length-bench");
-    options_.treatments = comma_list(treatments_, "--treatments", "length-bench");
-    options_.seeds = seed_list(seeds_, "length-bench");
+  int run(CLI::App& app, std::ostream& out) override {
+    try {  // a list left out keeps the form's (empty); the instruments' list syntax, a usage error
+      if (app.count("--tasks")) options_.tasks = parse_name_list(tasks_, "--tasks", "length-bench");
+      if (app.count("--treatments")) options_.treatments = parse_name_list(treatments_, "--treatments", "length-bench");
+      if (app.count("--seeds")) options_.seeds = parse_seed_list(seeds_, "--seeds", "length-bench");
+    } catch (const InstrumentOptionError& e) {
+      throw UsageError(e.what());
+    }
     return run_length_bench(options_, out);
   }
 

@@ -1,9 +1,11 @@
 // relgrad music-bench [--full] [--treatments ...] [--seeds ...] [--steps N] [--no-harmony] [--chorales F] [--out DIR]
 #include <CLI/CLI.hpp>
 
-#include "train/command/cli_args.h"
+#include "train/command/cli_commands.h"  // UsageError
 #include "train/command/subcommand.h"
+#include "train/instruments/experiments.h"  // parse_name_list, parse_seed_list
 #include "train/instruments/music_bench.h"
+#include "train/instruments/probe.h"  // InstrumentOptionError
 
 namespace relgrad::cli_detail {
 namespace {
@@ -23,10 +25,14 @@ class MusicBenchCommand final : public Subcommand {
     app.add_option("--out", o.out_dir, "folder for the tables, pictures and checkpoints");
   }
 
-  int run(CLI::App&, std::ostream& out) override {
+  int run(CLI::App& app, std::ostream& out) override {
     options_.harmony = !no_harmony_;
-    options_.treatments = comma_list(treatments_, "--treatments", "music-bench");
-    options_.seeds = seed_list(seeds_, "music-bench");
+    try {  // a list left out keeps the form's (empty); the instruments' list syntax, a usage error
+      if (app.count("--treatments")) options_.treatments = parse_name_list(treatments_, "--treatments", "music-bench");
+      if (app.count("--seeds")) options_.seeds = parse_seed_list(seeds_, "--seeds", "music-bench");
+    } catch (const InstrumentOptionError& e) {
+      throw UsageError(e.what());
+    }
     return run_music_bench(options_, out);
   }
 

@@ -27,7 +27,7 @@ ChoraleDataConfig chorale_data_config(const RunConfig& c) {
 
 namespace {
 
-bool harmonizes(const RunConfig& c) { return c.data.chorale_task == "harmonize"; }
+bool harmonizes(const RunConfig& c) { return c.data.chorale_task == ChoraleTask::Harmonize; }
 
 const char* const kVoiceNames[kChoraleVoices] = {"soprano", "alto", "tenor", "bass"};
 
@@ -179,8 +179,8 @@ class ChoraleSource : public DataSource {
   // The task decides the model: a continuation is a language model, a harmonisation a translation.
   void check_model(const RunConfig& c) const override {
     const bool harmonize = harmonizes(c);
-    config_check(harmonize == c.encoder_decoder(),
-                 "data.chorale_task = \"" + c.data.chorale_task + "\" trains " +
+    config_check(harmonize == (c.model_type == ModelKind::EncoderDecoder),
+                 "data.chorale_task = \"" + std::string(kChoraleTaskNames.name(c.data.chorale_task)) + "\" trains " +
                      (harmonize ? "an encoder-decoder (soprano → alto, tenor, bass): set model.type = \"encoder-decoder\""
                                 : "a language model over the four voices: set model.type = \"decoder-only\"") +
                      " (or data.chorale_task = \"" + (harmonize ? "continue" : "harmonize") + "\")");
@@ -192,7 +192,7 @@ class ChoraleSource : public DataSource {
                      std::to_string(c.data.harmony_steps));
   }
   std::string settings_text(const RunConfig& c) const override {
-    return DataSource::settings_text(c) + ", data.chorale_task = \"" + c.data.chorale_task + "\"";
+    return DataSource::settings_text(c) + ", data.chorale_task = \"" + kChoraleTaskNames.name(c.data.chorale_task) + "\"";
   }
 
   // A harmonisation's target: BOS + alto, tenor, bass per step; a continuation's window: data.context.

@@ -11,8 +11,8 @@ namespace {
 
 TaskConfig task_config(const RunConfig& c) {
   TaskConfig t;
-  t.kind = task_kind_from_string(c.data.task);
-  t.layout = c.encoder_decoder() ? Layout::EncoderDecoder : Layout::DecoderOnly;
+  t.kind = c.data.task;
+  t.layout = c.model_type == ModelKind::EncoderDecoder ? Layout::EncoderDecoder : Layout::DecoderOnly;
   t.num_symbols = c.data.num_symbols;
   t.min_len = c.data.min_len;
   t.max_len = c.data.max_len;
@@ -51,14 +51,14 @@ class SyntheticSource : public DataSource {
   // Sources of data.min_len tokens; the encoder–decoder's target of 1, the language model's x BOS y EOS
   // (periodic_lm's sequences all have data.max_len tokens).
   ShortestRow shortest_row(const RunConfig& c) const override {
-    const double t = c.data.task == "periodic_lm" ? double(c.data.max_len) : 2.0 * double(c.data.min_len) + 1;
+    const double t = c.data.task == TaskKind::PeriodicLm ? double(c.data.max_len) : 2.0 * double(c.data.min_len) + 1;
     return {double(c.data.min_len), 1.0, t};
   }
 
   // A source of data.max_len symbols (sync: + lag + 1, stretch: + 1, their EOS included).
   InputLimit trained_input(const RunConfig& c) const override {
-    if (c.data.task == "sync") return {c.data.max_len + c.data.lag + 1, "data.max_len + data.lag + 1"};
-    if (c.data.task == "stretch") return {c.data.max_len + 1, "data.max_len + 1"};
+    if (c.data.task == TaskKind::Sync) return {c.data.max_len + c.data.lag + 1, "data.max_len + data.lag + 1"};
+    if (c.data.task == TaskKind::Stretch) return {c.data.max_len + 1, "data.max_len + 1"};
     return {c.data.max_len, "data.max_len"};
   }
 
@@ -66,7 +66,7 @@ class SyntheticSource : public DataSource {
     return std::make_shared<SyntheticData>(task_config(c));
   }
   int64_t vocab_size(const RunConfig& c) const override {
-    return kFirstSymbol + c.data.num_symbols + (c.data.task == "shift" ? 1 : 0);
+    return kFirstSymbol + c.data.num_symbols + (c.data.task == TaskKind::Shift ? 1 : 0);
   }
 
   int64_t default_sample_count() const override { return 4; }
@@ -80,7 +80,7 @@ class SyntheticSource : public DataSource {
     std::vector<SyntheticTask::Sample> cases;  // source, and the expected answer or nothing
     // periodic_lm is a language model over BOS s[0] s[1] …: the prompt is BOS and the input (held out:
     // one period of a pattern), and the continuation should repeat it.
-    const bool periodic_lm = run.config.data.task == "periodic_lm";
+    const bool periodic_lm = run.config.data.task == TaskKind::PeriodicLm;
     if (!a.input.empty()) {
       cases.push_back({token_ids(a.input, vocab, "sample"), {}});
       warn_if_longer_than_trained("sample", cases.back().source.size(), run.config);
