@@ -49,13 +49,16 @@ int64_t longest_sequence(const LengthBenchSize& s, LengthTaskKind task) {
 
 // The relative schemes sized to the training sequences: what lies beyond them at test time is the
 // scheme's own extrapolation (seed, huang: the edge row, Clip; shaw: clipped distances; t5: its log
-// buckets with T5's defaults, 32 buckets up to distance 128; alibi, rope: their formulas).
+// buckets with T5's defaults, 32 buckets up to distance 128; alibi, rope: their formulas; fire: its
+// threshold L0 at the longest training sequence, so longer test inputs are normalised into the range
+// the MLP was trained on, the paper's interpolation).
 PositionalConfig relative_scheme(const std::string& name, int64_t train_tokens) {
   PositionalConfig p;
   p.scheme = name;
   p.max_length = train_tokens;
   p.out_of_range = OutOfRange::Clip;
   p.clip = train_tokens - 1;
+  p.fire_threshold = train_tokens;
   return p;
 }
 
@@ -139,7 +142,8 @@ const std::vector<std::string>& length_bench_treatments() {
       "huang", "learned-random", "sinusoidal-random", "rope-random",
       "xpos",  "p_rope",         "pope",  // the rotary family (layers/rotary_variants.h)
       "cope",  "fox",            "stick_breaking",     // content-dependent (layers/contextual.h)
-      "kerple", "sandwich",      "dynamic_bias"};      // the distance-bias family (layers/distance_bias.h)
+      "kerple", "sandwich",      "dynamic_bias",       // the distance-bias family (layers/distance_bias.h)
+      "fire"};                                            // layers/fire.h
   return t;
 }
 

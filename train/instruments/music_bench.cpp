@@ -35,7 +35,8 @@ const std::vector<std::string>& all_treatments() {
                                              "t5",   "alibi",      "rope",    "seed",
                                              "xpos", "p_rope",     "pope",   // the rotary family
                                              "cope", "fox",        "stick_breaking",  // layers/contextual.h
-                                             "kerple", "sandwich", "dynamic_bias"};  // layers/distance_bias.h
+                                             "kerple", "sandwich", "dynamic_bias",  // layers/distance_bias.h
+                                             "fire"};                               // layers/fire.h
   return t;
 }
 
@@ -316,7 +317,7 @@ MusicBenchResult music_bench_results(const MusicBenchOptions& options, std::ostr
   if (o.seeds.empty()) o.seeds = o.full ? std::vector<uint64_t>{1, 2, 3} : std::vector<uint64_t>{1, 2};
   for (const std::string& t : o.treatments)
     RG_CHECK(std::find(all_treatments().begin(), all_treatments().end(), t) != all_treatments().end(), kOp,
-             "unknown treatment '", t, "' (none, sinusoidal, learned, shaw, huang, t5, alibi, rope, seed, xpos, p_rope, pope, cope, fox, stick_breaking, kerple, sandwich or dynamic_bias)");
+             "unknown treatment '", t, "' (none, sinusoidal, learned, shaw, huang, t5, alibi, rope, seed, xpos, p_rope, pope, cope, fox, stick_breaking, kerple, sandwich, dynamic_bias or fire)");
   RG_CHECK(!o.out_dir.empty(), kOp, "out_dir is empty");
   std::filesystem::create_directories(o.out_dir);
 
