@@ -3,7 +3,8 @@
 // them (ties); every parameter passes gradcheck, alone and inside MultiHeadAttention; the fused core
 // serves a call exactly when every π(i) < L and then equals the composite one (output and every
 // gradient); cached decoding equals the full pass; the probe's response is the bias at the batch's mean
-// normaliser; the config refuses bad knobs naming the key and keeps defaults for older configs.
+// normaliser; the config refuses bad knobs naming the key and keeps defaults for older configs; on a
+// GPU (skipped without one) output, cached decoding and every gradient equal the CPU's.
 #include <algorithm>
 #include <cmath>
 
@@ -305,4 +306,42 @@ TEST_CASE("FIRE: a config without the new keys (an older checkpoint's) has their
   CHECK(back.model.decoder_self.fire_width == 16);
   CHECK(back.model.cross.fire_threshold == 128);
   CHECK(back.model.encoder_self.fire_width == 32);
+}
+
+TEST_CASE("FIRE on CUDA: output, cached decoding and every gradient equal the CPU's, composite and fused") {
+  if (!have_gpu()) return;
+  const int64_t C = 8, H = 2, B = 2, t = 6;
+  for (int64_t L0 : {512, 3})  // fused (every π(i) < L) and composite (queries past L)
+    for (AttentionCore core : {AttentionCore::Composite, AttentionCore::Fused}) {
+      INFO("L0 ", L0, " core ", kAttentionCoreNames.name(core));
+      Generator init_cpu(19), init_gpu(19);
+      MultiHeadAttention cpu(C, H, std::make_shared<FIRE>(H, 5, L0, &init_cpu), 0.0, true, &init_cpu);
+      MultiHeadAttention gpu(C, H, std::make_shared<FIRE>(H, 5, L0, &init_gpu), 0.0, true, &init_gpu);
+      cpu.to(kFloat64);
+      gpu.to(kFloat64);
+      gpu.to(Device::cuda());
+      cpu.core = gpu.core = core;
+      Tensor x = uniform({B, t, C}, -1, 1, kFloat64, 20);
+      Tensor xg = x.to(Device::cuda());
+      AttentionOptions o;
+      o.causal = true;
+      Tensor a = cpu.forward(x, x, o).output, b = gpu.forward(xg, xg, o).output;
+      CHECK(gpu.last_call_fused == (core == AttentionCore::Fused && L0 == 512));
+      CHECK_CLOSE(b.to(Device::cpu()), a, 1e-12, 1e-10);
+      {
+        NoGradGuard no_grad;
+        KVCache cache;
+        Tensor first = gpu.forward(xg.narrow(1, 0, 4), cache, o).output, rest = gpu.forward(xg.narrow(1, 4, 2), cache, o).output;
+        CHECK_CLOSE(cat({first, rest}, 1).to(Device::cpu()), a, 1e-12, 1e-10);
+      }
+      Tensor probe = uniform({B, t, C}, -1, 1, kFloat64, 21);
+      sum(a * probe).backward();
+      sum(b * probe.to(Device::cuda())).backward();
+      auto pa = cpu.named_parameters(), pb = gpu.named_parameters();
+      REQUIRE(pa.size() == pb.size());
+      for (size_t n = 0; n < pa.size(); ++n) {
+        INFO("parameter ", pa[n].first);
+        CHECK_CLOSE(pb[n].second.grad().to(Device::cpu()), pa[n].second.grad(), 1e-11, 1e-9);
+      }
+    }
 }

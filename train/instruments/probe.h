@@ -37,6 +37,8 @@
 //                   the batch has no such pair. (RoPE has no position-only term to read off.)
 //   xpos, p_rope,   measured as rope: the mean scaled content logit of their content pair at offset δ
 //   pope            (layers/rotary_variants.h; PoPE's pair is 2D wide, its scale 1/√D).
+//   fire            f_θ(ψ(|δ|)/N̄)_h, N̄ the mean normaliser ψ(max(π(i), L)) + ε over the batch's
+//                   non-padding queries (layers/fire.h); the bias itself when every π(i) < L.
 //   none            no response curve.
 // In causal attention δ > 0 is masked: the response there is NaN (never used by the model).
 #pragma once
