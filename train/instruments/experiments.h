@@ -13,7 +13,8 @@
 //       (every δ ≤ −clip shares the edge row).
 //   D2  periodic repetition with period P, decoder-only LM: predicting s[i+1] = s[i+1−P] from query i
 //       needs δ = 1 − P (the token P before the predicted one).
-//   D3  length extrapolation: the D2 task trained at one length, evaluated at 2× and 4×, every scheme.
+//   D3  length extrapolation: the D2 task trained at one length, evaluated at 2× and 4×, the first
+//       zoo's schemes (none … transformer_xl; --scheme: any).
 //   D6  synchronous cross-attention: y_i = f(x_{i+c}) → cross peak at δ = +c with left alignment; the
 //       time-stretch task y_{2m} = y_{2m+1} = f(x_m) (t2 = 2·t1) works with scaled alignment only.
 //
