@@ -133,6 +133,12 @@ ForgettingAttention::ForgettingAttention(int64_t embed_dim_, int64_t num_heads_,
   RG_CHECK_T(ShapeError, embed_dim > 0 && num_heads > 0, "ForgettingAttention", "embed_dim ", embed_dim,
              " and num_heads ", num_heads, " must be positive");
   forget_gate = register_module("forget_gate", std::make_shared<Linear>(embed_dim, num_heads, true, init));
+  // The gate bias starts at 5 (f = σ(5) ≈ 0.993: almost nothing forgotten at first), as x-transformers'
+  // DataDependentAlibi (bias_init = 5). With nn.Linear's U(±1/√C) the gates start near ½ and a query
+  // sees little beyond its last few keys: a 2-layer model then stays at chance on D2's periodic task
+  // (period 4), where bias 5 learns it as fast as no positional term does.
+  NoGradGuard no_grad;
+  forget_gate->bias.fill_(kForgetGateBiasInit);
 }
 
 Tensor ForgettingAttention::key_state(const Tensor& x) const {

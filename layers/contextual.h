@@ -55,7 +55,9 @@ class CoPE : public PositionalScheme {
 // forget gate f_t = σ(w_hᵀx_t + b_h) on the layer input x_t (C), and the logits
 //   z_ij = q_i·k_j / √D + Σ_{l=j+1..π(i)} log f_l = q_i·k_j / √D + c_{π(i)} − c_j,   c_j = Σ_{l≤j} log f_l.
 // key_state is log f (B, H, t, 1), so a KV cache holds every gate and cached decoding sums the same
-// terms. w (H, C), b (H) as nn.Linear(C, H) (the official code's forget-gate projection).
+// terms. w (H, C) as nn.Linear(C, H) (the official code's forget-gate projection), b (H) = 5
+// (kForgetGateBiasInit, layers/contextual.cpp says why).
+inline constexpr double kForgetGateBiasInit = 5.0;
 class ForgettingAttention : public PositionalScheme {
  public:
   ForgettingAttention(int64_t embed_dim, int64_t num_heads, Generator* init_generator = nullptr);
