@@ -47,18 +47,6 @@ struct EvalArgs {
   std::vector<std::string> model_overrides;
 };
 int cmd_eval(const EvalArgs& a, std::ostream& out);
-// The data keys relgrad eval may change: lengths, task parameters that keep the vocabulary, batch
-// size and the data seed (the held-out stream).
-extern const char* const kEvalDataKeys[];
-std::string eval_data_keys_text();  // "data.min_len, data.max_len, ..." for messages
-// The model keys relgrad eval and sample may change, after "model.<place>.": the RoPE scalings
-// (layers/rotary.h), which change no parameter, for rope, xpos and p_rope places.
-extern const char* const kEvalModelKeys[];
-std::string eval_model_keys_text();  // "model.<place>.rope_scaling, ..." for messages
-// Splits a command's --key=value extras: the "--model.<place>.<key>" ones of kEvalModelKeys into
-// `model`, the rest returned (for the command to take or refuse).
-std::vector<std::string> take_model_overrides(const std::vector<std::string>& extras, const char* command,
-                                              std::vector<std::string>& model);
 int cmd_inspect(const std::string& path, std::ostream& out);
 int cmd_render(const std::string& midi_path, std::string wav_path, const std::string& soundfont, std::ostream& out);
 

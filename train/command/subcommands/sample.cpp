@@ -2,6 +2,7 @@
 //                [--model.PLACE.rope_scaling…=VALUE ...]
 #include <CLI/CLI.hpp>
 
+#include "train/command/checkpoint_overrides.h"
 #include "train/command/cli_args.h"
 #include "train/command/cli_commands.h"
 #include "train/command/subcommand.h"

@@ -1,0 +1,34 @@
+// What relgrad eval and sample may change in a checkpoint's config (train/command/cli_commands.cpp uses
+// them; the subcommands eval and sample take the overrides, train/command/subcommands/): the held-out
+// data's lengths and stream for eval, and the RoPE scalings for both. Everything else stays the
+// checkpoint's, so the model is the one that was trained.
+#pragma once
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "train/config/run_options.h"
+
+namespace relgrad::cli_detail {
+
+// The data keys relgrad eval may change: lengths, task parameters that keep the vocabulary, batch
+// size and the data seed (the held-out stream).
+extern const char* const kEvalDataKeys[];
+std::string eval_data_keys_text();  // "data.min_len, data.max_len, ..." for messages
+// The checkpoint's config with eval's "--data.KEY=VALUE" overrides, validated, its vocabulary unchanged;
+// a key outside kEvalDataKeys or a value the config refuses is a usage error. Prints each change.
+void apply_eval_data_overrides(RunConfig& config, const std::vector<std::string>& overrides, std::ostream& out);
+
+// The model keys relgrad eval and sample may change, after "model.<place>.": the RoPE scalings
+// (layers/rotary.h), which change no parameter, for rope, xpos and p_rope places.
+extern const char* const kEvalModelKeys[];
+std::string eval_model_keys_text();  // "model.<place>.rope_scaling, ..." for messages
+// Splits a command's --key=value extras: the "--model.<place>.<key>" ones of kEvalModelKeys into
+// `model`, the rest returned (for the command to take or refuse).
+std::vector<std::string> take_model_overrides(const std::vector<std::string>& extras, const char* command,
+                                              std::vector<std::string>& model);
+// The checkpoint's run with those model overrides (load_run); prints each change.
+LoadedRun load_run_with(const std::string& checkpoint, Device device, const std::vector<std::string>& overrides,
+                        const char* command, std::ostream& out);
+
+}  // namespace relgrad::cli_detail
