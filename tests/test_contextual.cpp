@@ -79,7 +79,8 @@ Tensor core_mask(const AttentionGeometry& g, const std::vector<bool>& key_hidden
 TEST_CASE("CoPE: the term equals the paper's loops (gates, positions, clamp, interpolation), any query placement") {
   const int64_t B = 2, H = 2, D = 4;
   for (int64_t npos : {3, 16}) {             // 3: positions clamp at 2; 16: none reach it
-    for (auto [t2, t1] : {std::pair<int64_t, int64_t>{6, 6}, {2, 6}}) {  // full pass; the last 2 (cached decoding)
+    for (const auto& sizes : {std::pair<int64_t, int64_t>{6, 6}, {2, 6}}) {  // full pass; the last 2 (cached decoding)
+      const int64_t t2 = sizes.first, t1 = sizes.second;  // not a structured binding: INFO captures them
       auto cope = random_cope(D, npos, 7);
       AttentionGeometry g = AttentionGeometry::make(B, H, D, t2, t1, true);
       g.alignment = t2 == t1 ? Alignment::Left : Alignment::Right;
