@@ -37,31 +37,6 @@ Tensor response_mask(const ResponseInput& in) {
   return from_vector<bool>(m, {B, 1, t2, t1}, kBool).to(in.q.device());
 }
 
-// The mean of a content term (B, H, t2, t1) over the valid pairs at each δ = −reach … reach, per head
-// (NaN where no pair falls): the measured effective bias, like RoPE::response.
-std::vector<std::vector<double>> mean_by_delta(const ResponseInput& in, const Tensor& term, int64_t reach) {
-  const int64_t B = term.size(0), H = term.size(1), t2 = term.size(2), t1 = term.size(3);
-  std::vector<double> v = host_values(term);
-  std::vector<std::vector<double>> out(static_cast<size_t>(H));
-  for (int64_t h = 0; h < H; ++h) {
-    std::vector<double> sum(static_cast<size_t>(2 * reach + 1), 0.0);
-    std::vector<int64_t> count(sum.size(), 0);
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t i = 0; i < t2; ++i) {
-        if (!in.query_valid[b * t2 + i]) continue;
-        for (int64_t j = 0; j < t1; ++j) {
-          const int64_t delta = j - in.positions[i];
-          if (!in.key_valid[b * t1 + j] || (in.causal && delta > 0) || std::abs(delta) > reach) continue;
-          sum[delta + reach] += v[((b * H + h) * t2 + i) * t1 + j];
-          ++count[delta + reach];
-        }
-      }
-    for (size_t n = 0; n < sum.size(); ++n)
-      out[h].push_back(count[n] > 0 ? sum[n] / static_cast<double>(count[n]) : std::numeric_limits<double>::quiet_NaN());
-  }
-  return out;
-}
-
 void check_qk(const Tensor& q, const Tensor& k, int64_t head_dim, const char* op) {
   RG_CHECK_T(ShapeError, q.dim() == 4 && k.dim() == 4 && q.size(3) == head_dim && k.size(3) == head_dim &&
                              q.size(0) == k.size(0) && q.size(1) == k.size(1),

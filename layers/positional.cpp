@@ -90,6 +90,30 @@ std::vector<double> host_values(const Tensor& t) {
   return t.to(Device::cpu()).to(kFloat64).contiguous().to_vector<double>();
 }
 
+std::vector<std::vector<double>> mean_by_delta(const ResponseInput& in, const Tensor& term, int64_t reach,
+                                               double scale) {
+  const int64_t B = term.size(0), H = term.size(1), t2 = term.size(2), t1 = term.size(3);
+  std::vector<double> v = host_values(term);
+  std::vector<std::vector<double>> out(static_cast<size_t>(H));
+  for (int64_t h = 0; h < H; ++h) {
+    std::vector<double> sum(static_cast<size_t>(2 * reach + 1), 0.0);
+    std::vector<int64_t> count(sum.size(), 0);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t i = 0; i < t2; ++i) {
+        if (!in.query_valid[b * t2 + i]) continue;
+        for (int64_t j = 0; j < t1; ++j) {
+          const int64_t delta = j - in.positions[i];
+          if (!in.key_valid[b * t1 + j] || (in.causal && delta > 0) || std::abs(delta) > reach) continue;
+          sum[delta + reach] += v[((b * H + h) * t2 + i) * t1 + j] * scale;
+          ++count[delta + reach];
+        }
+      }
+    for (size_t n = 0; n < sum.size(); ++n)
+      out[h].push_back(count[n] > 0 ? sum[n] / static_cast<double>(count[n]) : std::numeric_limits<double>::quiet_NaN());
+  }
+  return out;
+}
+
 std::vector<double> mean_query(const ResponseInput& in) {
   const int64_t B = in.q.size(0), H = in.q.size(1), t2 = in.q.size(2), D = in.q.size(3);
   std::vector<double> q = host_values(in.q), mean(static_cast<size_t>(H * D), 0.0);

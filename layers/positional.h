@@ -160,6 +160,11 @@ std::vector<std::vector<double>> table_response(const ResponseInput& in, const T
                                                 const RelativeIndexOptions& o, double scale, int64_t reach);
 // A tensor's values as host doubles.
 std::vector<double> host_values(const Tensor& t);
+// The mean of a term (B, H, t2, t1) times `scale` over the valid pairs of `in` (not padding, not
+// causally hidden) at each δ = −reach … reach, per head; NaN where no pair falls: a measured response
+// (the content-pair schemes' through measured_content_response, layers/rotary.h; layers/contextual.h's).
+std::vector<std::vector<double>> mean_by_delta(const ResponseInput& in, const Tensor& term, int64_t reach,
+                                               double scale = 1.0);
 
 // The config's names of the relative-position enums (autograd/ops.h): model.cross_alignment (with
 // "explicit" besides, train/config/config.cpp) and model.<place>.out_of_range (PositionalConfig).

@@ -149,26 +149,7 @@ std::vector<std::vector<double>> measured_content_response(const PositionalSchem
   AttentionGeometry g = AttentionGeometry::make(B, H, D, t2, t1, in.causal);
   g.query_positions = from_vector<int64_t>(in.positions, {t2});
   auto [qc, kc] = scheme.content_qk(in.q, in.k, g);
-  std::vector<double> logits = host_values(matmul(qc, kc.transpose(-1, -2)));  // (B, H, t2, t1)
-  const double scale = scheme.logit_scale(D);
-  std::vector<std::vector<double>> out(static_cast<size_t>(H));
-  for (int64_t h = 0; h < H; ++h) {
-    std::vector<double> sum(static_cast<size_t>(2 * reach + 1), 0.0);
-    std::vector<int64_t> count(sum.size(), 0);
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t i = 0; i < t2; ++i) {
-        if (!in.query_valid[b * t2 + i]) continue;
-        for (int64_t j = 0; j < t1; ++j) {
-          const int64_t delta = j - in.positions[i];
-          if (!in.key_valid[b * t1 + j] || (in.causal && delta > 0) || std::abs(delta) > reach) continue;
-          sum[delta + reach] += logits[((b * H + h) * t2 + i) * t1 + j] * scale;
-          ++count[delta + reach];
-        }
-      }
-    for (size_t n = 0; n < sum.size(); ++n)
-      out[h].push_back(count[n] > 0 ? sum[n] / static_cast<double>(count[n]) : std::numeric_limits<double>::quiet_NaN());
-  }
-  return out;
+  return mean_by_delta(in, matmul(qc, kc.transpose(-1, -2)), reach, scheme.logit_scale(D));  // logits (B, H, t2, t1)
 }
 
 // ---- the registry's check (layers/schemes.cpp) ----
