@@ -95,17 +95,6 @@ std::shared_ptr<PositionalScheme> make(const std::string& name, int64_t C, int64
 }
 const char* kVariants[] = {"kerple_log", "kerple_power", "sandwich", "dynamic_bias", "dynamic_bias_log"};
 
-// Output and every gradient (inputs, then parameters in order) of one forward + backward.
-TensorList layer_run(MultiHeadAttention& m, const Tensor& x, const Tensor& mem, const AttentionOptions& o) {
-  m.zero_grad();
-  Tensor xi = x.detach().clone().requires_grad_(), mi = mem.detach().clone().requires_grad_();
-  Tensor out = m.forward(xi, mi, o).output;
-  sum(mul(out, uniform(out.shape(), -1, 1, out.dtype(), 21))).backward();
-  TensorList r{out, xi.grad(), mi.grad()};
-  for (const auto& [name, p] : m.named_parameters()) r.push_back(p.grad().defined() ? p.grad() : zeros_like(p));
-  return r;
-}
-
 }  // namespace
 
 TEST_CASE("Kerple: the bias equals −r1·log(1 + r2·|δ|) and −r1·|δ|^r2 for every alignment and shape, with gradcheck") {
@@ -250,28 +239,7 @@ TEST_CASE("distance biases: cached decoding gives the logits of the full pass, s
       c.decoder_self.kerple_variant = KerpleVariant::Power;
       c.decoder_self.sandwich_dim = 8;
       c.cross.dynamic_bias_log_distance = true;
-      Generator init(9);
-      DecoderLM lm(c, &init);
-      EncoderDecoder model(c, &init);
-      lm.to(kFloat64);
-      model.to(kFloat64);
-      lm.eval();
-      model.eval();
-      NoGradGuard no_grad;
-      Generator data(10);
-      Tensor tokens = randint(0, 11, {2, 9}, kInt64, &data), src = randint(0, 11, {2, 6}, kInt64, &data);
-      Tensor src_mask = from_vector<int64_t>({0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1}, {2, 6}).to(kBool);
-      Tensor memory = model.encode(src, src_mask);
-      Tensor full_lm = lm.forward(tokens), full_ed = model.decode(tokens, memory, src_mask);
-      std::vector<LayerCache> lm_cache, ed_cache;
-      TensorList lm_steps = {lm.forward(tokens.narrow(1, 0, 3).contiguous(), Tensor(), &lm_cache)};
-      TensorList ed_steps = {model.decode(tokens.narrow(1, 0, 3).contiguous(), memory, src_mask, Tensor(), &ed_cache)};
-      for (int64_t n = 3; n < 9; ++n) {
-        lm_steps.push_back(lm.forward(tokens.narrow(1, n, 1).contiguous(), Tensor(), &lm_cache));
-        ed_steps.push_back(model.decode(tokens.narrow(1, n, 1).contiguous(), memory, src_mask, Tensor(), &ed_cache));
-      }
-      CHECK_CLOSE(cat(lm_steps, 1), full_lm, 1e-10, 0);
-      CHECK_CLOSE(cat(ed_steps, 1), full_ed, 1e-10, 0);
+      check_cached_decoding(c);
     }
 }
 

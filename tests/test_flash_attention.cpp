@@ -7,6 +7,7 @@
 // clear errors; and on a GPU, CUDA against the CPU kernel and a long sequence against the composite.
 #include <memory>
 
+#include "attention_testing.h"
 #include "cuda_testing.h"
 #include "layers/relative_bias.h"
 #include "layers/relative_learned.h"
@@ -351,17 +352,6 @@ std::shared_ptr<PositionalScheme> make_scheme(Scheme s, bool causal, int64_t C, 
     case Scheme::TXL: return std::make_shared<TransformerXL>(C, H, g);
   }
   return nullptr;
-}
-
-// Output and every gradient (inputs, then parameters in order) of one forward + backward.
-TensorList layer_run(MultiHeadAttention& m, const Tensor& x, const Tensor& mem, const AttentionOptions& o) {
-  m.zero_grad();
-  Tensor xi = x.detach().clone().requires_grad_(), mi = mem.detach().clone().requires_grad_();
-  Tensor out = m.forward(xi, mi, o).output;
-  sum(mul(out, uniform(out.shape(), -1, 1, out.dtype(), 21))).backward();
-  TensorList r{out, xi.grad(), mi.grad()};
-  for (const auto& [name, p] : m.named_parameters()) r.push_back(p.grad().defined() ? p.grad() : zeros_like(p));
-  return r;
 }
 
 }  // namespace
