@@ -166,6 +166,27 @@ TEST_CASE("sampling: a cross scheme under Right or Scaled alignment refuses the 
   }
 }
 
+TEST_CASE("sampling: generate wants tgt_positions exactly when the model's cross alignment is explicit") {
+  TransformerConfig c = small_config("t5");
+  c.cross.scheme = "seed";
+  c.cross_alignment = CrossAlignment::Scaled;
+  Generator init(31);
+  EncoderDecoder aligned(c, &init);
+  Tensor src = random_tokens(1, 5, 13, 32);
+  SamplingOptions o = SamplingOptions().max_new_tokens_(3).seed_(5).eos_(-1);
+  Tensor positions = from_vector<int64_t>({0, 1, 2, 3}, {4});
+  check_throws_with([&] { generate(aligned, src, Tensor(), o, true, positions); },
+                    "tgt_positions given, but the model aligns cross-attention itself (model.cross_alignment = "
+                    "\"scaled\")");
+  c.cross_alignment = CrossAlignment::Explicit;
+  EncoderDecoder placed(c, &init);
+  check_throws_with([&] { generate(placed, src, Tensor(), o); },
+                    "the model places its cross-attention queries explicitly (model.cross_alignment = \"explicit\")");
+  check_throws_with([&] { generate(placed, src, Tensor(), o, true, positions.narrow(0, 0, 3)); },
+                    "tgt_positions must be int64 (L) with L >= 1 + max_new_tokens = 4");
+  CHECK(generate(placed, src, Tensor(), o, true, positions).size(1) >= 1);
+}
+
 TEST_CASE("sampling: a cache needs a causal block") {
   Generator init(3);
   EncoderBlock block(8, 2, 16, BlockOptions{}, nullptr, &init);
