@@ -10,6 +10,7 @@
 #include <streambuf>
 
 #include "cli_testing.h"
+#include "core/cpu/matmul.h"
 #include "core/device.h"
 #include "file_testing.h"
 #include "layers/models.h"
@@ -331,4 +332,9 @@ TEST_CASE("cli fixes: relgrad --version names the version, the build type and wh
   CHECK(contains(r.out, std::string("\nCUDA: ") + (cuda_built() ? "yes" : "no") + "\n"));
   CHECK(contains(r.out, std::string("\nMPI: ") + (mpi_built() ? "yes" : "no") + "\n"));
   CHECK(contains(r.out, std::string("\nNCCL: ") + (nccl_built() ? "yes" : "no") + "\n"));
+  // The processor and the GEMM's kernels (bench/run_train.sh records them beside PyTorch's).
+  CHECK(contains(r.out, "\nCPU: " + cpu::cpu_model_name() + "\n"));
+  const bool eigen = std::string(cpu::gemm_library()) == "eigen";
+  CHECK(contains(r.out, eigen ? "\nGEMM: Eigen 3." : "\nGEMM: OpenBLAS "));
+  CHECK(contains(r.out, eigen ? ", SIMD: " : ", core: "));
 }

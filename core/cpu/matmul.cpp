@@ -9,6 +9,8 @@
 #define EIGEN_DONT_PARALLELIZE
 #include <Eigen/Core>
 #include <algorithm>
+#include <fstream>
+#include <string>
 #include <type_traits>
 #include <vector>
 #ifdef _OPENMP
@@ -24,6 +26,8 @@ void cblas_sgemm(int order, int trans_a, int trans_b, int m, int n, int k, float
 void cblas_dgemm(int order, int trans_a, int trans_b, int m, int n, int k, double alpha, const double* a, int lda,
                  const double* b, int ldb, double beta, double* c, int ldc);
 void openblas_set_num_threads(int threads);
+char* openblas_get_config();
+char* openblas_get_corename();
 }
 #endif
 
@@ -157,6 +161,27 @@ const char* gemm_library() {
 #else
   return "eigen";
 #endif
+}
+
+std::string gemm_kernel() {
+#ifdef RELGRAD_OPENBLAS
+  return std::string(openblas_get_config()) + ", core: " + openblas_get_corename();
+#else
+  return "Eigen " + std::to_string(EIGEN_WORLD_VERSION) + "." + std::to_string(EIGEN_MAJOR_VERSION) + "." +
+         std::to_string(EIGEN_MINOR_VERSION) + ", SIMD: " + Eigen::SimdInstructionSetsInUse();
+#endif
+}
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      const size_t colon = line.find(':');
+      const size_t start = colon == std::string::npos ? std::string::npos : line.find_first_not_of(' ', colon + 1);
+      if (start != std::string::npos) return line.substr(start);
+    }
+  return "unknown CPU";
 }
 
 std::vector<int64_t> batch_offsets(const Tensor& x, const Shape& batch) {

@@ -7,6 +7,8 @@
 // No autograd here: core/backend/matmul.cpp picks it or its CUDA twin; autograd/ops/matmul.cpp
 // records the op and its backward.
 #pragma once
+#include <string>
+
 #include "core/tensor.h"
 
 namespace relgrad::cpu {
@@ -28,6 +30,13 @@ Tensor matmul(const Tensor& a, const Tensor& b, const Shape& batch, const char* 
 
 // The library the GEMM tiles call: "eigen", or "openblas" in a -DRELGRAD_BLAS=openblas build.
 const char* gemm_library();
+// That library and the kernels it runs on this machine, for `relgrad --version` and the benchmarks:
+// "Eigen 3.4.0, SIMD: SSE, SSE2, …, AVX2, FMA" (the instruction sets it was compiled for), or
+// "OpenBLAS 0.3.21 …, core: Zen" (openblas_get_config / openblas_get_corename: the kernels it picked
+// when it loaded, which OPENBLAS_CORETYPE overrides).
+std::string gemm_kernel();
+// The processor's model name (/proc/cpuinfo), or "unknown CPU".
+std::string cpu_model_name();
 
 // The product's shape: (batch..., n, m) for a (.., n, k) @ b (.., k, m). Any device.
 inline Shape matmul_shape(const Shape& batch, int64_t n, int64_t m) {

@@ -13,6 +13,7 @@
 
 #include "core/allocator.h"
 #include "core/base/error.h"
+#include "core/cpu/matmul.h"
 #include "core/device.h"
 #include "train/command/cli_commands.h"
 #include "train/command/subcommand.h"
@@ -24,7 +25,8 @@ using namespace cli_detail;  // UsageError, the subcommand table
 
 namespace {
 
-// `relgrad --version`: the project's version (CMakeLists.txt) and what this binary was built with.
+// `relgrad --version`: the project's version (CMakeLists.txt), what this binary was built with, and
+// the processor and GEMM kernels it runs on here (bench/run_train.sh records them beside PyTorch's).
 std::string version_text() {
 #ifndef RELGRAD_VERSION
 #define RELGRAD_VERSION "unknown"
@@ -34,7 +36,8 @@ std::string version_text() {
 #endif
   auto yes = [](bool built) { return built ? "yes" : "no"; };
   return std::string("relgrad ") + RELGRAD_VERSION + "\nbuild type: " + RELGRAD_BUILD_TYPE +
-         "\nCUDA: " + yes(cuda_built()) + "\nMPI: " + yes(mpi_built()) + "\nNCCL: " + yes(nccl_built());
+         "\nCUDA: " + yes(cuda_built()) + "\nMPI: " + yes(mpi_built()) + "\nNCCL: " + yes(nccl_built()) +
+         "\nCPU: " + cpu::cpu_model_name() + "\nGEMM: " + cpu::gemm_kernel();
 }
 
 int run_command(int argc, const char* const* argv, std::ostream& out_all, std::ostream& err,
