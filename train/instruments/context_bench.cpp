@@ -1,0 +1,247 @@
+// run_context_bench's training and evaluation (train/instruments/context_bench.h); the tables, files,
+// picture and CI checks are in context_bench_report.cpp.
+#include "train/instruments/context_bench.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <ostream>
+#include <sstream>
+
+#include "core/base/error.h"
+#include "layers/schemes.h"
+#include "train/config/run_options.h"
+#include "train/instruments/recipe.h"
+#include "train/trainer/trainer.h"
+
+namespace relgrad {
+
+namespace {
+
+constexpr const char* kOp = "context-bench";
+
+bool known(const std::vector<std::string>& names, const std::string& name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string s;
+  for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+// The text file: `given` when set (it must be a regular file), else data/kjv.txt (tools/setup.sh writes
+// it) in the current folder, then in each folder above the running program (a build folder's
+// relgrad and test binaries sit under the repository root).
+std::string find_text(const std::string& given) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!given.empty()) {
+    RG_CHECK(fs::is_regular_file(given, ec), kOp, "--text '", given, "' is not a readable file");
+    return given;
+  }
+  const fs::path rel = fs::path("data") / "kjv.txt";
+  if (fs::is_regular_file(rel, ec)) return rel.string();
+  std::string tried = (fs::current_path(ec) / rel).string();
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec)
+    for (fs::path dir = exe.parent_path(); !dir.empty(); dir = dir.parent_path()) {
+      if (fs::is_regular_file(dir / rel, ec)) return (dir / rel).string();
+      tried += ", " + (dir / rel).string();
+      if (dir == dir.root_path()) break;
+    }
+  RG_CHECK(false, kOp, "cannot find ", rel.string(), " (looked in: ", tried,
+           "); tools/setup.sh writes it, or give --text FILE");
+  return "";
+}
+
+// The decoder_self scheme `name` sized to the training context C. Every scheme whose positional term
+// is a learned value per distance (or bucket) saturates at C/2, so that the entry every longer distance
+// shares is trained on the half of the distances a window holds, as the paper's T5 bias (32 buckets up
+// to distance 128, trained at 512) has its last bucket trained: seed and huang tables of C/2 entries
+// per side with the Clip policy, shaw clipped at C/2, t5 with C/2 buckets (C/4 exact) up to distance
+// C/2. The rest have no length of their own or take the papers' ratios: xpos γ = C/2 (512 at a
+// training length of 1024 in Sun et al.), fire L0 = C (its normaliser max(i, L) then grows past the
+// training windows: the paper's interpolation), cope C positions (at most one per key of a window).
+// alibi, rope, p_rope, pope, transformer_xl, kerple, sandwich, dynamic_bias, fox and stick_breaking
+// keep their defaults (docs/relative-attention.md).
+PositionalConfig relative_scheme(const std::string& name, int64_t C) {
+  PositionalConfig p;
+  p.scheme = name;
+  p.max_length = C / 2;
+  p.out_of_range = OutOfRange::Clip;
+  p.clip = C / 2;
+  p.num_buckets = C / 2;
+  p.max_distance = C / 2;
+  p.xpos_scale_base = static_cast<double>(C) / 2;
+  p.fire_threshold = C;
+  p.cope_positions = C;
+  return p;
+}
+
+// The config `relgrad train` would run for this model: configs/char_lm.toml's data (the text, a 5 %
+// validation split, tied embeddings) at the bench's size, one thread, its own run directory.
+RunConfig run_config(const ContextBenchOptions& o, const ContextBenchSize& s, const std::string& text,
+                     const std::string& treatment, uint64_t seed) {
+  RecipeSize size;
+  size.d_model = s.d_model, size.n_heads = s.n_heads, size.d_ff = s.d_ff;
+  size.encoder_layers = 0, size.decoder_layers = s.layers;
+  size.steps = s.steps, size.warmup = s.warmup, size.lr = s.lr;
+  RunConfig c = recipe_config(false, size, seed);
+  c.model.tie_weights = true;
+  const int64_t longest = s.context * s.multiples.back();
+  set_decoder_treatment(c, treatment, relative_scheme(treatment, s.context), treatment == "learned" ? longest : 0);
+  c.data.source = "text";
+  c.data.text_path = text;
+  c.data.val_fraction = 0.05;
+  c.data.context = s.context;
+  c.data.batch_size = s.batch_size;
+  c.data.seed = seed;
+  set_bench_loop(c, (std::filesystem::path(o.out_dir) / "runs" / (treatment + "-s" + std::to_string(seed))).string());
+  return c;
+}
+
+// The held-out split under the training split's byte frequencies, add-one: the NLL of a model that
+// ignores the context, the floor every trained model must beat.
+double unigram_nll(const TextDataset& text) {
+  std::vector<double> count(256, 1.0);
+  double total = 256;
+  const std::string& bytes = text.bytes();
+  for (int64_t i = 0; i < text.train_size(); ++i) count[static_cast<unsigned char>(bytes[i])] += 1, total += 1;
+  double sum = 0;
+  for (int64_t i = text.train_size(); i < text.size(); ++i)
+    sum -= std::log(count[static_cast<unsigned char>(bytes[i])] / total);
+  return text.val_size() ? sum / static_cast<double>(text.val_size()) : NAN;
+}
+
+int64_t parameter_count(RunModel& model) {
+  int64_t n = 0;
+  for (const Tensor& p : model.module->parameters()) n += p.numel();
+  return n;
+}
+
+}  // namespace
+
+const std::vector<std::string>& context_bench_treatments() {
+  static const std::vector<std::string> t = {
+      "none",   "sinusoidal", "learned",  "t5",   "alibi", "rope", "seed", "shaw", "huang", "transformer_xl",
+      "xpos",   "p_rope",     "pope",                            // the rotary family (layers/rotary_variants.h)
+      "kerple", "sandwich",   "dynamic_bias", "fire",            // distance biases (layers/distance_bias.h, fire.h)
+      "cope",   "fox",        "stick_breaking"};                 // content-dependent (layers/contextual.h)
+  return t;
+}
+
+ContextBenchSize context_bench_size(const ContextBenchOptions& o) {
+  ContextBenchSize s;
+  if (o.full) {
+    s.d_model = 64, s.n_heads = 4, s.d_ff = 256, s.layers = 2;
+    s.context = 32, s.batch_size = 32;
+    s.steps = 1000, s.warmup = 50, s.lr = 2e-3;
+    s.multiples = {1, 2, 4, 8, 16};
+    s.eval_tokens = 16384;
+  } else {
+    s.d_model = 32, s.n_heads = 4, s.d_ff = 128, s.layers = 2;
+    s.context = 16, s.batch_size = 32;
+    s.steps = 600, s.warmup = 40, s.lr = 3e-3;
+    s.multiples = {1, 2, 4, 8};
+    s.eval_tokens = 8192;
+  }
+  if (o.steps > 0) {
+    s.steps = o.steps;
+    s.warmup = std::min(s.warmup, std::max<int64_t>(1, o.steps / 10));
+  }
+  return s;
+}
+
+int64_t context_bench_eval_batches(const ContextBenchSize& s, int64_t context) {
+  return std::max<int64_t>(1, s.eval_tokens / (s.batch_size * context));
+}
+
+EvalResult context_bench_eval(const std::string& checkpoint, int64_t context, int64_t batches) {
+  LoadedRun run = load_run(checkpoint);
+  // What relgrad eval's --data.context and --data.seed overrides do (train/command/checkpoint_overrides.cpp):
+  // the changed config validated, the model's max_positions kept.
+  RunConfig c = run.config;
+  c.data.context = context;
+  c.data.seed = kContextBenchEvalSeed;
+  c.validate();
+  const RunData data(c);
+  return evaluate(*run.model, data.dataset(), batches);
+}
+
+std::string check_context_bench_options(const ContextBenchOptions& o) {
+  for (const std::string& t : o.treatments)
+    RG_CHECK(known(context_bench_treatments(), t), kOp, "--treatments: unknown treatment '", t, "' (",
+             joined(context_bench_treatments()), ")");
+  RG_CHECK(!o.out_dir.empty(), kOp, "--out is empty");
+  return find_text(o.text_path);
+}
+
+ContextBenchResult context_bench_results(const ContextBenchOptions& options, std::ostream* progress) {
+  const auto start = std::chrono::steady_clock::now();
+  const ThreadCountGuard restore_threads;
+  ContextBenchOptions o = options;
+  if (o.treatments.empty())
+    o.treatments = o.full ? context_bench_treatments() : std::vector<std::string>{"sinusoidal", "t5", "alibi", "rope"};
+  if (o.seeds.empty()) o.seeds = o.full ? std::vector<uint64_t>{1, 2, 3} : std::vector<uint64_t>{1, 2};
+  const std::string text = check_context_bench_options(o);
+
+  ContextBenchResult r;
+  r.full = o.full;
+  r.size = context_bench_size(o);
+  r.treatments = o.treatments;
+  r.seeds = o.seeds;
+  r.text_path = text;
+  const ContextBenchSize& s = r.size;
+  {
+    const TextDataset text(r.text_path, 0.05);
+    const int64_t longest = s.context * s.multiples.back();
+    RG_CHECK(text.val_size() > longest, kOp, "'", r.text_path, "' has a held-out split of ", text.val_size(),
+             " bytes (5 %), too short for the longest evaluation context, ", longest, " bytes");
+    r.unigram_nll = unigram_nll(text);
+  }
+  std::filesystem::create_directories(o.out_dir);
+  if (progress)
+    *progress << "context-bench (" << (o.full ? "full" : "CI") << "): " << o.treatments.size() << " treatments x "
+              << o.seeds.size() << " seeds, " << s.steps << " steps each, trained at context " << s.context
+              << ", evaluated at " << s.context << "-" << s.context * s.multiples.back() << " on " << r.text_path
+              << "\n"
+              << std::flush;
+  for (const std::string& treatment : o.treatments)
+    for (uint64_t seed : o.seeds) {
+      const auto t0 = std::chrono::steady_clock::now();
+      std::ostringstream warnings;  // a text file skips nothing; nothing is printed
+      Trainer trainer(trainer_options(run_config(o, s, r.text_path, treatment, seed), &warnings), nullptr);
+      const TrainResult trained = trainer.train();
+      ContextBenchRun run;
+      run.treatment = treatment;
+      run.seed = seed;
+      run.params = parameter_count(trainer.model());
+      run.train_loss = trained.last_loss;
+      run.checkpoint = trainer.checkpoint_path();
+      omp_set_num_threads(1);  // the evaluation as the training: one thread (recipe.h)
+      std::string line = "  " + treatment + " seed " + std::to_string(seed) + ": NLL";
+      for (int64_t m : s.multiples) {
+        const int64_t context = m * s.context;
+        const EvalResult e = context_bench_eval(run.checkpoint, context, context_bench_eval_batches(s, context));
+        RG_CHECK(std::isfinite(e.loss), kOp, treatment, " seed ", seed, ": held-out loss at context ", context,
+                 " is not finite (", e.loss, ")");
+        run.nll.push_back(e.loss);
+        run.tokens.push_back(e.tokens);
+        char buf[48];
+        std::snprintf(buf, sizeof buf, " %lldx %.3f", static_cast<long long>(m), e.loss);
+        line += buf;
+      }
+      run.seconds = seconds_since(t0);
+      if (progress) *progress << line << " (" << static_cast<int>(run.seconds) << " s)\n" << std::flush;
+      r.runs.push_back(std::move(run));
+    }
+  r.seconds = seconds_since(start);
+  return r;
+}
+
+}  // namespace relgrad
