@@ -108,6 +108,25 @@ TEST_CASE("music bench: the options are checked before anything trains") {
   CHECK(music_bench_size(o).warmup == 4);
   o.full = true, o.steps = -1;
   CHECK(music_bench_size(o).steps == 1500);
+  CHECK(music_bench_size(o).dropout == 0.0);
+  CHECK_FALSE(music_bench_size(o).rms_norm);
+  // The PoPE paper's JSB size is a third size, not a variant of the full form.
+  o.chorales_path.clear();
+  o.pope_size = true;
+  CHECK_THROWS_WITH_AS(music_bench_results(o, nullptr), doctest::Contains("--full and --pope-size"), Error);
+  o.full = false;
+  const MusicBenchSize pope = music_bench_size(o);
+  CHECK(pope.layers == 6);
+  CHECK(pope.d_model == 256);
+  CHECK(pope.n_heads == 8);
+  CHECK(pope.context == 2048);
+  CHECK(pope.batch_size == 4);
+  CHECK(pope.steps == 3000);
+  CHECK(pope.lr == doctest::Approx(6e-4));
+  CHECK(pope.dropout == doctest::Approx(0.2));
+  CHECK(pope.rms_norm);
+  o.device = "gpu";
+  CHECK_THROWS_WITH_AS(music_bench_results(o, nullptr), doctest::Contains("gpu"), Error);
 }
 
 // The CI form end to end, as `relgrad music-bench` runs it (about a minute on 2 cores, Release).

@@ -14,6 +14,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "core/base/error.h"
+#include "core/device.h"
 #include "train/config/run_options.h"
 #include "train/instruments/probe.h"
 #include "train/instruments/recipe.h"
@@ -56,7 +57,10 @@ RunConfig base_config(const MusicBenchOptions& o, const MusicBenchSize& s, bool 
   c.data.chorales_path = o.chorales_path;
   c.data.batch_size = s.batch_size;
   c.data.seed = seed;
+  c.model.dropout = s.dropout;
+  c.model.norm = s.rms_norm ? NormKind::RMSNorm : NormKind::LayerNorm;
   set_bench_loop(c, (std::filesystem::path(o.out_dir) / "runs" / label).string());
+  c.train.device = o.device;
   return c;
 }
 
@@ -301,6 +305,12 @@ MusicBenchSize music_bench_size(const MusicBenchOptions& o) {
     s.context = 128, s.batch_size = 16, s.steps = 300, s.warmup = 30, s.lr = 3e-3;
     s.harmony_steps = 16, s.harmony_layers = 2;
   }
+  if (o.pope_size) {
+    // The paper's Table 2 setup (its learning-rate warm-up is not given: the full form's 100 steps).
+    s.d_model = 256, s.n_heads = 8, s.d_ff = 1024, s.layers = 6;
+    s.context = 2048, s.batch_size = 4, s.steps = 3000, s.warmup = 100, s.lr = 6e-4;
+    s.dropout = 0.2, s.rms_norm = true;
+  }
   if (o.steps > 0) {
     s.steps = o.steps;
     s.warmup = std::min(s.warmup, std::max<int64_t>(1, o.steps / 10));
@@ -319,6 +329,8 @@ MusicBenchResult music_bench_results(const MusicBenchOptions& options, std::ostr
     RG_CHECK(std::find(all_treatments().begin(), all_treatments().end(), t) != all_treatments().end(), kOp,
              "unknown treatment '", t, "' (none, sinusoidal, learned, shaw, huang, t5, alibi, rope, seed, xpos, p_rope, pope, cope, fox, stick_breaking, kerple, sandwich, dynamic_bias or fire)");
   RG_CHECK(!o.out_dir.empty(), kOp, "out_dir is empty");
+  RG_CHECK(!(o.full && o.pope_size), kOp, "--full and --pope-size are two sizes: choose one");
+  Device::parse(o.device);  // a bad device names itself before anything trains
   std::filesystem::create_directories(o.out_dir);
 
   MusicBenchResult r;
@@ -332,7 +344,7 @@ MusicBenchResult music_bench_results(const MusicBenchOptions& options, std::ostr
   std::tie(r.unigram_valid_nll, r.unigram_test_nll) = unigram_nll(set);
   const std::vector<Batch> valid = chorale_eval_batches(set, ChoraleSplit::Valid, s.context, kEvalBatch);
   const std::vector<Batch> test = chorale_eval_batches(set, ChoraleSplit::Test, s.context, kEvalBatch);
-  progress_line(progress, std::string("music-bench (") + (o.full ? "full" : "CI") +
+  progress_line(progress, std::string("music-bench (") + (o.pope_size ? "PoPE size" : o.full ? "full" : "CI") +
                               "): " + std::to_string(o.treatments.size()) + " treatments x " +
                               std::to_string(o.seeds.size()) + " seeds, " + std::to_string(s.steps) +
                               " steps each; unigram valid NLL " + fixed3(r.unigram_valid_nll));

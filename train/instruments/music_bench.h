@@ -31,6 +31,11 @@ struct MusicBenchOptions {
   bool harmony = true;          // also the harmonisation comparison
   std::string chorales_path;    // empty = the shipped file
   std::string out_dir = "runs/music-bench";  // results.csv, results.md, pictures, checkpoints
+  // The PoPE paper's JSB configuration instead of the form's size (Gopalakrishnan et al. 2025, Table 2:
+  // 6 layers, d_model 256, 8 heads, RMSNorm, dropout 0.2, batch 4, windows of 2048 tokens, 3000
+  // steps, lr 6e-4): a GPU's size (with device = "cuda"); not with `full`.
+  bool pope_size = false;
+  std::string device = "cpu";  // train.device of every model ("cpu", "cuda", "cuda:1")
 };
 
 // The size and budget every model of one form shares.
@@ -42,8 +47,10 @@ struct MusicBenchSize {
   double lr = 2e-3;            // AdamW, cosine to lr / 20, clip 1, weight decay 0.01
   int64_t harmony_steps = 32;  // harmonisation: 16th steps (source tokens) per training window
   int64_t harmony_layers = 2;  // harmonisation: encoder and decoder layers each
+  double dropout = 0.0;
+  bool rms_norm = false;       // RMSNorm instead of LayerNorm (the PoPE size)
 };
-// The form's size (full or CI) with options.steps applied.
+// The form's size (full, CI, or the PoPE paper's) with options.steps applied.
 MusicBenchSize music_bench_size(const MusicBenchOptions& options);
 
 // One decoder-only model: note-wise NLL (nats per token, mean over every scored token of the whole

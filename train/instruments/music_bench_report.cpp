@@ -113,7 +113,9 @@ std::string size_text(const MusicBenchSize& s) {
          std::to_string(s.batch_size) + ", " + std::to_string(s.steps) + " steps (" +
          std::to_string(s.steps * s.batch_size * s.context / 1000) + "k training tokens), AdamW lr " +
          fixed(s.lr, 4) + " warmup " + std::to_string(s.warmup) +
-         ", cosine to lr/20, clip 1, weight decay 0.01, no dropout";
+         ", cosine to lr/20, clip 1, weight decay 0.01, " +
+         (s.dropout > 0 ? "dropout " + fixed(s.dropout, 2) : std::string("no dropout")) +
+         (s.rms_norm ? ", RMSNorm" : "");
 }
 
 std::string harmony_size_text(const MusicBenchSize& s) {
@@ -258,7 +260,8 @@ std::string music_bench_table(const MusicBenchResult& r) {
 
 std::string music_bench_markdown(const MusicBenchResult& r, const MusicBenchOptions& o) {
   std::ostringstream md;
-  md << "# relgrad music-bench (" << (r.full ? "full" : "CI") << " form)\n\n"
+  md << "# relgrad music-bench (" << (o.pope_size ? "the PoPE paper's size" : r.full ? "full form" : "CI form")
+     << ")\n\n"
      << "Data: " << r.train_chorales << " train, " << r.valid_chorales << " valid, " << r.test_chorales
      << " test chorales (Jsb16thSeparated), four voices interleaved per 16th step.\n\n"
      << "Decoder-only models: " << size_text(r.size) << ". Out dir: `" << o.out_dir << "`. Total time "
@@ -342,8 +345,10 @@ int run_music_bench(const MusicBenchOptions& options, std::ostream& out) {
   out << "wrote " << (dir / "results.csv").string() << ", " << (dir / "results.md").string() << " and "
       << r.pictures.size() << " pictures\n";
   const std::vector<std::string> failures = music_bench_failures(r);
-  for (const std::string& f : failures) out << (r.full ? "note: " : "FAILED: ") << f << "\n";
-  if (r.full || failures.empty()) return 0;
+  // The CI form's checks fail the command; the other sizes are documented runs, where they are notes.
+  const bool ci_form = !r.full && !options.pope_size;
+  for (const std::string& f : failures) out << (ci_form ? "FAILED: " : "note: ") << f << "\n";
+  if (!ci_form || failures.empty()) return 0;
   return 1;
 }
 
