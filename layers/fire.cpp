@@ -43,24 +43,41 @@ Tensor FIRE::bias(const Tensor& distance, const Tensor& position) const {
   return mlp->forward(x.reshape({R * W, 1})).transpose(0, 1).reshape({num_heads, R, W});  // (H, R, W)
 }
 
+FIRE::Map FIRE::pair_map(const AttentionGeometry& g) const {
+  Tensor positions = g.positions();
+  RG_CHECK_T(ShapeError, positions.dim() == 1 && positions.size(0) == g.t2, "fire", "query positions must have shape (",
+             g.t2, "), got ", shape_str(positions.shape()));
+  std::vector<int64_t> pi = positions.to(Device::cpu()).to(kInt64).contiguous().to_vector<int64_t>();
+  std::vector<int64_t> key(static_cast<size_t>(g.t1));
+  for (int64_t j = 0; j < g.t1; ++j) key[j] = j;
+  if (position_map.defined()) {  // index p → position_map[p], on both sides
+    const std::vector<int64_t> map = position_map.to(Device::cpu()).contiguous().to_vector<int64_t>();
+    auto mapped = [&](int64_t p) {
+      RG_CHECK_T(IndexError, p >= 0 && p < static_cast<int64_t>(map.size()), "fire", "randomised positions: index ",
+                 p, " is outside the position map of ", map.size(), " entries");
+      return map[static_cast<size_t>(p)];
+    };
+    for (int64_t& p : pi) p = mapped(p);
+    for (int64_t& p : key) p = mapped(p);
+  }
+  std::vector<double> d(static_cast<size_t>(g.t2 * g.t1)), p(pi.begin(), pi.end());
+  for (int64_t i = 0; i < g.t2; ++i)
+    for (int64_t j = 0; j < g.t1; ++j) d[i * g.t1 + j] = static_cast<double>(std::llabs(key[j] - pi[i]));
+  return Map{from_vector<double>(d, {g.t2, g.t1}).to(c.dtype()).to(c.device()),
+             from_vector<double>(p, {g.t2, 1}).to(c.dtype()).to(c.device())};
+}
+
 Tensor FIRE::logit_bias(const AttentionGeometry& g) const {
   RG_CHECK_T(ShapeError, g.heads == num_heads, "fire", "built for ", num_heads, " heads, the attention has ", g.heads);
-  const Map m = maps_.get(geometry_key(g, {}, c.dtype(), c.device()), [&] {
-    Tensor positions = g.positions();
-    RG_CHECK_T(ShapeError, positions.dim() == 1 && positions.size(0) == g.t2, "fire", "query positions must have shape (",
-               g.t2, "), got ", shape_str(positions.shape()));
-    std::vector<int64_t> pi = positions.to(Device::cpu()).to(kInt64).contiguous().to_vector<int64_t>();
-    std::vector<double> d(static_cast<size_t>(g.t2 * g.t1)), p(pi.begin(), pi.end());
-    for (int64_t i = 0; i < g.t2; ++i)
-      for (int64_t j = 0; j < g.t1; ++j) d[i * g.t1 + j] = static_cast<double>(std::llabs(j - pi[i]));
-    return Map{from_vector<double>(d, {g.t2, g.t1}).to(c.dtype()).to(c.device()),
-               from_vector<double>(p, {g.t2, 1}).to(c.dtype()).to(c.device())};
-  });
+  // A map changes with every training forward (a fresh draw): built each call, never cached.
+  const Map m = position_map.defined() ? pair_map(g)
+                                       : maps_.get(geometry_key(g, {}, c.dtype(), c.device()), [&] { return pair_map(g); });
   return bias(m.distance, m.position).unsqueeze(0);  // (1, H, t2, t1)
 }
 
 bool FIRE::fuse(FusedCall& call, const AttentionGeometry& g) const {
   if (g.heads != num_heads) return false;  // the composite path reports it
+  if (position_map.defined()) return false;  // mapped positions: the bias is not a function of δ alone
   // One normaliser for the call when every π(i) < L: then b depends on δ alone. (At π(i) = L the value
   // is the same but the gradient of L is halved there, as the composite's max does: not fused.)
   const int64_t top = call.positions.empty() ? 0 : *std::max_element(call.positions.begin(), call.positions.end());

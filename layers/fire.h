@@ -11,6 +11,10 @@
 // π(i) through the normaliser, not on δ alone: the fused core's per-distance table carries it only
 // when every query of a call has π(i) < L (then the normaliser is one number), which fuse() checks per
 // call; otherwise the composite core runs. docs/relative-attention.md has the equation and the choices.
+// Randomised positions (Ruoss et al. 2023, as Zhou et al. 2024 combine them with FIRE): while
+// position_map is defined, index p stands at position position_map[p] for both sides, so the bias is
+// f_θ(ψ(|map[j] − map[π(i)]|) / ψ(max(map[π(i)], L))); DecoderLM sets the map during forward_at
+// (layers/models.h, TransformerConfig::random_positions_max) and the composite core serves it.
 #pragma once
 #include <memory>
 #include <vector>
@@ -51,6 +55,11 @@ class FIRE : public PositionalScheme {
   // L = |L_multiplier·L0| as a (1) tensor (differentiable).
   Tensor threshold_length() const;
 
+  // Undefined (the default), or int64 (n): index p → position position_map[p], for every key index and
+  // every π(i) of a call (each must be < n). The bias then depends on the pair, not on δ alone: no
+  // fused core, no cached tables.
+  Tensor position_map;
+
   static constexpr double kInitC = 0.1, kInitMultiplier = 1.0, kEps = 1e-6;
   int64_t num_heads, width, threshold;  // H, the MLP's width, L0
   std::shared_ptr<FireMlp> mlp;         // "mlp.0", "mlp.2"
@@ -61,6 +70,7 @@ class FIRE : public PositionalScheme {
     Tensor distance;  // (t2, t1): |δ(i, j)|
     Tensor position;  // (t2, 1): π(i)
   };
+  Map pair_map(const AttentionGeometry& g) const;  // |δ| and π(i) of every pair, through position_map
   mutable LruCache<CacheKey, Map> maps_{8};    // by geometry, dtype and device (logit_bias)
   mutable LruCache<CacheKey, Map> tables_{8};  // by distance range and top π(i) (fuse): (1, W), (1, 1)
 };

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "layers/fire.h"
 #include "layers/rotary.h"
 
 namespace relgrad {
@@ -124,9 +125,11 @@ void TransformerConfig::validate(const char* op, bool encoder_decoder) const {
            random_positions_max);
   if (random_positions_max > 0) {
     RG_CHECK(!encoder_decoder, op, "random_positions_max is for a decoder-only model");
-    RG_CHECK(absolute_position != AbsolutePositionKind::None || decoder_self.scheme == "rope", op,
+    RG_CHECK(absolute_position != AbsolutePositionKind::None || decoder_self.scheme == "rope" ||
+                 decoder_self.scheme == "fire",
+             op,
              "random_positions_max needs a position term to randomise: absolute_position sinusoidal or "
-             "learned, or decoder_self rope");
+             "learned, or decoder_self rope or fire");
     RG_CHECK(absolute_position != AbsolutePositionKind::Learned || max_positions >= random_positions_max, op,
              "random_positions_max ", random_positions_max,
              " reaches past the learned table's max_positions ", max_positions);
@@ -188,6 +191,8 @@ DecoderLM::DecoderLM(const TransformerConfig& c, Generator* init) : config(c) {
     layers->append(std::make_shared<EncoderBlock>(c.d_model, c.n_heads, c.d_ff, c.block_options(true), schemes[i], init));
   for (const auto& scheme : schemes)
     if (auto rope = std::dynamic_pointer_cast<RoPE>(scheme)) rotary.push_back(rope);
+  for (const auto& scheme : schemes)
+    if (auto f = std::dynamic_pointer_cast<FIRE>(scheme)) fire.push_back(f);
   if (c.pre_norm) final_norm = register_module("final_norm", make_norm(c.norm, c.d_model, c.norm_eps));
   if (!c.tie_weights) lm_head = register_module("lm_head", std::make_shared<Linear>(c.d_model, c.vocab_size, false, init));
 }
@@ -226,14 +231,17 @@ Tensor DecoderLM::forward_at(const Tensor& tokens, const Tensor& positions, cons
   RG_CHECK_T(ShapeError, positions.defined() && positions.dtype() == kInt64 && positions.dim() == 1 &&
                  positions.size(0) == tokens.size(1), "DecoderLM", "explicit positions must be int64 (",
              tokens.size(1), "), one per token");
-  // The RoPE schemes read the map during this forward only, cleared on every way out.
+  // The RoPE and FIRE schemes read the map during this forward only, cleared on every way out.
   struct ClearMaps {
-    std::vector<std::shared_ptr<RoPE>>& schemes;
+    std::vector<std::shared_ptr<RoPE>>& rotary;
+    std::vector<std::shared_ptr<FIRE>>& fire;
     ~ClearMaps() {
-      for (auto& r : schemes) r->position_map = Tensor();
+      for (auto& r : rotary) r->position_map = Tensor();
+      for (auto& f : fire) f->position_map = Tensor();
     }
-  } clear{rotary};
+  } clear{rotary, fire};
   for (auto& r : rotary) r->position_map = positions;
+  for (auto& f : fire) f->position_map = positions;
   Tensor x = embed->forward(tokens);  // (B, T, C)
   if (pos_embed) x = pos_embed->forward_at(x, positions);
   Tensor h = dropout->forward(x);

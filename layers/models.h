@@ -95,9 +95,9 @@ struct TransformerConfig {
   int64_t max_positions = 0;  // rows of the learned table (> 0 for Learned)
   // Randomised positions (Ruoss et al. 2023), DecoderLM only: 0 = off. Else, in training mode, each
   // forward places its T tokens at a sorted random subset of [0, random_positions_max) (distinct, drawn
-  // from the default generator like dropout's masks) for the absolute term and for decoder_self RoPE;
-  // in eval mode, and with a KV cache, tokens sit at 0 … T − 1 as without it. Needs a position term to
-  // randomise (absolute_position sinusoidal / learned, or decoder_self rope); learned needs
+  // from the default generator like dropout's masks) for the absolute term and for decoder_self RoPE
+  // or FIRE; in eval mode, and with a KV cache, tokens sit at 0 … T − 1 as without it. Needs a position
+  // term to randomise (absolute_position sinusoidal / learned, or decoder_self rope or fire); learned needs
   // max_positions >= random_positions_max; a training sequence longer than it is an error. Ruoss et
   // al.'s released code draws random positions at evaluation too: call forward_at(tokens,
   // draw_positions(T)) for that (train/instruments/length_bench.cpp does).
@@ -136,6 +136,7 @@ class BlockList : public Module {
 };
 
 class RoPE;
+class FIRE;
 
 class DecoderLM : public Module {
  public:
@@ -152,7 +153,8 @@ class DecoderLM : public Module {
   // With absolute positions the new tokens sit at t_cached … t_cached + t_new − 1.
   Tensor forward(const Tensor& tokens, const Tensor& key_padding_mask, std::vector<LayerCache>* cache);
   // forward() with token t at the explicit position positions[t] (int64 (T)) for the absolute term and
-  // decoder_self RoPE (other schemes see indices 0 … T − 1: they are relative and need no map).
+  // decoder_self RoPE and FIRE (other schemes see indices 0 … T − 1: they are relative and need no map;
+  // FIRE's normaliser reads the query's position itself).
   Tensor forward_at(const Tensor& tokens, const Tensor& positions, const Tensor& key_padding_mask = Tensor());
   // T sorted distinct positions drawn uniformly from [0, random_positions_max), int64 (T).
   Tensor draw_positions(int64_t T) const;
@@ -161,6 +163,7 @@ class DecoderLM : public Module {
   // The positions the last training forward drew (random_positions_max > 0); undefined otherwise.
   Tensor last_positions;
   std::vector<std::shared_ptr<RoPE>> rotary;        // the decoder_self RoPE schemes (none: empty)
+  std::vector<std::shared_ptr<FIRE>> fire;          // the decoder_self FIRE schemes (none: empty)
   std::shared_ptr<Embedding> embed;
   std::shared_ptr<AbsolutePosition> pos_embed;      // null with absolute_position "none"
   std::shared_ptr<Dropout> dropout;                 // on the embeddings
