@@ -38,14 +38,6 @@ const std::vector<SubcommandEntry>& subcommands() {
       {"length-bench", "length generalisation of positional treatments on synthetic algorithmic tasks",
        "[--full] [--tasks copy,reverse,...] [--treatments none,t5,...] [--seeds 1,2] [--steps N] [--out DIR]",
        make_length_bench_command},
-      {"addition-bench", "decimal addition with index hints: FIRE at random positions and the other schemes",
-       "[--full] [--formats hints,plain] [--treatments fire-random,rope,...] [--seeds 1,2] [--steps N]\n"
-       "[--out DIR]",
-       make_addition_bench_command},
-      {"cope-bench", "CoPE's selective copy, counting and flip-flop, and PoPE's indirect indexing, by treatment",
-       "[--full] [--tasks selective_copy,counting,...] [--treatments cope,rope,...] [--seeds 1,2] [--steps N]\n"
-       "[--out DIR]",
-       make_cope_bench_command},
       {"context-bench", "train short, test long: held-out NLL of text LMs at 1-16 times their training context",
        "[--full] [--treatments sinusoidal,alibi,...] [--seeds 1,2] [--steps N] [--text FILE] [--out DIR]",
        make_context_bench_command},
