@@ -107,7 +107,7 @@ TEST_CASE("context bench: the CI checks on made-up results") {
   CHECK(contains(table, "8x (128)"));
   CHECK(contains(table, "2.850 +- 0.071"));
   CHECK(contains(table, "1.30 +- 0.03"));
-  CHECK(contains(context_bench_csv(r), "sinusoidal,1,8,128,2.90000,4.18384,1.3182,4096,"));
+  CHECK(contains(context_bench_csv(r), "sinusoidal,1,8,128,2.90000,4.18382,1.3182,4096,"));
 }
 
 TEST_CASE("context bench: every built-in scheme of the registry is a treatment") {

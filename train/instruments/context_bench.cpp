@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <ostream>
 #include <sstream>
@@ -183,6 +184,7 @@ std::string check_context_bench_options(const ContextBenchOptions& o) {
 
 ContextBenchResult context_bench_results(const ContextBenchOptions& options, std::ostream* progress) {
   const auto start = std::chrono::steady_clock::now();
+  const std::clock_t cpu_start = std::clock();
   const ThreadCountGuard restore_threads;
   ContextBenchOptions o = options;
   if (o.treatments.empty())
@@ -198,11 +200,11 @@ ContextBenchResult context_bench_results(const ContextBenchOptions& options, std
   r.text_path = text;
   const ContextBenchSize& s = r.size;
   {
-    const TextDataset text(r.text_path, 0.05);
+    const TextDataset corpus(r.text_path, 0.05);
     const int64_t longest = s.context * s.multiples.back();
-    RG_CHECK(text.val_size() > longest, kOp, "'", r.text_path, "' has a held-out split of ", text.val_size(),
+    RG_CHECK(corpus.val_size() > longest, kOp, "'", r.text_path, "' has a held-out split of ", corpus.val_size(),
              " bytes (5 %), too short for the longest evaluation context, ", longest, " bytes");
-    r.unigram_nll = unigram_nll(text);
+    r.unigram_nll = unigram_nll(corpus);
   }
   std::filesystem::create_directories(o.out_dir);
   if (progress)
@@ -241,6 +243,7 @@ ContextBenchResult context_bench_results(const ContextBenchOptions& options, std
       r.runs.push_back(std::move(run));
     }
   r.seconds = seconds_since(start);
+  r.cpu_seconds = static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
   return r;
 }
 

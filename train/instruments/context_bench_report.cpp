@@ -159,7 +159,8 @@ std::string context_bench_markdown(const ContextBenchResult& r, const ContextBen
       << "Byte-level decoder-only LMs on " << r.text_path << " (5 % held out): d_model " << s.d_model << ", "
       << s.n_heads << " heads, d_ff " << s.d_ff << ", " << s.layers << " layers; trained at context C = " << s.context
       << " for " << s.steps << " steps of " << s.batch_size << " windows (lr " << fixed(s.lr, 4) << "); seeds "
-      << r.seeds.size() << "; " << fixed(r.seconds, 0) << " s in all. Output: " << o.out_dir << ".\n\n"
+      << r.seeds.size() << "; " << fixed(r.seconds, 0) << " s in all (" << fixed(r.cpu_seconds, 0)
+      << " s of processor time). Output: " << o.out_dir << ".\n\n"
       << "Each cell is `relgrad eval <out>/runs/<treatment>-s<seed>/checkpoint.safetensors --data.context=N "
       << "--data.seed=" << kContextBenchEvalSeed << " --batches=K` (K = " << s.eval_tokens << " / (" << s.batch_size
       << " · N), at least 1), averaged over seeds. The unigram NLL of the held-out bytes is "
@@ -226,7 +227,7 @@ int run_context_bench(const ContextBenchOptions& options, std::ostream& out) {
   out << context_bench_table(r);
   out << "wrote " << (dir / "results.csv").string() << ", " << (dir / "results.md").string();
   for (const std::string& p : r.pictures) out << ", " << (dir / p).string();
-  out << " (" << fixed(r.seconds, 0) << " s)\n";
+  out << " (" << fixed(r.seconds, 0) << " s, " << fixed(r.cpu_seconds, 0) << " s of processor time)\n";
   if (r.full) return 0;
   const std::vector<std::string> failures = context_bench_failures(r);
   for (const std::string& f : failures) out << "CI check failed: " << f << "\n";
