@@ -9,6 +9,10 @@
 #   seq2seq  W2 of PyTorch's reference script torch_ref.py (kept outside this repository, in the folder
 #            given as the argument, with relattn_micro.py, benchutil.py and peak_fma.cpp): relgrad's
 #            bench/bench_train against torch_ref.py's models.
+#   charlm-train, seq2seq-train  W1 and W2 on the user's path: `relgrad train` with bench/configs/
+#            w1_train.toml / w2_train.toml (the same shapes; the KJV text through the data pipeline,
+#            and the reversal task; logging and a checkpoint), run by bench/w0_relgrad.py --config,
+#            against the same PyTorch runs as charlm / seq2seq (no data pipeline on that side).
 # Each is run, interleaved round by round so that load from elsewhere hits all alike, as:
 #   relgrad               bench/bench_train, or relgrad train for w0
 #   PyTorch 1.13 default  Debian's python3-torch as shipped (the environment's OPENBLAS_CORETYPE=Haswell)
@@ -34,7 +38,8 @@
 #   THREADS=1 ROUNDS=1 STEPS=3 WARMUP=1 W0_STEPS=20 W0_WARMUP=5 WORKLOADS="w0 charlm" RELATTN=0 \
 #     bench/run_train.sh                                                     # a short trial
 # Settings from the environment [defaults]: THREADS ["1 2"]  ROUNDS [2]  STEPS [12]  WARMUP [3] (W1/W2)
-#   W0_STEPS [200]  W0_WARMUP [20] (w0's steps take milliseconds)  WORKLOADS ["w0 charlm seq2seq"]
+#   W0_STEPS [200]  W0_WARMUP [20] (w0's steps take milliseconds)
+#   WORKLOADS ["w0 charlm seq2seq charlm-train seq2seq-train"]
 #   TORCH2 [1; 0 = no PyTorch 2.x rows, no virtual environment]  TORCH2_SPEC [torch] (pip's requirement,
 #   e.g. torch==2.5.1; read when the environment is made: delete $BUILD/torch2-venv to change it)
 #   TORCH2_PASSIVE [1; 0 = PyTorch 2.x without OMP_WAIT_POLICY=PASSIVE]  TORCH2_INDEX [PyTorch's CPU wheels]
@@ -51,6 +56,9 @@
 # (TORCH2_INDEX), else PyPI's (which brings CUDA's libraries, ~5 GiB, unused here). None of this is a
 # dependency of relgrad. torch.compile's cache is $BUILD/inductor-cache. Each run's record (JSON) and
 # printed lines are kept in $BUILD/train_results (runs.log; PyTorch 2.x's warnings in torch2.log).
+# Before the rounds it prints the machine block: the CPU model, relgrad's GEMM and the kernels it runs
+# (`relgrad --version`), and each PyTorch's BLAS with its kernels (bench/blas_info.py: OpenBLAS's core,
+# MKL's code path, oneDNN's ISA), in the environment each side runs with.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 shared=$(cd "${1:-$root/../shared/bench}" && pwd)
@@ -60,7 +68,7 @@ STEPS=${STEPS:-12}
 WARMUP=${WARMUP:-3}
 W0_STEPS=${W0_STEPS:-200}
 W0_WARMUP=${W0_WARMUP:-20}
-WORKLOADS=${WORKLOADS:-"w0 charlm seq2seq"}
+WORKLOADS=${WORKLOADS:-"w0 charlm seq2seq charlm-train seq2seq-train"}
 WORKLOADS=$(echo " $WORKLOADS " | sed 's/ default / w0 /g; s/^ *//; s/ *$//')
 TORCH2=${TORCH2:-1}
 TORCH2_SPEC=${TORCH2_SPEC:-torch}
@@ -74,6 +82,8 @@ BLAS=${BLAS:-eigen}
 case $BUILD in /*) build=$BUILD ;; *) build=$root/$BUILD ;; esac
 has_w0=0
 case " $WORKLOADS " in *" w0 "*) has_w0=1 ;; esac
+has_cli=$has_w0  # a workload through `relgrad train` (w0 or *-train): the relgrad command is built
+case " $WORKLOADS " in *-train" "*) has_cli=1 ;; esac
 
 need=""
 pkgs="python3-torch python3-numpy libopenblas0-pthread"
@@ -103,7 +113,7 @@ torch2_version=""
 [ "$TORCH2" != 0 ] && torch2_version=$("$py2" -c 'import torch; print(torch.__version__)' 2>/dev/null)
 
 targets="bench_train bench_relattn"
-[ "$has_w0" = 1 ] && targets="$targets relgrad_cli"
+[ "$has_cli" = 1 ] && targets="$targets relgrad_cli"
 if [ "$BLAS" = openblas ] && ! dpkg -s libopenblas-dev >/dev/null 2>&1; then
   apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libopenblas-dev
 fi
@@ -118,6 +128,22 @@ rm -f "$out"/*.json "$out"/*.log
 g++ -O2 -march=native -fopenmp "$shared/peak_fma.cpp" -o "$out/peak_fma"
 torch1_version=$(/usr/bin/python3 -c 'import torch; print(torch.__version__)')
 echo "PyTorch: Debian $torch1_version (/usr/bin/python3)${torch2_version:+, pip $torch2_version ($py2)}" >&2
+
+# The machine block: what each side's GEMMs run on, in the environment each side's runs use.
+{
+  echo "== machine"
+  echo "CPU: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores online"
+  if [ "$has_cli" = 1 ]; then
+    echo "relgrad: $($relgrad_env "$build/relgrad" --version | sed -n 's/^GEMM: //p')"
+  else
+    echo "relgrad: BLAS=$BLAS (relgrad --version names the kernels; not built in this selection)"
+  fi
+  echo "PyTorch $torch1_version default: $(/usr/bin/python3 "$root/bench/blas_info.py")"
+  echo "PyTorch $torch1_version expert: $(env -u OPENBLAS_CORETYPE /usr/bin/python3 "$root/bench/blas_info.py")"
+  if [ "$TORCH2" != 0 ]; then
+    echo "PyTorch $torch2_version: $(env -u OPENBLAS_CORETYPE "$py2" "$root/bench/blas_info.py" 2>/dev/null)"
+  fi
+} | tee -a "$out/runs.log" >&2
 
 # The expert settings (the README beside torch_ref.py: OpenBLAS's AVX-512 kernels; PASSIVE at 2+
 # threads), used for PyTorch 1.13 expert and for PyTorch 2.x.
@@ -144,7 +170,7 @@ if [ "$CHECK" != 0 ]; then
     fi
   fi
   if [ "$TORCH2" != 0 ]; then
-    for w in $WORKLOADS; do
+    for w in $(echo "$WORKLOADS" | tr ' ' '\n' | sed 's/-train$//' | sort -u); do
       [ "$w" = w0 ] && continue
       "$py2" "$root/bench/torch2_train.py" "$shared" --workload "$w" --threads "$t" --check 3 \
         >&2 2>"$out/check_$w.log" ||
@@ -181,16 +207,25 @@ for t in $THREADS; do
         fi
         continue
       fi
-      $relgrad_env -u OMP_WAIT_POLICY OMP_NUM_THREADS=$t "$build/bench/bench_train" --workload "$w" --steps "$STEPS" \
-        --warmup "$WARMUP" --json "$out/relgrad_$j.json" >>"$out/runs.log"
-      env -u OMP_WAIT_POLICY /usr/bin/python3 "$shared/torch_ref.py" --workload "$w" --threads "$t" \
+      base=${w%-train}  # PyTorch's side of charlm-train is torch_ref's charlm
+      if [ "$base" != "$w" ]; then
+        cfg=$root/bench/configs/w1_train.toml
+        [ "$base" = seq2seq ] && cfg=$root/bench/configs/w2_train.toml
+        (cd "$root" && $relgrad_env -u OMP_WAIT_POLICY /usr/bin/python3 "$root/bench/w0_relgrad.py" "$build/relgrad" \
+          --config "$cfg" --workload "$w" --threads "$t" --steps "$STEPS" --warmup "$WARMUP" \
+          --out "$out/${w}_run" --json "$out/relgrad_$j.json" >>"$out/runs.log")
+      else
+        $relgrad_env -u OMP_WAIT_POLICY OMP_NUM_THREADS=$t "$build/bench/bench_train" --workload "$w" --steps "$STEPS" \
+          --warmup "$WARMUP" --json "$out/relgrad_$j.json" >>"$out/runs.log"
+      fi
+      env -u OMP_WAIT_POLICY /usr/bin/python3 "$shared/torch_ref.py" --workload "$base" --threads "$t" \
         --steps "$STEPS" --warmup "$WARMUP" --json "$out/default_$j.json" >>"$out/runs.log"
-      env -u OPENBLAS_CORETYPE $passive /usr/bin/python3 "$shared/torch_ref.py" --workload "$w" \
+      env -u OPENBLAS_CORETYPE $passive /usr/bin/python3 "$shared/torch_ref.py" --workload "$base" \
         --threads "$t" --steps "$STEPS" --warmup "$WARMUP" --json "$out/expert_$j.json" >>"$out/runs.log"
       if [ "$TORCH2" != 0 ]; then
         for m in eager compiled; do
           $(expert_env "$t" "$TORCH2_PASSIVE") "$py2" "$root/bench/torch2_train.py" "$shared" \
-            --workload "$w" --mode $m --threads "$t" --steps "$STEPS" --warmup "$WARMUP" \
+            --workload "$base" --mode $m --threads "$t" --steps "$STEPS" --warmup "$WARMUP" \
             --json "$out/torch2${m}_$j.json" \
             >>"$out/runs.log" 2>>"$out/torch2.log"
         done
@@ -221,7 +256,8 @@ def runs(impl, w, t):
     return tok, gfl, rss, recs
 impls = (("relgrad", "relgrad" if blas == "eigen" else "relgrad (%s)" % blas), ("default", "PyTorch %s default"), ("expert", "PyTorch %s expert"),
          ("torch2eager", "PyTorch %s eager"), ("torch2compiled", "PyTorch %s compiled"))
-label = {"w0": "W0 default", "charlm": "W1 charlm", "seq2seq": "W2 seq2seq"}
+label = {"w0": "W0 default", "charlm": "W1 charlm", "seq2seq": "W2 seq2seq",
+         "charlm-train": "W1 charlm, relgrad train", "seq2seq-train": "W2 seq2seq, relgrad train"}
 print("| workload | threads | impl | tokens/s | GFLOP/s | share of FMA peak | peak RSS MiB "
       "| relgrad ÷ this |")
 print("|---|---|---|---:|---:|---:|---:|---:|")
