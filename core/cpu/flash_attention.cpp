@@ -13,6 +13,9 @@
 #include <cmath>
 #include <limits>
 #include <vector>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 namespace relgrad::cpu {
 
@@ -24,9 +27,6 @@ template <class T>
 using MapC = Eigen::Map<const Mat<T>>;
 template <class T>
 using MapM = Eigen::Map<Mat<T>>;
-
-template <class T>
-using Vec = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>;
 
 template <class T>
 constexpr T kNegInf = -std::numeric_limits<T>::infinity();
@@ -219,12 +219,56 @@ void flash_forward(const FlashProblem<T>& p, T* out, T* lse) {
   }
 }
 
+namespace {
+
+// What one query tile's backward task can reach, for its table gradients: the distances
+// δ ∈ [dlo, dlo + nd) of every key tile it visits (δ = j − π(i) over [0, j_end) × [π_min, π_max]), and
+// the table rows [rlo, rlo + nr) that rel_rows gives those distances (nr = 0: none).
+struct TaskWindow {
+  int64_t dlo = 0, nd = 0, rlo = 0, nr = 0;
+};
+template <class T>
+std::vector<TaskWindow> task_windows(const FlashProblem<T>& p, const TileRange& tr) {
+  std::vector<TaskWindow> out(tr.lo.size());
+  for (size_t qt = 0; qt < out.size(); ++qt) {
+    int64_t j_end = 0;  // the end of the last key tile pass A visits (its causal break)
+    for (int64_t j0 = 0; j0 < p.t1 && !(p.causal && j0 > tr.hi[qt]); j0 += kFlashBlockK)
+      j_end = std::min(j0 + kFlashBlockK, p.t1);
+    TaskWindow& tw = out[qt];
+    tw.dlo = -tr.hi[qt];
+    tw.nd = j_end == 0 ? 0 : j_end + tr.hi[qt] - tr.lo[qt];
+    int64_t rhi = -1;
+    tw.rlo = p.R;
+    for (int64_t x = 0; x < tw.nd && p.E; ++x) {
+      const int64_t r = lookup(p.rel_rows, p.min_delta, p.W, tw.dlo + x);
+      if (r >= 0) tw.rlo = std::min(tw.rlo, r), rhi = std::max(rhi, r);
+    }
+    tw.nr = rhi < 0 ? 0 : rhi - tw.rlo + 1;
+    if (tw.nr == 0) tw.rlo = 0;
+  }
+  return out;
+}
+
+// Σ ds per distance over a tile: gb (nd) at δ − dlo += P ∘ (dP − Drow), the gradient of the logit
+// s_ij (the bias's gradient; G is the same times scale). Tile (nq × nk) at key j0, queries from i0.
+template <class T>
+void tile_bias_grad(const FlashProblem<T>& p, const Scratch<T>& s, const T* Drow, int64_t i0, int64_t nq, int64_t j0,
+                    int64_t nk, int64_t dlo, T* gb) {
+  for (int64_t a = 0; a < nq; ++a) {
+    T* g = gb + (j0 - p.pos[i0 + a] - dlo);  // δ of key j0 for this query; the row is consecutive δ
+    for (int64_t c = 0; c < nk; ++c) g[c] += s.P(a, c) == T(0) ? T(0) : s.P(a, c) * (s.dP(a, c) - Drow[a]);
+  }
+}
+
+}  // namespace
+
 template <class T>
 void flash_backward(const FlashProblem<T>& p, const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv, T* dqr,
                     T* dE, T* dbias) {
-  const int64_t D = p.D, BH = p.B * p.H;
+  const int64_t D = p.D, BH = p.B * p.H, W = p.W;
   const int64_t nqt = (p.t2 + kFlashBlockQ - 1) / kFlashBlockQ, nkt = (p.t1 + kFlashBlockK - 1) / kFlashBlockK;
   const TileRange tr = tile_ranges(p);
+  const bool want_E = dE && p.E, want_b = dbias && p.bias;
   // Drow_i = dO_i · O_i (softmax backward's row term), (B, H, t2).
   std::vector<T> Drow(static_cast<size_t>(BH * p.t2));
 #pragma omp parallel for schedule(static)
@@ -234,46 +278,125 @@ void flash_backward(const FlashProblem<T>& p, const T* out, const T* lse, const 
     Drow[r] = acc;
   }
 
-  // Pass A: dq (+ dqr), one task per (b, h, query tile), key tiles in order.
+  // The table gradients' running sums, each added to in increasing task order: gbd (H, W) per
+  // distance, dE (E_heads, R, D) per row.
+  const std::vector<TaskWindow> win = want_E || want_b ? task_windows(p, tr) : std::vector<TaskWindow>();
+  std::vector<T> gbd(static_cast<size_t>(want_b ? p.H * W : 0), T(0));
+  if (want_E) std::fill(dE, dE + p.E_heads * p.R * D, T(0));
+  auto task_size = [&](int64_t task) -> int64_t {
+    if (!want_E && !want_b) return 0;
+    const TaskWindow& tw = win[task % nqt];
+    return (want_b ? tw.nd : 0) + (want_E ? tw.nr * D : 0);
+  };
+  std::vector<int64_t> off;  // (tasks of the wave + 1) offsets into buf
+  std::vector<T> buf;        // per task of the wave: (nd) Σ ds per distance, then (nr, D) Σ G·qr per row
+
+  // Pass A: dq (+ dqr), one task per (b, h, query tile), key tiles in order; with table gradients
+  // wanted, tasks run in waves and each wave's buffers are folded before the next.
+#ifdef _OPENMP
+  const int64_t min_wave = 4 * static_cast<int64_t>(omp_get_max_threads());
+#else
+  const int64_t min_wave = 1;
+#endif
+  for (int64_t t0 = 0, t1 = 0; t0 < BH * nqt; t0 = t1) {
+    off.assign(1, 0);
+    for (t1 = t0; t1 < BH * nqt && (t1 - t0 < min_wave || off.back() + task_size(t1) <= kFlashFoldBudget); ++t1)
+      off.push_back(off.back() + task_size(t1));
+    buf.assign(static_cast<size_t>(off.back()), T(0));
 #pragma omp parallel
-  {
-    Scratch<T> s = make_scratch(p);
-    Mat<T> gq, gqr;
+    {
+      Scratch<T> s = make_scratch(p);
+      Mat<T> gq, gqr, dEU;
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t task = 0; task < BH * nqt; ++task) {
-      const int64_t bh = task / nqt, qt = task % nqt, b = bh / p.H, h = bh % p.H;
-      const int64_t i0 = qt * kFlashBlockQ, nq = std::min(kFlashBlockQ, p.t2 - i0);
-      gq.setZero(nq, D);
-      gqr.setZero(nq, p.E ? D : 0);
-      for (int64_t j0 = 0; j0 < p.t1; j0 += kFlashBlockK) {
-        if (p.causal && j0 > tr.hi[qt]) break;
-        const int64_t nk = std::min(kFlashBlockK, p.t1 - j0);
-        tile_logits(p, s, b, h, i0, nq, j0, nk, tr.lo[qt], tr.hi[qt]);
-        tile_probs(s, lse + bh * p.t2 + i0);
-        tile_grad(p, s, dout + (bh * p.t2 + i0) * D, p.v + (bh * p.t1 + j0) * D, Drow.data() + bh * p.t2 + i0, nq, nk);
-        gq.noalias() += s.G * MapC<T>(p.k + (bh * p.t1 + j0) * D, nk, D);
-        const int64_t nu = static_cast<int64_t>(s.uniq.size());
-        if (p.E && nu > 0) {
-          // Σ_j G_ij e_row(ij): fold the tile's columns onto the window's distinct rows, then one GEMM.
-          s.GU.setZero(nq, nu);
-          const int64_t dlo = j0 - tr.hi[qt];
-          for (int64_t a = 0; a < nq; ++a) {
-            const int64_t off = j0 - p.pos[i0 + a] - dlo;
-            for (int64_t c = 0; c < nk; ++c) {
-              const int col = s.col_of[off + c];
-              if (col >= 0) s.GU(a, col) += s.G(a, c);
+      for (int64_t task = t0; task < t1; ++task) {
+        const int64_t bh = task / nqt, qt = task % nqt, b = bh / p.H, h = bh % p.H;
+        const int64_t i0 = qt * kFlashBlockQ, nq = std::min(kFlashBlockQ, p.t2 - i0);
+        const TaskWindow tw = want_E || want_b ? win[qt] : TaskWindow();
+        T* gb = want_b ? buf.data() + off[task - t0] : nullptr;                           // (nd)
+        T* ge = want_E ? buf.data() + off[task - t0] + (want_b ? tw.nd : 0) : nullptr;  // (nr, D)
+        gq.setZero(nq, D);
+        gqr.setZero(nq, p.E ? D : 0);
+        for (int64_t j0 = 0; j0 < p.t1; j0 += kFlashBlockK) {
+          if (p.causal && j0 > tr.hi[qt]) break;
+          const int64_t nk = std::min(kFlashBlockK, p.t1 - j0);
+          const T* Dr = Drow.data() + bh * p.t2 + i0;
+          tile_logits(p, s, b, h, i0, nq, j0, nk, tr.lo[qt], tr.hi[qt]);
+          tile_probs(s, lse + bh * p.t2 + i0);
+          tile_grad(p, s, dout + (bh * p.t2 + i0) * D, p.v + (bh * p.t1 + j0) * D, Dr, nq, nk);
+          gq.noalias() += s.G * MapC<T>(p.k + (bh * p.t1 + j0) * D, nk, D);
+          if (gb) tile_bias_grad(p, s, Dr, i0, nq, j0, nk, tw.dlo, gb);
+          const int64_t nu = static_cast<int64_t>(s.uniq.size());
+          if (p.E && nu > 0) {
+            // Σ_j G_ij e_row(ij): fold the tile's columns onto the window's distinct rows, then one GEMM.
+            s.GU.setZero(nq, nu);
+            const int64_t dlo = j0 - tr.hi[qt];
+            for (int64_t a = 0; a < nq; ++a) {
+              const int64_t off_a = j0 - p.pos[i0 + a] - dlo;
+              for (int64_t c = 0; c < nk; ++c) {
+                const int col = s.col_of[off_a + c];
+                if (col >= 0) s.GU(a, col) += s.G(a, c);
+              }
+            }
+            gqr.noalias() += s.GU * s.EU;
+            if (ge) {  // dE[row] += Σ_i GU_i,row · qr_i: (nu × nq) · (nq × D), added into the task's rows
+              dEU.noalias() = s.GU.transpose() * MapC<T>(p.qr + (bh * p.t2 + i0) * D, nq, D);
+              for (int64_t u = 0; u < nu; ++u) {
+                T* g = ge + (s.uniq[u] - tw.rlo) * D;
+                for (int64_t d = 0; d < D; ++d) g[d] += dEU(u, d);
+              }
             }
           }
-          gqr.noalias() += s.GU * s.EU;
+        }
+        MapM<T>(dq + (bh * p.t2 + i0) * D, nq, D) = gq;
+        if (p.E) {
+          if (dqr) MapM<T>(dqr + (bh * p.t2 + i0) * D, nq, D) = gqr;
+          else MapM<T>(dq + (bh * p.t2 + i0) * D, nq, D) += gqr;
+        } else if (dqr) {
+          MapM<T>(dqr + (bh * p.t2 + i0) * D, nq, D).setZero();
         }
       }
-      MapM<T>(dq + (bh * p.t2 + i0) * D, nq, D) = gq;
-      if (p.E) {
-        if (dqr) MapM<T>(dqr + (bh * p.t2 + i0) * D, nq, D) = gqr;
-        else MapM<T>(dq + (bh * p.t2 + i0) * D, nq, D) += gqr;
-      } else if (dqr) {
-        MapM<T>(dqr + (bh * p.t2 + i0) * D, nq, D).setZero();
+    }
+    // Fold the wave's buffers: each sum target owned by one iteration, the tasks added in order.
+    if (want_b) {
+      const int64_t nwc = (W + kFlashBlockDelta - 1) / kFlashBlockDelta;
+#pragma omp parallel for schedule(static)
+      for (int64_t item = 0; item < p.H * nwc; ++item) {  // (head, chunk of distances) of gbd (H, W)
+        const int64_t h = item / nwc, w0 = (item % nwc) * kFlashBlockDelta, w1 = std::min(w0 + kFlashBlockDelta, W);
+        for (int64_t task = t0; task < t1; ++task) {
+          if ((task / nqt) % p.H != h) continue;
+          const TaskWindow& tw = win[task % nqt];
+          const T* src = buf.data() + off[task - t0];  // (nd) at δ − dlo
+          const int64_t x0 = p.min_delta - tw.dlo;     // x of w = 0
+          for (int64_t w = std::max(w0, -x0); w < std::min(w1, tw.nd - x0); ++w) gbd[h * W + w] += src[x0 + w];
+        }
       }
+    }
+    if (want_E) {
+      const int64_t nrc = (p.R + kFlashBlockDelta - 1) / kFlashBlockDelta;
+#pragma omp parallel for schedule(static)
+      for (int64_t item = 0; item < p.E_heads * nrc; ++item) {  // (table head, chunk of rows) of dE (E_heads, R, D)
+        const int64_t eh = item / nrc, r0 = (item % nrc) * kFlashBlockDelta;
+        const int64_t r1 = std::min(r0 + kFlashBlockDelta, p.R);
+        for (int64_t task = t0; task < t1; ++task) {
+          if (p.E_heads != 1 && (task / nqt) % p.H != eh) continue;
+          const TaskWindow& tw = win[task % nqt];
+          const T* src = buf.data() + off[task - t0] + (want_b ? tw.nd : 0);  // (nr, D) at row − rlo
+          for (int64_t r = std::max(r0, tw.rlo); r < std::min(r1, tw.rlo + tw.nr); ++r) {
+            T* g = dE + (eh * p.R + r) * D;
+            const T* x = src + (r - tw.rlo) * D;
+            for (int64_t d = 0; d < D; ++d) g[d] += x[d];
+          }
+        }
+      }
+    }
+  }
+  // Fold distances into bias columns: heads in order, then distances in increasing order.
+  if (want_b) {
+    std::fill(dbias, dbias + p.bias_heads * p.Rb, T(0));
+    for (int64_t h = 0; h < p.H; ++h) {
+      T* g = dbias + (p.bias_heads == 1 ? 0 : h) * p.Rb;
+      for (int64_t w = 0; w < W; ++w)
+        if (p.bias_rows[w] >= 0) g[p.bias_rows[w]] += gbd[h * W + w];
     }
   }
 
@@ -299,73 +422,6 @@ void flash_backward(const FlashProblem<T>& p, const T* out, const T* lse, const 
       }
       MapM<T>(dk + (bh * p.t1 + j0) * D, nk, D) = gk;
       MapM<T>(dv + (bh * p.t1 + j0) * D, nk, D) = gv;
-    }
-  }
-
-  // Pass C: per-distance gradients (H, W, D) and (H, W), one task per (h, chunk of distances); each
-  // task walks b and i in order and reads the pair (i, j = π(i) + δ) of each of its diagonals.
-  const bool want_E = dE && p.E, want_b = dbias && p.bias;
-  if (!want_E && !want_b) return;
-  const int64_t W = p.W, nct = (W + kFlashBlockDelta - 1) / kFlashBlockDelta;
-  std::vector<T> gEd(static_cast<size_t>(want_E ? p.H * W * D : 0), T(0));
-  std::vector<T> gbd(static_cast<size_t>(want_b ? p.H * W : 0), T(0));
-  const T sc = static_cast<T>(p.scale);
-#pragma omp parallel for schedule(dynamic, 1)
-  for (int64_t task = 0; task < p.H * nct; ++task) {
-    const int64_t h = task / nct, w0 = (task % nct) * kFlashBlockDelta, w1 = std::min(w0 + kFlashBlockDelta, W);
-    const T* E = p.E ? p.E + (p.E_heads == 1 ? 0 : h) * p.R * D : nullptr;
-    const T* bias = p.bias ? p.bias + (p.bias_heads == 1 ? 0 : h) * p.Rb : nullptr;
-    for (int64_t b = 0; b < p.B; ++b) {
-      const int64_t bh = b * p.H + h;
-      for (int64_t i = 0; i < p.t2; ++i) {
-        const T L = lse[bh * p.t2 + i];
-        if (L == kNegInf<T>) continue;
-        const int64_t pi = p.pos[i];
-        const T* qi = p.q + (bh * p.t2 + i) * D;
-        const T* qri = p.qr + (bh * p.t2 + i) * D;
-        const T* doi = dout + (bh * p.t2 + i) * D;
-        for (int64_t w = w0; w < w1; ++w) {
-          const int64_t j = pi + p.min_delta + w;
-          if (j < 0 || j >= p.t1 || hidden(p, b, pi, j)) continue;
-          const int64_t r = p.rel_rows ? p.rel_rows[w] : -1, br = p.bias_rows ? p.bias_rows[w] : -1;
-          if (!(want_E && r >= 0) && !(want_b && br >= 0)) continue;
-          const T* kj = p.k + (bh * p.t1 + j) * D;
-          const T* vj = p.v + (bh * p.t1 + j) * D;
-          // Eigen's dot products are vectorised (a plain loop's reduction is not, without reassociation).
-          T z = Vec<T>(qi, D).dot(Vec<T>(kj, D));
-          if (E && r >= 0) z += Vec<T>(qri, D).dot(Vec<T>(E + r * D, D));
-          z *= sc;
-          if (bias && br >= 0) z += bias[br];
-          const T dp = Vec<T>(doi, D).dot(Vec<T>(vj, D));
-          const T ds = std::exp(z - L) * (dp - Drow[bh * p.t2 + i]);  // gradient of the logit s_ij
-          if (want_E && r >= 0) {
-            T* g = gEd.data() + (h * W + w) * D;
-            for (int64_t d = 0; d < D; ++d) g[d] += sc * ds * qri[d];
-          }
-          if (want_b && br >= 0) gbd[h * W + w] += ds;
-        }
-      }
-    }
-  }
-  // Fold distances into table rows: heads in order, then distances in increasing order.
-  if (want_E) {
-    std::fill(dE, dE + p.E_heads * p.R * D, T(0));
-    for (int64_t h = 0; h < p.H; ++h) {
-      T* g = dE + (p.E_heads == 1 ? 0 : h) * p.R * D;
-      for (int64_t w = 0; w < W; ++w) {
-        const int64_t r = p.rel_rows[w];
-        if (r < 0) continue;
-        const T* src = gEd.data() + (h * W + w) * D;
-        for (int64_t d = 0; d < D; ++d) g[r * D + d] += src[d];
-      }
-    }
-  }
-  if (want_b) {
-    std::fill(dbias, dbias + p.bias_heads * p.Rb, T(0));
-    for (int64_t h = 0; h < p.H; ++h) {
-      T* g = dbias + (p.bias_heads == 1 ? 0 : h) * p.Rb;
-      for (int64_t w = 0; w < W; ++w)
-        if (p.bias_rows[w] >= 0) g[p.bias_rows[w]] += gbd[h * W + w];
     }
   }
 }

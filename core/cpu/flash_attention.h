@@ -18,21 +18,28 @@
 // (i, j)'s entry from it: the skew is an index computation, nothing of size (t2, t1) is stored.
 // Softmax is online (running max and sum per query row), so memory is O(t·D).
 //
-// Backward recomputes the probabilities tile by tile from lse and runs three passes, each of which
+// Backward recomputes the probabilities tile by tile from lse and runs two passes, each of which
 // owns what it writes (no atomics; every sum runs in a fixed order, so results do not depend on the
 // thread count):
-//   A  per (b, h, query tile):   dq (and dqr, the relative query's gradient)
+//   A  per (b, h, query tile):   dq (and dqr, the relative query's gradient), and the tables' share of
+//                                the task from the tiles' ds = P ∘ (dP − rowsum) it already forms:
+//                                Σ ds per distance (the bias) and Σ scale·ds·qr per table row (E) into
+//                                task-local buffers, which are then added into (H, W) and dE in
+//                                increasing task order (a wave of tasks at a time, to bound memory);
+//                                dbias folds distances into bias columns, heads then δ in order
 //   B  per (b, h, key tile):     dk, dv
-//   C  per (h, distance chunk):  the per-distance gradients dE_δ (D) and dbias_δ, summed over b and
-//                                over the queries on each diagonal; then folded into table rows
-//                                (dE[row] = Σ_{δ: row(δ) = row} dE_δ, in increasing δ, heads in order).
 #pragma once
 #include <cstdint>
 
 namespace relgrad::cpu {
 
 // Tile sizes of the CPU kernels (the CUDA kernels use their own).
+// kFlashBlockDelta: distances (or table rows) per item of the backward's parallel fold.
 constexpr int64_t kFlashBlockQ = 64, kFlashBlockK = 64, kFlashBlockDelta = 32;
+// The backward's per-task table-gradient buffers are held for a wave of consecutive tasks at a time:
+// at most this many elements in all (16 MiB of float32), unless that leaves fewer than 4 tasks per
+// thread. The fold is a running sum in task order, so where the waves cut changes no bit.
+constexpr int64_t kFlashFoldBudget = int64_t(1) << 22;
 
 template <class T>
 struct FlashProblem {
