@@ -260,6 +260,63 @@ void tile_bias_grad(const FlashProblem<T>& p, const Scratch<T>& s, const T* Drow
   }
 }
 
+// Pass A's per-task table-gradient buffers, for one wave of consecutive tasks [t0, t1) at a time: per
+// task, (nd) Σ ds per distance when the bias wants a gradient, then (nr, D) Σ G·qr per row when E does.
+template <class T>
+struct TaskBuffers {
+  bool bias = false, table = false;
+  int64_t nqt = 0, D = 0, t0 = 0, t1 = 0;
+  std::vector<TaskWindow> win;  // per query tile
+  std::vector<int64_t> off;     // (t1 − t0 + 1) offsets into buf
+  std::vector<T> buf;
+
+  int64_t bias_size(int64_t task) const { return bias ? win[task % nqt].nd : 0; }
+  int64_t size(int64_t task) const { return bias_size(task) + (table ? win[task % nqt].nr * D : 0); }
+  T* bias_of(int64_t task) { return bias ? buf.data() + off[task - t0] : nullptr; }
+  T* table_of(int64_t task) { return table ? buf.data() + off[task - t0] + bias_size(task) : nullptr; }
+
+  // The wave after [t0, t1): as many tasks as kFlashFoldBudget holds, at least min_wave; zeroed.
+  void next_wave(int64_t tasks, int64_t min_wave) {
+    t0 = t1;
+    off.assign(1, 0);
+    for (; t1 < tasks && (t1 - t0 < min_wave || off.back() + size(t1) <= kFlashFoldBudget); ++t1)
+      off.push_back(off.back() + size(t1));
+    buf.assign(static_cast<size_t>(off.back()), T(0));
+  }
+
+  // Adds the wave's buffers into gbd (H, W) per distance and dE (E_heads, R, D) per row: each sum
+  // target is owned by one iteration, which adds the tasks in increasing order.
+  void fold(const FlashProblem<T>& p, T* gbd, T* dE) const {
+    const int64_t W = p.W, nwc = (W + kFlashBlockDelta - 1) / kFlashBlockDelta;
+    const int64_t nrc = (p.R + kFlashBlockDelta - 1) / kFlashBlockDelta;
+#pragma omp parallel for schedule(static)
+    for (int64_t item = 0; item < (bias ? p.H * nwc : 0); ++item) {  // (head, chunk of distances) of gbd
+      const int64_t h = item / nwc, w0 = (item % nwc) * kFlashBlockDelta, w1 = std::min(w0 + kFlashBlockDelta, W);
+      for (int64_t task = t0; task < t1; ++task) {
+        if ((task / nqt) % p.H != h) continue;
+        const TaskWindow& tw = win[task % nqt];
+        const T* src = buf.data() + off[task - t0];  // (nd) at δ − dlo
+        const int64_t x0 = p.min_delta - tw.dlo;     // the offset of w = 0
+        for (int64_t w = std::max(w0, -x0); w < std::min(w1, tw.nd - x0); ++w) gbd[h * W + w] += src[x0 + w];
+      }
+    }
+#pragma omp parallel for schedule(static)
+    for (int64_t item = 0; item < (table ? p.E_heads * nrc : 0); ++item) {  // (table head, chunk of rows) of dE
+      const int64_t eh = item / nrc, r0 = (item % nrc) * kFlashBlockDelta, r1 = std::min(r0 + kFlashBlockDelta, p.R);
+      for (int64_t task = t0; task < t1; ++task) {
+        if (p.E_heads != 1 && (task / nqt) % p.H != eh) continue;
+        const TaskWindow& tw = win[task % nqt];
+        const T* src = buf.data() + off[task - t0] + bias_size(task);  // (nr, D) at row − rlo
+        for (int64_t r = std::max(r0, tw.rlo); r < std::min(r1, tw.rlo + tw.nr); ++r) {
+          T* g = dE + (eh * p.R + r) * D;
+          const T* x = src + (r - tw.rlo) * D;
+          for (int64_t d = 0; d < D; ++d) g[d] += x[d];
+        }
+      }
+    }
+  }
+};
+
 }  // namespace
 
 template <class T>
@@ -280,40 +337,31 @@ void flash_backward(const FlashProblem<T>& p, const T* out, const T* lse, const 
 
   // The table gradients' running sums, each added to in increasing task order: gbd (H, W) per
   // distance, dE (E_heads, R, D) per row.
-  const std::vector<TaskWindow> win = want_E || want_b ? task_windows(p, tr) : std::vector<TaskWindow>();
+  TaskBuffers<T> tb;
+  tb.bias = want_b, tb.table = want_E, tb.nqt = nqt, tb.D = D;
+  if (want_E || want_b) tb.win = task_windows(p, tr);
   std::vector<T> gbd(static_cast<size_t>(want_b ? p.H * W : 0), T(0));
   if (want_E) std::fill(dE, dE + p.E_heads * p.R * D, T(0));
-  auto task_size = [&](int64_t task) -> int64_t {
-    if (!want_E && !want_b) return 0;
-    const TaskWindow& tw = win[task % nqt];
-    return (want_b ? tw.nd : 0) + (want_E ? tw.nr * D : 0);
-  };
-  std::vector<int64_t> off;  // (tasks of the wave + 1) offsets into buf
-  std::vector<T> buf;        // per task of the wave: (nd) Σ ds per distance, then (nr, D) Σ G·qr per row
-
-  // Pass A: dq (+ dqr), one task per (b, h, query tile), key tiles in order; with table gradients
-  // wanted, tasks run in waves and each wave's buffers are folded before the next.
 #ifdef _OPENMP
   const int64_t min_wave = 4 * static_cast<int64_t>(omp_get_max_threads());
 #else
   const int64_t min_wave = 1;
 #endif
-  for (int64_t t0 = 0, t1 = 0; t0 < BH * nqt; t0 = t1) {
-    off.assign(1, 0);
-    for (t1 = t0; t1 < BH * nqt && (t1 - t0 < min_wave || off.back() + task_size(t1) <= kFlashFoldBudget); ++t1)
-      off.push_back(off.back() + task_size(t1));
-    buf.assign(static_cast<size_t>(off.back()), T(0));
+
+  // Pass A: dq (+ dqr), one task per (b, h, query tile), key tiles in order; with table gradients
+  // wanted, a wave of tasks at a time, each wave's buffers folded before the next.
+  while (tb.t1 < BH * nqt) {
+    tb.next_wave(BH * nqt, min_wave);
 #pragma omp parallel
     {
       Scratch<T> s = make_scratch(p);
       Mat<T> gq, gqr, dEU;
 #pragma omp for schedule(dynamic, 1)
-      for (int64_t task = t0; task < t1; ++task) {
+      for (int64_t task = tb.t0; task < tb.t1; ++task) {
         const int64_t bh = task / nqt, qt = task % nqt, b = bh / p.H, h = bh % p.H;
         const int64_t i0 = qt * kFlashBlockQ, nq = std::min(kFlashBlockQ, p.t2 - i0);
-        const TaskWindow tw = want_E || want_b ? win[qt] : TaskWindow();
-        T* gb = want_b ? buf.data() + off[task - t0] : nullptr;                           // (nd)
-        T* ge = want_E ? buf.data() + off[task - t0] + (want_b ? tw.nd : 0) : nullptr;  // (nr, D)
+        T* gb = tb.bias_of(task);   // (nd) at δ − dlo
+        T* ge = tb.table_of(task);  // (nr, D) at row − rlo
         gq.setZero(nq, D);
         gqr.setZero(nq, p.E ? D : 0);
         for (int64_t j0 = 0; j0 < p.t1; j0 += kFlashBlockK) {
@@ -324,7 +372,7 @@ void flash_backward(const FlashProblem<T>& p, const T* out, const T* lse, const 
           tile_probs(s, lse + bh * p.t2 + i0);
           tile_grad(p, s, dout + (bh * p.t2 + i0) * D, p.v + (bh * p.t1 + j0) * D, Dr, nq, nk);
           gq.noalias() += s.G * MapC<T>(p.k + (bh * p.t1 + j0) * D, nk, D);
-          if (gb) tile_bias_grad(p, s, Dr, i0, nq, j0, nk, tw.dlo, gb);
+          if (gb) tile_bias_grad(p, s, Dr, i0, nq, j0, nk, tb.win[qt].dlo, gb);
           const int64_t nu = static_cast<int64_t>(s.uniq.size());
           if (p.E && nu > 0) {
             // Σ_j G_ij e_row(ij): fold the tile's columns onto the window's distinct rows, then one GEMM.
@@ -341,7 +389,7 @@ void flash_backward(const FlashProblem<T>& p, const T* out, const T* lse, const 
             if (ge) {  // dE[row] += Σ_i GU_i,row · qr_i: (nu × nq) · (nq × D), added into the task's rows
               dEU.noalias() = s.GU.transpose() * MapC<T>(p.qr + (bh * p.t2 + i0) * D, nq, D);
               for (int64_t u = 0; u < nu; ++u) {
-                T* g = ge + (s.uniq[u] - tw.rlo) * D;
+                T* g = ge + (s.uniq[u] - tb.win[qt].rlo) * D;
                 for (int64_t d = 0; d < D; ++d) g[d] += dEU(u, d);
               }
             }
@@ -356,39 +404,7 @@ void flash_backward(const FlashProblem<T>& p, const T* out, const T* lse, const 
         }
       }
     }
-    // Fold the wave's buffers: each sum target owned by one iteration, the tasks added in order.
-    if (want_b) {
-      const int64_t nwc = (W + kFlashBlockDelta - 1) / kFlashBlockDelta;
-#pragma omp parallel for schedule(static)
-      for (int64_t item = 0; item < p.H * nwc; ++item) {  // (head, chunk of distances) of gbd (H, W)
-        const int64_t h = item / nwc, w0 = (item % nwc) * kFlashBlockDelta, w1 = std::min(w0 + kFlashBlockDelta, W);
-        for (int64_t task = t0; task < t1; ++task) {
-          if ((task / nqt) % p.H != h) continue;
-          const TaskWindow& tw = win[task % nqt];
-          const T* src = buf.data() + off[task - t0];  // (nd) at δ − dlo
-          const int64_t x0 = p.min_delta - tw.dlo;     // x of w = 0
-          for (int64_t w = std::max(w0, -x0); w < std::min(w1, tw.nd - x0); ++w) gbd[h * W + w] += src[x0 + w];
-        }
-      }
-    }
-    if (want_E) {
-      const int64_t nrc = (p.R + kFlashBlockDelta - 1) / kFlashBlockDelta;
-#pragma omp parallel for schedule(static)
-      for (int64_t item = 0; item < p.E_heads * nrc; ++item) {  // (table head, chunk of rows) of dE (E_heads, R, D)
-        const int64_t eh = item / nrc, r0 = (item % nrc) * kFlashBlockDelta;
-        const int64_t r1 = std::min(r0 + kFlashBlockDelta, p.R);
-        for (int64_t task = t0; task < t1; ++task) {
-          if (p.E_heads != 1 && (task / nqt) % p.H != eh) continue;
-          const TaskWindow& tw = win[task % nqt];
-          const T* src = buf.data() + off[task - t0] + (want_b ? tw.nd : 0);  // (nr, D) at row − rlo
-          for (int64_t r = std::max(r0, tw.rlo); r < std::min(r1, tw.rlo + tw.nr); ++r) {
-            T* g = dE + (eh * p.R + r) * D;
-            const T* x = src + (r - tw.rlo) * D;
-            for (int64_t d = 0; d < D; ++d) g[d] += x[d];
-          }
-        }
-      }
-    }
+    if (want_E || want_b) tb.fold(p, gbd.data(), dE);
   }
   // Fold distances into bias columns: heads in order, then distances in increasing order.
   if (want_b) {
