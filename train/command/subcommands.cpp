@@ -38,6 +38,10 @@ const std::vector<SubcommandEntry>& subcommands() {
       {"length-bench", "length generalisation of positional treatments on synthetic algorithmic tasks",
        "[--full] [--tasks copy,reverse,...] [--treatments none,t5,...] [--seeds 1,2] [--steps N] [--out DIR]",
        make_length_bench_command},
+      {"addition-bench", "decimal addition with index hints: FIRE at random positions and the other schemes",
+       "[--full] [--treatments fire-random,rope,...] [--plain-treatments fire,rope,...] [--no-plain]\n"
+       "[--seeds 1,2] [--steps N] [--out DIR]",
+       make_addition_bench_command},
       {"context-bench", "train short, test long: held-out NLL of text LMs at 1-16 times their training context",
        "[--full] [--treatments sinusoidal,alibi,...] [--seeds 1,2] [--steps N] [--text FILE] [--out DIR]",
        make_context_bench_command},

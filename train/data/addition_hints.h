@@ -13,9 +13,7 @@
 // h(0) … h(H − 1) are H = hint_symbols marker tokens in a fixed order, and each row starts its run of
 // markers at its own s, uniform in [0, H − 1 − max(la, lb)] (the answer's last marker is then at most
 // h(H − 1)), so that every marker is trained in every role, not only the first few at the first
-// digits. Cho et al.'s public reimplementation of these hints (HanseulJo/position-coupling,
-// src/data/addition.py, AdditionDatasetWithIndexHints) draws a random start of consecutive markers
-// the same way; the stored copies of Zhou et al.'s text do not give their sampling.
+// digits (docs/addition.md says which published code samples markers this way).
 //
 // The decoder-only layout of the length tasks (train/data/length_tasks.h): x BOS y EOS, BOS standing for
 // "=", the loss on y and EOS only (x's targets −100). Token ids: PAD 0, BOS 1, EOS 2, digits "0" … "9" at

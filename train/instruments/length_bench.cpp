@@ -72,8 +72,8 @@ std::string base_treatment(const std::string& treatment) {
 
 // The config `relgrad train` would run for this model: a decoder-only synthetic run (recipe.h) whose
 // data is replaced by the length task below (trainer_options builds everything else from it).
-RunConfig run_config(const LengthBenchOptions& o, const LengthBenchSize& s, const std::string& task,
-                     const std::string& treatment, uint64_t seed, int64_t train_tokens) {
+RunConfig run_config(const std::string& out_dir, const LengthBenchSize& s, const std::string& task,
+                     const std::string& treatment, uint64_t seed, int64_t train_tokens, int64_t vocab_size) {
   RecipeSize size;
   size.d_model = s.d_model, size.n_heads = s.n_heads, size.d_ff = s.d_ff;
   size.encoder_layers = 0, size.decoder_layers = s.layers;
@@ -83,12 +83,12 @@ RunConfig run_config(const LengthBenchOptions& o, const LengthBenchSize& s, cons
   set_decoder_treatment(c, base, relative_scheme(base, train_tokens), s.max_positions);
   c.data.source = "synthetic";
   c.data.task = TaskKind::Copy;
-  c.data.num_symbols = kLengthVocabSize - kFirstSymbol;  // the same vocabulary size as the length tasks
+  c.data.num_symbols = vocab_size - kFirstSymbol;  // the same vocabulary size as the task's
   c.data.min_len = s.train_min;
   c.data.max_len = s.train_max;
   c.data.batch_size = s.batch_size;
   c.data.seed = seed;
-  set_bench_loop(c, (std::filesystem::path(o.out_dir) / "runs" /
+  set_bench_loop(c, (std::filesystem::path(out_dir) / "runs" /
                      (task + "-" + treatment + "-s" + std::to_string(seed)))
                         .string());
   return c;
@@ -134,9 +134,8 @@ std::string percent(double v) {
   return buf;
 }
 
-}  // namespace
-
-const std::vector<std::string>& length_bench_treatments() {
+// The full form's default: every treatment but fire-random (length_bench_treatments).
+const std::vector<std::string>& full_form_treatments() {
   static const std::vector<std::string> t = {
       "none",  "learned",        "sinusoidal",        "t5",         "alibi", "rope", "seed", "shaw",
       "huang", "learned-random", "sinusoidal-random", "rope-random",
@@ -144,6 +143,17 @@ const std::vector<std::string>& length_bench_treatments() {
       "cope",  "fox",            "stick_breaking",     // content-dependent (layers/contextual.h)
       "kerple", "sandwich",      "dynamic_bias",       // the distance-bias family (layers/distance_bias.h)
       "fire"};                                            // layers/fire.h
+  return t;
+}
+
+}  // namespace
+
+const std::vector<std::string>& length_bench_treatments() {
+  static const std::vector<std::string> t = [] {
+    std::vector<std::string> all = full_form_treatments();
+    all.push_back("fire-random");  // FIRE at random positions (Zhou et al. 2024; train/instruments/addition_bench.h)
+    return all;
+  }();
   return t;
 }
 
@@ -174,6 +184,44 @@ LengthBenchSize length_bench_size(const LengthBenchOptions& o) {
   return s;
 }
 
+LengthBenchRun length_bench_run(const LengthBenchSize& s, const LengthBenchModel& m, const std::string& out_dir,
+                                std::ostream* progress) {
+  RG_CHECK(m.train && m.buckets.size() == s.buckets.size(), kOp, m.task, " ", m.treatment,
+           ": need training data and one held-out set per bucket (", s.buckets.size(), "), got ",
+           m.buckets.size());
+  const auto t0 = std::chrono::steady_clock::now();
+  const RunConfig config =
+      run_config(out_dir, s, m.task, m.treatment, m.seed, m.train_tokens, m.train->vocab().size);
+  std::ostringstream warnings;
+  TrainerOptions options = trainer_options(config, &warnings);
+  options.data = m.train;
+  options.vocab_json.clear();  // the synthetic vocabulary of the config is not the task's
+  if (random_positions(m.treatment)) options.model.config.random_positions_max = s.random_positions_max;
+  const bool randomised = options.model.config.random_positions_max > 0;
+  Trainer trainer(std::move(options), nullptr);
+  const TrainResult trained = trainer.train();
+  RunModel& model = trainer.model();
+  LengthBenchRun run;
+  run.task = m.task;
+  run.treatment = m.treatment;
+  run.seed = m.seed;
+  run.train_loss = trained.last_loss;
+  if (randomised) manual_seed(m.seed + 2000);  // the evaluation's position draws, reproducible
+  std::string line = "  " + m.task + " " + m.treatment + " seed " + std::to_string(m.seed) + ": exact/token %";
+  for (size_t k = 0; k < s.buckets.size(); ++k) {
+    std::vector<Batch> batches;
+    for (int64_t n = 0; n < s.eval_batches; ++n) batches.push_back(m.buckets[k]->batch(n, Split::HeldOut));
+    const auto [exact, token] = accuracy(model, batches, randomised);
+    run.exact.push_back(exact);
+    run.token.push_back(token);
+    line += " " + std::to_string(s.buckets[k].first) + "-" + std::to_string(s.buckets[k].second) + ":" +
+            percent(exact) + "/" + percent(token);
+  }
+  run.seconds = seconds_since(t0);
+  if (progress) *progress << line << " (" << static_cast<int>(run.seconds) << " s)\n" << std::flush;
+  return run;
+}
+
 LengthBenchResult length_bench_results(const LengthBenchOptions& options, std::ostream* progress) {
   const auto start = std::chrono::steady_clock::now();
   const ThreadCountGuard restore_threads;
@@ -183,7 +231,7 @@ LengthBenchResult length_bench_results(const LengthBenchOptions& options, std::o
                      : std::vector<std::string>{"copy", "reverse"};
   if (o.treatments.empty())
     o.treatments =
-        o.full ? length_bench_treatments() : std::vector<std::string>{"none", "learned", "t5", "rope-random"};
+        o.full ? full_form_treatments() : std::vector<std::string>{"none", "learned", "t5", "rope-random"};
   if (o.seeds.empty()) o.seeds = {1, 2, 3};
   for (const std::string& t : o.tasks)
     RG_CHECK(known(length_task_names(), t), kOp, "unknown task '", t, "' (", joined(length_task_names()),
@@ -216,27 +264,13 @@ LengthBenchResult length_bench_results(const LengthBenchOptions& options, std::o
     const int64_t train_tokens = LengthTaskData(train_data).max_sequence_length();
     for (const std::string& treatment : o.treatments)
       for (uint64_t seed : o.seeds) {
-        const auto t0 = std::chrono::steady_clock::now();
-        const RunConfig config = run_config(o, s, task, treatment, seed, train_tokens);
-        std::ostringstream warnings;
-        TrainerOptions options = trainer_options(config, &warnings);
         train_data.seed = seed;
-        options.data = std::make_shared<LengthTaskData>(train_data);
-        options.vocab_json.clear();  // the synthetic vocabulary of the config is not the length tasks'
-        if (random_positions(treatment))
-          options.model.config.random_positions_max = s.random_positions_max;
-        const bool randomised = options.model.config.random_positions_max > 0;
-        Trainer trainer(std::move(options), nullptr);
-        const TrainResult trained = trainer.train();
-        RunModel& model = trainer.model();
-        LengthBenchRun run;
-        run.task = task;
-        run.treatment = treatment;
-        run.seed = seed;
-        run.train_loss = trained.last_loss;
-        if (randomised) manual_seed(seed + 2000);  // the evaluation's position draws, reproducible
-        std::string line =
-            "  " + task + " " + treatment + " seed " + std::to_string(seed) + ": exact/token %";
+        LengthBenchModel m;
+        m.task = task;
+        m.treatment = treatment;
+        m.seed = seed;
+        m.train = std::make_shared<LengthTaskData>(train_data);
+        m.train_tokens = train_tokens;
         for (const auto& [lo, hi] : s.buckets) {
           LengthTaskConfig c;
           c.kind = kind;
@@ -244,18 +278,9 @@ LengthBenchResult length_bench_results(const LengthBenchOptions& options, std::o
           c.max_len = hi;
           c.batch_size = s.eval_rows;
           c.seed = seed + 1000;  // held-out inputs of their own stream, whatever the training seed saw
-          const LengthTaskData bucket(c);
-          std::vector<Batch> batches;
-          for (int64_t n = 0; n < s.eval_batches; ++n) batches.push_back(bucket.batch(n, Split::HeldOut));
-          const auto [exact, token] = accuracy(model, batches, randomised);
-          run.exact.push_back(exact);
-          run.token.push_back(token);
-          line += " " + std::to_string(lo) + "-" + std::to_string(hi) + ":" + percent(exact) + "/" +
-                  percent(token);
+          m.buckets.push_back(std::make_shared<LengthTaskData>(c));
         }
-        run.seconds = seconds_since(t0);
-        if (progress) *progress << line << " (" << static_cast<int>(run.seconds) << " s)\n" << std::flush;
-        r.runs.push_back(std::move(run));
+        r.runs.push_back(length_bench_run(s, m, o.out_dir, progress));
       }
   }
   r.seconds = seconds_since(start);

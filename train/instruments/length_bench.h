@@ -11,11 +11,14 @@
 #pragma once
 #include <cstdint>
 #include <iosfwd>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace relgrad {
+
+class Dataset;
 
 struct LengthBenchOptions {
   bool full = false;  // the documented run (about an hour on 2 cores); else the CI form
@@ -62,13 +65,31 @@ struct LengthBenchResult {
   std::vector<LengthBenchRun> runs;
   std::vector<std::string> pictures;  // written under out_dir (relative to it)
   double seconds = 0;
+  std::string length_unit = "input length";  // what a bucket's bounds count (the pictures' axis)
 };
 
 // Every treatment names its positional setup: none (NoPE), learned / sinusoidal (absolute), t5, alibi,
 // rope, seed, shaw, huang (decoder_self schemes, layers/schemes.cpp), learned-random, sinusoidal-random,
-// rope-random (random_positions_max = size.random_positions_max; trained at a sorted random subset of
-// [0, L) per batch and evaluated the same way, as Ruoss et al.'s released code, not at 0 … T − 1).
+// rope-random, fire-random (random_positions_max = size.random_positions_max; trained at a sorted random
+// subset of [0, L) per batch and evaluated the same way, as Ruoss et al.'s released code, not at
+// 0 … T − 1). The full form runs every one but fire-random (the addition bench's,
+// train/instruments/addition_bench.h).
 const std::vector<std::string>& length_bench_treatments();
+
+// One model as length_bench_results trains and scores it, for a bench on other data (the addition bench):
+// `treatment` at `seed` trained for size.steps on `train` (its vocabulary sizes the model; train_tokens,
+// its longest sequence, sizes the relative schemes as length-bench's), through trainer_options → Trainer
+// (checkpoint under out_dir/runs/TASK-TREATMENT-sSEED), then scored on size.eval_batches held-out
+// batches of each of `buckets` (one per size.buckets entry, in that order); one progress line.
+struct LengthBenchModel {
+  std::string task, treatment;
+  uint64_t seed = 0;
+  std::shared_ptr<Dataset> train;
+  int64_t train_tokens = 0;
+  std::vector<std::shared_ptr<const Dataset>> buckets;
+};
+LengthBenchRun length_bench_run(const LengthBenchSize& size, const LengthBenchModel& model,
+                                const std::string& out_dir, std::ostream* progress);
 
 // Trains and evaluates every model of `options` (progress lines to `progress`, may be null) and
 // writes the pictures into options.out_dir; no tables.
@@ -77,6 +98,12 @@ LengthBenchResult length_bench_results(const LengthBenchOptions& options, std::o
 std::string length_bench_table(const LengthBenchResult& result);
 std::string length_bench_markdown(const LengthBenchResult& result, const LengthBenchOptions& options);
 std::string length_bench_csv(const LengthBenchResult& result);  // one row per model and bucket
+// One task's table of them, markdown or text: rows treatments, columns buckets (the first marked train).
+std::string length_bench_task_table(const LengthBenchResult& result, const std::string& task, bool exact,
+                                    bool markdown);
+// Per task, exact match and per-token accuracy (means over seeds) against each bucket's upper bound, a
+// line per treatment, into out_dir/length-TASK.svg; returns the file names.
+std::vector<std::string> length_bench_pictures(const LengthBenchResult& result, const std::string& out_dir);
 // What the CI form checks (robust at its size on every seed measured; docs/length-generalisation.md
 // says which). Empty when all hold; else one line per failure.
 std::vector<std::string> length_bench_failures(const LengthBenchResult& result);

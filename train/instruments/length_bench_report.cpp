@@ -101,10 +101,9 @@ std::vector<std::string> write_pictures(const LengthBenchResult& r, const std::s
     std::vector<PlotPanel> panels;
     for (bool exact : {true, false}) {
       PlotPanel panel;
-      panel.title = task + ": " + (exact ? "exact match" : "per-token accuracy") +
-                    " by input length (train " + std::to_string(r.size.train_min) + "-" +
-                    std::to_string(r.size.train_max) + ")";
-      panel.x_label = "longest input length of the bucket";
+      panel.title = task + ": " + (exact ? "exact match" : "per-token accuracy") + " by " + r.length_unit +
+                    " (train " + std::to_string(r.size.train_min) + "-" + std::to_string(r.size.train_max) + ")";
+      panel.x_label = "longest " + r.length_unit + " of the bucket";
       panel.y_label = exact ? "exact match" : "per-token accuracy";
       for (const std::string& t : r.treatments) {
         PlotSeries series;
@@ -142,12 +141,21 @@ double beyond_training(const LengthBenchResult& r, const std::string& task, cons
 
 }  // namespace
 
+std::string length_bench_task_table(const LengthBenchResult& r, const std::string& task, bool exact,
+                                    bool markdown) {
+  return task_table(r, task, exact, markdown);
+}
+
+std::vector<std::string> length_bench_pictures(const LengthBenchResult& r, const std::string& out_dir) {
+  return write_pictures(r, out_dir);
+}
+
 std::string length_bench_table(const LengthBenchResult& r) {
   std::ostringstream out;
   out << "length generalisation (" << (r.full ? "full" : "CI") << " form, " << r.seeds.size() << " seeds, "
       << r.size.steps << " steps; d_model " << r.size.d_model << ", " << r.size.layers << " layers)\n";
   for (const std::string& task : r.tasks) {
-    out << task << ": exact match %, mean over seeds (min-max), by input length\n"
+    out << task << ": exact match %, mean over seeds (min-max), by " << r.length_unit << "\n"
         << task_table(r, task, true, false);
     out << task << ": per-token accuracy %\n" << task_table(r, task, false, false);
   }

@@ -1,0 +1,117 @@
+// `relgrad addition-bench` (train/instruments/addition_bench.h) in its CI form: decimal addition with
+// index hints, operands of 1–3 digits in training and 4–8 in test, FIRE at random positions and RoPE,
+// three seeds. What is asserted held on every seed measured (docs/addition.md has the figures): every
+// model fits the answer's layout in the training lengths (per-token accuracy), and beyond them FIRE at
+// random positions keeps more of the answer than RoPE, by a margin, averaged over the seeds. No model
+// learns the digits at this budget, so nothing is asserted about exact match. The checks are tested on
+// made-up results first; then the CI form end to end, and the options' errors (exit 2 from the cli).
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "cli_testing.h"
+#include "file_testing.h"
+#include "testing.h"
+#include "train/instruments/addition_bench.h"
+#include "train/instruments/probe.h"  // InstrumentOptionError
+
+using namespace relgrad;
+using namespace relgrad::testing;
+
+namespace {
+
+LengthBenchRun made_up_run(const std::string& treatment, uint64_t seed, std::vector<double> token) {
+  LengthBenchRun r;
+  r.task = "addition_hints";
+  r.treatment = treatment;
+  r.seed = seed;
+  r.token = token;
+  r.exact = std::vector<double>(token.size(), 0.0);
+  return r;
+}
+
+LengthBenchResult made_up_result() {
+  LengthBenchResult r;
+  r.size.buckets = {{1, 3}, {4, 5}, {6, 7}, {8, 8}};
+  r.tasks = {"addition_hints"};
+  r.treatments = {"fire-random", "rope"};
+  r.seeds = {1, 2};
+  r.runs = {made_up_run("fire-random", 1, {0.62, 0.5, 0.4, 0.35}), made_up_run("fire-random", 2, {0.63, 0.45, 0.4, 0.3}),
+            made_up_run("rope", 1, {0.64, 0.4, 0.3, 0.2}), made_up_run("rope", 2, {0.65, 0.35, 0.25, 0.2})};
+  return r;
+}
+
+size_t count_lines(const std::string& path) {
+  std::ifstream in(path);
+  size_t n = 0;
+  for (std::string line; std::getline(in, line);) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("addition bench: the CI checks on made-up results") {
+  LengthBenchResult r = made_up_result();
+  CHECK(addition_bench_failures(r).empty());  // beyond training: fire-random 40.0, rope 28.3 (means)
+  // A model that did not fit the training lengths.
+  r.runs[3].token[0] = 0.5;
+  std::vector<std::string> f = addition_bench_failures(r);
+  REQUIRE(f.size() == 1);
+  CHECK(f[0].find("addition_hints rope seed 2: per-token accuracy in the training lengths 50.0%") != std::string::npos);
+  // FIRE at random positions not far enough ahead: 30% in every bucket beyond training, rope's mean 28.3%.
+  r = made_up_result();
+  r.runs[0].token = {0.62, 0.3, 0.3, 0.3};
+  r.runs[1].token = {0.62, 0.3, 0.3, 0.3};
+  f = addition_bench_failures(r);
+  REQUIRE(f.size() == 1);
+  CHECK(f[0].find("fire-random's per-token accuracy beyond training, mean over seeds 30.0%") != std::string::npos);
+  // Without both treatments the comparison is not made.
+  r.treatments = {"fire-random"};
+  CHECK(addition_bench_failures(r).empty());
+  // The markdown names the format, the treatments and the seed columns.
+  r = made_up_result();
+  AdditionBenchOptions o;
+  const std::string md = addition_bench_markdown(r, o);
+  CHECK(md.find("## addition_hints") != std::string::npos);
+  CHECK(md.find("| fire-random | 62.5 (62.0–63.0) |") != std::string::npos);
+  CHECK(md.find("| treatment | seed 1 | seed 2 |") != std::string::npos);
+}
+
+// The CI form end to end, as `relgrad addition-bench` runs it (about 10 s of one core).
+TEST_CASE("addition bench: CI form, every model fits the training lengths and FIRE at random positions holds beyond") {
+  TempDir dir;
+  AdditionBenchOptions o;
+  o.out_dir = dir.file("bench");
+  std::ostringstream out;
+  const int status = run_addition_bench(o, out);
+  INFO(out.str());
+  CHECK(status == 0);
+  CHECK(out.str().find("CI checks hold") != std::string::npos);
+  CHECK(count_lines(dir.file("bench/results.csv")) == 1 + 2 * 3 * 4);  // header; treatments × seeds × buckets
+  const std::string md = read_bytes(dir.file("bench/results.md"));
+  CHECK(md.find("| rope |") != std::string::npos);
+  CHECK(md.find("addition_plain") == std::string::npos);  // the CI form has no plain models
+  CHECK(std::filesystem::file_size(dir.file("bench/length-addition_hints.svg")) > 1000);
+}
+
+TEST_CASE("addition bench: bad options are errors naming the option and the value") {
+  TempDir dir;
+  AdditionBenchOptions o;
+  o.out_dir = dir.file("bench");
+  o.treatments = {"fourier"};
+  std::ostringstream out;
+  check_throws_with([&] { run_addition_bench(o, out); }, "[addition-bench] --treatments 'fourier': unknown treatment");
+  o.treatments = {"rope"};
+  o.plain_treatments = {"rope", "abacus"};
+  check_throws_with([&] { run_addition_bench(o, out); }, "--plain-treatments 'abacus': unknown treatment");
+  o.plain_treatments = {};
+  o.out_dir = "";
+  check_throws_with([&] { run_addition_bench(o, out); }, "[addition-bench] --out is empty");
+  CHECK_THROWS_AS(run_addition_bench(o, out), InstrumentOptionError);  // the cli's usage errors (exit 2)
+  CliResult cli = run_relgrad({"addition-bench", "--treatments", "fourier"});
+  CHECK_CLI(cli, 2);
+  CHECK(contains(cli.err, "--treatments 'fourier'"));
+  CliResult seeds = run_relgrad({"addition-bench", "--seeds", "1,,2"});
+  CHECK_CLI(seeds, 2);
+  CHECK(contains(seeds.err, "[addition-bench] --seeds '1,,2': an empty item"));
+}

@@ -1,0 +1,150 @@
+// run_addition_bench's tables, files and CI checks (train/instruments/addition_bench.h).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <ostream>
+#include <sstream>
+
+#include "core/file_io.h"
+#include "train/instruments/addition_bench.h"
+
+namespace relgrad {
+
+namespace {
+
+std::string fixed(double v, int digits) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+const LengthBenchRun* find_run(const LengthBenchResult& r, const std::string& task, const std::string& treatment,
+                               uint64_t seed) {
+  for (const LengthBenchRun& run : r.runs)
+    if (run.task == task && run.treatment == treatment && run.seed == seed) return &run;
+  return nullptr;
+}
+
+// Fragility: exact match (%) of every seed in bucket `bucket`, a column per seed.
+std::string seed_table(const LengthBenchResult& r, const std::string& task, size_t bucket) {
+  std::ostringstream out;
+  out << "| treatment |";
+  for (uint64_t seed : r.seeds) out << " seed " << seed << " |";
+  out << "\n|---|";
+  for (size_t k = 0; k < r.seeds.size(); ++k) out << "---:|";
+  out << "\n";
+  for (const std::string& t : r.treatments) {
+    out << "| " << t << " |";
+    for (uint64_t seed : r.seeds) {
+      const LengthBenchRun* run = find_run(r, task, t, seed);
+      out << " " << (run ? fixed(100 * run->exact.at(bucket), 1) : "-") << " |";
+    }
+    out << "\n";
+  }
+  return out.str();
+}
+
+// The CI form's checks (addition_bench_failures); docs/addition.md gives the margins measured.
+constexpr double kTrainTokenFloor = 0.55;
+constexpr double kBeyondMargin = 0.04;
+
+// The per-token accuracy of (task, treatment) over the buckets beyond training (index >= 1), mean over
+// its runs (the seeds); NaN without one.
+double beyond_training(const LengthBenchResult& r, const std::string& task, const std::string& treatment) {
+  double sum = 0;
+  int n = 0;
+  for (const LengthBenchRun& run : r.runs) {
+    if (run.task != task || run.treatment != treatment) continue;
+    for (size_t b = 1; b < run.token.size(); ++b, ++n) sum += run.token[b];
+  }
+  return n ? sum / n : NAN;
+}
+
+// The result restricted to one task and the treatments that ran on it (its tables' rows).
+LengthBenchResult task_part(const LengthBenchResult& r, const std::string& task) {
+  LengthBenchResult part = r;
+  part.tasks = {task};
+  part.treatments.clear();
+  part.runs.clear();
+  for (const std::string& t : r.treatments)
+    for (const LengthBenchRun& run : r.runs)
+      if (run.task == task && run.treatment == t) {
+        part.treatments.push_back(t);
+        break;
+      }
+  for (const LengthBenchRun& run : r.runs)
+    if (run.task == task) part.runs.push_back(run);
+  return part;
+}
+
+}  // namespace
+
+std::string addition_bench_table(const LengthBenchResult& r) {
+  std::string out;
+  for (const std::string& task : r.tasks) out += length_bench_table(task_part(r, task));
+  return out;
+}
+
+std::string addition_bench_markdown(const LengthBenchResult& r, const AdditionBenchOptions& o) {
+  std::ostringstream out;
+  const LengthBenchSize& s = r.size;
+  const auto& last = s.buckets.back();
+  out << "# relgrad addition-bench (" << (r.full ? "full" : "CI") << " form)\n\n"
+      << "Decimal addition, reversed (units first); seeds " << r.seeds.size() << ", " << s.steps
+      << " steps per model, batch " << s.batch_size << ", d_model " << s.d_model << ", " << s.n_heads
+      << " heads, " << s.layers << " layers; operands of " << s.train_min << "–" << s.train_max
+      << " digits in training, up to " << last.second << " in test (" << fixed(double(last.second) / s.train_max, 2)
+      << "×); " << addition_hint_symbols(s) << " index markers; randomised treatments L = "
+      << s.random_positions_max << "; " << fixed(r.seconds, 0) << " s in all. Output: " << o.out_dir << ".\n\n";
+  for (const std::string& task : r.tasks) {
+    const LengthBenchResult part = task_part(r, task);
+    out << "## " << task << "\n\nExact match (%), mean over seeds (min–max), by digits per operand:\n\n"
+        << length_bench_task_table(part, task, true, true) << "\nPer-token accuracy (%):\n\n"
+        << length_bench_task_table(part, task, false, true) << "\nExact match (%) at " << s.buckets[1].first
+        << "–" << s.buckets[1].second << " digits (the first bucket past training), seed by seed:\n\n"
+        << seed_table(part, task, 1) << "\n";
+  }
+  return out.str();
+}
+
+std::vector<std::string> addition_bench_failures(const LengthBenchResult& r) {
+  std::vector<std::string> failures;
+  for (const LengthBenchRun& run : r.runs)  // every model fits the answer's layout (markers, EOS)
+    if (!(run.token.at(0) >= kTrainTokenFloor))
+      failures.push_back(run.task + " " + run.treatment + " seed " + std::to_string(run.seed) +
+                         ": per-token accuracy in the training lengths " + fixed(100 * run.token[0], 1) + "% < " +
+                         fixed(100 * kTrainTokenFloor, 0) + "%");
+  const auto has = [&](const std::string& t) {
+    return std::find(r.treatments.begin(), r.treatments.end(), t) != r.treatments.end();
+  };
+  if (!has("fire-random") || !has("rope")) return failures;
+  for (const std::string& task : r.tasks) {
+    const double fire = beyond_training(r, task, "fire-random"), rope = beyond_training(r, task, "rope");
+    if (!(fire >= rope + kBeyondMargin))
+      failures.push_back(task + ": fire-random's per-token accuracy beyond training, mean over seeds " +
+                         fixed(100 * fire, 1) + "%, is not " + fixed(100 * kBeyondMargin, 0) +
+                         " points above rope's " + fixed(100 * rope, 1) + "%");
+  }
+  return failures;
+}
+
+int run_addition_bench(const AdditionBenchOptions& options, std::ostream& out) {
+  LengthBenchResult r = addition_bench_results(options, &out);
+  for (const std::string& task : r.tasks)
+    for (const std::string& p : length_bench_pictures(task_part(r, task), options.out_dir)) r.pictures.push_back(p);
+  const std::filesystem::path dir(options.out_dir);
+  write_file_atomic((dir / "results.csv").string(), length_bench_csv(r), "addition-bench");
+  write_file_atomic((dir / "results.md").string(), addition_bench_markdown(r, options), "addition-bench");
+  out << addition_bench_table(r);
+  out << "wrote " << (dir / "results.csv").string() << ", " << (dir / "results.md").string();
+  for (const std::string& p : r.pictures) out << ", " << (dir / p).string();
+  out << "\n";
+  if (r.full) return 0;
+  const std::vector<std::string> failures = addition_bench_failures(r);
+  for (const std::string& f : failures) out << "CI check failed: " << f << "\n";
+  if (failures.empty()) out << "CI checks hold\n";
+  return failures.empty() ? 0 : 1;
+}
+
+}  // namespace relgrad
