@@ -140,6 +140,7 @@ TEST_CASE("context bench: CI form, ALiBi and T5 hold past the training context, 
   const std::string md = read_bytes(dir.file("bench/results.md"));
   CHECK(contains(md, "| alibi |"));
   CHECK(contains(md, "--data.context=N --data.seed=1000"));
+  CHECK(contains(md, "| unigram (scored bytes) | 3.0"));  // the scored text's own difficulty, about 3.06
   CHECK(std::filesystem::file_size(dir.file("bench/context.svg")) > 1000);
 
   // alibi seed 1 at 2× (context 32): the CSV's NLL is context_bench_eval's, and `relgrad eval` prints it.

@@ -106,17 +106,38 @@ RunConfig run_config(const ContextBenchOptions& o, const ContextBenchSize& s, co
   return c;
 }
 
-// The held-out split under the training split's byte frequencies, add-one: the NLL of a model that
-// ignores the context, the floor every trained model must beat.
-double unigram_nll(const TextDataset& text) {
+// The training split's byte frequencies, add-one: the log-probabilities of a model that ignores the
+// context, the floor every trained model must beat.
+std::vector<double> unigram_log_probs(const TextDataset& text) {
   std::vector<double> count(256, 1.0);
   double total = 256;
   const std::string& bytes = text.bytes();
   for (int64_t i = 0; i < text.train_size(); ++i) count[static_cast<unsigned char>(bytes[i])] += 1, total += 1;
+  for (double& c : count) c = std::log(c / total);
+  return count;
+}
+
+// The unigram NLL of the whole held-out split.
+double unigram_nll(const TextDataset& text, const std::vector<double>& log_p) {
   double sum = 0;
-  for (int64_t i = text.train_size(); i < text.size(); ++i)
-    sum -= std::log(count[static_cast<unsigned char>(bytes[i])] / total);
+  for (int64_t i = text.train_size(); i < text.size(); ++i) sum -= log_p[static_cast<unsigned char>(text.bytes()[i])];
   return text.val_size() ? sum / static_cast<double>(text.val_size()) : NAN;
+}
+
+// The unigram NLL of the bytes the evaluation at `context` scores: the targets of held-out batches
+// 0 … K − 1 of the text at data.seed kContextBenchEvalSeed, the windows relgrad eval draws
+// (TextData::batch is TextDataset::batch at the run's batch size and context).
+double scored_unigram_nll(const std::string& path, const ContextBenchSize& s, int64_t context,
+                          const std::vector<double>& log_p) {
+  const TextDataset text(path, 0.05, kContextBenchEvalSeed);
+  double sum = 0;
+  int64_t n = 0;
+  for (int64_t k = 0; k < context_bench_eval_batches(s, context); ++k)
+    for (int64_t id : text.batch(k, s.batch_size, context, Split::HeldOut).targets.to_vector<int64_t>()) {
+      sum -= log_p[static_cast<size_t>(id)];
+      ++n;
+    }
+  return n ? sum / static_cast<double>(n) : NAN;
 }
 
 int64_t parameter_count(RunModel& model) {
@@ -143,7 +164,7 @@ ContextBenchSize context_bench_size(const ContextBenchOptions& o) {
     s.context = 32, s.batch_size = 32;
     s.steps = 1000, s.warmup = 50, s.lr = 2e-3;
     s.multiples = {1, 2, 4, 8, 16};
-    s.eval_tokens = 16384;
+    s.eval_tokens = 65536;
   } else {
     s.d_model = 32, s.n_heads = 4, s.d_ff = 128, s.layers = 2;
     s.context = 16, s.batch_size = 32;
@@ -204,7 +225,10 @@ ContextBenchResult context_bench_results(const ContextBenchOptions& options, std
     const int64_t longest = s.context * s.multiples.back();
     RG_CHECK(corpus.val_size() > longest, kOp, "'", r.text_path, "' has a held-out split of ", corpus.val_size(),
              " bytes (5 %), too short for the longest evaluation context, ", longest, " bytes");
-    r.unigram_nll = unigram_nll(corpus);
+    const std::vector<double> log_p = unigram_log_probs(corpus);
+    r.unigram_nll = unigram_nll(corpus, log_p);
+    for (int64_t m : s.multiples)
+      r.scored_unigram_nll.push_back(scored_unigram_nll(r.text_path, s, m * s.context, log_p));
   }
   std::filesystem::create_directories(o.out_dir);
   if (progress)

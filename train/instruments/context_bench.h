@@ -39,7 +39,7 @@ struct ContextBenchSize {
   int64_t steps = 1000, warmup = 50;
   double lr = 2e-3;          // AdamW, cosine to lr / 20, clip 1, weight decay 0.01, no dropout (recipe.h)
   std::vector<int64_t> multiples = {1, 2, 4, 8, 16};  // evaluation contexts m·C
-  int64_t eval_tokens = 16384;  // held-out bytes scored per evaluation context (about)
+  int64_t eval_tokens = 65536;  // held-out bytes scored per evaluation context (about)
 };
 ContextBenchSize context_bench_size(const ContextBenchOptions& options);
 
@@ -75,6 +75,10 @@ struct ContextBenchResult {
   std::vector<std::string> pictures;  // written under out_dir (relative to it)
   std::string text_path;
   double unigram_nll = 0;  // the held-out split under the training split's byte frequencies (add-one)
+  // Per evaluation context, the unigram NLL of the very bytes scored there: each context draws its own
+  // held-out windows (shared by every model), so a whole column moves with the text it drew; this is
+  // that text's difficulty, with no model.
+  std::vector<double> scored_unigram_nll;
   double seconds = 0;      // wall time of the whole bench
   double cpu_seconds = 0;  // processor time (std::clock): what it takes on an idle core, whatever the load
 };

@@ -79,6 +79,15 @@ std::string table(const ContextBenchResult& r, bool ratio, bool markdown) {
     }
     out << "\n";
   }
+  if (r.scored_unigram_nll.size() == K) {  // the scored text's own difficulty, no model (context_bench.h)
+    const std::string label = "unigram (scored bytes)";
+    out << (markdown ? "| " + label + " |" : "  " + label);
+    for (size_t k = 0; k < K; ++k) {
+      const double v = r.scored_unigram_nll[k] / (ratio ? r.scored_unigram_nll[0] : 1.0);
+      out << (markdown ? " " + fixed(v, digits) + " |" : padded(fixed(v, digits), k == 0 ? 12 : 16));
+    }
+    out << "\n";
+  }
   return out.str();
 }
 
@@ -164,7 +173,9 @@ std::string context_bench_markdown(const ContextBenchResult& r, const ContextBen
       << "Each cell is `relgrad eval <out>/runs/<treatment>-s<seed>/checkpoint.safetensors --data.context=N "
       << "--data.seed=" << kContextBenchEvalSeed << " --batches=K` (K = " << s.eval_tokens << " / (" << s.batch_size
       << " · N), at least 1), averaged over seeds. The unigram NLL of the held-out bytes is "
-      << fixed(r.unigram_nll, 3) << ".\n\n"
+      << fixed(r.unigram_nll, 3) << "; each context draws its own windows (every model is scored on the same "
+      << "ones), and the last row, the unigram NLL of the bytes scored at that context, shows how hard "
+      << "that text is with no model.\n\n"
       << "Held-out NLL (nats per byte), mean ± sd over seeds, by evaluation context (bytes):\n\n"
       << table(r, false, true) << "\nRatio to the 1× NLL (each seed's own), mean ± sd:\n\n"
       << table(r, true, true) << "\n";
