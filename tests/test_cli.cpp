@@ -129,7 +129,7 @@ TEST_CASE("cli: the subcommand table gives the parser, the synopsis and the unkn
   }
   CHECK(command_names_text() ==
         "train, sample, eval, inspect, render, probe, experiments, music-bench, length-bench, addition-bench, "
-        "context-bench, tokenize, plot");
+        "cope-bench, context-bench, tokenize, plot");
   CliResult unknown = run_relgrad({"fly"});
   CHECK_CLI(unknown, 2);
   CHECK(unknown.err == "relgrad: error: unknown command 'fly' (commands: " + command_names_text() + ")\n");

@@ -17,7 +17,9 @@ using relgrad::testing::check_throws_with;
 
 namespace {
 
-std::vector<int64_t> row_of(const Tensor& t, int64_t row) { return t.narrow(0, row, 1).contiguous().to_vector<int64_t>(); }
+std::vector<int64_t> row_of(const Tensor& t, int64_t row) {
+  return t.narrow(0, row, 1).contiguous().to_vector<int64_t>();
+}
 
 // Row `row` of a batch as the whole sequence (the tokens, then the last target) and its scored places.
 PositionSample sample_of(const Batch& b, int64_t row) {

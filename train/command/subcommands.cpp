@@ -42,6 +42,10 @@ const std::vector<SubcommandEntry>& subcommands() {
        "[--full] [--treatments fire-random,rope,...] [--plain-treatments fire,rope,...] [--no-plain]\n"
        "[--seeds 1,2] [--steps N] [--out DIR]",
        make_addition_bench_command},
+      {"cope-bench", "CoPE's selective copy, counting and flip-flop, and PoPE's indirect indexing, by treatment",
+       "[--full] [--tasks selective_copy,counting,...] [--treatments cope,rope,...] [--seeds 1,2] [--steps N]\n"
+       "[--out DIR]",
+       make_cope_bench_command},
       {"context-bench", "train short, test long: held-out NLL of text LMs at 1-16 times their training context",
        "[--full] [--treatments sinusoidal,alibi,...] [--seeds 1,2] [--steps N] [--text FILE] [--out DIR]",
        make_context_bench_command},

@@ -49,7 +49,8 @@ PositionSample prompt_answer(std::vector<int64_t> x, const std::vector<int64_t>&
 std::vector<int64_t> draw_distinct(CounterStream& rng, int64_t n, int64_t count) {
   std::vector<int64_t> v(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = i;
-  for (int64_t i = 0; i < count; ++i) std::swap(v[static_cast<size_t>(i)], v[static_cast<size_t>(i + rng.below(n - i))]);
+  for (int64_t i = 0; i < count; ++i)
+    std::swap(v[static_cast<size_t>(i)], v[static_cast<size_t>(i + rng.below(n - i))]);
   v.resize(static_cast<size_t>(count));
   return v;
 }
@@ -195,7 +196,8 @@ Vocab position_task_vocab(PositionTaskKind kind) {
 std::vector<int64_t> position_task_answers(PositionTaskKind kind, const std::vector<int64_t>& seq,
                                            const std::vector<int64_t>& scored) {
   const int64_t top = position_task_vocab(kind).size;
-  for (size_t t = 0; t < seq.size(); ++t) check_token(seq[t] > kPad && seq[t] < top, kind, static_cast<int64_t>(t), seq[t]);
+  for (size_t t = 0; t < seq.size(); ++t)
+    check_token(seq[t] > kPad && seq[t] < top, kind, static_cast<int64_t>(t), seq[t]);
   RG_CHECK(!scored.empty(), kOp, kPositionTaskNames.name(kind), ": nothing is scored");
   std::vector<int64_t> answers;
   if (kind == PositionTaskKind::FlipFlop) {
@@ -359,7 +361,8 @@ void PositionTaskData::print_samples(SampleModel& model, int64_t count, const st
   if (config_.kind == PositionTaskKind::FlipFlop || config_.kind == PositionTaskKind::IndirectIndexing) {
     // scored in place (at the reads, at the shifts), not a prompt and an answer: shown, not sampled
     out << "held-out " << task << " strings (scored teacher-forced in place, not sampled):\n";
-    for (int64_t row = 0; row < n; ++row) out << "  " << vocab_.decode(sample(0, row, Split::HeldOut).sequence, "") << "\n";
+    for (int64_t row = 0; row < n; ++row)
+      out << "  " << vocab_.decode(sample(0, row, Split::HeldOut).sequence, "") << "\n";
     return;
   }
   out << "greedy samples on held-out " << task << " inputs:\n";
@@ -372,8 +375,8 @@ void PositionTaskData::print_samples(SampleModel& model, int64_t count, const st
     std::vector<int64_t> answer = model.answer(x, static_cast<int64_t>(y.size()) + 1);
     if (!answer.empty() && answer.back() == kEos) answer.pop_back();
     exact += answer == y;
-    out << "  input  " << vocab_.decode(x) << "\n  target " << vocab_.decode(y) << "\n  model  " << vocab_.decode(answer)
-        << (answer == y ? "   (exact)" : "   (differs)") << "\n";
+    out << "  input  " << vocab_.decode(x) << "\n  target " << vocab_.decode(y) << "\n  model  "
+        << vocab_.decode(answer) << (answer == y ? "   (exact)" : "   (differs)") << "\n";
   }
   out << exact << "/" << n << " exact\n";
 }

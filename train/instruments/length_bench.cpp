@@ -81,6 +81,7 @@ RunConfig run_config(const std::string& out_dir, const LengthBenchSize& s, const
   RunConfig c = recipe_config(false, size, seed);
   const std::string base = base_treatment(treatment);
   set_decoder_treatment(c, base, relative_scheme(base, train_tokens), s.max_positions);
+  if (base == "cope" && s.cope_positions > 0) c.model.decoder_self.cope_positions = s.cope_positions;
   c.data.source = "synthetic";
   c.data.task = TaskKind::Copy;
   c.data.num_symbols = vocab_size - kFirstSymbol;  // the same vocabulary size as the task's

@@ -42,6 +42,7 @@ struct LengthBenchSize {
   int64_t eval_rows = 32, eval_batches = 2;          // held-out rows per bucket: rows × batches
   int64_t random_positions_max = 64;  // L of the randomised treatments (>= the longest test sequence)
   int64_t max_positions = 64;         // learned table rows (the longest test sequence, at least)
+  int64_t cope_positions = 0;         // cope's embedded positions (0: the scheme's default, 64)
 };
 LengthBenchSize length_bench_size(const LengthBenchOptions& options);
 

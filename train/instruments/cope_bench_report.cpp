@@ -1,0 +1,211 @@
+// run_cope_bench's tables, files and CI checks (train/instruments/cope_bench.h).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <ostream>
+#include <sstream>
+
+#include "core/file_io.h"
+#include "train/instruments/cope_bench.h"
+
+namespace relgrad {
+
+namespace {
+
+std::string fixed(double v, int digits) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+const CopeBenchTask& task_of(const CopeBenchResult& r, const std::string& name) {
+  return r.size.task(*kPositionTaskNames.find(name));
+}
+
+// What a split holds, for the tables' notes.
+std::string describe(const CopeBenchSplit& s) {
+  const PositionTaskConfig& c = s.data;
+  switch (c.kind) {
+    case PositionTaskKind::SelectiveCopy:
+      return std::to_string(c.symbols) + " digits among " + std::to_string(c.blanks) + " blanks";
+    case PositionTaskKind::Counting:
+      return std::to_string(c.min_steps) + "–" + std::to_string(c.max_steps) + " statements, " +
+             std::to_string(c.variables) + (c.variables == 1 ? " variable" : " variables");
+    case PositionTaskKind::FlipFlop:
+      return std::to_string(c.length) + " tokens, p_i = " + fixed(c.ignore, 2);
+    case PositionTaskKind::IndirectIndexing:
+      return "lists of " + std::to_string(c.min_len) + "–" + std::to_string(c.max_len) + " letters, shifts ±1–" +
+             std::to_string(c.max_shift);
+  }
+  return "";
+}
+
+// Mean, min and max over seeds of one (task, treatment)'s error rate on one split; n = 0 when no run matched.
+struct Spread {
+  double mean = NAN, lo = NAN, hi = NAN;
+  int n = 0;
+};
+Spread error_spread(const CopeBenchResult& r, const std::string& task, const std::string& treatment, size_t split,
+                    bool exact) {
+  Spread s;
+  double sum = 0;
+  for (const LengthBenchRun& run : r.runs) {
+    if (run.task != task || run.treatment != treatment) continue;
+    const double v = 1 - (exact ? run.exact : run.token).at(split);
+    s.lo = s.n ? std::min(s.lo, v) : v;
+    s.hi = s.n ? std::max(s.hi, v) : v;
+    sum += v;
+    ++s.n;
+  }
+  if (s.n) s.mean = sum / s.n;
+  return s;
+}
+
+// One task's table: rows treatments, columns splits, "mean (min–max)" error in %.
+std::string task_table(const CopeBenchResult& r, const std::string& task, bool exact, bool markdown) {
+  const CopeBenchTask& t = task_of(r, task);
+  std::ostringstream out;
+  char buf[64];
+  if (markdown) {
+    out << "| treatment |";
+    for (size_t k = 0; k < t.splits.size(); ++k) out << " " << t.splits[k].name << (k == 0 ? " (in-dist)" : "") << " |";
+    out << "\n|---|";
+    for (size_t k = 0; k < t.splits.size(); ++k) out << "---:|";
+    out << "\n";
+  } else {
+    std::snprintf(buf, sizeof buf, "  %-16s", "treatment");
+    out << buf;
+    for (const CopeBenchSplit& s : t.splits) {
+      std::snprintf(buf, sizeof buf, "%20s", s.name.c_str());
+      out << buf;
+    }
+    out << "\n";
+  }
+  for (const std::string& treatment : r.treatments) {
+    if (markdown) {
+      out << "| " << treatment << " |";
+    } else {
+      std::snprintf(buf, sizeof buf, "  %-16s", treatment.c_str());
+      out << buf;
+    }
+    for (size_t k = 0; k < t.splits.size(); ++k) {
+      const Spread s = error_spread(r, task, treatment, k, exact);
+      std::string cell = s.n == 0 ? "-" : fixed(100 * s.mean, 1);
+      if (s.n > 1) cell += " (" + fixed(100 * s.lo, 1) + "–" + fixed(100 * s.hi, 1) + ")";
+      if (markdown) {
+        out << " " << cell << " |";
+      } else {
+        std::snprintf(buf, sizeof buf, "%20s", cell.c_str());
+        out << buf;
+      }
+    }
+    out << "\n";
+  }
+  return out.str();
+}
+
+// The CI form's checks (cope_bench_failures); the margins measured are in docs/cope-tasks.md.
+constexpr double kCopeCopyCeiling = 0.1;  // CoPE's error on selective_copy's training split, every seed
+constexpr double kCopeCopyMargin = 0.3;   // its mean error on dense and sparse below every other treatment's by
+
+double error_of(const CopeBenchResult& r, const std::string& task, const std::string& treatment, uint64_t seed,
+                size_t split) {
+  for (const LengthBenchRun& run : r.runs)
+    if (run.task == task && run.treatment == treatment && run.seed == seed) return 1 - run.exact.at(split);
+  return NAN;
+}
+
+size_t split_index(const CopeBenchTask& t, const std::string& name) {
+  for (size_t k = 0; k < t.splits.size(); ++k)
+    if (t.splits[k].name == name) return k;
+  return t.splits.size();
+}
+
+}  // namespace
+
+std::string cope_bench_table(const CopeBenchResult& r) {
+  std::ostringstream out;
+  out << "CoPE's tasks and indirect indexing (" << (r.full ? "full" : "CI") << " form, " << r.seeds.size()
+      << " seeds, " << r.size.model.steps << " steps; d_model " << r.size.model.d_model << ", " << r.size.model.layers
+      << " layers)\n";
+  for (const std::string& task : r.tasks) {
+    out << task << ": error rate %, mean over seeds (min-max)\n" << task_table(r, task, true, false);
+    out << task << ": per-token error rate %\n" << task_table(r, task, false, false);
+  }
+  return out.str();
+}
+
+std::string cope_bench_markdown(const CopeBenchResult& r, const CopeBenchOptions& o) {
+  const LengthBenchSize& m = r.size.model;
+  std::ostringstream out;
+  out << "# relgrad cope-bench (" << (r.full ? "full" : "CI") << " form)\n\n"
+      << "Seeds " << r.seeds.size() << ", " << m.steps << " steps per model, batch " << m.batch_size << ", d_model "
+      << m.d_model << ", " << m.n_heads << " heads, " << m.layers << " layers; " << m.eval_rows * m.eval_batches
+      << " held-out rows per split; " << fixed(r.seconds, 0) << " s in all. Output: " << o.out_dir << ".\n\n";
+  for (const std::string& task : r.tasks) {
+    const CopeBenchTask& t = task_of(r, task);
+    out << "## " << task << "\n\n";
+    for (const CopeBenchSplit& s : t.splits) out << "- " << s.name << ": " << describe(s) << "\n";
+    out << "\nError rate (%): a row is an error unless every scored token is right; mean over seeds (min–max):\n\n"
+        << task_table(r, task, true, true) << "\nPer-token error rate (%):\n\n"
+        << task_table(r, task, false, true) << "\n";
+  }
+  return out.str();
+}
+
+std::string cope_bench_csv(const CopeBenchResult& r) {
+  std::ostringstream out;
+  out << "task,treatment,seed,split,error,token_error,train_loss,seconds\n";
+  for (const LengthBenchRun& run : r.runs) {
+    const CopeBenchTask& t = task_of(r, run.task);
+    for (size_t k = 0; k < run.exact.size(); ++k)
+      out << run.task << "," << run.treatment << "," << run.seed << "," << t.splits.at(k).name << ","
+          << fixed(1 - run.exact[k], 4) << "," << fixed(1 - run.token[k], 4) << "," << fixed(run.train_loss, 4) << ","
+          << fixed(run.seconds, 1) << "\n";
+  }
+  return out.str();
+}
+
+std::vector<std::string> cope_bench_failures(const CopeBenchResult& r) {
+  std::vector<std::string> failures;
+  const auto has = [&](const std::vector<std::string>& list, const std::string& name) {
+    return std::find(list.begin(), list.end(), name) != list.end();
+  };
+  if (!has(r.tasks, "selective_copy") || !has(r.treatments, "cope")) return failures;
+  const CopeBenchTask& copy = task_of(r, "selective_copy");
+  for (uint64_t seed : r.seeds) {
+    const double e = error_of(r, "selective_copy", "cope", seed, 0);
+    if (!(e <= kCopeCopyCeiling))
+      failures.push_back("selective_copy cope seed " + std::to_string(seed) + ": error on the training split " +
+                         fixed(100 * e, 1) + "% > " + fixed(100 * kCopeCopyCeiling, 0) + "%");
+  }
+  for (const std::string split : {"dense", "sparse"}) {
+    const size_t k = split_index(copy, split);
+    const double cope = error_spread(r, "selective_copy", "cope", k, true).mean;
+    for (const std::string& other : r.treatments) {
+      const double e = error_spread(r, "selective_copy", other, k, true).mean;
+      if (other != "cope" && !(cope <= e - kCopeCopyMargin))
+        failures.push_back("selective_copy " + split + ": cope's mean error " + fixed(100 * cope, 1) +
+                           "% is not " + fixed(100 * kCopeCopyMargin, 0) + " points below " + other + "'s " +
+                           fixed(100 * e, 1) + "%");
+    }
+  }
+  return failures;
+}
+
+int run_cope_bench(const CopeBenchOptions& options, std::ostream& out) {
+  const CopeBenchResult r = cope_bench_results(options, &out);
+  const std::filesystem::path dir(options.out_dir);
+  write_file_atomic((dir / "results.csv").string(), cope_bench_csv(r), "cope-bench");
+  write_file_atomic((dir / "results.md").string(), cope_bench_markdown(r, options), "cope-bench");
+  out << cope_bench_table(r);
+  out << "wrote " << (dir / "results.csv").string() << ", " << (dir / "results.md").string() << "\n";
+  if (r.full) return 0;
+  const std::vector<std::string> failures = cope_bench_failures(r);
+  for (const std::string& f : failures) out << "CI check failed: " << f << "\n";
+  if (failures.empty()) out << "CI checks hold\n";
+  return failures.empty() ? 0 : 1;
+}
+
+}  // namespace relgrad
