@@ -62,12 +62,13 @@ std::string find_text(const std::string& given) {
 
 // The decoder_self scheme `name` sized to the training context C. Every scheme whose positional term
 // is a learned value per distance (or bucket) saturates at C/2, so that the entry every longer distance
-// shares is trained on the half of the distances a window holds, as the paper's T5 bias (32 buckets up
-// to distance 128, trained at 512) has its last bucket trained: seed and huang tables of C/2 entries
+// shares is trained on the half of the distances a window holds, as T5's defaults (32 buckets up to
+// distance 128) have their last bucket trained at a length of 512: seed and huang tables of C/2 entries
 // per side with the Clip policy, shaw clipped at C/2, t5 with C/2 buckets (C/4 exact) up to distance
-// C/2. The rest have no length of their own or take the papers' ratios: xpos γ = C/2 (512 at a
-// training length of 1024 in Sun et al.), fire L0 = C (its normaliser max(i, L) then grows past the
-// training windows: the paper's interpolation), cope C positions (at most one per key of a window).
+// C/2. The rest have no length of their own or are set to C: xpos γ = C/2 (with the default 512 the decay
+// ζ^(δ/γ) would shrink no score by more than 8 % within a window), fire L0 = C (its normaliser max(i, L)
+// then grows past the training windows: the paper's interpolation), cope C positions (at most one per
+// key of a window).
 // alibi, rope, p_rope, pope, transformer_xl, kerple, sandwich, dynamic_bias, fox and stick_breaking
 // keep their defaults (docs/relative-attention.md).
 PositionalConfig relative_scheme(const std::string& name, int64_t C) {

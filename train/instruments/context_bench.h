@@ -23,7 +23,7 @@
 namespace relgrad {
 
 struct ContextBenchOptions {
-  bool full = false;  // the documented run (about 25 minutes on one core); else the CI form
+  bool full = false;  // the documented run (about 17 minutes on one idle core); else the CI form
   std::vector<std::string> treatments;  // empty = the form's (full: context_bench_treatments())
   std::vector<uint64_t> seeds;          // empty = the form's (full 1, 2, 3; CI 1, 2)
   int64_t steps = -1;                   // training steps per model; -1 = the form's default

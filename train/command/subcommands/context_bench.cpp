@@ -13,7 +13,7 @@ class ContextBenchCommand final : public Subcommand {
  public:
   void declare(CLI::App& app) override {
     ContextBenchOptions& o = options_;
-    app.add_flag("--full", o.full, "the documented run (about 25 minutes on one core); default: the CI form");
+    app.add_flag("--full", o.full, "the documented run (about 17 minutes on one idle core); default: the CI form");
     app.add_option("--treatments", treatments_, "comma-separated, e.g. sinusoidal,rope,t5,alibi (default: the form's)");
     app.add_option("--seeds", seeds_, "comma-separated seeds (default: 1,2,3 with --full, else 1,2)");
     app.add_option("--steps", o.steps, "training steps per model (default: the form's)")
