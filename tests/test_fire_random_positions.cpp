@@ -96,7 +96,7 @@ TEST_CASE("FIRE random positions: the bias at mapped positions equals the formul
   }
 }
 
-TEST_CASE("FIRE random positions: the fused core declines a mapped call; the layer equals the composite core") {
+TEST_CASE("FIRE random positions: the fused core declines a mapped call, and the layer equals the composite core") {
   Generator init(5);
   auto s = std::make_shared<FIRE>(2, 8, 512, &init);
   auto m = std::make_shared<MultiHeadAttention>(16, 2, s, 0.0, true, &init);
