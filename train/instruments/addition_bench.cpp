@@ -14,8 +14,6 @@ namespace relgrad {
 
 namespace {
 
-constexpr const char* kOp = "addition-bench";
-
 std::string joined(const std::vector<std::string>& names) {
   std::string s;
   for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
