@@ -22,10 +22,18 @@
 // without a table), "det dq/dk/dv" for the inputs' gradients; "yes" = every run gave the same bits.
 // Composite variants above --max-composite-length (0 = no limit) or whose (B, H, L, L) tensors would
 // exceed --max-composite-gib are skipped (on a GPU they take seconds per step from L = 8192).
+// --tokens N: batch N / L at each L (a fixed token count, as a training step; overrides --batch).
+// --backward auto|one-pass|two-pass: the CPU fused backward's loop order (core/cpu/flash_attention.h;
+// auto: its rule), so both run in one binary.
+// Clock: RELGRAD_BENCH_CLOCK=wall (default) or cpu, the process's CPU time (every thread's: run it
+// with OMP_NUM_THREADS=1), the fair figure on a shared machine.
 //   ./build/bench/bench_flash --device cpu --lengths 256,512,1024,2048
 //   ./build/bench/bench_flash --device cuda --lengths 2048,4096,8192,16384 --max-composite-length 4096
+//   RELGRAD_BENCH_CLOCK=cpu OMP_NUM_THREADS=1 ./build/bench/bench_flash --tokens 4096 --backward two-pass
+//       --lengths 128,2048 --variants fused_rel,composite_rel        (one command line)
 // bench/run_gpu.sh runs both sides on a GPU machine.
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -38,6 +46,7 @@
 #include <string>
 #include <vector>
 
+#include "core/cpu/flash_attention.h"
 #include "cuda/runtime.h"
 #include "layers/distance_bias.h"
 #include "layers/relative_bias.h"
@@ -54,6 +63,9 @@ struct Options {
                                     "fused_plain", "composite_rel", "composite_plain"};
   std::vector<int64_t> lengths{256, 512, 1024, 2048};
   int64_t batch = 1, heads = 4, head_dim = 64;
+  int64_t tokens = 0;  // > 0: batch = tokens / L at each L
+  cpu::FlashBackward backward = cpu::FlashBackward::Auto;
+  bool cpu_clock = false;  // RELGRAD_BENCH_CLOCK=cpu
   int64_t t5_buckets = 32, t5_max_distance = 128, shaw_clip = 16;
   int reps = 3;
   double max_composite_gib = 24.0;  // composite variants whose (B, H, L, L) tensors would exceed this are skipped
@@ -140,9 +152,20 @@ bool same_bits(const std::vector<std::vector<float>>& a, const std::vector<std::
   return true;
 }
 
+int64_t batch_at(const Options& o, int64_t L) { return o.tokens > 0 ? std::max<int64_t>(1, o.tokens / L) : o.batch; }
+
+// Seconds on the chosen clock: wall, or the process's CPU time.
+double now(const Options& o) {
+  if (!o.cpu_clock) return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
 Result measure(const Options& o, const Variant& variant, int64_t L) {
   const Device dev = Device::parse(o.device);
-  const int64_t B = o.batch, H = o.heads, D = o.head_dim;
+  const int64_t B = batch_at(o, L), H = o.heads, D = o.head_dim;
+  cpu::set_flash_backward(o.backward);
   Generator gen(1);
   std::shared_ptr<PositionalScheme> scheme = make_scheme(o, variant.term, L, &gen);
   if (scheme) scheme->to(dev);
@@ -160,7 +183,7 @@ Result measure(const Options& o, const Variant& variant, int64_t L) {
   for (int rep = 0; rep <= o.reps; ++rep) {
     for (Tensor* t : {&q, &k, &v}) t->set_grad(Tensor());
     if (scheme) scheme->zero_grad();
-    auto t0 = std::chrono::steady_clock::now();
+    const double t0 = now(o);
     Tensor out;
     if (variant.core == Core::Fused) {
       out = attention_heads_fused(q, k, v, scheme.get(), g, Tensor());
@@ -171,10 +194,10 @@ Result measure(const Options& o, const Variant& variant, int64_t L) {
     }
     Tensor loss = sum(out * gout);
     sync(dev);
-    auto t1 = std::chrono::steady_clock::now();
+    const double t1 = now(o);
     loss.backward();
     sync(dev);
-    auto t2 = std::chrono::steady_clock::now();
+    const double t2 = now(o);
     // Bitwise comparison with the first run, outside the clock.
     TensorList table_grads;
     if (scheme)
@@ -189,8 +212,8 @@ Result measure(const Options& o, const Variant& variant, int64_t L) {
     }
     if (r.same_table == 1 && !same_bits(table, first_table)) r.same_table = 0;
     if (!same_bits(inputs, first_inputs)) r.same_inputs = 0;
-    fwd.push_back(std::chrono::duration<double>(t1 - t0).count());
-    bwd.push_back(std::chrono::duration<double>(t2 - t1).count());
+    fwd.push_back(t1 - t0);
+    bwd.push_back(t2 - t1);
   }
   r.fwd = median(fwd);
   r.bwd = median(bwd);
@@ -239,8 +262,9 @@ int usage() {
   std::fprintf(stderr,
                "usage: bench_flash [--device cpu|cuda] [--lengths 256,512] [--variants fused_rel,fused_t5,fused_shaw,"
                "fused_plain,composite_rel,composite_plain (also composite_t5, composite_shaw, fused_kerple, composite_kerple)] [--batch 1] [--heads 4] "
-               "[--head-dim 64] [--reps 3] [--t5-buckets 32] [--t5-max-distance 128] [--shaw-clip 16] "
-               "[--max-composite-length 0] [--max-composite-gib 24]\n");
+               "[--head-dim 64] [--tokens 0] [--backward auto|one-pass|two-pass] [--reps 3] [--t5-buckets 32] "
+               "[--t5-max-distance 128] [--shaw-clip 16] [--max-composite-length 0] [--max-composite-gib 24]\n"
+               "RELGRAD_BENCH_CLOCK=wall|cpu\n");
   return 2;
 }
 
@@ -266,6 +290,17 @@ int main(int argc, char** argv) {
       else if (a == "--batch") o.batch = std::stoll(next());
       else if (a == "--heads") o.heads = std::stoll(next());
       else if (a == "--head-dim") o.head_dim = std::stoll(next());
+      else if (a == "--tokens") o.tokens = std::stoll(next());
+      else if (a == "--backward") {
+        const std::string b = next();
+        if (b == "auto") o.backward = cpu::FlashBackward::Auto;
+        else if (b == "one-pass") o.backward = cpu::FlashBackward::OnePass;
+        else if (b == "two-pass") o.backward = cpu::FlashBackward::TwoPass;
+        else {
+          std::fprintf(stderr, "bench_flash: --backward %s: not auto, one-pass or two-pass\n", b.c_str());
+          return 2;
+        }
+      }
       else if (a == "--reps") o.reps = std::stoi(next());
       else if (a == "--t5-buckets") o.t5_buckets = std::stoll(next());
       else if (a == "--t5-max-distance") o.t5_max_distance = std::stoll(next());
@@ -284,14 +319,24 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "bench_flash: unknown variant %s\n", o.variants[i].c_str());
       return usage();
     }
+  const char* clock_env = std::getenv("RELGRAD_BENCH_CLOCK");
+  if (clock_env && std::strcmp(clock_env, "cpu") != 0 && std::strcmp(clock_env, "wall") != 0) {
+    std::fprintf(stderr, "bench_flash: RELGRAD_BENCH_CLOCK=%s: not wall or cpu\n", clock_env);
+    return 2;
+  }
+  o.cpu_clock = clock_env && std::strcmp(clock_env, "cpu") == 0;
   if (o.reps < 1) {
     std::fprintf(stderr, "bench_flash: --reps must be at least 1\n");
     return 2;
   }
-  std::printf("device %s, B=%lld H=%lld D=%lld, causal, float32, median of %d reps after 1 warm-up; t5: %lld causal "
-              "buckets, max distance %lld; shaw: clip %lld (%lld rows, shared by the heads, no value term)\n\n",
-              o.device.c_str(), static_cast<long long>(o.batch), static_cast<long long>(o.heads),
-              static_cast<long long>(o.head_dim), o.reps, static_cast<long long>(o.t5_buckets),
+  const char* backward[] = {"auto", "two-pass", "one-pass"};
+  const std::string batch = o.tokens > 0 ? std::to_string(o.tokens) + "/L" : std::to_string(o.batch);
+  std::printf("device %s, B=%s H=%lld D=%lld, causal, float32, median of %d reps after 1 warm-up (%s clock); CPU "
+              "fused backward: %s; t5: %lld causal buckets, max distance %lld; shaw: clip %lld (%lld rows, shared "
+              "by the heads, no value term)\n\n",
+              o.device.c_str(), batch.c_str(), static_cast<long long>(o.heads), static_cast<long long>(o.head_dim),
+              o.reps, o.cpu_clock ? "cpu" : "wall", backward[static_cast<int>(o.backward)],
+              static_cast<long long>(o.t5_buckets),
               static_cast<long long>(o.t5_max_distance), static_cast<long long>(o.shaw_clip),
               static_cast<long long>(2 * o.shaw_clip + 1));
   std::printf("| variant | L | fwd ms | bwd ms | fwd+bwd ms | peak MiB above inputs | det table | det dq/dk/dv |\n"
@@ -303,7 +348,7 @@ int main(int argc, char** argv) {
       const long long l = static_cast<long long>(L);
       if (parsed[i].core == Core::Composite) {
         // The composite keeps about six (B, H, L, L) float32 tensors alive at its peak.
-        const double composite_gib = 6.0 * o.batch * o.heads * L * L * 4 / (1024.0 * 1024 * 1024);
+        const double composite_gib = 6.0 * batch_at(o, L) * o.heads * L * L * 4 / (1024.0 * 1024 * 1024);
         if (composite_gib > o.max_composite_gib) {
           std::printf("| %s | %lld | skipped (~%.0f GiB) | | | | | |\n", name.c_str(), l, composite_gib);
           continue;

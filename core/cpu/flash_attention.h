@@ -18,16 +18,23 @@
 // (i, j)'s entry from it: the skew is an index computation, nothing of size (t2, t1) is stored.
 // Softmax is online (running max and sum per query row), so memory is O(t·D).
 //
-// Backward recomputes the probabilities tile by tile from lse and runs two passes, each of which
-// owns what it writes (no atomics; every sum runs in a fixed order, so results do not depend on the
-// thread count):
-//   A  per (b, h, query tile):   dq (and dqr, the relative query's gradient), and the tables' share of
-//                                the task from the tiles' ds = P ∘ (dP − rowsum) it already forms:
-//                                Σ ds per distance (the bias) and Σ scale·ds·qr per table row (E) into
-//                                task-local buffers, which are then added into (H, W) and dE in
-//                                increasing task order (a wave of tasks at a time, to bound memory);
-//                                dbias folds distances into bias columns, heads then δ in order
-//   B  per (b, h, key tile):     dk, dv
+// Backward recomputes the probabilities tile by tile from lse. Every task owns what it writes (no
+// atomics) and every sum runs in a fixed order, so results do not depend on the thread count. It runs
+// one of two loop orders (core/cpu/flash_attention_backward.cpp; the same gradients to rounding):
+//   one pass, a task per (b, h): key tiles in order and, for each, the query tiles that see it in
+//     order; a visible tile's S, P, dP and ds = P ∘ (dP − rowsum) are formed once and give dv, dk (the
+//     key tile's buffers), dq and dqr (added into the task's own rows) and the tables' share (below).
+//   two passes, which form each tile's S, P, dP and ds twice:
+//     A  per (b, h, query tile):  dq (and dqr, the relative query's gradient) and the tables' share;
+//     B  per (b, h, key tile):    dk, dv.
+// The tables' share of a task, from the ds it forms: Σ ds per distance (the bias) and Σ scale·ds·qr per
+// table row (E), into task-local buffers, which are then added into (H, W) and dE in increasing task
+// order (a wave of tasks at a time, to bound memory); dbias folds distances into bias columns, heads
+// then δ in order.
+// The one pass does less work but has only B·H tasks: it runs when B·H ≥ kFlashOnePassTasksPerCore ×
+// the machine's cores (omp_get_num_procs, not the thread count, so a thread count never changes a
+// bit), the two passes (B·H·(t2/64) and B·H·(t1/64) tasks) when fewer would leave cores idle.
+// set_flash_backward forces one (tests run both on any machine; bench/bench_flash.cpp compares them).
 #pragma once
 #include <cstdint>
 
@@ -40,6 +47,16 @@ constexpr int64_t kFlashBlockQ = 64, kFlashBlockK = 64, kFlashBlockDelta = 32;
 // at most this many elements in all (16 MiB of float32), unless that leaves fewer than 4 tasks per
 // thread. The fold is a running sum in task order, so where the waves cut changes no bit.
 constexpr int64_t kFlashFoldBudget = int64_t(1) << 22;
+// The backward runs in one pass when it has at least this many (b, h) tasks per core.
+constexpr int64_t kFlashOnePassTasksPerCore = 2;
+
+// The backward's loop order: Auto picks by the rule above.
+enum class FlashBackward { Auto, TwoPass, OnePass };
+// Forces a loop order on every later flash_backward of the process (Auto: back to the rule). For tests
+// and benchmarks; not to be called while a backward runs.
+void set_flash_backward(FlashBackward path);
+// The loop order flash_backward takes for B·H tasks on this machine: OnePass or TwoPass.
+FlashBackward flash_backward_choice(int64_t B, int64_t H);
 
 template <class T>
 struct FlashProblem {

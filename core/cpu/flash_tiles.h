@@ -1,0 +1,156 @@
+// The tile steps that the CPU fused attention's forward (core/cpu/flash_attention.cpp) and backward
+// (core/cpu/flash_attention_backward.cpp) share: a tile's logits with the relative term and the bias,
+// its probabilities from the saved lse, and its ds. Internal to those two files.
+#pragma once
+#include <Eigen/Dense>
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "core/cpu/flash_attention.h"
+
+namespace relgrad::cpu::flash_tiles {
+
+template <class T>
+using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <class T>
+using MapC = Eigen::Map<const Mat<T>>;
+template <class T>
+using MapM = Eigen::Map<Mat<T>>;
+
+template <class T>
+inline constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+
+// Lookup of a per-distance table (rel_rows / bias_rows): −1 outside the lookup's range too (such
+// distances are never used by a visible pair: the op checks the coverage before calling).
+inline int64_t lookup(const int64_t* rows, int64_t min_delta, int64_t W, int64_t delta) {
+  const int64_t w = delta - min_delta;
+  return rows && w >= 0 && w < W ? rows[w] : -1;
+}
+
+template <class T>
+bool hidden(const FlashProblem<T>& p, int64_t b, int64_t pi, int64_t j) {
+  return (p.causal && j > pi) || (p.pad && p.pad[b * p.t1 + j]);
+}
+
+// Per-thread buffers of one tile.
+template <class T>
+struct Scratch {
+  Mat<T> S, QE, EU, P, dP, G, GU, dEU;
+  std::vector<int64_t> uniq;  // table rows of the window, in order of first appearance
+  std::vector<int> col_of;    // window offset → column of uniq (−1: no row)
+  std::vector<int> mark;      // table row → column of uniq (−1), reset after every tile
+};
+
+// The query tiles' position ranges: π_min, π_max over [i0, i0 + BQ).
+struct TileRange {
+  std::vector<int64_t> lo, hi;
+};
+template <class T>
+TileRange tile_ranges(const FlashProblem<T>& p) {
+  TileRange r;
+  for (int64_t i0 = 0; i0 < p.t2; i0 += kFlashBlockQ) {
+    const int64_t i1 = std::min(i0 + kFlashBlockQ, p.t2);
+    int64_t lo = p.pos[i0], hi = p.pos[i0];
+    for (int64_t i = i0; i < i1; ++i) lo = std::min(lo, p.pos[i]), hi = std::max(hi, p.pos[i]);
+    r.lo.push_back(lo);
+    r.hi.push_back(hi);
+  }
+  return r;
+}
+
+// Logits of query tile [i0, i0+nq) against key tile [j0, j0+nk) of (b, h) into s.S (nq × nk),
+// hidden pairs −inf. With a table, also leaves s.EU (nu × D, the window's distinct rows), s.col_of
+// and s.uniq for the backward's relative-query gradient.
+template <class T>
+void tile_logits(const FlashProblem<T>& p, Scratch<T>& s, int64_t b, int64_t h, int64_t i0, int64_t nq, int64_t j0,
+                 int64_t nk, int64_t pmin, int64_t pmax) {
+  const int64_t D = p.D, bh = b * p.H + h;
+  MapC<T> Q(p.q + (bh * p.t2 + i0) * D, nq, D);
+  MapC<T> K(p.k + (bh * p.t1 + j0) * D, nk, D);
+  s.S.resize(nq, nk);
+  s.S.noalias() = Q * K.transpose();
+  if (p.E) {
+    const int64_t dlo = j0 - pmax, nw = nk + pmax - pmin;  // the window δ ∈ [dlo, dlo + nw)
+    s.col_of.assign(static_cast<size_t>(nw), -1);
+    s.uniq.clear();
+    for (int64_t w = 0; w < nw; ++w) {
+      const int64_t r = lookup(p.rel_rows, p.min_delta, p.W, dlo + w);
+      if (r < 0) continue;
+      if (s.mark[r] < 0) {
+        s.mark[r] = static_cast<int>(s.uniq.size());
+        s.uniq.push_back(r);
+      }
+      s.col_of[w] = s.mark[r];
+    }
+    for (int64_t r : s.uniq) s.mark[r] = -1;
+    const int64_t nu = static_cast<int64_t>(s.uniq.size());
+    s.EU.resize(nu, D);
+    const T* E = p.E + (p.E_heads == 1 ? 0 : h) * p.R * D;
+    for (int64_t u = 0; u < nu; ++u) std::copy(E + s.uniq[u] * D, E + (s.uniq[u] + 1) * D, s.EU.row(u).data());
+    if (nu > 0) {
+      MapC<T> QR(p.qr + (bh * p.t2 + i0) * D, nq, D);
+      s.QE.resize(nq, nu);
+      s.QE.noalias() = QR * s.EU.transpose();
+      for (int64_t a = 0; a < nq; ++a) {
+        const int64_t off = j0 - p.pos[i0 + a] - dlo;  // window offset of key j0 for this query
+        for (int64_t c = 0; c < nk; ++c) {
+          const int col = s.col_of[off + c];
+          if (col >= 0) s.S(a, c) += s.QE(a, col);
+        }
+      }
+    }
+  }
+  const T sc = static_cast<T>(p.scale);
+  const T* bias = p.bias ? p.bias + (p.bias_heads == 1 ? 0 : h) * p.Rb : nullptr;
+  for (int64_t a = 0; a < nq; ++a) {
+    const int64_t pi = p.pos[i0 + a];
+    for (int64_t c = 0; c < nk; ++c) {
+      const int64_t j = j0 + c;
+      if (hidden(p, b, pi, j)) {
+        s.S(a, c) = kNegInf<T>;
+        continue;
+      }
+      T z = sc * s.S(a, c);  // the order of masked_softmax: scale, then the bias
+      if (bias) {
+        const int64_t br = lookup(p.bias_rows, p.min_delta, p.W, j - pi);
+        if (br >= 0) z += bias[br];
+      }
+      s.S(a, c) = z;
+    }
+  }
+}
+
+// Probabilities of the tile from the saved lse (0 where hidden or the row has no visible key).
+template <class T>
+void tile_probs(Scratch<T>& s, const T* lse) {
+  s.P.resize(s.S.rows(), s.S.cols());
+  for (int64_t a = 0; a < s.S.rows(); ++a)
+    for (int64_t c = 0; c < s.S.cols(); ++c)
+      s.P(a, c) = s.S(a, c) == kNegInf<T> || lse[a] == kNegInf<T> ? T(0) : std::exp(s.S(a, c) - lse[a]);
+}
+
+// G = scale · P ∘ (dP − Drow): the gradient of the unscaled logit sum (q·k + qr·e), with dP = dO·Vᵀ.
+template <class T>
+void tile_grad(const FlashProblem<T>& p, Scratch<T>& s, const T* dout_tile, const T* v_tile, const T* Drow, int64_t nq,
+               int64_t nk) {
+  MapC<T> dO(dout_tile, nq, p.D);
+  MapC<T> V(v_tile, nk, p.D);
+  s.dP.resize(nq, nk);
+  s.dP.noalias() = dO * V.transpose();
+  s.G.resize(nq, nk);
+  const T sc = static_cast<T>(p.scale);
+  for (int64_t a = 0; a < nq; ++a)
+    for (int64_t c = 0; c < nk; ++c) s.G(a, c) = s.P(a, c) == T(0) ? T(0) : sc * s.P(a, c) * (s.dP(a, c) - Drow[a]);
+}
+
+template <class T>
+Scratch<T> make_scratch(const FlashProblem<T>& p) {
+  Scratch<T> s;
+  s.mark.assign(static_cast<size_t>(p.E ? p.R : 0), -1);
+  return s;
+}
+
+}  // namespace relgrad::cpu::flash_tiles
