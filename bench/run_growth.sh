@@ -5,8 +5,13 @@
 # (batch = 4096 / L), so the score part of a step grows ∝ B·L² = 4096·L and everything else stays.
 # One process per row (peak RSS is per process); rounds interleave the two cores.
 #
+# CORE=1: the attention core of that shape alone instead (bench/bench_flash, B = TOKENS / L, 4 heads of
+# 64, causal, the per-head table): the fused core with the CPU backward in two passes and in one
+# (--backward, core/cpu/flash_attention.h), and the composite core, interleaved; fwd and bwd ms on
+# RELGRAD_BENCH_CLOCK [cpu] (processor time, fair on a shared machine), median of REPS [7].
+#
 # Usage: bench/run_growth.sh [build dir, default ./build]
-#   LENGTHS ["128 256 512 1024 2048"]  TOKENS [4096]  STEPS [3]  WARMUP [1]  ROUNDS [1]  THREADS [1]
+#   LENGTHS ["128 256 512 1024 2048"]  TOKENS [4096]  STEPS [3]  WARMUP [1]  ROUNDS [1]  THREADS [1]  CORE [0]
 set -euo pipefail
 build=${1:-./build}
 LENGTHS=${LENGTHS:-"128 256 512 1024 2048"}
@@ -15,6 +20,32 @@ STEPS=${STEPS:-3}
 WARMUP=${WARMUP:-1}
 ROUNDS=${ROUNDS:-1}
 export OMP_NUM_THREADS=${THREADS:-1}
+
+if [ "${CORE:-0}" = 1 ]; then
+  flash="$build/bench/bench_flash"
+  [ -x "$flash" ] || { echo "no $flash: build the bench_flash target first" >&2; exit 1; }
+  export RELGRAD_BENCH_CLOCK=${RELGRAD_BENCH_CLOCK:-cpu}
+  REPS=${REPS:-7}
+  echo "== $(date -u +%Y-%m-%dT%H:%MZ), $(getconf _NPROCESSORS_ONLN) cores, $(lscpu | sed -n 's/^Model name: *//p'), OMP_NUM_THREADS=$OMP_NUM_THREADS"
+  echo "== the W1 attention core, $TOKENS tokens per call, median of $REPS after 1, $RELGRAD_BENCH_CLOCK clock"
+  printf "%-6s %-6s %-24s %10s %10s %12s %10s\n" L batch core "fwd ms" "bwd ms" "fwd+bwd ms" "peak MiB"
+  for _ in $(seq "$ROUNDS"); do
+    for L in $LENGTHS; do
+      B=$(( TOKENS / L )); [ "$B" -ge 1 ] || B=1
+      for backward in two-pass one-pass composite; do
+        variant=fused_rel label="fused_rel $backward"
+        [ "$backward" = composite ] && variant=composite_rel label=composite_rel backward=auto
+        row=$("$flash" --tokens "$TOKENS" --lengths "$L" --variants "$variant" --backward "$backward" --reps "$REPS" \
+          | grep "^| $variant |")
+        # | variant | L | fwd ms | bwd ms | fwd+bwd ms | peak MiB | det table | det dq/dk/dv |
+        echo "$row" | awk -F'|' -v L="$L" -v B="$B" -v core="$label" \
+          '{ gsub(/ /, "", $4); gsub(/ /, "", $5); gsub(/ /, "", $6); gsub(/ /, "", $7);
+             printf "%-6s %-6s %-24s %10s %10s %12s %10s\n", L, B, core, $4, $5, $6, $7 }'
+      done
+    done
+  done
+  exit 0
+fi
 bench="$build/bench/bench_train"
 [ -x "$bench" ] || { echo "no $bench: build the bench target first" >&2; exit 1; }
 

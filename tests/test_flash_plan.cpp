@@ -1,7 +1,7 @@
 // The index plan of the CUDA fused attention's table-gradient pass (cuda/flash_plan.h), run on the
 // host: a host twin of flash_bwd_dist_kernel (cuda/flash_attention_backward.cu) with the same
 // chunks, batch groups, query tiles, key ranges and summation order, checked against the CPU fused
-// backward (core/cpu/flash_attention.cpp, another loop order) on every geometry the kernels meet:
+// backward (core/cpu/flash_attention_backward.cpp, another loop order) on every geometry the kernels meet:
 // causal and not, left/right alignment, explicit positions far apart, padding, clipped tables, bias
 // buckets, shared and per-head tables. It also checks the key-range claim the kernel's staging
 // relies on: every key a tile reads lies in keys_for_chunk(...), which has at most kND + span keys.

@@ -9,6 +9,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/base/fast_math.h"
 #include "core/cpu/flash_attention.h"
 
 namespace relgrad::cpu::flash_tiles {
@@ -30,9 +31,11 @@ inline int64_t lookup(const int64_t* rows, int64_t min_delta, int64_t W, int64_t
   return rows && w >= 0 && w < W ? rows[w] : -1;
 }
 
+// Keys [j0, j0 + n) of the tile at key j0 (nk keys) are not after query i's position: all of them
+// unless causal. The rest are hidden, as are padding keys.
 template <class T>
-bool hidden(const FlashProblem<T>& p, int64_t b, int64_t pi, int64_t j) {
-  return (p.causal && j > pi) || (p.pad && p.pad[b * p.t1 + j]);
+int64_t visible_end(const FlashProblem<T>& p, int64_t i, int64_t j0, int64_t nk) {
+  return p.causal ? std::clamp<int64_t>(p.pos[i] - j0 + 1, 0, nk) : nk;
 }
 
 // Per-thread buffers of one tile.
@@ -96,7 +99,7 @@ void tile_logits(const FlashProblem<T>& p, Scratch<T>& s, int64_t b, int64_t h, 
       s.QE.noalias() = QR * s.EU.transpose();
       for (int64_t a = 0; a < nq; ++a) {
         const int64_t off = j0 - p.pos[i0 + a] - dlo;  // window offset of key j0 for this query
-        for (int64_t c = 0; c < nk; ++c) {
+        for (int64_t c = 0, n = visible_end(p, i0 + a, j0, nk); c < n; ++c) {
           const int col = s.col_of[off + c];
           if (col >= 0) s.S(a, c) += s.QE(a, col);
         }
@@ -105,31 +108,39 @@ void tile_logits(const FlashProblem<T>& p, Scratch<T>& s, int64_t b, int64_t h, 
   }
   const T sc = static_cast<T>(p.scale);
   const T* bias = p.bias ? p.bias + (p.bias_heads == 1 ? 0 : h) * p.Rb : nullptr;
+  const bool* pad = p.pad ? p.pad + b * p.t1 + j0 : nullptr;  // (nk) of the tile
   for (int64_t a = 0; a < nq; ++a) {
-    const int64_t pi = p.pos[i0 + a];
-    for (int64_t c = 0; c < nk; ++c) {
-      const int64_t j = j0 + c;
-      if (hidden(p, b, pi, j)) {
-        s.S(a, c) = kNegInf<T>;
-        continue;
-      }
-      T z = sc * s.S(a, c);  // the order of masked_softmax: scale, then the bias
+    const int64_t pi = p.pos[i0 + a], n = visible_end(p, i0 + a, j0, nk);
+    T* z = s.S.row(a).data();
+    for (int64_t c = 0; c < n; ++c) {
+      T x = sc * z[c];  // the order of masked_softmax: scale, then the bias
       if (bias) {
-        const int64_t br = lookup(p.bias_rows, p.min_delta, p.W, j - pi);
-        if (br >= 0) z += bias[br];
+        const int64_t br = lookup(p.bias_rows, p.min_delta, p.W, j0 + c - pi);
+        if (br >= 0) x += bias[br];
       }
-      s.S(a, c) = z;
+      z[c] = x;
     }
+    std::fill(z + n, z + nk, kNegInf<T>);
+    for (int64_t c = 0; pad && c < n; ++c)
+      if (pad[c]) z[c] = kNegInf<T>;
   }
 }
 
-// Probabilities of the tile from the saved lse (0 where hidden or the row has no visible key).
+// Probabilities of the tile from the saved lse (0 where hidden or the row has no visible key). The
+// backward's exp is fn::rg_exp (float32: a branch-free exp the loop vectorises, within 1 ulp; exp(−inf)
+// is 0), while the forward's online softmax keeps std::exp.
 template <class T>
 void tile_probs(Scratch<T>& s, const T* lse) {
-  s.P.resize(s.S.rows(), s.S.cols());
-  for (int64_t a = 0; a < s.S.rows(); ++a)
-    for (int64_t c = 0; c < s.S.cols(); ++c)
-      s.P(a, c) = s.S(a, c) == kNegInf<T> || lse[a] == kNegInf<T> ? T(0) : std::exp(s.S(a, c) - lse[a]);
+  const int64_t nk = s.S.cols();
+  s.P.resize(s.S.rows(), nk);
+  for (int64_t a = 0; a < s.S.rows(); ++a) {
+    const T* z = s.S.row(a).data();
+    T* pr = s.P.row(a).data();
+    const T m = lse[a];
+    if (m == kNegInf<T>) std::fill(pr, pr + nk, T(0));
+    else
+      for (int64_t c = 0; c < nk; ++c) pr[c] = fn::rg_exp(z[c] - m);
+  }
 }
 
 // G = scale · P ∘ (dP − Drow): the gradient of the unscaled logit sum (q·k + qr·e), with dP = dO·Vᵀ.
