@@ -158,3 +158,20 @@ TEST_CASE("length tasks: bad names, lengths and inputs are errors") {
       },
       "addition");
 }
+
+// The layout the length tasks, addition with hints and the synthetic tasks share (train/data/data.h),
+// on hand-made rows of unequal lengths: x BOS y EOS, the prompt's targets -100, PAD and -100 after.
+TEST_CASE("length tasks: prompt_answer_batch writes x BOS y EOS with the loss on y and EOS") {
+  const int64_t a = kFirstSymbol, b = kFirstSymbol + 1, c = kFirstSymbol + 2, I = kIgnoreIndex;
+  const Batch batch = prompt_answer_batch({{a, b}, {c}}, {{c}, {a, b, c}});
+  REQUIRE(batch.tokens.size(0) == 2);
+  REQUIRE(batch.tokens.size(1) == 5);
+  CHECK(row_of(batch.tokens, 0) == std::vector<int64_t>{a, b, kBos, c, kPad});
+  CHECK(row_of(batch.tokens, 1) == std::vector<int64_t>{c, kBos, a, b, c});
+  CHECK(row_of(batch.targets, 0) == std::vector<int64_t>{I, I, c, kEos, I});
+  CHECK(row_of(batch.targets, 1) == std::vector<int64_t>{I, a, b, c, kEos});
+  CHECK(row_of(batch.padding_mask.to(kInt64), 0) == std::vector<int64_t>{0, 0, 0, 0, 1});
+  CHECK(row_of(batch.padding_mask.to(kInt64), 1) == std::vector<int64_t>{0, 0, 0, 0, 0});
+  CHECK(batch.num_targets == 6);
+  check_throws_with([] { prompt_answer_batch({{kFirstSymbol}}, {}); }, "1 prompts and 0 answers");
+}

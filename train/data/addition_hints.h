@@ -15,7 +15,7 @@
 // h(H − 1)), so that every marker is trained in every role, not only the first few at the first
 // digits (docs/addition.md says which published code samples markers this way).
 //
-// The decoder-only layout of the length tasks (train/data/length_tasks.h): x BOS y EOS, BOS standing for
+// The decoder-only layout of the length tasks (prompt_answer_batch, train/data/data.h): x BOS y EOS, BOS as
 // "=", the loss on y and EOS only (x's targets −100). Token ids: PAD 0, BOS 1, EOS 2, digits "0" … "9" at
 // 3 … 12, "+" at 13, the markers h(k) at 14 + k (named "h0", "h1", …); one vocabulary for both formats,
 // so a model's size does not depend on the format. Batch n of a split is a pure function of (seed,

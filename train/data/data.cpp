@@ -104,6 +104,25 @@ Batch decoder_only_batch(const std::vector<std::vector<int64_t>>& tokens, const 
   return batch;
 }
 
+Batch prompt_answer_batch(const std::vector<std::vector<int64_t>>& prompts,
+                          const std::vector<std::vector<int64_t>>& answers) {
+  RG_CHECK(prompts.size() == answers.size(), "Batch", "prompts and answers must pair up, got ", prompts.size(),
+           " prompts and ", answers.size(), " answers");
+  std::vector<std::vector<int64_t>> tokens, targets;
+  for (size_t b = 0; b < prompts.size(); ++b) {
+    const std::vector<int64_t>& x = prompts[b];
+    std::vector<int64_t> seq = x;  // x BOS y EOS
+    seq.push_back(kBos);
+    seq.insert(seq.end(), answers[b].begin(), answers[b].end());
+    seq.push_back(kEos);
+    tokens.emplace_back(seq.begin(), seq.end() - 1);
+    std::vector<int64_t> target(seq.begin() + 1, seq.end());
+    std::fill(target.begin(), target.begin() + x.size(), kIgnoreIndex);  // x[1..] and BOS
+    targets.push_back(std::move(target));
+  }
+  return decoder_only_batch(tokens, targets);
+}
+
 // ---- Vocab --------------------------------------------------------------------------------------
 
 const std::string& Vocab::name(int64_t id) const {
@@ -294,20 +313,12 @@ Batch SyntheticTask::batch(int64_t index, Split split) const {
     }
     return encoder_decoder_batch(src, tgt_in, tgt_out);
   } else {
-    // The sequence x BOS y EOS, split into inputs (all but the last) and targets (all but the
-    // first); only the targets from BOS on (y and EOS) carry a loss.
-    std::vector<std::vector<int64_t>> tokens, targets;
-    for (const Sample& s : samples) {
-      std::vector<int64_t> seq = s.source;
-      seq.push_back(kBos);
-      seq.insert(seq.end(), s.target.begin(), s.target.end());
-      seq.push_back(kEos);
-      tokens.emplace_back(seq.begin(), seq.end() - 1);
-      std::vector<int64_t> target(seq.begin() + 1, seq.end());
-      std::fill(target.begin(), target.begin() + s.source.size(), kIgnoreIndex);  // x[1..] and BOS
-      targets.push_back(std::move(target));
+    std::vector<std::vector<int64_t>> prompts, answers;  // x BOS y EOS, the loss on y and EOS
+    for (Sample& s : samples) {
+      prompts.push_back(std::move(s.source));
+      answers.push_back(std::move(s.target));
     }
-    return decoder_only_batch(tokens, targets);
+    return prompt_answer_batch(prompts, answers);
   }
 }
 

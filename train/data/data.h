@@ -111,6 +111,12 @@ CounterStream row_stream(uint64_t seed, Split split, int64_t index, uint32_t row
 Batch encoder_decoder_batch(const std::vector<std::vector<int64_t>>& src, const std::vector<std::vector<int64_t>>& tgt_in,
                             const std::vector<std::vector<int64_t>>& tgt_out);
 Batch decoder_only_batch(const std::vector<std::vector<int64_t>>& tokens, const std::vector<std::vector<int64_t>>& targets);
+// The decoder-only layout of prompt and answer rows (the synthetic tasks, train/data/length_tasks.h,
+// train/data/addition_hints.h): row b is the sequence x BOS y EOS (x = prompts[b], y = answers[b]);
+// tokens = all but the last, targets = all but the first with the prompt's targets (x[1..] and BOS)
+// -100, so the loss is on y and EOS only. prompts and answers pair up (checked).
+Batch prompt_answer_batch(const std::vector<std::vector<int64_t>>& prompts,
+                          const std::vector<std::vector<int64_t>>& answers);
 
 // ------------------------------------------------------------------------------------------------
 // Synthetic tasks. For a source x of length n (n uniform in [min_len, max_len]) the target y is

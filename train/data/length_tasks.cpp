@@ -143,19 +143,13 @@ LengthSample LengthTaskData::sample(int64_t index, int64_t row, Split split) con
 
 Batch LengthTaskData::batch(int64_t index, Split split) const {
   RG_CHECK(index >= 0, kOp, "batch index must be >= 0, got ", index);
-  std::vector<std::vector<int64_t>> tokens, targets;
+  std::vector<std::vector<int64_t>> inputs, answers;  // x BOS y EOS, the loss on y and EOS
   for (int64_t row = 0; row < config_.batch_size; ++row) {
-    const LengthSample s = sample(index, row, split);
-    std::vector<int64_t> seq = s.input;  // x BOS y EOS
-    seq.push_back(kBos);
-    seq.insert(seq.end(), s.answer.begin(), s.answer.end());
-    seq.push_back(kEos);
-    std::vector<int64_t> in(seq.begin(), seq.end() - 1), out(seq.begin() + 1, seq.end());
-    for (size_t t = 0; t < s.input.size(); ++t) out[t] = kIgnoreIndex;  // x[1..] and BOS: no loss
-    tokens.push_back(std::move(in));
-    targets.push_back(std::move(out));
+    LengthSample s = sample(index, row, split);
+    inputs.push_back(std::move(s.input));
+    answers.push_back(std::move(s.answer));
   }
-  return decoder_only_batch(tokens, targets);
+  return prompt_answer_batch(inputs, answers);
 }
 
 void LengthTaskData::print_samples(SampleModel& model, int64_t count, const std::string&,

@@ -10,7 +10,7 @@
 //             first (a top bit may be 0); y = a + b in len(a) + 1 bits, least significant first. The
 //             fixed answer length (the carry bit always written) keeps the answer's end predictable.
 //             n >= 3 (a smaller length is drawn as 3).
-// The decoder-only layout of the synthetic tasks (train/data/data.h): the sequence x BOS y EOS, BOS as
+// The decoder-only layout of the synthetic tasks (prompt_answer_batch, train/data/data.h): x BOS y EOS, BOS as
 // the separator; tokens = all but the last, targets = all but the first with the prompt's targets
 // -100, so the loss is on y and EOS only. Token ids as there: PAD 0, BOS 1, EOS 2, the digits "0" …
 // "9" at 3 … 12, "+" at 13 (one vocabulary for every task, size 14).
