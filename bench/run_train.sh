@@ -45,8 +45,8 @@
 #   TORCH2_PASSIVE [1; 0 = PyTorch 2.x without OMP_WAIT_POLICY=PASSIVE]  TORCH2_INDEX [PyTorch's CPU wheels]
 #   CHECK [1]
 #   BUILD [build-bench; relative to the repository root, or absolute]  JOBS [nproc]  RELATTN [1]
-#   BLAS [eigen; openblas = relgrad built with -DRELGRAD_BLAS=openblas, its runs with OPENBLAS_CORETYPE
-#   unset like PyTorch's expert rows (docs/benchmarks.md, "Eigen or OpenBLAS"); installs libopenblas-dev]
+#   GEMM [auto; eigen | openblas | blis: relgrad's runs with RELGRAD_GEMM set so (core/cpu/gemm_library.h;
+#   auto = the library relgrad measured fastest here, which the machine block names)]
 #   LENGTHS [256,512,1024] (relattn)
 # Installs what is missing, as root (apt-get update first): Debian's python3-torch, python3-numpy and
 # libopenblas0-pthread (PyTorch 1.13's BLAS; without it Debian's torch falls back to the reference BLAS,
@@ -78,7 +78,7 @@ CHECK=${CHECK:-1}
 BUILD=${BUILD:-build-bench}
 JOBS=${JOBS:-$(nproc)}
 RELATTN=${RELATTN:-1}
-BLAS=${BLAS:-eigen}
+GEMM=${GEMM:-auto}
 case $BUILD in /*) build=$BUILD ;; *) build=$root/$BUILD ;; esac
 has_w0=0
 case " $WORKLOADS " in *" w0 "*) has_w0=1 ;; esac
@@ -114,13 +114,11 @@ torch2_version=""
 
 targets="bench_train bench_relattn"
 [ "$has_cli" = 1 ] && targets="$targets relgrad_cli"
-if [ "$BLAS" = openblas ] && ! dpkg -s libopenblas-dev >/dev/null 2>&1; then
-  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libopenblas-dev
-fi
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DRELGRAD_CUDA=OFF -DRELGRAD_BLAS="$BLAS" >/dev/null
-# relgrad's own runs: with OpenBLAS, its own kernels (the environment may force older ones).
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DRELGRAD_CUDA=OFF >/dev/null
+# relgrad's own runs: the GEMM library asked for (relgrad loads OpenBLAS with its own kernels whatever
+# OPENBLAS_CORETYPE says). PyTorch does not read RELGRAD_GEMM.
+export RELGRAD_GEMM=$GEMM
 relgrad_env="env"
-[ "$BLAS" = openblas ] && relgrad_env="env -u OPENBLAS_CORETYPE"
 cmake --build "$build" -j "$JOBS" --target $targets >/dev/null
 out=$build/train_results
 mkdir -p "$out"
@@ -136,7 +134,7 @@ echo "PyTorch: Debian $torch1_version (/usr/bin/python3)${torch2_version:+, pip 
   if [ "$has_cli" = 1 ]; then
     echo "relgrad: $($relgrad_env "$build/relgrad" --version | sed -n 's/^GEMM: //p')"
   else
-    echo "relgrad: BLAS=$BLAS (relgrad --version names the kernels; not built in this selection)"
+    echo "relgrad: RELGRAD_GEMM=$GEMM (relgrad --version names the kernels; not built in this selection)"
   fi
   echo "PyTorch $torch1_version default: $(/usr/bin/python3 "$root/bench/blas_info.py")"
   echo "PyTorch $torch1_version expert: $(env -u OPENBLAS_CORETYPE /usr/bin/python3 "$root/bench/blas_info.py")"
@@ -234,9 +232,9 @@ for t in $THREADS; do
   done
 done
 
-/usr/bin/python3 - "$out" "$THREADS" "$WORKLOADS" "$BLAS" <<'EOF'
+/usr/bin/python3 - "$out" "$THREADS" "$WORKLOADS" "$GEMM" <<'EOF'
 import glob, json, os, statistics, sys
-out, threads, workloads, blas = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), sys.argv[4]
+out, threads, workloads, gemm = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), sys.argv[4]
 def peak(t):  # peak_fma's last line is a JSON record; the AVX-512 FMA rate is the peak
     try:
         last = open(os.path.join(out, "peak_%s.txt" % t)).read().strip().splitlines()[-1]
@@ -254,7 +252,7 @@ def runs(impl, w, t):
     gfl = None if None in gfl else statistics.median(gfl)
     rss = max(r["peak_rss_mib"] for r in recs)
     return tok, gfl, rss, recs
-impls = (("relgrad", "relgrad" if blas == "eigen" else "relgrad (%s)" % blas), ("default", "PyTorch %s default"), ("expert", "PyTorch %s expert"),
+impls = (("relgrad", "relgrad" if gemm == "auto" else "relgrad (%s)" % gemm), ("default", "PyTorch %s default"), ("expert", "PyTorch %s expert"),
          ("torch2eager", "PyTorch %s eager"), ("torch2compiled", "PyTorch %s compiled"))
 label = {"w0": "W0 default", "charlm": "W1 charlm", "seq2seq": "W2 seq2seq",
          "charlm-train": "W1 charlm, relgrad train", "seq2seq-train": "W2 seq2seq, relgrad train"}

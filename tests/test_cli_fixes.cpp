@@ -10,6 +10,7 @@
 #include <streambuf>
 
 #include "cli_testing.h"
+#include "core/cpu/gemm_library.h"
 #include "core/cpu/matmul.h"
 #include "core/device.h"
 #include "file_testing.h"
@@ -334,7 +335,8 @@ TEST_CASE("cli fixes: relgrad --version names the version, the build type and wh
   CHECK(contains(r.out, std::string("\nNCCL: ") + (nccl_built() ? "yes" : "no") + "\n"));
   // The processor and the GEMM's kernels (bench/run_train.sh records them beside PyTorch's).
   CHECK(contains(r.out, "\nCPU: " + cpu::cpu_model_name() + "\n"));
-  const bool eigen = std::string(cpu::gemm_library()) == "eigen";
-  CHECK(contains(r.out, eigen ? "\nGEMM: Eigen 3." : "\nGEMM: OpenBLAS "));
-  CHECK(contains(r.out, eigen ? ", SIMD: " : ", core: "));
+  // The library in use (core/cpu/gemm_library.h), its kernels and how it was chosen.
+  const cpu::GemmLibrary library = cpu::gemm_library();
+  CHECK(contains(r.out, "\nGEMM: " + cpu::gemm_library_kernel(library) + " ("));
+  CHECK(contains(r.out, library == cpu::gemm_choice().library ? cpu::gemm_choice().how : "set by cpu::set_gemm_library"));
 }

@@ -1,35 +1,14 @@
 #include "core/cpu/matmul.h"
 
-// GCC 12 reports a false -Wmaybe-uninitialized deep inside Eigen's AVX-512 transpose helpers (clang
-// has no such warning and would warn about the unknown name).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-// Eigen never starts threads of its own here: cpu::matmul shares out tiles itself (see plan_tiles).
-#define EIGEN_DONT_PARALLELIZE
-#include <Eigen/Core>
 #include <algorithm>
 #include <fstream>
 #include <string>
-#include <type_traits>
 #include <vector>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
-#ifdef RELGRAD_OPENBLAS
-// OpenBLAS's CBLAS entry points (RELGRAD_BLAS=openblas), declared here so that no cblas.h is needed;
-// the enums are ints in its ABI.
-extern "C" {
-void cblas_sgemm(int order, int trans_a, int trans_b, int m, int n, int k, float alpha, const float* a, int lda,
-                 const float* b, int ldb, float beta, float* c, int ldc);
-void cblas_dgemm(int order, int trans_a, int trans_b, int m, int n, int k, double alpha, const double* a, int lda,
-                 const double* b, int ldb, double beta, double* c, int ldc);
-void openblas_set_num_threads(int threads);
-char* openblas_get_config();
-char* openblas_get_corename();
-}
-#endif
+#include "core/cpu/gemm_library.h"
 
 namespace relgrad::cpu {
 
@@ -64,49 +43,6 @@ MatrixLayout plan_operand(const Tensor& x, const Shape& batch, const char* op) {
   }
   L.offsets = batch_offsets(L.t, batch);
   return L;
-}
-
-template <class T, int Order>
-using ConstMatrixMap = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Order>, Eigen::Unaligned,
-                                  Eigen::OuterStride<>>;
-
-// c (n, m), row-major with rows ldc apart = alpha · a (n, k) @ b (k, m), or c += alpha · a @ b
-// (accumulate), each operand in the storage order given.
-template <class T, int OrderA, int OrderB>
-void gemm(const T* a, int64_t lda, const T* b, int64_t ldb, T* c, int64_t ldc, int64_t n, int64_t k, int64_t m,
-          T alpha, bool accumulate) {
-#ifdef RELGRAD_OPENBLAS
-  // OpenBLAS (single-threaded: see matmul): a column-major operand is its transpose, row-major.
-  constexpr int kRowMajor = 101, kNoTrans = 111, kTrans = 112;
-  constexpr int64_t kIntMax = 2147483647;
-  if (std::max({n, k, m, lda, ldb, ldc}) <= kIntMax) {
-    const int ta = OrderA == Eigen::RowMajor ? kNoTrans : kTrans, tb = OrderB == Eigen::RowMajor ? kNoTrans : kTrans;
-    const T beta = accumulate ? T(1) : T(0);
-    if constexpr (std::is_same_v<T, float>)
-      cblas_sgemm(kRowMajor, ta, tb, int(n), int(m), int(k), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
-    else
-      cblas_dgemm(kRowMajor, ta, tb, int(n), int(m), int(k), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
-    return;
-  }
-#endif
-  ConstMatrixMap<T, OrderA> A(a, n, k, Eigen::OuterStride<>(lda));
-  ConstMatrixMap<T, OrderB> B(b, k, m, Eigen::OuterStride<>(ldb));
-  Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, Eigen::Unaligned, Eigen::OuterStride<>>
-      C(c, n, m, Eigen::OuterStride<>(ldc));
-  if (accumulate) C.noalias() += (alpha * A) * B;  // Eigen folds alpha into the GEMM kernel
-  else if (alpha == T(1)) C.noalias() = A * B;
-  else C.noalias() = (alpha * A) * B;
-}
-
-template <class T>
-using GemmFn = void (*)(const T*, int64_t, const T*, int64_t, T*, int64_t, int64_t, int64_t, int64_t, T, bool);
-
-// The four layout combinations are four template instantiations; pick one at run time.
-template <class T>
-GemmFn<T> pick_gemm(bool a_row_major, bool b_row_major) {
-  constexpr int R = Eigen::RowMajor, C = Eigen::ColMajor;
-  if (a_row_major) return b_row_major ? gemm<T, R, R> : gemm<T, R, C>;
-  return b_row_major ? gemm<T, C, R> : gemm<T, C, C>;
 }
 
 // How a product is cut into tiles: each tile is `span` rows (by_rows) or `span` columns of one batch
@@ -155,23 +91,6 @@ TilePlan plan_tiles(int64_t count, int64_t n, int64_t k, int64_t m) {
 
 }  // namespace
 
-const char* gemm_library() {
-#ifdef RELGRAD_OPENBLAS
-  return "openblas";
-#else
-  return "eigen";
-#endif
-}
-
-std::string gemm_kernel() {
-#ifdef RELGRAD_OPENBLAS
-  return std::string(openblas_get_config()) + ", core: " + openblas_get_corename();
-#else
-  return "Eigen " + std::to_string(EIGEN_WORLD_VERSION) + "." + std::to_string(EIGEN_MAJOR_VERSION) + "." +
-         std::to_string(EIGEN_MINOR_VERSION) + ", SIMD: " + Eigen::SimdInstructionSetsInUse();
-#endif
-}
-
 std::string cpu_model_name() {
   std::ifstream in("/proc/cpuinfo");
   std::string line;
@@ -212,14 +131,14 @@ Tensor matmul(const Tensor& a, const Tensor& b, const Shape& batch, const char* 
     MatrixLayout A = plan_operand(a, batch, op), B = plan_operand(b, batch, op);
     const T* ap = A.t.template data_ptr<T>();
     const T* bp = B.t.template data_ptr<T>();
-    GemmFn<T> f = pick_gemm<T>(A.row_major, B.row_major);
     const T alpha_t = static_cast<T>(alpha);
-#ifdef RELGRAD_OPENBLAS
-    // One tile per call on the calling thread: OpenBLAS's own threads would oversubscribe the cores
-    // the OpenMP threads already hold. Set once, before any thread calls it.
-    static const bool single_threaded = (openblas_set_num_threads(1), true);
-    (void)single_threaded;
-#endif
+    // The library is read once per product (gemm_library.h: chosen on the first product), so every
+    // tile of one product goes through the same one.
+    const GemmLibrary library = gemm_library();
+    auto f = [&](const T* a0, int64_t lda, const T* b0, int64_t ldb, T* c0, int64_t ldc, int64_t rows, int64_t inner,
+                 int64_t cols) {
+      gemm_tile(library, A.row_major, B.row_major, a0, lda, b0, ldb, c0, ldc, rows, inner, cols, alpha_t, accumulate);
+    };
     const TilePlan plan = plan_tiles(count, n, k, m);
     const int64_t tiles = count * plan.per_entry;
     auto tile = [&](int64_t t) {  // rows (or columns) [s0, s0 + len) of batch entry e's C
@@ -229,10 +148,10 @@ Tensor matmul(const Tensor& a, const Tensor& b, const Shape& batch, const char* 
       T* c_e = c + e * n * m;
       if (plan.by_rows) {  // row s0 of a: s0 rows down (row-major storage) or s0 columns along
         const int64_t len = std::min(plan.span, n - s0);
-        f(a_e + s0 * (A.row_major ? A.ld : 1), A.ld, b_e, B.ld, c_e + s0 * m, m, len, k, m, alpha_t, accumulate);
+        f(a_e + s0 * (A.row_major ? A.ld : 1), A.ld, b_e, B.ld, c_e + s0 * m, m, len, k, m);
       } else {  // column s0 of b: s0 along (row-major storage) or s0 columns down
         const int64_t len = std::min(plan.span, m - s0);
-        f(a_e, A.ld, b_e + s0 * (B.row_major ? 1 : B.ld), B.ld, c_e + s0, m, n, k, len, alpha_t, accumulate);
+        f(a_e, A.ld, b_e + s0 * (B.row_major ? 1 : B.ld), B.ld, c_e + s0, m, n, k, len);
       }
     };
 #pragma omp parallel for schedule(dynamic, 1) if (plan.parallel)

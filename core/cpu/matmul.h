@@ -1,8 +1,9 @@
-// CPU matrix products through Eigen's GEMM, mapped over the tensors' own memory.
+// CPU matrix products through a single-threaded GEMM per tile (Eigen's, OpenBLAS's or BLIS's, chosen by
+// measurement: core/cpu/gemm_library.h), over the tensors' own memory.
 //
-// Each matrix operand is read in place when it has unit stride along one of its two last dims: a
-// row-major Eigen::Map with an outer stride (the usual case), or a column-major Map (a transposed
-// view, x.transpose(-1, -2)). Only other layouts (both strides > 1) get one contiguous copy.
+// Each matrix operand is read in place when it has unit stride along one of its two last dims:
+// row-major with an outer stride (the usual case), or column-major (a transposed view,
+// x.transpose(-1, -2)). Only other layouts (both strides > 1) get one contiguous copy.
 // Broadcast batch dims are read with stride 0, so an expanded operand is never materialised.
 // No autograd here: core/backend/matmul.cpp picks it or its CUDA twin; autograd/ops/matmul.cpp
 // records the op and its backward.
@@ -19,8 +20,8 @@ namespace relgrad::cpu {
 //
 // Threads: the product is cut into row or column tiles of out by its shape and the machine's core
 // count, never the thread count; the OpenMP threads take tiles one at a time and each tile is one
-// single-threaded GEMM (Eigen's, or OpenBLAS's in a -DRELGRAD_BLAS=openblas build). So results do not
-// depend on the thread count (each element is the same sum in the same order).
+// single-threaded GEMM of the library gemm_library() names. So results do not depend on the thread
+// count (each element is the same sum in the same order).
 //
 // With `init` defined (the addmm form): out = init + alpha · (a @ b), init broadcast to out's shape
 // and copied into out first, then the GEMM accumulates onto it — the bias or positional term costs
@@ -28,13 +29,6 @@ namespace relgrad::cpu {
 Tensor matmul(const Tensor& a, const Tensor& b, const Shape& batch, const char* op, const Tensor& init = Tensor(),
               double alpha = 1.0);
 
-// The library the GEMM tiles call: "eigen", or "openblas" in a -DRELGRAD_BLAS=openblas build.
-const char* gemm_library();
-// That library and the kernels it runs on this machine, for `relgrad --version` and the benchmarks:
-// "Eigen 3.4.0, SIMD: SSE, SSE2, …, AVX2, FMA" (the instruction sets it was compiled for), or
-// "OpenBLAS 0.3.21 …, core: Zen" (openblas_get_config / openblas_get_corename: the kernels it picked
-// when it loaded, which OPENBLAS_CORETYPE overrides).
-std::string gemm_kernel();
 // The processor's model name (/proc/cpuinfo), or "unknown CPU".
 std::string cpu_model_name();
 

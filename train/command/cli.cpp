@@ -13,6 +13,7 @@
 
 #include "core/allocator.h"
 #include "core/base/error.h"
+#include "core/cpu/gemm_library.h"
 #include "core/cpu/matmul.h"
 #include "core/device.h"
 #include "train/command/cli_commands.h"
@@ -27,6 +28,20 @@ namespace {
 
 // `relgrad --version`: the project's version (CMakeLists.txt), what this binary was built with, and
 // the processor and GEMM kernels it runs on here (bench/run_train.sh records them beside PyTorch's).
+// The GEMM library the CPU's products use, how it was chosen, and the measured rates
+// (core/cpu/gemm_library.h): "OpenBLAS 0.3.21 …, core: Zen (measured, cached in …; GFLOP/s: eigen 151,
+// openblas 224)".
+std::string gemm_text() {
+  const cpu::GemmChoice& choice = cpu::gemm_choice();
+  const cpu::GemmLibrary library = cpu::gemm_library();
+  std::string text = cpu::gemm_library_kernel(library) + " (" +
+                     (library == choice.library ? choice.how : std::string("set by cpu::set_gemm_library"));
+  for (size_t i = 0; i < choice.rates.size(); ++i)
+    text += (i ? ", " : "; GFLOP/s: ") + std::string(cpu::gemm_library_name(choice.rates[i].library)) + " " +
+            std::to_string(static_cast<int>(choice.rates[i].gflops + 0.5));
+  return text + ")";
+}
+
 std::string version_text() {
 #ifndef RELGRAD_VERSION
 #define RELGRAD_VERSION "unknown"
@@ -37,7 +52,7 @@ std::string version_text() {
   auto yes = [](bool built) { return built ? "yes" : "no"; };
   return std::string("relgrad ") + RELGRAD_VERSION + "\nbuild type: " + RELGRAD_BUILD_TYPE +
          "\nCUDA: " + yes(cuda_built()) + "\nMPI: " + yes(mpi_built()) + "\nNCCL: " + yes(nccl_built()) +
-         "\nCPU: " + cpu::cpu_model_name() + "\nGEMM: " + cpu::gemm_kernel();
+         "\nCPU: " + cpu::cpu_model_name() + "\nGEMM: " + gemm_text();
 }
 
 int run_command(int argc, const char* const* argv, std::ostream& out_all, std::ostream& err,
@@ -74,7 +89,8 @@ int run_command(int argc, const char* const* argv, std::ostream& out_all, std::o
   CLI::App app{"relgrad: train, sample, evaluate, inspect and plot relative-attention transformers", "relgrad"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "help for every command");
-  app.set_version_flag("--version", version_text(),
+  // The text is made when --version is given (the catch below): making it chooses the GEMM library.
+  app.set_version_flag("--version", std::string("relgrad"),
                        "the version, build type and whether CUDA, MPI and NCCL are built in");
   app.footer("Synopsis:\n" + synopsis_text());
   // One parser and one command object per table entry (train/command/subcommands.cpp).

@@ -19,7 +19,7 @@
 
 #include "autograd/grad_mode.h"
 #include "core/base/error.h"
-#include "core/cpu/matmul.h"
+#include "core/cpu/gemm_library.h"
 #include "core/file_io.h"
 #include "core/safetensors.h"
 #include "train/command/checkpoint_overrides.h"
@@ -177,17 +177,10 @@ int cmd_train(const std::string& config_path, const std::string& resume, const s
       << (!trainer.model().device.is_cpu() ? "on " + trainer.model().device.str()
           : threads.adaptive() ? "up to " + std::to_string(threads.most()) + " threads (picked by timing steps)"
                                : std::to_string(threads.most()) + (threads.most() == 1 ? " thread" : " threads"))
-      << (trainer.model().device.is_cpu() ? std::string(", GEMM: ") + cpu::gemm_library() : std::string())
+      << (trainer.model().device.is_cpu() ? std::string(", GEMM: ") + cpu::gemm_library_name(cpu::gemm_library()) : std::string())
       << (trainer.model().device.is_cpu() ? "" : config.train.tf32 ? ", TF32 matmuls on" : ", TF32 matmuls off") << "\n";
   if (trainer.model().device.is_cpu() && config.train.tf32)  // as PyTorch's allow_tf32: a CUDA-only switch
     out << "note: train.tf32 = true has no effect on the CPU (its float32 products are always full float32)\n";
-  // OpenBLAS reads OPENBLAS_CORETYPE when it loads: a forced older core type (Haswell's AVX2 kernels
-  // on an AVX-512 machine) made its products 0.75-0.8x Eigen's instead of 1.3-1.6x (docs/benchmarks.md).
-  // Said on stdout beside the banner: stderr is kept for warnings and errors.
-  if (trainer.model().device.is_cpu() && std::string(cpu::gemm_library()) == "openblas")
-    if (const char* forced = std::getenv("OPENBLAS_CORETYPE"))
-      out << "note: OPENBLAS_CORETYPE=" << forced << " makes OpenBLAS use that processor's kernels, not this "
-          << "one's own; unset it unless that is meant (docs/benchmarks.md, \"Eigen or OpenBLAS\")\n";
   // More OpenMP threads than cores make every parallel region wait on descheduled threads (1000 threads
   // on 2 cores: 90 s per step): the Trainer caps train.threads at the cores, and says so.
   if (!threads.capped_warning().empty() && world().is_root())
