@@ -6,9 +6,9 @@
 // learns the digits at this budget, so nothing is asserted about exact match. The checks are tested on
 // made-up results first; then the CI form end to end, and the options' errors (exit 2 from the cli).
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
+#include "bench_fixtures.h"
 #include "cli_testing.h"
 #include "file_testing.h"
 #include "testing.h"
@@ -20,32 +20,17 @@ using namespace relgrad::testing;
 
 namespace {
 
-LengthBenchRun made_up_run(const std::string& treatment, uint64_t seed, std::vector<double> token) {
-  LengthBenchRun r;
-  r.task = "addition_hints";
-  r.treatment = treatment;
-  r.seed = seed;
-  r.token = token;
-  r.exact = std::vector<double>(token.size(), 0.0);
-  return r;
-}
-
 LengthBenchResult made_up_result() {
+  const std::string task = "addition_hints";
   LengthBenchResult r;
   r.size.buckets = {{1, 3}, {4, 5}, {6, 7}, {8, 8}};
-  r.tasks = {"addition_hints"};
+  r.tasks = {task};
   r.treatments = {"fire-random", "rope"};
   r.seeds = {1, 2};
-  r.runs = {made_up_run("fire-random", 1, {0.62, 0.5, 0.4, 0.35}), made_up_run("fire-random", 2, {0.63, 0.45, 0.4, 0.3}),
-            made_up_run("rope", 1, {0.64, 0.4, 0.3, 0.2}), made_up_run("rope", 2, {0.65, 0.35, 0.25, 0.2})};
+  r.runs = {made_up_run(task, "fire-random", 1, {0.62, 0.5, 0.4, 0.35}),
+            made_up_run(task, "fire-random", 2, {0.63, 0.45, 0.4, 0.3}),
+            made_up_run(task, "rope", 1, {0.64, 0.4, 0.3, 0.2}), made_up_run(task, "rope", 2, {0.65, 0.35, 0.25, 0.2})};
   return r;
-}
-
-size_t count_lines(const std::string& path) {
-  std::ifstream in(path);
-  size_t n = 0;
-  for (std::string line; std::getline(in, line);) ++n;
-  return n;
 }
 
 }  // namespace
@@ -87,7 +72,7 @@ TEST_CASE("addition bench: CI form, every model fits the training lengths and FI
   INFO(out.str());
   CHECK(status == 0);
   CHECK(out.str().find("CI checks hold") != std::string::npos);
-  CHECK(count_lines(dir.file("bench/results.csv")) == 1 + 2 * 3 * 4);  // header; treatments × seeds × buckets
+  CHECK(lines_of(dir.file("bench/results.csv")).size() == 1 + 2 * 3 * 4);  // header; treatments × seeds × buckets
   const std::string md = read_bytes(dir.file("bench/results.md"));
   CHECK(md.find("| rope |") != std::string::npos);
   CHECK(md.find("addition_plain") == std::string::npos);  // the CI form has no plain models

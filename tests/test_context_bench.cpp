@@ -6,9 +6,9 @@
 // least 10 % worse than at 1× and worse than ALiBi there. Then one model's number against what `relgrad eval
 // --data.context=N` prints for its checkpoint. The checks themselves are tested on made-up results first.
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
+#include "bench_fixtures.h"
 #include "cli_testing.h"
 #include "file_testing.h"
 #include "testing.h"
@@ -18,6 +18,7 @@
 using namespace relgrad;
 using relgrad::testing::check_throws_with;
 using relgrad::testing::contains;
+using relgrad::testing::lines_of;
 using relgrad::testing::read_bytes;
 using relgrad::testing::run_relgrad;
 using relgrad::testing::TempDir;
@@ -47,13 +48,6 @@ ContextBenchResult made_up_result() {
   r.runs = {made_up_run("sinusoidal", 1, {2.2, 2.5, 2.7, 2.9}), made_up_run("sinusoidal", 2, {2.2, 2.4, 2.6, 2.8}),
             made_up_run("alibi", 1, {2.3, 2.3, 2.31, 2.4}), made_up_run("alibi", 2, {2.4, 2.4, 2.4, 2.4})};
   return r;
-}
-
-std::vector<std::string> lines_of(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
 }
 
 // The fields of one CSV line.

@@ -6,9 +6,9 @@
 // other treatment's mean. CoPE itself fails the sparse split on some seeds (up to 91% error), so no
 // per-seed bound is put on it there. The checks themselves are tested on made-up results first.
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
+#include "bench_fixtures.h"
 #include "cli_testing.h"
 #include "file_testing.h"
 #include "testing.h"
@@ -16,17 +16,17 @@
 
 using namespace relgrad;
 using relgrad::testing::check_throws_with;
+using relgrad::testing::code_points;
+using relgrad::testing::lines_of;
 using relgrad::testing::read_bytes;
+using relgrad::testing::split_lines;
 using relgrad::testing::TempDir;
 
 namespace {
 
 // A made-up run: error rates on train, dense, sparse (exact = 1 − error; per-token errors a fifth of them).
 LengthBenchRun made_up_run(const std::string& treatment, uint64_t seed, std::vector<double> errors) {
-  LengthBenchRun r;
-  r.task = "selective_copy";
-  r.treatment = treatment;
-  r.seed = seed;
+  LengthBenchRun r = relgrad::testing::made_up_run("selective_copy", treatment, seed, {});
   for (double e : errors) {
     r.exact.push_back(1 - e);
     r.token.push_back(1 - e / 5);
@@ -43,13 +43,6 @@ CopeBenchResult made_up_result() {
   r.runs = {made_up_run("cope", 1, {0, 0.02, 0.08}), made_up_run("cope", 2, {0, 0, 0.1}),
             made_up_run("rope", 1, {0.4, 0.9, 1.0}), made_up_run("rope", 2, {0.3, 0.8, 0.95})};
   return r;
-}
-
-std::vector<std::string> lines_of(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
 }
 
 }  // namespace
@@ -77,6 +70,8 @@ TEST_CASE("cope bench: the CI checks on made-up results") {
   const std::string table = cope_bench_table(r);
   CHECK(table.find("sparse") != std::string::npos);
   CHECK(table.find("97.5 (95.0–100.0)") != std::string::npos);  // rope's sparse error, mean (min–max)
+  for (const std::string& line : split_lines(table))  // every table line 2 + 16 + 3 · 20 characters, "–" one
+    if (line.rfind("  ", 0) == 0) CHECK(code_points(line) == 78);
   CHECK(cope_bench_csv(r).find("selective_copy,rope,2,dense,0.8000,0.1600") != std::string::npos);
   const std::string md = cope_bench_markdown(r, CopeBenchOptions{});
   CHECK(md.find("- sparse: 6 digits among 12 blanks") != std::string::npos);

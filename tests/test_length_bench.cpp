@@ -8,29 +8,24 @@
 // themselves are tested on made-up results first.
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
+#include "bench_fixtures.h"
 #include "file_testing.h"
 #include "testing.h"
+#include "train/instruments/bench_report.h"
 #include "train/instruments/length_bench.h"
 
 using namespace relgrad;
 using relgrad::testing::check_throws_with;
+using relgrad::testing::code_points;
+using relgrad::testing::lines_of;
+using relgrad::testing::made_up_run;
 using relgrad::testing::read_bytes;
+using relgrad::testing::split_lines;
 using relgrad::testing::TempDir;
 
 namespace {
-
-LengthBenchRun made_up_run(const std::string& treatment, uint64_t seed, std::vector<double> token) {
-  LengthBenchRun r;
-  r.task = "copy";
-  r.treatment = treatment;
-  r.seed = seed;
-  r.token = token;
-  r.exact = std::vector<double>(token.size(), 0.0);
-  return r;
-}
 
 LengthBenchResult made_up_result() {
   LengthBenchResult r;
@@ -38,16 +33,9 @@ LengthBenchResult made_up_result() {
   r.tasks = {"copy"};
   r.treatments = {"none", "learned"};
   r.seeds = {1, 2};
-  r.runs = {made_up_run("none", 1, {0.9, 0.6, 0.45}), made_up_run("none", 2, {0.88, 0.62, 0.44}),
-            made_up_run("learned", 1, {1.0, 0.2, 0.15}), made_up_run("learned", 2, {1.0, 0.22, 0.2})};
+  r.runs = {made_up_run("copy", "none", 1, {0.9, 0.6, 0.45}), made_up_run("copy", "none", 2, {0.88, 0.62, 0.44}),
+            made_up_run("copy", "learned", 1, {1.0, 0.2, 0.15}), made_up_run("copy", "learned", 2, {1.0, 0.22, 0.2})};
   return r;
-}
-
-std::vector<std::string> lines_of(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
 }
 
 }  // namespace
@@ -75,6 +63,43 @@ TEST_CASE("length bench: the CI checks on made-up results") {
   CHECK(table.find("7-9") != std::string::npos);
   CHECK(table.find("learned") != std::string::npos);
   CHECK(length_bench_csv(r).find("copy,none,1,7,9,0.0000,0.6000") != std::string::npos);
+}
+
+// A cell's width is its characters, not its bytes: "–" (U+2013) is one character in three bytes, and
+// a cell too wide for its column widens the column (one space at least between two).
+TEST_CASE("length bench: text table columns holding an en dash line up") {
+  const LengthBenchResult r = made_up_result();
+  CHECK(length_bench_task_table(r, "copy", false, false) ==
+        "  treatment                  1-6 (train)              7-9            10-12\n"
+        "  none                  89.0 (88.0–90.0) 61.0 (60.0–62.0) 44.5 (44.0–45.0)\n"
+        "  learned            100.0 (100.0–100.0) 21.0 (20.0–22.0) 17.5 (15.0–20.0)\n");
+  CHECK(length_bench_task_table(r, "copy", true, false) ==
+        "  treatment              1-6 (train)             7-9           10-12\n"
+        "  none                 0.0 (0.0–0.0)   0.0 (0.0–0.0)   0.0 (0.0–0.0)\n"
+        "  learned              0.0 (0.0–0.0)   0.0 (0.0–0.0)   0.0 (0.0–0.0)\n");
+  // Every line of the whole text output's tables as wide as its header, in characters.
+  size_t header = 0;
+  for (const std::string& line : split_lines(length_bench_table(r))) {
+    if (line.rfind("  treatment", 0) == 0) header = code_points(line);
+    else if (line.rfind("  ", 0) == 0) CHECK(code_points(line) == header);
+  }
+  CHECK(header > 0);
+  // A column of lone dashes, and one whose header is its widest cell, in the shared writer.
+  bench::Table t;
+  t.columns = {"a", "bbbbbb"};
+  t.rows = {{"x", {"–", "1.0"}}, {"yy", {"2.0 (1.0–3.0)", "–"}}};
+  bench::TableFormat text;
+  text.label_width = 4;
+  text.cell_width = 5;
+  CHECK(bench::render_table(t, text) ==
+        "  treatment              a bbbbbb\n"
+        "  x                      –    1.0\n"
+        "  yy         2.0 (1.0–3.0)      –\n");
+  text.markdown = true;
+  CHECK(bench::render_table(t, text) ==
+        "| treatment | a | bbbbbb |\n|---|---:|---:|\n| x | – | 1.0 |\n| yy | 2.0 (1.0–3.0) | – |\n");
+  t.rows[1].cells.pop_back();
+  check_throws_with([&] { bench::render_table(t, text); }, "row 'yy' has 1 cells for 2 columns");
 }
 
 // The CI form end to end, as `relgrad length-bench` runs it (about a minute and a half on 2 busy cores).

@@ -7,18 +7,13 @@
 #include <filesystem>
 #include <ostream>
 
+#include "train/instruments/bench_report.h"
 #include "train/instruments/probe.h"  // InstrumentOptionError
 #include "train/instruments/recipe.h"
 
 namespace relgrad {
 
 namespace {
-
-std::string joined(const std::vector<std::string>& names) {
-  std::string s;
-  for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
-  return s;
-}
 
 AdditionHintsConfig data_config(AdditionFormat format, const LengthBenchSize& s, int64_t lo, int64_t hi,
                                 int64_t rows, uint64_t seed) {
@@ -86,13 +81,13 @@ LengthBenchResult addition_bench_results(const AdditionBenchOptions& options, st
   if (o.plain_treatments.empty()) o.plain_treatments = addition_bench_plain_treatments(o.full);
   if (!o.plain) o.plain_treatments.clear();
   if (o.seeds.empty()) o.seeds = {1, 2, 3};
-  const std::vector<std::string>& known = length_bench_treatments();
+  const std::vector<std::string>& accepted = length_bench_treatments();
   for (const auto* list : {&o.treatments, &o.plain_treatments})
     for (const std::string& t : *list)
-      if (std::find(known.begin(), known.end(), t) == known.end())
+      if (!bench::known(accepted, t))
         throw InstrumentOptionError(std::string("[addition-bench] ") +
                                     (list == &o.treatments ? "--treatments" : "--plain-treatments") + " '" + t +
-                                    "': unknown treatment (" + joined(known) + ")");
+                                    "': unknown treatment (" + bench::joined(accepted) + ")");
   if (o.out_dir.empty()) throw InstrumentOptionError("[addition-bench] --out is empty");
   std::filesystem::create_directories(o.out_dir);
 
@@ -101,7 +96,7 @@ LengthBenchResult addition_bench_results(const AdditionBenchOptions& options, st
   r.size = addition_bench_size(o);
   r.treatments = o.treatments;  // the tables' rows: every treatment of either format, hints' first
   for (const std::string& t : o.plain_treatments)
-    if (std::find(r.treatments.begin(), r.treatments.end(), t) == r.treatments.end()) r.treatments.push_back(t);
+    if (!bench::known(r.treatments, t)) r.treatments.push_back(t);
   r.seeds = o.seeds;
   r.length_unit = "digits per operand";
   std::vector<std::pair<AdditionFormat, std::vector<std::string>>> formats = {{AdditionFormat::Hints, o.treatments}};

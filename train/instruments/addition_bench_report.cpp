@@ -1,23 +1,16 @@
 // run_addition_bench's tables, files and CI checks (train/instruments/addition_bench.h).
-#include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <filesystem>
 #include <ostream>
 #include <sstream>
 
-#include "core/file_io.h"
 #include "train/instruments/addition_bench.h"
+#include "train/instruments/bench_report.h"
 
 namespace relgrad {
 
 namespace {
 
-std::string fixed(double v, int digits) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
+using bench::fixed;
 
 const LengthBenchRun* find_run(const LengthBenchResult& r, const std::string& task, const std::string& treatment,
                                uint64_t seed) {
@@ -26,23 +19,21 @@ const LengthBenchRun* find_run(const LengthBenchResult& r, const std::string& ta
   return nullptr;
 }
 
-// Fragility: exact match (%) of every seed in bucket `bucket`, a column per seed.
+// Fragility: exact match (%) of every seed in bucket `bucket`, a column per seed (markdown).
 std::string seed_table(const LengthBenchResult& r, const std::string& task, size_t bucket) {
-  std::ostringstream out;
-  out << "| treatment |";
-  for (uint64_t seed : r.seeds) out << " seed " << seed << " |";
-  out << "\n|---|";
-  for (size_t k = 0; k < r.seeds.size(); ++k) out << "---:|";
-  out << "\n";
+  bench::Table table;
+  for (uint64_t seed : r.seeds) table.columns.push_back("seed " + std::to_string(seed));
   for (const std::string& t : r.treatments) {
-    out << "| " << t << " |";
+    bench::Table::Row row{t, {}};
     for (uint64_t seed : r.seeds) {
       const LengthBenchRun* run = find_run(r, task, t, seed);
-      out << " " << (run ? fixed(100 * run->exact.at(bucket), 1) : "-") << " |";
+      row.cells.push_back(run ? fixed(100 * run->exact.at(bucket), 1) : "-");
     }
-    out << "\n";
+    table.rows.push_back(std::move(row));
   }
-  return out.str();
+  bench::TableFormat markdown;
+  markdown.markdown = true;
+  return bench::render_table(table, markdown);
 }
 
 // The CI form's checks (addition_bench_failures); docs/addition.md gives the margins measured.
@@ -115,10 +106,7 @@ std::vector<std::string> addition_bench_failures(const LengthBenchResult& r) {
       failures.push_back(run.task + " " + run.treatment + " seed " + std::to_string(run.seed) +
                          ": per-token accuracy in the training lengths " + fixed(100 * run.token[0], 1) + "% < " +
                          fixed(100 * kTrainTokenFloor, 0) + "%");
-  const auto has = [&](const std::string& t) {
-    return std::find(r.treatments.begin(), r.treatments.end(), t) != r.treatments.end();
-  };
-  if (!has("fire-random") || !has("rope")) return failures;
+  if (!bench::known(r.treatments, "fire-random") || !bench::known(r.treatments, "rope")) return failures;
   for (const std::string& task : r.tasks) {
     const double fire = beyond_training(r, task, "fire-random"), rope = beyond_training(r, task, "rope");
     if (!(fire >= rope + kBeyondMargin))
@@ -133,18 +121,9 @@ int run_addition_bench(const AdditionBenchOptions& options, std::ostream& out) {
   LengthBenchResult r = addition_bench_results(options, &out);
   for (const std::string& task : r.tasks)
     for (const std::string& p : length_bench_pictures(task_part(r, task), options.out_dir)) r.pictures.push_back(p);
-  const std::filesystem::path dir(options.out_dir);
-  write_file_atomic((dir / "results.csv").string(), length_bench_csv(r), "addition-bench");
-  write_file_atomic((dir / "results.md").string(), addition_bench_markdown(r, options), "addition-bench");
-  out << addition_bench_table(r);
-  out << "wrote " << (dir / "results.csv").string() << ", " << (dir / "results.md").string();
-  for (const std::string& p : r.pictures) out << ", " << (dir / p).string();
-  out << "\n";
-  if (r.full) return 0;
-  const std::vector<std::string> failures = addition_bench_failures(r);
-  for (const std::string& f : failures) out << "CI check failed: " << f << "\n";
-  if (failures.empty()) out << "CI checks hold\n";
-  return failures.empty() ? 0 : 1;
+  bench::write_results(options.out_dir, length_bench_csv(r), addition_bench_markdown(r, options), "addition-bench");
+  out << addition_bench_table(r) << bench::written(options.out_dir, r.pictures) << "\n";
+  return r.full ? 0 : bench::ci_verdict(addition_bench_failures(r), out);
 }
 
 }  // namespace relgrad

@@ -16,6 +16,7 @@
 #include "core/base/error.h"
 #include "layers/schemes.h"
 #include "train/config/run_options.h"
+#include "train/instruments/bench_report.h"
 #include "train/instruments/recipe.h"
 #include "train/trainer/trainer.h"
 
@@ -25,15 +26,8 @@ namespace {
 
 constexpr const char* kOp = "context-bench";
 
-bool known(const std::vector<std::string>& names, const std::string& name) {
-  return std::find(names.begin(), names.end(), name) != names.end();
-}
-
-std::string joined(const std::vector<std::string>& names) {
-  std::string s;
-  for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
-  return s;
-}
+using bench::joined;
+using bench::known;
 
 // The text file: `given` when set (it must be a regular file), else data/kjv.txt (tools/setup.sh writes
 // it) in the current folder, then in each folder above the running program (a build folder's

@@ -1,13 +1,12 @@
 // run_context_bench's tables, files, picture and CI checks (train/instruments/context_bench.h).
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <ostream>
 #include <sstream>
 
 #include "core/base/error.h"
-#include "core/file_io.h"
+#include "train/instruments/bench_report.h"
 #include "train/instruments/context_bench.h"
 #include "train/plot/plot.h"
 
@@ -15,11 +14,7 @@ namespace relgrad {
 
 namespace {
 
-std::string fixed(double v, int digits) {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
+using bench::fixed;
 
 std::string padded(const std::string& s, int width) {  // right-aligned in `width` characters
   return s.size() >= static_cast<size_t>(width) ? s : std::string(width - s.size(), ' ') + s;
@@ -232,18 +227,10 @@ std::vector<std::string> context_bench_failures(const ContextBenchResult& r) {
 int run_context_bench(const ContextBenchOptions& options, std::ostream& out) {
   ContextBenchResult r = context_bench_results(options, &out);
   r.pictures = write_picture(r, options.out_dir);
-  const std::filesystem::path dir(options.out_dir);
-  write_file_atomic((dir / "results.csv").string(), context_bench_csv(r), "context-bench");
-  write_file_atomic((dir / "results.md").string(), context_bench_markdown(r, options), "context-bench");
-  out << context_bench_table(r);
-  out << "wrote " << (dir / "results.csv").string() << ", " << (dir / "results.md").string();
-  for (const std::string& p : r.pictures) out << ", " << (dir / p).string();
-  out << " (" << fixed(r.seconds, 0) << " s, " << fixed(r.cpu_seconds, 0) << " s of processor time)\n";
-  if (r.full) return 0;
-  const std::vector<std::string> failures = context_bench_failures(r);
-  for (const std::string& f : failures) out << "CI check failed: " << f << "\n";
-  if (failures.empty()) out << "CI checks hold\n";
-  return failures.empty() ? 0 : 1;
+  bench::write_results(options.out_dir, context_bench_csv(r), context_bench_markdown(r, options), "context-bench");
+  out << context_bench_table(r) << bench::written(options.out_dir, r.pictures) << " (" << fixed(r.seconds, 0)
+      << " s, " << fixed(r.cpu_seconds, 0) << " s of processor time)\n";
+  return r.full ? 0 : bench::ci_verdict(context_bench_failures(r), out);
 }
 
 }  // namespace relgrad

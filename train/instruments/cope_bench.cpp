@@ -10,6 +10,7 @@
 #include <ostream>
 
 #include "core/base/error.h"
+#include "train/instruments/bench_report.h"
 #include "train/instruments/recipe.h"
 
 namespace relgrad {
@@ -18,15 +19,8 @@ namespace {
 
 constexpr const char* kOp = "cope-bench";
 
-bool known(const std::vector<std::string>& names, const std::string& name) {
-  return std::find(names.begin(), names.end(), name) != names.end();
-}
-
-std::string joined(const std::vector<std::string>& names) {
-  std::string s;
-  for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
-  return s;
-}
+using bench::joined;
+using bench::known;
 
 PositionTaskConfig task_config(PositionTaskKind kind) {
   PositionTaskConfig c;

@@ -1,23 +1,16 @@
 // run_cope_bench's tables, files and CI checks (train/instruments/cope_bench.h).
-#include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <filesystem>
 #include <ostream>
 #include <sstream>
 
-#include "core/file_io.h"
+#include "train/instruments/bench_report.h"
 #include "train/instruments/cope_bench.h"
 
 namespace relgrad {
 
 namespace {
 
-std::string fixed(double v, int digits) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
+using bench::fixed;
 
 const CopeBenchTask& task_of(const CopeBenchResult& r, const std::string& name) {
   return r.size.task(*kPositionTaskNames.find(name));
@@ -41,68 +34,19 @@ std::string describe(const CopeBenchSplit& s) {
   return "";
 }
 
-// Mean, min and max over seeds of one (task, treatment)'s error rate on one split; n = 0 when no run matched.
-struct Spread {
-  double mean = NAN, lo = NAN, hi = NAN;
-  int n = 0;
-};
-Spread error_spread(const CopeBenchResult& r, const std::string& task, const std::string& treatment, size_t split,
-                    bool exact) {
-  Spread s;
-  double sum = 0;
-  for (const LengthBenchRun& run : r.runs) {
-    if (run.task != task || run.treatment != treatment) continue;
-    const double v = 1 - (exact ? run.exact : run.token).at(split);
-    s.lo = s.n ? std::min(s.lo, v) : v;
-    s.hi = s.n ? std::max(s.hi, v) : v;
-    sum += v;
-    ++s.n;
-  }
-  if (s.n) s.mean = sum / s.n;
-  return s;
+// The error rate on one split of (task, treatment): mean, min and max over seeds.
+bench::Spread error_spread(const CopeBenchResult& r, const std::string& task, const std::string& treatment,
+                           size_t split, bool exact) {
+  return bench::seed_spread(r.runs, task, treatment, split, exact, bench::Score::Error);
 }
 
 // One task's table: rows treatments, columns splits, "mean (min–max)" error in %.
 std::string task_table(const CopeBenchResult& r, const std::string& task, bool exact, bool markdown) {
   const CopeBenchTask& t = task_of(r, task);
-  std::ostringstream out;
-  char buf[64];
-  if (markdown) {
-    out << "| treatment |";
-    for (size_t k = 0; k < t.splits.size(); ++k) out << " " << t.splits[k].name << (k == 0 ? " (in-dist)" : "") << " |";
-    out << "\n|---|";
-    for (size_t k = 0; k < t.splits.size(); ++k) out << "---:|";
-    out << "\n";
-  } else {
-    std::snprintf(buf, sizeof buf, "  %-16s", "treatment");
-    out << buf;
-    for (const CopeBenchSplit& s : t.splits) {
-      std::snprintf(buf, sizeof buf, "%20s", s.name.c_str());
-      out << buf;
-    }
-    out << "\n";
-  }
-  for (const std::string& treatment : r.treatments) {
-    if (markdown) {
-      out << "| " << treatment << " |";
-    } else {
-      std::snprintf(buf, sizeof buf, "  %-16s", treatment.c_str());
-      out << buf;
-    }
-    for (size_t k = 0; k < t.splits.size(); ++k) {
-      const Spread s = error_spread(r, task, treatment, k, exact);
-      std::string cell = s.n == 0 ? "-" : fixed(100 * s.mean, 1);
-      if (s.n > 1) cell += " (" + fixed(100 * s.lo, 1) + "–" + fixed(100 * s.hi, 1) + ")";
-      if (markdown) {
-        out << " " << cell << " |";
-      } else {
-        std::snprintf(buf, sizeof buf, "%20s", cell.c_str());
-        out << buf;
-      }
-    }
-    out << "\n";
-  }
-  return out.str();
+  std::vector<std::string> columns;
+  for (size_t k = 0; k < t.splits.size(); ++k)
+    columns.push_back(t.splits[k].name + (markdown && k == 0 ? " (in-dist)" : ""));
+  return bench::spread_table(r.runs, task, r.treatments, columns, exact, bench::Score::Error, {markdown, 16, 20});
 }
 
 // The CI form's checks (cope_bench_failures); the margins measured are in docs/cope-tasks.md.
@@ -169,10 +113,7 @@ std::string cope_bench_csv(const CopeBenchResult& r) {
 
 std::vector<std::string> cope_bench_failures(const CopeBenchResult& r) {
   std::vector<std::string> failures;
-  const auto has = [&](const std::vector<std::string>& list, const std::string& name) {
-    return std::find(list.begin(), list.end(), name) != list.end();
-  };
-  if (!has(r.tasks, "selective_copy") || !has(r.treatments, "cope")) return failures;
+  if (!bench::known(r.tasks, "selective_copy") || !bench::known(r.treatments, "cope")) return failures;
   const CopeBenchTask& copy = task_of(r, "selective_copy");
   for (uint64_t seed : r.seeds) {
     const double e = error_of(r, "selective_copy", "cope", seed, 0);
@@ -196,16 +137,9 @@ std::vector<std::string> cope_bench_failures(const CopeBenchResult& r) {
 
 int run_cope_bench(const CopeBenchOptions& options, std::ostream& out) {
   const CopeBenchResult r = cope_bench_results(options, &out);
-  const std::filesystem::path dir(options.out_dir);
-  write_file_atomic((dir / "results.csv").string(), cope_bench_csv(r), "cope-bench");
-  write_file_atomic((dir / "results.md").string(), cope_bench_markdown(r, options), "cope-bench");
-  out << cope_bench_table(r);
-  out << "wrote " << (dir / "results.csv").string() << ", " << (dir / "results.md").string() << "\n";
-  if (r.full) return 0;
-  const std::vector<std::string> failures = cope_bench_failures(r);
-  for (const std::string& f : failures) out << "CI check failed: " << f << "\n";
-  if (failures.empty()) out << "CI checks hold\n";
-  return failures.empty() ? 0 : 1;
+  bench::write_results(options.out_dir, cope_bench_csv(r), cope_bench_markdown(r, options), "cope-bench");
+  out << cope_bench_table(r) << bench::written(options.out_dir, {}) << "\n";
+  return r.full ? 0 : bench::ci_verdict(cope_bench_failures(r), out);
 }
 
 }  // namespace relgrad

@@ -15,6 +15,7 @@
 #include "core/base/error.h"
 #include "train/config/run_options.h"
 #include "train/data/length_tasks.h"
+#include "train/instruments/bench_report.h"
 #include "train/instruments/recipe.h"
 #include "train/trainer/trainer.h"
 
@@ -24,15 +25,8 @@ namespace {
 
 constexpr const char* kOp = "length-bench";
 
-bool known(const std::vector<std::string>& names, const std::string& name) {
-  return std::find(names.begin(), names.end(), name) != names.end();
-}
-
-std::string joined(const std::vector<std::string>& names) {
-  std::string s;
-  for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
-  return s;
-}
+using bench::joined;
+using bench::known;
 
 // The longest decoder-only sequence (tokens) of any bucket of `task`.
 int64_t longest_sequence(const LengthBenchSize& s, LengthTaskKind task) {

@@ -1,14 +1,10 @@
 // run_length_bench's tables, files, pictures and CI checks (train/instruments/length_bench.h).
-#include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
-#include <map>
 #include <ostream>
 #include <sstream>
 
-#include "core/base/error.h"
-#include "core/file_io.h"
+#include "train/instruments/bench_report.h"
 #include "train/instruments/length_bench.h"
 #include "train/plot/plot.h"
 
@@ -16,81 +12,19 @@ namespace relgrad {
 
 namespace {
 
-std::string fixed(double v, int digits) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
+using bench::fixed;
 
 std::string bucket_name(const std::pair<int64_t, int64_t>& b) {
   return std::to_string(b.first) + "-" + std::to_string(b.second);
 }
 
-// Mean, min and max over seeds of one (task, treatment)'s bucket values; none when no run matched.
-struct Spread {
-  double mean = NAN, lo = NAN, hi = NAN;
-  int n = 0;
-};
-Spread spread(const LengthBenchResult& r, const std::string& task, const std::string& treatment,
-              size_t bucket, bool exact) {
-  Spread s;
-  double sum = 0;
-  for (const LengthBenchRun& run : r.runs) {
-    if (run.task != task || run.treatment != treatment) continue;
-    const double v = (exact ? run.exact : run.token).at(bucket);
-    s.lo = s.n ? std::min(s.lo, v) : v;
-    s.hi = s.n ? std::max(s.hi, v) : v;
-    sum += v;
-    ++s.n;
-  }
-  if (s.n) s.mean = sum / s.n;
-  return s;
-}
-
 // One table (exact or per-token) for one task: rows treatments, columns buckets, "mean (min–max)" in %.
 std::string task_table(const LengthBenchResult& r, const std::string& task, bool exact, bool markdown) {
-  std::ostringstream out;
-  const auto& buckets = r.size.buckets;
-  if (markdown) {
-    out << "| treatment |";
-    for (size_t b = 0; b < buckets.size(); ++b)
-      out << " " << bucket_name(buckets[b]) << (b == 0 ? " (train)" : "") << " |";
-    out << "\n|---|";
-    for (size_t b = 0; b < buckets.size(); ++b) out << "---:|";
-    out << "\n";
-  } else {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "  %-18s", "treatment");
-    out << buf;
-    for (size_t b = 0; b < buckets.size(); ++b) {
-      std::snprintf(buf, sizeof buf, "%16s", (bucket_name(buckets[b]) + (b == 0 ? " (train)" : "")).c_str());
-      out << buf;
-    }
-    out << "\n";
-  }
-  for (const std::string& t : r.treatments) {
-    if (markdown)
-      out << "| " << t << " |";
-    else {
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "  %-18s", t.c_str());
-      out << buf;
-    }
-    for (size_t b = 0; b < buckets.size(); ++b) {
-      const Spread s = spread(r, task, t, b, exact);
-      std::string cell = s.n == 0 ? "-" : fixed(100 * s.mean, 1);
-      if (s.n > 1) cell += " (" + fixed(100 * s.lo, 1) + "–" + fixed(100 * s.hi, 1) + ")";
-      if (markdown)
-        out << " " << cell << " |";
-      else {
-        char buf[64];
-        std::snprintf(buf, sizeof buf, "%16s", cell.c_str());
-        out << buf;
-      }
-    }
-    out << "\n";
-  }
-  return out.str();
+  std::vector<std::string> columns;
+  for (size_t b = 0; b < r.size.buckets.size(); ++b)
+    columns.push_back(bucket_name(r.size.buckets[b]) + (b == 0 ? " (train)" : ""));
+  return bench::spread_table(r.runs, task, r.treatments, columns, exact, bench::Score::Accuracy,
+                             {markdown, 18, 16});
 }
 
 // Per task, exact match and per-token accuracy (means over seeds) against the bucket's longest input
@@ -110,7 +44,7 @@ std::vector<std::string> write_pictures(const LengthBenchResult& r, const std::s
         series.label = t;
         for (size_t b = 0; b < r.size.buckets.size(); ++b) {
           series.x.push_back(static_cast<double>(r.size.buckets[b].second));
-          series.y.push_back(spread(r, task, t, b, exact).mean);
+          series.y.push_back(bench::seed_spread(r.runs, task, t, b, exact, bench::Score::Accuracy).mean);
         }
         panel.series.push_back(std::move(series));
       }
@@ -191,9 +125,6 @@ std::string length_bench_csv(const LengthBenchResult& r) {
 
 std::vector<std::string> length_bench_failures(const LengthBenchResult& r) {
   std::vector<std::string> failures;
-  const auto has = [&](const std::string& t) {
-    return std::find(r.treatments.begin(), r.treatments.end(), t) != r.treatments.end();
-  };
   for (const std::string& task : r.tasks) {
     // Every model learns the training lengths (per token: exact match needs a longer budget).
     for (const LengthBenchRun& run : r.runs)
@@ -202,7 +133,7 @@ std::vector<std::string> length_bench_failures(const LengthBenchResult& r) {
                            ": per-token accuracy in the training lengths " + fixed(100 * run.token[0], 1) +
                            "% < " + fixed(100 * kTrainTokenFloor, 0) + "%");
     // Beyond the training lengths NoPE is ahead of learned absolute positions, every seed, by a margin.
-    if (has("none") && has("learned"))
+    if (bench::known(r.treatments, "none") && bench::known(r.treatments, "learned"))
       for (uint64_t seed : r.seeds) {
         const double nope = beyond_training(r, task, "none", seed),
                      ape = beyond_training(r, task, "learned", seed);
@@ -219,18 +150,9 @@ std::vector<std::string> length_bench_failures(const LengthBenchResult& r) {
 int run_length_bench(const LengthBenchOptions& options, std::ostream& out) {
   LengthBenchResult r = length_bench_results(options, &out);
   r.pictures = write_pictures(r, options.out_dir);
-  const std::filesystem::path dir(options.out_dir);
-  write_file_atomic((dir / "results.csv").string(), length_bench_csv(r), "length-bench");
-  write_file_atomic((dir / "results.md").string(), length_bench_markdown(r, options), "length-bench");
-  out << length_bench_table(r);
-  out << "wrote " << (dir / "results.csv").string() << ", " << (dir / "results.md").string();
-  for (const std::string& p : r.pictures) out << ", " << (dir / p).string();
-  out << "\n";
-  if (r.full) return 0;
-  const std::vector<std::string> failures = length_bench_failures(r);
-  for (const std::string& f : failures) out << "CI check failed: " << f << "\n";
-  if (failures.empty()) out << "CI checks hold\n";
-  return failures.empty() ? 0 : 1;
+  bench::write_results(options.out_dir, length_bench_csv(r), length_bench_markdown(r, options), "length-bench");
+  out << length_bench_table(r) << bench::written(options.out_dir, r.pictures) << "\n";
+  return r.full ? 0 : bench::ci_verdict(length_bench_failures(r), out);
 }
 
 }  // namespace relgrad

@@ -1,0 +1,68 @@
+// What the benches' reports share (length-bench, addition-bench, cope-bench, and context-bench's option
+// checks and ending): the checks of an option's list, the table of treatments × lengths (or splits) as
+// markdown or as aligned text, a cell's spread over seeds, and the end of a run (the results files, the
+// CI verdict). Each bench's own report file keeps its titles, notes, CSV columns and CI checks.
+#pragma once
+#include <cmath>
+#include <cstddef>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "train/instruments/length_bench.h"
+
+namespace relgrad::bench {
+
+bool known(const std::vector<std::string>& names, const std::string& name);  // whether names holds name
+std::string joined(const std::vector<std::string>& names);                   // "a, b, c"
+std::string fixed(double v, int digits);                                      // printf's "%.*f"
+
+// The characters (UTF-8 code points) of `s`, the columns it takes in a terminal: "–" is one, in 3 bytes.
+size_t text_width(const std::string& s);
+
+// A table of labelled rows.
+struct Table {
+  struct Row {
+    std::string label;
+    std::vector<std::string> cells;  // one per column
+  };
+  std::string corner = "treatment";  // the header's first cell
+  std::vector<std::string> columns;  // the header's other cells
+  std::vector<Row> rows;
+};
+// Markdown: a pipe table, the first column left-aligned and the others right-aligned. Text: every line
+// indented two spaces, the labels left-aligned in `label_width` characters and the cells right-aligned
+// in `cell_width`, a column wider where a cell needs it (one space at least between columns); widths
+// are counted by text_width, so that a cell holding "–" lines up.
+struct TableFormat {
+  bool markdown = false;
+  size_t label_width = 18, cell_width = 16;
+};
+std::string render_table(const Table& table, const TableFormat& format);
+
+// What a cell shows of a run's value v at a column: v (an accuracy) or the error rate 1 − v.
+enum class Score { Accuracy, Error };
+// The mean, min and max over seeds of the score of every run of (task, treatment) at column `k` of its
+// exact match (exact) or per-token accuracy; n = 0 and NaNs when no run matched.
+struct Spread {
+  double mean = NAN, lo = NAN, hi = NAN;
+  int n = 0;
+};
+Spread seed_spread(const std::vector<LengthBenchRun>& runs, const std::string& task, const std::string& treatment,
+                   size_t k, bool exact, Score score);
+// In %, one decimal: "-" without a run, "mean" of one, "mean (min–max)" of several.
+std::string spread_cell(const Spread& s);
+// One task's table: a row per treatment, a cell per column (seed_spread at that column's index).
+std::string spread_table(const std::vector<LengthBenchRun>& runs, const std::string& task,
+                         const std::vector<std::string>& treatments, const std::vector<std::string>& columns,
+                         bool exact, Score score, const TableFormat& format);
+
+// Writes results.csv and results.md into `dir` atomically (`who` names the bench in errors).
+void write_results(const std::string& dir, const std::string& csv, const std::string& markdown, const std::string& who);
+// "wrote DIR/results.csv, DIR/results.md" and ", DIR/PICTURE" for each picture; no newline.
+std::string written(const std::string& dir, const std::vector<std::string>& pictures);
+// The CI form's verdict: "CI check failed: …" per failure or "CI checks hold" to `out`; 0 when none failed,
+// else 1.
+int ci_verdict(const std::vector<std::string>& failures, std::ostream& out);
+
+}  // namespace relgrad::bench
