@@ -61,15 +61,43 @@ LoadedBlas gemm_entry_points(void* handle) {
   return blas;
 }
 
-// OpenBLAS reads OPENBLAS_CORETYPE when it loads, so it is taken out of the environment for the load
-// (and put back): relgrad runs this processor's kernels. The library is set to one thread: the tiles
-// are shared out over OpenMP's threads already. Called once, under a static's initialisation.
+// Sets (value) or removes (null) an environment variable for the life of the object, then puts back
+// what was there.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    const char* old = std::getenv(name);
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    if (value) setenv(name, value, 1);
+    else unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (had_) setenv(name_, old_.c_str(), 1);
+    else unsetenv(name_);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string old_;
+};
+
+// OpenBLAS reads its environment when it loads, so for the load (then put back):
+// - OPENBLAS_CORETYPE is removed: relgrad runs this processor's kernels;
+// - OPENBLAS_NUM_THREADS=1: the pthread build then starts no thread pool (the tiles are shared out
+//   over OpenMP's threads already, each call runs on its caller). A pool would only idle, and under an
+//   address-space limit (tests/test_oom.cpp) a worker whose stack could not be mapped hung the pool's
+//   shutdown at exit.
+// Called once, under a static's initialisation.
 LoadedBlas load_openblas() {
-  const char* forced = std::getenv("OPENBLAS_CORETYPE");
-  const std::string saved = forced ? forced : "";
-  if (forced) unsetenv("OPENBLAS_CORETYPE");
-  void* handle = open_first({"libopenblas.so.0", "libopenblas.so"});
-  if (forced) setenv("OPENBLAS_CORETYPE", saved.c_str(), 1);
+  void* handle = nullptr;
+  {
+    ScopedEnv native("OPENBLAS_CORETYPE", nullptr), one_thread("OPENBLAS_NUM_THREADS", "1");
+    handle = open_first({"libopenblas.so.0", "libopenblas.so"});
+  }
   if (!handle) return {};
   LoadedBlas blas = gemm_entry_points(handle);
   auto set_threads = symbol<void (*)(int)>(handle, "openblas_set_num_threads");
