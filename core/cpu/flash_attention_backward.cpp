@@ -236,9 +236,10 @@ void backward_two_pass(const FlashProblem<T>& p, const TileRange& tr, const T* l
 }
 
 // One pass, one task per (b, h): key tiles in order and, inside, the query tiles that see each in
-// order, so every visible tile's P, dP and ds are formed once (5 tile products where the two passes
-// take 8). dk, dv of the key tile sum in the task's tile buffers; dq (+ dqr) rows belong to the task
-// (its whole (b, h)), added into tile by tile; table gradients into tb's buffers as in pass A.
+// order, so every visible tile's S, P, dP and ds are formed once (Q·Kᵀ, dO·Vᵀ and the window's
+// QR·EUᵀ once per tile, where the two passes form each twice). dk, dv of the key tile sum in the
+// task's tile buffers; dq (+ dqr) rows belong to the task (its whole (b, h)), added into tile by tile;
+// the table gradients go into tb's buffers as in pass A.
 template <class T>
 void backward_one_pass(const FlashProblem<T>& p, const TileRange& tr, const T* lse, const T* dout, const T* Drow,
                        TaskBuffers<T>& tb, int64_t min_wave, T* dq, T* dk, T* dv, T* dqr, T* gbd, T* dE) {
