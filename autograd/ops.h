@@ -229,6 +229,9 @@ struct FlashAttentionOptions {
 // rel_query, rel_table and bias_table.
 Tensor flash_relative_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                 const FlashAttentionOptions& options = {});
+// Whether flash_relative_attention trains faster than the composite ops for B·H heads over t1 keys on
+// `device`, by this machine's kernels (core/backend/flash_attention.h says when).
+bool flash_attention_faster(int64_t B, int64_t H, int64_t t1, const Device& device);
 
 // ---- random factories (core/rng.h declares the Generator; these live in autograd/ops/random.cpp) ----
 Tensor rand(const Shape& shape, TensorOptions options = {}, Generator* generator = nullptr);   // U[0,1)

@@ -41,6 +41,7 @@ bool fused_core_pays(const Tensor& q, int64_t t1, size_t composite_limit_bytes) 
 
 bool fused_core_pays(int64_t B, int64_t H, int64_t t2, int64_t t1, DType dtype, const Device& device,
                      size_t composite_limit_bytes) {
+  if (flash_attention_faster(B, H, t1, device)) return true;
   const size_t limit = composite_limit_bytes ? composite_limit_bytes : device_memory_bytes(device) / 64;
   const double scores = double(B) * double(H) * double(t2) * double(t1) * double(dtype_size(dtype));
   return scores > double(limit);

@@ -128,11 +128,13 @@ AttentionOutput attention_heads(const Tensor& q, const Tensor& k, const Tensor& 
 Tensor attention_heads_fused(const Tensor& q, const Tensor& k, const Tensor& v, const PositionalScheme* positional,
                              const AttentionGeometry& geometry, const Tensor& key_padding_mask);
 
-// model.fused_attention = "auto"'s rule for one attention call of q (B,H,t2,D) over t1 keys: the
-// composite core (the faster one to train at every length measured: 128 to 2048 on the CPU, 1024 to
-// 4096 on an H100, docs/benchmarks.md) unless one (B,H,t2,t1) tensor of q's dtype would exceed
-// composite_limit_bytes (0: 1/64 of the memory of q's device, device_memory_bytes in core/device.h;
-// the composite keeps a few such tensors per layer for the backward pass).
+// model.fused_attention = "auto"'s rule for one attention call of q (B,H,t2,D) over t1 keys: the fused
+// core where it trains faster by this machine's kernels (flash_attention_faster, autograd/ops.h: on the
+// CPU from 512 keys when its backward runs in one pass and the GEMM is OpenBLAS's or BLIS's), or where
+// one (B,H,t2,t1) tensor of q's dtype would exceed composite_limit_bytes (0: 1/64 of the memory of q's
+// device, device_memory_bytes in core/device.h; the composite keeps a few such tensors per layer for
+// the backward pass); else the composite core (the faster one below 512 keys on the CPU and at every
+// length measured on an H100, docs/benchmarks.md).
 bool fused_core_pays(const Tensor& q, int64_t t1, size_t composite_limit_bytes = 0);
 // The same rule from the call's sizes alone (B, H, t2, t1, the dtype and device of q), for estimates
 // made before any tensor exists (the memory bound of `relgrad train`, train/config/config.h).

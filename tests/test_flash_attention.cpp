@@ -5,9 +5,13 @@
 // t2 ≠ t1 with left / right / scaled / explicit positions, key padding with fully masked rows, sizes
 // that are not multiples of the tiles; gradcheck; MultiHeadAttention with fused on equals fused off;
 // clear errors; and on a GPU, CUDA against the CPU kernel and a long sequence against the composite.
+#include <limits>
 #include <memory>
 
 #include "attention_testing.h"
+#include "core/backend/flash_attention.h"
+#include "core/cpu/flash_attention.h"
+#include "core/cpu/gemm_library.h"
 #include "cuda_testing.h"
 #include "layers/relative_bias.h"
 #include "layers/relative_learned.h"
@@ -473,6 +477,32 @@ TEST_CASE("MultiHeadAttention: AttentionCore::Auto (model.fused_attention = auto
   CHECK(gpu > 0);
   const int64_t t_big = static_cast<int64_t>(gpu / 64 / (size_t(B * H * t) * sizeof(double))) + 1;
   CHECK(fused_core_pays(qg, t_big));  // one (B, H, t, t_big) float64 tensor above 1/64 of the GPU
+}
+
+TEST_CASE("MultiHeadAttention: auto takes the fused core where this machine's kernels train it faster") {
+  // flash_attention_faster (autograd/ops.h; core/backend/flash_attention.h): on the CPU from
+  // kFlashFasterMinKeys keys, where the backward runs in one pass (B·H ≥ 2 tasks per core) and the
+  // tiles' GEMM is not Eigen's; never on a GPU. fused_core_pays takes it before the memory rule
+  // (the limit here is too large to decide).
+  const cpu::GemmLibrary saved = cpu::gemm_library();
+  const size_t no_limit = std::numeric_limits<size_t>::max();
+  const int64_t H = 4, B = 64, min_keys = backend::kFlashFasterMinKeys;
+  REQUIRE(cpu::flash_backward_choice(B, H) == cpu::FlashBackward::OnePass);  // 256 tasks: up to 128 cores
+  REQUIRE(cpu::flash_backward_choice(1, 1) == cpu::FlashBackward::TwoPass);
+  for (cpu::GemmLibrary library : cpu::kGemmLibraries) {
+    if (!cpu::gemm_library_available(library)) continue;
+    cpu::set_gemm_library(library);
+    const bool tuned = library != cpu::GemmLibrary::Eigen;
+    CAPTURE(cpu::gemm_library_name(library));
+    CHECK(flash_attention_faster(B, H, min_keys, Device::cpu()) == tuned);
+    CHECK(fused_core_pays(B, H, min_keys, min_keys, kFloat32, Device::cpu(), no_limit) == tuned);
+    CHECK(fused_core_pays(B, H, 1, 4 * min_keys, kFloat32, Device::cpu(), no_limit) == tuned);  // keys count
+    CHECK_FALSE(flash_attention_faster(B, H, min_keys - 1, Device::cpu()));
+    CHECK_FALSE(fused_core_pays(B, H, min_keys - 1, min_keys - 1, kFloat32, Device::cpu(), no_limit));
+    CHECK_FALSE(flash_attention_faster(1, 1, 4 * min_keys, Device::cpu()));  // two passes: not faster
+    CHECK_FALSE(flash_attention_faster(B, H, 4 * min_keys, Device::cuda()));
+  }
+  cpu::set_gemm_library(saved);
 }
 
 // ---- GPU: the CUDA kernels against the CPU kernel, and a long sequence against the composite ----

@@ -144,6 +144,10 @@ Tensor contiguous_data(const Tensor& t) { return t.defined() ? t.detach().contig
 
 }  // namespace
 
+bool flash_attention_faster(int64_t B, int64_t H, int64_t t1, const Device& device) {
+  return backend::flash_faster(B, H, t1, device);
+}
+
 Tensor flash_relative_attention(const Tensor& q, const Tensor& k, const Tensor& v, const FlashAttentionOptions& o) {
   RG_PROFILE_OP(kOp);
   const Plan plan = make_plan(q, k, v, o);

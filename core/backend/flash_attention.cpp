@@ -4,6 +4,7 @@
 
 #include "core/backend/dense.h"
 #include "core/cpu/flash_attention.h"
+#include "core/cpu/gemm_library.h"
 #include "cuda/flash_attention.h"
 
 namespace relgrad::backend {
@@ -56,6 +57,11 @@ cuda::FlashArgs cuda_args(const FlashPlan& p, const Tensor& q, const Tensor& k, 
 }
 
 }  // namespace
+
+bool flash_faster(int64_t B, int64_t H, int64_t t1, const Device& device) {
+  return device.is_cpu() && t1 >= kFlashFasterMinKeys && cpu::gemm_library() != cpu::GemmLibrary::Eigen &&
+         cpu::flash_backward_choice(B, H) == cpu::FlashBackward::OnePass;
+}
 
 FlashForward flash_forward(const FlashPlan& p, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& qr,
                            const Tensor& E, const Tensor& bias) {

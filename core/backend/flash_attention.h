@@ -39,4 +39,12 @@ FlashGrads flash_backward(const FlashPlan& p, const Tensor& q, const Tensor& k, 
                           const Tensor& E, const Tensor& bias, const Tensor& out, const Tensor& lse, const Tensor& g,
                           bool want_qr, bool want_E, bool want_bias);
 
+// Whether the fused kernels train faster than the composite path for a call of B·H heads over t1 keys
+// on `device`, by this machine's kernels (measured: docs/benchmarks.md, "The fused tiles on the chosen
+// GEMM"): on the CPU, where the backward runs in one pass (B·H ≥ 2 tasks per core) over at least
+// kFlashFasterMinKeys keys and the tiles' GEMM is not Eigen's (OpenBLAS's or BLIS's, chosen by
+// measurement, is 1.3-2.5x it on 64-wide tiles); never on a GPU (memory decides there).
+inline constexpr int64_t kFlashFasterMinKeys = 512;
+bool flash_faster(int64_t B, int64_t H, int64_t t1, const Device& device);
+
 }  // namespace relgrad::backend

@@ -57,7 +57,7 @@ void flash_forward(const FlashProblem<T>& p, T* out, T* lse) {
           m[a] = m_new;
         }
         MapC<T> V(p.v + (bh * p.t1 + j0) * D, nk, D);
-        acc.noalias() += s.P * V;
+        tile_gemm(s.P, V, acc, true);
       }
       for (int64_t a = 0; a < nq; ++a) {
         T* o = out + (bh * p.t2 + i0 + a) * D;

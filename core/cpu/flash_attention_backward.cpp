@@ -74,9 +74,10 @@ void tile_rel_grad(const FlashProblem<T>& p, Scratch<T>& s, int64_t bh, int64_t 
       if (col >= 0) s.GU(a, col) += s.G(a, c);
     }
   }
-  gqr.noalias() += s.GU * s.EU;
+  tile_gemm(s.GU, s.EU, gqr, true);
   if (!ge) return;
-  s.dEU.noalias() = s.GU.transpose() * MapC<T>(p.qr + (bh * p.t2 + i0) * D, nq, D);
+  s.dEU.resize(nu, D);
+  tile_gemm(s.GU.transpose(), MapC<T>(p.qr + (bh * p.t2 + i0) * D, nq, D), s.dEU, false);
   for (int64_t u = 0; u < nu; ++u) {
     T* g = ge + (s.uniq[u] - rlo) * D;
     for (int64_t d = 0; d < D; ++d) g[d] += s.dEU(u, d);
@@ -193,7 +194,7 @@ void backward_two_pass(const FlashProblem<T>& p, const TileRange& tr, const T* l
           tile_logits(p, s, b, h, i0, nq, j0, nk, tr.lo[qt], tr.hi[qt]);
           tile_probs(s, lse + bh * p.t2 + i0);
           tile_grad(p, s, dout + (bh * p.t2 + i0) * D, p.v + (bh * p.t1 + j0) * D, Dr, nq, nk);
-          gq.noalias() += s.G * MapC<T>(p.k + (bh * p.t1 + j0) * D, nk, D);
+          tile_gemm(s.G, MapC<T>(p.k + (bh * p.t1 + j0) * D, nk, D), gq, true);
           if (gb) tile_bias_grad(p, s, Dr, i0, nq, j0, nk, tw.dlo, gb);
           if (p.E && !s.uniq.empty()) tile_rel_grad(p, s, bh, i0, nq, j0, nk, tr.hi[qt], gqr, ge, tw.rlo);
         }
@@ -226,8 +227,8 @@ void backward_two_pass(const FlashProblem<T>& p, const TileRange& tr, const T* l
         tile_logits(p, s, b, h, i0, nq, j0, nk, tr.lo[qt], tr.hi[qt]);
         tile_probs(s, lse + bh * p.t2 + i0);
         tile_grad(p, s, dout + (bh * p.t2 + i0) * D, p.v + (bh * p.t1 + j0) * D, Drow + bh * p.t2 + i0, nq, nk);
-        gv.noalias() += s.P.transpose() * MapC<T>(dout + (bh * p.t2 + i0) * D, nq, D);
-        gk.noalias() += s.G.transpose() * MapC<T>(p.q + (bh * p.t2 + i0) * D, nq, D);
+        tile_gemm(s.P.transpose(), MapC<T>(dout + (bh * p.t2 + i0) * D, nq, D), gv, true);
+        tile_gemm(s.G.transpose(), MapC<T>(p.q + (bh * p.t2 + i0) * D, nq, D), gk, true);
       }
       MapM<T>(dk + (bh * p.t1 + j0) * D, nk, D) = gk;
       MapM<T>(dv + (bh * p.t1 + j0) * D, nk, D) = gv;
@@ -271,9 +272,9 @@ void backward_one_pass(const FlashProblem<T>& p, const TileRange& tr, const T* l
             tile_logits(p, s, b, h, i0, nq, j0, nk, tr.lo[qt], tr.hi[qt]);
             tile_probs(s, lse + bh * p.t2 + i0);
             tile_grad(p, s, dO, p.v + (bh * p.t1 + j0) * D, Dr, nq, nk);
-            gv.noalias() += s.P.transpose() * MapC<T>(dO, nq, D);
-            gk.noalias() += s.G.transpose() * MapC<T>(p.q + (bh * p.t2 + i0) * D, nq, D);
-            MapM<T>(gq + i0 * D, nq, D).noalias() += s.G * MapC<T>(p.k + (bh * p.t1 + j0) * D, nk, D);
+            tile_gemm(s.P.transpose(), MapC<T>(dO, nq, D), gv, true);
+            tile_gemm(s.G.transpose(), MapC<T>(p.q + (bh * p.t2 + i0) * D, nq, D), gk, true);
+            tile_gemm(s.G, MapC<T>(p.k + (bh * p.t1 + j0) * D, nk, D), MapM<T>(gq + i0 * D, nq, D), true);
             if (gb) tile_bias_grad(p, s, Dr, i0, nq, j0, nk, tw.dlo, gb);
             if (p.E && !s.uniq.empty())
               tile_rel_grad(p, s, bh, i0, nq, j0, nk, tr.hi[qt], MapM<T>(gqr + i0 * D, nq, D), ge, tw.rlo);
