@@ -5,16 +5,21 @@
 // per-token accuracy in the training lengths >= 70% for every model, and beyond them NoPE at least 15
 // points above learned absolute positions on every task and seed. Exact match beyond the training
 // lengths is 0–17% for every treatment at this budget, so nothing is asserted about it. The checks
-// themselves are tested on made-up results first.
+// themselves are tested on made-up results first, and so is what `--steps` does to every bench's form.
 #include <algorithm>
 #include <filesystem>
 #include <sstream>
+#include <utility>
 
 #include "bench_fixtures.h"
 #include "file_testing.h"
 #include "testing.h"
+#include "train/instruments/addition_bench.h"
 #include "train/instruments/bench_report.h"
+#include "train/instruments/context_bench.h"
+#include "train/instruments/cope_bench.h"
 #include "train/instruments/length_bench.h"
+#include "train/instruments/music_bench.h"
 
 using namespace relgrad;
 using relgrad::testing::check_throws_with;
@@ -136,4 +141,39 @@ TEST_CASE("length bench: unknown tasks and treatments are errors naming the vali
   o.treatments = {"none"};
   o.out_dir = "";
   check_throws_with([&] { run_length_bench(o, out); }, "out_dir is empty");
+}
+
+TEST_CASE("length bench: --steps replaces every bench form's steps and caps its warm-up at a tenth") {
+  int64_t steps = 600, warmup = 60;
+  for (int64_t none : {-1, 0}) {
+    bench::override_steps(none, steps, warmup);
+    CHECK(steps == 600);
+    CHECK(warmup == 60);
+  }
+  bench::override_steps(2000, steps, warmup);
+  CHECK(steps == 2000);
+  CHECK(warmup == 60);  // a tenth would be more than the form's warm-up
+  bench::override_steps(40, steps, warmup);
+  CHECK(steps == 40);
+  CHECK(warmup == 4);
+  bench::override_steps(5, steps, warmup);
+  CHECK(steps == 5);
+  CHECK(warmup == 1);  // one step at least
+  // every bench's form goes through it (the CI forms' warm-ups are all above 4)
+  LengthBenchOptions length;
+  AdditionBenchOptions addition;
+  CopeBenchOptions cope;
+  ContextBenchOptions context;
+  MusicBenchOptions music;
+  length.steps = addition.steps = cope.steps = context.steps = music.steps = 40;
+  const std::vector<std::pair<int64_t, int64_t>> forms{
+      {length_bench_size(length).steps, length_bench_size(length).warmup},
+      {addition_bench_size(addition).steps, addition_bench_size(addition).warmup},
+      {cope_bench_size(cope).model.steps, cope_bench_size(cope).model.warmup},
+      {context_bench_size(context).steps, context_bench_size(context).warmup},
+      {music_bench_size(music).steps, music_bench_size(music).warmup}};
+  for (const auto& [form_steps, form_warmup] : forms) {
+    CHECK(form_steps == 40);
+    CHECK(form_warmup == 4);
+  }
 }

@@ -1,9 +1,12 @@
 // The length-generalisation tasks (train/data/length_tasks.h): every task's answers, read back from
 // the batch tensors, against a brute-force reference written here independently of the library's
 // (integer addition, counting, xor folds); the decoder-only layout; batches as pure functions of
-// (seed, split, index); lengths within the configured range; errors.
+// (seed, split, index); lengths within the configured range; errors; the greedy samples printed after
+// training (print_greedy_samples, train/data/dataset.h, which every prompt–answer source prints with).
 #include <algorithm>
 #include <map>
+#include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -174,4 +177,70 @@ TEST_CASE("length tasks: prompt_answer_batch writes x BOS y EOS with the loss on
   CHECK(row_of(batch.padding_mask.to(kInt64), 1) == std::vector<int64_t>{0, 0, 0, 0, 0});
   CHECK(batch.num_targets == 6);
   check_throws_with([] { prompt_answer_batch({{kFirstSymbol}}, {}); }, "1 prompts and 0 answers");
+}
+
+namespace {
+
+// A model whose greedy answers are scripted, one per call, recording what each call asked for.
+struct ScriptedModel : SampleModel {
+  std::vector<std::vector<int64_t>> answers, sources;
+  std::vector<int64_t> max_new;
+  std::vector<int64_t> answer(const std::vector<int64_t>& source, int64_t max_new_tokens) override {
+    sources.push_back(source);
+    max_new.push_back(max_new_tokens);
+    return answers.at(sources.size() - 1);
+  }
+  std::vector<int64_t> continue_prompt(const std::vector<int64_t>&, bool) override {
+    throw std::logic_error("not a language model");
+  }
+};
+
+}  // namespace
+
+TEST_CASE("length tasks: print_greedy_samples prints input, target, answer and the exact count") {
+  const Vocab& vocab = LengthTaskData(LengthTaskConfig{}).vocab();  // digit d at kFirstSymbol + d
+  const std::vector<HeldOutExample> examples{{{3, 4}, {4, 3}}, {{5}, {5}}, {{6, 7}, {8}}};
+  ScriptedModel model;
+  // right with its EOS (dropped), wrong without one, and the wanted answer with a token after it
+  model.answers = {{4, 3, kEos}, {6}, {8, 9}};
+  std::ostringstream out;
+  print_greedy_samples(model, vocab, "things", 3, [&](int64_t row) { return examples.at(row); }, out);
+  CHECK(out.str() ==
+        "greedy samples on held-out things:\n"
+        "  input  0 1\n  target 1 0\n  model  1 0   (exact)\n"
+        "  input  2\n  target 2\n  model  3   (differs)\n"
+        "  input  3 4\n  target 5\n  model  5 6   (differs)\n"
+        "1/3 exact\n");
+  CHECK(model.sources == std::vector<std::vector<int64_t>>{{3, 4}, {5}, {6, 7}});
+  CHECK(model.max_new == std::vector<int64_t>{3, 2, 2});  // the target and its EOS
+}
+
+TEST_CASE("length tasks: the samples after training are the held-out rows, the right answers exact") {
+  for (const std::string& name : length_task_names()) {
+    CAPTURE(name);
+    LengthTaskConfig c;
+    c.kind = length_task_from_string(name), c.batch_size = 4;
+    const LengthTaskData data(c);
+    ScriptedModel model;  // right on even rows, its answer reversed and one token longer on odd ones
+    for (int64_t row = 0; row < 4; ++row) {
+      std::vector<int64_t> y = reference(c.kind, data.sample(0, row, Split::HeldOut).input);
+      if (row % 2) std::reverse(y.begin(), y.end()), y.push_back(kFirstSymbol);
+      model.answers.push_back(y);
+    }
+    std::ostringstream out;
+    data.print_samples(model, 10, "", out);  // at most the batch's rows
+    std::vector<std::string> lines;
+    std::istringstream in(out.str());
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    REQUIRE(lines.size() == 1 + 3 * 4 + 1);
+    CHECK(lines.front() == "greedy samples on held-out " + name + " inputs:");
+    for (int64_t row = 0; row < 4; ++row) {
+      const LengthSample s = data.sample(0, row, Split::HeldOut);
+      CHECK(lines[1 + 3 * row] == "  input  " + data.vocab().decode(s.input));
+      CHECK(lines[2 + 3 * row] == "  target " + data.vocab().decode(s.answer));
+      CHECK(lines[3 + 3 * row].find(row % 2 ? "(differs)" : "(exact)") != std::string::npos);
+    }
+    CHECK(lines.back() == "2/4 exact");
+    CHECK(model.sources.size() == 4);
+  }
 }

@@ -105,19 +105,11 @@ Batch AdditionHintsData::batch(int64_t index, Split split) const {
 
 void AdditionHintsData::print_samples(SampleModel& model, int64_t count, const std::string&,
                                       std::ostream& out) const {
-  const int64_t n = std::min(count, config_.batch_size);
-  out << "greedy samples on held-out additions (" << kAdditionFormatNames.name(config_.format) << "):\n";
-  int64_t exact = 0;
-  for (int64_t row = 0; row < n; ++row) {
-    const AdditionSample s = sample(0, row, Split::HeldOut);
-    std::vector<int64_t> answer = model.answer(s.input, static_cast<int64_t>(s.answer.size()) + 1);
-    if (!answer.empty() && answer.back() == kEos) answer.pop_back();
-    const bool ok = answer == s.answer;
-    exact += ok;
-    out << "  input  " << vocab_.decode(s.input) << "\n  target " << vocab_.decode(s.answer) << "\n  model  "
-        << vocab_.decode(answer) << (ok ? "   (exact)" : "   (differs)") << "\n";
-  }
-  out << exact << "/" << n << " exact\n";
+  const std::string what = std::string("additions (") + kAdditionFormatNames.name(config_.format) + ")";
+  print_greedy_samples(model, vocab_, what, std::min(count, config_.batch_size), [&](int64_t row) {
+    AdditionSample s = sample(0, row, Split::HeldOut);
+    return HeldOutExample{std::move(s.input), std::move(s.answer)};
+  }, out);
 }
 
 }  // namespace relgrad

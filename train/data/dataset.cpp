@@ -36,22 +36,30 @@ const std::vector<SkippedFile>& Dataset::skipped_files() const {
   return none;
 }
 
+void print_greedy_samples(SampleModel& model, const Vocab& vocab, const std::string& what, int64_t n,
+                          const std::function<HeldOutExample(int64_t row)>& example, std::ostream& out) {
+  out << "greedy samples on held-out " << what << ":\n";
+  int64_t exact = 0;
+  for (int64_t row = 0; row < n; ++row) {
+    const HeldOutExample e = example(row);
+    std::vector<int64_t> answer = model.answer(e.input, static_cast<int64_t>(e.target.size()) + 1);
+    if (!answer.empty() && answer.back() == kEos) answer.pop_back();
+    const bool ok = answer == e.target;
+    exact += ok;
+    out << "  input  " << vocab.decode(e.input) << "\n  target " << vocab.decode(e.target) << "\n  model  "
+        << vocab.decode(answer) << (ok ? "   (exact)" : "   (differs)") << "\n";
+  }
+  out << exact << "/" << n << " exact\n";
+}
+
 void SyntheticData::print_samples(SampleModel& model, int64_t count, const std::string&, std::ostream& out) const {
   if (task_.config().kind == TaskKind::PeriodicLm) return print_periodic_samples(task_, model, count, out);
   Batch b = task_.batch(0, Split::HeldOut);
   const int64_t n = std::min<int64_t>(count, b.tgt_out.defined() ? b.tgt_out.size(0) : b.tokens.size(0));
-  out << "greedy samples on held-out sequences:\n";
-  int64_t exact = 0;
-  for (int64_t row = 0; row < n; ++row) {
-    const SyntheticTask::Sample s = task_.held_out_case(row);
-    std::vector<int64_t> answer = model.answer(s.source, static_cast<int64_t>(s.target.size()) + 1);
-    if (!answer.empty() && answer.back() == kEos) answer.pop_back();
-    bool ok = answer == s.target;
-    exact += ok;
-    out << "  input  " << vocab().decode(s.source) << "\n  target " << vocab().decode(s.target) << "\n  model  "
-        << vocab().decode(answer) << (ok ? "   (exact)" : "   (differs)") << "\n";
-  }
-  out << exact << "/" << n << " exact\n";
+  print_greedy_samples(model, vocab(), "sequences", n, [&](int64_t row) {
+    SyntheticTask::Sample s = task_.held_out_case(row);
+    return HeldOutExample{std::move(s.source), std::move(s.target)};
+  }, out);
 }
 
 void TextData::print_samples(SampleModel& model, int64_t, const std::string&, std::ostream& out) const {

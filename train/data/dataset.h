@@ -5,6 +5,7 @@
 // source a run uses is decided once, above the trainer (its entry in train/config/source.h).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <optional>
 #include <string>
@@ -25,6 +26,16 @@ class SampleModel {
   // no stop token); the prompt and its continuation come back.
   virtual std::vector<int64_t> continue_prompt(const std::vector<int64_t>& prompt, bool stop_at_eos) = 0;
 };
+
+// One held-out example of a prompt–answer task: what the model reads and the answer wanted (no BOS / EOS).
+struct HeldOutExample {
+  std::vector<int64_t> input, target;
+};
+// The greedy samples every prompt–answer source prints (synthetic tasks, length tasks, addition,
+// position tasks): "greedy samples on held-out WHAT:", then for rows 0 … n − 1 of `example` the input,
+// the target and the model's answer (its EOS dropped) marked "(exact)" or "(differs)", then "k/n exact".
+void print_greedy_samples(SampleModel& model, const Vocab& vocab, const std::string& what, int64_t n,
+                          const std::function<HeldOutExample(int64_t row)>& example, std::ostream& out);
 
 // A file the data skipped while it was opened (a MIDI folder's unreadable file), and why.
 struct SkippedFile {

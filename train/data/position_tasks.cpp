@@ -365,20 +365,13 @@ void PositionTaskData::print_samples(SampleModel& model, int64_t count, const st
       out << "  " << vocab_.decode(sample(0, row, Split::HeldOut).sequence, "") << "\n";
     return;
   }
-  out << "greedy samples on held-out " << task << " inputs:\n";
-  int64_t exact = 0;
-  for (int64_t row = 0; row < n; ++row) {
+  print_greedy_samples(model, vocab_, std::string(task) + " inputs", n, [&](int64_t row) {
+    // x BOS y EOS, the BOS at the first scored position
     const PositionSample s = sample(0, row, Split::HeldOut);
     const int64_t prompt = s.scored.front();
-    const std::vector<int64_t> x(s.sequence.begin(), s.sequence.begin() + prompt),
-        y(s.sequence.begin() + prompt + 1, s.sequence.end() - 1);
-    std::vector<int64_t> answer = model.answer(x, static_cast<int64_t>(y.size()) + 1);
-    if (!answer.empty() && answer.back() == kEos) answer.pop_back();
-    exact += answer == y;
-    out << "  input  " << vocab_.decode(x) << "\n  target " << vocab_.decode(y) << "\n  model  "
-        << vocab_.decode(answer) << (answer == y ? "   (exact)" : "   (differs)") << "\n";
-  }
-  out << exact << "/" << n << " exact\n";
+    return HeldOutExample{std::vector<int64_t>(s.sequence.begin(), s.sequence.begin() + prompt),
+                          std::vector<int64_t>(s.sequence.begin() + prompt + 1, s.sequence.end() - 1)};
+  }, out);
 }
 
 }  // namespace relgrad

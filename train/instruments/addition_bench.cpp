@@ -60,10 +60,7 @@ LengthBenchSize addition_bench_size(const AdditionBenchOptions& o) {
     s.buckets = {{1, 3}, {4, 5}, {6, 7}, {8, 8}};
   }
   s.eval_rows = 32, s.eval_batches = 2;
-  if (o.steps > 0) {
-    s.steps = o.steps;
-    s.warmup = std::min(s.warmup, std::max<int64_t>(1, o.steps / 10));
-  }
+  bench::override_steps(o.steps, s.steps, s.warmup);
   // Learned tables and random positions reach the longest test sequence (hints: 6·digits + 4 tokens).
   AdditionHintsConfig longest;
   longest.max_digits = s.buckets.back().second;

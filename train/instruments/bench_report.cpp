@@ -28,6 +28,12 @@ std::string fixed(double v, int digits) {
   return buf;
 }
 
+void override_steps(int64_t steps, int64_t& form_steps, int64_t& form_warmup) {
+  if (steps <= 0) return;
+  form_steps = steps;
+  form_warmup = std::min(form_warmup, std::max<int64_t>(1, steps / 10));
+}
+
 size_t text_width(const std::string& s) {
   size_t n = 0;
   for (unsigned char c : s) n += (c & 0xC0) != 0x80;  // every byte but a continuation byte starts a code point

@@ -1,10 +1,12 @@
 // What the benches' reports share (length-bench, addition-bench, cope-bench, and context-bench's option
 // checks and ending): the checks of an option's list, the table of treatments × lengths (or splits) as
 // markdown or as aligned text, a cell's spread over seeds, and the end of a run (the results files, the
-// CI verdict). Each bench's own report file keeps its titles, notes, CSV columns and CI checks.
+// CI verdict); and, for music-bench too, what `--steps` does to a form's size. Each bench's own report
+// file keeps its titles, notes, CSV columns and CI checks.
 #pragma once
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <iosfwd>
 #include <string>
 #include <vector>
@@ -16,6 +18,10 @@ namespace relgrad::bench {
 bool known(const std::vector<std::string>& names, const std::string& name);  // whether names holds name
 std::string joined(const std::vector<std::string>& names);                   // "a, b, c"
 std::string fixed(double v, int digits);                                      // printf's "%.*f"
+
+// `--steps N` (N > 0; the options' -1 keeps the form's): the form's `steps` become N and its `warmup` at
+// most a tenth of N (at least 1), so that a short run is not all warm-up.
+void override_steps(int64_t steps, int64_t& form_steps, int64_t& form_warmup);
 
 // The characters (UTF-8 code points) of `s`, the columns it takes in a terminal: "–" is one, in 3 bytes.
 size_t text_width(const std::string& s);

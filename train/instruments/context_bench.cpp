@@ -167,10 +167,7 @@ ContextBenchSize context_bench_size(const ContextBenchOptions& o) {
     s.multiples = {1, 2, 4, 8};
     s.eval_tokens = 8192;
   }
-  if (o.steps > 0) {
-    s.steps = o.steps;
-    s.warmup = std::min(s.warmup, std::max<int64_t>(1, o.steps / 10));
-  }
+  bench::override_steps(o.steps, s.steps, s.warmup);
   return s;
 }
 

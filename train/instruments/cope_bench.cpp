@@ -114,10 +114,7 @@ CopeBenchSize cope_bench_size(const CopeBenchOptions& o) {
     s.tasks = tasks_at(6, 16, 1, 32, 6, 10);
     m.eval_rows = 32, m.eval_batches = 2;
   }
-  if (o.steps > 0) {
-    m.steps = o.steps;
-    m.warmup = std::min(m.warmup, std::max<int64_t>(1, o.steps / 10));
-  }
+  bench::override_steps(o.steps, m.steps, m.warmup);
   int64_t longest = 0, splits = 0;
   for (const CopeBenchTask& t : s.tasks) {
     splits = std::max<int64_t>(splits, static_cast<int64_t>(t.splits.size()));

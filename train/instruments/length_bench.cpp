@@ -167,10 +167,7 @@ LengthBenchSize length_bench_size(const LengthBenchOptions& o) {
     s.buckets = {{1, 6}, {7, 9}, {10, 12}};
     s.eval_rows = 32, s.eval_batches = 2;
   }
-  if (o.steps > 0) {
-    s.steps = o.steps;
-    s.warmup = std::min(s.warmup, std::max<int64_t>(1, o.steps / 10));
-  }
+  bench::override_steps(o.steps, s.steps, s.warmup);
   int64_t longest = 0;
   for (const std::string& task : length_task_names())
     longest = std::max(longest, longest_sequence(s, length_task_from_string(task)));

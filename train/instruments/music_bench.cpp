@@ -16,6 +16,7 @@
 #include "core/base/error.h"
 #include "core/device.h"
 #include "train/config/run_options.h"
+#include "train/instruments/bench_report.h"
 #include "train/instruments/probe.h"
 #include "train/instruments/recipe.h"
 #include "train/music/chorales.h"
@@ -311,10 +312,7 @@ MusicBenchSize music_bench_size(const MusicBenchOptions& o) {
     s.context = 2048, s.batch_size = 4, s.steps = 3000, s.warmup = 100, s.lr = 6e-4;
     s.dropout = 0.2, s.rms_norm = true;
   }
-  if (o.steps > 0) {
-    s.steps = o.steps;
-    s.warmup = std::min(s.warmup, std::max<int64_t>(1, o.steps / 10));
-  }
+  bench::override_steps(o.steps, s.steps, s.warmup);
   return s;
 }
 
