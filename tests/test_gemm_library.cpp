@@ -235,3 +235,33 @@ TEST_CASE("gemm library: the choice is measured once, cached, and measured again
   CHECK(uncached.how.rfind("measured (not cached: ", 0) == 0);
   CHECK(uncached.library == cpu::pick_gemm_library(uncached.rates));
 }
+
+TEST_CASE("gemm library: processes that start together without a cache take turns and agree") {
+  if (available_libraries().size() == 1) {  // nothing to measure: every process takes Eigen at once
+    CHECK(cpu::choose_gemm_library("auto", "").library == GemmLibrary::Eigen);
+    return;
+  }
+  TempDir dir;
+  const std::string cache = dir.file("cache");
+  // Four relgrad processes at once (as mpirun's ranks start), each printing its GEMM line.
+  std::string cmd;
+  for (int i = 0; i < 4; ++i)
+    cmd += std::string("RELGRAD_CACHE_DIR='") + cache + "' '" + RELGRAD_CLI_PATH + "' --version > '" +
+           dir.file("out" + std::to_string(i)) + "' 2>&1 & ";
+  cmd += "wait";
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  int measured = 0, read_back = 0;
+  std::string library_line;
+  for (int i = 0; i < 4; ++i) {
+    const std::string out = read_bytes(dir.file("out" + std::to_string(i)));
+    const size_t at = out.find("\nGEMM: ");
+    REQUIRE(at != std::string::npos);
+    const std::string line = out.substr(at + 7, out.find(" (", at) - at - 7);  // the library and its kernels
+    if (library_line.empty()) library_line = line;
+    CHECK(line == library_line);  // every process the same library
+    measured += out.find("(measured, cached in ") != std::string::npos;
+    read_back += out.find("(measured before, cached in ") != std::string::npos;
+  }
+  CHECK(measured == 1);  // one measured; the others waited for its turn and read its choice
+  CHECK(read_back == 3);
+}

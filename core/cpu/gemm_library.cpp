@@ -8,12 +8,15 @@
 // Eigen never starts threads of its own here: cpu::matmul shares out tiles itself.
 #define EIGEN_DONT_PARALLELIZE
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <Eigen/Core>
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
@@ -237,6 +240,30 @@ std::string machine_key() {
 
 std::atomic<int> g_override{-1};  // set_gemm_library's library, -1 = the choice's
 
+// An exclusive flock on <cache dir>/gemm-choice.lock for the life of the object, waited for; none
+// (and no error) when the directory cannot be made or the file opened: the choice is then only made
+// without the turn.
+class CacheTurn {
+ public:
+  explicit CacheTurn(const std::string& cache_dir) {
+    if (cache_dir.empty()) return;
+    std::error_code ec;
+    std::filesystem::create_directories(cache_dir, ec);
+    fd_ = ::open((cache_dir + "/gemm-choice.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd_ >= 0)
+      while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+      }
+  }
+  ~CacheTurn() {
+    if (fd_ >= 0) ::close(fd_);  // closing the file releases the lock
+  }
+  CacheTurn(const CacheTurn&) = delete;
+  CacheTurn& operator=(const CacheTurn&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
 }  // namespace
 
 const char* gemm_library_name(GemmLibrary library) {
@@ -333,6 +360,9 @@ GemmChoice choose_gemm_library(const char* requested, const std::string& cache_d
   if (!gemm_library_available(GemmLibrary::OpenBLAS) && !gemm_library_available(GemmLibrary::BLIS))
     return {GemmLibrary::Eigen, "the only one found (libopenblas0 or libblis4-serial would be measured against it)", {}};
   const std::string path = cache_dir.empty() ? "" : cache_dir + "/" + kCacheFile;
+  // Processes that start together on a machine without a cache (mpirun's ranks, ctest -j) take turns:
+  // the first measures and writes, the others then read its choice, so all use the same library.
+  CacheTurn turn(cache_dir);
   if (!path.empty()) try {
       if (std::optional<GemmChoice> cached = parse_gemm_cache(read_file(path, "gemm choice", 1 << 16))) {
         cached->how = "measured before, cached in " + path;
@@ -348,7 +378,7 @@ GemmChoice choose_gemm_library(const char* requested, const std::string& cache_d
     return choice;
   }
   try {
-    std::filesystem::create_directories(cache_dir);
+    std::filesystem::create_directories(cache_dir);  // throws where a file stands in the way
     write_file_atomic(path, format_gemm_cache(choice), "gemm choice");
     choice.how = "measured, cached in " + path;
   } catch (const std::exception& e) {
