@@ -140,7 +140,7 @@ AttentionOutput MultiHeadAttention::attend(const Tensor& q, const Tensor& k, con
     Tensor kpm = o.key_padding_mask.defined() ? o.key_padding_mask.to(q.device()) : Tensor();
     Tensor out = attention_heads_fused(q, k, v, scheme, g, kpm);
     last_call_fused = out.defined();
-    if (out.defined()) {
+    if (out.defined()) {  // on the CPU out is (B, t2, H, D) memory: the merge is a view both ways
       Tensor merged = out.permute({0, 2, 1, 3}).reshape({B, t2, embed_dim});
       return {out_proj->forward(merged), Tensor()};
     }

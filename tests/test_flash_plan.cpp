@@ -56,6 +56,7 @@ Data make_data(const Geometry& g, uint32_t seed) {
   auto& p = d.p;
   p.B = g.B, p.H = g.H, p.t2 = g.t2, p.t1 = g.t1, p.D = g.D, p.scale = 1.0 / std::sqrt(double(g.D));
   p.causal = g.causal, p.pos = g.pos.data();
+  p.layout = cpu::FlashLayout::contiguous(g.H, g.t2, g.t1, g.D);  // plain (B, H, T, D) buffers
   p.q = d.q.data(), p.k = d.k.data(), p.v = d.v.data(), p.qr = d.qr.data();
   if (!g.rel_rows.empty()) p.E = d.E.data(), p.E_heads = g.E_heads, p.R = g.R, p.rel_rows = g.rel_rows.data();
   if (!g.bias_rows.empty())

@@ -1,6 +1,7 @@
 // flash_relative_attention: the fused relative attention op (declared in autograd/ops.h). Forward
 // and backward call the backend entries (core/backend/flash_attention.h); this file checks the
-// arguments, makes the operands contiguous and records the tape node. Its composite twin, the test
+// arguments, hands the operands over (on the CPU q, k, v, qr and the incoming gradient as they are
+// when their rows are unit-stride: backend::flash_operand) and records the tape node. Its composite twin, the test
 // oracle, is attention_heads' chain
 //   q·kᵀ + relative_gather(q_rel·Eᵀ, C) → masked_softmax(·, mask, scale, bias) → ·v
 // (tests/test_flash_attention.cpp compares the two for every scheme).
@@ -141,6 +142,9 @@ Plan make_plan(const Tensor& q, const Tensor& k, const Tensor& v, const FlashAtt
 }
 
 Tensor contiguous_data(const Tensor& t) { return t.defined() ? t.detach().contiguous() : Tensor(); }
+// A (B, H, T, D) operand as the kernels read it: on the CPU the view itself (MultiHeadAttention's heads
+// of a (B, T, H·D) projection: no copy), else contiguous.
+Tensor heads_data(const Tensor& t) { return t.defined() ? backend::flash_operand(t.detach()) : Tensor(); }
 
 }  // namespace
 
@@ -152,8 +156,8 @@ Tensor flash_relative_attention(const Tensor& q, const Tensor& k, const Tensor& 
   RG_PROFILE_OP(kOp);
   const Plan plan = make_plan(q, k, v, o);
   add_profiled_flops(attention_flops(plan.B, plan.H, plan.t2, plan.t1, plan.D, plan.causal, false));
-  const Tensor qc = contiguous_data(q), kc = contiguous_data(k), vc = contiguous_data(v);
-  const Tensor qrc = contiguous_data(o.rel_query), Ec = contiguous_data(o.rel_table), bc = contiguous_data(o.bias_table);
+  const Tensor qc = heads_data(q), kc = heads_data(k), vc = heads_data(v), qrc = heads_data(o.rel_query);
+  const Tensor Ec = contiguous_data(o.rel_table), bc = contiguous_data(o.bias_table);
   const backend::FlashForward f = backend::flash_forward(plan, qc, kc, vc, qrc, Ec, bc);
   const Tensor out = f.out;
   // Inputs in a fixed order: q, k, v, then whichever of rel_query, rel_table, bias_table are given.
@@ -175,7 +179,7 @@ Tensor flash_relative_attention(const Tensor& q, const Tensor& k, const Tensor& 
                   const Tensor q_ = qs.get(), k_ = ks.get(), v_ = vs.get(), o_ = outs.get(), l_ = lses.get();
                   const Tensor qr_ = qrs.defined() ? qrs.get() : Tensor(), E_ = Es.defined() ? Es.get() : Tensor();
                   const Tensor b_ = bs.defined() ? bs.get() : Tensor();
-                  const Tensor gc = g.contiguous();
+                  const Tensor gc = backend::flash_operand(g);
                   add_profiled_flops(attention_flops(plan.B, plan.H, plan.t2, plan.t1, plan.D, plan.causal, true));
                   const backend::FlashGrads d = backend::flash_backward(plan, q_, k_, v_, qr_, E_, b_, o_, l_, gc,
                                                                         in_qr >= 0, want_E, want_b);

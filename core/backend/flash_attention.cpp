@@ -2,6 +2,8 @@
 // lookups) or cuda::FlashArgs (untyped device pointers, plus the host lookups for planning).
 #include "core/backend/flash_attention.h"
 
+#include <algorithm>
+
 #include "core/backend/dense.h"
 #include "core/cpu/flash_attention.h"
 #include "core/cpu/gemm_library.h"
@@ -13,11 +15,42 @@ namespace {
 
 constexpr const char* kOp = "flash_relative_attention";
 
-// The CPU problem over contiguous tensors (all alive in the caller).
+// Whether the CPU kernels can read t (B, H, T, D) in place: unit stride along D and rows at least D
+// apart (the tile GEMMs' leading dimension; a broadcast or overlapping view is copied instead).
+bool heads_in_place(const Tensor& t) {
+  return t.device().is_cpu() && t.dim() == 4 && (t.size(3) <= 1 || t.stride(3) == 1) &&
+         (t.size(2) <= 1 || t.stride(2) >= t.size(3));
+}
+
+// The rows of t (B, H, T, D), which flash_operand passed: with one row per (b, h), the row stride is
+// never multiplied by a non-zero index but is still the GEMMs' leading dimension, so at least D.
+cpu::HeadLayout head_layout(const Tensor& t) {
+  return {t.stride(0), t.stride(1), t.size(2) <= 1 ? std::max<int64_t>(t.size(3), 1) : t.stride(2)};
+}
+
+// A new (B, H, T, D) tensor like t (B, H, T, D): over (B, T, H, D) memory when t has its heads inside
+// time (the heads of a (B, T, H·D) tensor), else contiguous. On a GPU always contiguous.
+Tensor empty_heads_like(const Tensor& t) {
+  const int64_t B = t.size(0), H = t.size(1), T = t.size(2), D = t.size(3);
+  if (!t.device().is_cpu() || t.stride(1) >= t.stride(2)) return empty_on(t, t.shape(), t.dtype());
+  return make_view(empty_on(t, {B, T, H, D}, t.dtype()), t.shape(), {T * H * D, D, H * D, 1}, 0);
+}
+
+// The CPU problem over the operands (all alive in the caller); out, dout and the gradients' layouts
+// from the tensors given (undefined: not used).
 template <class T>
 cpu::FlashProblem<T> cpu_problem(const FlashPlan& p, const Tensor& q, const Tensor& k, const Tensor& v,
-                                 const Tensor& qr, const Tensor& E, const Tensor& bt) {
+                                 const Tensor& qr, const Tensor& E, const Tensor& bt, const Tensor& out,
+                                 const Tensor& dout = Tensor(), const FlashGrads* d = nullptr) {
   cpu::FlashProblem<T> f;
+  auto layout = [](const Tensor& t) { return t.defined() ? head_layout(t) : cpu::HeadLayout{}; };
+  f.layout.q = layout(q), f.layout.k = layout(k), f.layout.v = layout(v);
+  f.layout.qr = qr.defined() ? layout(qr) : f.layout.q;
+  f.layout.out = layout(out), f.layout.dout = layout(dout);
+  if (d) {
+    f.layout.dq = layout(d->dq), f.layout.dk = layout(d->dk), f.layout.dv = layout(d->dv);
+    f.layout.dqr = layout(d->dqr);
+  }
   f.B = p.B, f.H = p.H, f.t2 = p.t2, f.t1 = p.t1, f.D = p.D, f.scale = p.scale, f.causal = p.causal;
   f.pos = p.pos_host.data();
   f.q = q.data_ptr<T>(), f.k = k.data_ptr<T>(), f.v = v.data_ptr<T>();
@@ -58,6 +91,8 @@ cuda::FlashArgs cuda_args(const FlashPlan& p, const Tensor& q, const Tensor& k, 
 
 }  // namespace
 
+Tensor flash_operand(const Tensor& t) { return !t.defined() || heads_in_place(t) ? t : dense(t); }
+
 bool flash_faster(int64_t B, int64_t H, int64_t t1, const Device& device) {
   return device.is_cpu() && t1 >= kFlashFasterMinKeys && cpu::gemm_library() != cpu::GemmLibrary::Eigen &&
          cpu::flash_backward_choice(B, H) == cpu::FlashBackward::OnePass;
@@ -65,14 +100,19 @@ bool flash_faster(int64_t B, int64_t H, int64_t t1, const Device& device) {
 
 FlashForward flash_forward(const FlashPlan& p, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& qr,
                            const Tensor& E, const Tensor& bias) {
-  FlashForward f{empty_on(q, q.shape(), q.dtype()), empty_on(q, {p.B, p.H, p.t2}, q.dtype())};
+  FlashForward f{Tensor(), empty_on(q, {p.B, p.H, p.t2}, q.dtype())};
   if (q.device().is_cuda()) {
-    cuda::flash_attention_forward(cuda_args(p, q, k, v, qr, E, bias), f.out.raw_data(), f.lse.raw_data());
+    f.out = empty_on(q, q.shape(), q.dtype());
+    cuda::flash_attention_forward(cuda_args(p, dense(q), dense(k), dense(v), dense(qr), E, bias), f.out.raw_data(),
+                                  f.lse.raw_data());
     return f;
   }
+  // (B, t2, H, D) memory, so that the caller's merge into (B, t2, H·D) is a view.
+  f.out = make_view(empty_on(q, {p.B, p.t2, p.H, p.D}, q.dtype()), q.shape(),
+                    {p.t2 * p.H * p.D, p.D, p.H * p.D, 1}, 0);
   dispatch_float(q.dtype(), kOp, [&](auto zero) {
     using T = decltype(zero);
-    cpu::flash_forward<T>(cpu_problem<T>(p, q, k, v, qr, E, bias), f.out.data_ptr<T>(), f.lse.data_ptr<T>());
+    cpu::flash_forward<T>(cpu_problem<T>(p, q, k, v, qr, E, bias, f.out), f.out.data_ptr<T>(), f.lse.data_ptr<T>());
   });
   return f;
 }
@@ -81,22 +121,22 @@ FlashGrads flash_backward(const FlashPlan& p, const Tensor& q, const Tensor& k, 
                           const Tensor& E, const Tensor& bias, const Tensor& out, const Tensor& lse, const Tensor& g,
                           bool want_qr, bool want_E, bool want_bias) {
   FlashGrads d;
-  d.dq = empty_on(q, q.shape(), q.dtype()), d.dk = empty_on(q, k.shape(), q.dtype());
-  d.dv = empty_on(q, v.shape(), q.dtype());
-  if (want_qr) d.dqr = empty_on(q, q.shape(), q.dtype());
+  d.dq = empty_heads_like(q), d.dk = empty_heads_like(k), d.dv = empty_heads_like(v);
+  if (want_qr) d.dqr = empty_heads_like(qr.defined() ? qr : q);
   if (want_E) d.dE = empty_on(q, {p.E_heads, p.R, p.D}, q.dtype());
   if (want_bias) d.dbias = empty_on(q, {p.bias_heads, p.Rb}, q.dtype());
   if (q.device().is_cuda()) {
-    cuda::flash_attention_backward(cuda_args(p, q, k, v, qr, E, bias), out.raw_data(), lse.raw_data(), g.raw_data(),
-                                   d.dq.raw_data(), d.dk.raw_data(), d.dv.raw_data(), raw_or_null(d.dqr),
-                                   raw_or_null(d.dE), raw_or_null(d.dbias));
+    cuda::flash_attention_backward(cuda_args(p, dense(q), dense(k), dense(v), dense(qr), E, bias),
+                                   dense(out).raw_data(), lse.raw_data(), dense(g).raw_data(), d.dq.raw_data(),
+                                   d.dk.raw_data(), d.dv.raw_data(), raw_or_null(d.dqr), raw_or_null(d.dE),
+                                   raw_or_null(d.dbias));
     return d;
   }
   dispatch_float(q.dtype(), kOp, [&](auto zero) {
     using T = decltype(zero);
-    cpu::flash_backward<T>(cpu_problem<T>(p, q, k, v, qr, E, bias), out.data_ptr<T>(), lse.data_ptr<T>(),
-                           g.data_ptr<T>(), d.dq.data_ptr<T>(), d.dk.data_ptr<T>(), d.dv.data_ptr<T>(),
-                           ptr_or_null<T>(d.dqr), ptr_or_null<T>(d.dE), ptr_or_null<T>(d.dbias));
+    cpu::flash_backward<T>(cpu_problem<T>(p, q, k, v, qr, E, bias, out, g, &d), out.data_ptr<T>(),
+                           lse.data_ptr<T>(), g.data_ptr<T>(), d.dq.data_ptr<T>(), d.dk.data_ptr<T>(),
+                           d.dv.data_ptr<T>(), ptr_or_null<T>(d.dqr), ptr_or_null<T>(d.dE), ptr_or_null<T>(d.dbias));
   });
   return d;
 }

@@ -1,7 +1,11 @@
 // The backend seam for fused relative attention (kernels: core/cpu/flash_attention.h,
 // cuda/flash_attention.h). autograd/ops/flash_attention.cpp checks the arguments into a FlashPlan
-// and makes the operands contiguous; these entries fill the kernels' argument blocks and allocate
-// the outputs on q's device.
+// and passes each (B, H, T, D) operand through flash_operand; these entries fill the kernels' argument
+// blocks and allocate the outputs on q's device. On the CPU the kernels read and write every
+// (B, H, T, D) operand in its own layout: the heads of a (B, T, H·D) projection, transposed views, are
+// read in place, out is allocated as (B, t2, H, D) memory seen as (B, H, t2, D), and each gradient of
+// q, k, v, qr in its operand's order, so that merging the heads back into (B, T, H·D) is a view, not a
+// copy, in both directions. The CUDA kernels take contiguous operands and give contiguous outputs.
 #pragma once
 #include <vector>
 
@@ -22,16 +26,24 @@ struct FlashPlan {
   int64_t E_heads = 1, R = 0, bias_heads = 1, Rb = 0, W = 0, min_delta = 0;
 };
 
+// What the kernels read a (B, H, T, D) operand from: on the CPU the tensor itself (no copy) when its
+// rows are D consecutive elements at least D apart (cpu::HeadLayout: contiguous, or the heads of a
+// (B, T, H·D) tensor), else a contiguous copy; on a GPU always contiguous. Undefined stays undefined.
+Tensor flash_operand(const Tensor& t);
+
 // q (B, H, t2, D), k and v (B, H, t1, D), and the optional (undefined) relative query qr (B, H, t2, D),
-// relative table E (E_heads, R, D) and bias table (bias_heads, Rb), all contiguous → out (B, H, t2, D)
-// and the per-row logsumexp lse (B, H, t2) the backward recomputes the probabilities from.
+// all from flash_operand, relative table E (E_heads, R, D) and bias table (bias_heads, Rb), contiguous
+// → out (B, H, t2, D) (on the CPU a view of (B, t2, H, D) memory) and the per-row logsumexp lse
+// (B, H, t2), contiguous, the backward recomputes the probabilities from.
 struct FlashForward {
   Tensor out, lse;
 };
 FlashForward flash_forward(const FlashPlan& p, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& qr,
                            const Tensor& E, const Tensor& bias);
 // The gradients of q, k, v (always), of qr (when want_qr), E ((E_heads, R, D), when want_E) and the
-// bias table ((bias_heads, Rb), when want_bias) from the forward's operands, out, lse and g (contiguous).
+// bias table ((bias_heads, Rb), when want_bias) from the forward's operands, out, lse and g (from
+// flash_operand). On the CPU dq, dk, dv, dqr are laid out as q, k, v, qr: heads inside time
+// ((B, T, H, D) memory) where the operand has them so, else contiguous (B, H, T, D).
 struct FlashGrads {
   Tensor dq, dk, dv, dqr, dE, dbias;
 };

@@ -1,7 +1,7 @@
 // The CPU fused relative attention's forward (core/cpu/flash_attention.h has the maths, the tiling and
-// the pass structure; the backward is core/cpu/flash_attention_backward.cpp). Tile products are Eigen
-// GEMMs on row-major maps of the contiguous inputs; each OpenMP task owns whole output tiles, so Eigen
-// runs single-threaded inside (it sees the parallel region) and no two threads write the same element.
+// the pass structure; the backward is core/cpu/flash_attention_backward.cpp). Tile products are GEMMs
+// (tile_gemm) on row-major maps of the inputs' rows, each in its layout; each OpenMP task owns whole
+// output tiles, so the GEMM runs single-threaded inside and no two threads write the same element.
 // GCC 12 reports a false -Wmaybe-uninitialized deep inside Eigen's AVX-512 helpers (as core/cpu/matmul.cpp).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -56,11 +56,10 @@ void flash_forward(const FlashProblem<T>& p, T* out, T* lse) {
           acc.row(a) *= corr;
           m[a] = m_new;
         }
-        MapC<T> V(p.v + (bh * p.t1 + j0) * D, nk, D);
-        tile_gemm(s.P, V, acc, true);
+        tile_gemm(s.P, rows_in(p.v, p.layout.v, b, h, j0, nk, D), acc, true);
       }
       for (int64_t a = 0; a < nq; ++a) {
-        T* o = out + (bh * p.t2 + i0 + a) * D;
+        T* o = out + p.layout.out.at(b, h, i0 + a);
         const bool any = l[a] > T(0);
         const T inv = any ? T(1) / l[a] : T(0);
         for (int64_t d = 0; d < D; ++d) o[d] = any ? acc(a, d) * inv : T(0);

@@ -1,5 +1,8 @@
 // Fused ("flash") relative attention on the CPU: the raw kernels behind
-// core/backend/flash_attention.cpp, on plain contiguous buffers, no autograd.
+// core/backend/flash_attention.cpp, on plain buffers, no autograd. Every (B, H, T, D) operand (q, k,
+// v, qr, out, dout, dq, dk, dv, dqr) comes with its own row strides (HeadLayout), so the heads of a
+// (B, T, H·D) projection are read and written in place, seen as (B, H, T, D) without a copy; the
+// arithmetic does not depend on the layout (the same bits as contiguous buffers).
 //
 // For query i at position π(i) (on the key axis) and key j, with δ = j − π(i):
 //   s_ij = scale · (q_i·k_j + qr_i·E[row(δ)]) + bias[brow(δ)]        (the E term only when row(δ) ≥ 0,
@@ -59,16 +62,34 @@ void set_flash_backward(FlashBackward path);
 // The loop order flash_backward takes for B·H tasks on this machine: OnePass or TwoPass.
 FlashBackward flash_backward_choice(int64_t B, int64_t H);
 
+// Where the rows of one (B, H, T, D) operand lie: row (b, h, i) starts b·b + h·h + i·t elements after
+// the operand's pointer, its D entries consecutive. The contiguous layout is (H·T·D, T·D, D); the
+// heads of a (B, T, H·D) tensor, its (B, T, H, D) view transposed, are (T·H·D, D, H·D).
+struct HeadLayout {
+  int64_t b = 0, h = 0, t = 0;
+  int64_t at(int64_t bi, int64_t hi, int64_t i) const { return bi * b + hi * h + i * t; }
+  static HeadLayout contiguous(int64_t H, int64_t T, int64_t D) { return {H * T * D, T * D, D}; }
+};
+
+// The layouts of a call's (B, H, T, D) operands: q, qr, out, dout, dq, dqr have T = t2; k, v, dk, dv t1.
+struct FlashLayout {
+  HeadLayout q, k, v, qr, out, dout, dq, dk, dv, dqr;
+  static FlashLayout contiguous(int64_t H, int64_t t2, int64_t t1, int64_t D) {
+    const HeadLayout s = HeadLayout::contiguous(H, t2, D), l = HeadLayout::contiguous(H, t1, D);
+    return {s, l, l, s, s, s, s, l, l, s};
+  }
+};
+
 template <class T>
 struct FlashProblem {
   int64_t B = 0, H = 0, t2 = 0, t1 = 0, D = 0;
   double scale = 1.0;
   bool causal = false;
   const int64_t* pos = nullptr;  // (t2) π(i)
-  const T* q = nullptr;          // (B, H, t2, D)
-  const T* k = nullptr;          // (B, H, t1, D)
-  const T* v = nullptr;          // (B, H, t1, D)
-  const T* qr = nullptr;         // (B, H, t2, D) query of the relative term (may be q itself)
+  const T* q = nullptr;          // (B, H, t2, D) in layout.q
+  const T* k = nullptr;          // (B, H, t1, D) in layout.k
+  const T* v = nullptr;          // (B, H, t1, D) in layout.v
+  const T* qr = nullptr;         // (B, H, t2, D) in layout.qr: query of the relative term (may be q itself)
   const T* E = nullptr;          // (E_heads, R, D), E_heads 1 (shared) or H; null = no table
   int64_t E_heads = 1, R = 0;
   const int64_t* rel_rows = nullptr;  // (W) table row for δ = min_delta + w, −1 = no term
@@ -77,13 +98,15 @@ struct FlashProblem {
   const int64_t* bias_rows = nullptr;  // (W) bias column for δ = min_delta + w, −1 = no bias
   int64_t min_delta = 0, W = 0;
   const bool* pad = nullptr;  // (B, t1) true = padding key; null = none
+  FlashLayout layout;         // of q, k, v, qr and of the outputs below; FlashLayout::contiguous for plain buffers
 };
 
-// out (B, H, t2, D), lse (B, H, t2).
+// out (B, H, t2, D) in layout.out, lse (B, H, t2) contiguous.
 template <class T>
 void flash_forward(const FlashProblem<T>& p, T* out, T* lse);
 
-// dout (B, H, t2, D) → dq, dk, dv (shapes of q, k, v; written, not accumulated). dqr: the gradient
+// dout (B, H, t2, D) → dq, dk, dv (shapes of q, k, v; written, not accumulated); each (B, H, T, D)
+// operand in its layout (out from the forward, lse contiguous). dqr: the gradient
 // of qr, written when non-null; when null, the relative term's query gradient is added into dq
 // (qr is q). dE (E_heads, R, D) and dbias (bias_heads, Rb): written when non-null.
 template <class T>

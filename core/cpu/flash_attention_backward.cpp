@@ -1,7 +1,7 @@
 // The CPU fused relative attention's backward, in two passes or in one (core/cpu/flash_attention.h
 // has the maths, the tiling, the passes and which one runs; the tile steps are core/cpu/flash_tiles.h).
-// Each OpenMP task owns what it writes, so Eigen runs single-threaded inside and every sum runs in a
-// fixed order.
+// Each OpenMP task owns what it writes, so the tile GEMMs run single-threaded inside and every sum runs
+// in a fixed order. Every (B, H, T, D) operand is read and written in its layout (p.layout).
 // GCC 12 reports a false -Wmaybe-uninitialized deep inside Eigen's AVX-512 helpers (as core/cpu/matmul.cpp).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -63,8 +63,8 @@ void tile_bias_grad(const FlashProblem<T>& p, const Scratch<T>& s, const T* Drow
 // GU (nq × nu) = G's columns folded onto the window's distinct rows, gqr (nq × D) += GU·EU, and when ge
 // is non-null, ge (rows from rlo, D) += GUᵀ·qr per distinct row: (nu × nq) · (nq × D).
 template <class T, class Out>
-void tile_rel_grad(const FlashProblem<T>& p, Scratch<T>& s, int64_t bh, int64_t i0, int64_t nq, int64_t j0, int64_t nk,
-                   int64_t pmax, Out&& gqr, T* ge, int64_t rlo) {
+void tile_rel_grad(const FlashProblem<T>& p, Scratch<T>& s, int64_t b, int64_t h, int64_t i0, int64_t nq, int64_t j0,
+                   int64_t nk, int64_t pmax, Out&& gqr, T* ge, int64_t rlo) {
   const int64_t nu = static_cast<int64_t>(s.uniq.size()), D = p.D, dlo = j0 - pmax;
   s.GU.setZero(nq, nu);
   for (int64_t a = 0; a < nq; ++a) {
@@ -77,7 +77,7 @@ void tile_rel_grad(const FlashProblem<T>& p, Scratch<T>& s, int64_t bh, int64_t 
   tile_gemm(s.GU, s.EU, gqr, true);
   if (!ge) return;
   s.dEU.resize(nu, D);
-  tile_gemm(s.GU.transpose(), MapC<T>(p.qr + (bh * p.t2 + i0) * D, nq, D), s.dEU, false);
+  tile_gemm(s.GU.transpose(), rows_in(p.qr, p.layout.qr, b, h, i0, nq, D), s.dEU, false);
   for (int64_t u = 0; u < nu; ++u) {
     T* g = ge + (s.uniq[u] - rlo) * D;
     for (int64_t d = 0; d < D; ++d) g[d] += s.dEU(u, d);
@@ -169,6 +169,7 @@ template <class T>
 void backward_two_pass(const FlashProblem<T>& p, const TileRange& tr, const T* lse, const T* dout, const T* Drow,
                        TaskBuffers<T>& tb, int64_t min_wave, T* dq, T* dk, T* dv, T* dqr, T* gbd, T* dE) {
   const int64_t D = p.D, BH = p.B * p.H;
+  const FlashLayout& L = p.layout;
   const int64_t nqt = (p.t2 + kFlashBlockQ - 1) / kFlashBlockQ, nkt = (p.t1 + kFlashBlockK - 1) / kFlashBlockK;
   // Pass A: dq (+ dqr), one task per (b, h, query tile), key tiles in order; with table gradients
   // wanted, a wave of tasks at a time, each wave's buffers folded before the next.
@@ -193,17 +194,17 @@ void backward_two_pass(const FlashProblem<T>& p, const TileRange& tr, const T* l
           const T* Dr = Drow + bh * p.t2 + i0;
           tile_logits(p, s, b, h, i0, nq, j0, nk, tr.lo[qt], tr.hi[qt]);
           tile_probs(s, lse + bh * p.t2 + i0);
-          tile_grad(p, s, dout + (bh * p.t2 + i0) * D, p.v + (bh * p.t1 + j0) * D, Dr, nq, nk);
-          tile_gemm(s.G, MapC<T>(p.k + (bh * p.t1 + j0) * D, nk, D), gq, true);
+          tile_grad(p, s, rows_in(dout, L.dout, b, h, i0, nq, D), rows_in(p.v, L.v, b, h, j0, nk, D), Dr, nq, nk);
+          tile_gemm(s.G, rows_in(p.k, L.k, b, h, j0, nk, D), gq, true);
           if (gb) tile_bias_grad(p, s, Dr, i0, nq, j0, nk, tw.dlo, gb);
-          if (p.E && !s.uniq.empty()) tile_rel_grad(p, s, bh, i0, nq, j0, nk, tr.hi[qt], gqr, ge, tw.rlo);
+          if (p.E && !s.uniq.empty()) tile_rel_grad(p, s, b, h, i0, nq, j0, nk, tr.hi[qt], gqr, ge, tw.rlo);
         }
-        MapM<T>(dq + (bh * p.t2 + i0) * D, nq, D) = gq;
+        rows_out(dq, L.dq, b, h, i0, nq, D) = gq;
         if (p.E) {
-          if (dqr) MapM<T>(dqr + (bh * p.t2 + i0) * D, nq, D) = gqr;
-          else MapM<T>(dq + (bh * p.t2 + i0) * D, nq, D) += gqr;
+          if (dqr) rows_out(dqr, L.dqr, b, h, i0, nq, D) = gqr;
+          else rows_out(dq, L.dq, b, h, i0, nq, D) += gqr;
         } else if (dqr) {
-          MapM<T>(dqr + (bh * p.t2 + i0) * D, nq, D).setZero();
+          rows_out(dqr, L.dqr, b, h, i0, nq, D).setZero();
         }
       }
     }
@@ -224,14 +225,15 @@ void backward_two_pass(const FlashProblem<T>& p, const TileRange& tr, const T* l
       for (int64_t qt = 0; qt < nqt; ++qt) {
         if (p.causal && j0 > tr.hi[qt]) continue;  // the whole tile is after every query
         const int64_t i0 = qt * kFlashBlockQ, nq = std::min(kFlashBlockQ, p.t2 - i0);
+        const MapC<T> dO = rows_in(dout, L.dout, b, h, i0, nq, D);
         tile_logits(p, s, b, h, i0, nq, j0, nk, tr.lo[qt], tr.hi[qt]);
         tile_probs(s, lse + bh * p.t2 + i0);
-        tile_grad(p, s, dout + (bh * p.t2 + i0) * D, p.v + (bh * p.t1 + j0) * D, Drow + bh * p.t2 + i0, nq, nk);
-        tile_gemm(s.P.transpose(), MapC<T>(dout + (bh * p.t2 + i0) * D, nq, D), gv, true);
-        tile_gemm(s.G.transpose(), MapC<T>(p.q + (bh * p.t2 + i0) * D, nq, D), gk, true);
+        tile_grad(p, s, dO, rows_in(p.v, L.v, b, h, j0, nk, D), Drow + bh * p.t2 + i0, nq, nk);
+        tile_gemm(s.P.transpose(), dO, gv, true);
+        tile_gemm(s.G.transpose(), rows_in(p.q, L.q, b, h, i0, nq, D), gk, true);
       }
-      MapM<T>(dk + (bh * p.t1 + j0) * D, nk, D) = gk;
-      MapM<T>(dv + (bh * p.t1 + j0) * D, nk, D) = gv;
+      rows_out(dk, L.dk, b, h, j0, nk, D) = gk;
+      rows_out(dv, L.dv, b, h, j0, nk, D) = gv;
     }
   }
 }
@@ -245,6 +247,7 @@ template <class T>
 void backward_one_pass(const FlashProblem<T>& p, const TileRange& tr, const T* lse, const T* dout, const T* Drow,
                        TaskBuffers<T>& tb, int64_t min_wave, T* dq, T* dk, T* dv, T* dqr, T* gbd, T* dE) {
   const int64_t D = p.D, BH = p.B * p.H, nqt = (p.t2 + kFlashBlockQ - 1) / kFlashBlockQ;
+  const FlashLayout& L = p.layout;
   while (tb.t1 < BH) {
     tb.next_wave(BH, min_wave);
 #pragma omp parallel
@@ -257,10 +260,11 @@ void backward_one_pass(const FlashProblem<T>& p, const TileRange& tr, const T* l
         T* gb = tb.bias_of(bh);   // (nd) at δ − dlo
         T* ge = tb.table_of(bh);  // (nr, D) at row − rlo
         const TaskWindow tw = tb.window(bh);
-        T* gq = dq + bh * p.t2 * D;                // (t2, D)
-        T* gqr = dqr ? dqr + bh * p.t2 * D : gq;  // (t2, D): without dqr, the relative share goes to dq
-        std::fill(gq, gq + p.t2 * D, T(0));
-        if (dqr) std::fill(gqr, gqr + p.t2 * D, T(0));
+        // dq (+ dqr) of (b, h): without dqr, the relative share goes to dq.
+        T* gqr = dqr ? dqr : dq;
+        const HeadLayout& Lqr = dqr ? L.dqr : L.dq;
+        rows_out(dq, L.dq, b, h, 0, p.t2, D).setZero();
+        if (dqr) rows_out(dqr, L.dqr, b, h, 0, p.t2, D).setZero();
         for (int64_t j0 = 0; j0 < p.t1; j0 += kFlashBlockK) {
           const int64_t nk = std::min(kFlashBlockK, p.t1 - j0);
           gk.setZero(nk, D);
@@ -268,19 +272,20 @@ void backward_one_pass(const FlashProblem<T>& p, const TileRange& tr, const T* l
           for (int64_t qt = 0; qt < nqt; ++qt) {
             if (p.causal && j0 > tr.hi[qt]) continue;  // the whole key tile is after every query of the tile
             const int64_t i0 = qt * kFlashBlockQ, nq = std::min(kFlashBlockQ, p.t2 - i0);
-            const T *Dr = Drow + bh * p.t2 + i0, *dO = dout + (bh * p.t2 + i0) * D;
+            const T* Dr = Drow + bh * p.t2 + i0;
+            const MapC<T> dO = rows_in(dout, L.dout, b, h, i0, nq, D);
             tile_logits(p, s, b, h, i0, nq, j0, nk, tr.lo[qt], tr.hi[qt]);
             tile_probs(s, lse + bh * p.t2 + i0);
-            tile_grad(p, s, dO, p.v + (bh * p.t1 + j0) * D, Dr, nq, nk);
-            tile_gemm(s.P.transpose(), MapC<T>(dO, nq, D), gv, true);
-            tile_gemm(s.G.transpose(), MapC<T>(p.q + (bh * p.t2 + i0) * D, nq, D), gk, true);
-            tile_gemm(s.G, MapC<T>(p.k + (bh * p.t1 + j0) * D, nk, D), MapM<T>(gq + i0 * D, nq, D), true);
+            tile_grad(p, s, dO, rows_in(p.v, L.v, b, h, j0, nk, D), Dr, nq, nk);
+            tile_gemm(s.P.transpose(), dO, gv, true);
+            tile_gemm(s.G.transpose(), rows_in(p.q, L.q, b, h, i0, nq, D), gk, true);
+            tile_gemm(s.G, rows_in(p.k, L.k, b, h, j0, nk, D), rows_out(dq, L.dq, b, h, i0, nq, D), true);
             if (gb) tile_bias_grad(p, s, Dr, i0, nq, j0, nk, tw.dlo, gb);
             if (p.E && !s.uniq.empty())
-              tile_rel_grad(p, s, bh, i0, nq, j0, nk, tr.hi[qt], MapM<T>(gqr + i0 * D, nq, D), ge, tw.rlo);
+              tile_rel_grad(p, s, b, h, i0, nq, j0, nk, tr.hi[qt], rows_out(gqr, Lqr, b, h, i0, nq, D), ge, tw.rlo);
           }
-          MapM<T>(dk + (bh * p.t1 + j0) * D, nk, D) = gk;
-          MapM<T>(dv + (bh * p.t1 + j0) * D, nk, D) = gv;
+          rows_out(dk, L.dk, b, h, j0, nk, D) = gk;
+          rows_out(dv, L.dv, b, h, j0, nk, D) = gv;
         }
       }
     }
@@ -316,8 +321,10 @@ void flash_backward(const FlashProblem<T>& p, const T* out, const T* lse, const 
   std::vector<T> Drow(static_cast<size_t>(BH * p.t2));
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < BH * p.t2; ++r) {
+    const int64_t b = r / p.t2 / p.H, h = r / p.t2 % p.H, i = r % p.t2;
+    const T *dO = dout + p.layout.dout.at(b, h, i), *O = out + p.layout.out.at(b, h, i);
     T acc = 0;
-    for (int64_t d = 0; d < D; ++d) acc += dout[r * D + d] * out[r * D + d];
+    for (int64_t d = 0; d < D; ++d) acc += dO[d] * O[d];
     Drow[r] = acc;
   }
 

@@ -18,10 +18,21 @@ namespace relgrad::cpu::flash_tiles {
 
 template <class T>
 using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+// Row-major maps whose rows lie `outer` elements apart: tiles of an operand in its HeadLayout.
 template <class T>
-using MapC = Eigen::Map<const Mat<T>>;
+using MapC = Eigen::Map<const Mat<T>, 0, Eigen::OuterStride<>>;
 template <class T>
-using MapM = Eigen::Map<Mat<T>>;
+using MapM = Eigen::Map<Mat<T>, 0, Eigen::OuterStride<>>;
+
+// Rows [i, i + n) of (b, h) of a (B, H, T, D) operand x in layout l: an (n × D) map.
+template <class T>
+MapC<T> rows_in(const T* x, const HeadLayout& l, int64_t b, int64_t h, int64_t i, int64_t n, int64_t D) {
+  return MapC<T>(x + l.at(b, h, i), n, D, Eigen::OuterStride<>(l.t));
+}
+template <class T>
+MapM<T> rows_out(T* x, const HeadLayout& l, int64_t b, int64_t h, int64_t i, int64_t n, int64_t D) {
+  return MapM<T>(x + l.at(b, h, i), n, D, Eigen::OuterStride<>(l.t));
+}
 
 template <class T>
 inline constexpr T kNegInf = -std::numeric_limits<T>::infinity();
@@ -92,11 +103,10 @@ TileRange tile_ranges(const FlashProblem<T>& p) {
 template <class T>
 void tile_logits(const FlashProblem<T>& p, Scratch<T>& s, int64_t b, int64_t h, int64_t i0, int64_t nq, int64_t j0,
                  int64_t nk, int64_t pmin, int64_t pmax) {
-  const int64_t D = p.D, bh = b * p.H + h;
-  MapC<T> Q(p.q + (bh * p.t2 + i0) * D, nq, D);
-  MapC<T> K(p.k + (bh * p.t1 + j0) * D, nk, D);
+  const int64_t D = p.D;
   s.S.resize(nq, nk);
-  tile_gemm(Q, K.transpose(), s.S, false);
+  tile_gemm(rows_in(p.q, p.layout.q, b, h, i0, nq, D), rows_in(p.k, p.layout.k, b, h, j0, nk, D).transpose(), s.S,
+            false);
   if (p.E) {
     const int64_t dlo = j0 - pmax, nw = nk + pmax - pmin;  // the window δ ∈ [dlo, dlo + nw)
     s.col_of.assign(static_cast<size_t>(nw), -1);
@@ -116,9 +126,8 @@ void tile_logits(const FlashProblem<T>& p, Scratch<T>& s, int64_t b, int64_t h, 
     const T* E = p.E + (p.E_heads == 1 ? 0 : h) * p.R * D;
     for (int64_t u = 0; u < nu; ++u) std::copy(E + s.uniq[u] * D, E + (s.uniq[u] + 1) * D, s.EU.row(u).data());
     if (nu > 0) {
-      MapC<T> QR(p.qr + (bh * p.t2 + i0) * D, nq, D);
       s.QE.resize(nq, nu);
-      tile_gemm(QR, s.EU.transpose(), s.QE, false);
+      tile_gemm(rows_in(p.qr, p.layout.qr, b, h, i0, nq, D), s.EU.transpose(), s.QE, false);
       for (int64_t a = 0; a < nq; ++a) {
         const int64_t off = j0 - p.pos[i0 + a] - dlo;  // window offset of key j0 for this query
         for (int64_t c = 0, n = visible_end(p, i0 + a, j0, nk); c < n; ++c) {
@@ -165,12 +174,11 @@ void tile_probs(Scratch<T>& s, const T* lse) {
   }
 }
 
-// G = scale · P ∘ (dP − Drow): the gradient of the unscaled logit sum (q·k + qr·e), with dP = dO·Vᵀ.
+// G = scale · P ∘ (dP − Drow): the gradient of the unscaled logit sum (q·k + qr·e), with dP = dO·Vᵀ;
+// dO (nq × D) and V (nk × D) the tile's rows of dout and v.
 template <class T>
-void tile_grad(const FlashProblem<T>& p, Scratch<T>& s, const T* dout_tile, const T* v_tile, const T* Drow, int64_t nq,
+void tile_grad(const FlashProblem<T>& p, Scratch<T>& s, const MapC<T>& dO, const MapC<T>& V, const T* Drow, int64_t nq,
                int64_t nk) {
-  MapC<T> dO(dout_tile, nq, p.D);
-  MapC<T> V(v_tile, nk, p.D);
   s.dP.resize(nq, nk);
   tile_gemm(dO, V.transpose(), s.dP, false);
   s.G.resize(nq, nk);
