@@ -3,9 +3,12 @@
 // H·D apart, as MultiHeadAttention holds them, give bitwise the output and gradients of contiguous
 // operands, for every scheme kind (table, bias, both with a separate relative query, none), causal and
 // not, every alignment, padding, float64 and float32, both backward loop orders, 1 and 3 threads and
-// every GEMM library found; a gradcheck through such views; which operands pass uncopied and which
+// every GEMM library found; the raw kernels with every operand, out included, in (B, T, H, D) memory
+// against contiguous buffers; a gradcheck through such views; which operands pass uncopied and which
 // layout the gradients take; and that MultiHeadAttention merges the fused output back into (B, t2, H·D)
 // as a view.
+#include <memory>
+
 #include "core/backend/flash_attention.h"
 #include "core/cpu/gemm_library.h"
 #include "flash_testing.h"
@@ -98,6 +101,53 @@ TEST_CASE("flash in place: bitwise at 1 and 3 threads, with several waves of tab
       }
   }
   cpu::set_gemm_library(saved);
+}
+
+TEST_CASE("flash in place: the raw kernels, every operand and out in (B, T, H, D) memory, give the contiguous bits") {
+  Geometry g;
+  g.t2 = 70, g.t1 = 131, g.align = Align::Right, g.causal = true, g.pad = true, g.separate_query = true;
+  const Case c = make_case(g, kFloat64);
+  const int64_t B = g.B, H = g.H, t2 = g.t2, t1 = g.t1, D = g.D;
+  const std::vector<int64_t> rows = c.f.rel_rows.to_vector<int64_t>(), brows = c.f.bias_rows.to_vector<int64_t>();
+  const std::vector<bool> pad_v = c.f.key_padding_mask.to_vector<bool>();
+  const std::unique_ptr<bool[]> pad(new bool[pad_v.size()]);
+  std::copy(pad_v.begin(), pad_v.end(), pad.get());
+  const std::vector<double> E = c.leaves[4].to_vector<double>(), bias = c.leaves[5].to_vector<double>();
+  const Tensor dout = uniform({B, H, t2, D}, -1, 1, kFloat64, 8);
+  const cpu::HeadLayout s2{t2 * H * D, D, H * D}, s1{t1 * H * D, D, H * D};  // (B, T, H, D) memory
+  for (const FlashBackward path : kPaths) {
+    INFO(path_name(path));
+    const ForcePath force(path);
+    std::vector<TensorList> results;
+    for (bool in_place : {false, true}) {
+      // An operand's memory: (B, H, T, D) contiguous, or (B, T, H, D); results are read back as (B, H, T, D).
+      auto memory = [&](const Tensor& t) { return (in_place ? merged_of(t) : t).contiguous().to_vector<double>(); };
+      auto read = [&](const std::vector<double>& x, int64_t T) {
+        return in_place ? heads_of(from_vector(x, {B, T, H * D}), H) : from_vector(x, {B, H, T, D});
+      };
+      const std::vector<double> q = memory(c.leaves[0]), k = memory(c.leaves[1]), v = memory(c.leaves[2]),
+                                qr = memory(c.leaves[3]), dO = memory(dout);
+      cpu::FlashProblem<double> p;
+      p.B = B, p.H = H, p.t2 = t2, p.t1 = t1, p.D = D, p.scale = 1.0 / std::sqrt(double(D)), p.causal = true;
+      p.pos = c.pos.data(), p.q = q.data(), p.k = k.data(), p.v = v.data(), p.qr = qr.data();
+      p.E = E.data(), p.E_heads = H, p.R = c.leaves[4].size(1), p.rel_rows = rows.data();
+      p.bias = bias.data(), p.bias_heads = H, p.Rb = c.leaves[5].size(1), p.bias_rows = brows.data();
+      p.min_delta = c.f.min_delta, p.W = static_cast<int64_t>(rows.size()), p.pad = pad.get();
+      p.layout = in_place ? cpu::FlashLayout{s2, s1, s1, s2, s2, s2, s2, s1, s1, s2}
+                          : cpu::FlashLayout::contiguous(H, t2, t1, D);
+      std::vector<double> out(q.size()), lse(static_cast<size_t>(B * H * t2)), dq(q.size()), dk(k.size()),
+          dv(v.size()), dqr(q.size()), dE(E.size()), db(bias.size());
+      cpu::flash_forward(p, out.data(), lse.data());
+      cpu::flash_backward(p, out.data(), lse.data(), dO.data(), dq.data(), dk.data(), dv.data(), dqr.data(), dE.data(),
+                          db.data());
+      results.push_back({read(out, t2), from_vector(lse, {B, H, t2}), read(dq, t2), read(dk, t1), read(dv, t1),
+                         read(dqr, t2), from_vector(dE, {static_cast<int64_t>(dE.size())}),
+                         from_vector(db, {static_cast<int64_t>(db.size())})});
+    }
+    check_bitwise(results[1], results[0]);
+    CHECK(largest(results[0][6]) > 0);  // the tables' gradients are exercised
+    CHECK(largest(results[0][7]) > 0);
+  }
 }
 
 TEST_CASE("flash in place: gradcheck through heads of (B, T, H·D) leaves") {
