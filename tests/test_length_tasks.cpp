@@ -198,8 +198,9 @@ struct ScriptedModel : SampleModel {
 }  // namespace
 
 TEST_CASE("length tasks: print_greedy_samples prints input, target, answer and the exact count") {
-  const Vocab& vocab = LengthTaskData(LengthTaskConfig{}).vocab();  // digit d at kFirstSymbol + d
-  const std::vector<HeldOutExample> examples{{{3, 4}, {4, 3}}, {{5}, {5}}, {{6, 7}, {8}}};
+  const LengthTaskData data{LengthTaskConfig{}};  // kept: its vocabulary is borrowed below
+  const Vocab& vocab = data.vocab();                // digit d at kFirstSymbol + d
+  const std::vector<PromptAnswer> examples{{{3, 4}, {4, 3}}, {{5}, {5}}, {{6, 7}, {8}}};
   ScriptedModel model;
   // right with its EOS (dropped), wrong without one, and the wanted answer with a token after it
   model.answers = {{4, 3, kEos}, {6}, {8, 9}};
