@@ -94,13 +94,10 @@ AdditionSample AdditionHintsData::sample(int64_t index, int64_t row, Split split
 
 Batch AdditionHintsData::batch(int64_t index, Split split) const {
   RG_CHECK(index >= 0, kOp, "batch index must be >= 0, got ", index);
-  std::vector<std::vector<int64_t>> inputs, answers;  // x BOS y EOS, the loss on y and EOS
-  for (int64_t row = 0; row < config_.batch_size; ++row) {
+  return prompt_answer_rows(config_.batch_size, [&](int64_t row) {  // x BOS y EOS, the loss on y and EOS
     AdditionSample s = sample(index, row, split);
-    inputs.push_back(std::move(s.input));
-    answers.push_back(std::move(s.answer));
-  }
-  return prompt_answer_batch(inputs, answers);
+    return PromptAnswer{std::move(s.input), std::move(s.answer)};
+  });
 }
 
 void AdditionHintsData::print_samples(SampleModel& model, int64_t count, const std::string&,
@@ -108,7 +105,7 @@ void AdditionHintsData::print_samples(SampleModel& model, int64_t count, const s
   const std::string what = std::string("additions (") + kAdditionFormatNames.name(config_.format) + ")";
   print_greedy_samples(model, vocab_, what, std::min(count, config_.batch_size), [&](int64_t row) {
     AdditionSample s = sample(0, row, Split::HeldOut);
-    return HeldOutExample{std::move(s.input), std::move(s.answer)};
+    return PromptAnswer{std::move(s.input), std::move(s.answer)};
   }, out);
 }
 

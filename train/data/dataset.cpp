@@ -36,12 +36,22 @@ const std::vector<SkippedFile>& Dataset::skipped_files() const {
   return none;
 }
 
+Batch prompt_answer_rows(int64_t rows, const std::function<PromptAnswer(int64_t row)>& example) {
+  std::vector<std::vector<int64_t>> inputs, answers;
+  for (int64_t row = 0; row < rows; ++row) {
+    PromptAnswer e = example(row);
+    inputs.push_back(std::move(e.input));
+    answers.push_back(std::move(e.target));
+  }
+  return prompt_answer_batch(inputs, answers);
+}
+
 void print_greedy_samples(SampleModel& model, const Vocab& vocab, const std::string& what, int64_t n,
-                          const std::function<HeldOutExample(int64_t row)>& example, std::ostream& out) {
+                          const std::function<PromptAnswer(int64_t row)>& example, std::ostream& out) {
   out << "greedy samples on held-out " << what << ":\n";
   int64_t exact = 0;
   for (int64_t row = 0; row < n; ++row) {
-    const HeldOutExample e = example(row);
+    const PromptAnswer e = example(row);
     std::vector<int64_t> answer = model.answer(e.input, static_cast<int64_t>(e.target.size()) + 1);
     if (!answer.empty() && answer.back() == kEos) answer.pop_back();
     const bool ok = answer == e.target;
@@ -58,7 +68,7 @@ void SyntheticData::print_samples(SampleModel& model, int64_t count, const std::
   const int64_t n = std::min<int64_t>(count, b.tgt_out.defined() ? b.tgt_out.size(0) : b.tokens.size(0));
   print_greedy_samples(model, vocab(), "sequences", n, [&](int64_t row) {
     SyntheticTask::Sample s = task_.held_out_case(row);
-    return HeldOutExample{std::move(s.source), std::move(s.target)};
+    return PromptAnswer{std::move(s.source), std::move(s.target)};
   }, out);
 }
 

@@ -27,15 +27,18 @@ class SampleModel {
   virtual std::vector<int64_t> continue_prompt(const std::vector<int64_t>& prompt, bool stop_at_eos) = 0;
 };
 
-// One held-out example of a prompt–answer task: what the model reads and the answer wanted (no BOS / EOS).
-struct HeldOutExample {
+// One example of a prompt–answer task: what the model reads and the answer wanted (no BOS / EOS).
+struct PromptAnswer {
   std::vector<int64_t> input, target;
 };
+// The decoder-only batch of `rows` prompt–answer examples (row b = example(b); the layout of
+// prompt_answer_batch, train/data/data.h: x BOS y EOS, the loss on y and EOS).
+Batch prompt_answer_rows(int64_t rows, const std::function<PromptAnswer(int64_t row)>& example);
 // The greedy samples every prompt–answer source prints (synthetic tasks, length tasks, addition,
 // position tasks): "greedy samples on held-out WHAT:", then for rows 0 … n − 1 of `example` the input,
 // the target and the model's answer (its EOS dropped) marked "(exact)" or "(differs)", then "k/n exact".
 void print_greedy_samples(SampleModel& model, const Vocab& vocab, const std::string& what, int64_t n,
-                          const std::function<HeldOutExample(int64_t row)>& example, std::ostream& out);
+                          const std::function<PromptAnswer(int64_t row)>& example, std::ostream& out);
 
 // A file the data skipped while it was opened (a MIDI folder's unreadable file), and why.
 struct SkippedFile {

@@ -143,13 +143,10 @@ LengthSample LengthTaskData::sample(int64_t index, int64_t row, Split split) con
 
 Batch LengthTaskData::batch(int64_t index, Split split) const {
   RG_CHECK(index >= 0, kOp, "batch index must be >= 0, got ", index);
-  std::vector<std::vector<int64_t>> inputs, answers;  // x BOS y EOS, the loss on y and EOS
-  for (int64_t row = 0; row < config_.batch_size; ++row) {
+  return prompt_answer_rows(config_.batch_size, [&](int64_t row) {  // x BOS y EOS, the loss on y and EOS
     LengthSample s = sample(index, row, split);
-    inputs.push_back(std::move(s.input));
-    answers.push_back(std::move(s.answer));
-  }
-  return prompt_answer_batch(inputs, answers);
+    return PromptAnswer{std::move(s.input), std::move(s.answer)};
+  });
 }
 
 void LengthTaskData::print_samples(SampleModel& model, int64_t count, const std::string&,
@@ -157,7 +154,7 @@ void LengthTaskData::print_samples(SampleModel& model, int64_t count, const std:
   const std::string what = std::string(to_string(config_.kind)) + " inputs";
   print_greedy_samples(model, vocab_, what, std::min(count, config_.batch_size), [&](int64_t row) {
     LengthSample s = sample(0, row, Split::HeldOut);
-    return HeldOutExample{std::move(s.input), std::move(s.answer)};
+    return PromptAnswer{std::move(s.input), std::move(s.answer)};
   }, out);
 }
 

@@ -369,7 +369,7 @@ void PositionTaskData::print_samples(SampleModel& model, int64_t count, const st
     // x BOS y EOS, the BOS at the first scored position
     const PositionSample s = sample(0, row, Split::HeldOut);
     const int64_t prompt = s.scored.front();
-    return HeldOutExample{std::vector<int64_t>(s.sequence.begin(), s.sequence.begin() + prompt),
+    return PromptAnswer{std::vector<int64_t>(s.sequence.begin(), s.sequence.begin() + prompt),
                           std::vector<int64_t>(s.sequence.begin() + prompt + 1, s.sequence.end() - 1)};
   }, out);
 }
