@@ -40,6 +40,7 @@
 # Settings from the environment [defaults]: THREADS ["1 2"]  ROUNDS [2]  STEPS [12]  WARMUP [3] (W1/W2)
 #   W0_STEPS [200]  W0_WARMUP [20] (w0's steps take milliseconds)
 #   WORKLOADS ["w0 charlm seq2seq charlm-train seq2seq-train"]
+#   TORCH1 [1; 0 = no PyTorch 1.13 rows (default and expert): a round in half the time]
 #   TORCH2 [1; 0 = no PyTorch 2.x rows, no virtual environment]  TORCH2_SPEC [torch] (pip's requirement,
 #   e.g. torch==2.5.1; read when the environment is made: delete $BUILD/torch2-venv to change it)
 #   TORCH2_PASSIVE [1; 0 = PyTorch 2.x without OMP_WAIT_POLICY=PASSIVE]  TORCH2_INDEX [PyTorch's CPU wheels]
@@ -70,6 +71,7 @@ W0_STEPS=${W0_STEPS:-200}
 W0_WARMUP=${W0_WARMUP:-20}
 WORKLOADS=${WORKLOADS:-"w0 charlm seq2seq charlm-train seq2seq-train"}
 WORKLOADS=$(echo " $WORKLOADS " | sed 's/ default / w0 /g; s/^ *//; s/ *$//')
+TORCH1=${TORCH1:-1}
 TORCH2=${TORCH2:-1}
 TORCH2_SPEC=${TORCH2_SPEC:-torch}
 TORCH2_INDEX=${TORCH2_INDEX:-https://download.pytorch.org/whl/cpu}
@@ -123,7 +125,16 @@ cmake --build "$build" -j "$JOBS" --target $targets >/dev/null
 out=$build/train_results
 mkdir -p "$out"
 rm -f "$out"/*.json "$out"/*.log
-g++ -O2 -march=native -fopenmp "$shared/peak_fma.cpp" -o "$out/peak_fma"
+# The FMA peak: AVX-512's where the processor has it, else AVX2's (peak_fma.cpp times both, and its
+# zmm loop would stop an AVX2-only processor with an illegal instruction, so there it runs ymm twice).
+peak_key=zmm_gflops
+peak_src=$shared/peak_fma.cpp
+if ! grep -qw avx512f /proc/cpuinfo; then
+  peak_key=ymm_gflops
+  peak_src=$out/peak_fma_avx2.cpp
+  sed 's/FMA12("zmm")/FMA12("ymm")/' "$shared/peak_fma.cpp" >"$peak_src"
+fi
+g++ -O2 -march=native -fopenmp "$peak_src" -o "$out/peak_fma"
 torch1_version=$(/usr/bin/python3 -c 'import torch; print(torch.__version__)')
 echo "PyTorch: Debian $torch1_version (/usr/bin/python3)${torch2_version:+, pip $torch2_version ($py2)}" >&2
 
@@ -178,24 +189,28 @@ if [ "$CHECK" != 0 ]; then
 fi
 
 for t in $THREADS; do
-  # The FMA peak for t threads (peak_fma's JSON record, AVX-512 rate).
+  # The FMA peak for t threads (peak_fma's JSON record; AVX-512 or AVX2 rate, $peak_key).
   # peak_fma takes its thread count as argv[1]
   OMP_NUM_THREADS=$t "$out/peak_fma" "$t" >"$out/peak_$t.txt" 2>&1 || true
   passive=""
   [ "$t" -gt 1 ] && passive="OMP_WAIT_POLICY=PASSIVE"
   for r in $(seq 1 "$ROUNDS"); do
     for w in $WORKLOADS; do
-      echo "round $r, $w, $t thread(s): relgrad, torch $torch1_version default, expert${torch2_version:+,\
- torch $torch2_version eager, compiled}" | tee -a "$out/runs.log" >&2
+      sides="relgrad"
+      [ "$TORCH1" != 0 ] && sides="$sides, torch $torch1_version default, expert"
+      sides="$sides${torch2_version:+, torch $torch2_version eager, compiled}"
+      echo "round $r, $w, $t thread(s): $sides" | tee -a "$out/runs.log" >&2
       j="${w}_${t}_$r"
       if [ "$w" = w0 ]; then
         $relgrad_env -u OMP_WAIT_POLICY /usr/bin/python3 "$root/bench/w0_relgrad.py" "$build/relgrad" --threads "$t" \
           --steps "$W0_STEPS" --warmup "$W0_WARMUP" --out "$out/w0_run" --json "$out/relgrad_$j.json" \
           >>"$out/runs.log"
-        env -u OMP_WAIT_POLICY /usr/bin/python3 "$root/bench/w0_torch.py" --threads "$t" --steps "$W0_STEPS" \
-          --warmup "$W0_WARMUP" --json "$out/default_$j.json" >>"$out/runs.log"
-        $(expert_env "$t" 1) /usr/bin/python3 "$root/bench/w0_torch.py" --threads "$t" --steps "$W0_STEPS" \
-          --warmup "$W0_WARMUP" --json "$out/expert_$j.json" >>"$out/runs.log"
+        if [ "$TORCH1" != 0 ]; then
+          env -u OMP_WAIT_POLICY /usr/bin/python3 "$root/bench/w0_torch.py" --threads "$t" --steps "$W0_STEPS" \
+            --warmup "$W0_WARMUP" --json "$out/default_$j.json" >>"$out/runs.log"
+          $(expert_env "$t" 1) /usr/bin/python3 "$root/bench/w0_torch.py" --threads "$t" --steps "$W0_STEPS" \
+            --warmup "$W0_WARMUP" --json "$out/expert_$j.json" >>"$out/runs.log"
+        fi
         if [ "$TORCH2" != 0 ]; then
           for m in eager compiled; do
             $(expert_env "$t" "$TORCH2_PASSIVE") "$py2" "$root/bench/w0_torch.py" --mode $m --threads "$t" \
@@ -216,10 +231,12 @@ for t in $THREADS; do
         $relgrad_env -u OMP_WAIT_POLICY OMP_NUM_THREADS=$t "$build/bench/bench_train" --workload "$w" --steps "$STEPS" \
           --warmup "$WARMUP" --json "$out/relgrad_$j.json" >>"$out/runs.log"
       fi
-      env -u OMP_WAIT_POLICY /usr/bin/python3 "$shared/torch_ref.py" --workload "$base" --threads "$t" \
-        --steps "$STEPS" --warmup "$WARMUP" --json "$out/default_$j.json" >>"$out/runs.log"
-      env -u OPENBLAS_CORETYPE $passive /usr/bin/python3 "$shared/torch_ref.py" --workload "$base" \
-        --threads "$t" --steps "$STEPS" --warmup "$WARMUP" --json "$out/expert_$j.json" >>"$out/runs.log"
+      if [ "$TORCH1" != 0 ]; then
+        env -u OMP_WAIT_POLICY /usr/bin/python3 "$shared/torch_ref.py" --workload "$base" --threads "$t" \
+          --steps "$STEPS" --warmup "$WARMUP" --json "$out/default_$j.json" >>"$out/runs.log"
+        env -u OPENBLAS_CORETYPE $passive /usr/bin/python3 "$shared/torch_ref.py" --workload "$base" \
+          --threads "$t" --steps "$STEPS" --warmup "$WARMUP" --json "$out/expert_$j.json" >>"$out/runs.log"
+      fi
       if [ "$TORCH2" != 0 ]; then
         for m in eager compiled; do
           $(expert_env "$t" "$TORCH2_PASSIVE") "$py2" "$root/bench/torch2_train.py" "$shared" \
@@ -232,13 +249,14 @@ for t in $THREADS; do
   done
 done
 
-/usr/bin/python3 - "$out" "$THREADS" "$WORKLOADS" "$GEMM" <<'EOF'
+/usr/bin/python3 - "$out" "$THREADS" "$WORKLOADS" "$GEMM" "$peak_key" <<'EOF'
 import glob, json, os, statistics, sys
 out, threads, workloads, gemm = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), sys.argv[4]
-def peak(t):  # peak_fma's last line is a JSON record; the AVX-512 FMA rate is the peak
+peak_key = sys.argv[5]  # zmm_gflops (AVX-512) or ymm_gflops (AVX2-only processors)
+def peak(t):  # peak_fma's last line is a JSON record; the widest FMA's rate is the peak
     try:
         last = open(os.path.join(out, "peak_%s.txt" % t)).read().strip().splitlines()[-1]
-        return statistics.median(json.loads(last)["zmm_gflops"])
+        return statistics.median(json.loads(last)[peak_key])
     except (IndexError, ValueError, KeyError, OSError):
         return float("nan")
 def runs(impl, w, t):
@@ -279,7 +297,7 @@ for w in workloads:
             if impl == "torch2compiled":
                 notes.append("%s, %s thread(s): compilation %.0f s per process (median, not timed)" % (
                     label.get(w, w), t, statistics.median(cs)))
-print("\nFMA peak (peak_fma): " + ", ".join("%s thread(s) %.0f GFLOP/s" % (t, peak(t)) for t in threads))
+print("\nFMA peak (peak_fma, %s): " % ("AVX-512" if peak_key == "zmm_gflops" else "AVX2") + ", ".join("%s thread(s) %.0f GFLOP/s" % (t, peak(t)) for t in threads))
 for n in notes:
     print(n)
 EOF
