@@ -86,6 +86,10 @@ has_w0=0
 case " $WORKLOADS " in *" w0 "*) has_w0=1 ;; esac
 has_cli=$has_w0  # a workload through `relgrad train` (w0 or *-train): the relgrad command is built
 case " $WORKLOADS " in *-train" "*) has_cli=1 ;; esac
+# W1 on the user's path reads the KJV text that tools/setup.sh writes: stop before the rounds, not in them.
+case " $WORKLOADS " in *" charlm-train "*)
+  [ -s "$root/data/kjv.txt" ] || { echo "run_train.sh: charlm-train needs data/kjv.txt (bash tools/setup.sh writes it)" >&2; exit 1; } ;;
+esac
 
 need=""
 pkgs="python3-torch python3-numpy libopenblas0-pthread"
