@@ -17,6 +17,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
@@ -228,7 +230,6 @@ double measure_rate(GemmLibrary library) {
 // ---- the cache -----------------------------------------------------------------------------------
 
 constexpr const char* kCacheHeader = "relgrad gemm-choice 1";
-constexpr const char* kCacheFile = "gemm-choice.txt";
 
 // What a cached choice must have been measured on: this processor, its core count, and each
 // library's version and kernels (a new OpenBLAS, or BLIS installed since, means measuring again).
@@ -236,6 +237,15 @@ std::string machine_key() {
   std::string key = cpu_model_name() + " | cores " + std::to_string(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
   for (GemmLibrary library : kGemmLibraries) key += std::string(" | ") + gemm_library_kernel(library);
   return key;
+}
+
+// 16 hex digits of the key's 64-bit FNV-1a hash: the cache file's name (gemm_cache_file).
+std::string machine_key_hash(const std::string& key) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : key) h = (h ^ c) * 1099511628211ull;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return hex;
 }
 
 std::atomic<int> g_override{-1};  // set_gemm_library's library, -1 = the choice's
@@ -339,6 +349,10 @@ std::optional<GemmChoice> parse_gemm_cache(std::string_view text) {
   return choice;
 }
 
+std::string gemm_cache_file(const std::string& cache_dir) {
+  return cache_dir + "/gemm-choice-" + machine_key_hash(machine_key()) + ".txt";
+}
+
 std::string gemm_cache_dir() {
   if (const char* dir = std::getenv("RELGRAD_CACHE_DIR"); dir && *dir) return dir;
   if (const char* dir = std::getenv("XDG_CACHE_HOME"); dir && *dir) return std::string(dir) + "/relgrad";
@@ -359,7 +373,7 @@ GemmChoice choose_gemm_library(const char* requested, const std::string& cache_d
   }
   if (!gemm_library_available(GemmLibrary::OpenBLAS) && !gemm_library_available(GemmLibrary::BLIS))
     return {GemmLibrary::Eigen, "the only one found (libopenblas0 or libblis4-serial would be measured against it)", {}};
-  const std::string path = cache_dir.empty() ? "" : cache_dir + "/" + kCacheFile;
+  const std::string path = cache_dir.empty() ? "" : gemm_cache_file(cache_dir);
   // Processes that start together on a machine without a cache (mpirun's ranks, ctest -j) take turns:
   // the first measures and writes, the others then read its choice, so all use the same library.
   CacheTurn turn(cache_dir);

@@ -5,7 +5,7 @@
 // Which one a process uses is decided once, on the first product:
 //   1. RELGRAD_GEMM=eigen|openblas|blis in the environment: that one (an error if it cannot be loaded);
 //      RELGRAD_GEMM=auto or unset: go on;
-//   2. the choice cached for this processor and these libraries (<cache dir>/gemm-choice.txt), if any;
+//   2. the choice cached for this processor and these libraries (<cache dir>/gemm-choice-<hash>.txt), if any;
 //   3. otherwise measure: each available library runs the same float32 products on the calling thread
 //      (shapes of a transformer step: a Linear, the feed-forward's up projection, Q·Kᵀ and P·V tiles),
 //      timed in thread CPU time (another process on the core does not count), best of several rounds;
@@ -65,6 +65,11 @@ struct GemmChoice {
 GemmChoice choose_gemm_library(const char* requested, const std::string& cache_dir);
 // The cache directory from the environment ("" when none can be named).
 std::string gemm_cache_dir();
+// The cache file in `cache_dir` for this machine and build: gemm-choice-<hash>.txt, the hash that of
+// the processor, core count and libraries' kernels, Eigen's SIMD flags among them. One file per such
+// key, so two builds with other flags (a Release and a sanitizer build) keep their own choices
+// instead of overwriting one file and measuring again in turn, which could flip a near tie.
+std::string gemm_cache_file(const std::string& cache_dir);
 // The cache file's text for this machine and choice, and its reading: the library a text written for
 // this machine (same processor, same libraries and versions) names, or nothing (another machine, an
 // older format, a malformed or truncated file).
