@@ -276,20 +276,9 @@ class CacheTurn {
 
 }  // namespace
 
-const char* gemm_library_name(GemmLibrary library) {
-  switch (library) {
-    case GemmLibrary::Eigen: return "eigen";
-    case GemmLibrary::OpenBLAS: return "openblas";
-    case GemmLibrary::BLIS: return "blis";
-  }
-  return "?";
-}
+const char* gemm_library_name(GemmLibrary library) { return kGemmLibraryNames.name(library); }
 
-std::optional<GemmLibrary> parse_gemm_library(std::string_view name) {
-  for (GemmLibrary library : kGemmLibraries)
-    if (name == gemm_library_name(library)) return library;
-  return std::nullopt;
-}
+std::optional<GemmLibrary> parse_gemm_library(std::string_view name) { return kGemmLibraryNames.find(name); }
 
 bool gemm_library_available(GemmLibrary library) {
   return library == GemmLibrary::Eigen || loaded(library).sgemm != nullptr;

@@ -25,15 +25,19 @@
 #include <string_view>
 #include <vector>
 
+#include "core/base/name_table.h"
+
 namespace relgrad::cpu {
 
 enum class GemmLibrary { Eigen, OpenBLAS, BLIS };
 inline constexpr GemmLibrary kGemmLibraries[] = {GemmLibrary::Eigen, GemmLibrary::OpenBLAS, GemmLibrary::BLIS};
+inline constexpr NameTable<GemmLibrary, 3> kGemmLibraryNames{
+    {{GemmLibrary::Eigen, "eigen"}, {GemmLibrary::OpenBLAS, "openblas"}, {GemmLibrary::BLIS, "blis"}}};
 // A library other than Eigen is chosen only when at least this much faster (1.05 = 5 %): near a tie
 // the dependency-free one, and a margin that noise rarely crosses.
 inline constexpr double kGemmMargin = 1.05;
 
-// "eigen", "openblas", "blis" (the RELGRAD_GEMM values); parse_gemm_library is their inverse.
+// "eigen", "openblas", "blis" (the RELGRAD_GEMM values, kGemmLibraryNames); parse_gemm_library is their inverse.
 const char* gemm_library_name(GemmLibrary library);
 std::optional<GemmLibrary> parse_gemm_library(std::string_view name);
 
