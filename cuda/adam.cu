@@ -1,6 +1,6 @@
 // The fused Adam / AdamW kernel (see cuda/adam.h). One thread per element, grid-stride; elements are
 // independent, so there is nothing to order. The per-step scalars are rounded to the dtype on the
-// host exactly as core/cpu/adam.cpp does (its file is compiled -ffp-contract=off; here every product
+// host exactly as core/cpu/adam.cpp does (compiled -ffp-contract=off, CMakeLists.txt; here every product
 // that feeds a sum goes through a volatile so no compiler can fuse it into an FMA).
 #include <cmath>
 

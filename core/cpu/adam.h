@@ -18,7 +18,7 @@ bool adam_fusable(const Tensor& param, const Tensor& grad, const Tensor& m, cons
 
 // param, grad, m, v (any shape, all the same; param, m, v updated in place). Per element, in the
 // exact order of the composite (every scalar rounded to the tensor's dtype first, no FMA
-// contraction: this file is compiled with -ffp-contract=off), so both give identical bits:
+// contraction: the library is compiled with -ffp-contract=off, CMakeLists.txt), so both give identical bits:
 //   AdamW: p = p · (1 − lr·wd)          Adam: g = g + p · wd
 //   m = m · β1 + g · (1 − β1);  v = v · β2 + (g · (1 − β2)) · g
 //   p = p + (m / (sqrt(v) / sqrt(bc2) + eps)) · (−lr / bc1)
