@@ -241,8 +241,7 @@ std::string machine_key() {
 
 // 16 hex digits of the key's 64-bit FNV-1a hash: the cache file's name (gemm_cache_file).
 std::string machine_key_hash(const std::string& key) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : key) h = (h ^ c) * 1099511628211ull;
+  const uint64_t h = fnv1a64(key.data(), key.size());
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
   return hex;
