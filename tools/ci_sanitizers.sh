@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# CI sanitizer job (run by .ci/run after the README's test command; docs/reliability.md):
-#   1. every CPU test under ASan+UBSan (-fno-sanitize-recover=all): cmake preset "asan" (clang, with
-#      -Werror: the library, tests, examples and benchmarks warning-free with the second compiler), ctest
-#      presets asan and asan-mpi;
-#   2. the libFuzzer targets of fuzz/ (preset "fuzz", clang): replay of the seed corpora (ctest), then
-#      each target fuzzes for RELGRAD_FUZZ_SECONDS (default 25) seconds, two at a time.
+# CI sanitizer job (run by .ci/run after the README's test command; docs/reliability.md), in one build
+# tree: the cmake preset "asan" (clang, with -Werror: the library, tests, examples, benchmarks and the
+# libFuzzer targets of fuzz/ warning-free with the second compiler; RELGRAD_FUZZ instruments all of
+# them with coverage + ASan+UBSan, -fno-sanitize-recover=all):
+#   1. every CPU test under ASan+UBSan and a replay of the fuzzers' seed corpora: ctest presets asan
+#      and asan-mpi;
+#   2. each libFuzzer target fuzzes for RELGRAD_FUZZ_SECONDS (default 25) seconds, two at a time.
 # Any sanitizer report, test failure or fuzzer finding fails the job; a fuzzer's crashing input is
-# printed as hex and kept under build-fuzz/findings/. As root on Debian 12, it installs what is missing.
+# printed as hex and kept under build-asan/findings/. As root on Debian 12, it installs what is missing.
 #   usage: bash tools/ci_sanitizers.sh            RELGRAD_FUZZ_SECONDS=600 bash tools/ci_sanitizers.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,35 +27,30 @@ if [ -n "$missing" ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $missing
 fi
 
-# ---- 1. ASan + UBSan on the CPU test suite --------------------------------------------------------
-stamp "asan: configure + build"
+# ---- 1. ASan + UBSan on the CPU test suite and the seed corpora -----------------------------------
+stamp "asan: configure + build (tests and fuzz targets)"
 cmake --preset asan -DRELGRAD_WERROR=ON >/dev/null
 cmake --build --preset asan -j "$jobs"
-stamp "asan: ctest"
+stamp "asan: ctest (the tests and the fuzz_corpus_* replays)"
 ctest --preset asan -j "$jobs"
 ctest --preset asan-mpi -j "$jobs"  # the MPI tests, with the slow unwinder for tools/lsan.supp
 stamp "asan: done"
 
 # ---- 2. fuzzing -----------------------------------------------------------------------------------
-stamp "fuzz: configure + build"
-cmake --preset fuzz -DRELGRAD_WERROR=ON >/dev/null  # the library warning-free with clang too (.ci/run)
-cmake --build --preset fuzz -j "$jobs"
-stamp "fuzz: replay the seed corpora"
-ctest --preset fuzz -j "$jobs"
-
 declare -A dict=([safetensors]=safetensors [checkpoint]=safetensors [midi]=midi [config_toml]=config_toml
                  [config_json]=config_json [tokens]=tokens
                  [chorales]=chorales)
-work=build-fuzz/ci
-rm -rf "$work" build-fuzz/findings
-mkdir -p "$work" build-fuzz/findings
+work=build-asan/fuzz-ci
+findings=build-asan/findings
+rm -rf "$work" "$findings"
+mkdir -p "$work" "$findings"
 
 # fuzz TARGET: mutates a scratch copy of the corpus (new inputs go to $work, never into fuzz/corpus).
 fuzz() {
   local t=$1
   mkdir -p "$work/$t"
-  build-fuzz/fuzz/fuzz_$t -max_total_time="$fuzz_seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-    -print_funcs=0 -dict="fuzz/dict/${dict[$t]}.dict" -artifact_prefix="build-fuzz/findings/$t-" \
+  build-asan/fuzz/fuzz_$t -max_total_time="$fuzz_seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    -print_funcs=0 -dict="fuzz/dict/${dict[$t]}.dict" -artifact_prefix="$findings/$t-" \
     "$work/$t" "fuzz/corpus/$t" >"$work/$t.log" 2>&1
 }
 stamp "fuzz: ${fuzz_seconds} s per target, $jobs at a time"
@@ -85,9 +81,9 @@ if [ -n "$failed" ]; then
   for t in $failed; do
     echo "== fuzz_$t found a problem; its log ends with:"
     tail -n 60 "$work/$t.log"
-    for f in build-fuzz/findings/"$t"-*; do
+    for f in "$findings"/"$t"-*; do
       [ -f "$f" ] || continue
-      echo "== input $f ($(stat -c %s "$f") bytes; replay: build-fuzz/fuzz/fuzz_$t $f):"
+      echo "== input $f ($(stat -c %s "$f") bytes; replay: build-asan/fuzz/fuzz_$t $f):"
       od -A x -t x1z -v "$f" | head -n 64
     done
   done
