@@ -154,11 +154,14 @@ TEST_CASE("op bias_activation: the op table for every activation") {
 
 TEST_CASE("op bias_activation: the same bits as act(x + bias), forward and backward, on large rows") {
   // (4, 16, 2100): 2100 columns are two full column blocks of the backward (core/cpu/fused.h) and a
-  // partial one, run on several threads.
+  // partial one, run on several threads. (4, 128, 1000): one block, so dx is computed with the rows
+  // shared out and db summed afterwards (on a machine with more than one thread).
+  for (int64_t width : {2100, 1000})
   for (Activation a : kActivations) {
     for (DType dt : {kFloat64, kFloat32}) {
-      INFO((std::string(activation_name(a)) + " " + dtype_name(dt)));
-      TensorList f = leaves({uniform({4, 16, 2100}, -3, 3, dt, 1), uniform({2100}, -1, 1, dt, 2)});
+      INFO((std::string(activation_name(a)) + " " + dtype_name(dt) + ", " + std::to_string(width) + " columns"));
+      const int64_t rows = width == 1000 ? 128 : 16;
+      TensorList f = leaves({uniform({4, rows, width}, -3, 3, dt, 1), uniform({width}, -1, 1, dt, 2)});
       TensorList c = leaves(f);
       Tensor y = bias_activation(f[0], f[1], a), yc = composite_bias_activation(c[0], c[1], a);
       check_bits(y, yc, "forward");
@@ -167,7 +170,7 @@ TEST_CASE("op bias_activation: the same bits as act(x + bias), forward and backw
       yc.backward(g);
       const bool bits = same_bits_expected(a, dt);
       check_grad(f[0].grad(), c[0].grad(), "dx", bits);
-      check_grad(f[1].grad(), c[1].grad(), "dbias", bits, 4 * 16);
+      check_grad(f[1].grad(), c[1].grad(), "dbias", bits, 4 * rows);
     }
   }
 }
@@ -189,19 +192,23 @@ TEST_CASE("op bias_activation: only x or only the bias needs a gradient") {
 TEST_CASE("op bias_activation: dbias does not depend on the thread count") {
 #ifdef _OPENMP
   const int saved = omp_get_max_threads();
-  std::vector<std::vector<float>> results;
-  for (int threads : {1, 2, 3}) {
-    omp_set_num_threads(threads);
-    // 2100 columns: three column blocks, shared out between the threads.
-    Tensor x = uniform({300, 2100}, -2, 2, kFloat32, 1).requires_grad_(), b = uniform({2100}, -1, 1, kFloat32, 2).requires_grad_();
-    bias_activation(x, b, Activation::Gelu).backward(uniform({300, 2100}, -1, 1, kFloat32, 3));
-    std::vector<float> r = b.grad().to_vector<float>(), rx = x.grad().to_vector<float>();
-    r.insert(r.end(), rx.begin(), rx.end());
-    results.push_back(r);
+  // 2100 columns: three column blocks, shared out between the threads. 1000 and 40: one block, dx
+  // by rows and db by parts of the columns (40 columns: fewer 16-column parts than 3 threads would take).
+  for (const Shape& shape : {Shape{300, 2100}, Shape{300, 1000}, Shape{1000, 40}}) {
+    INFO(shape_str(shape));
+    std::vector<std::vector<float>> results;
+    for (int threads : {1, 2, 3}) {
+      omp_set_num_threads(threads);
+      Tensor x = uniform(shape, -2, 2, kFloat32, 1).requires_grad_(), b = uniform({shape[1]}, -1, 1, kFloat32, 2).requires_grad_();
+      bias_activation(x, b, Activation::Gelu).backward(uniform(shape, -1, 1, kFloat32, 3));
+      std::vector<float> r = b.grad().to_vector<float>(), rx = x.grad().to_vector<float>();
+      r.insert(r.end(), rx.begin(), rx.end());
+      results.push_back(r);
+    }
+    omp_set_num_threads(saved);
+    CHECK(results[0] == results[1]);  // bit for bit
+    CHECK(results[0] == results[2]);
   }
-  omp_set_num_threads(saved);
-  CHECK(results[0] == results[1]);  // bit for bit
-  CHECK(results[0] == results[2]);
 #endif
 }
 

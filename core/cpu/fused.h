@@ -35,22 +35,58 @@ inline constexpr int64_t kBiasGradColumns = 1024;
 
 // gy, x, dx (R, N); b (N); db (N) or null (not wanted).
 //   dx = f.grad(x + b, ·, gy),  db = Σ_r dx[r, :]  (in double, r = 0 .. R-1)
+// Several column blocks: one pass, blocks shared out between the threads. One block (N up to 1024,
+// every feed-forward at the default sizes) on several threads: that pass would run on one thread, so
+// dx is computed with the rows shared out first, and db then sums dx's columns, each thread a
+// contiguous part of them. Either way each element and each column's row-order sum are the same
+// operations, so the bits do not depend on the path or the thread count.
 template <class T, class F>
 void bias_activation_backward(const T* gy, const T* x, const T* b, T* dx, T* db, int64_t R, int64_t N, F f) {
+  auto dx_rows = [&](int64_t r, int64_t i0, int64_t w) {
+    const T* gr = gy + r * N + i0;
+    const T* xr = x + r * N + i0;
+    const T* bc = b + i0;
+    T* dr = dx + r * N + i0;
+    for (int64_t j = 0; j < w; ++j) {
+      const T z = static_cast<T>(xr[j] + bc[j]);
+      dr[j] = f.grad(z, z, gr[j]);  // the y argument is unused by these activations
+    }
+  };
+  // db[i0 .. i0 + w) = Σ_r dx[r, i0 .. i0 + w), rows in order.
+  auto db_columns = [&](int64_t i0, int64_t w) {
+    std::vector<double> acc(w, 0.0);
+    for (int64_t r = 0; r < R; ++r) {
+      const T* dr = dx + r * N + i0;
+      for (int64_t j = 0; j < w; ++j) acc[j] += dr[j];
+    }
+    for (int64_t j = 0; j < w; ++j) db[i0 + j] = static_cast<T>(acc[j]);
+  };
   const int64_t blocks = (N + kBiasGradColumns - 1) / kBiasGradColumns;
-#pragma omp parallel for schedule(static) if (R * N >= kParallelGrain && blocks > 1)
+  const bool parallel = R * N >= kParallelGrain;
+#ifdef _OPENMP
+  if (blocks == 1 && parallel && R > 1 && omp_get_max_threads() > 1 && !omp_in_parallel()) {
+#pragma omp parallel
+    {
+#pragma omp for schedule(static)
+      for (int64_t r = 0; r < R; ++r) dx_rows(r, 0, N);
+      // (the loop's barrier: every row of dx is written)
+      if (db) {
+        const int64_t parts = omp_get_num_threads(), part = omp_get_thread_num();
+        const int64_t per = ((N + parts - 1) / parts + 15) / 16 * 16;  // whole cache lines of floats
+        const int64_t i0 = std::min(N, part * per), i1 = std::min(N, i0 + per);
+        if (i0 < i1) db_columns(i0, i1 - i0);
+      }
+    }
+    return;
+  }
+#endif
+#pragma omp parallel for schedule(static) if (parallel && blocks > 1)
   for (int64_t c = 0; c < blocks; ++c) {
     const int64_t i0 = c * kBiasGradColumns, w = std::min(kBiasGradColumns, N - i0);
     std::vector<double> acc(w, 0.0);
-    const T* bc = b + i0;
     for (int64_t r = 0; r < R; ++r) {
-      const T* gr = gy + r * N + i0;
-      const T* xr = x + r * N + i0;
-      T* dr = dx + r * N + i0;
-      for (int64_t j = 0; j < w; ++j) {
-        const T z = static_cast<T>(xr[j] + bc[j]);
-        dr[j] = f.grad(z, z, gr[j]);  // the y argument is unused by these activations
-      }
+      dx_rows(r, i0, w);
+      const T* dr = dx + r * N + i0;
       for (int64_t j = 0; j < w; ++j) acc[j] += dr[j];
     }
     if (db)
