@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # CI sanitizer job (run by .ci/run after the README's test command; docs/reliability.md), in one build
 # tree: the cmake preset "asan" (clang, with -Werror: the library, tests, examples, benchmarks and the
-# libFuzzer targets of fuzz/ warning-free with the second compiler; RELGRAD_FUZZ instruments all of
-# them with coverage + ASan+UBSan, -fno-sanitize-recover=all):
+# libFuzzer targets of fuzz/ warning-free with the second compiler; all of them with ASan+UBSan,
+# -fno-sanitize-recover=all, and RELGRAD_FUZZ's libFuzzer coverage in the parsers' floors):
 #   1. every CPU test under ASan+UBSan and a replay of the fuzzers' seed corpora: ctest presets asan
 #      and asan-mpi;
 #   2. each libFuzzer target fuzzes for RELGRAD_FUZZ_SECONDS (default 25) seconds, two at a time.
