@@ -4,15 +4,13 @@
 //   q·kᵀ + relative_gather(q_rel·Eᵀ, C) → masked_softmax(·, mask, scale, relative_gather(bias, C_b)) → ·v
 // runs on them forward and backward; the backward's loop order and the thread count are forced per scope.
 #pragma once
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include <algorithm>
 #include <string>
 
 #include "core/cpu/flash_attention.h"
 #include "testing.h"
+#include "thread_count.h"
 
 namespace relgrad::testing::flash {
 
@@ -196,16 +194,7 @@ inline std::vector<Geometry> geometries() {
   return out;
 }
 
-// Runs with `n` OpenMP threads until the end of the scope.
-struct ThreadCount {
-#ifdef _OPENMP
-  int saved = omp_get_max_threads();
-  explicit ThreadCount(int n) { omp_set_num_threads(n); }
-  ~ThreadCount() { omp_set_num_threads(saved); }
-#else
-  explicit ThreadCount(int) {}
-#endif
-};
+using relgrad::testing::ThreadCount;  // tests/thread_count.h
 
 // Several waves of per-task buffers. Two passes: a task is (b, h, query tile), whose buffers hold at
 // least t1 distances and (full table) t1 rows of D, at most t1 + 63 of each. One pass: a task is

@@ -5,11 +5,11 @@
 // that use them (FeedForward, EncoderBlock, DecoderBlock, dropout on).
 #include <cmath>
 #ifdef _OPENMP
-#include <omp.h>
 #endif
 
 #include "layers/blocks.h"
 #include "op_harness.h"
+#include "thread_count.h"
 
 using namespace relgrad;
 using namespace relgrad::testing;
@@ -191,21 +191,19 @@ TEST_CASE("op bias_activation: only x or only the bias needs a gradient") {
 
 TEST_CASE("op bias_activation: dbias does not depend on the thread count") {
 #ifdef _OPENMP
-  const int saved = omp_get_max_threads();
   // 2100 columns: three column blocks, shared out between the threads. 1000 and 40: one block, dx
   // by rows and db by parts of the columns (40 columns: fewer 16-column parts than 3 threads would take).
   for (const Shape& shape : {Shape{300, 2100}, Shape{300, 1000}, Shape{1000, 40}}) {
     INFO(shape_str(shape));
     std::vector<std::vector<float>> results;
     for (int threads : {1, 2, 3}) {
-      omp_set_num_threads(threads);
+      const ThreadCount n(threads);
       Tensor x = uniform(shape, -2, 2, kFloat32, 1).requires_grad_(), b = uniform({shape[1]}, -1, 1, kFloat32, 2).requires_grad_();
       bias_activation(x, b, Activation::Gelu).backward(uniform(shape, -1, 1, kFloat32, 3));
       std::vector<float> r = b.grad().to_vector<float>(), rx = x.grad().to_vector<float>();
       r.insert(r.end(), rx.begin(), rx.end());
       results.push_back(r);
     }
-    omp_set_num_threads(saved);
     CHECK(results[0] == results[1]);  // bit for bit
     CHECK(results[0] == results[2]);
   }

@@ -4,10 +4,10 @@
 #include <cmath>
 #include <limits>
 #ifdef _OPENMP
-#include <omp.h>
 #endif
 
 #include "op_harness.h"
+#include "thread_count.h"
 
 using namespace relgrad;
 using namespace relgrad::testing;
@@ -159,10 +159,9 @@ TEST_CASE("op norm fused kernels match the composite twin on large inputs") {
 
 TEST_CASE("op norm dweight and dbias do not depend on the thread count") {
 #ifdef _OPENMP
-  const int saved = omp_get_max_threads();
   std::vector<std::vector<float>> results;
   for (int threads : {1, 2, 3}) {
-    omp_set_num_threads(threads);
+    const ThreadCount n(threads);
     Tensor x = uniform({1000, 96}, -2, 2, kFloat32, 1).requires_grad_();
     Tensor w = uniform({96}, 0.5, 1.5, kFloat32, 2).requires_grad_(), b = zeros({96}).requires_grad_();
     layer_norm(x, {96}, w, b).backward(uniform({1000, 96}, -1, 1, kFloat32, 3));
@@ -170,7 +169,6 @@ TEST_CASE("op norm dweight and dbias do not depend on the thread count") {
     r.insert(r.end(), rb.begin(), rb.end());
     results.push_back(r);
   }
-  omp_set_num_threads(saved);
   CHECK(results[0] == results[1]);  // bit for bit
   CHECK(results[0] == results[2]);
 #endif
