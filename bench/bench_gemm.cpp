@@ -1,5 +1,5 @@
-// GEMM alternatives on the shapes of the W1/W2 training workloads (bench/bench_train.cpp); float32, in
-// one process, timed alternately rep by rep:
+// GEMM alternatives on the shapes of the training workloads W1/W2 (bench/bench_train.cpp) and W0 (the
+// default run); float32, in one process, timed alternately rep by rep:
 //   eigen, openblas, blis  each GEMM library relgrad can call (core/cpu/gemm_library.h) that is found
 //             here, through cpu::gemm_tile: one call per batch entry, on the calling thread, as
 //             cpu::matmul's tiles call it;
@@ -71,6 +71,15 @@ int main() {
       {"W2 P·V 64 × (128x128)·(128x64)", 64, 128, 128, 64, false, false},
       {"W2 dV = Pᵀ·dO 64 × (128x128)ᵀ·(128x64)", 64, 128, 128, 64, true, false},
       {"small 256 × (64x64)·(64x64)", 256, 64, 64, 64, false, false},
+      // W0, the default run (configs/default.toml): 32 sequences of up to 17 positions, d_model 64,
+      // 4 heads of 16, d_ff 256.
+      {"W0 Linear (544x64)·(64x64)ᵀ", 1, 544, 64, 64, false, true},
+      {"W0 FFN up (544x64)·(256x64)ᵀ", 1, 544, 64, 256, false, true},
+      {"W0 FFN down (544x256)·(64x256)ᵀ", 1, 544, 256, 64, false, true},
+      {"W0 dW (544x256)ᵀ·(544x64)", 1, 256, 544, 64, true, false},
+      {"W0 Q·Kᵀ 128 × (17x16)·(17x16)ᵀ", 128, 17, 16, 17, false, true},
+      {"W0 P·V 128 × (17x17)·(17x16)", 128, 17, 17, 16, false, false},
+      {"W0 dV = Pᵀ·dO 128 × (17x17)ᵀ·(17x16)", 128, 17, 17, 16, true, false},
       {"edge 4 × (1024x256)·(256x1024)", 4, 1024, 256, 1024, false, false},
   };
   std::printf("clock: %s; matmul's library: %s (%s)\n", cpu_clock ? "per-thread CPU time" : "wall",
