@@ -8,20 +8,18 @@
 #include <string>
 #include <vector>
 
-namespace CLI {
-class App;
-}
+#include "train/command/command_line.h"
 
 namespace relgrad::cli_detail {
 
 // One command's options and action. declare() binds the options to the object's members; run() is
-// called once the whole command line parsed, with the same App (for count() and remaining()).
+// called once the whole command line parsed, with the same CommandLine (for count() and remaining()).
 class Subcommand {
  public:
   virtual ~Subcommand() = default;
-  virtual void declare(CLI::App& app) = 0;
+  virtual void declare(CommandLine& app) = 0;
   // The exit code (cli.h); errors are thrown (UsageError for exit 2) and reported by run_cli.
-  virtual int run(CLI::App& app, std::ostream& out) = 0;
+  virtual int run(CommandLine& app, std::ostream& out) = 0;
 };
 
 struct SubcommandEntry {

@@ -1,7 +1,5 @@
 // relgrad addition-bench [--full] [--treatments ...] [--plain-treatments ...] [--no-plain] [--seeds ...] [--steps N]
 // [--out DIR]
-#include <CLI/CLI.hpp>
-
 #include "train/command/cli_commands.h"  // UsageError
 #include "train/command/subcommand.h"
 #include "train/instruments/addition_bench.h"
@@ -13,7 +11,7 @@ namespace {
 
 class AdditionBenchCommand final : public Subcommand {
  public:
-  void declare(CLI::App& app) override {
+  void declare(CommandLine& app) override {
     AdditionBenchOptions& o = options_;
     app.add_flag("--full", o.full, "the documented run (docs/addition.md); default: the CI form");
     app.add_option("--treatments", treatments_,
@@ -23,11 +21,11 @@ class AdditionBenchCommand final : public Subcommand {
     app.add_flag("--no-plain", no_plain_, "no model without index hints");
     app.add_option("--seeds", seeds_, "comma-separated seeds (default: 1,2,3)");
     app.add_option("--steps", o.steps, "training steps per model (default: the form's)")
-        ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
+        .range(int64_t(1), int64_t(1) << 30);
     app.add_option("--out", o.out_dir, "folder for the tables, pictures and checkpoints");
   }
 
-  int run(CLI::App& app, std::ostream& out) override {
+  int run(CommandLine& app, std::ostream& out) override {
     try {  // a list left out keeps the form's (empty); every malformed option is a usage error
       if (app.count("--plain-treatments"))
         options_.plain_treatments = parse_name_list(plain_treatments_, "--plain-treatments", "addition-bench");

@@ -1,6 +1,4 @@
 // relgrad context-bench [--full] [--treatments ...] [--seeds ...] [--steps N] [--text FILE] [--out DIR]
-#include <CLI/CLI.hpp>
-
 #include "train/command/cli_commands.h"  // UsageError
 #include "train/command/subcommand.h"
 #include "train/instruments/context_bench.h"
@@ -11,18 +9,18 @@ namespace {
 
 class ContextBenchCommand final : public Subcommand {
  public:
-  void declare(CLI::App& app) override {
+  void declare(CommandLine& app) override {
     ContextBenchOptions& o = options_;
     app.add_flag("--full", o.full, "the documented run (about 17 minutes on one idle core); default: the CI form");
     app.add_option("--treatments", treatments_, "comma-separated, e.g. sinusoidal,rope,t5,alibi (default: the form's)");
     app.add_option("--seeds", seeds_, "comma-separated seeds (default: 1,2,3 with --full, else 1,2)");
     app.add_option("--steps", o.steps, "training steps per model (default: the form's)")
-        ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
+        .range(int64_t(1), int64_t(1) << 30);
     app.add_option("--text", o.text_path, "the text to train and evaluate on (default: data/kjv.txt)");
     app.add_option("--out,--out-dir", o.out_dir, "folder for the tables, the picture and the checkpoints");
   }
 
-  int run(CLI::App& app, std::ostream& out) override {
+  int run(CommandLine& app, std::ostream& out) override {
     // A list left out keeps the form's (empty); a malformed list, an unknown treatment or a missing text is a
     // usage error (InstrumentOptionError and the bench's own are relgrad::Error).
     try {

@@ -1,6 +1,4 @@
 // relgrad cope-bench [--full] [--tasks ...] [--treatments ...] [--seeds ...] [--steps N] [--out DIR]
-#include <CLI/CLI.hpp>
-
 #include "train/command/cli_commands.h"  // UsageError
 #include "train/command/subcommand.h"
 #include "train/instruments/cope_bench.h"
@@ -12,7 +10,7 @@ namespace {
 
 class CopeBenchCommand final : public Subcommand {
  public:
-  void declare(CLI::App& app) override {
+  void declare(CommandLine& app) override {
     CopeBenchOptions& o = options_;
     app.add_flag("--full", o.full, "the documented run (docs/cope-tasks.md); default: the CI form");
     app.add_option("--tasks", tasks_,
@@ -20,11 +18,11 @@ class CopeBenchCommand final : public Subcommand {
     app.add_option("--treatments", treatments_, "comma-separated, e.g. cope,rope,learned (default: the form's)");
     app.add_option("--seeds", seeds_, "comma-separated seeds (default: 1,2,3)");
     app.add_option("--steps", o.steps, "training steps per model (default: the form's)")
-        ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
+        .range(int64_t(1), int64_t(1) << 30);
     app.add_option("--out", o.out_dir, "folder for the tables and checkpoints");
   }
 
-  int run(CLI::App& app, std::ostream& out) override {
+  int run(CommandLine& app, std::ostream& out) override {
     try {  // a list left out keeps the form's (empty); bad options are usage errors (exit 2)
       if (app.count("--tasks")) options_.tasks = parse_name_list(tasks_, "--tasks", "cope-bench");
       if (app.count("--treatments")) options_.treatments = parse_name_list(treatments_, "--treatments", "cope-bench");

@@ -1,7 +1,5 @@
 // relgrad eval CHECKPOINT [--batches N] [--dump-logits FILE [--input ...] [--target ...]] [--data.KEY=VALUE ...]
 //              [--model.PLACE.rope_scaling…=VALUE ...]
-#include <CLI/CLI.hpp>
-
 #include "train/command/checkpoint_overrides.h"
 #include "train/command/cli_args.h"
 #include "train/command/cli_commands.h"
@@ -12,9 +10,9 @@ namespace {
 
 class EvalCommand final : public Subcommand {
  public:
-  void declare(CLI::App& app) override {
+  void declare(CommandLine& app) override {
     EvalArgs& a = args_;
-    app.add_option("checkpoint", a.checkpoint, "checkpoint file")->required();
+    app.add_option("checkpoint", a.checkpoint, "checkpoint file").required();
     app.add_option("--batches", a.batches, "held-out batches");
     app.add_option("--dump-logits", a.dump_path, "write logits (and their inputs) to this safetensors file");
     app.add_option("--input", a.input, "tokens to dump logits for (default: held-out batch 0)");
@@ -29,7 +27,7 @@ class EvalCommand final : public Subcommand {
                "--model.decoder_self.rope_scaling=yarn (" + eval_model_keys_text() + ")");
   }
 
-  int run(CLI::App& app, std::ostream& out) override {
+  int run(CommandLine& app, std::ostream& out) override {
     EvalArgs& a = args_;
     if (app.count("--input") && blank(a.input))
       throw UsageError("[eval] --input is empty: give tokens, or leave --input out (held-out batch 0)");

@@ -1,6 +1,4 @@
 // relgrad experiments [--full] [--only D1|D2|D3|D6] [--sweep] [--out FILE.md] [per-run overrides]
-#include <CLI/CLI.hpp>
-
 #include <cctype>
 
 #include "core/file_io.h"
@@ -15,7 +13,7 @@ namespace {
 
 class ExperimentsCommand final : public Subcommand {
  public:
-  void declare(CLI::App& app) override {
+  void declare(CommandLine& app) override {
     ExperimentOptions& o = options_;
     app.add_flag("--full", o.full, "the full forms (minutes each); default: the small CI forms");
     app.add_option("--only", o.only, "one experiment: D1, D2, D3 or D6");
@@ -40,7 +38,7 @@ class ExperimentsCommand final : public Subcommand {
     app.add_flag("--sweep", o.sweep, "the claims' limits (train/instruments/experiment_limits.h) instead of the report");
   }
 
-  int run(CLI::App& app, std::ostream& out) override {
+  int run(CommandLine& app, std::ostream& out) override {
     ExperimentOptions& o = options_;
     std::string only = o.only;
     for (char& ch : only) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));

@@ -1,6 +1,4 @@
 // relgrad inspect CHECKPOINT
-#include <CLI/CLI.hpp>
-
 #include "train/command/cli_commands.h"
 #include "train/command/subcommand.h"
 
@@ -9,8 +7,8 @@ namespace {
 
 class InspectCommand final : public Subcommand {
  public:
-  void declare(CLI::App& app) override { app.add_option("checkpoint", path_, "checkpoint file")->required(); }
-  int run(CLI::App&, std::ostream& out) override { return cmd_inspect(path_, out); }
+  void declare(CommandLine& app) override { app.add_option("checkpoint", path_, "checkpoint file").required(); }
+  int run(CommandLine&, std::ostream& out) override { return cmd_inspect(path_, out); }
 
  private:
   std::string path_;

@@ -1,6 +1,4 @@
 // relgrad length-bench [--full] [--tasks ...] [--treatments ...] [--seeds ...] [--steps N] [--out DIR]
-#include <CLI/CLI.hpp>
-
 #include "train/command/cli_commands.h"  // UsageError
 #include "train/command/subcommand.h"
 #include "train/instruments/experiments.h"  // parse_name_list, parse_seed_list
@@ -12,18 +10,18 @@ namespace {
 
 class LengthBenchCommand final : public Subcommand {
  public:
-  void declare(CLI::App& app) override {
+  void declare(CommandLine& app) override {
     LengthBenchOptions& o = options_;
     app.add_flag("--full", o.full, "the documented run (about an hour on 2 cores); default: the CI form");
     app.add_option("--tasks", tasks_, "comma-separated: copy, reverse, addition, sorting, parity (default: the form's)");
     app.add_option("--treatments", treatments_, "comma-separated, e.g. none,t5,rope,seed (default: the form's)");
     app.add_option("--seeds", seeds_, "comma-separated seeds (default: 1,2,3 with --full, else 1,2)");
     app.add_option("--steps", o.steps, "training steps per model (default: the form's)")
-        ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
+        .range(int64_t(1), int64_t(1) << 30);
     app.add_option("--out", o.out_dir, "folder for the tables, pictures and checkpoints");
   }
 
-  int run(CLI::App& app, std::ostream& out) override {
+  int run(CommandLine& app, std::ostream& out) override {
     try {  // a list left out keeps the form's (empty); the instruments' list syntax, a usage error
       if (app.count("--tasks")) options_.tasks = parse_name_list(tasks_, "--tasks", "length-bench");
       if (app.count("--treatments")) options_.treatments = parse_name_list(treatments_, "--treatments", "length-bench");

@@ -1,7 +1,5 @@
 // relgrad music-bench [--full | --pope-size] [--treatments ...] [--seeds ...] [--steps N] [--no-harmony]
 //                     [--chorales F] [--out DIR] [--device D]
-#include <CLI/CLI.hpp>
-
 #include "train/command/cli_commands.h"  // UsageError
 #include "train/command/subcommand.h"
 #include "train/instruments/experiments.h"  // parse_name_list, parse_seed_list
@@ -13,14 +11,14 @@ namespace {
 
 class MusicBenchCommand final : public Subcommand {
  public:
-  void declare(CLI::App& app) override {
+  void declare(CommandLine& app) override {
     MusicBenchOptions& o = options_;
     app.add_flag("--full", o.full, "the documented run (about an hour); default: the small CI form");
     app.add_option("--treatments", treatments_,
                    "comma-separated, e.g. none,huang,t5 (default: all with --full, else none,huang)");
     app.add_option("--seeds", seeds_, "comma-separated seeds (default: 1,2,3 with --full, else 1,2)");
     app.add_option("--steps", o.steps, "training steps per model (default: the form's)")
-        ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
+        .range(int64_t(1), int64_t(1) << 30);
     app.add_flag("--no-harmony", no_harmony_, "skip the harmonisation comparison");
     app.add_option("--chorales", o.chorales_path, "the chorale file (default: the shipped one)");
     app.add_option("--out", o.out_dir, "folder for the tables, pictures and checkpoints");
@@ -30,7 +28,7 @@ class MusicBenchCommand final : public Subcommand {
     app.add_option("--device", o.device, "where every model trains: cpu (default), cuda, cuda:N");
   }
 
-  int run(CLI::App& app, std::ostream& out) override {
+  int run(CommandLine& app, std::ostream& out) override {
     options_.harmony = !no_harmony_;
     try {  // a list left out keeps the form's (empty); the instruments' list syntax, a usage error
       if (app.count("--treatments")) options_.treatments = parse_name_list(treatments_, "--treatments", "music-bench");

@@ -1,6 +1,4 @@
 // relgrad plot LOG [-o OUT.svg|OUT.png]
-#include <CLI/CLI.hpp>
-
 #include <ostream>
 
 #include "core/file_io.h"
@@ -12,12 +10,12 @@ namespace {
 
 class PlotCommand final : public Subcommand {
  public:
-  void declare(CLI::App& app) override {
-    app.add_option("log", log_, "log.jsonl or log.csv")->required();
+  void declare(CommandLine& app) override {
+    app.add_option("log", log_, "log.jsonl or log.csv").required();
     app.add_option("-o,--output", out_path_, "output .svg or .png (default: loss.svg next to the log)");
   }
 
-  int run(CLI::App&, std::ostream& out) override {
+  int run(CommandLine&, std::ostream& out) override {
     if (out_path_.empty()) out_path_ = directory_of(log_) + "/loss.svg";
     plot_training_log(log_, out_path_);
     out << "wrote " << out_path_ << "\n";

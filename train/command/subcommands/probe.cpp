@@ -1,6 +1,4 @@
 // relgrad probe CHECKPOINT [--reach R] [--out DIR] [--delta D ...] [--queries RANGE] [--compare CHECKPOINT] ...
-#include <CLI/CLI.hpp>
-
 #include "train/command/cli_commands.h"
 #include "train/command/subcommand.h"
 #include "train/instruments/probe.h"
@@ -10,23 +8,23 @@ namespace {
 
 class ProbeCommand final : public Subcommand {
  public:
-  void declare(CLI::App& app) override {
+  void declare(CommandLine& app) override {
     ProbeOptions& o = options_;  // every flag of relgrad probe (train/instruments/probe.h, run_probe)
-    app.add_option("checkpoint", o.checkpoint, "checkpoint file")->required();
+    app.add_option("checkpoint", o.checkpoint, "checkpoint file").required();
     app.add_option("--reach", o.reach, "largest |δ| shown (default: the batch's longest offset)")
-        ->check(CLI::Range(int64_t(0), int64_t(1) << 20));
+        .range(int64_t(0), int64_t(1) << 20);
     app.add_option("--out", o.out_dir, "folder for the pictures (default: probe/ next to the checkpoint)");
     app.add_option("--delta", o.deltas, "mass per head at δ (-5) or a range (-7:-5); repeatable")
-        ->allow_extra_args(false);
+        .allow_extra_args(false);
     app.add_option("--queries", o.queries, "which queries the masses count: an index range (5:, :10, 3:8) or \"needed\"");
     app.add_option("--compare", o.compare_checkpoint, "a second checkpoint probed on the same batch");
     app.add_option("--csv", o.csv, "the curves as CSV (default: curves.csv beside the pictures)");
     app.add_option("--json", o.json, "the curves as JSON (default: curves.json beside the pictures)");
     app.add_option("--compare-csv", o.compare_csv, "--compare's table as CSV (default: compare.csv)");
-    app.add_option("--batch", o.batch, "held-out batch N (default 0)")->check(CLI::Range(int64_t(0), INT64_MAX));
+    app.add_option("--batch", o.batch, "held-out batch N (default 0)").range(int64_t(0), INT64_MAX);
   }
 
-  int run(CLI::App&, std::ostream& out) override {
+  int run(CommandLine&, std::ostream& out) override {
     try {
       return run_probe(options_, out);
     } catch (const InstrumentOptionError& e) {

@@ -1,7 +1,5 @@
 // relgrad sample CHECKPOINT [--input | --prompt | --prompt-midi | --chorale | --melody] [sampling options]
 //                [--model.PLACE.rope_scaling…=VALUE ...]
-#include <CLI/CLI.hpp>
-
 #include "train/command/checkpoint_overrides.h"
 #include "train/command/cli_args.h"
 #include "train/command/cli_commands.h"
@@ -12,25 +10,25 @@ namespace {
 
 class SampleCommand final : public Subcommand {
  public:
-  void declare(CLI::App& app) override {
+  void declare(CommandLine& app) override {
     SampleArgs& a = args_;
-    app.add_option("checkpoint", a.checkpoint, "checkpoint file")->required();
+    app.add_option("checkpoint", a.checkpoint, "checkpoint file").required();
     app.add_option("--input", a.input, "synthetic-task models: source tokens by name, e.g. \"4 1 7\"");
     app.add_option("--prompt", a.prompt, "text models: the prompt");
     app.add_option("-n,--num", a.num, "samples (default: 4 held-out inputs for a synthetic task, 1 otherwise)")
-        ->check(CLI::Range(1, 1000));
+        .range(1, 1000);
     app.add_option("--max-new-tokens", a.max_new_tokens, "default: the config's sample.max_new_tokens")
-        ->check(CLI::Range(1, 1 << 20));
-    app.add_option("--temperature", a.temperature, "0 = greedy")->check(CLI::Range(0.0, 1e6));
-    app.add_option("--top-k", a.top_k, "0 = off")->check(CLI::Range(0, 1 << 30));
-    app.add_option("--top-p", a.top_p, "1 = off")->check(CLI::Range(0.0, 1.0));
-    app.add_option("--seed", a.seed, "sampling seed")->check(CLI::Range(int64_t(0), INT64_MAX));
+        .range(1, 1 << 20);
+    app.add_option("--temperature", a.temperature, "0 = greedy").range(0.0, 1e6);
+    app.add_option("--top-k", a.top_k, "0 = off").range(0, 1 << 30);
+    app.add_option("--top-p", a.top_p, "1 = off").range(0.0, 1.0);
+    app.add_option("--seed", a.seed, "sampling seed").range(int64_t(0), INT64_MAX);
     app.add_option("--format", a.format, "text (print) or midi (music and chorale models: write .mid files)")
-        ->check(CLI::IsMember({"text", "midi"}));
+        .one_of({"text", "midi"});
     app.add_option("-o,--output", a.output, "--format midi: output file (default sample.mid; _N added for -n > 1)");
     app.add_option("--prompt-midi", a.prompt_midi, "music models and chorale continuations: continue this .mid file");
     app.add_option("--chorale", a.chorale, "chorale models: the valid chorale to continue or harmonise (default 0)")
-        ->check(CLI::Range(int64_t(0), INT64_MAX));
+        .range(int64_t(0), INT64_MAX);
     app.add_option("--melody", a.melody, "chorale harmonisers: harmonise this .mid file's melody");
     app.add_option("--device", a.device, "cpu (default), cuda or cuda:N: where the model runs");
     app.add_flag("--tf32", tf32_, "TF32 for float32 GEMMs on the GPU, as train.tf32 (no effect on the CPU)");
@@ -39,7 +37,7 @@ class SampleCommand final : public Subcommand {
                eval_model_keys_text() + ")");
   }
 
-  int run(CLI::App& app, std::ostream& out) override {
+  int run(CommandLine& app, std::ostream& out) override {
     SampleArgs& a = args_;
     const std::vector<std::string> rest = take_model_overrides(app.remaining(), "sample", a.model_overrides);
     if (!rest.empty())

@@ -1,6 +1,4 @@
 // relgrad tokenize INPUT OUTPUT: a file's bytes as a token data file (vocab 256).
-#include <CLI/CLI.hpp>
-
 #include <ostream>
 
 #include "core/file_io.h"
@@ -12,12 +10,12 @@ namespace {
 
 class TokenizeCommand final : public Subcommand {
  public:
-  void declare(CLI::App& app) override {
-    app.add_option("input", input_, "any file")->required();
-    app.add_option("output", output_, "the token file to write (atomically)")->required();
+  void declare(CommandLine& app) override {
+    app.add_option("input", input_, "any file").required();
+    app.add_option("output", output_, "the token file to write (atomically)").required();
   }
 
-  int run(CLI::App&, std::ostream& out) override {
+  int run(CommandLine&, std::ostream& out) override {
     const std::string bytes = read_file(input_, "tokenize", uint64_t(1) << 31);  // ids are int32 counts
     std::vector<int32_t> ids(bytes.begin(), bytes.end());
     for (int32_t& id : ids) id &= 0xFF;  // char may be signed: the id is the byte's unsigned value

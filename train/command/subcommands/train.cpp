@@ -1,6 +1,4 @@
 // relgrad train [--config FILE] [--resume CHECKPOINT] [--key=value ...] [--device D] [--dry-run] [--help-config]
-#include <CLI/CLI.hpp>
-
 #include "train/command/cli_commands.h"
 #include "train/command/subcommand.h"
 #include "train/config/config.h"
@@ -10,7 +8,7 @@ namespace {
 
 class TrainCommand final : public Subcommand {
  public:
-  void declare(CLI::App& app) override {
+  void declare(CommandLine& app) override {
     app.add_option("-c,--config", config_path_, "TOML or JSON config (default: the built-in default run)");
     app.add_option("--resume", resume_, "checkpoint to continue from (its config, unless --config is given)");
     app.add_flag("--dry-run", dry_run_, "print the effective config and stop");
@@ -19,7 +17,7 @@ class TrainCommand final : public Subcommand {
     app.allow_extras();  // the --key=value overrides
   }
 
-  int run(CLI::App& app, std::ostream& out) override {
+  int run(CommandLine& app, std::ostream& out) override {
     if (help_config_) {
       out << config_help();
       return 0;

@@ -1,0 +1,52 @@
+// What a subcommand (train/command/subcommand.h) declares and reads of its command line: options,
+// flags, which were given and what was left over. A thin layer over CLI11's App, so that only
+// train/command/command_line.cpp and train/command/cli.cpp include CLI/CLI.hpp: every file that
+// includes it compiles CLI11's validators, objects it defines in each such file (some 9 s of a gcc
+// Release build per file on a 2-core machine). The names and behaviour are CLI11's.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace CLI {
+class App;
+class Option;
+}  // namespace CLI
+
+namespace relgrad::cli_detail {
+
+// One declared option, for chaining: app.add_option("--steps", steps, "...").range(1, 100).
+class CommandOption {
+ public:
+  explicit CommandOption(CLI::Option* option) : option_(option) {}
+  CommandOption& required();                                   // CLI11's required()
+  CommandOption& range(int min, int max);                      // CLI::Range over int
+  CommandOption& range(int64_t min, int64_t max);              // CLI::Range over int64_t
+  CommandOption& range(double min, double max);                // CLI::Range over reals
+  CommandOption& one_of(const std::vector<std::string>& values);  // CLI::IsMember
+  CommandOption& allow_extra_args(bool allow);                 // CLI11's allow_extra_args()
+
+ private:
+  CLI::Option* option_;
+};
+
+class CommandLine {
+ public:
+  explicit CommandLine(CLI::App& app) : app_(app) {}
+  // T: the option's type; command_line.cpp instantiates every type a subcommand binds.
+  template <class T>
+  CommandOption add_option(const std::string& name, T& value, const std::string& description);
+  void add_flag(const std::string& name, bool& value, const std::string& description);
+  // How often the option was given (0: not at all).
+  size_t count(const std::string& name) const;
+  // The arguments no option took (with allow_extras): the --key=value overrides.
+  std::vector<std::string> remaining() const;
+  void allow_extras();
+  void footer(const std::string& text);
+
+ private:
+  CLI::App& app_;
+};
+
+}  // namespace relgrad::cli_detail
