@@ -187,7 +187,8 @@ TEST_CASE("user path: data.task periodic_lm, sync and stretch give the experimen
   }
 }
 
-// The documented D1 run (1500 steps of d_model 64, one thread: about 11 s) through `relgrad train`.
+// The documented D1 run (1500 steps of d_model 64, one thread: about 11 s on the AVX-512 EPYC of
+// docs/benchmarks.md, 43 s on the AVX2 one) through `relgrad train`, twice.
 TEST_CASE("user path: relgrad train -c configs/experiments/d1_t5.toml puts ≥ 0.9 of a T5 head at δ = −5") {
   TempDir dir;
   // The held-out batch 0 measure of D1: the best cross-attention head's mean attention on key t − 5
