@@ -4,8 +4,6 @@
 // its composite twin — the same bits on the CPU, forward and backward — alone and inside the layers
 // that use them (FeedForward, EncoderBlock, DecoderBlock, dropout on).
 #include <cmath>
-#ifdef _OPENMP
-#endif
 
 #include "layers/blocks.h"
 #include "op_harness.h"

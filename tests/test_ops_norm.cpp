@@ -3,8 +3,6 @@
 // sizes large enough for the multi-threaded paths, and for run-to-run identical dweight/dbias.
 #include <cmath>
 #include <limits>
-#ifdef _OPENMP
-#endif
 
 #include "op_harness.h"
 #include "thread_count.h"
