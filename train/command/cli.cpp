@@ -97,14 +97,13 @@ int run_command(int argc, const char* const* argv, std::ostream& out_all, std::o
   struct Declared {
     const SubcommandEntry* entry;
     CLI::App* app;
-    CommandLine line;  // what the command sees of app
     std::unique_ptr<Subcommand> command;
   };
   std::vector<Declared> declared;
   for (const SubcommandEntry& entry : subcommands()) {
-    CLI::App* sub = app.add_subcommand(entry.name, entry.summary);
-    Declared d{&entry, sub, CommandLine(*sub), entry.make()};
-    d.command->declare(d.line);
+    Declared d{&entry, app.add_subcommand(entry.name, entry.summary), entry.make()};
+    CommandLine line(*d.app);  // what the command sees of its App
+    d.command->declare(line);
     declared.push_back(std::move(d));
   }
 
@@ -132,7 +131,8 @@ int run_command(int argc, const char* const* argv, std::ostream& out_all, std::o
     for (Declared& d : declared)
       if (d.app->parsed()) {
         command = std::string("relgrad ") + d.entry->name;
-        return d.command->run(d.line, out);
+        CommandLine line(*d.app);
+        return d.command->run(line, out);
       }
   } catch (...) {
     std::ostringstream message;  // written at once, so that the lines of several ranks do not interleave
