@@ -186,8 +186,8 @@ std::string DynamicBias::check(const SchemeCheck& c) {
 }
 
 double DynamicBias::parameters(const PositionalConfig& p, double n_heads, double head_dim) {
-  // width = d_model/4 = H·D/4: 2·width (first layer), (depth − 1)·(width² + width), (width + 1)·H.
-  const double w = std::max(1.0, n_heads * head_dim / 4.0);
+  // width = ⌊d_model/4⌋ = ⌊H·D/4⌋: 2·width (first layer), (depth − 1)·(width² + width), (width + 1)·H.
+  const double w = std::max(1.0, std::floor(n_heads * head_dim / 4.0));
   return 2 * w + static_cast<double>(p.dynamic_bias_depth - 1) * (w * w + w) + (w + 1) * n_heads;
 }
 

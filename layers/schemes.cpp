@@ -70,6 +70,8 @@ std::vector<SchemeEntry>& registry() {
        false, false, false, nullptr, Kerple::parameters},
       {"sandwich", {"sandwich_dim"}, [](const Ctx& c) { return make<Sandwich>(c.n_heads, c.config.sandwich_dim); },
        false, false, false, Sandwich::check},
+      // The MLP's width ⌊d_model/4⌋, rounded down as x-transformers' `dim // 4` (d_model 10 → 2; the
+      // entry's check refuses d_model < 4); docs/checkpoint-format.md 2.2.
       {"dynamic_bias", {"dynamic_bias_depth", "dynamic_bias_log_distance"},
        [](const Ctx& c) {
          return make<DynamicBias>(c.n_heads, c.d_model / 4, c.config.dynamic_bias_depth, c.config.dynamic_bias_log_distance, c.init);
