@@ -72,11 +72,71 @@ TEST_CASE("rope scaling: relgrad eval and sample scale a checkpoint trained with
   CHECK(contains(other.err, "neither an option of relgrad sample nor a --model.PLACE.KEY=VALUE override"));
   CliResult cross = run_relgrad({"eval", ckpt, "--model.cross.rope_scaling=ntk"});
   CHECK_CLI(cross, 2);
-  CHECK(contains(cross.err, "model.cross.rope_scaling: the checkpoint's model.cross.scheme = "));
+  CHECK(contains(cross.err, "model.cross.rope_scaling is set, but model.cross.scheme = "));
   CliResult yarn_alone = run_relgrad({"eval", ckpt, key + "rope_scaling=yarn"});
   CHECK_CLI(yarn_alone, 2);
   CHECK(contains(yarn_alone.err, "model.decoder_self.rope_scaling = yarn needs model.decoder_self.rope_original_length"));
   CliResult small = run_relgrad({"eval", ckpt, key + "rope_scaling=linear", key + "rope_scaling_factor=0.5"});
   CHECK_CLI(small, 2);
   CHECK(contains(small.err, "model.decoder_self.rope_scaling_factor must be >= 1"));
+}
+
+// The same check as eval's and sample's (RunConfig::validate): relgrad train refuses a RoPE scaling at a
+// place whose scheme takes none, instead of training without it.
+TEST_CASE("rope scaling: relgrad train refuses a scaling where the place's scheme takes none, exit 2 as eval") {
+  const std::vector<std::string> base = {"train", "--dry-run", "--model.type=decoder-only", "--data.task=periodic_lm",
+                                         "--model.d_model=16", "--model.n_heads=2", "--model.n_decoder_layers=1"};
+  const auto train = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run_relgrad(args);
+  };
+  for (const char* scheme : {"rope", "xpos", "p_rope"})
+    CHECK_CLI(train({std::string("--model.decoder_self.scheme=") + scheme, "--model.decoder_self.rope_scaling=linear",
+                     "--model.decoder_self.rope_scaling_factor=2"}),
+              0);
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"--model.decoder_self.scheme=kerple", "--model.decoder_self.rope_scaling=linear"},
+            "[config] model.decoder_self.rope_scaling is set, but model.decoder_self.scheme = kerple takes no "
+            "rope_scaling (rope, xpos and p_rope do)"},
+           {{"--model.decoder_self.scheme=alibi", "--model.decoder_self.rope_scaling_factor=2"},
+            "model.decoder_self.scheme = alibi takes no rope_scaling_factor"},
+           {{"--model.decoder_self.scheme=pope", "--model.decoder_self.rope_original_length=12"},
+            "model.decoder_self.scheme = pope takes no rope_original_length"},
+           {{"--model.decoder_self.scheme=rope", "--model.cross.rope_scaling=ntk"},
+            "model.cross.rope_scaling is set, but model.cross.scheme = "}}) {
+    INFO(c.args[0]);
+    CliResult r = train(c.args);
+    CHECK_CLI(r, 2);
+    CHECK_MESSAGE(contains(r.err, c.message), r.err);
+  }
+}
+
+// An eval --dump-logits file says which overrides its logits were made with (docs/cli.md, eval).
+TEST_CASE("rope scaling: eval --dump-logits records the overrides in the file's metadata") {
+  TempDir dir;
+  const std::string run_dir = dir.file("rope");
+  CHECK_CLI(run_relgrad({"train", "--model.type=decoder-only", "--data.task=periodic_lm", "--data.max_len=12",
+                         "--model.d_model=16", "--model.n_heads=2", "--model.d_ff=32", "--model.n_decoder_layers=1",
+                         "--model.decoder_self.scheme=rope", "--train.steps=2", "--optim.warmup_steps=1", "--train.samples=0",
+                         "--train.out_dir=" + run_dir}),
+            0);
+  const std::string ckpt = run_dir + "/checkpoint.safetensors", dump = dir.file("logits.safetensors");
+  const std::string key = "--model.decoder_self.";
+  CHECK_CLI(run_relgrad({"eval", ckpt, "--dump-logits", dump, "--data.max_len=24", key + "rope_scaling=yarn",
+                         key + "rope_scaling_factor=2", key + "rope_original_length=12"}),
+            0);
+  SafetensorsFile f = load_safetensors(dump);
+  CHECK(f.metadata["overrides"] ==
+        "model.decoder_self.rope_scaling=yarn model.decoder_self.rope_scaling_factor=2 "
+        "model.decoder_self.rope_original_length=12 data.max_len=24");
+  CHECK(f.metadata["checkpoint"] == ckpt);
+  CHECK_CLI(run_relgrad({"eval", ckpt, "--dump-logits", dump}), 0);
+  f = load_safetensors(dump);
+  REQUIRE(f.metadata.count("overrides") == 1);
+  CHECK(f.metadata["overrides"].empty());
 }

@@ -361,7 +361,13 @@ int cmd_eval(const EvalArgs& a, std::ostream& out) {
       if (const auto place = target_positions(run.config)) b.tgt_positions = tensors["tgt_positions"] = place(tgt_in.size());
       tensors["logits"] = m.logits(b).to(Device::cpu());
     }
-    save_safetensors(dump_path, tensors, {{"checkpoint", checkpoint}, {"step", std::to_string(run.checkpoint.meta.step)}});
+    // The overrides the logits were made with ("model.decoder_self.rope_scaling=yarn data.max_len=24"; ""
+    // for none), so the file says which model and data it holds without the command line.
+    std::string made_with;
+    for (const auto* list : {&a.model_overrides, &a.data_overrides})
+      for (const std::string& o : *list) made_with += (made_with.empty() ? "" : " ") + o.substr(2);
+    save_safetensors(dump_path, tensors,
+                     {{"checkpoint", checkpoint}, {"step", std::to_string(run.checkpoint.meta.step)}, {"overrides", made_with}});
     out << "wrote logits " << shape_str(tensors["logits"].shape()) << " to " << dump_path << "\n";
     return 0;
   }

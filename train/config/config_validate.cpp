@@ -3,6 +3,7 @@
 // is particular to a data source is asked of its entry (train/config/source.h).
 #include "train/config/config.h"
 
+#include <algorithm>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -12,6 +13,42 @@
 #include "train/config/source.h"
 
 namespace relgrad {
+
+namespace {
+
+// A RoPE scaling set at a place whose scheme does not read it (kerple, alibi, …) would change nothing
+// without a word, so it is refused at every place, used by the model or not: in relgrad train, and in
+// relgrad eval and sample, whose overrides of a checkpoint's config are validated here (load_run).
+void check_scalings_read(const TransformerConfig& model) {
+  const PositionalConfig unset;
+  const std::pair<const char*, const PositionalConfig*> places[] = {
+      {"encoder_self", &model.encoder_self}, {"decoder_self", &model.decoder_self}, {"cross", &model.cross}};
+  for (const auto& [place, p] : places) {
+    const SchemeEntry* entry = find_scheme(p->scheme);
+    if (!entry) continue;  // an unknown name is reported with the names (RunConfig::validate)
+    const std::pair<const char*, bool> knobs[] = {{"rope_scaling", p->rope_scaling != unset.rope_scaling},
+                                                  {"rope_scaling_factor", p->rope_scaling_factor != unset.rope_scaling_factor},
+                                                  {"rope_original_length", p->rope_original_length != unset.rope_original_length}};
+    for (const auto& knob_set : knobs) {
+      const std::string knob = knob_set.first;  // a plain name: C++17 lambdas capture no structured binding
+      const auto reads = [&](const SchemeEntry& e) {
+        return std::find(e.options.begin(), e.options.end(), knob) != e.options.end();
+      };
+      if (!knob_set.second || reads(*entry)) continue;
+      std::vector<std::string> readers;
+      for (const SchemeEntry& e : positional_schemes())
+        if (reads(e)) readers.push_back(e.name);
+      std::string names;
+      for (size_t i = 0; i < readers.size(); ++i)
+        names += (i == 0 ? "" : i + 1 == readers.size() ? " and " : ", ") + readers[i];
+      const std::string key = std::string("model.") + place + ".";
+      throw Error("[config] " + key + knob + " is set, but " + key + "scheme = " + p->scheme + " takes no " + knob +
+                  " (" + names + " do)");
+    }
+  }
+}
+
+}  // namespace
 
 RunConfig RunConfig::defaults() {
   RunConfig c;
@@ -162,7 +199,9 @@ void RunConfig::validate_model_values() const {
       check(problem.empty(), problem);
     }
   }
+  check_scalings_read(model);
 }
+
 
 int64_t RunConfig::longest_sequence() const { return data_source(*this).longest_sequence(*this); }
 
