@@ -114,6 +114,22 @@ TEST_CASE("cli: train --help-config lists every key") {
   CHECK(contains(help.out, "train"));
 }
 
+// CLI11 hands a parent's footer down to its subcommands: each command's --help would end with the synopsis
+// of all fourteen. It shows its own; `relgrad --help` keeps the list.
+TEST_CASE("cli: a command's --help shows its own synopsis, relgrad --help every command's") {
+  using namespace relgrad::cli_detail;
+  CHECK(contains(run_relgrad({"--help"}).out, "Synopsis:\n" + synopsis_text()));
+  for (const SubcommandEntry& c : subcommands()) {
+    INFO(c.name);
+    CliResult sub = run_relgrad({c.name, "--help"});
+    CHECK_CLI(sub, 0);
+    CHECK(contains(sub.out, "Synopsis:\n" + synopsis_text(c)));
+    for (const SubcommandEntry& other : subcommands())
+      if (&other != &c) CHECK_FALSE(contains(sub.out, "  relgrad " + std::string(other.name) + " "));
+    CHECK_FALSE(contains(sub.out, "relgrad --version"));
+  }
+}
+
 TEST_CASE("cli: the subcommand table gives the parser, the synopsis and the unknown-command list") {
   using namespace relgrad::cli_detail;
   CliResult help = run_relgrad({"--help"});

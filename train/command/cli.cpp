@@ -102,8 +102,11 @@ int run_command(int argc, const char* const* argv, std::ostream& out_all, std::o
   std::vector<Declared> declared;
   for (const SubcommandEntry& entry : subcommands()) {
     Declared d{&entry, app.add_subcommand(entry.name, entry.summary), entry.make()};
+    d.app->footer("");  // CLI11 hands down the parent's footer, every command's synopsis: each shows its own
     CommandLine line(*d.app);  // what the command sees of its App
     d.command->declare(line);
+    const std::string own = d.app->get_footer();
+    d.app->footer((own.empty() ? "" : own + "\n\n") + "Synopsis:\n" + synopsis_text(entry));
     declared.push_back(std::move(d));
   }
 

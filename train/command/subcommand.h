@@ -33,6 +33,8 @@ struct SubcommandEntry {
 const std::vector<SubcommandEntry>& subcommands();
 // "  relgrad train   [--config ...] ...\n  relgrad sample ...\n": every synopsis, aligned.
 std::string synopsis_text();
+// "  relgrad eval CHECKPOINT [--batches N] ...\n": one command's synopsis, for its own --help.
+std::string synopsis_text(const SubcommandEntry& command);
 // "train, sample, ..., plot": the names for the unknown-command message.
 std::string command_names_text();
 

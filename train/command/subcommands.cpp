@@ -56,19 +56,29 @@ const std::vector<SubcommandEntry>& subcommands() {
   return table;
 }
 
+namespace {
+
+// One command's synopsis, its name padded to `width` and its continuation lines under the arguments.
+std::string synopsis_line(const SubcommandEntry& c, size_t width) {
+  const size_t name = std::strlen(c.name);
+  const std::string head = "  relgrad " + std::string(c.name) + std::string(width > name ? width - name + 1 : 1, ' ');
+  const std::string indent(head.size() + 2, ' ');
+  std::string line = head;
+  for (const char* p = c.synopsis; *p; ++p) line += *p == '\n' ? "\n" + indent : std::string(1, *p);
+  return line + "\n";
+}
+
+}  // namespace
+
 std::string synopsis_text() {
   size_t width = 0;
   for (const SubcommandEntry& c : subcommands()) width = std::max(width, std::strlen(c.name));
   std::string text;
-  for (const SubcommandEntry& c : subcommands()) {
-    const std::string head = "  relgrad " + std::string(c.name) + std::string(width - std::strlen(c.name) + 1, ' ');
-    const std::string indent(head.size() + 2, ' ');  // continuation lines sit under the arguments
-    std::string line = head;
-    for (const char* p = c.synopsis; *p; ++p) line += *p == '\n' ? "\n" + indent : std::string(1, *p);
-    text += line + "\n";
-  }
+  for (const SubcommandEntry& c : subcommands()) text += synopsis_line(c, width);
   return text + "  relgrad --version\n";
 }
+
+std::string synopsis_text(const SubcommandEntry& command) { return synopsis_line(command, 0); }
 
 std::string command_names_text() {
   std::string text;
