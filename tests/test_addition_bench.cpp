@@ -62,6 +62,25 @@ TEST_CASE("addition bench: the CI checks on made-up results") {
   CHECK(md.find("| treatment | seed 1 | seed 2 |") != std::string::npos);
 }
 
+// The text tables (length-bench's writer, bench::render_table) count characters, not bytes: cells
+// holding "–" (one character in three bytes) line up with the header.
+TEST_CASE("addition bench: text table lines holding an en dash are as wide as their header") {
+  const std::string text = addition_bench_table(made_up_result());
+  size_t header = 0;
+  int rows = 0, multibyte = 0;
+  for (const std::string& line : split_lines(text)) {
+    if (line.rfind("  treatment", 0) == 0) {
+      header = code_points(line);
+    } else if (line.rfind("  ", 0) == 0) {
+      ++rows;
+      multibyte += line.size() != code_points(line);
+      CHECK_MESSAGE(code_points(line) == header, line);
+    }
+  }
+  CHECK(rows == 4);       // two tables (exact match, per token), two treatments
+  CHECK(multibyte == 4);  // every row holds a "mean (min–max)" cell
+}
+
 // The CI form end to end, as `relgrad addition-bench` runs it (about 10 s of one core).
 TEST_CASE("addition bench: CI form, every model fits the training lengths and FIRE at random positions holds beyond") {
   TempDir dir;
