@@ -36,19 +36,18 @@ std::string seed_table(const LengthBenchResult& r, const std::string& task, size
   return bench::render_table(table, markdown);
 }
 
-// The CI form's checks (addition_bench_failures); docs/addition.md gives the margins measured.
+// The CI form's checks (addition_bench_failures), each held by a wide margin on seeds 1-24
+// (docs/addition.md gives every seed's figures): every model fits the answer's layout in the training
+// lengths, and RoPE falls beyond them. Whether fire-random keeps more than RoPE is shown, not asserted:
+// at this budget the mean over three seeds ranges from -3.3 to 27.8 points.
 constexpr double kTrainTokenFloor = 0.55;
-constexpr double kBeyondMargin = 0.04;
+constexpr double kRopeDrop = 0.10;
 
-// The per-token accuracy of (task, treatment) over the buckets beyond training (index >= 1), mean over
-// its runs (the seeds); NaN without one.
-double beyond_training(const LengthBenchResult& r, const std::string& task, const std::string& treatment) {
+// A run's per-token accuracy over the buckets beyond training (index >= 1), their mean; NaN without one.
+double beyond_training(const LengthBenchRun& run) {
   double sum = 0;
   int n = 0;
-  for (const LengthBenchRun& run : r.runs) {
-    if (run.task != task || run.treatment != treatment) continue;
-    for (size_t b = 1; b < run.token.size(); ++b, ++n) sum += run.token[b];
-  }
+  for (size_t b = 1; b < run.token.size(); ++b, ++n) sum += run.token[b];
   return n ? sum / n : NAN;
 }
 
@@ -106,13 +105,14 @@ std::vector<std::string> addition_bench_failures(const LengthBenchResult& r) {
       failures.push_back(run.task + " " + run.treatment + " seed " + std::to_string(run.seed) +
                          ": per-token accuracy in the training lengths " + fixed(100 * run.token[0], 1) + "% < " +
                          fixed(100 * kTrainTokenFloor, 0) + "%");
-  if (!bench::known(r.treatments, "fire-random") || !bench::known(r.treatments, "rope")) return failures;
-  for (const std::string& task : r.tasks) {
-    const double fire = beyond_training(r, task, "fire-random"), rope = beyond_training(r, task, "rope");
-    if (!(fire >= rope + kBeyondMargin))
-      failures.push_back(task + ": fire-random's per-token accuracy beyond training, mean over seeds " +
-                         fixed(100 * fire, 1) + "%, is not " + fixed(100 * kBeyondMargin, 0) +
-                         " points above rope's " + fixed(100 * rope, 1) + "%");
+  for (const LengthBenchRun& run : r.runs) {  // RoPE does not extrapolate: it loses ground past training
+    if (run.treatment != "rope") continue;
+    const double beyond = beyond_training(run);
+    if (!(beyond <= run.token.at(0) - kRopeDrop))
+      failures.push_back(run.task + " rope seed " + std::to_string(run.seed) +
+                         ": per-token accuracy beyond training " + fixed(100 * beyond, 1) + "% is not " +
+                         fixed(100 * kRopeDrop, 0) + " points below its " + fixed(100 * run.token[0], 1) +
+                         "% in the training lengths");
   }
   return failures;
 }
