@@ -25,6 +25,8 @@ bool shapes_run(const std::string& key) {
          key == "optim.positional_lr_scale";  // the scale: the optimizer's group layout
 }
 
+}  // namespace
+
 void check_resume(const RunConfig& config, const std::string& saved_json, const std::string& path) {
   RunConfig saved = config;
   // A checkpoint written before optim.positional_lr_scale existed trained with one lr for every group.
@@ -46,6 +48,8 @@ void check_resume(const RunConfig& config, const std::string& saved_json, const 
              " here (keys of the model, data, optimizer, dtype and seed must match)");
   }
 }
+
+namespace {
 
 // Decimal with thousands separators, for element counts in messages.
 std::string count_text(double n) {

@@ -132,4 +132,10 @@ Vocab vocab_from_json(const std::string& json, const std::string& source);
 void check_config_fits_checkpoint(const RunConfig& config, const Checkpoint& checkpoint,
                                   const std::string& path);
 
+// A resume's config (derived) against the checkpoint's saved config: the keys of the model, the data,
+// the optimizer's state, the dtype and the seed must match. Throws relgrad::Error "[train] cannot
+// resume from <path>: model.d_model is 16 there and 32 here (keys ... must match)", naming the first
+// that differs (TrainerOptions::check_resume, and relgrad train before it builds the model).
+void check_resume(const RunConfig& config, const std::string& saved_json, const std::string& path);
+
 }  // namespace relgrad
