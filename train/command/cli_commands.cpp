@@ -140,38 +140,6 @@ bool overridden(const std::vector<std::string>& overrides, const std::string& ke
   return false;
 }
 
-// What a resume does to the lr schedule when the step at which its decay ends (optim.decay_steps, or
-// train.steps when 0) is not the checkpoint's: stretched to the new end (the default, train.steps), or
-// kept (optim.decay_steps = the old end) and held at optim.min_lr after it. "" when nothing changes.
-std::string schedule_note(const RunConfig& saved, const RunConfig& now, int64_t step) {
-  auto end = [](const RunConfig& c) { return c.optim.decay_steps > 0 ? c.optim.decay_steps : c.train.steps; };
-  auto schedule = [&](const RunConfig& c) {
-    const OptimConfig& o = c.optim;
-    return LrSchedule(o.lr, std::min(o.warmup_steps, end(c)), end(c), o.min_lr, o.decay);
-  };
-  const OptimConfig& o = now.optim;
-  if (o.decay == LrSchedule::Decay::Constant) return "";
-  const std::string decay = kDecayNames.name(o.decay);
-  const int64_t was = end(saved), is = end(now);
-  std::ostringstream note;
-  note << std::setprecision(3);
-  if (was != is) {
-    note << "note: the lr schedule (optim.decay = " << decay << ") ended at step " << was
-         << " in the checkpoint and now ends at step " << is
-         << (o.decay_steps > 0 ? " (optim.decay_steps)" : " (train.steps)") << ": at step " << step
-         << " the lr is " << schedule(now).lr_at(step) << " instead of " << schedule(saved).lr_at(step)
-         << "; --optim.decay_steps=" << was << " keeps the schedule it was trained with (lr = optim.min_lr = "
-         << o.min_lr << " from step " << was << " on)\n";
-  } else if (now.train.steps > is && step < now.train.steps) {
-    note << "note: the lr schedule (optim.decay = " << decay << ") ends at step " << is
-         << " (optim.decay_steps), so the lr stays at optim.min_lr = " << o.min_lr << " from step "
-         << std::max(step, is) << " to " << now.train.steps
-         << (o.min_lr == 0 ? " (at lr 0 no step changes the weights)" : "")
-         << "; --optim.decay_steps=0 stretches the schedule to train.steps instead\n";
-  }
-  return note.str();
-}
-
 }  // namespace
 
 // ---- train ---------------------------------------------------------------------------------------
@@ -225,7 +193,7 @@ int cmd_train(const std::string& config_path, const std::string& resume, const s
     check_config_fits_checkpoint(derived, resume_from, resume);
     RunConfig saved = RunConfig::defaults();
     load_config_json_text(saved, resume_from.meta.config_json, resume + " (config)");
-    schedule_change = schedule_note(saved, config, resume_from.meta.step);
+    schedule_change = resume_schedule_note(saved, config, resume_from.meta.step);
   }
   out << "# effective config\n" << config_to_toml(config) << "\n";
   if (dry_run) return 0;
