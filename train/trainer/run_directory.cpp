@@ -79,11 +79,14 @@ void RunDirectory::lock() {
 
 void RunDirectory::unlock() {
   if (!lock_) return;
+  // A run refused before it wrote anything (nothing to train into a new directory) leaves no folder
+  // behind: the ones lock() created are removed while they hold only the lock file. The file is
+  // unlinked while still locked, so a second run that opened it meanwhile is refused, and one that
+  // opens it afterwards makes a new one (then the directory is not empty and stays).
+  const bool remove = !created_.empty() && only_lock_in(dir_);
+  if (remove) ::unlink((dir_ + "/.lock").c_str());
   lock_.reset();
-  // A run refused before it wrote anything (a resume whose seed differs, nothing to train) leaves no
-  // folder behind: the ones lock() created are removed while they hold only the lock file.
-  if (created_.empty() || !only_lock_in(dir_)) return;
-  ::unlink((dir_ + "/.lock").c_str());
+  if (!remove) return;
   for (auto it = created_.rbegin(); it != created_.rend(); ++it)
     if (::rmdir(it->c_str()) != 0) break;  // not empty: something else was put there
   created_.clear();
