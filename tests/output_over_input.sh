@@ -21,6 +21,12 @@ fail() { echo "output_over_input: FAIL: $*" >&2; exit 1; }
   --data.min_len=3 --data.max_len=6 --data.batch_size=4 --optim.warmup_steps=2 --train.steps=2 \
   --train.eval_batches=1 --train.samples=0 >train.out 2>&1 || { cat train.out >&2; fail "the tiny run failed"; }
 cp run/checkpoint.safetensors other.safetensors  # probe --compare's second checkpoint
+# A text model, whose held-out data (data.text_path) eval reads too.
+printf 'And God said, Let there be light: and there was light.\n%.0s' {1..40} >corpus.txt
+"$relgrad" train --train.out_dir=textmodel --data.source=text --data.text_path=corpus.txt --data.context=8 \
+  --data.batch_size=2 --model.type=decoder-only --model.d_model=16 --model.n_heads=2 --model.d_ff=32 \
+  --model.n_decoder_layers=1 --optim.warmup_steps=1 --train.steps=1 --train.eval_batches=1 --train.samples=0 \
+  >train.out 2>&1 || { cat train.out >&2; fail "the tiny text run failed"; }
 printf 'MThd not really a MIDI file: refused before it is read\n' >song.mid
 printf 'not a SoundFont\n' >font.sf2
 printf 'In the beginning God created the heaven and the earth.\n' >text.txt
@@ -55,6 +61,7 @@ refused() {
 ck=run/checkpoint.safetensors
 refused "$ck" eval "$ck" --dump-logits @OUT@
 refused "$ck" eval "$ck" --dump-logits @OUT@ --input "1 2 3"
+refused corpus.txt eval textmodel/checkpoint.safetensors --dump-logits @OUT@
 refused "$ck" probe "$ck" --csv @OUT@
 refused "$ck" probe "$ck" --json @OUT@
 refused "$ck" probe "$ck" --out @OUT@

@@ -357,6 +357,8 @@ int cmd_eval(const EvalArgs& a, std::ostream& out) {
   const Device on = device_option(a.device);
   LoadedRun run = load_run_with(checkpoint, on, a.model_overrides, "eval", out);
   apply_eval_data_overrides(run.config, a.data_overrides, out);
+  const std::pair<std::string, std::string> data_file = data_source(run.config).data_path(run.config);
+  refuse_output_over_input("eval", {{"--" + data_file.first, data_file.second}}, {{"--dump-logits", dump_path}});
   RunData data(run.config);
   RunModel& m = *run.model;
   if (!dump_path.empty()) {
