@@ -178,7 +178,8 @@ int cmd_train(const std::string& config_path, const std::string& resume, const s
     refuse_output_over_input("train", inputs, {{"the checkpoint", dir + "/checkpoint.safetensors"}});
     inputs.push_back({"--resume", resume});
     refuse_output_over_input("train", inputs,
-                             {{"--train.out_dir", dir}, {"the log", log}, {"the plot", plot}, {"the lock", dir + "/.lock"}});
+                             {{"--train.out_dir", dir}, {"the log", log}, {"the plot", plot},
+                              {"the lock", dir + "/.lock"}});
   }
   std::string schedule_change;
   if (!resume.empty()) {

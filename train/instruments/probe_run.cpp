@@ -41,16 +41,11 @@ std::string folder_of(const std::string& path) {
   return parent.empty() ? "." : parent;
 }
 
-}  // namespace
-
-namespace {
-
 // `probe A --compare B`: B loaded, checked against A (model type, each place's positional scheme and
 // cross alignment) and probed on A's batch. Every failure names --compare and B: a missing or corrupt
 // file, another kind of model, a batch B cannot read.
 std::vector<HeadComparison> compare_with(const std::string& path, const std::string& a_path, const LoadedRun& a,
-                                         const Batch& batch,
-                                         const std::vector<AttentionRecord>& records,
+                                         const Batch& batch, const std::vector<AttentionRecord>& records,
                                          const std::vector<DeltaRange>& deltas, const QueryFilter& filter,
                                          int64_t reach) {
   const std::string refused = "[probe] --compare " + path + ": ";
@@ -274,7 +269,8 @@ int run_probe(const ProbeOptions& o, std::ostream& out) {
   // --compare is opened, checked and probed before any output is written: a missing file or a model
   // of another kind or architecture leaves nothing half-written.
   std::vector<HeadComparison> rows;
-  if (!o.compare_checkpoint.empty()) rows = compare_with(o.compare_checkpoint, o.checkpoint, run, batch, records, deltas, filter, R);
+  if (!o.compare_checkpoint.empty())
+    rows = compare_with(o.compare_checkpoint, o.checkpoint, run, batch, records, deltas, filter, R);
 
   out << "probe of " << o.checkpoint << " (step " << run.checkpoint.meta.step << ") on held-out batch "
       << o.batch << "\n"
