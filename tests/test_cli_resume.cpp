@@ -128,8 +128,8 @@ TEST_CASE("cli resume: a longer resume stretches the lr schedule with a note, or
   // the new T_max), and the note says so and how to keep the trained schedule.
   CliResult s = run_relgrad({"train", "--resume", stretch + "/checkpoint.safetensors", "--train.steps=8"});
   CHECK_CLI(s, 0);
-  CHECK_MESSAGE(contains(s.out, "note: the lr schedule (optim.decay = cosine) ended at step 4 in the checkpoint "
-                                "and now ends at step 8 (train.steps)"),
+  CHECK_MESSAGE(contains(s.out, "note: the lr schedule (optim.decay = cosine) ends at step 4 in the checkpoint "
+                                "and now at step 8 (train.steps)"),
                 s.out);
   CHECK(contains(s.out, "--optim.decay_steps=4 keeps the schedule it was trained with"));
   const LrSchedule stretched(1e-3, 2, 8, 1e-4), trained(1e-3, 2, 4, 1e-4);

@@ -64,8 +64,8 @@ std::string resume_schedule_note(const RunConfig& saved, const RunConfig& now, i
   std::ostringstream note;
   note << std::setprecision(3);
   if (was != is) {
-    note << "note: the lr schedule (optim.decay = " << decay << ") ended at step " << was
-         << " in the checkpoint and now ends at step " << is
+    note << "note: the lr schedule (optim.decay = " << decay << ") ends at step " << was
+         << " in the checkpoint and now at step " << is
          << (o.decay_steps > 0 ? " (optim.decay_steps)" : " (train.steps)") << ": at step " << step
          << " the lr is " << schedule(now).lr_at(step) << " instead of " << schedule(saved).lr_at(step)
          << "; --optim.decay_steps=" << was << " keeps the schedule it was trained with (lr = optim.min_lr = "
