@@ -198,7 +198,8 @@ TEST_CASE("run dir: resuming an earlier copy of a run in its directory keeps the
   fs::copy_file(run + "/checkpoint.safetensors", early);
   REQUIRE(run_relgrad({"train", "--resume", run + "/checkpoint.safetensors", "--train.steps=6"}).code == 0);
   const auto before = files_of(run);
-  CliResult r = run_relgrad({"train", "--resume", early, "--train.steps=8"});
+  // The copy lies outside the run: --train.out_dir sends the resume into the run's directory.
+  CliResult r = run_relgrad({"train", "--resume", early, "--train.steps=8", "--train.out_dir=" + run});
   CHECK_CLI(r, 1);
   CHECK_MESSAGE(contains(r.err, run + "/checkpoint.safetensors is at step 6, later than the resumed step 4"),
                 r.err);
@@ -206,7 +207,7 @@ TEST_CASE("run dir: resuming an earlier copy of a run in its directory keeps the
   // The same copy at the step the directory holds is this run at that step: nothing is lost.
   const std::string same = dir.file("step6.safetensors");
   fs::copy_file(run + "/checkpoint.safetensors", same);
-  CliResult ok = run_relgrad({"train", "--resume", same, "--train.steps=8"});
+  CliResult ok = run_relgrad({"train", "--resume", same, "--train.steps=8", "--train.out_dir=" + run});
   CHECK_CLI(ok, 0);
 }
 

@@ -23,6 +23,7 @@
 #include "core/file_io.h"
 #include "core/safetensors.h"
 #include "train/command/checkpoint_overrides.h"
+#include "train/command/output_guard.h"
 #include "train/config/run_options.h"
 #include "train/config/source.h"
 #include "train/plot/plot.h"
@@ -132,6 +133,13 @@ void shorten_warmup(RunConfig& c, const std::vector<std::string>& overrides) {
   c.optim.warmup_steps = c.train.steps;
 }
 
+// Whether `--KEY=...` is among the overrides.
+bool overridden(const std::vector<std::string>& overrides, const std::string& key) {
+  for (const std::string& o : overrides)
+    if (o.rfind("--" + key + "=", 0) == 0) return true;
+  return false;
+}
+
 }  // namespace
 
 // ---- train ---------------------------------------------------------------------------------------
@@ -150,19 +158,43 @@ int cmd_train(const std::string& config_path, const std::string& resume, const s
   try {
     if (!config_path.empty()) load_config_text(config, config_text, config_path);
     apply_overrides(config, overrides);
+    // A resume writes beside the checkpoint it resumed from (a copied run continues in the copy), not
+    // into the out_dir stored in it, unless --train.out_dir says where.
+    if (!resume.empty() && !overridden(overrides, "train.out_dir")) config.train.out_dir = directory_of(resume);
     shorten_warmup(config, overrides);
     config.validate();
     resolve_device(config.train.device, "train.device");  // CUDA asked for but absent: before any work
   } catch (const Error& e) {
     throw UsageError(e.what());  // a config problem is a usage error (exit 2)
   }
+  {
+    // What the run writes (train.out_dir and its files) is none of what it reads; resuming in place
+    // rewrites the checkpoint resumed from by design.
+    const std::string dir = config.train.out_dir;
+    const std::string log = dir + "/log." + log_format_name(config.train.log_format);
+    const std::string plot = dir + "/loss." + kPlotFormatNames.name(config.train.plot_format);
+    const std::pair<std::string, std::string> data = data_source(config).data_path(config);
+    std::vector<NamedPath> inputs = {{"--config", config_path}, {"--" + data.first, data.second}};
+    refuse_output_over_input("train", inputs, {{"the checkpoint", dir + "/checkpoint.safetensors"}});
+    inputs.push_back({"--resume", resume});
+    refuse_output_over_input("train", inputs,
+                             {{"--train.out_dir", dir}, {"the log", log}, {"the plot", plot},
+                              {"the lock", dir + "/.lock"}});
+  }
+  std::string schedule_change;
   if (!resume.empty()) {
     // The model is built from this config before the checkpoint's tensors are restored into it: a
-    // config that does not describe those tensors (model.d_model = 8192 in an edited checkpoint) is
-    // refused here, before it allocates anything, as load_run does for eval, sample and probe.
+    // config that names another model (--model.d_model=32, a --config of another model.type) is
+    // refused naming the key that differs, and one that does not describe the tensors (model.d_model
+    // = 8192 in an edited checkpoint) before it allocates anything, as load_run does for eval, sample
+    // and probe.
     RunConfig derived = config;
     derived.derive_from_data();
+    check_resume(derived, resume_from.meta.config_json, resume);
     check_config_fits_checkpoint(derived, resume_from, resume);
+    RunConfig saved = RunConfig::defaults();
+    load_config_json_text(saved, resume_from.meta.config_json, resume + " (config)");
+    schedule_change = resume_schedule_note(saved, config, resume_from.meta.step);
   }
   out << "# effective config\n" << config_to_toml(config) << "\n";
   if (dry_run) return 0;
@@ -205,8 +237,10 @@ int cmd_train(const std::string& config_path, const std::string& resume, const s
   if (!resume.empty()) {
     trainer.resume(resume_from, resume);  // loaded and verified above
     resume_from = Checkpoint();           // its tensors are in the model now: not held for the whole run
-    out << "resumed from " << resume << " at step " << trainer.step() << "\n";
+    out << "resumed from " << resume << " at step " << trainer.step() << "\n" << schedule_change;
   }
+  const int64_t first_step = trainer.step();
+  out << "run directory " << trainer.options().train.out_dir << "\n";
   // Ctrl-C / SIGTERM: finish the step, save a checkpoint, exit 128 + signal (train/trainer/trainer.h).
   clear_training_stop();
   struct sigaction stop {}, old_int {}, old_term {};
@@ -232,13 +266,15 @@ int cmd_train(const std::string& config_path, const std::string& resume, const s
   }
   const TrainLoopConfig& loop = trainer.options().train;
   const std::string plot_path = loop.out_dir + "/loss." + kPlotFormatNames.name(loop.plot_format);
-  if (world().is_root()) plot_training_log(trainer.log_path(), plot_path);  // the log is rank 0's
+  // A finished run resumed in place trained nothing: its plot stays as it was, like its log.
+  const bool trained = r.steps > first_step;
+  if (world().is_root() && trained) plot_training_log(trainer.log_path(), plot_path);  // the log is rank 0's
   out << "done: " << r.steps << " steps, held-out token accuracy " << fixed(100 * r.eval.accuracy, 2) << "%, ";
   if (r.eval.rows_are_examples)  // a language model's windows are cut anywhere: no sequence accuracy
     out << "sequence accuracy " << fixed(100 * r.eval.sequence_accuracy, 2) << "%, ";
   out << fixed(r.seconds, 1) << " s, " << fixed(r.tokens_per_s, 0) << " tokens/s\n"
       << "checkpoint " << trainer.checkpoint_path() << "\nlog        " << trainer.log_path() << "\nplot       "
-      << plot_path << "\n";
+      << plot_path << (trained ? "" : " (nothing trained: nothing written)") << "\n";
   return 0;
 }
 
@@ -322,6 +358,8 @@ int cmd_eval(const EvalArgs& a, std::ostream& out) {
   const Device on = device_option(a.device);
   LoadedRun run = load_run_with(checkpoint, on, a.model_overrides, "eval", out);
   apply_eval_data_overrides(run.config, a.data_overrides, out);
+  const std::pair<std::string, std::string> data_file = data_source(run.config).data_path(run.config);
+  refuse_output_over_input("eval", {{"--" + data_file.first, data_file.second}}, {{"--dump-logits", dump_path}});
   RunData data(run.config);
   RunModel& m = *run.model;
   if (!dump_path.empty()) {

@@ -15,6 +15,7 @@
 
 #include "core/file_io.h"
 #include "train/command/cli_commands.h"
+#include "train/command/output_guard.h"
 #include "train/music/midi.h"
 
 namespace relgrad {
@@ -42,6 +43,11 @@ bool executable_in_path(const std::string& name, std::string* found) {
 }  // namespace
 
 int cmd_render(const std::string& midi_path, std::string wav_path, const std::string& soundfont, std::ostream& out) {
+  if (wav_path.empty()) {
+    size_t dot = midi_path.find_last_of('.');
+    wav_path = (dot == std::string::npos ? midi_path : midi_path.substr(0, dot)) + ".wav";
+  }
+  refuse_output_over_input("render", {{"the MIDI file", midi_path}, {"--soundfont", soundfont}}, {{"-o", wav_path}});
   read_midi(midi_path);  // a clear error for a bad file, before anything else
   std::string fluidsynth;
   if (!executable_in_path("fluidsynth", &fluidsynth))
@@ -51,10 +57,6 @@ int cmd_render(const std::string& midi_path, std::string wav_path, const std::st
   if (::stat(soundfont.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
     throw Error("[render] soundfont " + soundfont + " not found; install the FluidR3 soundfont with: "
                 "apt-get update && apt-get install -y fluid-soundfont-gm (or pass --soundfont FILE.sf2)");
-  if (wav_path.empty()) {
-    size_t dot = midi_path.find_last_of('.');
-    wav_path = (dot == std::string::npos ? midi_path : midi_path.substr(0, dot)) + ".wav";
-  }
   // The one atomic writer (core/file_io.h) owns the output: it refuses a target that is a FIFO, a
   // device, a directory or a symbolic link before FluidSynth runs, FluidSynth renders into its
   // temporary file, and only a successful render is fsynced and renamed over the target.

@@ -183,6 +183,8 @@ std::vector<Field>& field_table() {
         {"optim.lr", Kind::Double, "peak learning rate", {}, at2(&R::optim, &O::lr)},
         {"optim.min_lr", Kind::Double, "final learning rate", {}, at2(&R::optim, &O::min_lr)},
         {"optim.warmup_steps", Kind::Int, "linear warmup steps", {}, at2(&R::optim, &O::warmup_steps)},
+        {"optim.decay_steps", Kind::Int, "step at which the decay reaches min_lr, held after (0 = train.steps)", {},
+         at2(&R::optim, &O::decay_steps)},
         choice2("optim.decay", "decay after warmup", kDecayNames, &R::optim, &O::decay),
         {"optim.weight_decay", Kind::Double, "weight decay (tensors of 2+ dims, positional tables included; not biases or norms)", {}, at2(&R::optim, &O::weight_decay)},
         {"optim.beta1", Kind::Double, "adam β1", {}, at2(&R::optim, &O::beta1)},

@@ -113,6 +113,9 @@ void RunConfig::validate() const {
   check(optim.warmup_steps >= 0 && optim.warmup_steps <= train.steps,
         "optim.warmup_steps must be in [0, train.steps = " + std::to_string(train.steps) + "], got " +
             std::to_string(optim.warmup_steps));
+  check(optim.decay_steps == 0 || optim.decay_steps >= optim.warmup_steps,
+        "optim.decay_steps must be 0 (= train.steps) or at least optim.warmup_steps = " +
+            std::to_string(optim.warmup_steps) + ", got " + std::to_string(optim.decay_steps));
   check(optim.weight_decay >= 0.0, "optim.weight_decay must be >= 0");
   check(optim.clip >= 0.0, "optim.clip must be >= 0 (0 = off)");
   check(optim.positional_lr_scale > 0.0 && optim.positional_lr_scale <= 1e6,

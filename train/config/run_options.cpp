@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <iomanip>
 #include <iostream>
 #include <set>
 #include <sstream>
@@ -24,6 +25,8 @@ bool shapes_run(const std::string& key) {
          key == "train.dtype" || key == "train.seed" ||
          key == "optim.positional_lr_scale";  // the scale: the optimizer's group layout
 }
+
+}  // namespace
 
 void check_resume(const RunConfig& config, const std::string& saved_json, const std::string& path) {
   RunConfig saved = config;
@@ -46,6 +49,38 @@ void check_resume(const RunConfig& config, const std::string& saved_json, const 
              " here (keys of the model, data, optimizer, dtype and seed must match)");
   }
 }
+
+// The default stretches the decay to the new train.steps; optim.decay_steps = the old end keeps it.
+std::string resume_schedule_note(const RunConfig& saved, const RunConfig& now, int64_t step) {
+  auto end = [](const RunConfig& c) { return c.optim.decay_steps > 0 ? c.optim.decay_steps : c.train.steps; };
+  auto schedule = [&](const RunConfig& c) {
+    const OptimConfig& o = c.optim;
+    return LrSchedule(o.lr, std::min(o.warmup_steps, end(c)), end(c), o.min_lr, o.decay);
+  };
+  const OptimConfig& o = now.optim;
+  if (o.decay == LrSchedule::Decay::Constant) return "";
+  const std::string decay = kDecayNames.name(o.decay);
+  const int64_t was = end(saved), is = end(now);
+  std::ostringstream note;
+  note << std::setprecision(3);
+  if (was != is) {
+    note << "note: the lr schedule (optim.decay = " << decay << ") ends at step " << was
+         << " in the checkpoint and now at step " << is
+         << (o.decay_steps > 0 ? " (optim.decay_steps)" : " (train.steps)") << ": at step " << step
+         << " the lr is " << schedule(now).lr_at(step) << " instead of " << schedule(saved).lr_at(step)
+         << "; --optim.decay_steps=" << was << " keeps the schedule it was trained with (lr = optim.min_lr = "
+         << o.min_lr << " from step " << was << " on)\n";
+  } else if (now.train.steps > is && step < now.train.steps) {
+    note << "note: the lr schedule (optim.decay = " << decay << ") ends at step " << is
+         << " (optim.decay_steps), so the lr stays at optim.min_lr = " << o.min_lr << " from step "
+         << std::max(step, is) << " to " << now.train.steps
+         << (o.min_lr == 0 ? " (at lr 0 no step changes the weights)" : "")
+         << "; --optim.decay_steps=0 stretches the schedule to train.steps instead\n";
+  }
+  return note.str();
+}
+
+namespace {
 
 // Decimal with thousands separators, for element counts in messages.
 std::string count_text(double n) {

@@ -132,4 +132,16 @@ Vocab vocab_from_json(const std::string& json, const std::string& source);
 void check_config_fits_checkpoint(const RunConfig& config, const Checkpoint& checkpoint,
                                   const std::string& path);
 
+// A resume's config (derived) against the checkpoint's saved config: the keys of the model, the data,
+// the optimizer's state, the dtype and the seed must match. Throws relgrad::Error "[train] cannot
+// resume from <path>: model.d_model is 16 there and 32 here (keys ... must match)", naming the first
+// that differs (TrainerOptions::check_resume, and relgrad train before it builds the model).
+void check_resume(const RunConfig& config, const std::string& saved_json, const std::string& path);
+
+// What a resume does to the lr schedule when the step at which its decay ends (optim.decay_steps, or
+// train.steps when 0) is not the checkpoint's (`saved`): stretched to the new end, or kept and held at
+// optim.min_lr after it. The note relgrad train prints at `step` (docs/cli.md "Training longer and the
+// lr schedule"); "" when nothing changes.
+std::string resume_schedule_note(const RunConfig& saved, const RunConfig& now, int64_t step);
+
 }  // namespace relgrad

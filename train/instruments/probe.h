@@ -236,4 +236,11 @@ struct ProbeOptions {
 // missing file: relgrad::Error.
 int run_probe(const ProbeOptions& options, std::ostream& out);
 
+// Where run_probe writes: --out or probe/ beside the checkpoint, and the data files with their defaults
+// in that folder (compare_csv only with --compare). `relgrad probe` checks them against its inputs first.
+struct ProbeOutputs {
+  std::string out_dir, csv, json, compare_csv;
+};
+ProbeOutputs probe_outputs(const ProbeOptions& options);
+
 }  // namespace relgrad

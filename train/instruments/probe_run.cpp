@@ -41,6 +41,44 @@ std::string folder_of(const std::string& path) {
   return parent.empty() ? "." : parent;
 }
 
+// `probe A --compare B`: B loaded, checked against A (model type, each place's positional scheme and
+// cross alignment) and probed on A's batch. Every failure names --compare and B: a missing or corrupt
+// file, another kind of model, a batch B cannot read.
+std::vector<HeadComparison> compare_with(const std::string& path, const std::string& a_path, const LoadedRun& a,
+                                         const Batch& batch, const std::vector<AttentionRecord>& records,
+                                         const std::vector<DeltaRange>& deltas, const QueryFilter& filter,
+                                         int64_t reach) {
+  const std::string refused = "[probe] --compare " + path + ": ";
+  LoadedRun b;
+  try {
+    b = load_run(path);
+  } catch (const Error& e) {
+    throw Error(refused + "cannot be opened as a checkpoint: " + e.what());
+  }
+  const RunConfig &ca = a.config, &cb = b.config;
+  if (ca.model_type != cb.model_type)
+    throw Error(refused + "model.type is " + kModelKindNames.name(cb.model_type) + " there and " +
+                kModelKindNames.name(ca.model_type) + " in " + a_path +
+                ": both checkpoints must be of one kind, to be probed on the same batch");
+  std::vector<std::pair<std::string, std::pair<const PositionalConfig*, const PositionalConfig*>>> places = {
+      {"decoder_self", {&ca.model.decoder_self, &cb.model.decoder_self}}};
+  if (ca.model_type == ModelKind::EncoderDecoder)
+    places.insert(places.end(), {{"encoder_self", {&ca.model.encoder_self, &cb.model.encoder_self}},
+                                 {"cross", {&ca.model.cross, &cb.model.cross}}});
+  for (const auto& [place, p] : places)
+    if (p.first->scheme != p.second->scheme)
+      throw Error(refused + "model." + place + ".scheme is " + p.second->scheme + " there and " +
+                  p.first->scheme + " in " + a_path + ": compare checkpoints of one architecture");
+  if (ca.model.explicit_cross() != cb.model.explicit_cross())
+    throw Error(refused + "model.cross_alignment differs from " + a_path +
+                "'s (explicit in one only): compare checkpoints of one architecture");
+  try {
+    return compare_probes(records, record_attention(*b.model, batch), deltas, filter, reach);
+  } catch (const Error& e) {
+    throw Error(refused + "cannot be compared with " + a_path + ": " + e.what());
+  }
+}
+
 }  // namespace
 
 std::vector<HeadComparison> compare_probes(const std::vector<AttentionRecord>& a,
@@ -184,6 +222,16 @@ int64_t probe_reach_bound(const RunConfig& c, const Batch& batch, std::string* w
   return limit;
 }
 
+ProbeOutputs probe_outputs(const ProbeOptions& o) {
+  ProbeOutputs w;
+  w.out_dir = o.out_dir.empty() ? folder_of(o.checkpoint) + "/probe" : o.out_dir;
+  w.csv = o.csv.empty() ? w.out_dir + "/curves.csv" : o.csv;
+  w.json = o.json.empty() ? w.out_dir + "/curves.json" : o.json;
+  if (!o.compare_checkpoint.empty())
+    w.compare_csv = o.compare_csv.empty() ? w.out_dir + "/compare.csv" : o.compare_csv;
+  return w;
+}
+
 int run_probe(const ProbeOptions& o, std::ostream& out) {
   // The options that need no model are checked before anything is loaded.
   std::vector<DeltaRange> deltas;
@@ -210,18 +258,6 @@ int run_probe(const ProbeOptions& o, std::ostream& out) {
     RG_CHECK_T(InstrumentOptionError, std::abs(deltas[k].from) <= R && std::abs(deltas[k].to) <= R, kOp,
                "--delta ", o.deltas[k], " is beyond the probe's reach ", R, " (give --reach)");
 
-  out << "probe of " << o.checkpoint << " (step " << run.checkpoint.meta.step << ") on held-out batch "
-      << o.batch << "\n"
-      << probe_table(curves);
-  const std::string out_dir = o.out_dir.empty() ? folder_of(o.checkpoint) + "/probe" : o.out_dir;
-  std::vector<std::string> files = write_probe_pictures(curves, out_dir);
-  out << "wrote " << files.size() << " pictures to " << out_dir << "\n";
-  const std::string csv = o.csv.empty() ? out_dir + "/curves.csv" : o.csv;
-  const std::string json = o.json.empty() ? out_dir + "/curves.json" : o.json;
-  write_probe_csv(curves, csv);
-  write_probe_json(curves, json);
-  out << "wrote the curves as data to " << csv << " and " << json << "\n";
-
   QueryFilter filter;
   if (needed) {
     const auto task = data.task();
@@ -230,6 +266,24 @@ int run_probe(const ProbeOptions& o, std::ostream& out) {
   } else {
     filter.range = o.queries;
   }
+  // --compare is opened, checked and probed before any output is written: a missing file or a model
+  // of another kind or architecture leaves nothing half-written.
+  std::vector<HeadComparison> rows;
+  if (!o.compare_checkpoint.empty())
+    rows = compare_with(o.compare_checkpoint, o.checkpoint, run, batch, records, deltas, filter, R);
+
+  out << "probe of " << o.checkpoint << " (step " << run.checkpoint.meta.step << ") on held-out batch "
+      << o.batch << "\n"
+      << probe_table(curves);
+  const ProbeOutputs where = probe_outputs(o);
+  const std::string& out_dir = where.out_dir;
+  std::vector<std::string> files = write_probe_pictures(curves, out_dir);
+  out << "wrote " << files.size() << " pictures to " << out_dir << "\n";
+  const std::string &csv = where.csv, &json = where.json;
+  write_probe_csv(curves, csv);
+  write_probe_json(curves, json);
+  out << "wrote the curves as data to " << csv << " and " << json << "\n";
+
   const std::string counted = needed              ? "the queries that need a source token (needed_query_mask)"
                               : o.queries.empty() ? "every query"
                                                   : "queries " + o.queries;
@@ -238,14 +292,10 @@ int run_probe(const ProbeOptions& o, std::ostream& out) {
         << mass_table(mass_at_delta(records, d, filter));
 
   if (!o.compare_checkpoint.empty()) {
-    LoadedRun other = load_run(o.compare_checkpoint);
-    std::vector<AttentionRecord> theirs = record_attention(*other.model, batch);
-    std::vector<HeadComparison> rows = compare_probes(records, theirs, deltas, filter, R);
     out << "\ncomparison: A = " << o.checkpoint << ", B = " << o.compare_checkpoint << "\n"
         << comparison_table(rows);
-    const std::string path = o.compare_csv.empty() ? out_dir + "/compare.csv" : o.compare_csv;
-    write_file_atomic(path, comparison_csv(rows), kOp);
-    out << "wrote " << path << "\n";
+    write_file_atomic(where.compare_csv, comparison_csv(rows), kOp);
+    out << "wrote " << where.compare_csv << "\n";
   }
   return 0;
 }

@@ -28,8 +28,11 @@ inline constexpr NameTable<DType, 2> kParameterDTypeNames{{{DType::Float32, "flo
 struct OptimConfig {
   OptimizerKind name = OptimizerKind::AdamW;  // kOptimizerKindNames: sgd, adam, adamw (train/optim/optim.h)
   double lr = 1e-3;            // peak learning rate
-  double min_lr = 0.0;         // reached at train.steps
+  double min_lr = 0.0;         // reached at decay_steps
   int64_t warmup_steps = 100;  // linear warmup from 0
+  // The step at which the decay reaches min_lr (PyTorch's T_max), held there after; 0 = train.steps.
+  // A resume with a larger train.steps stretches the schedule when 0, keeps it when the old total.
+  int64_t decay_steps = 0;
   LrSchedule::Decay decay = LrSchedule::Decay::Cosine;  // after warmup: kDecayNames (train/optim/schedule.h)
   double weight_decay = 0.01;  // decay_groups: tensors of 2+ dims (positional tables too), not biases or norms
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adam, adamw

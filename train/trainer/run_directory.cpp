@@ -1,6 +1,7 @@
 // The run directory: lock, log file, *.prev rotation and the resume-target checks (see run_directory.h).
 #include "train/trainer/run_directory.h"
 
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -21,18 +22,36 @@ bool file_exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
-void make_directories(const std::string& dir) {
+// Creates `dir` and the folders above it that are missing; returns those it created, outermost first.
+std::vector<std::string> make_directories(const std::string& dir) {
+  std::vector<std::string> created;
   std::string partial;
   for (size_t i = 0; i <= dir.size(); ++i) {
     if (i == dir.size() || dir[i] == '/') {
-      if (!partial.empty() && !file_exists(partial))
-        RG_CHECK(::mkdir(partial.c_str(), 0755) == 0 || errno == EEXIST, "train", "cannot create directory '",
-                 partial, "': ", std::strerror(errno));
+      if (!partial.empty() && !file_exists(partial)) {
+        const bool made = ::mkdir(partial.c_str(), 0755) == 0;
+        RG_CHECK(made || errno == EEXIST, "train", "cannot create directory '", partial, "': ", std::strerror(errno));
+        if (made) created.push_back(partial);
+      }
     }
     if (i < dir.size()) partial += dir[i];
   }
   struct stat st {};
   RG_CHECK(::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode), "train", "train.out_dir '", dir, "' is not a directory");
+  return created;
+}
+
+// Whether `dir` holds nothing but `.lock`.
+bool only_lock_in(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return false;
+  bool only = true;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name != "." && name != ".." && name != ".lock") only = false;
+  }
+  ::closedir(d);
+  return only;
 }
 
 // The log is appended to, not replaced atomically: like AtomicFile, never write through a symlink or
@@ -49,16 +68,29 @@ void refuse_unless_regular(const std::string& path) {
 RunDirectory::RunDirectory(std::string dir, LogFormat format, std::ostream* out)
     : dir_(std::move(dir)), log_(format), out_(out) {}
 
-RunDirectory::~RunDirectory() = default;
+RunDirectory::~RunDirectory() { unlock(); }
 
 void RunDirectory::lock() {
   if (lock_) return;  // held already (a second DirectoryLock in this process would be refused)
-  make_directories(dir_);
+  created_ = make_directories(dir_);
   lock_ = std::make_unique<DirectoryLock>(dir_, "train", "train.out_dir");
   if (!lock_->warning().empty() && out_) *out_ << "warning: " << lock_->warning() << "\n";
 }
 
-void RunDirectory::unlock() { lock_.reset(); }
+void RunDirectory::unlock() {
+  if (!lock_) return;
+  // A run refused before it wrote anything (nothing to train into a new directory) leaves no folder
+  // behind: the ones lock() created are removed while they hold only the lock file. The file is
+  // unlinked while still locked, so a second run that opened it meanwhile is refused, and one that
+  // opens it afterwards makes a new one (then the directory is not empty and stays).
+  const bool remove = !created_.empty() && only_lock_in(dir_);
+  if (remove) ::unlink((dir_ + "/.lock").c_str());
+  lock_.reset();
+  if (!remove) return;
+  for (auto it = created_.rbegin(); it != created_.rend(); ++it)
+    if (::rmdir(it->c_str()) != 0) break;  // not empty: something else was put there
+  created_.clear();
+}
 
 void RunDirectory::set_resumed_from(const std::string& checkpoint_path) {
   resumed_ = true;

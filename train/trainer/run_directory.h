@@ -10,7 +10,8 @@
 //
 // Files: checkpoint.safetensors and log.jsonl or log.csv (train/trainer/training_log.h). The rules:
 // - Lock: held from lock() to unlock() (or destruction); a second run into the directory is refused
-//   with an error naming the holder's pid.
+//   with an error naming the holder's pid. A directory lock() created and the run left empty (refused
+//   before writing anything) is removed again by unlock(), lock file and all.
 // - A fresh run in a directory that holds an earlier run keeps that run's files as
 //   checkpoint.prev.safetensors / log.prev.*, but only at its own first checkpoint: until then its log
 //   is log.new.* and the earlier files are untouched, so a run that fails before saving anything (a
@@ -28,6 +29,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "train/trainer/training_log.h"
 
@@ -85,6 +87,7 @@ class RunDirectory {
   TrainingLog log_;
   std::ostream* out_;
   std::unique_ptr<DirectoryLock> lock_;
+  std::vector<std::string> created_;  // the folders lock() created, removed by unlock() if left empty
   bool resumed_ = false;
   std::string resumed_from_;  // the checkpoint resumed from, and its file's identity
   uint64_t resumed_device_ = 0, resumed_inode_ = 0;

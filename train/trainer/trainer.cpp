@@ -96,7 +96,8 @@ Trainer::Trainer(TrainerOptions options, std::ostream* out, Communicator* comm)
                                                  o.positional_lr_scale);
   group_lr_scale_ = scaled.lr_scale;
   optimizer_ = make_optimizer(o, scaled.groups);
-  schedule_ = LrSchedule(o.lr, o.warmup_steps, options_.train.steps, o.min_lr, o.decay);
+  schedule_ = LrSchedule(o.lr, o.warmup_steps, o.decay_steps > 0 ? o.decay_steps : options_.train.steps, o.min_lr,
+                         o.decay);
   if (comm_->size() > 1) start_data_parallel();
 }
 

@@ -1,5 +1,6 @@
 // relgrad context-bench [--full] [--treatments ...] [--seeds ...] [--steps N] [--text FILE] [--out DIR]
 #include "train/command/cli_commands.h"  // UsageError
+#include "train/command/output_guard.h"
 #include "train/command/subcommand.h"
 #include "train/instruments/context_bench.h"
 #include "train/instruments/experiments.h"  // parse_name_list, parse_seed_list
@@ -23,6 +24,7 @@ class ContextBenchCommand final : public Subcommand {
   int run(CommandLine& app, std::ostream& out) override {
     // A list left out keeps the form's (empty); a malformed list, an unknown treatment or a missing text is a
     // usage error (InstrumentOptionError and the bench's own are relgrad::Error).
+    refuse_output_over_input("context-bench", {{"--text", options_.text_path}}, {{"--out", options_.out_dir}});
     try {
       if (app.count("--treatments"))
         options_.treatments = parse_name_list(treatments_, "--treatments", "context-bench");

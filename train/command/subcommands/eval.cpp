@@ -3,6 +3,7 @@
 #include "train/command/checkpoint_overrides.h"
 #include "train/command/cli_args.h"
 #include "train/command/cli_commands.h"
+#include "train/command/output_guard.h"
 #include "train/command/subcommand.h"
 
 namespace relgrad::cli_detail {
@@ -29,6 +30,7 @@ class EvalCommand final : public Subcommand {
 
   int run(CommandLine& app, std::ostream& out) override {
     EvalArgs& a = args_;
+    refuse_output_over_input("eval", {{"the checkpoint", a.checkpoint}}, {{"--dump-logits", a.dump_path}});
     if (app.count("--input") && blank(a.input))
       throw UsageError("[eval] --input is empty: give tokens, or leave --input out (held-out batch 0)");
     if (app.count("--target") && !app.count("--input"))

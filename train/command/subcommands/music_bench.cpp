@@ -1,6 +1,7 @@
 // relgrad music-bench [--full | --pope-size] [--treatments ...] [--seeds ...] [--steps N] [--no-harmony]
 //                     [--chorales F] [--out DIR] [--device D]
 #include "train/command/cli_commands.h"  // UsageError
+#include "train/command/output_guard.h"
 #include "train/command/subcommand.h"
 #include "train/instruments/experiments.h"  // parse_name_list, parse_seed_list
 #include "train/instruments/music_bench.h"
@@ -29,6 +30,7 @@ class MusicBenchCommand final : public Subcommand {
   }
 
   int run(CommandLine& app, std::ostream& out) override {
+    refuse_output_over_input("music-bench", {{"--chorales", options_.chorales_path}}, {{"--out", options_.out_dir}});
     options_.harmony = !no_harmony_;
     try {  // a list left out keeps the form's (empty); the instruments' list syntax, a usage error
       if (app.count("--treatments")) options_.treatments = parse_name_list(treatments_, "--treatments", "music-bench");

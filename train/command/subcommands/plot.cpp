@@ -2,6 +2,7 @@
 #include <ostream>
 
 #include "core/file_io.h"
+#include "train/command/output_guard.h"
 #include "train/command/subcommand.h"
 #include "train/plot/plot.h"
 
@@ -17,6 +18,7 @@ class PlotCommand final : public Subcommand {
 
   int run(CommandLine&, std::ostream& out) override {
     if (out_path_.empty()) out_path_ = directory_of(log_) + "/loss.svg";
+    refuse_output_over_input("plot", {{"the log", log_}}, {{"-o", out_path_}});
     plot_training_log(log_, out_path_);
     out << "wrote " << out_path_ << "\n";
     return 0;

@@ -1,5 +1,6 @@
 // relgrad probe CHECKPOINT [--reach R] [--out DIR] [--delta D ...] [--queries RANGE] [--compare CHECKPOINT] ...
 #include "train/command/cli_commands.h"
+#include "train/command/output_guard.h"
 #include "train/command/subcommand.h"
 #include "train/instruments/probe.h"
 
@@ -25,6 +26,12 @@ class ProbeCommand final : public Subcommand {
   }
 
   int run(CommandLine&, std::ostream& out) override {
+    const ProbeOutputs where = probe_outputs(options_);
+    refuse_output_over_input("probe", {{"the checkpoint", options_.checkpoint}, {"--compare", options_.compare_checkpoint}},
+                             {{"--out", where.out_dir},
+                              {"--csv", where.csv},
+                              {"--json", where.json},
+                              {"--compare-csv", where.compare_csv}});
     try {
       return run_probe(options_, out);
     } catch (const InstrumentOptionError& e) {

@@ -1,12 +1,29 @@
 // relgrad sample CHECKPOINT [--input | --prompt | --prompt-midi | --chorale | --melody] [sampling options]
 //                [--model.PLACE.rope_scaling…=VALUE ...]
+#include <algorithm>
+
 #include "train/command/checkpoint_overrides.h"
 #include "train/command/cli_args.h"
 #include "train/command/cli_commands.h"
+#include "train/command/output_guard.h"
 #include "train/command/subcommand.h"
+#include "train/config/source.h"
 
 namespace relgrad::cli_detail {
 namespace {
+
+// The .mid files --format midi may write: -o (default sample.mid, harmony.mid for --melody), numbered
+// _1 … _N when -n N > 1 (numbered_output, train/config/source.h).
+std::vector<NamedPath> midi_outputs(const SampleArgs& a) {
+  if (a.format != "midi" && a.output.empty()) return {};
+  SampleRequest request;
+  request.output = a.output, request.num = a.num;
+  const std::string fallback = a.melody.empty() ? "sample.mid" : "harmony.mid";
+  std::vector<NamedPath> outputs;
+  for (int64_t n = 1; n <= std::max<int64_t>(1, a.num); ++n)
+    outputs.push_back({"-o", numbered_output(request, n, fallback)});
+  return outputs;
+}
 
 class SampleCommand final : public Subcommand {
  public:
@@ -39,6 +56,9 @@ class SampleCommand final : public Subcommand {
 
   int run(CommandLine& app, std::ostream& out) override {
     SampleArgs& a = args_;
+    refuse_output_over_input("sample",
+                             {{"the checkpoint", a.checkpoint}, {"--prompt-midi", a.prompt_midi}, {"--melody", a.melody}},
+                             midi_outputs(a));
     const std::vector<std::string> rest = take_model_overrides(app.remaining(), "sample", a.model_overrides);
     if (!rest.empty())
       throw UsageError("[sample] '" + rest.front() + "' is neither an option of relgrad sample nor a " +

@@ -2,6 +2,7 @@
 #include <ostream>
 
 #include "core/file_io.h"
+#include "train/command/output_guard.h"
 #include "train/command/subcommand.h"
 #include "train/data/token_file.h"
 
@@ -16,6 +17,7 @@ class TokenizeCommand final : public Subcommand {
   }
 
   int run(CommandLine&, std::ostream& out) override {
+    refuse_output_over_input("tokenize", {{"the input", input_}}, {{"the output", output_}});
     const std::string bytes = read_file(input_, "tokenize", uint64_t(1) << 31);  // ids are int32 counts
     std::vector<int32_t> ids(bytes.begin(), bytes.end());
     for (int32_t& id : ids) id &= 0xFF;  // char may be signed: the id is the byte's unsigned value
