@@ -16,10 +16,11 @@ esac
 started=$SECONDS
 stamp() { echo "relgrad setup [$((SECONDS - started)) s]: $*"; }
 # bible-kjv: the default text corpus (data/kjv.txt, made below), no download from outside Debian.
+# ninja-build: the build tool (below).
 # libopenmpi-dev openmpi-bin: `mpirun -np N relgrad train` (docs/distributed.md) and its tests.
 # libopenblas0-pthread libblis4-serial: the GEMM libraries relgrad measures against Eigen's on its first
 # product and uses when faster here (core/cpu/gemm_library.h); loaded at run time, nothing to build against.
-packages="cmake g++ make pkg-config libeigen3-dev doctest-dev nlohmann-json3-dev libpng-dev libtomlplusplus-dev libcli11-dev bible-kjv libopenmpi-dev openmpi-bin libopenblas0-pthread libblis4-serial"
+packages="cmake g++ make ninja-build pkg-config libeigen3-dev doctest-dev nlohmann-json3-dev libpng-dev libtomlplusplus-dev libcli11-dev bible-kjv libopenmpi-dev openmpi-bin libopenblas0-pthread libblis4-serial"
 missing=""
 for p in $packages; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then
@@ -42,8 +43,13 @@ if [ -z "${RELGRAD_CUDA:-}" ]; then
 fi
 # RELGRAD_WERROR=ON (.ci/run) makes the library's -Wall -Wextra warnings errors; RELGRAD_BENCH=ON
 # (.ci/run) builds the benchmark programs of bench/ with the tests.
+# Ninja for a new build tree: unlike make's per-target steps, it starts a library's files while the
+# library under it is still compiling, so neither core idles at the end of each floor (an existing
+# tree keeps the generator it was made with).
+generator=()
+[ -f build/CMakeCache.txt ] || generator=(-G Ninja)
 stamp "configure"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DRELGRAD_CUDA="$RELGRAD_CUDA" \
+cmake -S . -B build "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DRELGRAD_CUDA="$RELGRAD_CUDA" \
   -DRELGRAD_WERROR="${RELGRAD_WERROR:-OFF}" -DRELGRAD_BENCH="${RELGRAD_BENCH:-OFF}" >/dev/null
 stamp "build the relgrad command"
 cmake --build build -j "$(nproc)" --target relgrad_cli
