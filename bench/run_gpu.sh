@@ -202,7 +202,7 @@ if has build; then
   gen=()
   if [ ! -f "$build/CMakeCache.txt" ] && command -v ninja >/dev/null 2>&1; then gen=(-G Ninja); fi
   if cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DRELGRAD_CUDA=ON -DRELGRAD_MPI=OFF \
-    -DRELGRAD_TESTS=ON -DRELGRAD_EXAMPLES=ON "${cmake_deps[@]}" >"$res/cmake.log" 2>&1; then
+    -DRELGRAD_TESTS=ON -DRELGRAD_EXAMPLES=ON -DRELGRAD_BENCH=ON "${cmake_deps[@]}" >"$res/cmake.log" 2>&1; then
     grep -E '^(Eigen3|nlohmann_json|tomlplusplus|CLI11|doctest)_DIR|^PNG_LIBRARY_RELEASE|^CMAKE_CUDA_ARCHITECTURES' \
       "$build/CMakeCache.txt" | sed 's/^/  /'
     b0=$(date +%s)

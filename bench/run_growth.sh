@@ -30,7 +30,7 @@ export OMP_NUM_THREADS=${THREADS:-1}
 
 if [ "${CORE:-0}" = 1 ]; then
   flash="$build/bench/bench_flash"
-  [ -x "$flash" ] || { echo "no $flash: build the bench_flash target first" >&2; exit 1; }
+  [ -x "$flash" ] || { echo "no $flash: configure with -DRELGRAD_BENCH=ON and build the bench_flash target first" >&2; exit 1; }
   export RELGRAD_BENCH_CLOCK=${RELGRAD_BENCH_CLOCK:-cpu}
   REPS=${REPS:-7}
   echo "== $(date -u +%Y-%m-%dT%H:%MZ), $(getconf _NPROCESSORS_ONLN) cores, $(lscpu | sed -n 's/^Model name: *//p'), OMP_NUM_THREADS=$OMP_NUM_THREADS"

@@ -5,7 +5,7 @@
 # reference script kept outside this repository; variants none, skew_gather, naive), so load from
 # elsewhere lands on both alike; prints one table.
 # Builds nothing: build first (Release):
-#   cmake -S . -B build-bench -DRELGRAD_CUDA=OFF -DCMAKE_BUILD_TYPE=Release && make -C build-bench -j2 bench_relattn
+#   cmake -S . -B build-bench -DRELGRAD_CUDA=OFF -DCMAKE_BUILD_TYPE=Release -DRELGRAD_BENCH=ON && make -C build-bench -j2 bench_relattn
 # Usage: bench/run_relattn.sh [path/to/relattn_micro.py]   (default: the `micro=` line below).
 #        Settings from the environment (defaults in brackets):
 #   LENGTHS [128,256,512,1024,2048]  THREADS ["1 2"]  REPS [3]  WARMUP [1]  MIN_TIME [1.0] (seconds of

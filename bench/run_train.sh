@@ -120,7 +120,7 @@ torch2_version=""
 
 targets="bench_train bench_relattn"
 [ "$has_cli" = 1 ] && targets="$targets relgrad_cli"
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DRELGRAD_CUDA=OFF >/dev/null
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DRELGRAD_CUDA=OFF -DRELGRAD_BENCH=ON >/dev/null
 # relgrad's own runs: the GEMM library asked for (relgrad loads OpenBLAS with its own kernels whatever
 # OPENBLAS_CORETYPE says). PyTorch does not read RELGRAD_GEMM.
 export RELGRAD_GEMM=$GEMM

@@ -3,7 +3,10 @@
 #   cmake --install build --prefix P    P/bin/relgrad                        the command
 #                                       P/include/relgrad/relgrad.h, core/.. the public headers, by
 #                                                                            their path from the root
-#                                       P/lib/librelgrad_<floor>.a           the floors (static)
+#                                       P/lib/librelgrad_<floor>.a           the engine's floors (static);
+#                                                                            the lab (plot, instruments,
+#                                                                            the command's code) is not
+#                                                                            installed: it is in bin/relgrad
 #                                       P/lib/cmake/relgrad/relgradConfig*   find_package(relgrad):
 #                                                                            relgrad::relgrad, relgrad::<floor>
 #                                       P/lib/pkgconfig/relgrad.pc           pkg-config --cflags --libs relgrad
@@ -19,8 +22,7 @@ include(CMakePackageConfigHelpers)
 # The floors, bottom to top, then the wholes (CMakeLists.txt, train/CMakeLists.txt).
 set(RELGRAD_INSTALLED_LIBRARIES
     relgrad_base relgrad_cuda relgrad_core relgrad_cpu relgrad_backend relgrad_autograd relgrad_layers
-    relgrad_plot relgrad_optim relgrad_data relgrad_music relgrad_trainer relgrad_config relgrad_instruments
-    relgrad_command relgrad_train relgrad)
+    relgrad_optim relgrad_data relgrad_music relgrad_trainer relgrad_config relgrad_train relgrad)
 # Exported as relgrad::core, relgrad::layers, ... and relgrad::relgrad (the whole library).
 foreach(lib ${RELGRAD_INSTALLED_LIBRARIES})
   if(NOT lib STREQUAL "relgrad")
@@ -38,12 +40,14 @@ install(TARGETS ${RELGRAD_INSTALLED_LIBRARIES} EXPORT relgradTargets
 set_target_properties(relgrad_cli PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
 install(TARGETS relgrad_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
-# The public headers: every .h of the library's folders and the .def tables they include (the .cuh of
-# cuda/ are its kernels' own). tests/install_downstream.sh compiles each of them from the install alone.
+# The public headers: every .h of the engine's folders and the .def tables they include (the .cuh of
+# cuda/ are its kernels' own), not the lab's (train/plot, train/instruments, train/command).
+# tests/install_downstream.sh compiles each of them from the install alone.
 install(FILES ${CMAKE_SOURCE_DIR}/relgrad.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/relgrad)
 foreach(dir core cuda autograd layers train)
   install(DIRECTORY ${CMAKE_SOURCE_DIR}/${dir} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/relgrad
-          FILES_MATCHING PATTERN "*.h" PATTERN "*.def")
+          FILES_MATCHING PATTERN "*.h" PATTERN "*.def"
+          REGEX "/train/(plot|instruments|command)$" EXCLUDE)
 endforeach()
 install(FILES ${CMAKE_SOURCE_DIR}/README.md ${CMAKE_SOURCE_DIR}/docs/cli.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
 
@@ -62,7 +66,7 @@ install(FILES ${CMAKE_BINARY_DIR}/relgradConfig.cmake ${CMAKE_BINARY_DIR}/relgra
 # The static floors top to bottom, so that each library's undefined symbols come before their
 # definitions on a plain linker's command line; then what the floors link privately.
 set(RELGRAD_PC_LIBS "")
-foreach(lib command instruments config plot music trainer optim data layers autograd backend cpu core cuda)
+foreach(lib config music trainer optim data layers autograd backend cpu core cuda)
   string(APPEND RELGRAD_PC_LIBS " -lrelgrad_${lib}")
 endforeach()
 set(RELGRAD_PC_CFLAGS "")
@@ -95,8 +99,8 @@ set(CMAKE_SKIP_INSTALL_ALL_DEPENDENCY ON)
 # Depends: what a program built against the package needs (the -dev packages find_package(relgrad)
 # looks for; the command's shared libraries). A CUDA build also needs NVIDIA's CUDA toolkit of the
 # version it was built with, which is no Debian package and so is not declared.
-set(RELGRAD_DEB_DEPENDS "libc6, libstdc++6, libgcc-s1, libpng16-16, libeigen3-dev (>= 3.4), libpng-dev, \
-nlohmann-json3-dev (>= 3.10), libtomlplusplus-dev, libcli11-dev")
+set(RELGRAD_DEB_DEPENDS "libc6, libstdc++6, libgcc-s1, libpng16-16, libeigen3-dev (>= 3.4), \
+nlohmann-json3-dev (>= 3.10), libtomlplusplus-dev")
 if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
   string(APPEND RELGRAD_DEB_DEPENDS ", libomp-dev")  # clang's OpenMP runtime
 else()

@@ -16,11 +16,21 @@ prefix=$work/prefix
 cmake --install "$build" --prefix "$prefix" >"$work/install.log" 2>&1 \
   || { cat "$work/install.log" >&2; fail "cmake --install failed"; }
 for f in bin/relgrad include/relgrad/relgrad.h include/relgrad/core/tensor.h include/relgrad/core/version.h \
-         include/relgrad/train/trainer/checkpoint.h lib/librelgrad_core.a lib/librelgrad_command.a \
+         include/relgrad/train/trainer/checkpoint.h lib/librelgrad_core.a lib/librelgrad_config.a \
          lib/cmake/relgrad/relgradConfig.cmake lib/cmake/relgrad/relgradConfigVersion.cmake \
          lib/cmake/relgrad/relgradTargets.cmake lib/pkgconfig/relgrad.pc share/doc/relgrad/README.md; do
   [[ -e $prefix/$f ]] || fail "cmake --install wrote no $f"
 done
+# The engine without the lab (cmake/install.cmake): no lab library, header or link flag is handed to a
+# downstream program; the lab lives in bin/relgrad alone.
+for f in lib/librelgrad_plot.a lib/librelgrad_instruments.a lib/librelgrad_command.a \
+         include/relgrad/train/plot include/relgrad/train/instruments include/relgrad/train/command; do
+  [[ ! -e $prefix/$f ]] || fail "cmake --install wrote $f, a part of the lab, into the engine's install"
+done
+if grep -rlE 'relgrad_(plot|instruments|command)|relgrad::(plot|instruments|command)|PNG|CLI11' \
+     "$prefix/lib/cmake" "$prefix/lib/pkgconfig"; then
+  fail "the installed CMake/pkg-config files above hand the lab (or its libpng / CLI11) to a downstream program"
+fi
 # Nothing installed may point back into the source or build tree: the install must stand alone.
 if grep -rlF -e "$src" -e "$(cd "$build" && pwd)" "$prefix/lib/cmake" "$prefix/lib/pkgconfig"; then
   fail "the installed CMake/pkg-config files above name the source or build tree"

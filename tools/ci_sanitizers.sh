@@ -18,7 +18,7 @@ stamp() { echo "== ci_sanitizers [$((SECONDS - started)) s] $*"; }
 
 # clang + its runtimes (libFuzzer, ASan/UBSan: libclang-rt-14-dev; OpenMP: libomp-14-dev) on top of
 # what tools/setup.sh installs. clang's OpenMP runtime is libomp, not gcc's libgomp.
-packages="cmake g++ make libeigen3-dev doctest-dev nlohmann-json3-dev libpng-dev libtomlplusplus-dev libcli11-dev clang libclang-rt-14-dev libomp-14-dev"
+packages="cmake g++ make ninja-build libeigen3-dev doctest-dev nlohmann-json3-dev libpng-dev libtomlplusplus-dev libcli11-dev clang libclang-rt-14-dev libomp-14-dev"
 missing=""
 for p in $packages; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then
@@ -29,7 +29,9 @@ fi
 
 # ---- 1. ASan + UBSan on the CPU test suite and the seed corpora -----------------------------------
 stamp "asan: configure + build (tests and fuzz targets)"
-cmake --preset asan -DRELGRAD_WERROR=ON >/dev/null
+generator=()
+[ -f build-asan/CMakeCache.txt ] || generator=(-G Ninja)  # as tools/setup.sh, for a new tree
+cmake --preset asan "${generator[@]}" -DRELGRAD_WERROR=ON >/dev/null
 cmake --build --preset asan -j "$jobs"
 stamp "asan: ctest (the tests and the fuzz_corpus_* replays)"
 ctest --preset asan -j "$jobs"
