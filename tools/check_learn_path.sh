@@ -91,16 +91,17 @@ fi
 row_pattern='^\| `autograd/engine\.cpp` \| ([0-9]+)–([0-9]+) \| `// ---- backward'
 row=$(grep -E "$row_pattern" "$root/docs/learn.md" || true)
 [ -n "$row" ] || { echo "self-test: docs/learn.md has no row citing autograd/engine.cpp's backward"; exit 1; }
-first=$(sed -E "s/$row_pattern.*/\1/" <<< "$row")
-last=$(sed -E "s/$row_pattern.*/\2/" <<< "$row")
-moved_row=$(sed -E "s/\| ${first}–${last} \|/| $((first + 300))–$((last + 300)) |/" <<< "$row")
+[[ "$row" =~ \|\ ([0-9]+)–([0-9]+)\ \| ]] || { echo "self-test: cannot read the range of: $row"; exit 1; }
+first=${BASH_REMATCH[1]}
+last=${BASH_REMATCH[2]}
+moved_row=${row/"| ${first}–${last} |"/"| $((first + 300))–$((last + 300)) |"}
 failures=0
 expect_refused() {  # what, doc copy
   local out
   if out=$(check_path "$2"); then
     echo "self-test FAILED: $1 was accepted"; failures=$((failures + 1)); return
   fi
-  if ! grep -q '^autograd/engine.cpp:.*run_backward\|^autograd/engine.cpp:' <<< "$out"; then
+  if ! grep -q '^autograd/engine.cpp:' <<< "$out"; then
     echo "self-test FAILED: $1 was refused without naming autograd/engine.cpp"; failures=$((failures + 1)); return
   fi
   echo "self-test ok: $1 refused ($(head -1 <<< "$out"))"
