@@ -16,7 +16,8 @@
 // with OMP_WAIT_POLICY=passive added (about 3 ms). A caller's setting is kept as it is:
 // `OMP_WAIT_POLICY=active` gets the spinning back where it pays (a dedicated machine). Where the
 // executable cannot be run again (/proc not mounted), the program goes on with the runtime's default.
-// The variable is inherited by the processes a program starts.
+// The variable is inherited by the processes a program starts. Under a debugger the second run shows
+// as "process N is executing new program"; set OMP_WAIT_POLICY to start without it.
 //
 // Every executable linking relgrad_core gets the entry: relgrad_core's link interface names the
 // symbol relgrad_openmp_start as undefined (core/CMakeLists.txt, and relgrad.pc for pkg-config), so
