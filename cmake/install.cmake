@@ -65,7 +65,7 @@ install(FILES ${CMAKE_BINARY_DIR}/relgradConfig.cmake ${CMAKE_BINARY_DIR}/relgra
 # ---- relgrad.pc -----------------------------------------------------------------------------------
 # The static floors top to bottom, so that each library's undefined symbols come before their
 # definitions on a plain linker's command line; then what the floors link privately.
-set(RELGRAD_PC_LIBS "")
+set(RELGRAD_PC_LIBS " -Wl,--undefined=relgrad_openmp_start")  # core/openmp_start.cpp: the wait policy
 foreach(lib config music trainer optim data layers autograd backend cpu core cuda)
   string(APPEND RELGRAD_PC_LIBS " -lrelgrad_${lib}")
 endforeach()

@@ -9,13 +9,14 @@
 // The program draws the graph (autograd/graph_dot.h), runs the nodes' own backward closures in
 // tape order both ways, then checks that c.backward() agrees with the hand-worked 24.
 //
-// Run: ./build/examples/02_tape_by_hand [graph.dot]   (default: relgrad_02_graph.dot in the temp dir)
+// Run: ./build/examples/02_tape_by_hand [graph.dot]   (default: relgrad_02_graph_uid<your uid>.dot in the temp dir)
 // expect: step 1: mul .*gets 1, sends 6 to add and 6 to add
 // expect: step 2: add .*gets 12, sends 12 to leaf a and 12 to leaf a
 // expect: walked by hand, accumulating: dc/da = 24
 // expect: walked by hand, overwriting \(the bug\): dc/da = 6
 // expect: by hand 8a = 24, engine a\.grad\(\) = 24: gradients agree: yes
 // expect: op0 -> op1
+// expect: leaf0  leaf \(\) requires_grad  value \[3\]  grad \[24\]
 // expect: wrote the graph to .*[.]dot
 // expect: (rendered it to .*[.]png|install graphviz to render it)
 #include <algorithm>
@@ -27,6 +28,8 @@
 #include <map>
 #include <set>
 #include <string>
+
+#include <unistd.h>
 
 #include "relgrad.h"
 
@@ -82,16 +85,17 @@ int main(int argc, char** argv) {
     // The graph: one box per op, the leaf a, two arrows wherever an input is used twice.
     std::cout << to_dot(c) << "\n";
     const std::string dot_path =
-        argc > 1 ? argv[1] : (std::filesystem::temp_directory_path() / "relgrad_02_graph.dot").string();
+        argc > 1 ? argv[1]  // else one file per user: a classroom shares the temp dir
+                 : (std::filesystem::temp_directory_path() / ("relgrad_02_graph_uid" + std::to_string(getuid()) + ".dot")).string();
     write_dot(c, dot_path);
     std::printf("wrote the graph to %s\n", dot_path.c_str());
     const std::string png_path = dot_path.substr(0, dot_path.rfind('.')) + ".png";
     if (std::system("command -v dot > /dev/null 2>&1") == 0 &&
         std::system(("dot -Tpng '" + dot_path + "' -o '" + png_path + "'").c_str()) == 0)
       std::printf("rendered it to %s\n\n", png_path.c_str());
-    else
-      std::printf("Graphviz's dot is not on PATH: install graphviz to render it (dot -Tpng %s -o %s)\n\n",
-                  dot_path.c_str(), png_path.c_str());
+    else  // the same graph as text (to_text), so a terminal without Graphviz still shows it
+      std::printf("Graphviz's dot is not on PATH: install graphviz to render it (dot -Tpng %s -o %s)\n%s\n",
+                  dot_path.c_str(), png_path.c_str(), to_text(c).c_str());
 
     // The tape in the order backward walks it, run by hand both ways.
     std::vector<Node*> tape = tape_of(c);
@@ -106,6 +110,10 @@ int main(int argc, char** argv) {
     const bool agree = engine == worked_out && by_hand == worked_out;
     std::printf("by hand 8a = %g, engine a.grad() = %g: gradients agree: %s\n", worked_out, engine,
                 agree ? "yes" : "no");
+    // The graph again, with the leaf's value and gradient and the root's value (GraphOptions::values).
+    GraphOptions with_values;
+    with_values.values = true;
+    std::printf("\n%s", to_text(c, with_values).c_str());
     if (!agree || buggy != worked_out / 4) {
       std::printf("the walk did not give what the text says\n");
       return 1;

@@ -7,15 +7,15 @@
 //   S[i][j]  = q_i · e_{j−i}                       the relative term (its definition, as loops)
 //   weights  = softmax((Q·Kᵀ + S) / √D)            row by row
 //
-// Pair by pair, S picks a different row of E for every (i, j). The seed's method
-// (docs/relative-attention.md) does one product P = Q·Eᵀ, every query against every row, and reads
-// S off it: S[i][j] = P[i][j − i + 3], each diagonal of S (one δ) a column of P. The library's
-// SeedRelativeEmbedding does that inside MultiHeadAttention; the end checks the layer against ours.
+// The seed's method (docs/relative-attention.md) does one product P = Q·Eᵀ and reads S off it:
+// S[i][j] = P[i][j − i + 3], each diagonal of S (one δ) a column of P; SeedRelativeEmbedding does that
+// inside MultiHeadAttention. Backward runs the other way: dE gathers each diagonal of dS (the scatter).
 //
 // Run: ./build/examples/06_relative_attention_head
 // expect: S read off the diagonals of P equals the loops: yes
 // expect: library agrees: yes
-#include <algorithm>
+// expect: dE and dQ by hand equal the engine's: yes
+// expect: the head's weights gradchecked in Q, K and E: yes
 #include <cmath>
 #include <cstdio>
 #include <exception>
@@ -33,10 +33,8 @@ namespace {
 
 void print(const char* title, const Matrix& m) {
   std::printf("%s\n", title);
-  for (const Row& row : m) {
-    for (double v : row) std::printf(" %8.4g", v);
-    std::printf("\n");
-  }
+  for (const Row& row : m)
+    for (size_t j = 0; j < row.size(); ++j) std::printf(" %8.4g%s", row[j], j + 1 < row.size() ? "" : "\n");
   std::printf("\n");
 }
 
@@ -48,10 +46,10 @@ Tensor to_tensor(const Matrix& m) {
   return from_vector(flat, {static_cast<int64_t>(m.size()), static_cast<int64_t>(m[0].size())});  // float64
 }
 
-Matrix to_matrix(const Tensor& x, int n) {  // x holds n × n numbers, row-major
+Matrix to_matrix(const Tensor& x, int n, int cols) {  // x holds n × cols numbers, row-major
   std::vector<double> v = x.contiguous().to_vector<double>();
-  Matrix m(n, Row(n));
-  for (int k = 0; k < n * n; ++k) m[k / n][k % n] = v[k];
+  Matrix m(n, Row(cols));
+  for (int k = 0; k < n * cols; ++k) m[k / cols][k % cols] = v[k];
   return m;
 }
 
@@ -93,12 +91,6 @@ int main() {
     print("P = Q.E^T, the seed's QE (columns delta = -3 ... +3):", P);
     for (int i = 0; i < t; ++i)
       for (int j = 0; j < t; ++j) S_from_P[i][j] = P[i][j - i + max_past];  // S's diagonal δ = P's column δ
-    for (int delta = -max_past; delta <= max_past; ++delta) {
-      const int first = std::max(0, -delta), last = std::min(t, t - delta) - 1;  // the rows with a key
-      std::printf("delta %+d: column %d of P, rows %d..%d:", delta, delta + max_past, first, last);
-      for (int i = first; i <= last; ++i) std::printf(" %g", S_from_P[i][i + delta]);
-      std::printf("\n");
-    }
     const bool diagonals_agree = S_from_P == S;
     std::printf("S read off the diagonals of P equals the loops: %s\n\n", diagonals_agree ? "yes" : "NO");
 
@@ -131,18 +123,47 @@ int main() {
     options.need_weights = true;  // also return the attention weights (B, H, t2, t1)
     Tensor queries = to_tensor(Q).reshape({1, t, D}), keys = to_tensor(K).reshape({1, t, D});  // (B, t, C)
     AttentionOutput out = attention.forward(queries, keys, options);
-    Matrix library_weights = to_matrix(out.weights, t);  // (1, 1, t, t)
+    Matrix library_weights = to_matrix(out.weights, t, t);  // (1, 1, t, t)
     // The scheme's term alone, as the layer adds it to Q·Kᵀ before scaling.
     AttentionGeometry geometry = AttentionGeometry::make(/*B=*/1, /*H=*/1, D, t, t, /*causal=*/false);
-    Matrix library_S = to_matrix(scheme->score_term(to_tensor(Q).reshape({1, 1, t, D}), geometry), t);
+    Matrix library_S = to_matrix(scheme->score_term(to_tensor(Q).reshape({1, 1, t, D}), geometry), t, t);
     print("relative term, SeedRelativeEmbedding::score_term:", library_S);
     print("attention weights, MultiHeadAttention (need_weights):", library_weights);
     const double diff_S = max_abs_difference(S, library_S);
     const double diff_w = max_abs_difference(weights, library_weights);
     std::printf("max |difference|: relative term %.3g, weights %.3g\n", diff_S, diff_w);
     const bool agrees = diff_S < 1e-12 && diff_w < 1e-12;
-    std::printf("library agrees: %s\n", agrees ? "yes" : "NO");
-    return diagonals_agree && agrees ? 0 : 1;
+    std::printf("library agrees: %s\n\n", agrees ? "yes" : "NO");
+
+    // 5. Backward through the relative term, for an upstream gradient dS (the weights above, numbers
+    // on screen): S[i][j] = q_i · e_{j−i} gives dQ[i] = Σ_j dS[i][j] e_{j−i} and dE[δ] = Σ_i dS[i][i+δ] q_i,
+    // each diagonal of dS weighted by its queries and summed into one row of E: the scatter.
+    const Matrix& dS = weights;
+    Matrix dE(R, Row(D, 0.0)), dQ(t, Row(D, 0.0));
+    for (int i = 0; i < t; ++i)
+      for (int j = 0; j < t; ++j)
+        for (int d = 0; d < D; ++d) {
+          dE[j - i + max_past][d] += dS[i][j] * Q[i][d];  // the scatter: diagonal δ of dS onto row δ of E
+          dQ[i][d] += dS[i][j] * E[j - i + max_past][d];
+        }
+    print("dE by hand (rows delta = -3 ... +3):", dE);
+    // The engine: S = relative_gather(Q·Eᵀ, C), C[i][j] = j − i + 3 (stop 14), then backward with dS.
+    RelativeIndexOptions o;
+    o.max_past = o.max_future = max_past;
+    Tensor C = relative_index(t, t, o), Qt = to_tensor(Q).requires_grad_(), Et = to_tensor(E).requires_grad_();
+    relative_gather(matmul(Qt, Et.transpose(0, 1)), C, R).backward(to_tensor(dS));
+    const double diff_grads = std::fmax(max_abs_difference(dE, to_matrix(Et.grad(), R, D)),
+                                        max_abs_difference(dQ, to_matrix(Qt.grad(), t, D)));
+    const bool grads_agree = diff_grads < 1e-12;
+    std::printf("dE and dQ by hand equal the engine's: %s (max |difference| %.3g)\n", grads_agree ? "yes" : "NO",
+                diff_grads);
+    // The whole head, weights = softmax((Q·Kᵀ + S)/√D), against finite differences in Q, K and E.
+    GradcheckResult check = gradcheck([&](const TensorList& in) {
+      Tensor S_t = relative_gather(matmul(in[0], in[2].transpose(0, 1)), C, R);
+      return softmax((matmul(in[0], in[1].transpose(0, 1)) + S_t) * (1 / std::sqrt(double(D))), -1);
+    }, {Qt, to_tensor(K).requires_grad_(), Et});
+    std::printf("the head's weights gradchecked in Q, K and E: %s\n", check.ok ? "yes" : check.message.c_str());
+    return diagonals_agree && agrees && grads_agree && check.ok ? 0 : 1;
   } catch (const std::exception& e) {
     std::printf("error: %s\n", e.what());
     return 1;

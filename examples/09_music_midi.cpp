@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "relgrad.h"
 #include "train/command/cli.h"
 #include "train/music/midi.h"
@@ -60,7 +62,9 @@ bool on_path(const std::string& program) {
 
 int main(int argc, char** argv) {
   try {
-    const fs::path dir = fs::temp_directory_path() / "relgrad_example_09";
+    // One folder per user (a classroom shares /tmp): another student's files are neither read nor
+    // overwritten, and the folder of one who ran it first does not make this run fail.
+    const fs::path dir = fs::temp_directory_path() / ("relgrad_example_09_uid" + std::to_string(getuid()));
     fs::create_directories(dir);
     const std::string scale_mid = (dir / "scale.mid").string(), decoded_mid = (dir / "decoded.mid").string();
 

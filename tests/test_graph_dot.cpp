@@ -129,3 +129,34 @@ TEST_CASE("to_dot: write_dot writes the same text to a file") {
   CHECK(read_bytes(dir.file("graph.dot")) == to_dot(s));
   CHECK_THROWS_AS(write_dot(s, dir.file("no_such_folder/graph.dot")), Error);
 }
+
+TEST_CASE("to_dot and to_text: values and gradients on request, and the same graph as text") {
+  Tensor a = from_vector<double>({1, 2}, {2}).requires_grad_();
+  Tensor b = a + a;
+  Tensor c = b * b;
+  GraphOptions with_values;
+  with_values.values = true;
+  CHECK(to_text(c) == "leaf0  leaf (2) requires_grad\nop0  add (2) <- leaf0, leaf0\nop1  mul (2) <- op0, op0  (root)\n");
+  CHECK(to_text(c, with_values) ==
+        "leaf0  leaf (2) requires_grad  value [1, 2]\nop0  add (2) <- leaf0, leaf0\n"
+        "op1  mul (2) <- op0, op0  (root)  value [4, 16]\n");
+  CHECK(count_of(to_dot(c, with_values), "value") == 2);
+  c.sum().backward();  // dc/da = 2b · 2 = 8a
+  CHECK(to_text(c, with_values) ==
+        "leaf0  leaf (2) requires_grad  value [1, 2]  grad [8, 16]\nop0  add (2) <- leaf0, leaf0\n"
+        "op1  mul (2) <- op0, op0  (root)  value [4, 16]\n");
+  const std::string dot = to_dot(c, with_values);
+  CHECK(count_of(dot, "leaf0 [label=\"leaf\\n(2)\\nrequires_grad\\nvalue [1, 2]\\ngrad [8, 16]\", shape=ellipse];") == 1);
+  CHECK(count_of(dot, "op1 [label=\"mul\\n(2)\\nvalue [4, 16]\", shape=box, peripheries=2];") == 1);
+  CHECK(to_dot(c) == to_dot(c, GraphOptions()));  // without values: the picture of the tests above
+  // Long tensors show their first max_values elements; a constant input is named in the text form too.
+  GraphOptions three = with_values;
+  three.max_values = 3;
+  Tensor x = arange(10.0, kFloat64).requires_grad_();
+  CHECK(to_text(x, three) == "leaf0  leaf (10) requires_grad  value [0, 1, 2, ...]\n");
+  CHECK(to_text(ones({2}), three) == "nograd0  no grad (2)  value [1, 1]\n");
+  Tensor y = x * arange(10.0, kFloat64);
+  CHECK(to_text(y, three) ==
+        "leaf0  leaf (10) requires_grad  value [0, 1, 2, ...]\nop0  mul (10) <- leaf0, nograd0  (root)  value [0, 1, 4, ...]\n");
+  CHECK_THROWS_WITH_AS(to_text(Tensor()), doctest::Contains("[to_text] the tensor is undefined"), Error);
+}

@@ -18,6 +18,9 @@ tests="safetensors*,midi*,config*,token file*,op matmul 2d,op matmul batched,op 
 # The midi fuzz case runs 20,000 mutations by default: 300 are plenty under valgrind.
 export RELGRAD_MIDI_FUZZ=${RELGRAD_MIDI_FUZZ:-300}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+# Set, so that the program does not run itself again at start-up to set it (core/openmp_start.cpp):
+# valgrind would not follow that exec without --trace-children.
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 exec valgrind --tool=memcheck --error-exitcode=1 --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite \
   --track-origins=yes --num-callers=30 --quiet \
   "$build/tests/relgrad_tests" -tc="$tests" "$@"
