@@ -334,6 +334,7 @@ MusicBenchResult music_bench_results(const MusicBenchOptions& options, std::ostr
   MusicBenchResult r;
   r.full = o.full;
   r.size = music_bench_size(o);
+  r.resized = [o, &r]() mutable { return o.steps = -1, music_bench_size(o).steps != r.size.steps; }();
   const MusicBenchSize& s = r.size;
   const ChoraleSet set = read_chorales(o.chorales_path.empty() ? default_chorales_path() : o.chorales_path);
   r.train_chorales = static_cast<int64_t>(set.train.size());
