@@ -64,11 +64,11 @@ struct ProbeCurve {
   std::vector<int64_t> delta;  // −R … R
   std::vector<double> value;   // one per delta; NaN = undefined (masked offset, no pair, off an Error table)
   double outside = 0.0;        // attention_mass: the share at |δ| > R (0 for responses)
+  std::vector<std::string> shared_by;  // the layers using this table (t5: the whole stack); else {layer}
   // attention_mass: whether some visible (query, key) pair of the batch lies at delta[n]; an offset
   // with none holds 0 mass because it cannot occur (a cross attention's ±96 where its queries' places
   // only reach −32 … 31), and is drawn n/a. Empty for responses.
-  std::vector<bool> occurs;
-  std::vector<std::string> shared_by;  // the layers using this table (t5: the whole stack); else {layer}
+  std::vector<bool> occurs = {};  // last, with its default: the aggregates that list the rest stay whole
 };
 
 // One attention module's forward, captured by record_attention. Shapes: B batch, H heads, D head size,
