@@ -264,7 +264,8 @@ TEST_CASE("cli messages: the legend of a short run's accuracy panel covers no cu
   using namespace plot_detail;
   // Three evaluations of a short run: neither accuracy moved, so the curves run flat near the top and
   // near the bottom of the panel, through all four corners.
-  for (const auto& [accuracy, sequences] : std::vector<std::pair<double, double>>{{0.0215, 0.002}, {0.43, 0.04}, {0.0244, 0.0}}) {
+  for (const std::pair<double, double>& values : std::vector<std::pair<double, double>>{{0.0215, 0.002}, {0.43, 0.04}, {0.0244, 0.0}}) {
+    const double accuracy = values.first, sequences = values.second;  // named, not bound: INFO captures them
     PlotPanel panel{"held-out accuracy", "step", "accuracy", false, {}};
     panel.series.push_back(PlotSeries{"accuracy", {10, 20, 30}, {accuracy, accuracy, accuracy}});
     panel.series.push_back(PlotSeries{"sequence accuracy", {10, 20, 30}, {sequences, sequences, sequences}});
