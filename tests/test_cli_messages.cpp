@@ -327,6 +327,14 @@ TEST_CASE("cli messages: a bench run at other steps is reported as what ran, wit
     CHECK(contains(r.out, "1 treatment with index hints, 0 without, x 1 seed"));
     CHECK(read_bytes(dir.file("addition/results.md")).rfind("# relgrad addition-bench (CI form's models at 2 steps)\n", 0) == 0);
   }
+  SUBCASE("music-bench: its checks become notes") {
+    CliResult r = run_relgrad({"music-bench", "--treatments", "none", "--seeds", "1", "--steps", "2", "--no-harmony",
+                               "--out", dir.file("music")});
+    CHECK_CLI(r, 0);
+    CHECK(contains(r.out, "music-bench (CI form's models at 2 steps): 1 treatment x 1 seed, 2 steps each"));
+    CHECK_FALSE(contains(r.out, "FAILED"));
+    CHECK(read_bytes(dir.file("music/results.md")).rfind("# relgrad music-bench (CI form's models at 2 steps)\n", 0) == 0);
+  }
   SUBCASE("length-bench") {
     CliResult r = run_relgrad({"length-bench", "--tasks", "copy", "--treatments", "none", "--seeds", "1", "--steps", "2",
                                "--out", dir.file("length")});
