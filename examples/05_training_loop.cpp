@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -71,7 +72,11 @@ int main(int argc, char** argv) {
     const int steps = argc > 1 ? std::atoi(argv[1]) : 300;
     std::ifstream in("data/kjv.txt", std::ios::binary);
     if (!in) {
-      std::fprintf(stderr, "error: no data/kjv.txt here: run `bash tools/setup.sh` in the repository root\n");
+      // Relative to where the program runs: run elsewhere, the file is there but not here.
+      std::fprintf(stderr,
+                   "error: no data/kjv.txt in %s: run this from the repository root (where `bash "
+                   "tools/setup.sh` writes data/kjv.txt)\n",
+                   std::filesystem::current_path().string().c_str());
       return 1;
     }
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -178,10 +178,10 @@ TEST_CASE("cli: usage errors exit 2 and name what is wrong") {
            {{"sample", "x.safetensors", "--num", "0"}, "num"},
            // Each kind of check a subcommand declares (train/command/command_line.h): a range of
            // reals, of int64_t, a set of names, and an option that takes one value only.
-           {{"sample", "x.safetensors", "--top-p", "2"}, "--top-p: Value 2 not in range 0.000000 to 1.000000"},
-           {{"probe", "x.safetensors", "--reach", "-1"}, "--reach: Value -1 not in range 0 to 1048576"},
+           {{"sample", "x.safetensors", "--top-p", "2"}, "--top-p: 2 is not in (0, 1]"},
+           {{"probe", "x.safetensors", "--reach", "-1"}, "--reach: -1 is not in [0, 1048576]"},
            {{"sample", "x.safetensors", "--format", "wav"}, "--format: wav not in {text,midi}"},
-           {{"probe", "x.safetensors", "--delta", "1", "2"}, "The following argument was not expected: 2"},
+           {{"probe", "x.safetensors", "--delta", "1", "2"}, "'2' is neither an option of relgrad probe"},
            {{"fly"}, "unknown command 'fly'"},
            {{}, "subcommand"},
        }) {

@@ -245,7 +245,7 @@ TEST_CASE("config: a value of the wrong type names the key and the value") {
     check_throws_with([&] { loaded(path); }, path + ": " + k.expected);
   }
   // JSON likewise.
-  for (Case k : {Case{R"({"model": {"d_model": "16"}})", "model.d_model: expected an integer, got '\"16\"'"},
+  for (Case k : {Case{R"({"model": {"d_model": "16"}})", "model.d_model: expected an integer, got the string \"16\""},
                  Case{R"({"model": {"d_model": 16.5}})", "model.d_model: expected an integer, got '16.5'"},
                  Case{R"({"model": {"d_model": 16.0}})", "model.d_model: expected an integer"},
                  Case{R"({"model": {"pre_norm": 1}})", "model.pre_norm: expected true or false, got '1'"},

@@ -7,20 +7,23 @@ namespace relgrad::cli_detail {
 
 // ---- eval's data overrides ----
 
-const char* const kEvalDataKeys[] = {"data.min_len", "data.max_len",      "data.lag",
-                                     "data.period",  "data.context",      "data.batch_size",
-                                     "data.seed",    "data.val_fraction", nullptr};
+// The data files too: a model trained on one text is evaluated on another where it was not trained
+// (the vocabulary check below keeps a token file's vocabulary the model's).
+const char* const kEvalDataKeys[] = {"data.min_len",   "data.max_len",    "data.lag",        "data.period",
+                                     "data.context",   "data.batch_size", "data.seed",       "data.val_fraction",
+                                     "data.text_path", "data.token_path", "data.music_dir",  "data.chorales_path",
+                                     nullptr};
 
 std::string eval_data_keys_text() {
-  std::string text = "the data keys relgrad eval may change: ";
+  std::string text = "the data keys relgrad eval and probe may change: ";
   for (const char* const* k = kEvalDataKeys; *k; ++k)
     text += (k == kEvalDataKeys ? "" : ", ") + std::string(*k);
   return text;
 }
 
 // The checkpoint's config with the eval's data overrides; the result validated, its vocabulary unchanged.
-void apply_eval_data_overrides(RunConfig& config, const std::vector<std::string>& overrides,
-                               std::ostream& out) {
+void apply_eval_data_overrides(RunConfig& config, const std::vector<std::string>& overrides, std::ostream& out,
+                               const std::string& command) {
   if (overrides.empty()) return;
   RunConfig changed = config;
   for (const std::string& o : overrides) {
@@ -28,26 +31,26 @@ void apply_eval_data_overrides(RunConfig& config, const std::vector<std::string>
     bool allowed = false;
     for (const char* const* k = kEvalDataKeys; *k; ++k) allowed = allowed || key == *k;
     if (!allowed)
-      throw UsageError("[eval] " + o + ": " + key + " cannot change at evaluation (" + eval_data_keys_text() +
+      throw UsageError("[" + command + "] " + o + ": " + key + " cannot change at evaluation (" + eval_data_keys_text() +
                        ")");
     try {
       set_config_value(changed, key, o.substr(o.find('=') + 1));
     } catch (const Error& e) {
-      throw UsageError(std::string("[eval] ") + e.what());
+      throw UsageError(std::string("[" + command + "] ") + e.what());
     }
   }
   try {
     changed.validate();
   } catch (const Error& e) {
-    throw UsageError("[eval] with the data overrides: " + std::string(e.what()));
+    throw UsageError("[" + command + "] with the data overrides: " + std::string(e.what()));
   }
   const int64_t vocab = changed.model.vocab_size;
   changed.derive_from_data();
   if (changed.model.vocab_size != vocab)
-    throw UsageError("[eval] the data overrides change the vocabulary (" + std::to_string(vocab) + " → " +
+    throw UsageError("[" + command + "] the data overrides change the vocabulary (" + std::to_string(vocab) + " → " +
                      std::to_string(changed.model.vocab_size) + " ids): the model cannot read that data");
   changed.model.max_positions = config.model.max_positions;  // the model's, not re-derived
-  for (const std::string& o : overrides) out << "eval data: " << o.substr(2) << "\n";
+  for (const std::string& o : overrides) out << command << " data: " << o.substr(2) << "\n";
   config = changed;
 }
 

@@ -11,13 +11,15 @@
 
 namespace relgrad::cli_detail {
 
-// The data keys relgrad eval may change: lengths, task parameters that keep the vocabulary, batch
-// size and the data seed (the held-out stream).
+// The data keys relgrad eval and probe may change: lengths, task parameters that keep the vocabulary,
+// batch size, the data seed (the held-out stream) and the data files (a text model on another text).
 extern const char* const kEvalDataKeys[];
 std::string eval_data_keys_text();  // "data.min_len, data.max_len, ..." for messages
 // The checkpoint's config with eval's "--data.KEY=VALUE" overrides, validated, its vocabulary unchanged;
-// a key outside kEvalDataKeys or a value the config refuses is a usage error. Prints each change.
-void apply_eval_data_overrides(RunConfig& config, const std::vector<std::string>& overrides, std::ostream& out);
+// a key outside kEvalDataKeys or a value the config refuses is a usage error, under `command`'s name.
+// Prints each change.
+void apply_eval_data_overrides(RunConfig& config, const std::vector<std::string>& overrides, std::ostream& out,
+                               const std::string& command = "eval");
 
 // The model keys relgrad eval and sample may change, after "model.<place>.": the RoPE scalings
 // (layers/rotary.h), which change no parameter, for rope, xpos and p_rope places.

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -57,6 +58,55 @@ std::string version_text() {
 
 int run_command(int argc, const char* const* argv, std::ostream& out_all, std::ostream& err,
                 std::string& command);
+
+// Edits from a to b, a swap of two neighbours counting as one ("trian" is 1 from "train").
+size_t swap_distance(const std::string& a, const std::string& b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i)
+    for (size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1])});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[a.size()][b.size()];
+}
+
+// " (did you mean 'train'?)" for a command two edits or fewer from a known one, else "".
+std::string command_hint(const std::string& typed) {
+  std::string best;
+  size_t best_d = 3;
+  for (const SubcommandEntry& entry : subcommands()) {
+    const size_t d = swap_distance(typed, entry.name);
+    if (d < best_d && d < std::string(entry.name).size() / 2 + 1) best_d = d, best = entry.name;
+  }
+  return best.empty() ? "" : " (did you mean '" + best + "'?)";
+}
+
+// A value refused by an option's check is reported by CLI11 under one of the option's names ("--num:")
+// whichever the user typed: the spellings the command line holds instead ("-n: 0 is not in [1, 1000]").
+std::string as_typed(const CLI::ValidationError& e, const CLI::App& sub, int argc, const char* const* argv) {
+  const std::string what = e.what();
+  const size_t colon = what.find(": ");
+  if (colon == std::string::npos) return what;
+  const CLI::Option* option = sub.get_option_no_throw(what.substr(0, colon));
+  if (!option) return what;
+  std::vector<std::string> names;
+  for (const std::string& n : option->get_snames()) names.push_back("-" + n);
+  for (const std::string& n : option->get_lnames()) names.push_back("--" + n);
+  std::string typed;
+  for (const std::string& n : names)
+    for (int i = 1; i < argc; ++i) {
+      const std::string arg = argv[i];
+      // "-n 0", "-n0", "--num 0", "--num=0"
+      const bool short_name = n.size() == 2 && n[1] != '-';
+      if (arg == n || (short_name ? arg.rfind(n, 0) == 0 : arg.rfind(n + "=", 0) == 0)) {
+        typed += (typed.empty() ? "" : ", ") + n;  // each name once
+        break;
+      }
+    }
+  return typed.empty() ? what : typed + what.substr(colon);
+}
 
 }  // namespace
 
@@ -125,10 +175,14 @@ int run_command(int argc, const char* const* argv, std::ostream& out_all, std::o
     } catch (const CLI::ParseError& e) {
       for (const CLI::App* sub : app.get_subcommands()) command = "relgrad " + sub->get_name();
       if (command == "relgrad" && argc > 1 && argv[1][0] != '-') {  // CLI11 would only say "A subcommand is required"
-        err << "relgrad: error: unknown command '" << argv[1] << "' (commands: " << command_names_text() << ")\n";
+        err << "relgrad: error: unknown command '" << argv[1] << "'" << command_hint(argv[1])
+            << " (commands: " << command_names_text() << ")\n";
         return 2;
       }
-      err << command << ": error: " << e.what() << "\n(run `" << command << " --help`)\n";
+      std::string what = e.what();
+      if (const auto* invalid = dynamic_cast<const CLI::ValidationError*>(&e))
+        for (const CLI::App* sub : app.get_subcommands()) what = as_typed(*invalid, *sub, argc, argv);
+      err << command << ": error: " << what << "\n(run `" << command << " --help`)\n";
       return 2;
     }
     for (Declared& d : declared)
@@ -164,7 +218,9 @@ int report_error(const std::string& command, std::exception_ptr error, std::ostr
     err << command << ": error: " << e.what() << "\n";
     return 3;
   } catch (const OutOfMemoryError& e) {
-    err << command << ": error: " << e.what() << oom_hint << "\n";
+    // A message that names its own config key (check_vocabulary_fits) is not given the batch's.
+    const bool own_key = std::string(e.what()).find("; config key: ") != std::string::npos;
+    err << command << ": error: " << e.what() << (own_key ? "" : oom_hint) << "\n";
     return 4;
   } catch (const std::bad_alloc& e) {
     // From a std container or Eigen's temporaries rather than the tensor allocator: the same report.

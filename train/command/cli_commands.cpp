@@ -112,25 +112,74 @@ double step_bytes_lower_bound(const RunConfig& c, const TransformerConfig& m, in
   return floats * word + ids * 8.0 * double(c.train.grad_accum) + double(params) * word;
 }
 
+// A vocabulary too large for this machine (--data.num_symbols=1000000000 asks for a billion ids): one
+// embedding table of V × d_model values, the least any model of it holds, is compared with the memory
+// the process can still get before the config is validated (which builds a synthetic task and its
+// names), and the refusal names the key that set V (exit 4, docs/cli.md "Out of memory"), instead of a
+// std::bad_alloc from building the vocabulary's names. A source whose size cannot be read yet (a
+// missing token file) is left to validation.
+void check_vocabulary_fits(const RunConfig& config) {
+  int64_t vocab = 0;
+  try {
+    vocab = data_source(config).vocab_size(config);  // a token file's header at most, no data
+  } catch (const Error&) {
+    return;
+  }
+  const double V = double(vocab), C = double(config.model.d_model);
+  const double bytes = V * C * (config.train.dtype == kFloat64 ? 8.0 : 4.0);
+  std::string where;
+  const double available = available_memory(&where);
+  if (available < 0 || bytes <= available) return;
+  const DataSource& source = data_source(config);
+  const std::string origin = source.name() == "synthetic"
+                                 ? "data.num_symbols = " + std::to_string(config.data.num_symbols)
+                                 : "the vocabulary of " + source.data_path(config).first + " = " +
+                                       source.data_path(config).second;
+  throw OutOfMemoryError("[memory] out of memory: the vocabulary of " + std::to_string(vocab) + " ids (" + origin +
+                         ") needs at least " + fixed(bytes, 0) + " bytes (" + bytes_text(bytes) +
+                         ") for one embedding table of " + std::to_string(vocab) + " x " +
+                         std::to_string(config.model.d_model) + " values, more than the " + fixed(available, 0) +
+                         " bytes (" + bytes_text(available) + ") available (" + where +
+                         "); config key: " + (source.name() == "synthetic" ? "data.num_symbols" : "data.source"));
+}
+
 // A run shortened below the warmup it inherits (--train.steps=60 under the default's 100 warmup
 // steps, or a config file's) warms up over all of its steps, with a warning, instead of failing on a
 // key the user did not type. A warmup given on the command line is the user's own: validate() refuses
-// it, naming optim.warmup_steps.
-void shorten_warmup(RunConfig& c, const std::vector<std::string>& overrides) {
-  if (c.train.steps < 1 || c.optim.warmup_steps <= c.train.steps) return;  // train.steps < 1: validate
+// it, naming optim.warmup_steps. Returns the warning, printed once the config has validated (a config
+// refused for another key gets no warning about its warmup).
+std::string shorten_warmup(RunConfig& c, const std::vector<std::string>& overrides) {
+  if (c.train.steps < 1 || c.optim.warmup_steps <= c.train.steps) return "";  // train.steps < 1: validate
   std::string steps_typed;
   for (const std::string& o : overrides) {
     const std::string key =
         o.substr(o.rfind("--", 0) == 0 ? 2 : 0, o.find('=') - (o.rfind("--", 0) == 0 ? 2 : 0));
-    if (key == "optim.warmup_steps") return;
+    if (key == "optim.warmup_steps") return "";
     if (key == "train.steps") steps_typed = " (" + o + ")";
   }
-  if (world().is_root())
-    std::cerr << "relgrad train: warning: [config] optim.warmup_steps = " << c.optim.warmup_steps
-              << " is more than train.steps = " << c.train.steps << steps_typed << ": warming up over all "
-              << c.train.steps << " steps instead (--optim.warmup_steps=N with N <= " << c.train.steps
-              << " chooses another)\n";
+  const std::string warning = "relgrad train: warning: [config] optim.warmup_steps = " +
+                              std::to_string(c.optim.warmup_steps) + " is more than train.steps = " +
+                              std::to_string(c.train.steps) + steps_typed + ": warming up over all " +
+                              std::to_string(c.train.steps) + " steps instead (--optim.warmup_steps=N with N <= " +
+                              std::to_string(c.train.steps) + " chooses another)\n";
   c.optim.warmup_steps = c.train.steps;
+  return warning;
+}
+
+// A long metadata value (a music model's extra.vocab is a JSON list of 5,000 characters) in lines of at
+// most 100 characters, cut after a comma or a space where there is one, each further line indented by
+// `indent` to sit under the first.
+std::string wrapped(const std::string& value, size_t indent) {
+  constexpr size_t kWidth = 100;
+  std::string text;
+  size_t start = 0;
+  while (value.size() - start > kWidth) {
+    size_t cut = value.find_last_of(", ", start + kWidth - 1);
+    cut = cut == std::string::npos || cut < start ? start + kWidth : cut + 1;
+    text += value.substr(start, cut - start) + "\n" + std::string(indent, ' ');
+    start = cut;
+  }
+  return text + value.substr(start);
 }
 
 // Whether `--KEY=...` is among the overrides.
@@ -161,9 +210,15 @@ int cmd_train(const std::string& config_path, const std::string& resume, const s
     // A resume writes beside the checkpoint it resumed from (a copied run continues in the copy), not
     // into the out_dir stored in it, unless --train.out_dir says where.
     if (!resume.empty() && !overridden(overrides, "train.out_dir")) config.train.out_dir = directory_of(resume);
-    shorten_warmup(config, overrides);
+  } catch (const Error& e) {
+    throw UsageError(e.what());  // a config problem is a usage error (exit 2)
+  }
+  check_vocabulary_fits(config);  // before validation builds a synthetic task's vocabulary
+  try {
+    const std::string warmup_warning = shorten_warmup(config, overrides);
     config.validate();
     resolve_device(config.train.device, "train.device");  // CUDA asked for but absent: before any work
+    if (world().is_root()) std::cerr << warmup_warning;
   } catch (const Error& e) {
     throw UsageError(e.what());  // a config problem is a usage error (exit 2)
   }
@@ -439,12 +494,30 @@ int cmd_inspect(const std::string& path, std::ostream& out) {
     return it == file.metadata.end() ? std::string("(missing)") : it->second;
   };
   out << "file            " << path << "\n";
+  // A safetensors file with neither a format version nor a checksum is no checkpoint, damaged or
+  // whole: `relgrad eval --dump-logits` writes such files (logits and the tensors that made them, no
+  // checksum by design), as do other programs. Said as such, not as a checksum mismatch.
+  if (!file.metadata.count("format_version") && !file.metadata.count("checksum")) {
+    const bool logits = file.tensors.count("logits") && file.metadata.count("checkpoint");
+    out << "kind            "
+        << (logits ? "logits written by relgrad eval --dump-logits from " + meta("checkpoint") + " at step " +
+                         meta("step")
+                   : std::string("a safetensors file that is not a relgrad checkpoint"))
+        << " (no checksum: such files carry none)\n";
+    for (const auto& [k, v] : file.metadata) out << std::left << std::setw(int(std::max<size_t>(16, k.size() + 2))) << k << v << "\n";
+    out << "\ntensors\n";
+    for (const auto& [name, t] : file.tensors)
+      out << "  " << std::left << std::setw(int(std::max<size_t>(52, name.size() + 2))) << name << std::setw(9)
+          << dtype_name(t.dtype()) << shape_str(t.shape()) << "\n";
+    out << file.tensors.size() << " tensors\n";
+    return 0;
+  }
   for (const char* k :
        {"format_version", "writer", "step", "optimizer", "data_position", "num_threads", "rng_seed", "rng_offset"})
     out << std::left << std::setw(16) << k << meta(k) << "\n";
   for (const auto& [k, v] : file.metadata)
     if (k.rfind("extra.", 0) == 0)  // a longer key than the column keeps two spaces before its value
-      out << std::left << std::setw(int(std::max<size_t>(16, k.size() + 2))) << k << v << "\n";
+      out << std::left << std::setw(int(std::max<size_t>(16, k.size() + 2))) << k << wrapped(v, 16) << "\n";
   int64_t params = 0;
   out << "\ntensors\n";
   for (const auto& [name, t] : file.tensors) {

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -40,6 +41,20 @@ bool executable_in_path(const std::string& name, std::string* found) {
   return false;
 }
 
+// A SoundFont 2 file is a RIFF file of form type "sfbk" ("RIFF", a 4-byte size, "sfbk"). FluidSynth
+// only warns about any other file and renders with no instruments or its default font (a .mid given as
+// the font rendered the song twice), so what is not one is refused before it runs.
+void check_soundfont(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return;  // a missing font is reported below, with how to install one
+  char head[12] = {};
+  in.read(head, sizeof head);
+  if (in.gcount() == sizeof head && std::memcmp(head, "RIFF", 4) == 0 && std::memcmp(head + 8, "sfbk", 4) == 0)
+    return;
+  throw UsageError("[render] --soundfont " + path +
+                   " is not a SoundFont (a .sf2 file starts with \"RIFF\", its size and \"sfbk\")");
+}
+
 }  // namespace
 
 int cmd_render(const std::string& midi_path, std::string wav_path, const std::string& soundfont, std::ostream& out) {
@@ -49,6 +64,7 @@ int cmd_render(const std::string& midi_path, std::string wav_path, const std::st
   }
   refuse_output_over_input("render", {{"the MIDI file", midi_path}, {"--soundfont", soundfont}}, {{"-o", wav_path}});
   read_midi(midi_path);  // a clear error for a bad file, before anything else
+  check_soundfont(soundfont);
   std::string fluidsynth;
   if (!executable_in_path("fluidsynth", &fluidsynth))
     throw Error("[render] fluidsynth is not installed; install it and the FluidR3 soundfont with: "

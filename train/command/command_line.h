@@ -17,14 +17,20 @@ class Option;
 
 namespace relgrad::cli_detail {
 
+// Whether a range of reals holds its lower bound: [min, max] or (min, max] (--top-p: (0, 1]).
+enum class Lower { Closed, Open };
+
 // One declared option, for chaining: app.add_option("--steps", steps, "...").range(1, 100).
 class CommandOption {
  public:
   explicit CommandOption(CLI::Option* option) : option_(option) {}
   CommandOption& required();                                   // CLI11's required()
-  CommandOption& range(int min, int max);                      // CLI::Range over int
-  CommandOption& range(int64_t min, int64_t max);              // CLI::Range over int64_t
-  CommandOption& range(double min, double max);                // CLI::Range over reals
+  // Ranges, bounds included unless `lower` says otherwise; a value that is no number of the kind (a
+  // word, NaN for reals) is refused, naming what was given ("--top-p: nan is not a number (FLOAT in
+  // (0, 1])"), as is one outside ("--num: 0 is not in [1, 1000]").
+  CommandOption& range(int min, int max);
+  CommandOption& range(int64_t min, int64_t max);
+  CommandOption& range(double min, double max, Lower lower = Lower::Closed);
   CommandOption& one_of(const std::vector<std::string>& values);  // CLI::IsMember
   CommandOption& allow_extra_args(bool allow);                 // CLI11's allow_extra_args()
 

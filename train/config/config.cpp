@@ -32,16 +32,25 @@ using namespace config_detail;
 
 namespace {
 
+// A string where a number or true/false belongs (lr = "1e-3" in TOML): said as such, the text shown once
+// in quotes, not as the file's own quoting inside ours ('"1e-3"').
+[[noreturn]] void quoted_value(const Field& f, const std::string& text, const std::string& origin) {
+  throw Error("[config] " + origin + f.key + ": expected " + a_kind(f.kind) + ", got the string \"" + text +
+              "\" (write it without quotes)");
+}
+
 void set_from_json(RunConfig& c, const std::string& key, const nlohmann::json& v, const std::string& origin) {
   const Field& f = find_field(key, origin);
   std::string shown = v.dump();
   switch (f.kind) {
     case Kind::Int:
     case Kind::UInt:
+      if (v.is_string()) quoted_value(f, v.get<std::string>(), origin);
       if (!v.is_number_integer() && !v.is_number_unsigned()) bad_value(f, shown, origin, std::string("expected ") + a_kind(f.kind));
       set_from_text(c, f, shown, origin);
       return;
     case Kind::Double:
+      if (v.is_string()) quoted_value(f, v.get<std::string>(), origin);
       if (!v.is_number()) bad_value(f, shown, origin, "expected a number");
       set_from_text(c, f, v.is_number_float() ? [&] { std::ostringstream s; s.precision(17); s << v.get<double>(); return s.str(); }() : shown, origin);
       return;
@@ -91,7 +100,7 @@ void walk_toml(RunConfig& c, const toml::table& table, const std::string& prefix
     std::ostringstream shown;
     node.visit([&](const auto& leaf) { shown << leaf; });
     if (auto s = node.value_exact<std::string>()) {
-      if (f.kind != Kind::String) bad_value(f, shown.str(), origin, std::string("expected ") + a_kind(f.kind));
+      if (f.kind != Kind::String) quoted_value(f, *s, origin);
       set_from_text(c, f, *s, origin);
     } else if (auto i = node.value_exact<int64_t>()) {
       if (f.kind != Kind::Int && f.kind != Kind::UInt && f.kind != Kind::Double)

@@ -254,14 +254,15 @@ const Dataset& RunData::dataset() const {
     data_ = source_->dataset(config_);
   } catch (const Error& e) {
     // A run's data paths are as it was given them: relative ones are read from the current directory,
-    // which is often not where the run was trained. Say so, beside the reader's own message.
+    // which is often not where the run was trained. Say so, beside the reader's own message, and name
+    // the option that gives the file instead.
     const auto [key, path] = source_->data_path(config_);
-    if (typeid(e) != typeid(Error) || path.empty() || path[0] == '/' || ::access(path.c_str(), F_OK) == 0 ||
-        errno != ENOENT)
+    if (typeid(e) != typeid(Error) || path.empty() || ::access(path.c_str(), F_OK) == 0 || errno != ENOENT)
       throw;
-    throw Error(std::string(e.what()) + " (" + key + " = '" + path +
-                "' is relative to the current directory, " +
-                current_directory() + ": run this where the run was trained, or pass the data there)");
+    const std::string give = "--" + key + "=FILE, which relgrad eval and probe take";
+    if (path[0] == '/') throw Error(std::string(e.what()) + " (" + key + " = '" + path + "'; give the file: " + give + ")");
+    throw Error(std::string(e.what()) + " (" + key + " = '" + path + "' is relative to the current directory, " +
+                current_directory() + ": run this where the run was trained, or give the file: " + give + ")");
   }
   if (warnings_) report_skipped_files(*data_, source_->data_path(config_).first, *warnings_);
   return *data_;

@@ -91,6 +91,8 @@ LengthBenchResult addition_bench_results(const AdditionBenchOptions& options, st
   LengthBenchResult r;
   r.full = o.full;
   r.size = addition_bench_size(o);
+  r.resized = [o, &r]() mutable { return o.steps = -1, addition_bench_size(o).steps != r.size.steps; }();
+  r.heading = "decimal addition";
   r.treatments = o.treatments;  // the tables' rows: every treatment of either format, hints' first
   for (const std::string& t : o.plain_treatments)
     if (!bench::known(r.treatments, t)) r.treatments.push_back(t);
@@ -101,9 +103,9 @@ LengthBenchResult addition_bench_results(const AdditionBenchOptions& options, st
   for (const auto& f : formats) r.tasks.push_back(addition_task_name(f.first));
   const LengthBenchSize& s = r.size;
   if (progress)
-    *progress << "addition-bench (" << (o.full ? "full" : "CI") << "): " << o.treatments.size()
-              << " treatments with index hints, " << o.plain_treatments.size() << " without, x " << o.seeds.size()
-              << " seeds, " << s.steps << " steps each, operands of " << s.train_min << "-" << s.train_max
+    *progress << "addition-bench (" << bench::form_name(o.full, r.resized, s.steps) << "): "
+              << bench::counted(o.treatments.size(), "treatment") << " with index hints, " << o.plain_treatments.size()
+              << " without, x " << bench::counted(o.seeds.size(), "seed") << ", " << s.steps << " steps each, operands of " << s.train_min << "-" << s.train_max
               << " digits\n"
               << std::flush;
   for (const auto& [format, list] : formats) {

@@ -80,7 +80,7 @@ std::string addition_bench_markdown(const LengthBenchResult& r, const AdditionBe
   std::ostringstream out;
   const LengthBenchSize& s = r.size;
   const auto& last = s.buckets.back();
-  out << "# relgrad addition-bench (" << (r.full ? "full" : "CI") << " form)\n\n"
+  out << "# relgrad addition-bench (" << bench::form_name(r.full, r.resized, s.steps) << ")\n\n"
       << "Decimal addition, reversed (units first); seeds " << r.seeds.size() << ", " << s.steps
       << " steps per model, batch " << s.batch_size << ", d_model " << s.d_model << ", " << s.n_heads
       << " heads, " << s.layers << " layers; operands of " << s.train_min << "–" << s.train_max
@@ -123,7 +123,7 @@ int run_addition_bench(const AdditionBenchOptions& options, std::ostream& out) {
     for (const std::string& p : length_bench_pictures(task_part(r, task), options.out_dir)) r.pictures.push_back(p);
   bench::write_results(options.out_dir, length_bench_csv(r), addition_bench_markdown(r, options), "addition-bench");
   out << addition_bench_table(r) << bench::written(options.out_dir, r.pictures) << "\n";
-  return r.full ? 0 : bench::ci_verdict(addition_bench_failures(r), out);
+  return bench::form_verdict(r.full, r.resized, addition_bench_failures(r), out);
 }
 
 }  // namespace relgrad

@@ -70,5 +70,13 @@ std::string written(const std::string& dir, const std::vector<std::string>& pict
 // The CI form's verdict: "CI check failed: …" per failure or "CI checks hold" to `out`; 0 when none failed,
 // else 1.
 int ci_verdict(const std::vector<std::string>& failures, std::ostream& out);
+// What a run was, for its titles: "full form", "CI form", or, when --steps changed the form's steps
+// (`resized`), "CI form's models at 5 steps", which is no longer the form the checks were measured at.
+std::string form_name(bool full, bool resized, int64_t steps);
+// "1 task", "3 tasks": n and the noun, plural unless n is 1.
+std::string counted(size_t n, const std::string& noun);
+// A bench command's exit code: the checks' verdict (ci_verdict) in the CI form; with its steps changed
+// the CI form says that it checked nothing, and returns 0, as the full form does.
+int form_verdict(bool full, bool resized, const std::vector<std::string>& failures, std::ostream& out);
 
 }  // namespace relgrad::bench

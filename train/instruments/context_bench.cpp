@@ -208,6 +208,7 @@ ContextBenchResult context_bench_results(const ContextBenchOptions& options, std
   ContextBenchResult r;
   r.full = o.full;
   r.size = context_bench_size(o);
+  r.resized = [o, &r]() mutable { return o.steps = -1, context_bench_size(o).steps != r.size.steps; }();
   r.treatments = o.treatments;
   r.seeds = o.seeds;
   r.text_path = text;
@@ -224,8 +225,9 @@ ContextBenchResult context_bench_results(const ContextBenchOptions& options, std
   }
   std::filesystem::create_directories(o.out_dir);
   if (progress)
-    *progress << "context-bench (" << (o.full ? "full" : "CI") << "): " << o.treatments.size() << " treatments x "
-              << o.seeds.size() << " seeds, " << s.steps << " steps each, trained at context " << s.context
+    *progress << "context-bench (" << bench::form_name(o.full, r.resized, s.steps)
+              << "): " << bench::counted(o.treatments.size(), "treatment") << " x "
+              << bench::counted(o.seeds.size(), "seed") << ", " << s.steps << " steps each, trained at context " << s.context
               << ", evaluated at " << s.context << "-" << s.context * s.multiples.back() << " on " << r.text_path
               << "\n"
               << std::flush;

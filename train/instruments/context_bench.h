@@ -68,6 +68,7 @@ struct ContextBenchRun {
 
 struct ContextBenchResult {
   bool full = false;
+  bool resized = false;  // --steps changed the form's steps (bench::form_name)
   ContextBenchSize size;
   std::vector<std::string> treatments;
   std::vector<uint64_t> seeds;

@@ -88,18 +88,17 @@ std::string table(const ContextBenchResult& r, bool ratio, bool markdown) {
 
 // Press et al.'s Figure 1 (NLL against the evaluation context, one line per scheme), in panels of at
 // most ten lines (the palette's colours): the figure's own treatments, then the rest of the zoo with
-// ALiBi drawn again for reference. A panel is drawn when one of its own treatments was run.
+// ALiBi drawn again for reference. A panel is drawn when one of its own treatments was run, titled by
+// the treatments it draws.
 std::vector<std::string> write_picture(const ContextBenchResult& r, const std::string& out_dir) {
   struct Group {
     const char* title;
     std::vector<std::string> treatments;
   };
   const std::vector<Group> groups = {
-      {"Press et al.'s Figure 1: sinusoidal, rotary, T5 bias, ALiBi (with none and learned)",
-       {"none", "sinusoidal", "learned", "rope", "t5", "alibi"}},
-      {"relative tables and the rotary family (alibi for reference)",
-       {"seed", "shaw", "huang", "transformer_xl", "xpos", "p_rope", "pope"}},
-      {"distance biases and content-dependent positions (alibi for reference)",
+      {"Press et al.'s Figure 1", {"none", "sinusoidal", "learned", "rope", "t5", "alibi"}},
+      {"relative tables and the rotary family", {"seed", "shaw", "huang", "transformer_xl", "xpos", "p_rope", "pope"}},
+      {"distance biases and content-dependent positions",
        {"kerple", "sandwich", "dynamic_bias", "fire", "cope", "fox", "stick_breaking"}}};
   const auto ran = [&](const std::string& t) {
     return std::find(r.treatments.begin(), r.treatments.end(), t) != r.treatments.end();
@@ -110,9 +109,9 @@ std::vector<std::string> write_picture(const ContextBenchResult& r, const std::s
     for (const std::string& t : groups[g].treatments)
       if (ran(t)) lines.push_back(t);
     if (lines.empty()) continue;
-    if (g > 0 && ran("alibi")) lines.push_back("alibi");
     PlotPanel panel;
-    panel.title = groups[g].title;
+    panel.title = std::string(groups[g].title) + ": " + bench::joined(lines);
+    if (g > 0 && ran("alibi")) lines.push_back("alibi"), panel.title += " (alibi for reference)";
     panel.x_label = "log2 of the evaluation context over the training context " + std::to_string(r.size.context);
     panel.y_label = "held-out NLL (nats per byte)";
     for (const std::string& t : lines) {
@@ -146,8 +145,8 @@ const ContextBenchRun* find_run(const ContextBenchResult& r, const std::string& 
 
 std::string context_bench_table(const ContextBenchResult& r) {
   std::ostringstream out;
-  out << "train short, test long on " << r.text_path << " (" << (r.full ? "full" : "CI") << " form, "
-      << r.seeds.size() << " seeds, " << r.size.steps << " steps; d_model " << r.size.d_model << ", "
+  out << "train short, test long on " << r.text_path << " (" << bench::form_name(r.full, r.resized, r.size.steps) << ", "
+      << bench::counted(r.seeds.size(), "seed") << ", " << r.size.steps << " steps; d_model " << r.size.d_model << ", "
       << r.size.layers << " layers; trained at context " << r.size.context << ")\n"
       << "held-out NLL (nats per byte), mean +- sd over seeds, by evaluation context; unigram "
       << fixed(r.unigram_nll, 3) << "\n"
@@ -159,7 +158,7 @@ std::string context_bench_table(const ContextBenchResult& r) {
 std::string context_bench_markdown(const ContextBenchResult& r, const ContextBenchOptions& o) {
   const ContextBenchSize& s = r.size;
   std::ostringstream out;
-  out << "# relgrad context-bench (" << (r.full ? "full" : "CI") << " form)\n\n"
+  out << "# relgrad context-bench (" << bench::form_name(r.full, r.resized, s.steps) << ")\n\n"
       << "Byte-level decoder-only LMs on " << r.text_path << " (5 % held out): d_model " << s.d_model << ", "
       << s.n_heads << " heads, d_ff " << s.d_ff << ", " << s.layers << " layers; trained at context C = " << s.context
       << " for " << s.steps << " steps of " << s.batch_size << " windows (lr " << fixed(s.lr, 4) << "); seeds "
@@ -230,7 +229,7 @@ int run_context_bench(const ContextBenchOptions& options, std::ostream& out) {
   bench::write_results(options.out_dir, context_bench_csv(r), context_bench_markdown(r, options), "context-bench");
   out << context_bench_table(r) << bench::written(options.out_dir, r.pictures) << " (" << fixed(r.seconds, 0)
       << " s, " << fixed(r.cpu_seconds, 0) << " s of processor time)\n";
-  return r.full ? 0 : bench::ci_verdict(context_bench_failures(r), out);
+  return bench::form_verdict(r.full, r.resized, context_bench_failures(r), out);
 }
 
 }  // namespace relgrad

@@ -153,13 +153,16 @@ CopeBenchResult cope_bench_results(const CopeBenchOptions& options, std::ostream
   CopeBenchResult r;
   r.full = o.full;
   r.size = cope_bench_size(o);
+  r.resized = [o, &r]() mutable { return o.steps = -1, cope_bench_size(o).model.steps != r.size.model.steps; }();
   r.tasks = o.tasks;
   r.treatments = o.treatments;
   r.seeds = o.seeds;
   const LengthBenchSize& m = r.size.model;
   if (progress)
-    *progress << "cope-bench (" << (o.full ? "full" : "CI") << "): " << o.tasks.size() << " tasks x "
-              << o.treatments.size() << " treatments x " << o.seeds.size() << " seeds, " << m.steps
+    *progress << "cope-bench (" << bench::form_name(o.full, r.resized, m.steps)
+              << "): " << bench::counted(o.tasks.size(), "task") << " x "
+              << bench::counted(o.treatments.size(), "treatment") << " x " << bench::counted(o.seeds.size(), "seed")
+              << ", " << m.steps
               << " steps each\n"
               << std::flush;
   for (const std::string& name : o.tasks) {

@@ -59,6 +59,7 @@ const std::vector<std::string>& cope_bench_full_treatments();
 
 struct CopeBenchResult {
   bool full = false;
+  bool resized = false;  // --steps changed the form's steps (bench::form_name)
   CopeBenchSize size;
   std::vector<std::string> tasks, treatments;
   std::vector<uint64_t> seeds;

@@ -70,8 +70,8 @@ size_t split_index(const CopeBenchTask& t, const std::string& name) {
 
 std::string cope_bench_table(const CopeBenchResult& r) {
   std::ostringstream out;
-  out << "CoPE's tasks and indirect indexing (" << (r.full ? "full" : "CI") << " form, " << r.seeds.size()
-      << " seeds, " << r.size.model.steps << " steps; d_model " << r.size.model.d_model << ", " << r.size.model.layers
+  out << "CoPE's tasks and indirect indexing (" << bench::form_name(r.full, r.resized, r.size.model.steps) << ", "
+      << bench::counted(r.seeds.size(), "seed") << ", " << r.size.model.steps << " steps; d_model " << r.size.model.d_model << ", " << r.size.model.layers
       << " layers)\n";
   for (const std::string& task : r.tasks) {
     out << task << ": error rate %, mean over seeds (min-max)\n" << task_table(r, task, true, false);
@@ -83,7 +83,7 @@ std::string cope_bench_table(const CopeBenchResult& r) {
 std::string cope_bench_markdown(const CopeBenchResult& r, const CopeBenchOptions& o) {
   const LengthBenchSize& m = r.size.model;
   std::ostringstream out;
-  out << "# relgrad cope-bench (" << (r.full ? "full" : "CI") << " form)\n\n"
+  out << "# relgrad cope-bench (" << bench::form_name(r.full, r.resized, m.steps) << ")\n\n"
       << "Seeds " << r.seeds.size() << ", " << m.steps << " steps per model, batch " << m.batch_size << ", d_model "
       << m.d_model << ", " << m.n_heads << " heads, " << m.layers << " layers; " << m.eval_rows * m.eval_batches
       << " held-out rows per split; " << fixed(r.seconds, 0) << " s in all. Output: " << o.out_dir << ".\n\n";
@@ -139,7 +139,7 @@ int run_cope_bench(const CopeBenchOptions& options, std::ostream& out) {
   const CopeBenchResult r = cope_bench_results(options, &out);
   bench::write_results(options.out_dir, cope_bench_csv(r), cope_bench_markdown(r, options), "cope-bench");
   out << cope_bench_table(r) << bench::written(options.out_dir, {}) << "\n";
-  return r.full ? 0 : bench::ci_verdict(cope_bench_failures(r), out);
+  return bench::form_verdict(r.full, r.resized, cope_bench_failures(r), out);
 }
 
 }  // namespace relgrad

@@ -214,6 +214,16 @@ LengthBenchRun length_bench_run(const LengthBenchSize& s, const LengthBenchModel
   return run;
 }
 
+void check_length_bench_options(const LengthBenchOptions& o) {
+  for (const std::string& t : o.tasks)
+    RG_CHECK(known(length_task_names(), t), kOp, "unknown task '", t, "' (", joined(length_task_names()),
+             ")");
+  for (const std::string& t : o.treatments)
+    RG_CHECK(known(length_bench_treatments(), t), kOp, "unknown treatment '", t, "' (",
+             joined(length_bench_treatments()), ")");
+  RG_CHECK(!o.out_dir.empty(), kOp, "out_dir is empty");
+}
+
 LengthBenchResult length_bench_results(const LengthBenchOptions& options, std::ostream* progress) {
   const auto start = std::chrono::steady_clock::now();
   const ThreadCountGuard restore_threads;
@@ -225,25 +235,22 @@ LengthBenchResult length_bench_results(const LengthBenchOptions& options, std::o
     o.treatments =
         o.full ? full_form_treatments() : std::vector<std::string>{"none", "learned", "t5", "rope-random"};
   if (o.seeds.empty()) o.seeds = {1, 2, 3};
-  for (const std::string& t : o.tasks)
-    RG_CHECK(known(length_task_names(), t), kOp, "unknown task '", t, "' (", joined(length_task_names()),
-             ")");
-  for (const std::string& t : o.treatments)
-    RG_CHECK(known(length_bench_treatments(), t), kOp, "unknown treatment '", t, "' (",
-             joined(length_bench_treatments()), ")");
-  RG_CHECK(!o.out_dir.empty(), kOp, "out_dir is empty");
+  check_length_bench_options(o);
   std::filesystem::create_directories(o.out_dir);
 
   LengthBenchResult r;
   r.full = o.full;
   r.size = length_bench_size(o);
+  r.resized = [o, &r]() mutable { return o.steps = -1, length_bench_size(o).steps != r.size.steps; }();
   r.tasks = o.tasks;
   r.treatments = o.treatments;
   r.seeds = o.seeds;
   const LengthBenchSize& s = r.size;
   if (progress)
-    *progress << "length-bench (" << (o.full ? "full" : "CI") << "): " << o.tasks.size() << " tasks x "
-              << o.treatments.size() << " treatments x " << o.seeds.size() << " seeds, " << s.steps
+    *progress << "length-bench (" << bench::form_name(o.full, r.resized, s.steps)
+              << "): " << bench::counted(o.tasks.size(), "task") << " x "
+              << bench::counted(o.treatments.size(), "treatment") << " x " << bench::counted(o.seeds.size(), "seed")
+              << ", " << s.steps
               << " steps each, train lengths " << s.train_min << "-" << s.train_max << "\n"
               << std::flush;
   for (const std::string& task : o.tasks) {

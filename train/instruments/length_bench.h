@@ -60,6 +60,7 @@ struct LengthBenchRun {
 
 struct LengthBenchResult {
   bool full = false;
+  bool resized = false;  // --steps changed the form's steps (bench::form_name)
   LengthBenchSize size;
   std::vector<std::string> tasks, treatments;
   std::vector<uint64_t> seeds;
@@ -67,6 +68,7 @@ struct LengthBenchResult {
   std::vector<std::string> pictures;  // written under out_dir (relative to it)
   double seconds = 0;
   std::string length_unit = "input length";  // what a bucket's bounds count (the pictures' axis)
+  std::string heading = "length generalisation";  // the text table's first words: what was measured
 };
 
 // Every treatment names its positional setup: none (NoPE), learned / sinusoidal (absolute), t5, alibi,
@@ -91,6 +93,10 @@ struct LengthBenchModel {
 };
 LengthBenchRun length_bench_run(const LengthBenchSize& size, const LengthBenchModel& model,
                                 const std::string& out_dir, std::ostream* progress);
+
+// What length_bench_results refuses before any training: an unknown task or treatment, an empty out_dir
+// (relgrad::Error; `relgrad length-bench` reports it as a usage error, exit 2, as the other benches).
+void check_length_bench_options(const LengthBenchOptions& options);
 
 // Trains and evaluates every model of `options` (progress lines to `progress`, may be null) and
 // writes the pictures into options.out_dir; no tables.

@@ -86,7 +86,8 @@ std::vector<std::string> length_bench_pictures(const LengthBenchResult& r, const
 
 std::string length_bench_table(const LengthBenchResult& r) {
   std::ostringstream out;
-  out << "length generalisation (" << (r.full ? "full" : "CI") << " form, " << r.seeds.size() << " seeds, "
+  out << r.heading << " (" << bench::form_name(r.full, r.resized, r.size.steps) << ", "
+      << bench::counted(r.seeds.size(), "seed") << ", "
       << r.size.steps << " steps; d_model " << r.size.d_model << ", " << r.size.layers << " layers)\n";
   for (const std::string& task : r.tasks) {
     out << task << ": exact match %, mean over seeds (min-max), by " << r.length_unit << "\n"
@@ -98,7 +99,7 @@ std::string length_bench_table(const LengthBenchResult& r) {
 
 std::string length_bench_markdown(const LengthBenchResult& r, const LengthBenchOptions& o) {
   std::ostringstream out;
-  out << "# relgrad length-bench (" << (r.full ? "full" : "CI") << " form)\n\n"
+  out << "# relgrad length-bench (" << bench::form_name(r.full, r.resized, r.size.steps) << ")\n\n"
       << "Seeds " << r.seeds.size() << ", " << r.size.steps << " steps per model, batch " << r.size.batch_size
       << ", d_model " << r.size.d_model << ", " << r.size.n_heads << " heads, " << r.size.layers
       << " layers; training input lengths " << r.size.train_min << "–" << r.size.train_max
@@ -152,7 +153,7 @@ int run_length_bench(const LengthBenchOptions& options, std::ostream& out) {
   r.pictures = write_pictures(r, options.out_dir);
   bench::write_results(options.out_dir, length_bench_csv(r), length_bench_markdown(r, options), "length-bench");
   out << length_bench_table(r) << bench::written(options.out_dir, r.pictures) << "\n";
-  return r.full ? 0 : bench::ci_verdict(length_bench_failures(r), out);
+  return bench::form_verdict(r.full, r.resized, length_bench_failures(r), out);
 }
 
 }  // namespace relgrad

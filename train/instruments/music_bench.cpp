@@ -334,6 +334,7 @@ MusicBenchResult music_bench_results(const MusicBenchOptions& options, std::ostr
   MusicBenchResult r;
   r.full = o.full;
   r.size = music_bench_size(o);
+  r.resized = [o, &r]() mutable { return o.steps = -1, music_bench_size(o).steps != r.size.steps; }();
   const MusicBenchSize& s = r.size;
   const ChoraleSet set = read_chorales(o.chorales_path.empty() ? default_chorales_path() : o.chorales_path);
   r.train_chorales = static_cast<int64_t>(set.train.size());
@@ -342,9 +343,10 @@ MusicBenchResult music_bench_results(const MusicBenchOptions& options, std::ostr
   std::tie(r.unigram_valid_nll, r.unigram_test_nll) = unigram_nll(set);
   const std::vector<Batch> valid = chorale_eval_batches(set, ChoraleSplit::Valid, s.context, kEvalBatch);
   const std::vector<Batch> test = chorale_eval_batches(set, ChoraleSplit::Test, s.context, kEvalBatch);
-  progress_line(progress, std::string("music-bench (") + (o.pope_size ? "PoPE size" : o.full ? "full" : "CI") +
-                              "): " + std::to_string(o.treatments.size()) + " treatments x " +
-                              std::to_string(o.seeds.size()) + " seeds, " + std::to_string(s.steps) +
+  progress_line(progress, std::string("music-bench (") +
+                              (o.pope_size ? "PoPE size" : bench::form_name(o.full, r.resized, s.steps)) + "): " +
+                              bench::counted(o.treatments.size(), "treatment") + " x " +
+                              bench::counted(o.seeds.size(), "seed") + ", " + std::to_string(s.steps) +
                               " steps each; unigram valid NLL " + fixed3(r.unigram_valid_nll));
 
   for (const std::string& treatment : o.treatments)

@@ -93,6 +93,7 @@ struct HarmonyRun {
 
 struct MusicBenchResult {
   bool full = false;
+  bool resized = false;  // --steps changed the form's steps (bench::form_name)
   MusicBenchSize size;
   std::vector<MusicBenchRun> runs;  // per treatment, per seed
   std::vector<HarmonyRun> harmony;

@@ -10,6 +10,7 @@
 
 #include "core/base/error.h"
 #include "core/file_io.h"
+#include "train/instruments/bench_report.h"
 #include "train/instruments/music_bench.h"
 
 namespace relgrad {
@@ -260,7 +261,9 @@ std::string music_bench_table(const MusicBenchResult& r) {
 
 std::string music_bench_markdown(const MusicBenchResult& r, const MusicBenchOptions& o) {
   std::ostringstream md;
-  md << "# relgrad music-bench (" << (o.pope_size ? "the PoPE paper's size" : r.full ? "full form" : "CI form")
+  md << "# relgrad music-bench ("
+     << (o.pope_size ? "the PoPE paper's size" + std::string(r.resized ? " at " + std::to_string(r.size.steps) + " steps" : "")
+                     : bench::form_name(r.full, r.resized, r.size.steps))
      << ")\n\n"
      << "Data: " << r.train_chorales << " train, " << r.valid_chorales << " valid, " << r.test_chorales
      << " test chorales (Jsb16thSeparated), four voices interleaved per 16th step.\n\n"
@@ -346,7 +349,7 @@ int run_music_bench(const MusicBenchOptions& options, std::ostream& out) {
       << r.pictures.size() << " pictures\n";
   const std::vector<std::string> failures = music_bench_failures(r);
   // The CI form's checks fail the command; the other sizes are documented runs, where they are notes.
-  const bool ci_form = !r.full && !options.pope_size;
+  const bool ci_form = !r.full && !options.pope_size && !r.resized;
   for (const std::string& f : failures) out << (ci_form ? "FAILED: " : "note: ") << f << "\n";
   if (!ci_form || failures.empty()) return 0;
   return 1;

@@ -189,8 +189,16 @@ std::vector<ProbeCurve> attention_mass_by_offset(const std::vector<AttentionReco
           sees = rec.key_valid[b * t1 + j] && !(rec.causal && j > rec.positions[i]);
         if (sees) queries.push_back({b, i});
       }
+    std::vector<bool> occurs(2 * R + 1, false);  // the same for every head
+    for (auto [b, i] : queries)
+      for (int64_t j = 0; j < t1; ++j) {
+        const int64_t delta = j - rec.positions[i];
+        if (std::abs(delta) <= R && rec.key_valid[b * t1 + j] && !(rec.causal && j > rec.positions[i]))
+          occurs[delta + R] = true;
+      }
     for (int64_t h = 0; h < H; ++h) {
       ProbeCurve c = make_curve(rec, "attention_mass", static_cast<int>(h), R);
+      c.occurs = occurs;
       for (auto [b, i] : queries)
         for (int64_t j = 0; j < t1; ++j) {
           const double x = w[((b * H + h) * t2 + i) * t1 + j];
@@ -207,6 +215,13 @@ std::vector<ProbeCurve> attention_mass_by_offset(const std::vector<AttentionReco
     }
   }
   return out;
+}
+
+std::vector<double> drawn_values(const ProbeCurve& curve) {
+  std::vector<double> v = curve.value;
+  for (size_t n = 0; n < v.size() && n < curve.occurs.size(); ++n)
+    if (!curve.occurs[n]) v[n] = kNaN;
+  return v;
 }
 
 std::vector<ProbeCurve> positional_response(RunModel& model, const Batch& batch, int64_t reach) {

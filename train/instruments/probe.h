@@ -43,6 +43,7 @@
 // In causal attention δ > 0 is masked: the response there is NaN (never used by the model).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <limits>
 #include <memory>
@@ -64,6 +65,10 @@ struct ProbeCurve {
   std::vector<double> value;   // one per delta; NaN = undefined (masked offset, no pair, off an Error table)
   double outside = 0.0;        // attention_mass: the share at |δ| > R (0 for responses)
   std::vector<std::string> shared_by;  // the layers using this table (t5: the whole stack); else {layer}
+  // attention_mass: whether some visible (query, key) pair of the batch lies at delta[n]; an offset
+  // with none holds 0 mass because it cannot occur (a cross attention's ±96 where its queries' places
+  // only reach −32 … 31), and is drawn n/a. Empty for responses.
+  std::vector<bool> occurs = {};  // last, with its default: the aggregates that list the rest stay whole
 };
 
 // One attention module's forward, captured by record_attention. Shapes: B batch, H heads, D head size,
@@ -93,6 +98,8 @@ std::vector<ProbeCurve> positional_response(const std::vector<AttentionRecord>& 
 std::vector<ProbeCurve> attention_mass_by_offset(const std::vector<AttentionRecord>& records,
                                                  int64_t reach = 0);
 std::vector<ProbeCurve> positional_response(RunModel& model, const Batch& batch, int64_t reach = 0);
+// What a curve's pictures draw: its values, NaN (n/a) at the offsets no pair occupies (ProbeCurve::occurs).
+std::vector<double> drawn_values(const ProbeCurve& curve);
 std::vector<ProbeCurve> attention_mass_by_offset(RunModel& model, const Batch& batch, int64_t reach = 0);
 // Both kinds from one forward: the responses, then the attention masses.
 std::vector<ProbeCurve> probe(RunModel& model, const Batch& batch, int64_t reach = 0);
@@ -227,6 +234,9 @@ struct ProbeOptions {
   std::string csv, json;            // --csv, --json
   std::string compare_csv;          // --compare-csv FILE (default: compare.csv in the pictures' folder)
   int64_t batch = 0;                // --batch
+  // --data.KEY=VALUE (relgrad probe): changes the checkpoint's config before its data is read, e.g.
+  // another text file for a text model (train/command/checkpoint_overrides.h); none when empty.
+  std::function<void(RunConfig&)> change_data;
 };
 // Loads, probes and writes as described; returns 0. Prints the heading line, probe_table and "wrote N
 // pictures to DIR", then "wrote the curves as data to CSV and JSON", then what

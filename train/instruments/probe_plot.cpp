@@ -77,7 +77,7 @@ Scene heatmap_scene(const std::vector<const ProbeCurve*>& rows) {
   scale.diverging = first.kind != "attention_mass";
   double hi = 0.0;
   for (const ProbeCurve* c : rows)
-    for (double v : c->value)
+    for (double v : drawn_values(*c))
       if (std::isfinite(v)) hi = std::max(hi, std::fabs(v));
   scale.hi = hi > 0 ? hi : 1.0;
 
@@ -94,10 +94,11 @@ Scene heatmap_scene(const std::vector<const ProbeCurve*>& rows) {
   s.items.push_back(text(left, 20, title, Anchor::Start, 2));
   for (int r = 0; r < nrow; ++r) {
     const ProbeCurve& c = *rows[r];
+    const std::vector<double> value = drawn_values(c);  // n/a where no pair can be
     const double y = top + ch * r;
     s.items.push_back(text(left - 8, y + ch / 2, "head " + std::to_string(c.head), Anchor::End));
-    for (int k = 0; k < ncol && k < static_cast<int>(c.value.size()); ++k)
-      s.items.push_back(RectItem{left + cw * k, y, cw, ch, true, scale(c.value[k]), 0, {}});
+    for (int k = 0; k < ncol && k < static_cast<int>(value.size()); ++k)
+      s.items.push_back(RectItem{left + cw * k, y, cw, ch, true, scale(value[k]), 0, {}});
   }
   s.items.push_back(RectItem{left, top, grid_w, grid_h, false, {}, 1.0, plot_detail::kFrame});
   // δ labels under their columns (ticks at multiples of a 1-2-5 step, always 0).

@@ -242,6 +242,7 @@ int run_probe(const ProbeOptions& o, std::ostream& out) {
   RG_CHECK_T(InstrumentOptionError, o.reach >= 0, kOp, "--reach ", o.reach, ": expected 0 or more");
 
   LoadedRun run = load_run(o.checkpoint);
+  if (o.change_data) o.change_data(run.config);
   RunData data(run.config);
   Batch batch = data.batch(o.batch, Split::HeldOut);
   std::string why;

@@ -244,17 +244,24 @@ Scene build_scene(const std::vector<PlotPanel>& panels, int width, int height_pe
     if (all_points.empty()) text(mid_x, (g.top + g.bottom) / 2, "no data", 2, Anchor::Middle, kMuted);
     if (p.series.empty()) continue;
 
-    // Legend, in the corner with the fewest data points under it.
+    // Legend, where the fewest data points lie under it or within 4 pixels of it: a corner, else the
+    // middle of a side. A short run's flat curves lie along the top and the bottom (an accuracy that
+    // did not move, a sequence accuracy of 0), under all four corners; the middle of the right side is
+    // free there.
     size_t chars = 0;
     for (const PlotSeries& s : p.series) chars = std::max(chars, glyph_count(clean_text(s.label)));
     double bw = 46 + 6.0 * static_cast<double>(chars), bh = 8 + 14.0 * static_cast<double>(p.series.size());
+    const double right = g.right - 8 - bw, left = g.left + 8, center = (g.left + g.right - bw) / 2;
+    const double upper = g.top + 8, lower = g.bottom - 8 - bh, middle = (g.top + g.bottom - bh) / 2;
+    const std::pair<double, double> places[] = {{right, upper},  {left, upper},  {right, lower},
+                                                {left, lower},   {right, middle}, {left, middle},
+                                                {center, upper}, {center, lower}};
     double best_x = 0, best_y = 0;
     size_t best = SIZE_MAX;
-    for (int corner = 0; corner < 4; ++corner) {  // top right, top left, bottom right, bottom left
-      double bx = corner % 2 == 0 ? g.right - 8 - bw : g.left + 8;
-      double by = corner < 2 ? g.top + 8 : g.bottom - 8 - bh;
+    for (const auto& [bx, by] : places) {
       size_t under = 0;
-      for (const auto& [px, py] : all_points) under += px >= bx && px <= bx + bw && py >= by && py <= by + bh;
+      for (const auto& [px, py] : all_points)
+        under += px >= bx - 4 && px <= bx + bw + 4 && py >= by - 4 && py <= by + bh + 4;
       if (under < best) best = under, best_x = bx, best_y = by;
     }
     best_x = std::floor(best_x) + 0.5, best_y = std::floor(best_y) + 0.5;

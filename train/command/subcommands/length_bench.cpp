@@ -26,7 +26,8 @@ class LengthBenchCommand final : public Subcommand {
       if (app.count("--tasks")) options_.tasks = parse_name_list(tasks_, "--tasks", "length-bench");
       if (app.count("--treatments")) options_.treatments = parse_name_list(treatments_, "--treatments", "length-bench");
       if (app.count("--seeds")) options_.seeds = parse_seed_list(seeds_, "--seeds", "length-bench");
-    } catch (const InstrumentOptionError& e) {
+      check_length_bench_options(options_);  // an unknown task or treatment: before any training
+    } catch (const Error& e) {  // InstrumentOptionError included: the options, not the run
       throw UsageError(e.what());
     }
     return run_length_bench(options_, out);

@@ -1,4 +1,6 @@
 // relgrad probe CHECKPOINT [--reach R] [--out DIR] [--delta D ...] [--queries RANGE] [--compare CHECKPOINT] ...
+//               [--data.KEY=VALUE ...]
+#include "train/command/checkpoint_overrides.h"
 #include "train/command/cli_commands.h"
 #include "train/command/output_guard.h"
 #include "train/command/subcommand.h"
@@ -23,9 +25,19 @@ class ProbeCommand final : public Subcommand {
     app.add_option("--json", o.json, "the curves as JSON (default: curves.json beside the pictures)");
     app.add_option("--compare-csv", o.compare_csv, "--compare's table as CSV (default: compare.csv)");
     app.add_option("--batch", o.batch, "held-out batch N (default 0)").range(int64_t(0), INT64_MAX);
+    app.allow_extras();  // --data.KEY=VALUE: the held-out data, as relgrad eval takes it (kEvalDataKeys)
+    app.footer("--data.KEY=VALUE probes on other held-out data, e.g. --data.text_path=other.txt (" +
+               eval_data_keys_text() + ")");
   }
 
-  int run(CommandLine&, std::ostream& out) override {
+  int run(CommandLine& app, std::ostream& out) override {
+    const std::vector<std::string> data = app.remaining();
+    for (const std::string& o : data)
+      if (o.rfind("--data.", 0) != 0 || o.find('=') == std::string::npos)
+        throw UsageError("[probe] '" + o + "' is neither an option of relgrad probe nor a --data.KEY=VALUE " +
+                         "override (" + eval_data_keys_text() + ")");
+    if (!data.empty())
+      options_.change_data = [data, &out](RunConfig& config) { apply_eval_data_overrides(config, data, out, "probe"); };
     const ProbeOutputs where = probe_outputs(options_);
     refuse_output_over_input("probe", {{"the checkpoint", options_.checkpoint}, {"--compare", options_.compare_checkpoint}},
                              {{"--out", where.out_dir},

@@ -1,6 +1,7 @@
 // relgrad sample CHECKPOINT [--input | --prompt | --prompt-midi | --chorale | --melody] [sampling options]
 //                [--model.PLACE.rope_scaling…=VALUE ...]
 #include <algorithm>
+#include <cctype>
 
 #include "train/command/checkpoint_overrides.h"
 #include "train/command/cli_args.h"
@@ -25,6 +26,14 @@ std::vector<NamedPath> midi_outputs(const SampleArgs& a) {
   return outputs;
 }
 
+bool midi_name(const std::string& path) {  // ends in .mid or .midi, any case
+  std::string lower;
+  for (char c : path) lower += char(std::tolower(static_cast<unsigned char>(c)));
+  for (const std::string ext : {".mid", ".midi"})
+    if (lower.size() > ext.size() && lower.compare(lower.size() - ext.size(), ext.size(), ext) == 0) return true;
+  return false;
+}
+
 class SampleCommand final : public Subcommand {
  public:
   void declare(CommandLine& app) override {
@@ -38,11 +47,12 @@ class SampleCommand final : public Subcommand {
         .range(1, 1 << 20);
     app.add_option("--temperature", a.temperature, "0 = greedy").range(0.0, 1e6);
     app.add_option("--top-k", a.top_k, "0 = off").range(0, 1 << 30);
-    app.add_option("--top-p", a.top_p, "1 = off").range(0.0, 1.0);
+    app.add_option("--top-p", a.top_p, "1 = off").range(0.0, 1.0, Lower::Open);
     app.add_option("--seed", a.seed, "sampling seed").range(int64_t(0), INT64_MAX);
     app.add_option("--format", a.format, "text (print) or midi (music and chorale models: write .mid files)")
         .one_of({"text", "midi"});
-    app.add_option("-o,--output", a.output, "--format midi: output file (default sample.mid; _N added for -n > 1)");
+    app.add_option("-o,--output", a.output,
+                   "--format midi: output file, .mid or .midi (default sample.mid; _N added for -n > 1)");
     app.add_option("--prompt-midi", a.prompt_midi, "music models and chorale continuations: continue this .mid file");
     app.add_option("--chorale", a.chorale, "chorale models: the valid chorale to continue or harmonise (default 0)")
         .range(int64_t(0), INT64_MAX);
@@ -68,6 +78,10 @@ class SampleCommand final : public Subcommand {
       throw UsageError("[sample] --input is empty: give tokens (\"4 1 7\"), or leave --input out");
     if (app.count("--prompt") && a.prompt.empty())
       throw UsageError("[sample] --prompt is empty: give some text, or leave --prompt out");
+    // A MIDI file under another name (x.wav) is refused. -o x.mid alone is refused below too: the
+    // format is said, not guessed from a name, as for every other output.
+    if (app.count("--output") && a.format == "midi" && !midi_name(a.output))
+      throw UsageError("[sample] -o " + a.output + ": --format midi writes a MIDI file; name it .mid or .midi");
     if (app.count("--output") && a.format != "midi")
       throw UsageError("[sample] -o " + a.output +
                        " only goes with --format midi (music models write .mid "
