@@ -203,6 +203,9 @@ TEST_CASE("window: a scheme registered as extrapolating is sampled with no windo
   CliResult s = run_relgrad({"sample", dir.file("run/checkpoint.safetensors"), "--max-new-tokens", "4"});
   CHECK_CLI(s, 0);
   CHECK(s.out.rfind("window none (alibi extrapolates, layers/schemes.cpp): every token is fed", 0) == 0);
+  // The samples relgrad train prints at its end follow the same rule.
+  CHECK(trainer_options(load_run(dir.file("run/checkpoint.safetensors")).config).sample.window == 0);
+  CHECK(trainer_options(load_run(text_run().checkpoint).config).sample.window == 16);
 }
 
 TEST_CASE("window: bad --window values are usage errors naming the option") {

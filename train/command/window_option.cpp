@@ -2,9 +2,8 @@
 
 #include <cctype>
 
-#include "layers/schemes.h"
 #include "train/command/cli_commands.h"
-#include "train/config/source.h"
+#include "train/config/sample_window.h"
 
 namespace relgrad::cli_detail {
 
@@ -33,19 +32,12 @@ SampleWindow sample_window(const RunConfig& c, const std::string& option) {
     return {n, "window " + w + " tokens (--window " + w + "): KV cache while the sequence fits, then each step "
                    "recomputes the last " + w};
   }
-  const std::string& scheme = c.model.decoder_self.scheme;
-  const SchemeEntry* entry = find_scheme(scheme);
-  if (entry && entry->extrapolates && c.model.absolute_position == AbsolutePositionKind::None)
-    return {0, "window none (" + scheme + " extrapolates, layers/schemes.cpp): every token is fed, the KV cache "
-                   "holds them all; --window N sets a window"};
-  const InputLimit trained = data_source(c).trained_input(c);
-  const std::string w = std::to_string(trained.tokens);
-  const std::string why = c.model.absolute_position != AbsolutePositionKind::None
-                              ? std::string("absolute positions")
-                              : scheme + " is not known to extrapolate";
-  return {trained.tokens, "window " + w + " tokens (" + trained.keys + " = " + w + "; " + why +
-                              "): KV cache while the sequence fits, then each step recomputes the last " + w +
-                              "; --window none feeds every token"};
+  const DefaultWindow d = default_sample_window(c);
+  const std::string w = std::to_string(d.tokens);
+  if (d.tokens == 0)
+    return {0, "window none (" + d.why + "): every token is fed, the KV cache holds them all; --window N sets a window"};
+  return {d.tokens, "window " + w + " tokens (" + d.why + "): KV cache while the sequence fits, then each step "
+                    "recomputes the last " + w + "; --window none feeds every token"};
 }
 
 }  // namespace relgrad::cli_detail
