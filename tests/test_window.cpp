@@ -220,6 +220,21 @@ TEST_CASE("window: bad --window values are usage errors naming the option") {
   CliResult dump = run_relgrad({"eval", text_run().checkpoint, "--window", "8", "--dump-logits", "x.safetensors"});
   CHECK_CLI(dump, 2);
   CHECK(contains(dump.err, "--window"));
+  // An encoder-decoder's target is not windowed: a window given is refused, none is accepted.
+  TempDir dir;
+  CliResult t = run_relgrad({"train", "--model.d_model=16", "--model.n_heads=2", "--model.d_ff=32",
+                             "--model.n_encoder_layers=1", "--model.n_decoder_layers=1", "--data.batch_size=4",
+                             "--data.max_len=6", "--optim.warmup_steps=1", "--train.steps=2", "--train.eval_batches=1",
+                             "--train.samples=0", "--train.target_accuracy=0", "--train.out_dir=" + dir.file("run")});
+  REQUIRE_MESSAGE(t.code == 0, t.err);
+  const std::string ck = dir.file("run/checkpoint.safetensors");
+  for (const char* command : {"sample", "eval"}) {
+    CliResult r = run_relgrad({command, ck, "--window", "4"});
+    CHECK_CLI(r, 2);
+    CHECK(contains(r.err, "--window 4"));
+    CHECK(contains(r.err, "encoder-decoder"));
+    CHECK_CLI(run_relgrad({command, ck, "--window", "none"}), 0);
+  }
 }
 
 TEST_CASE("window: strided windows score every token once from at most C tokens of context") {
