@@ -83,7 +83,7 @@ struct SchemeEntry {
   std::function<double(const PositionalConfig&, double n_heads, double head_dim)> parameters = nullptr;
   // Known to extrapolate: a model trained at C keeps its held-out loss at 16 × C with its default
   // knobs (measured: docs/extrapolation.md). relgrad sample feeds such a model every token; any other
-  // gets a sliding window of its training context by default (train/command/window_option.h).
+  // gets a sliding window of its training context by default (train/config/sample_window.h).
   bool extrapolates = false;
 };
 
