@@ -24,7 +24,7 @@ RotaryScaling rotary_scaling(const PositionalConfig& p) {
 // One line per scheme. Causal places (decoder self-attention) get the causal variants: T5's
 // unidirectional buckets (all of them for the past, as T5's decoder), ALiBi's causal bias.
 // Each line: name, options, factory, shared_by_stack, causal_only, self_only, check, parameters
-// (the checks and counts live beside each scheme's class).
+// (the checks and counts live beside each scheme's class), extrapolates.
 std::vector<SchemeEntry>& registry() {
   static std::vector<SchemeEntry> r = {
       {"none", {}, nullptr},
@@ -40,12 +40,13 @@ std::vector<SchemeEntry>& registry() {
       {"t5", {"num_buckets", "max_distance"},
        [](const Ctx& c) { return make<T5RelativeBias>(c.n_heads, c.config.num_buckets, c.config.max_distance, !c.causal, c.init); },
        /*shared_by_stack=*/true, false, false, T5RelativeBias::check, T5RelativeBias::parameters},
-      {"alibi", {}, [](const Ctx& c) { return make<ALiBi>(c.n_heads, !c.causal); }},
+      {"alibi", {}, [](const Ctx& c) { return make<ALiBi>(c.n_heads, !c.causal); },
+       false, false, false, nullptr, nullptr, /*extrapolates=*/true},
       {"rope", {"rope_base", "rope_scaling", "rope_scaling_factor", "rope_original_length"},
        [](const Ctx& c) { return make<RoPE>(c.head_dim, c.config.rope_base, RoPE::Pairing::Interleaved, rotary_scaling(c.config)); },
        false, false, false, RoPE::check},
       {"transformer_xl", {}, [](const Ctx& c) { return make<TransformerXL>(c.d_model, c.n_heads, c.init); },
-       false, false, /*self_only=*/true, TransformerXL::check},
+       false, false, /*self_only=*/true, TransformerXL::check, nullptr, /*extrapolates=*/true},
       // The rotary family (layers/rotary_variants.h); rope, xpos and p_rope share the RoPE scalings.
       {"xpos", {"rope_base", "xpos_scale_base", "rope_scaling", "rope_scaling_factor", "rope_original_length"},
        [](const Ctx& c) { return make<XPos>(c.head_dim, c.config.rope_base, c.config.xpos_scale_base, rotary_scaling(c.config)); },
@@ -60,23 +61,23 @@ std::vector<SchemeEntry>& registry() {
       {"cope", {"cope_positions"}, [](const Ctx& c) { return make<CoPE>(c.head_dim, c.config.cope_positions); },
        false, /*causal_only=*/true, /*self_only=*/true, CoPE::check, CoPE::parameters},
       {"fox", {}, [](const Ctx& c) { return make<ForgettingAttention>(c.d_model, c.n_heads, c.init); },
-       false, /*causal_only=*/true, /*self_only=*/true, nullptr, ForgettingAttention::parameters},
+       false, /*causal_only=*/true, /*self_only=*/true, nullptr, ForgettingAttention::parameters, /*extrapolates=*/true},
       {"stick_breaking", {}, [](const Ctx&) { return make<StickBreaking>(); },
-       false, /*causal_only=*/true, /*self_only=*/true},
+       false, /*causal_only=*/true, /*self_only=*/true, nullptr, nullptr, /*extrapolates=*/true},
       // The distance-bias family (layers/distance_bias.h): |δ| serves every place (the paper's causal
       // form on the keys a causal mask leaves), so no causal or self restriction.
       {"kerple", {"kerple_variant"},
        [](const Ctx& c) { return make<Kerple>(c.n_heads, c.config.kerple_variant, c.init); },
-       false, false, false, nullptr, Kerple::parameters},
+       false, false, false, nullptr, Kerple::parameters, /*extrapolates=*/true},
       {"sandwich", {"sandwich_dim"}, [](const Ctx& c) { return make<Sandwich>(c.n_heads, c.config.sandwich_dim); },
-       false, false, false, Sandwich::check},
+       false, false, false, Sandwich::check, nullptr, /*extrapolates=*/true},
       // The MLP's width ⌊d_model/4⌋, rounded down as x-transformers' `dim // 4` (d_model 10 → 2; the
       // entry's check refuses d_model < 4); docs/checkpoint-format.md 2.2.
       {"dynamic_bias", {"dynamic_bias_depth", "dynamic_bias_log_distance"},
        [](const Ctx& c) {
          return make<DynamicBias>(c.n_heads, c.d_model / 4, c.config.dynamic_bias_depth, c.config.dynamic_bias_log_distance, c.init);
        },
-       false, false, false, DynamicBias::check, DynamicBias::parameters},
+       false, false, false, DynamicBias::check, DynamicBias::parameters, /*extrapolates=*/true},
       // FIRE (layers/fire.h): the MLP of ψ(|δ|)/ψ(max(π(i), L)) serves every place (the paper's causal
       // i − j ≥ 0 on the keys a causal mask leaves; even in δ elsewhere, cross through π(i)).
       {"fire", {"fire_width", "fire_threshold"},

@@ -446,7 +446,7 @@ TEST_CASE("config: configs/default.toml is exactly RunConfig::defaults(), config
   CHECK_NOTHROW(lm.validate());
   CHECK(lm.model_type == ModelKind::DecoderOnly);
   CHECK(lm.data.source == "text");
-  CHECK(lm.model.decoder_self.scheme == "rope");
+  CHECK(lm.model.decoder_self.scheme == "sandwich");  // chosen by measurement: docs/extrapolation.md
   CHECK(lm.sample.top_k == 40);
 }
 

@@ -24,11 +24,13 @@
 #include "core/safetensors.h"
 #include "train/command/checkpoint_overrides.h"
 #include "train/command/output_guard.h"
+#include "train/command/window_option.h"
 #include "train/config/run_options.h"
 #include "train/config/source.h"
 #include "train/plot/plot.h"
 #include "train/trainer/distributed.h"
 #include "train/trainer/sampler.h"
+#include "train/trainer/strided_eval.h"
 #include "train/trainer/trainer.h"
 
 namespace relgrad {
@@ -354,6 +356,8 @@ int cmd_sample(SampleArgs a, std::ostream& out) {
   if (a.top_k >= 0) o.top_k = a.top_k;
   if (a.top_p >= 0) o.top_p = a.top_p;
   if (a.seed >= 0) o.seed = static_cast<uint64_t>(a.seed);
+  const SampleWindow window = sample_window(run.config, a.window);
+  o.window = window.tokens;
   try {
     check_sampling_options(o);
   } catch (const Error& e) {
@@ -375,6 +379,7 @@ int cmd_sample(SampleArgs a, std::ostream& out) {
   request.input = a.input, request.prompt = a.prompt, request.format = a.format, request.output = a.output;
   request.prompt_midi = a.prompt_midi, request.melody = a.melody;
   request.num = a.num, request.chorale = a.chorale, request.max_new_tokens_given = a.max_new_tokens >= 0;
+  if (!window.header.empty()) out << window.header << "\n";  // which rule the samples below ran under
   try {
     source.sample(request, run, data, o, out);
   } catch (const InputError& e) {
@@ -410,6 +415,8 @@ int cmd_eval(const EvalArgs& a, std::ostream& out) {
                      " (held-out batches; a few hundred give a steady estimate)");
   if (dump_path.empty() && (!input.empty() || !target.empty()))
     throw UsageError("[eval] --input / --target only go with --dump-logits FILE");
+  if (a.window > 0 && !dump_path.empty())
+    throw UsageError("[eval] --window scores held-out batches; it does not go with --dump-logits FILE");
   const Device on = device_option(a.device);
   LoadedRun run = load_run_with(checkpoint, on, a.model_overrides, "eval", out);
   apply_eval_data_overrides(run.config, a.data_overrides, out);
@@ -417,6 +424,9 @@ int cmd_eval(const EvalArgs& a, std::ostream& out) {
   refuse_output_over_input("eval", {{"--" + data_file.first, data_file.second}}, {{"--dump-logits", dump_path}});
   RunData data(run.config);
   RunModel& m = *run.model;
+  if (a.window > 0 && m.kind() != ModelKind::DecoderOnly)
+    throw UsageError("[eval] --window " + std::to_string(a.window) +
+                     " reads a decoder-only model's tokens through a sliding window; this is an encoder-decoder model");
   if (!dump_path.empty()) {
     // The tensors that produced the logits go into the file too, so it can be checked on its own.
     std::map<std::string, Tensor> tensors;
@@ -482,6 +492,11 @@ int cmd_eval(const EvalArgs& a, std::ostream& out) {
     out << ", sequence accuracy " << fixed(100 * e.sequence_accuracy, 2) << "% (" << e.sequences
         << " sequences)";
   out << "\n";
+  if (a.window > 0) {  // the same tokens, each from at most C tokens of context (strided_eval.h)
+    const EvalResult w = evaluate_strided(m, data.dataset(), batches, a.window);
+    out << "window " << a.window << " (stride " << (a.window + 1) / 2 << "): held-out loss " << fixed(w.loss, 4)
+        << ", token accuracy " << fixed(100 * w.accuracy, 2) << "% (" << w.tokens << " tokens)\n";
+  }
   return 0;
 }
 

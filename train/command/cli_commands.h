@@ -27,6 +27,7 @@ struct SampleArgs {
   std::string device = "cpu";  // --device
   int64_t chorale = -1;        // chorale models: --chorale N, the valid chorale to prompt / harmonise (default 0)
   std::string melody;          // chorale harmonisers: --melody FILE.mid, the melody to harmonise
+  std::string window;          // --window N | none ("" = the default: train/command/window_option.h)
   std::vector<std::string> model_overrides;  // "--model.PLACE.rope_scaling…=VALUE" (kEvalModelKeys)
 };
 
@@ -39,6 +40,7 @@ struct EvalArgs {
   std::string dump_path;         // --dump-logits FILE: write the logits instead of evaluating
   std::string input, target;     // --input / --target: the tokens to dump logits for
   std::string device = "cpu";    // --device
+  int64_t window = 0;            // --window C: also the strided score, at most C tokens of context (0 = none)
   // "--data.KEY=VALUE" for the keys of kEvalDataKeys (the held-out data at another length, D3 of
   // docs/experiments.md); any other key is a usage error, and so is a value that changes the vocabulary.
   std::vector<std::string> data_overrides;

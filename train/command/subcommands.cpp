@@ -15,10 +15,10 @@ const std::vector<SubcommandEntry>& subcommands() {
       {"sample", "generate from a checkpoint",
        "CHECKPOINT [--input \"4 1 7\" | --prompt TEXT | --prompt-midi F.mid | --chorale N | --melody F.mid]\n"
        "[--num N] [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
-       "[--format text|midi] [-o OUT.mid] [--device cpu|cuda|cuda:N] [--tf32]",
+       "[--format text|midi] [-o OUT.mid] [--window N|none] [--device cpu|cuda|cuda:N] [--tf32]",
        make_sample_command},
       {"eval", "held-out loss and accuracy of a checkpoint, or dump logits",
-       "CHECKPOINT [--batches N] [--dump-logits FILE [--input \"...\"] [--target \"...\"]]\n"
+       "CHECKPOINT [--batches N] [--window C] [--dump-logits FILE [--input \"...\"] [--target \"...\"]]\n"
        "[--data.KEY=VALUE ...] [--device cpu|cuda|cuda:N] [--tf32]",
        make_eval_command},
       {"inspect", "header, config, step, tensor table and checksum verdict", "CHECKPOINT", make_inspect_command},

@@ -1,5 +1,6 @@
 // A RunConfig as trainer options, a Dataset and a reopened run (train/config/run_options.h).
 #include "train/config/run_options.h"
+#include "train/config/sample_window.h"
 
 #include <unistd.h>
 
@@ -228,6 +229,7 @@ TrainerOptions trainer_options(RunConfig c, std::ostream* warnings) {
   o.optim = c.optim;
   o.train = c.train;
   o.sample = sampling_options(c.sample);
+  o.sample.window = default_sample_window(c).tokens;  // the samples printed after training, as relgrad sample's
   o.data = make_dataset(c);
   o.target_positions = target_positions(c);
   if (warnings && world().is_root())  // mpirun: listed once

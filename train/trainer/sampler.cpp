@@ -14,6 +14,7 @@ void check_sampling_options(const SamplingOptions& o) {
            "temperature must be finite and >= 0 (0 = greedy), got ", o.temperature);
   RG_CHECK(o.top_k >= 0, op, "top_k must be >= 0 (0 = off), got ", o.top_k);
   RG_CHECK(o.top_p > 0 && o.top_p <= 1, op, "top_p must be in (0, 1] (1 = off), got ", o.top_p);
+  RG_CHECK(o.window >= 0, op, "window must be >= 0 (0 = every token), got ", o.window);
 }
 
 std::vector<double> sampling_distribution(const std::vector<double>& z, const SamplingOptions& o) {
@@ -130,6 +131,11 @@ Tensor generate(DecoderLM& model, const Tensor& prompt, const SamplingOptions& o
   std::vector<LayerCache> cache;
   // Decoding runs where the model is; the ids come back to the host once per step (sample_rows).
   return decode_loop(prompt.to(device_of(model)), o, [&](const Tensor& fresh, const Tensor& all) {
+    const int64_t T = all.size(1);
+    if (o.window > 0 && T > o.window) {  // past the window: its last W tokens, recomputed (sampler.h)
+      cache.clear();
+      return model.forward(all.narrow(1, T - o.window, o.window));
+    }
     return use_cache ? model.forward(fresh, Tensor(), &cache) : model.forward(all);
   });
 }
@@ -137,6 +143,8 @@ Tensor generate(DecoderLM& model, const Tensor& prompt, const SamplingOptions& o
 Tensor generate(EncoderDecoder& model, const Tensor& src, const Tensor& src_padding_mask, const SamplingOptions& o,
                 bool use_cache, const Tensor& tgt_positions) {
   check_sampling_options(o);
+  RG_CHECK(o.window == 0, "generate", "window = ", o.window,
+           ": a sliding window is for decoder-only models; an encoder-decoder's target is not windowed");
   const bool explicit_positions = model.config.explicit_cross();
   RG_CHECK(!explicit_positions || tgt_positions.defined(), "generate",
            "the model places its cross-attention queries explicitly (model.cross_alignment = \"explicit\"): "

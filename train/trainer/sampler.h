@@ -30,6 +30,9 @@ struct SamplingOptions {
   double top_p = 1.0;        // in (0, 1]; 1 = no nucleus filter
   uint64_t seed = 0;
   int64_t eos = kEos;        // stop token; negative = none
+  // Decoder-only: > 0, each step predicts from the last `window` tokens only, as if the sequence
+  // began there (nanoGPT's crop to its block size); 0 = from every token. See generate().
+  int64_t window = 0;
 
   SamplingOptions& max_new_tokens_(int64_t n) { max_new_tokens = n; return *this; }
   SamplingOptions& temperature_(double t) { temperature = t; return *this; }
@@ -37,6 +40,7 @@ struct SamplingOptions {
   SamplingOptions& top_p_(double p) { top_p = p; return *this; }
   SamplingOptions& seed_(uint64_t s) { seed = s; return *this; }
   SamplingOptions& eos_(int64_t e) { eos = e; return *this; }
+  SamplingOptions& window_(int64_t w) { window = w; return *this; }
 };
 
 // Throws relgrad::Error "[generate] ..." naming the bad field.
@@ -53,6 +57,11 @@ std::vector<int64_t> sample_rows(const Tensor& logits, const std::vector<double>
 // max_new_tokens new tokens. Runs in eval mode under NoGradGuard (the model's mode is restored).
 // Both generate()s run on the model's device (device_of): the inputs are copied there and the result
 // is on it; each step copies only the last logits (B, V) to the host to draw the next ids.
+// With options.window = W > 0, a step whose sequence is longer than W runs the model over its last W
+// tokens alone (positions 0 … W − 1 again), so every prediction sees what training showed the model.
+// The cache serves while the sequence fits in W; past it every step recomputes its window: a cached
+// key of layer 2 and above was computed from tokens the window has since dropped, so no rolling cache
+// equals the recompute for a model of more than one layer (docs/extrapolation.md).
 Tensor generate(DecoderLM& model, const Tensor& prompt, const SamplingOptions& options, bool use_cache = true);
 
 // Encoder–decoder: src int64 (B, t1), src_padding_mask optional bool (B, t1) → int64 (B, 1 + n):

@@ -1,10 +1,11 @@
-// relgrad eval CHECKPOINT [--batches N] [--dump-logits FILE [--input ...] [--target ...]] [--data.KEY=VALUE ...]
+// relgrad eval CHECKPOINT [--batches N] [--window C] [--dump-logits FILE [--input ...] [--target ...]] [--data.KEY=VALUE ...]
 //              [--model.PLACE.rope_scaling…=VALUE ...]
 #include "train/command/checkpoint_overrides.h"
 #include "train/command/cli_args.h"
 #include "train/command/cli_commands.h"
 #include "train/command/output_guard.h"
 #include "train/command/subcommand.h"
+#include "train/command/window_option.h"
 
 namespace relgrad::cli_detail {
 namespace {
@@ -18,6 +19,8 @@ class EvalCommand final : public Subcommand {
     app.add_option("--dump-logits", a.dump_path, "write logits (and their inputs) to this safetensors file");
     app.add_option("--input", a.input, "tokens to dump logits for (default: held-out batch 0)");
     app.add_option("--target", a.target, "encoder-decoder: target tokens fed after <bos>");
+    app.add_option("--window", window_, "decoder-only: also score each token once from at most C tokens of context "
+                   "(Hugging Face's strided perplexity, stride C/2), or none (the default)");
     app.add_option("--device", a.device, "cpu (default), cuda or cuda:N: where the model runs");
     app.add_flag("--tf32", tf32_, "TF32 for float32 GEMMs on the GPU, as train.tf32 (no effect on the CPU)");
     // --data.KEY=VALUE: the held-out data at other lengths (kEvalDataKeys); --model.PLACE.KEY=VALUE:
@@ -43,6 +46,7 @@ class EvalCommand final : public Subcommand {
         throw UsageError("[eval] '" + o + "' is neither an option of relgrad eval nor a --data.KEY=VALUE " +
                          "override (" + eval_data_keys_text() + ") or a --model.PLACE.KEY=VALUE one (" +
                          eval_model_keys_text() + ")");
+    if (app.count("--window")) a.window = parse_window(window_, "eval");
     Tf32Scope tf32(tf32_);
     return cmd_eval(a, out);
   }
@@ -50,6 +54,7 @@ class EvalCommand final : public Subcommand {
  private:
   EvalArgs args_;
   bool tf32_ = false;
+  std::string window_;  // --window, as typed
 };
 
 }  // namespace

@@ -1,4 +1,4 @@
-// relgrad sample CHECKPOINT [--input | --prompt | --prompt-midi | --chorale | --melody] [sampling options]
+// relgrad sample CHECKPOINT [--input | --prompt | --prompt-midi | --chorale | --melody] [sampling options] [--window N|none]
 //                [--model.PLACE.rope_scaling…=VALUE ...]
 #include <algorithm>
 #include <cctype>
@@ -8,6 +8,7 @@
 #include "train/command/cli_commands.h"
 #include "train/command/output_guard.h"
 #include "train/command/subcommand.h"
+#include "train/command/window_option.h"
 #include "train/config/source.h"
 
 namespace relgrad::cli_detail {
@@ -57,6 +58,8 @@ class SampleCommand final : public Subcommand {
     app.add_option("--chorale", a.chorale, "chorale models: the valid chorale to continue or harmonise (default 0)")
         .range(int64_t(0), INT64_MAX);
     app.add_option("--melody", a.melody, "chorale harmonisers: harmonise this .mid file's melody");
+    app.add_option("--window", a.window, "decoder-only: predict from the last N tokens (default: the training "
+                   "context unless the scheme extrapolates), or none: from every token");
     app.add_option("--device", a.device, "cpu (default), cuda or cuda:N: where the model runs");
     app.add_flag("--tf32", tf32_, "TF32 for float32 GEMMs on the GPU, as train.tf32 (no effect on the CPU)");
     app.allow_extras();  // --model.PLACE.KEY=VALUE: RoPE scaling (kEvalModelKeys)
@@ -86,6 +89,7 @@ class SampleCommand final : public Subcommand {
       throw UsageError("[sample] -o " + a.output +
                        " only goes with --format midi (music models write .mid "
                        "files); samples are otherwise printed on stdout (redirect it: > FILE)");
+    if (app.count("--window")) parse_window(a.window, "sample");  // a bad value before the checkpoint loads
     Tf32Scope tf32(tf32_);
     return cmd_sample(a, out);
   }
