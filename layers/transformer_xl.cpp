@@ -123,4 +123,13 @@ std::string TransformerXL::check(const SchemeCheck& c) {
   return c.scheme_key() + " needs an even model.d_model (its sinusoid), got " + std::to_string(c.d_model);
 }
 
+SchemeEntry transformer_xl_scheme() {
+  SchemeEntry e{"transformer_xl", {}, [](const SchemeContext& c) {
+                  return std::make_shared<TransformerXL>(c.d_model, c.n_heads, c.init);
+                }};
+  e.self_only = true;
+  e.check = TransformerXL::check;
+  return e;
+}
+
 }  // namespace relgrad

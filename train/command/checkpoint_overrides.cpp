@@ -107,9 +107,16 @@ LoadedRun load_run_with(const std::string& checkpoint, Device device, const std:
                                                           : run.config.model.cross;
     const SchemeEntry* e = find_scheme(p.scheme);
     const std::string knob = key.substr(key.rfind('.') + 1);
-    if (!e || std::find(e->options.begin(), e->options.end(), knob) == e->options.end())
+    if (!e || std::find(e->options.begin(), e->options.end(), knob) == e->options.end()) {
+      std::vector<std::string> readers;  // the registered schemes that read it
+      for (const SchemeEntry& r : positional_schemes())
+        if (std::find(r.options.begin(), r.options.end(), knob) != r.options.end()) readers.push_back(r.name);
+      std::string who;
+      for (size_t i = 0; i < readers.size(); ++i)
+        who += (i == 0 ? "" : i + 1 == readers.size() ? " and " : ", ") + readers[i];
       throw UsageError(std::string("[") + command + "] " + key + ": the checkpoint's model." + place +
-                       ".scheme = " + p.scheme + " takes no " + knob + " (rope, xpos and p_rope do)");
+                       ".scheme = " + p.scheme + " takes no " + knob + " (" + who + (readers.size() == 1 ? " does)" : " do)"));
+    }
     out << command << " model: " << key << "=" << value << "\n";
   }
   return run;
