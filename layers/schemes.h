@@ -159,8 +159,8 @@ struct SchemeEntry {
   // for D-dimensional heads (the checkpoint-fit check of train/config/run_options.cpp); null: 0.
   std::function<double(const PositionalConfig&, double n_heads, double head_dim)> parameters = nullptr;
   // ---- its knobs, and what the benches and the probe ask of it (declared beside its class) ----
-  // The knobs it declares (model.<place>.<name>), in the order the config lists them; a knob shared by
-  // a family is declared once, by the family's first entry, and named in the `options` of each reader.
+  // The knobs it declares (model.<place>.<name>), in the order the config lists them; a knob a family
+  // shares is declared once, by one entry of the family, and named in the `options` of each reader.
   std::vector<SchemeKnob> knobs = {};
   // Sizes its knobs to a bench's training windows; null: its defaults serve any length.
   std::function<void(PositionalConfig&, const SchemeFit&)> fit = nullptr;
@@ -191,8 +191,9 @@ bool has_positional_term(const PositionalConfig& p);
 bool scheme_reads(const PositionalConfig& p, const std::string& knob);
 // `p` with its scheme's knobs sized to a bench's windows (SchemeEntry::fit; unchanged without one).
 PositionalConfig fitted(PositionalConfig p, const SchemeFit& fit);
-// Adds a scheme (an error for an empty or taken name, or a knob another scheme declares). Register before building the models that use it;
-// the run config (train/config/config_fields.cpp) takes its name among its choices at its next use.
+// Adds a scheme (an error for an empty or taken name, or a knob another scheme declares). Register
+// before building the models that use it; the run config (train/config/config_fields.cpp) takes its
+// name among its choices and its knobs among its keys at its next use.
 void register_scheme(SchemeEntry entry);
 // Removes a scheme that register_scheme added (tests); built-ins stay.
 void unregister_scheme(const std::string& name);
