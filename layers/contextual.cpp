@@ -191,4 +191,39 @@ double ForgettingAttention::parameters(const PositionalConfig&, double n_heads, 
   return n_heads * (n_heads * head_dim + 1);
 }
 
+// ---- the registry entries (layers/schemes.h): causal self-attention only, as their papers ----
+
+SchemeEntry cope_scheme() {
+  SchemeEntry e{"cope", {"cope_positions"}, [](const SchemeContext& c) {
+                  return std::make_shared<CoPE>(c.head_dim, c.config.cope_positions);
+                }};
+  e.causal_only = e.self_only = true;
+  e.check = CoPE::check;
+  e.parameters = CoPE::parameters;
+  e.knobs = {SchemeKnob::member("cope_positions", "embedded positions (npos_max)", &PositionalConfig::cope_positions)};
+  // At most one position per key of a window (context-bench), or the bench's own count.
+  e.fit = [](PositionalConfig& p, const SchemeFit& f) {
+    if (f.positions > 0) p.cope_positions = f.positions;
+    else if (f.rule == FitRule::HalfWindow) p.cope_positions = f.window;
+  };
+  return e;
+}
+
+SchemeEntry fox_scheme() {
+  SchemeEntry e{"fox", {}, [](const SchemeContext& c) {
+                  return std::make_shared<ForgettingAttention>(c.d_model, c.n_heads, c.init);
+                }};
+  e.causal_only = e.self_only = true;
+  e.parameters = ForgettingAttention::parameters;
+  e.extrapolates = true;  // holds its loss to 16 × the training context (docs/extrapolation.md)
+  return e;
+}
+
+SchemeEntry stick_breaking_scheme() {
+  SchemeEntry e{"stick_breaking", {}, [](const SchemeContext&) { return std::make_shared<StickBreaking>(); }};
+  e.causal_only = e.self_only = true;
+  e.extrapolates = true;  // holds its loss to 16 × the training context (docs/extrapolation.md)
+  return e;
+}
+
 }  // namespace relgrad

@@ -191,4 +191,44 @@ double DynamicBias::parameters(const PositionalConfig& p, double n_heads, double
   return 2 * w + static_cast<double>(p.dynamic_bias_depth - 1) * (w * w + w) + (w + 1) * n_heads;
 }
 
+// ---- the registry entries (layers/schemes.h): |δ| serves every place (the paper's causal form on the
+// keys a causal mask leaves), so no causal or self restriction ----
+
+SchemeEntry kerple_scheme() {
+  SchemeEntry e{"kerple", {"kerple_variant"}, [](const SchemeContext& c) {
+                  return std::make_shared<Kerple>(c.n_heads, c.config.kerple_variant, c.init);
+                }};
+  e.parameters = Kerple::parameters;
+  e.knobs = {SchemeKnob::choice("kerple_variant", "log: −r1·log(1 + r2·|δ|), power: −r1·|δ|^r2", kKerpleVariantNames,
+                                &PositionalConfig::kerple_variant)};
+  e.extrapolates = true;  // holds its loss to 16 × the training context (docs/extrapolation.md)
+  return e;
+}
+
+SchemeEntry sandwich_scheme() {
+  SchemeEntry e{"sandwich", {"sandwich_dim"}, [](const SchemeContext& c) {
+                  return std::make_shared<Sandwich>(c.n_heads, c.config.sandwich_dim);
+                }};
+  e.check = Sandwich::check;
+  e.knobs = {SchemeKnob::member("sandwich_dim", "d', the sinusoids' width (even)", &PositionalConfig::sandwich_dim)};
+  e.extrapolates = true;  // holds its loss to 16 × the training context (docs/extrapolation.md)
+  return e;
+}
+
+// The MLP's width ⌊d_model/4⌋, rounded down as x-transformers' `dim // 4` (d_model 10 → 2; the
+// entry's check refuses d_model < 4); docs/checkpoint-format.md 2.2.
+SchemeEntry dynamic_bias_scheme() {
+  SchemeEntry e{"dynamic_bias", {"dynamic_bias_depth", "dynamic_bias_log_distance"}, [](const SchemeContext& c) {
+                  return std::make_shared<DynamicBias>(c.n_heads, c.d_model / 4, c.config.dynamic_bias_depth,
+                                                       c.config.dynamic_bias_log_distance, c.init);
+                }};
+  e.check = DynamicBias::check;
+  e.parameters = DynamicBias::parameters;
+  e.knobs = {SchemeKnob::member("dynamic_bias_depth", "hidden layers of the MLP", &PositionalConfig::dynamic_bias_depth),
+             SchemeKnob::member("dynamic_bias_log_distance", "the MLP reads sign(x)·log(|x| + 1)",
+                                &PositionalConfig::dynamic_bias_log_distance)};
+  e.extrapolates = true;  // holds its loss to 16 × the training context (docs/extrapolation.md)
+  return e;
+}
+
 }  // namespace relgrad

@@ -140,4 +140,25 @@ double FIRE::parameters(const PositionalConfig& p, double n_heads, double) {
   return 2 * w + (w + 1) * n_heads + 2;  // Linear(1, w), Linear(w, H), c, L_multiplier
 }
 
+// ---- the registry entry (layers/schemes.h): the MLP of ψ(|δ|)/ψ(max(π(i), L)) serves every place (the
+// paper's causal i − j ≥ 0 on the keys a causal mask leaves; even in δ elsewhere, cross through π(i)) ----
+
+SchemeEntry fire_scheme() {
+  SchemeEntry e{"fire", {"fire_width", "fire_threshold"}, [](const SchemeContext& c) {
+                  return std::make_shared<FIRE>(c.n_heads, c.config.fire_width, c.config.fire_threshold, c.init);
+                }};
+  e.check = FIRE::check;
+  e.parameters = FIRE::parameters;
+  e.knobs = {SchemeKnob::member("fire_width", "width of the MLP f_θ", &PositionalConfig::fire_width),
+             SchemeKnob::member("fire_threshold", "L0: the normaliser reads max(π(i), |L_multiplier·L0|)",
+                                &PositionalConfig::fire_threshold)};
+  // L0 at the training length (length and context benches), so longer inputs are normalised into the
+  // range the MLP was trained on: the paper's interpolation.
+  e.fit = [](PositionalConfig& p, const SchemeFit& f) {
+    if (f.rule != FitRule::Window) p.fire_threshold = f.window;
+  };
+  e.random_positions = true;
+  return e;
+}
+
 }  // namespace relgrad

@@ -59,6 +59,10 @@ class FIRE : public PositionalScheme {
   // every π(i) of a call (each must be < n). The bias then depends on the pair, not on δ alone: no
   // fused core, no cached tables.
   Tensor position_map;
+  bool set_position_map(const Tensor& map) override {
+    position_map = map;
+    return true;
+  }
 
   static constexpr double kInitC = 0.1, kInitMultiplier = 1.0, kEps = 1e-6;
   int64_t num_heads, width, threshold;  // H, the MLP's width, L0

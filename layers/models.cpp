@@ -4,12 +4,20 @@
 #include <cmath>
 #include <numeric>
 
-#include "layers/fire.h"
-#include "layers/rotary.h"
 
 namespace relgrad {
 
 namespace {
+
+// "rope or fire": the schemes random_positions_max can randomise (SchemeEntry::random_positions).
+std::string randomised_scheme_names() {
+  std::vector<std::string> names;
+  for (const SchemeEntry& e : positional_schemes())
+    if (e.random_positions) names.push_back(e.name);
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) out += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  return out;
+}
 
 // Checks what the schemes' own constructors cannot know: the name and whether it suits the place.
 const SchemeEntry& check_positional(const PositionalConfig& p, const std::string& place, bool causal, const char* op) {
@@ -125,11 +133,11 @@ void TransformerConfig::validate(const char* op, bool encoder_decoder) const {
            random_positions_max);
   if (random_positions_max > 0) {
     RG_CHECK(!encoder_decoder, op, "random_positions_max is for a decoder-only model");
-    RG_CHECK(absolute_position != AbsolutePositionKind::None || decoder_self.scheme == "rope" ||
-                 decoder_self.scheme == "fire",
+    const SchemeEntry* randomised = find_scheme(decoder_self.scheme);
+    RG_CHECK(absolute_position != AbsolutePositionKind::None || (randomised && randomised->random_positions),
              op,
              "random_positions_max needs a position term to randomise: absolute_position sinusoidal or "
-             "learned, or decoder_self rope or fire");
+             "learned, or decoder_self ", randomised_scheme_names());
     RG_CHECK(absolute_position != AbsolutePositionKind::Learned || max_positions >= random_positions_max, op,
              "random_positions_max ", random_positions_max,
              " reaches past the learned table's max_positions ", max_positions);
@@ -190,9 +198,7 @@ DecoderLM::DecoderLM(const TransformerConfig& c, Generator* init) : config(c) {
   for (int64_t i = 0; i < c.n_decoder_layers; ++i)
     layers->append(std::make_shared<EncoderBlock>(c.d_model, c.n_heads, c.d_ff, c.block_options(true), schemes[i], init));
   for (const auto& scheme : schemes)
-    if (auto rope = std::dynamic_pointer_cast<RoPE>(scheme)) rotary.push_back(rope);
-  for (const auto& scheme : schemes)
-    if (auto f = std::dynamic_pointer_cast<FIRE>(scheme)) fire.push_back(f);
+    if (scheme && scheme->set_position_map(Tensor())) positioned.push_back(scheme);
   if (c.pre_norm) final_norm = register_module("final_norm", make_norm(c.norm, c.d_model, c.norm_eps));
   if (!c.tie_weights) lm_head = register_module("lm_head", std::make_shared<Linear>(c.d_model, c.vocab_size, false, init));
 }
@@ -231,17 +237,15 @@ Tensor DecoderLM::forward_at(const Tensor& tokens, const Tensor& positions, cons
   RG_CHECK_T(ShapeError, positions.defined() && positions.dtype() == kInt64 && positions.dim() == 1 &&
                  positions.size(0) == tokens.size(1), "DecoderLM", "explicit positions must be int64 (",
              tokens.size(1), "), one per token");
-  // The RoPE and FIRE schemes read the map during this forward only, cleared on every way out.
+  // The schemes that read explicit positions (RoPE, FIRE) read the map during this forward only,
+  // cleared on every way out.
   struct ClearMaps {
-    std::vector<std::shared_ptr<RoPE>>& rotary;
-    std::vector<std::shared_ptr<FIRE>>& fire;
+    std::vector<std::shared_ptr<PositionalScheme>>& schemes;
     ~ClearMaps() {
-      for (auto& r : rotary) r->position_map = Tensor();
-      for (auto& f : fire) f->position_map = Tensor();
+      for (auto& s : schemes) s->set_position_map(Tensor());
     }
-  } clear{rotary, fire};
-  for (auto& r : rotary) r->position_map = positions;
-  for (auto& f : fire) f->position_map = positions;
+  } clear{positioned};
+  for (auto& s : positioned) s->set_position_map(positions);
   Tensor x = embed->forward(tokens);  // (B, T, C)
   if (pos_embed) x = pos_embed->forward_at(x, positions);
   Tensor h = dropout->forward(x);

@@ -135,8 +135,6 @@ class BlockList : public Module {
   std::vector<std::shared_ptr<M>> items;
 };
 
-class RoPE;
-class FIRE;
 
 class DecoderLM : public Module {
  public:
@@ -162,8 +160,9 @@ class DecoderLM : public Module {
   TransformerConfig config;
   // The positions the last training forward drew (random_positions_max > 0); undefined otherwise.
   Tensor last_positions;
-  std::vector<std::shared_ptr<RoPE>> rotary;        // the decoder_self RoPE schemes (none: empty)
-  std::vector<std::shared_ptr<FIRE>> fire;          // the decoder_self FIRE schemes (none: empty)
+  // The decoder_self schemes that read explicit positions (PositionalScheme::set_position_map: RoPE,
+  // FIRE; none: empty).
+  std::vector<std::shared_ptr<PositionalScheme>> positioned;
   std::shared_ptr<Embedding> embed;
   std::shared_ptr<AbsolutePosition> pos_embed;      // null with absolute_position "none"
   std::shared_ptr<Dropout> dropout;                 // on the embeddings

@@ -148,4 +148,14 @@ std::vector<std::vector<double>> table_response(const ResponseInput& in, const T
   return out;
 }
 
+std::string signed_offset_text(int64_t delta) {
+  if (delta == 0) return "0";
+  return (delta < 0 ? "−" : "+") + std::to_string(delta < 0 ? -delta : delta);
+}
+
+std::string offsets_text(const std::vector<int64_t>& deltas) {
+  const std::string first = signed_offset_text(deltas.front());
+  return deltas.size() == 1 ? first : first + " … " + signed_offset_text(deltas.back());
+}
+
 }  // namespace relgrad

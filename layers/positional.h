@@ -104,6 +104,10 @@ class PositionalScheme : public Module {
   // the units they enter the logits (after every scale); NaN = undefined. Empty (the default): no
   // response curve. The probe sets δ > 0 to NaN itself under causal attention.
   virtual std::vector<std::vector<double>> response(const ResponseInput&, int64_t /*reach*/) const { return {}; }
+  // Randomised positions (TransformerConfig::random_positions_max; its registry entry says
+  // random_positions): while `map` is defined (int64 (n)), index p stands at position map[p] for every
+  // key and query of a call; undefined clears it. The default reads no explicit positions: false.
+  virtual bool set_position_map(const Tensor& /*map*/) { return false; }
 
   // ---- content-dependent schemes (layers/contextual.h): terms that read the content itself ----
   // A per-key state (B,H,t,S) from the layer's key-side input (B,t,C) that depends on each key's own
@@ -158,6 +162,9 @@ std::vector<double> mean_query(const ResponseInput& in);
 // δ = −reach … reach: no entry gives 0, except off an Error table, where the model would refuse: NaN.
 std::vector<std::vector<double>> table_response(const ResponseInput& in, const Tensor& table, int64_t table_heads,
                                                 const RelativeIndexOptions& o, double scale, int64_t reach);
+// An offset as the reports write it ("−3", "+2", "0"), and a run of them ("−5 … −3"; one: "−3").
+std::string signed_offset_text(int64_t delta);
+std::string offsets_text(const std::vector<int64_t>& deltas);
 // A tensor's values as host doubles.
 std::vector<double> host_values(const Tensor& t);
 // The mean of a term (B, H, t2, t1) times `scale` over the valid pairs of `in` (not padding, not

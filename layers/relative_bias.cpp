@@ -1,6 +1,7 @@
 #include "layers/relative_bias.h"
 
 #include <cmath>
+#include <cstdlib>
 
 #include "layers/schemes.h"
 
@@ -182,6 +183,68 @@ std::string T5RelativeBias::check(const SchemeCheck& c) {
 
 double T5RelativeBias::parameters(const PositionalConfig& p, double n_heads, double) {
   return static_cast<double>(p.num_buckets) * n_heads;
+}
+
+int64_t t5_exact_reach(bool bidirectional, int64_t num_buckets, int64_t max_distance) {
+  auto bucket = [&](int64_t d) { return t5_relative_bucket(-d, bidirectional, num_buckets, max_distance); };
+  int64_t d = 0;
+  while (d < max_distance + num_buckets && bucket(d + 1) != bucket(d) && bucket(d + 1) != bucket(d + 2)) ++d;
+  return d;
+}
+
+std::vector<int64_t> t5_bucket_members(int64_t delta, bool bidirectional, int64_t num_buckets,
+                                       int64_t max_distance) {
+  const int64_t b = t5_relative_bucket(delta, bidirectional, num_buckets, max_distance);
+  const int64_t sign = delta < 0 ? -1 : 1, limit = std::abs(delta) + 2 * max_distance + num_buckets;
+  int64_t lo = std::abs(delta), hi = std::abs(delta);  // buckets are monotone in |δ| within a sign
+  while (lo > 0 && t5_relative_bucket(sign * (lo - 1), bidirectional, num_buckets, max_distance) == b) --lo;
+  while (hi < limit && t5_relative_bucket(sign * (hi + 1), bidirectional, num_buckets, max_distance) == b)
+    ++hi;
+  std::vector<int64_t> members;
+  for (int64_t d = lo; d <= hi; ++d) members.push_back(sign * d);
+  std::sort(members.begin(), members.end());
+  return members;
+}
+
+// ---- the registry entries (layers/schemes.h) ----
+
+// Causal places (decoder self-attention) get the causal variants: T5's unidirectional buckets (all of
+// them for the past, as T5's decoder), ALiBi's causal bias.
+SchemeEntry t5_scheme() {
+  SchemeEntry e{"t5", {"num_buckets", "max_distance"}, [](const SchemeContext& c) {
+                  return std::make_shared<T5RelativeBias>(c.n_heads, c.config.num_buckets, c.config.max_distance,
+                                                          !c.causal, c.init);
+                }};
+  e.shared_by_stack = true;
+  e.check = T5RelativeBias::check;
+  e.parameters = T5RelativeBias::parameters;
+  e.knobs = {SchemeKnob::member("num_buckets", "buckets", &PositionalConfig::num_buckets),
+             SchemeKnob::member("max_distance", "distance of the last bucket", &PositionalConfig::max_distance)};
+  // Log buckets up to the window (music-bench); C/2 buckets up to C/2 (context-bench); length-bench keeps
+  // T5's defaults, 32 buckets up to 128.
+  e.fit = [](PositionalConfig& p, const SchemeFit& f) {
+    if (f.rule == FitRule::Window) p.max_distance = f.window;
+    if (f.rule == FitRule::HalfWindow) p.num_buckets = f.window / 2, p.max_distance = f.window / 2;
+  };
+  e.table_reach = [](const PositionalConfig& p) { return TableReach{p.max_distance, "max_distance"}; };
+  // δ* has a bucket of its own within T5's exact range; past it a log bucket shares it.
+  e.predict = [](const PositionalConfig& p, int64_t expected, bool bidirectional) -> LimitPrediction {
+    const int64_t exact = t5_exact_reach(bidirectional, p.num_buckets, p.max_distance);
+    const int64_t bucket = t5_relative_bucket(expected, bidirectional, p.num_buckets, p.max_distance);
+    if (std::abs(expected) <= exact)
+      return {true, "bucket " + std::to_string(bucket) + " holds δ* alone (exact up to |δ| ≤ " +
+                        std::to_string(exact) + ")"};
+    const std::vector<int64_t> members = t5_bucket_members(expected, bidirectional, p.num_buckets, p.max_distance);
+    return {false, "bucket " + std::to_string(bucket) + " holds " + offsets_text(members) +
+                       " (exact only up to |δ| ≤ " + std::to_string(exact) + ")"};
+  };
+  return e;
+}
+
+SchemeEntry alibi_scheme() {
+  SchemeEntry e{"alibi", {}, [](const SchemeContext& c) { return std::make_shared<ALiBi>(c.n_heads, !c.causal); }};
+  e.extrapolates = true;  // holds its loss to 16 × the training context (docs/extrapolation.md)
+  return e;
 }
 
 }  // namespace relgrad

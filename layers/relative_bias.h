@@ -19,6 +19,17 @@ namespace relgrad {
 // Within a half of n buckets: distances below n/2 are exact, the rest log-spaced up to max_distance,
 // truncated (floor) and clamped to the last bucket. HF's values: tests/test_relative_bias.cpp.
 int64_t t5_relative_bucket(int64_t delta, bool bidirectional, int64_t num_buckets, int64_t max_distance);
+// The largest d such that every past offset −d ≤ δ ≤ 0 has a bucket of its own (no other offset
+// shares it): T5's exact range. Bidirectional buckets (cross and encoder attention: each sign gets
+// num_buckets/2 buckets, the first half of them exact) give num_buckets/4 − 1, 7 at the default 32;
+// causal ones (decoder self-attention: all buckets for the past) num_buckets/2 − 1, 15 at 32; a log
+// bucket narrow enough to hold one distance extends it. Computed from layers/relative_bias.h's
+// t5_relative_bucket, not assumed.
+int64_t t5_exact_reach(bool bidirectional, int64_t num_buckets, int64_t max_distance);
+// The offsets (same sign as delta) sharing delta's bucket, ascending; {delta} when it is exact.
+std::vector<int64_t> t5_bucket_members(int64_t delta, bool bidirectional, int64_t num_buckets,
+                                       int64_t max_distance);
+
 
 struct PositionalConfig;  // layers/schemes.h
 struct SchemeCheck;

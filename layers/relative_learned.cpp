@@ -1,6 +1,7 @@
 #include "layers/relative_learned.h"
 
 #include <cmath>
+#include <cstdlib>
 
 #include "layers/schemes.h"
 
@@ -202,6 +203,91 @@ std::string ShawRelativeEmbedding::check(const SchemeCheck& c) {
 
 double ShawRelativeEmbedding::parameters(const PositionalConfig& p, double, double head_dim) {
   return (2.0 * static_cast<double>(p.clip) + 1) * head_dim;
+}
+
+// ---- the registry entries (layers/schemes.h) ----
+
+namespace {
+
+// seed's and huang's tables: |δ| ≤ T − 1 (T/2 − 1 at half a window), every farther offset reading the
+// edge row under the length and context benches' rules (SchemeEntry::fit).
+void fit_table(PositionalConfig& p, const SchemeFit& f) {
+  p.max_length = f.rule == FitRule::HalfWindow ? f.window / 2 : f.window;
+  if (f.rule != FitRule::Window) p.out_of_range = OutOfRange::Clip;
+}
+
+TableReach table_reach(const PositionalConfig& p) { return {p.max_length - 1, "max_length"}; }
+
+// δ* has a row of its own inside the table; beyond it, no term.
+LimitPrediction predict_table(const PositionalConfig& p, int64_t expected, bool) {
+  const std::string reach = "(|δ| ≤ " + std::to_string(p.max_length - 1) + ")";
+  if (std::abs(expected) <= p.max_length - 1)
+    return {true, "row " + signed_offset_text(expected) + " of the table " + reach};
+  return {false, "beyond the table " + reach + ": no term, as for every farther offset"};
+}
+
+SchemeEntry table_entry(std::string name, std::function<std::shared_ptr<PositionalScheme>(const SchemeContext&)> make,
+                        bool causal_only, double (*parameters)(const PositionalConfig&, double, double)) {
+  SchemeEntry e{std::move(name), {"max_length", "out_of_range", "per_head"}, std::move(make)};
+  e.causal_only = causal_only;
+  e.check = check_table_length;
+  e.parameters = parameters;
+  e.fit = fit_table;
+  e.table_reach = table_reach;
+  e.predict = predict_table;
+  return e;
+}
+
+}  // namespace
+
+SchemeEntry seed_scheme() {
+  SchemeEntry e = table_entry(
+      "seed",
+      [](const SchemeContext& c) {
+        return std::make_shared<SeedRelativeEmbedding>(c.head_dim, c.config.max_length, c.table_heads(),
+                                                       c.config.out_of_range, c.init);
+      },
+      false, SeedRelativeEmbedding::parameters);
+  // The family's table knobs (per_head, shaw's, is declared by shaw's entry).
+  e.knobs = {SchemeKnob::member("max_length", "table covers |δ| ≤ max_length − 1", &PositionalConfig::max_length),
+             SchemeKnob::choice("out_of_range", "δ beyond the table", kOutOfRangeNames, &PositionalConfig::out_of_range)};
+  return e;
+}
+
+SchemeEntry huang_scheme() {
+  return table_entry(
+      "huang",
+      [](const SchemeContext& c) {
+        return std::make_shared<HuangRelativeEmbedding>(c.head_dim, c.config.max_length, c.table_heads(),
+                                                        c.config.out_of_range, c.init);
+      },
+      /*causal_only=*/true, HuangRelativeEmbedding::parameters);
+}
+
+SchemeEntry shaw_scheme() {
+  SchemeEntry e{"shaw", {"clip", "shaw_values", "per_head"}, [](const SchemeContext& c) {
+                  return std::make_shared<ShawRelativeEmbedding>(c.head_dim, c.config.clip, c.table_heads(),
+                                                                 c.config.shaw_values, c.init);
+                }};
+  e.check = ShawRelativeEmbedding::check;
+  e.parameters = ShawRelativeEmbedding::parameters;
+  e.knobs = {SchemeKnob::member("clip", "distances clipped to [−clip, clip]", &PositionalConfig::clip),
+             SchemeKnob::member("shaw_values", "also the value term", &PositionalConfig::shaw_values),
+             SchemeKnob::member("per_head", "one table per head", &PositionalConfig::per_head)};
+  // k = T − 1 covers a window (T/2 at half a window).
+  e.fit = [](PositionalConfig& p, const SchemeFit& f) {
+    p.clip = f.rule == FitRule::HalfWindow ? f.window / 2 : f.window - 1;
+  };
+  e.table_reach = [](const PositionalConfig& p) { return TableReach{p.clip, "clip"}; };
+  // δ* inside the clip has a row of its own; every farther offset reads the edge row.
+  e.predict = [](const PositionalConfig& p, int64_t expected, bool) -> LimitPrediction {
+    const std::string clip = "(clip " + std::to_string(p.clip) + ")";
+    if (std::abs(expected) < p.clip) return {true, "row " + signed_offset_text(expected) + " of its own " + clip};
+    const int64_t edge = expected < 0 ? -p.clip : p.clip;
+    return {false, "every δ " + std::string(expected < 0 ? "≤ " : "≥ ") + signed_offset_text(edge) +
+                       " reads the edge row " + clip};
+  };
+  return e;
 }
 
 }  // namespace relgrad

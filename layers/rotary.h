@@ -82,6 +82,10 @@ class RoPE : public PositionalScheme {
   RotaryFrequencies frequencies; // rotary_frequencies(head_dim, base, scaling), p-RoPE's dropped pairs ∞
   // Undefined (the default), or int64 (n): index p → position position_map[p], for every p < n used.
   Tensor position_map;
+  bool set_position_map(const Tensor& map) override {
+    position_map = map;
+    return true;
+  }
   // rotate's (cos, sin) tables (T, D/2) on x's device, by positions, side, settings and dtype: the
   // queries' and keys' positions of a few lengths (randomised positions miss: a fresh draw each time).
   mutable LruCache<CacheKey, std::pair<Tensor, Tensor>> rotary_tables{16};

@@ -113,4 +113,71 @@ std::string PoPE::check(const SchemeCheck& c) {
 
 double PoPE::parameters(const PositionalConfig&, double n_heads, double head_dim) { return n_heads * head_dim; }
 
+// ---- the registry entries of the rotary family (layers/schemes.h) ----
+
+namespace {
+
+RotaryScaling rotary_scaling(const PositionalConfig& p) {
+  return {p.rope_scaling, p.rope_scaling_factor, p.rope_original_length};
+}
+
+// rope, xpos and p_rope share the RoPE scalings (set at evaluation: relgrad eval / sample --model.…).
+std::vector<std::string> scaled(std::vector<std::string> options) {
+  for (const char* k : {"rope_scaling", "rope_scaling_factor", "rope_original_length"}) options.push_back(k);
+  return options;
+}
+
+}  // namespace
+
+SchemeEntry rope_scheme() {
+  SchemeEntry e{"rope", scaled({"rope_base"}), [](const SchemeContext& c) {
+                  return std::make_shared<RoPE>(c.head_dim, c.config.rope_base, RoPE::Pairing::Interleaved,
+                                                rotary_scaling(c.config));
+                }};
+  e.check = RoPE::check;
+  e.random_positions = true;
+  // The family's knobs, declared once: rope_base (every rotary scheme), xpos's, p_rope's, the scalings.
+  using P = PositionalConfig;
+  e.knobs = {SchemeKnob::member("rope_base", "frequency base", &P::rope_base),
+             SchemeKnob::member("xpos_scale_base", "γ of the decay ζ^(−δ/γ)", &P::xpos_scale_base),
+             SchemeKnob::member("rope_fraction", "share of the frequencies that rotate (the highest)", &P::rope_fraction),
+             SchemeKnob::choice("rope_scaling", "RoPE scaling past the trained length (eval, sample)", kRopeScalingNames,
+                                &P::rope_scaling),
+             SchemeKnob::member("rope_scaling_factor", "s ≥ 1: new length / trained length", &P::rope_scaling_factor),
+             SchemeKnob::member("rope_original_length", "yarn: the trained context", &P::rope_original_length)};
+  return e;
+}
+
+SchemeEntry xpos_scheme() {
+  SchemeEntry e{"xpos", scaled({"rope_base", "xpos_scale_base"}), [](const SchemeContext& c) {
+                  return std::make_shared<XPos>(c.head_dim, c.config.rope_base, c.config.xpos_scale_base,
+                                                rotary_scaling(c.config));
+                }};
+  e.causal_only = true;
+  e.check = XPos::check;
+  // γ = T/2 at half a window: with the default 512 the decay would shrink no score by more than 8 % in it.
+  e.fit = [](PositionalConfig& p, const SchemeFit& f) {
+    if (f.rule == FitRule::HalfWindow) p.xpos_scale_base = static_cast<double>(f.window) / 2;
+  };
+  return e;
+}
+
+SchemeEntry p_rope_scheme() {
+  SchemeEntry e{"p_rope", scaled({"rope_base", "rope_fraction"}), [](const SchemeContext& c) {
+                  return std::make_shared<PRoPE>(c.head_dim, c.config.rope_base, c.config.rope_fraction,
+                                                 rotary_scaling(c.config));
+                }};
+  e.check = PRoPE::check;
+  return e;
+}
+
+SchemeEntry pope_scheme() {
+  SchemeEntry e{"pope", {"rope_base"}, [](const SchemeContext& c) {
+                  return std::make_shared<PoPE>(c.n_heads, c.head_dim, c.config.rope_base);
+                }};
+  e.check = PoPE::check;
+  e.parameters = PoPE::parameters;
+  return e;
+}
+
 }  // namespace relgrad

@@ -1,88 +1,41 @@
 #include "layers/schemes.h"
 
-#include "layers/contextual.h"
-#include "layers/relative_bias.h"
-#include "layers/relative_learned.h"
-#include "layers/rotary.h"
-#include "layers/rotary_variants.h"
-#include "layers/transformer_xl.h"
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 
 namespace relgrad {
 
+// Each scheme's entry, beside its class (layers/<family>.cpp).
+SchemeEntry seed_scheme();
+SchemeEntry huang_scheme();
+SchemeEntry shaw_scheme();
+SchemeEntry t5_scheme();
+SchemeEntry alibi_scheme();
+SchemeEntry rope_scheme();
+SchemeEntry transformer_xl_scheme();
+SchemeEntry xpos_scheme();
+SchemeEntry p_rope_scheme();
+SchemeEntry pope_scheme();
+SchemeEntry cope_scheme();
+SchemeEntry fox_scheme();
+SchemeEntry stick_breaking_scheme();
+SchemeEntry kerple_scheme();
+SchemeEntry sandwich_scheme();
+SchemeEntry dynamic_bias_scheme();
+SchemeEntry fire_scheme();
+
 namespace {
 
-using Ctx = SchemeContext;
-template <class S, class... A>
-std::shared_ptr<PositionalScheme> make(A&&... a) {
-  return std::make_shared<S>(std::forward<A>(a)...);
-}
-
-RotaryScaling rotary_scaling(const PositionalConfig& p) {
-  return {p.rope_scaling, p.rope_scaling_factor, p.rope_original_length};
-}
-
-// One line per scheme. Causal places (decoder self-attention) get the causal variants: T5's
-// unidirectional buckets (all of them for the past, as T5's decoder), ALiBi's causal bias.
-// Each line: name, options, factory, shared_by_stack, causal_only, self_only, check, parameters
-// (the checks and counts live beside each scheme's class), extrapolates.
+// One line per scheme, in the order the config and the benches list them: the first zoo, the rotary
+// family (layers/rotary_variants.h), content-dependent positions (layers/contextual.h), the
+// distance-bias family (layers/distance_bias.h) and FIRE (layers/fire.h).
 std::vector<SchemeEntry>& registry() {
   static std::vector<SchemeEntry> r = {
-      {"none", {}, nullptr},
-      {"seed", {"max_length", "out_of_range", "per_head"},
-       [](const Ctx& c) { return make<SeedRelativeEmbedding>(c.head_dim, c.config.max_length, c.table_heads(), c.config.out_of_range, c.init); },
-       false, false, false, check_table_length, SeedRelativeEmbedding::parameters},
-      {"huang", {"max_length", "out_of_range", "per_head"},
-       [](const Ctx& c) { return make<HuangRelativeEmbedding>(c.head_dim, c.config.max_length, c.table_heads(), c.config.out_of_range, c.init); },
-       false, /*causal_only=*/true, false, check_table_length, HuangRelativeEmbedding::parameters},
-      {"shaw", {"clip", "shaw_values", "per_head"},
-       [](const Ctx& c) { return make<ShawRelativeEmbedding>(c.head_dim, c.config.clip, c.table_heads(), c.config.shaw_values, c.init); },
-       false, false, false, ShawRelativeEmbedding::check, ShawRelativeEmbedding::parameters},
-      {"t5", {"num_buckets", "max_distance"},
-       [](const Ctx& c) { return make<T5RelativeBias>(c.n_heads, c.config.num_buckets, c.config.max_distance, !c.causal, c.init); },
-       /*shared_by_stack=*/true, false, false, T5RelativeBias::check, T5RelativeBias::parameters},
-      {"alibi", {}, [](const Ctx& c) { return make<ALiBi>(c.n_heads, !c.causal); },
-       false, false, false, nullptr, nullptr, /*extrapolates=*/true},
-      {"rope", {"rope_base", "rope_scaling", "rope_scaling_factor", "rope_original_length"},
-       [](const Ctx& c) { return make<RoPE>(c.head_dim, c.config.rope_base, RoPE::Pairing::Interleaved, rotary_scaling(c.config)); },
-       false, false, false, RoPE::check},
-      {"transformer_xl", {}, [](const Ctx& c) { return make<TransformerXL>(c.d_model, c.n_heads, c.init); },
-       false, false, /*self_only=*/true, TransformerXL::check, nullptr, /*extrapolates=*/true},
-      // The rotary family (layers/rotary_variants.h); rope, xpos and p_rope share the RoPE scalings.
-      {"xpos", {"rope_base", "xpos_scale_base", "rope_scaling", "rope_scaling_factor", "rope_original_length"},
-       [](const Ctx& c) { return make<XPos>(c.head_dim, c.config.rope_base, c.config.xpos_scale_base, rotary_scaling(c.config)); },
-       false, /*causal_only=*/true, false, XPos::check},
-      {"p_rope", {"rope_base", "rope_fraction", "rope_scaling", "rope_scaling_factor", "rope_original_length"},
-       [](const Ctx& c) { return make<PRoPE>(c.head_dim, c.config.rope_base, c.config.rope_fraction, rotary_scaling(c.config)); },
-       false, false, false, PRoPE::check},
-      {"pope", {"rope_base"}, [](const Ctx& c) { return make<PoPE>(c.n_heads, c.head_dim, c.config.rope_base); },
-       false, false, false, PoPE::check, PoPE::parameters},
-      // Content-dependent positions (layers/contextual.h), stick-breaking's weights among them: causal
-      // self-attention only, as their papers.
-      {"cope", {"cope_positions"}, [](const Ctx& c) { return make<CoPE>(c.head_dim, c.config.cope_positions); },
-       false, /*causal_only=*/true, /*self_only=*/true, CoPE::check, CoPE::parameters},
-      {"fox", {}, [](const Ctx& c) { return make<ForgettingAttention>(c.d_model, c.n_heads, c.init); },
-       false, /*causal_only=*/true, /*self_only=*/true, nullptr, ForgettingAttention::parameters, /*extrapolates=*/true},
-      {"stick_breaking", {}, [](const Ctx&) { return make<StickBreaking>(); },
-       false, /*causal_only=*/true, /*self_only=*/true, nullptr, nullptr, /*extrapolates=*/true},
-      // The distance-bias family (layers/distance_bias.h): |δ| serves every place (the paper's causal
-      // form on the keys a causal mask leaves), so no causal or self restriction.
-      {"kerple", {"kerple_variant"},
-       [](const Ctx& c) { return make<Kerple>(c.n_heads, c.config.kerple_variant, c.init); },
-       false, false, false, nullptr, Kerple::parameters, /*extrapolates=*/true},
-      {"sandwich", {"sandwich_dim"}, [](const Ctx& c) { return make<Sandwich>(c.n_heads, c.config.sandwich_dim); },
-       false, false, false, Sandwich::check, nullptr, /*extrapolates=*/true},
-      // The MLP's width ⌊d_model/4⌋, rounded down as x-transformers' `dim // 4` (d_model 10 → 2; the
-      // entry's check refuses d_model < 4); docs/checkpoint-format.md 2.2.
-      {"dynamic_bias", {"dynamic_bias_depth", "dynamic_bias_log_distance"},
-       [](const Ctx& c) {
-         return make<DynamicBias>(c.n_heads, c.d_model / 4, c.config.dynamic_bias_depth, c.config.dynamic_bias_log_distance, c.init);
-       },
-       false, false, false, DynamicBias::check, DynamicBias::parameters, /*extrapolates=*/true},
-      // FIRE (layers/fire.h): the MLP of ψ(|δ|)/ψ(max(π(i), L)) serves every place (the paper's causal
-      // i − j ≥ 0 on the keys a causal mask leaves; even in δ elsewhere, cross through π(i)).
-      {"fire", {"fire_width", "fire_threshold"},
-       [](const Ctx& c) { return make<FIRE>(c.n_heads, c.config.fire_width, c.config.fire_threshold, c.init); },
-       false, false, false, FIRE::check, FIRE::parameters},
+      {"none", {}, nullptr}, seed_scheme(),  huang_scheme(), shaw_scheme(),    t5_scheme(),
+      alibi_scheme(),        rope_scheme(),  transformer_xl_scheme(),          xpos_scheme(),
+      p_rope_scheme(),       pope_scheme(),  cope_scheme(),  fox_scheme(),     stick_breaking_scheme(),
+      kerple_scheme(),       sandwich_scheme(), dynamic_bias_scheme(),         fire_scheme(),
   };
   return r;
 }
@@ -116,11 +69,89 @@ std::string scheme_names_text() {
   return out;
 }
 
+// The declaration of the knob `name` among the registered schemes; null when none declares it.
+static const SchemeKnob* find_knob(const std::string& name) {
+  for (const SchemeEntry& e : registry())
+    for (const SchemeKnob& k : e.knobs)
+      if (k.name == name) return &k;
+  return nullptr;
+}
+
 void register_scheme(SchemeEntry entry) {
   RG_CHECK(!entry.name.empty(), "register_scheme", "a scheme needs a name");
   RG_CHECK(!find_scheme(entry.name), "register_scheme", "a scheme named '", entry.name, "' is registered already");
+  for (const SchemeKnob& k : entry.knobs) {
+    RG_CHECK(!k.name.empty() && k.name != "scheme", "register_scheme", entry.name, ": a knob needs a name other than 'scheme'");
+    RG_CHECK(!find_knob(k.name), "register_scheme", entry.name, ": the knob '", k.name,
+             "' is declared already (name it in options to read it)");
+    RG_CHECK(k.where || (k.get && k.set) || !k.default_text.empty(), "register_scheme", entry.name, ": the knob '",
+             k.name, "' has no place to keep its value");
+  }
   builtin_count();
   registry().push_back(std::move(entry));
+}
+
+SchemeKnob SchemeKnob::member(std::string name, std::string help, int64_t PositionalConfig::*m) {
+  return {std::move(name), KnobKind::Int, std::move(help), {}, [m](PositionalConfig& p) -> void* { return &(p.*m); }};
+}
+SchemeKnob SchemeKnob::member(std::string name, std::string help, double PositionalConfig::*m) {
+  return {std::move(name), KnobKind::Double, std::move(help), {}, [m](PositionalConfig& p) -> void* { return &(p.*m); }};
+}
+SchemeKnob SchemeKnob::member(std::string name, std::string help, bool PositionalConfig::*m) {
+  return {std::move(name), KnobKind::Bool, std::move(help), {}, [m](PositionalConfig& p) -> void* { return &(p.*m); }};
+}
+SchemeKnob SchemeKnob::stored(std::string name, KnobKind kind, std::string help, std::string default_text,
+                              std::vector<std::string> choices) {
+  SchemeKnob k{std::move(name), kind, std::move(help), std::move(choices)};
+  k.default_text = std::move(default_text);
+  return k;
+}
+
+std::string knob_text(const PositionalConfig& p, const std::string& name) {
+  const SchemeKnob* k = find_knob(name);
+  RG_CHECK(k && !k->where && !k->get, "knob", "no registered scheme stores a knob named '", name, "'");
+  auto it = p.knobs.find(name);
+  return it == p.knobs.end() ? k->default_text : it->second;
+}
+
+// The config checks a stored knob's text when it is set (train/config/config_fields.cpp); a default that
+// does not read back is the declaring program's error.
+int64_t knob_int(const PositionalConfig& p, const std::string& name) {
+  const std::string v = knob_text(p, name);
+  errno = 0;
+  char* end = nullptr;
+  const long long n = std::strtoll(v.c_str(), &end, 10);
+  RG_CHECK(!v.empty() && *end == '\0' && errno == 0, "knob", name, " holds '", v, "', not an integer");
+  return n;
+}
+double knob_double(const PositionalConfig& p, const std::string& name) {
+  const std::string v = knob_text(p, name);
+  char* end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  RG_CHECK(!v.empty() && *end == '\0', "knob", name, " holds '", v, "', not a number");
+  return x;
+}
+bool knob_bool(const PositionalConfig& p, const std::string& name) {
+  const std::string v = knob_text(p, name);
+  RG_CHECK(v == "true" || v == "false", "knob", name, " holds '", v, "', not true or false");
+  return v == "true";
+}
+
+bool has_positional_term(const PositionalConfig& p) {
+  const SchemeEntry* e = find_scheme(p.scheme);
+  return e && e->make;
+}
+
+bool scheme_reads(const PositionalConfig& p, const std::string& knob) {
+  const SchemeEntry* e = find_scheme(p.scheme);
+  return e && std::find(e->options.begin(), e->options.end(), knob) != e->options.end();
+}
+
+PositionalConfig fitted(PositionalConfig p, const SchemeFit& fit) {
+  const SchemeEntry* e = find_scheme(p.scheme);
+  RG_CHECK(e, "fitted", "unknown positional scheme '", p.scheme, "' (expected ", scheme_names_text(), ")");
+  if (e->fit) e->fit(p, fit);
+  return p;
 }
 
 void unregister_scheme(const std::string& name) {

@@ -1,12 +1,15 @@
 // The positional schemes by config name: one registry read by the models (layers/models.h), the run
-// config (its scheme choices and which options each scheme takes) and the probe (through
-// PositionalScheme::name). Adding a scheme = its file (a PositionalScheme, layers/positional.h) plus one
-// entry: a line in the built-in list of layers/schemes.cpp, or register_scheme() from a program's own
-// code before it builds a model. docs/relative-attention.md walks through an example.
+// config (its scheme choices, its knobs and which knobs each scheme reads), the benches (their
+// treatments and how each scheme is sized to their windows) and the probe. Adding a scheme = its file
+// (a PositionalScheme, layers/positional.h, and its SchemeEntry beside it) plus one registry line: a
+// line in the built-in list of layers/schemes.cpp, or register_scheme() from a program's own code
+// before it builds a model or reads a config. docs/relative-attention.md walks through an example.
 #pragma once
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "layers/distance_bias.h"
@@ -44,6 +47,80 @@ struct PositionalConfig {
   // FIRE (layers/fire.h): fire.
   int64_t fire_width = 32;       // fire: the width of the MLP f_θ (Linear(1, w) → ReLU → Linear(w, H))
   int64_t fire_threshold = 512;  // fire: L0, the threshold L = |L_multiplier·L0| starts at
+  // The knobs of schemes registered from outside layers/ (SchemeKnob::stored): their text form by knob
+  // name, absent = the knob's default. Read with knob_text / knob_int / knob_double / knob_bool.
+  std::map<std::string, std::string> knobs = {};
+};
+
+// ---- a scheme's knobs: the keys model.<place>.<name> it declares beside its class ----
+
+enum class KnobKind { Int, Double, Bool, Choice };
+
+// One knob: its name, type, help (the config prefixes the names of the schemes that read it) and where
+// its value lives: a PositionalConfig member (where; Choice: get and set by name) or, for a scheme
+// registered from outside layers/, PositionalConfig::knobs (all null; default_text is its default).
+// The checks of its value are the scheme's entry check (SchemeEntry::check), which names the key.
+struct SchemeKnob {
+  std::string name;
+  KnobKind kind;
+  std::string help;
+  std::vector<std::string> choices = {};                           // Choice: the allowed words
+  std::function<void*(PositionalConfig&)> where = nullptr;         // Int: int64_t, Double: double, Bool: bool
+  std::function<std::string(const PositionalConfig&)> get = nullptr;  // Choice: the value's name
+  std::function<void(PositionalConfig&, const std::string&)> set = nullptr;  // Choice: one of choices
+  std::string default_text = {};                                   // stored knobs: the default, as text
+
+  // A member knob: the kind follows the member's type (int64_t, double, bool).
+  static SchemeKnob member(std::string name, std::string help, int64_t PositionalConfig::*m);
+  static SchemeKnob member(std::string name, std::string help, double PositionalConfig::*m);
+  static SchemeKnob member(std::string name, std::string help, bool PositionalConfig::*m);
+  // A member enum with a name table (core/base/name_table.h): its words are the table's names.
+  template <class E, size_t N>
+  static SchemeKnob choice(std::string name, std::string help, const NameTable<E, N>& names, E PositionalConfig::*m) {
+    return {std::move(name), KnobKind::Choice, std::move(help), names.names(), nullptr,
+            [m, &names](const PositionalConfig& p) { return std::string(names.name(p.*m)); },
+            [m, &names](PositionalConfig& p, const std::string& v) { p.*m = *names.find(v); }};
+  }
+  // A knob stored by name in PositionalConfig::knobs, `default_text` its default ("4", "0.5", "true", a
+  // word of `choices` for a Choice).
+  static SchemeKnob stored(std::string name, KnobKind kind, std::string help, std::string default_text,
+                           std::vector<std::string> choices = {});
+};
+
+// A stored knob's value in `p` (the one set, else its declared default); an Error naming the knob when
+// no registered scheme declares it.
+std::string knob_text(const PositionalConfig& p, const std::string& name);
+int64_t knob_int(const PositionalConfig& p, const std::string& name);
+double knob_double(const PositionalConfig& p, const std::string& name);
+bool knob_bool(const PositionalConfig& p, const std::string& name);
+
+// ---- what the benches and the probe ask of a scheme (train/instruments/) ----
+
+// How a bench sizes the schemes it compares to training windows of `window` tokens (SchemeEntry::fit).
+// Each rule is one bench's protocol; each scheme says what its knobs become under it.
+enum class FitRule {
+  Window,      // music-bench: an entry of its own for every offset of a window (|δ| ≤ T − 1)
+  WindowEdge,  // length-bench: Window, every farther offset reading the edge entry; normalisers at T
+  HalfWindow,  // context-bench: learned entries saturate at T/2 (T5's defaults' ratio), decays at T/2,
+               // normalisers and position counts at T
+};
+struct SchemeFit {
+  FitRule rule;
+  int64_t window;         // T
+  int64_t positions = 0;  // content-dependent positions (cope's npos) when > 0, else the rule's
+};
+
+// The farthest offset a scheme's table has an entry of its own for, and the knob that sets it.
+struct TableReach {
+  int64_t offset;
+  std::string knob;
+};
+
+// What a scheme's mechanism predicts for a model that needs the offset δ* (experiment limits): whether
+// it can represent δ* alone, and why, in a phrase of the report.
+struct LimitPrediction {
+  bool holds;
+  std::string why;
 };
 
 // What an entry's check is given: the place's options, the config key prefix its messages name
@@ -81,6 +158,19 @@ struct SchemeEntry {
   // A lower bound of the elements its parameters hold, per layer (per stack when shared_by_stack),
   // for D-dimensional heads (the checkpoint-fit check of train/config/run_options.cpp); null: 0.
   std::function<double(const PositionalConfig&, double n_heads, double head_dim)> parameters = nullptr;
+  // ---- its knobs, and what the benches and the probe ask of it (declared beside its class) ----
+  // The knobs it declares (model.<place>.<name>), in the order the config lists them; a knob a family
+  // shares is declared once, by one entry of the family, and named in the `options` of each reader.
+  std::vector<SchemeKnob> knobs = {};
+  // Sizes its knobs to a bench's training windows; null: its defaults serve any length.
+  std::function<void(PositionalConfig&, const SchemeFit&)> fit = nullptr;
+  // It reads explicit positions (PositionalScheme::set_position_map), so random_positions_max can
+  // randomise it (Ruoss et al. 2023): the benches offer "<name>-random".
+  bool random_positions = false;
+  // The farthest offset its table reaches (the probe's reach covers it); null: no table.
+  std::function<TableReach(const PositionalConfig&)> table_reach = nullptr;
+  // Its prediction for a needed offset δ* (`bidirectional`: a non-causal place); null: none to make.
+  std::function<LimitPrediction(const PositionalConfig&, int64_t expected, bool bidirectional)> predict = nullptr;
   // Known to extrapolate: a model trained at C keeps its held-out loss at 16 × C with its default
   // knobs (measured: docs/extrapolation.md). relgrad sample feeds such a model every token; any other
   // gets a sliding window of its training context by default (train/config/sample_window.h).
@@ -98,8 +188,16 @@ const std::vector<SchemeEntry>& positional_schemes();
 const SchemeEntry* find_scheme(const std::string& name);
 // "none, seed, …, rope or transformer_xl": the names for error messages.
 std::string scheme_names_text();
-// Adds a scheme (an error for an empty or taken name). Register before building the models that use it;
-// the run config (train/config/config_fields.cpp) takes its name among its choices at its next use.
+// Whether `p` puts a positional term in its attention: a registered scheme whose entry builds one (every
+// one but "none").
+bool has_positional_term(const PositionalConfig& p);
+// Whether `p`'s scheme reads the knob `knob` (its entry's options); false for an unknown scheme.
+bool scheme_reads(const PositionalConfig& p, const std::string& knob);
+// `p` with its scheme's knobs sized to a bench's windows (SchemeEntry::fit; unchanged without one).
+PositionalConfig fitted(PositionalConfig p, const SchemeFit& fit);
+// Adds a scheme (an error for an empty or taken name, or a knob another scheme declares). Register
+// before building the models that use it; the run config (train/config/config_fields.cpp) takes its
+// name among its choices and its knobs among its keys at its next use.
 void register_scheme(SchemeEntry entry);
 // Removes a scheme that register_scheme added (tests); built-ins stay.
 void unregister_scheme(const std::string& name);

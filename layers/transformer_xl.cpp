@@ -123,4 +123,14 @@ std::string TransformerXL::check(const SchemeCheck& c) {
   return c.scheme_key() + " needs an even model.d_model (its sinusoid), got " + std::to_string(c.d_model);
 }
 
+SchemeEntry transformer_xl_scheme() {
+  SchemeEntry e{"transformer_xl", {}, [](const SchemeContext& c) {
+                  return std::make_shared<TransformerXL>(c.d_model, c.n_heads, c.init);
+                }};
+  e.self_only = true;
+  e.check = TransformerXL::check;
+  e.extrapolates = true;  // holds its loss to 16 × the training context (docs/extrapolation.md)
+  return e;
+}
+
 }  // namespace relgrad

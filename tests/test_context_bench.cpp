@@ -105,7 +105,7 @@ TEST_CASE("context bench: the CI checks on made-up results") {
 }
 
 TEST_CASE("context bench: every built-in scheme of the registry is a treatment") {
-  const std::vector<std::string>& t = context_bench_treatments();
+  const std::vector<std::string> t = context_bench_treatments();
   for (const SchemeEntry& e : positional_schemes()) {
     INFO(e.name);
     CHECK(std::find(t.begin(), t.end(), e.name) != t.end());
@@ -167,7 +167,7 @@ TEST_CASE("context bench: bad options are errors naming the option and value") {
   o.treatments = {"fourier"};
   std::ostringstream out;
   check_throws_with([&] { run_context_bench(o, out); },
-                    "[context-bench] --treatments: unknown treatment 'fourier' (none, sinusoidal, learned, t5");
+                    "[context-bench] --treatments: unknown treatment 'fourier' (none, sinusoidal, learned, seed");
   o.treatments = {"alibi"};
   o.text_path = dir.file("nothing.txt");
   check_throws_with([&] { run_context_bench(o, out); }, "--text '" + dir.file("nothing.txt") + "' is not a readable file");

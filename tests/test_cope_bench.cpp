@@ -107,7 +107,7 @@ TEST_CASE("cope bench: unknown tasks and treatments are errors naming the valid 
   o.tasks = {"counting"};
   o.treatments = {"fourier"};
   check_throws_with([&] { run_cope_bench(o, out); },
-                    "--treatments: unknown treatment 'fourier' (none, learned, sinusoidal");
+                    "--treatments: unknown treatment 'fourier' (none, sinusoidal, learned");
   o.treatments = {"none"};
   o.out_dir = "";
   check_throws_with([&] { run_cope_bench(o, out); }, "[cope-bench] --out is empty");

@@ -129,7 +129,7 @@ TEST_CASE("FIRE random positions: an index outside the map is an error naming it
 TEST_CASE("FIRE random positions: DecoderLM trains at drawn positions, eval unchanged, gradcheck at explicit ones") {
   Generator a(21), b(21);
   DecoderLM with(fire_lm(40, 6), &a), without(fire_lm(0, 6), &b);
-  REQUIRE(with.fire.size() == 2);  // one FIRE per layer
+  REQUIRE(with.positioned.size() == 2);  // one FIRE per layer
   with.to(kFloat64);
   without.to(kFloat64);
   const Tensor tok = random_tokens(2, 9, 4);
@@ -149,7 +149,8 @@ TEST_CASE("FIRE random positions: DecoderLM trains at drawn positions, eval unch
       if (t > 0) CHECK(p[t] > p[t - 1]);
     }
     draws.insert(p);
-    for (const auto& f : with.fire) CHECK_FALSE(f->position_map.defined());  // cleared after the forward
+    for (const auto& f : with.positioned)  // cleared after the forward
+      CHECK_FALSE(dynamic_cast<const FIRE&>(*f).position_map.defined());
     with.eval();
     CHECK(bitwise_equal(out, with.forward_at(tok, with.last_positions)));
     if (p.back() != 8) CHECK(compare(out, with(tok), 1e-9, 0) != "");
@@ -160,7 +161,7 @@ TEST_CASE("FIRE random positions: DecoderLM trains at drawn positions, eval unch
   CHECK(compare(with.forward_at(tok, positions({0, 2, 4, 6, 8, 10, 12, 14, 16})), near, 1e-9, 0) != "");
   CHECK(compare(with.forward_at(tok, positions({20, 21, 22, 23, 24, 25, 26, 27, 28})), near, 1e-9, 0) != "");
   const Tensor one = random_tokens(1, 5, 8);
-  FIRE& f = *with.fire[0];
+  FIRE& f = dynamic_cast<FIRE&>(*with.positioned[0]);
   gradcheck_with_params({&f.mlp->in->weight, &f.mlp->out->weight, &f.c, &f.L_multiplier,
                          &with.layers->items[0]->self_attn->q_proj->weight},
                         {}, [&](const TensorList&) { return with.forward_at(one, positions({1, 6, 7, 20, 31})); });

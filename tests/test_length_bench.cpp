@@ -137,7 +137,7 @@ TEST_CASE("length bench: unknown tasks and treatments are errors naming the vali
   check_throws_with([&] { run_length_bench(o, out); }, "unknown task 'multiply' (copy, reverse, addition");
   o.tasks = {"copy"};
   o.treatments = {"fourier"};
-  check_throws_with([&] { run_length_bench(o, out); }, "unknown treatment 'fourier' (none, learned, sinusoidal");
+  check_throws_with([&] { run_length_bench(o, out); }, "unknown treatment 'fourier' (none, sinusoidal, learned");
   o.treatments = {"none"};
   o.out_dir = "";
   check_throws_with([&] { run_length_bench(o, out); }, "out_dir is empty");

@@ -155,7 +155,8 @@ TEST_CASE(
         if (t > 0) CHECK(p[t] > p[t - 1]);  // sorted and distinct
       }
       draws.insert(p);
-      for (const auto& r : lm.rotary) CHECK_FALSE(r->position_map.defined());  // cleared after the forward
+      for (const auto& r : lm.positioned)  // cleared after the forward
+        CHECK_FALSE(dynamic_cast<const RoPE&>(*r).position_map.defined());
       lm.eval();
       CHECK(bitwise_equal(out, lm.forward_at(tok, lm.last_positions)));
       // and not the output at 0 … T − 1 (unless the draw was exactly that)

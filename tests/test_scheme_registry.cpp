@@ -6,7 +6,11 @@
 
 #include "cli_testing.h"
 #include "testing.h"
+#include "train/config/config.h"
+#include "train/instruments/context_bench.h"
+#include "train/instruments/length_bench.h"
 #include "train/instruments/probe.h"
+#include "train/instruments/recipe.h"
 #include "train/optim/optim.h"
 #include "train/trainer/decoder_only_model.h"
 
@@ -219,4 +223,130 @@ TEST_CASE("scheme registry: an entry's own check is a config error naming the ke
   CHECK(placement(*find_scheme("transformer_xl"), false, true) == Placement::SelfOnly);
   CHECK(placement(*find_scheme("transformer_xl"), false, false) == Placement::Allowed);
   CHECK(placement(*find_scheme("paired_slope"), false, true) == Placement::Allowed);
+}
+
+// ---- a scheme with a knob of its own, registered by one call ----
+
+namespace {
+
+// ALiBi with one fixed slope for every head, set by its knob: bias = −slope_scale · |δ|.
+class ScaledSlope : public PositionalScheme {
+ public:
+  explicit ScaledSlope(double scale) : scale(scale) {}
+  std::string name() const override { return "scaled_slope"; }
+  Tensor logit_bias(const AttentionGeometry& g) const override {  // (1, 1, t2, t1)
+    std::vector<int64_t> pi = g.positions().to_vector<int64_t>();
+    std::vector<double> bias(static_cast<size_t>(g.t2 * g.t1));
+    for (int64_t i = 0; i < g.t2; ++i)
+      for (int64_t j = 0; j < g.t1; ++j) bias[i * g.t1 + j] = -scale * static_cast<double>(std::abs(j - pi[i]));
+    return from_vector<double>(bias, {1, 1, g.t2, g.t1});
+  }
+  double scale;
+};
+
+// Its entry, knob and check beside it: the knob is stored by name (PositionalConfig has no member for it).
+SchemeEntry scaled_slope_entry() {
+  SchemeEntry e{"scaled_slope", {"slope_scale"}, [](const SchemeContext& c) {
+                  return std::make_shared<ScaledSlope>(knob_double(c.config, "slope_scale"));
+                }};
+  e.knobs = {SchemeKnob::stored("slope_scale", KnobKind::Double, "the penalty per unit of distance (> 0)", "0.5")};
+  e.check = [](const SchemeCheck& c) -> std::string {
+    const double v = knob_double(c.config, "slope_scale");
+    return v > 0 ? "" : c.key + "slope_scale must be > 0, got " + std::to_string(v);
+  };
+  return e;
+}
+
+// ",a,b,c,": a list to look names up in.
+std::string bench_names(const std::vector<std::string>& names) {
+  std::string out = ",";
+  for (const std::string& n : names) out += n + ",";
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("scheme registry: a scheme's own knob is a config key, checked, listed and benched by one registration") {
+  const std::string help_before = config_help();
+  CHECK_FALSE(is_config_key("model.decoder_self.slope_scale"));
+  {
+  register_scheme(scaled_slope_entry());
+  struct Unregister {
+    ~Unregister() { unregister_scheme("scaled_slope"); }
+  } unregister;
+  // Set as `relgrad train` sets any key; its default until then; its help names the scheme.
+  RunConfig c = RunConfig::defaults();
+  c.model_type = ModelKind::DecoderOnly;
+  CHECK(knob_double(c.model.decoder_self, "slope_scale") == 0.5);
+  apply_overrides(c, {"--model.decoder_self.scheme=scaled_slope", "--model.decoder_self.slope_scale=0.25"});
+  CHECK(knob_double(c.model.decoder_self, "slope_scale") == 0.25);
+  CHECK(contains(config_to_toml(c), "slope_scale = 0.25"));
+  CHECK(contains(config_help(), "model.decoder_self.slope_scale (number) = 0.5  — scaled_slope: the penalty per unit"));
+  auto scheme = make_positional(c.model.decoder_self, "decoder_self", 16, 2, true, "test");
+  CHECK(dynamic_cast<ScaledSlope&>(*scheme).scale == 0.25);
+  // The CLI: a good value runs, a bad one is a usage error (exit 2) naming the key.
+  const std::vector<std::string> base = {"train", "--dry-run", "--model.type=decoder-only",
+                                         "--model.decoder_self.scheme=scaled_slope"};
+  auto with = [&](const std::string& extra) {
+    std::vector<std::string> args = base;
+    args.push_back(extra);
+    return run_relgrad(args);
+  };
+  CHECK_CLI(with("--model.decoder_self.slope_scale=2"), 0);
+  CliResult r = with("--model.decoder_self.slope_scale=steep");
+  CHECK_CLI(r, 2);
+  CHECK_MESSAGE(contains(r.err, "model.decoder_self.slope_scale: expected a finite number, got 'steep'"), r.err);
+  r = with("--model.decoder_self.slope_scale=-1");
+  CHECK_CLI(r, 2);
+  CHECK_MESSAGE(contains(r.err, "model.decoder_self.slope_scale must be > 0, got -1"), r.err);
+  // Every bench that takes every scheme offers it, with no other file edited.
+  CHECK(contains(bench_names(every_treatment(false)), ",scaled_slope,"));
+  CHECK(contains(bench_names(length_bench_treatments()), ",scaled_slope,"));
+  CHECK(contains(bench_names(context_bench_treatments()), ",scaled_slope,"));
+  CHECK_FALSE(contains(bench_names(length_bench_treatments()), "scaled_slope-random"));  // no position map
+  // A second declaration of the same knob is refused, naming both.
+  SchemeEntry twin = scaled_slope_entry();
+  twin.name = "twin_slope";
+  check_throws_with([&] { register_scheme(twin); },
+                    "[register_scheme] twin_slope: the knob 'slope_scale' is declared already");
+  }
+  // Unregistered, its key is gone and the help is the built-ins' again.
+  CHECK_FALSE(is_config_key("model.decoder_self.slope_scale"));
+  CHECK(config_help() == help_before);
+}
+
+TEST_CASE("scheme registry: each scheme sizes its knobs to a bench's windows by the bench's rule") {
+  auto fit = [](const std::string& scheme, FitRule rule, int64_t T, int64_t positions = 0) {
+    PositionalConfig p;
+    p.scheme = scheme;
+    return fitted(p, SchemeFit{rule, T, positions});
+  };
+  // length-bench: every offset of the training sequences (T = 13), the edge beyond, L0 at T.
+  CHECK(fit("seed", FitRule::WindowEdge, 13).max_length == 13);
+  CHECK(fit("huang", FitRule::WindowEdge, 13).out_of_range == OutOfRange::Clip);
+  CHECK(fit("shaw", FitRule::WindowEdge, 13).clip == 12);
+  CHECK(fit("fire", FitRule::WindowEdge, 13).fire_threshold == 13);
+  CHECK(fit("t5", FitRule::WindowEdge, 13).max_distance == 128);  // T5's defaults
+  CHECK(fit("cope", FitRule::WindowEdge, 13).cope_positions == 64);
+  CHECK(fit("cope", FitRule::WindowEdge, 13, 9).cope_positions == 9);
+  // context-bench: learned entries saturate at C/2 (C = 16); xpos' decay at C/2; L0 and CoPE's count at C.
+  CHECK(fit("seed", FitRule::HalfWindow, 16).max_length == 8);
+  CHECK(fit("seed", FitRule::HalfWindow, 16).out_of_range == OutOfRange::Clip);
+  CHECK(fit("shaw", FitRule::HalfWindow, 16).clip == 8);
+  CHECK(fit("t5", FitRule::HalfWindow, 16).num_buckets == 8);
+  CHECK(fit("t5", FitRule::HalfWindow, 16).max_distance == 8);
+  CHECK(fit("xpos", FitRule::HalfWindow, 17).xpos_scale_base == 8.5);
+  CHECK(fit("fire", FitRule::HalfWindow, 16).fire_threshold == 16);
+  CHECK(fit("cope", FitRule::HalfWindow, 16).cope_positions == 16);
+  // music-bench: every offset of a window (T = 97), nothing else.
+  CHECK(fit("seed", FitRule::Window, 97).max_length == 97);
+  CHECK(fit("seed", FitRule::Window, 97).out_of_range == OutOfRange::Zero);
+  CHECK(fit("shaw", FitRule::Window, 97).clip == 96);
+  CHECK(fit("t5", FitRule::Window, 97).max_distance == 97);
+  CHECK(fit("t5", FitRule::Window, 97).num_buckets == 32);
+  CHECK(fit("fire", FitRule::Window, 97).fire_threshold == 512);
+  // A scheme without a fit keeps its defaults; only the fitted scheme's knobs move.
+  CHECK(fit("rope", FitRule::HalfWindow, 16).rope_base == 10000.0);
+  CHECK(fit("rope", FitRule::HalfWindow, 16).max_length == 512);
+  check_throws_with([&] { fit("fourier", FitRule::Window, 8); }, "[fitted] unknown positional scheme 'fourier'");
 }

@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <deque>
 #include <limits>
 #include <sstream>
 
@@ -20,31 +19,7 @@
 
 namespace relgrad::config_detail {
 
-template <class T>
-std::function<void*(RunConfig&)> at(T RunConfig::*member) {
-  return [member](RunConfig& c) -> void* { return &(c.*member); };
-}
-// A member of a member: at2(&RunConfig::optim, &OptimConfig::lr).
-template <class S, class T>
-std::function<void*(RunConfig&)> at2(S RunConfig::*outer, T S::*inner) {
-  return [outer, inner](RunConfig& c) -> void* { return &((c.*outer).*inner); };
-}
-
-// A key holding an enum with a name table (core/base/name_table.h): its choices are the table's names,
-// so each list is written once, beside its enum. `member` gives the enum's place in a RunConfig.
-template <class E, size_t N, class Member>
-Field choice(std::string key, const char* help, const NameTable<E, N>& names, Member member) {
-  auto get = [member, &names](const RunConfig& c) -> std::string { return names.name(member(const_cast<RunConfig&>(c))); };
-  auto set = [member, &names](RunConfig& c, const std::string& v) { member(c) = *names.find(v); };
-  return {std::move(key), Kind::String, help, names.names(), nullptr, get, set};
-}
-// choice() for a member of a member: choice2(key, help, names, &RunConfig::model, &TransformerConfig::norm).
-template <class E, size_t N, class S>
-Field choice2(std::string key, const char* help, const NameTable<E, N>& names, S RunConfig::*outer, E S::*inner) {
-  return choice(std::move(key), help, names, [outer, inner](RunConfig& c) -> E& { return (c.*outer).*inner; });
-}
-
-// "seed/huang": the registered schemes that read a PositionalConfig option (layers/schemes.h).
+// "seed/huang": the registered schemes that read a knob (layers/schemes.h).
 std::string schemes_taking(const std::string& option) {
   std::string out;
   for (const SchemeEntry& e : positional_schemes())
@@ -52,66 +27,36 @@ std::string schemes_taking(const std::string& option) {
   return out;
 }
 
-// The keys of one place's PositionalConfig (model.<place>.*). The scheme names and
-// which scheme reads which option come from the scheme registry; a field's help is "<schemes>: <what>".
+// The field of one knob at one place: a PositionalConfig member through the knob's where (Choice: get
+// and set), or a stored knob's text in PositionalConfig::knobs.
+Field knob_field(const std::string& key, const SchemeKnob& knob, std::function<PositionalConfig&(RunConfig&)> pc) {
+  static constexpr Kind kKinds[] = {Kind::Int, Kind::Double, Kind::Bool, Kind::String};  // by KnobKind
+  Field f{key, kKinds[static_cast<int>(knob.kind)], schemes_taking(knob.name) + ": " + knob.help, knob.choices, nullptr};
+  if (knob.where) {
+    f.where = [pc, where = knob.where](RunConfig& c) { return where(pc(c)); };
+  } else if (knob.get) {
+    f.get = [pc, get = knob.get](const RunConfig& c) { return get(pc(const_cast<RunConfig&>(c))); };
+    f.set = [pc, set = knob.set](RunConfig& c, const std::string& v) { set(pc(c), v); };
+  } else {
+    f.get = [pc, name = knob.name](const RunConfig& c) { return knob_text(pc(const_cast<RunConfig&>(c)), name); };
+    f.set = [pc, name = knob.name](RunConfig& c, const std::string& v) { pc(c).knobs[name] = v; };
+  }
+  return f;
+}
+
+// The keys of one place's PositionalConfig (model.<place>.*): its scheme, then the knobs each
+// registered scheme declares (layers/schemes.h), in the registry's order; a knob's help is
+// "<schemes that read it>: <what>".
 std::vector<Field> positional_fields(const std::string& place, PositionalConfig TransformerConfig::*p) {
   auto pc = [p](RunConfig& c) -> PositionalConfig& { return c.model.*p; };
-  std::string k = "model." + place + ".";
-  auto key = [k](const char* name) { return k + name; };
-  static std::deque<std::string> helps;  // Field::help points into it (a deque keeps them in place)
-  auto help = [](const char* option, const char* what) {
-    helps.push_back(schemes_taking(option) + ": " + what);
-    return helps.back().c_str();
-  };
+  const std::string k = "model." + place + ".";
   std::vector<std::string> names;
   for (const SchemeEntry& e : positional_schemes()) names.push_back(e.name);
-  return {
-      {key("scheme"), Kind::String, "positional scheme", names, [pc](RunConfig& c) -> void* { return &pc(c).scheme; }},
-      {key("max_length"), Kind::Int, help("max_length", "table covers |δ| ≤ max_length − 1"), {},
-       [pc](RunConfig& c) -> void* { return &pc(c).max_length; }},
-      choice(key("out_of_range"), help("out_of_range", "δ beyond the table"), kOutOfRangeNames,
-             [pc](RunConfig& c) -> OutOfRange& { return pc(c).out_of_range; }),
-      {key("clip"), Kind::Int, help("clip", "distances clipped to [−clip, clip]"), {},
-       [pc](RunConfig& c) -> void* { return &pc(c).clip; }},
-      {key("shaw_values"), Kind::Bool, help("shaw_values", "also the value term"), {},
-       [pc](RunConfig& c) -> void* { return &pc(c).shaw_values; }},
-      {key("per_head"), Kind::Bool, help("per_head", "one table per head"), {},
-       [pc](RunConfig& c) -> void* { return &pc(c).per_head; }},
-      {key("num_buckets"), Kind::Int, help("num_buckets", "buckets"), {},
-       [pc](RunConfig& c) -> void* { return &pc(c).num_buckets; }},
-      {key("max_distance"), Kind::Int, help("max_distance", "distance of the last bucket"), {},
-       [pc](RunConfig& c) -> void* { return &pc(c).max_distance; }},
-      {key("rope_base"), Kind::Double, help("rope_base", "frequency base"), {},
-       [pc](RunConfig& c) -> void* { return &pc(c).rope_base; }},
-      // The rotary family's knobs (layers/schemes.h): xpos, p_rope, and the RoPE scalings.
-      {key("xpos_scale_base"), Kind::Double, help("xpos_scale_base", "γ of the decay ζ^(−δ/γ)"), {},
-       [pc](RunConfig& c) -> void* { return &pc(c).xpos_scale_base; }},
-      {key("rope_fraction"), Kind::Double, help("rope_fraction", "share of the frequencies that rotate (the highest)"), {},
-       [pc](RunConfig& c) -> void* { return &pc(c).rope_fraction; }},
-      choice(key("rope_scaling"), help("rope_scaling", "RoPE scaling past the trained length (eval, sample)"),
-             kRopeScalingNames, [pc](RunConfig& c) -> RopeScalingKind& { return pc(c).rope_scaling; }),
-      {key("rope_scaling_factor"), Kind::Double, help("rope_scaling_factor", "s ≥ 1: new length / trained length"), {},
-       [pc](RunConfig& c) -> void* { return &pc(c).rope_scaling_factor; }},
-      {key("rope_original_length"), Kind::Int, help("rope_original_length", "yarn: the trained context"), {},
-       [pc](RunConfig& c) -> void* { return &pc(c).rope_original_length; }},
-      // The content-dependent schemes' knob (layers/contextual.h): cope.
-      {key("cope_positions"), Kind::Int, help("cope_positions", "embedded positions (npos_max)"), {},
-       [pc](RunConfig& c) -> void* { return &pc(c).cope_positions; }},
-      // The distance-bias family (layers/distance_bias.h).
-      choice(key("kerple_variant"), help("kerple_variant", "log: −r1·log(1 + r2·|δ|), power: −r1·|δ|^r2"),
-             kKerpleVariantNames, [pc](RunConfig& c) -> KerpleVariant& { return pc(c).kerple_variant; }),
-      {key("sandwich_dim"), Kind::Int, help("sandwich_dim", "d', the sinusoids' width (even)"), {},
-       [pc](RunConfig& c) -> void* { return &pc(c).sandwich_dim; }},
-      {key("dynamic_bias_depth"), Kind::Int, help("dynamic_bias_depth", "hidden layers of the MLP"), {},
-       [pc](RunConfig& c) -> void* { return &pc(c).dynamic_bias_depth; }},
-      {key("dynamic_bias_log_distance"), Kind::Bool, help("dynamic_bias_log_distance", "the MLP reads sign(x)·log(|x| + 1)"), {},
-       [pc](RunConfig& c) -> void* { return &pc(c).dynamic_bias_log_distance; }},
-      // FIRE (layers/fire.h).
-      {key("fire_width"), Kind::Int, help("fire_width", "width of the MLP f_θ"), {},
-       [pc](RunConfig& c) -> void* { return &pc(c).fire_width; }},
-      {key("fire_threshold"), Kind::Int, help("fire_threshold", "L0: the normaliser reads max(π(i), |L_multiplier·L0|)"), {},
-       [pc](RunConfig& c) -> void* { return &pc(c).fire_threshold; }},
-  };
+  std::vector<Field> out = {
+      {k + "scheme", Kind::String, "positional scheme", names, [pc](RunConfig& c) -> void* { return &pc(c).scheme; }}};
+  for (const SchemeEntry& e : positional_schemes())
+    for (const SchemeKnob& knob : e.knobs) out.push_back(knob_field(k + knob.name, knob, pc));
+  return out;
 }
 
 // model.cross_alignment: a CrossAlignment by name (kCrossAlignmentNames, layers/models.h); explicit: the
@@ -122,8 +67,8 @@ Field cross_alignment_field() {
                  kCrossAlignmentNames, &RunConfig::model, &TransformerConfig::cross_alignment);
 }
 
-std::vector<Field>& field_table() {
-  static std::vector<Field> table = [] {
+std::vector<Field> build_table() {
+  {
     using R = RunConfig;
     std::vector<Field> f = {
         choice("model.type", "model", kModelKindNames, [](RunConfig& c) -> ModelKind& { return c.model_type; }),
@@ -153,25 +98,10 @@ std::vector<Field>& field_table() {
     for (auto& g : positional_fields("decoder_self", &TransformerConfig::decoder_self)) f.push_back(g);
     for (auto& g : positional_fields("cross", &TransformerConfig::cross)) f.push_back(g);
     using D = DataConfig;
+    f.push_back({"data.source", Kind::String, "data", data_source_names(), at2(&R::data, &D::source)});
+    for (const DataSource* source : data_sources())  // each source's own keys (train/config/sources/)
+      for (Field& g : source->fields()) f.push_back(std::move(g));
     std::vector<Field> rest = {
-        {"data.source", Kind::String, "data", data_source_names(), at2(&R::data, &D::source)},
-        choice2("data.task", "synthetic task", kTaskKindNames, &R::data, &D::task),
-        {"data.num_symbols", Kind::Int, "synthetic alphabet size", {}, at2(&R::data, &D::num_symbols)},
-        {"data.min_len", Kind::Int, "shortest synthetic source", {}, at2(&R::data, &D::min_len)},
-        {"data.max_len", Kind::Int, "longest synthetic source", {}, at2(&R::data, &D::max_len)},
-        {"data.lag", Kind::Int, "shift task: lag k; sync task: lag c", {}, at2(&R::data, &D::lag)},
-        {"data.period", Kind::Int, "periodic, periodic_lm tasks: period P", {}, at2(&R::data, &D::period)},
-        {"data.text_path", Kind::String, "text: the corpus file", {}, at2(&R::data, &D::text_path)},
-        {"data.token_path", Kind::String, "tokens: the token data file (relgrad tokenize)", {}, at2(&R::data, &D::token_path)},
-        {"data.music_dir", Kind::String, "music: folder of .mid files (empty = synthetic pieces)", {}, at2(&R::data, &D::music_dir)},
-        {"data.music_styles", Kind::String, "music: synthetic styles, comma-separated", {}, at2(&R::data, &D::music_styles)},
-        {"data.canon_lag_beats", Kind::Int, "music: canon follower delay in beats", {}, at2(&R::data, &D::canon_lag_beats)},
-        {"data.chorales_path", Kind::String, "chorales: the chorale file (empty = the shipped one)", {},
-         at2(&R::data, &D::chorales_path)},
-        choice2("data.chorale_task", "chorales: continue (decoder-only) or harmonize (encoder-decoder)", kChoraleTaskNames,
-                &R::data, &D::chorale_task),
-        {"data.harmony_steps", Kind::Int, "chorales, harmonize: 16th steps per window", {},
-         at2(&R::data, &D::harmony_steps)},
         {"data.val_fraction", Kind::Double, "text/music folder: fraction held out", {}, at2(&R::data, &D::val_fraction)},
         {"data.context", Kind::Int, "text/tokens/music/chorales: tokens per window", {}, at2(&R::data, &D::context)},
         {"data.batch_size", Kind::Int, "sequences per micro-batch", {}, at2(&R::data, &D::batch_size)},
@@ -239,23 +169,19 @@ std::vector<Field>& field_table() {
     };
     for (auto* part : {&rest, &optim, &train, &sample}) f.insert(f.end(), part->begin(), part->end());
     return f;
-  }();
-  return table;
+  }
 }
 
-// The table, with data.source's choices the registered data sources (train/config/source.h) and each
-// place's scheme choices the registered schemes (layers/schemes.h): a program may register one after
-// the table is built.
+std::string shortest(double v);
+
+// The table, built again when the registered schemes or data sources change (their names are choices,
+// their knobs keys: a program may register one after the table is built).
 const std::vector<Field>& fields() {
-  std::vector<Field>& table = field_table();
-  static Field& source = *std::find_if(table.begin(), table.end(), [](const Field& f) { return f.key == "data.source"; });
-  if (std::vector<std::string> names = data_source_names(); names != source.choices) source.choices = std::move(names);
-  std::vector<std::string> schemes;
-  for (const SchemeEntry& e : positional_schemes()) schemes.push_back(e.name);
-  for (Field& f : table)
-    if (f.key.rfind("model.", 0) == 0 && f.key.size() > 7 && f.key.compare(f.key.size() - 7, 7, ".scheme") == 0 &&
-        f.choices != schemes)
-      f.choices = schemes;
+  static std::vector<Field> table;
+  static std::vector<std::string> built_for;
+  std::vector<std::string> names = data_source_names();
+  for (const SchemeEntry& e : positional_schemes()) names.push_back(e.name);
+  if (table.empty() || names != built_for) table = build_table(), built_for = std::move(names);
   return table;
 }
 
@@ -370,7 +296,8 @@ void set_from_text(RunConfig& c, const Field& f, const std::string& value, const
       if (!plain_number(value, true, false)) bad_value(f, value, origin, "expected an integer");
       long long v = std::strtoll(value.c_str(), &end, 10);
       if (*end != '\0' || errno == ERANGE) bad_value(f, value, origin, "expected an integer");
-      *static_cast<int64_t*>(f.where(c)) = v;
+      if (f.where) *static_cast<int64_t*>(f.where(c)) = v;
+      else f.set(c, std::to_string(v));
       return;
     }
     case Kind::UInt: {
@@ -381,7 +308,8 @@ void set_from_text(RunConfig& c, const Field& f, const std::string& value, const
       unsigned long long v = std::strtoull(value.c_str(), &end, 10);
       if (*end != '\0' || errno == ERANGE || v > static_cast<unsigned long long>(INT64_MAX))
         bad_value(f, value, origin, "expected a non-negative integer up to 2^63 - 1");
-      *static_cast<uint64_t*>(f.where(c)) = v;
+      if (f.where) *static_cast<uint64_t*>(f.where(c)) = v;
+      else f.set(c, std::to_string(v));
       return;
     }
     case Kind::Double: {
@@ -390,7 +318,8 @@ void set_from_text(RunConfig& c, const Field& f, const std::string& value, const
       if (!plain_number(value, true, true)) bad_value(f, value, origin, "expected a finite number");
       double v = std::strtod(value.c_str(), &end);
       if (*end != '\0' || errno == ERANGE || !std::isfinite(v)) bad_value(f, value, origin, "expected a finite number");
-      *static_cast<double*>(f.where(c)) = v;
+      if (f.where) *static_cast<double*>(f.where(c)) = v;
+      else f.set(c, shortest(v));
       return;
     }
     case Kind::Bool: {
@@ -398,7 +327,8 @@ void set_from_text(RunConfig& c, const Field& f, const std::string& value, const
       if (value == "true" || value == "1") v = true;
       else if (value == "false" || value == "0") v = false;
       else bad_value(f, value, origin, "expected true or false");
-      *static_cast<bool*>(f.where(c)) = v;
+      if (f.where) *static_cast<bool*>(f.where(c)) = v;
+      else f.set(c, v ? "true" : "false");
       return;
     }
     case Kind::String: {
@@ -428,13 +358,13 @@ std::string shortest(double v) {
 
 std::string get_text(const RunConfig& config, const Field& f) {
   auto& c = const_cast<RunConfig&>(config);  // where() only takes the address
-  std::ostringstream s;
+  if (!f.where) return f.get(config);        // an enum's name, or a stored knob's text
   switch (f.kind) {
     case Kind::Int: return std::to_string(*static_cast<int64_t*>(f.where(c)));
     case Kind::UInt: return std::to_string(*static_cast<uint64_t*>(f.where(c)));
     case Kind::Double: return shortest(*static_cast<double*>(f.where(c)));
     case Kind::Bool: return *static_cast<bool*>(f.where(c)) ? "true" : "false";
-    case Kind::String: return f.where ? *static_cast<std::string*>(f.where(c)) : f.get(config);
+    case Kind::String: return *static_cast<std::string*>(f.where(c));
   }
   return "";
 }

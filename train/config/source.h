@@ -2,7 +2,7 @@
 // particular to it — its keys' checks, its dataset, its vocabulary without opening files, its longest
 // sequence, what `relgrad sample` and `eval` feed its models — so the config checks, the trainer's
 // options, the memory estimate and the commands ask the entry instead of comparing names.
-// Adding a source = its file (a DataSource; the built-ins are train/config/sources/<name>.cpp) plus one
+// Adding a source = its file (a DataSource with its keys; the built-ins are train/config/sources/<name>.cpp) plus one
 // entry: a line in the built-in list of train/config/source_registry.cpp, or register_data_source()
 // from a program's own code. docs/design.md ("Data sources") walks through an example.
 #pragma once
@@ -24,6 +24,9 @@ namespace relgrad {
 
 struct LoadedRun;  // train/config/run_options.h
 class RunData;     // train/config/run_options.h
+namespace config_detail {
+struct Field;  // train/config/config_fields.h
+}
 
 // What the ids of a vocabulary are, as a checkpoint stores it (extra.vocab, vocab_to_json): bytes,
 // the ids of a token file, or named tokens.
@@ -74,6 +77,9 @@ class DataSource {
   virtual std::string name() const = 0;  // its data.source value
 
   // ---- the config ----
+  // Its own keys (data.<name>: type, help, where in DataConfig they live), declared beside it; the
+  // config lists them after data.source, in the registry's order. Default: none.
+  virtual std::vector<config_detail::Field> fields() const;
   // Its checks, "[config] ..." naming the key (config_check). RunConfig::validate calls check_model
   // first among the data checks (what model its data trains and the keys its sequence lengths come
   // from: longest_sequence() relies on them), check_keys after the model's position limits.

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "train/config/config_fields.h"
 #include "train/trainer/distributed.h"
 
 namespace relgrad {
@@ -33,6 +34,8 @@ size_t builtin_count() {
 }
 
 }  // namespace
+
+std::vector<config_detail::Field> DataSource::fields() const { return {}; }
 
 const char* vocab_kind_name(VocabKind kind) {
   switch (kind) {

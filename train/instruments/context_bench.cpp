@@ -54,31 +54,6 @@ std::string find_text(const std::string& given) {
   return "";
 }
 
-// The decoder_self scheme `name` sized to the training context C. Every scheme whose positional term
-// is a learned value per distance (or bucket) saturates at C/2, so that the entry every longer distance
-// shares is trained on the half of the distances a window holds, as T5's defaults (32 buckets up to
-// distance 128) have their last bucket trained at a length of 512: seed and huang tables of C/2 entries
-// per side with the Clip policy, shaw clipped at C/2, t5 with C/2 buckets (C/4 exact) up to distance
-// C/2. The rest have no length of their own or are set to C: xpos γ = C/2 (with the default 512 the decay
-// ζ^(δ/γ) would shrink no score by more than 8 % within a window), fire L0 = C (its normaliser max(i, L)
-// then grows past the training windows: the paper's interpolation), cope C positions (at most one per
-// key of a window).
-// alibi, rope, p_rope, pope, transformer_xl, kerple, sandwich, dynamic_bias, fox and stick_breaking
-// keep their defaults (docs/relative-attention.md).
-PositionalConfig relative_scheme(const std::string& name, int64_t C) {
-  PositionalConfig p;
-  p.scheme = name;
-  p.max_length = C / 2;
-  p.out_of_range = OutOfRange::Clip;
-  p.clip = C / 2;
-  p.num_buckets = C / 2;
-  p.max_distance = C / 2;
-  p.xpos_scale_base = static_cast<double>(C) / 2;
-  p.fire_threshold = C;
-  p.cope_positions = C;
-  return p;
-}
-
 // The config `relgrad train` would run for this model: configs/char_lm.toml's data (the text, a 5 %
 // validation split, tied embeddings) at the bench's size, one thread, its own run directory.
 RunConfig run_config(const ContextBenchOptions& o, const ContextBenchSize& s, const std::string& text,
@@ -90,7 +65,11 @@ RunConfig run_config(const ContextBenchOptions& o, const ContextBenchSize& s, co
   RunConfig c = recipe_config(false, size, seed);
   c.model.tie_weights = true;
   const int64_t longest = s.context * s.multiples.back();
-  set_decoder_treatment(c, treatment, relative_scheme(treatment, s.context), treatment == "learned" ? longest : 0);
+  // Each scheme sized to the training context C by its entry (FitRule::HalfWindow): a learned value per
+  // distance or bucket saturates at C/2, so the entry every longer distance shares is trained on half
+  // the distances a window holds, as T5's defaults (32 buckets up to distance 128) have their last
+  // bucket trained at a length of 512; layers/schemes.h has the rule, each scheme's file its sizes.
+  set_decoder_treatment(c, treatment, SchemeFit{FitRule::HalfWindow, s.context}, treatment == "learned" ? longest : 0);
   c.data.source = "text";
   c.data.text_path = text;
   c.data.val_fraction = 0.05;
@@ -143,14 +122,7 @@ int64_t parameter_count(RunModel& model) {
 
 }  // namespace
 
-const std::vector<std::string>& context_bench_treatments() {
-  static const std::vector<std::string> t = {
-      "none",   "sinusoidal", "learned",  "t5",   "alibi", "rope", "seed", "shaw", "huang", "transformer_xl",
-      "xpos",   "p_rope",     "pope",                            // the rotary family (layers/rotary_variants.h)
-      "kerple", "sandwich",   "dynamic_bias", "fire",            // distance biases (layers/distance_bias.h, fire.h)
-      "cope",   "fox",        "stick_breaking"};                 // content-dependent (layers/contextual.h)
-  return t;
-}
+std::vector<std::string> context_bench_treatments() { return every_treatment(/*randomised=*/false); }
 
 ContextBenchSize context_bench_size(const ContextBenchOptions& o) {
   ContextBenchSize s;

@@ -85,10 +85,10 @@ struct ContextBenchResult {
 };
 
 // Every treatment: none, the absolute encodings sinusoidal and learned (model.absolute_position; the
-// learned table has a row for every evaluation position, rows past C untrained), then every built-in
-// scheme of layers/schemes.cpp in decoder self-attention. How each is sized to C:
-// train/instruments/context_bench.cpp, relative_scheme.
-const std::vector<std::string>& context_bench_treatments();
+// learned table has a row for every evaluation position, rows past C untrained), then every registered
+// scheme of decoder self-attention (every_treatment(false), train/instruments/recipe.h), each sized to C
+// by its entry's fit (FitRule::HalfWindow, layers/schemes.h).
+std::vector<std::string> context_bench_treatments();
 
 // Throws relgrad::Error "[context-bench] ..." naming the option and its value for an unknown treatment,
 // an empty out_dir or a text that is not there (relgrad context-bench exits 2); returns the text's path

@@ -15,6 +15,7 @@ namespace relgrad {
 namespace {
 
 using bench::fixed;
+using bench::known;
 
 std::string padded(const std::string& s, int width) {  // right-aligned in `width` characters
   return s.size() >= static_cast<size_t>(width) ? s : std::string(width - s.size(), ' ') + s;
@@ -87,22 +88,28 @@ std::string table(const ContextBenchResult& r, bool ratio, bool markdown) {
 }
 
 // Press et al.'s Figure 1 (NLL against the evaluation context, one line per scheme), in panels of at
-// most ten lines (the palette's colours): the figure's own treatments, then the rest of the zoo with
-// ALiBi drawn again for reference. A panel is drawn when one of its own treatments was run, titled by
-// the treatments it draws.
+// most ten lines (the palette's colours): the figure's own treatments, then every other treatment run,
+// in the order run, seven to a panel with ALiBi drawn again for reference. A panel is drawn when one of
+// its own treatments was run, titled by the treatments it draws.
 std::vector<std::string> write_picture(const ContextBenchResult& r, const std::string& out_dir) {
   struct Group {
-    const char* title;
+    std::string title;
     std::vector<std::string> treatments;
   };
-  const std::vector<Group> groups = {
-      {"Press et al.'s Figure 1", {"none", "sinusoidal", "learned", "rope", "t5", "alibi"}},
-      {"relative tables and the rotary family", {"seed", "shaw", "huang", "transformer_xl", "xpos", "p_rope", "pope"}},
-      {"distance biases and content-dependent positions",
-       {"kerple", "sandwich", "dynamic_bias", "fire", "cope", "fox", "stick_breaking"}}};
-  const auto ran = [&](const std::string& t) {
-    return std::find(r.treatments.begin(), r.treatments.end(), t) != r.treatments.end();
-  };
+  std::vector<Group> groups = {{"Press et al.'s Figure 1",
+                                {"none", "sinusoidal", "learned", "rope", "t5", "alibi"}}};
+  std::vector<std::string> rest;
+  for (const std::string& t : r.treatments)
+    if (!known(groups[0].treatments, t)) rest.push_back(t);
+  constexpr size_t kPerPanel = 7;
+  const size_t more = (rest.size() + kPerPanel - 1) / kPerPanel;
+  for (size_t i = 0; i < more; ++i) {
+    const std::string part = more > 1 ? ", " + std::to_string(i + 1) + " of " + std::to_string(more) : "";
+    groups.push_back({"the other schemes" + part,
+                      {rest.begin() + static_cast<std::ptrdiff_t>(i * kPerPanel),
+                       rest.begin() + static_cast<std::ptrdiff_t>(std::min(rest.size(), (i + 1) * kPerPanel))}});
+  }
+  const auto ran = [&](const std::string& t) { return known(r.treatments, t); };
   std::vector<PlotPanel> panels;
   for (size_t g = 0; g < groups.size(); ++g) {
     std::vector<std::string> lines;

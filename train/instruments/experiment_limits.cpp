@@ -21,27 +21,6 @@ namespace {
 std::string join_list(const std::vector<std::string>& items);
 }  // namespace
 
-int64_t t5_exact_reach(bool bidirectional, int64_t num_buckets, int64_t max_distance) {
-  auto bucket = [&](int64_t d) { return t5_relative_bucket(-d, bidirectional, num_buckets, max_distance); };
-  int64_t d = 0;
-  while (d < max_distance + num_buckets && bucket(d + 1) != bucket(d) && bucket(d + 1) != bucket(d + 2)) ++d;
-  return d;
-}
-
-std::vector<int64_t> t5_bucket_members(int64_t delta, bool bidirectional, int64_t num_buckets,
-                                       int64_t max_distance) {
-  const int64_t b = t5_relative_bucket(delta, bidirectional, num_buckets, max_distance);
-  const int64_t sign = delta < 0 ? -1 : 1, limit = std::abs(delta) + 2 * max_distance + num_buckets;
-  int64_t lo = std::abs(delta), hi = std::abs(delta);  // buckets are monotone in |δ| within a sign
-  while (lo > 0 && t5_relative_bucket(sign * (lo - 1), bidirectional, num_buckets, max_distance) == b) --lo;
-  while (hi < limit && t5_relative_bucket(sign * (hi + 1), bidirectional, num_buckets, max_distance) == b)
-    ++hi;
-  std::vector<int64_t> members;
-  for (int64_t d = lo; d <= hi; ++d) members.push_back(sign * d);
-  std::sort(members.begin(), members.end());
-  return members;
-}
-
 namespace {
 
 using namespace experiments;
@@ -55,40 +34,14 @@ bool holds(const ProbedRun& r) {
          (r.response_peak == kNoPeak || (r.response_peak == r.expected && r.response_plateau == 1));
 }
 
-std::string offsets_text(const std::vector<int64_t>& v) {
-  return v.size() == 1 ? offset_text(v.front()) : offset_text(v.front()) + " … " + offset_text(v.back());
-}
-
-// What the mechanism predicts for a run of `p` that needs δ* (`bidirectional`: T5's buckets of a
-// non-causal attention, whose future half is laid out as its past half, so the exact range is the same).
+// What the mechanism of `p`'s scheme predicts for a run that needs δ* (`bidirectional`: T5's buckets
+// of a non-causal attention, whose future half is laid out as its past half, so the exact range is the
+// same): its entry's prediction (SchemeEntry::predict, layers/schemes.h), "—" for a scheme without one.
 std::pair<bool, std::string> predict(const PositionalConfig& p, int64_t expected, bool bidirectional) {
-  const int64_t d = std::abs(expected);
-  if (p.scheme == "t5") {
-    const int64_t exact = t5_exact_reach(bidirectional, p.num_buckets, p.max_distance);
-    const int64_t bucket = t5_relative_bucket(expected, bidirectional, p.num_buckets, p.max_distance);
-    const std::vector<int64_t> members =
-        t5_bucket_members(expected, bidirectional, p.num_buckets, p.max_distance);
-    if (d <= exact)
-      return {true, "bucket " + std::to_string(bucket) + " holds δ* alone (exact up to |δ| ≤ " +
-                        std::to_string(exact) + ")"};
-    return {false, "bucket " + std::to_string(bucket) + " holds " + offsets_text(members) +
-                       " (exact only up to |δ| ≤ " + std::to_string(exact) + ")"};
-  }
-  if (p.scheme == "shaw") {
-    if (d < p.clip)
-      return {true, "row " + offset_text(expected) + " of its own (clip " + std::to_string(p.clip) + ")"};
-    const int64_t edge = expected < 0 ? -p.clip : p.clip;
-    return {false, "every δ " + std::string(expected < 0 ? "≤ " : "≥ ") + offset_text(edge) +
-                       " reads the edge row (clip " + std::to_string(p.clip) + ")"};
-  }
-  if (p.scheme == "seed" || p.scheme == "huang") {
-    if (d <= p.max_length - 1)
-      return {true, "row " + offset_text(expected) + " of the table (|δ| ≤ " +
-                        std::to_string(p.max_length - 1) + ")"};
-    return {false, "beyond the table (|δ| ≤ " + std::to_string(p.max_length - 1) +
-                       "): no term, as for every farther offset"};
-  }
-  return {true, "—"};
+  const SchemeEntry* entry = find_scheme(p.scheme);
+  if (!entry || !entry->predict) return {true, "—"};
+  const LimitPrediction at = entry->predict(p, expected, bidirectional);
+  return {at.holds, at.why};
 }
 
 // One sweep point over the seeds: `run(scale)` trains and probes one variant at one knob value.
@@ -245,17 +198,21 @@ LimitSweep run_sweep(const SweepSpec& spec, const ExperimentOptions& base,
 }
 
 // D3: the CI form's training (length 16, period 4) per seed, evaluated at 1× … 8×.
+// The D3 study's own account of each scheme of its documented table (docs/experiments.md) at its sizes;
+// "—" for a scheme it does not run by default.
 std::string length_mechanism(const std::string& scheme) {
-  if (scheme == "none") return "no positional term: the causal mask alone";
-  if (scheme == "seed" || scheme == "huang")
-    return "table t3 = 16: the needed δ* = −3 is inside it at any length; farther offsets get no term";
-  if (scheme == "shaw") return "clip 8: every farther offset reads the edge row it trained";
-  if (scheme == "t5")
-    return "32 buckets to distance 128: offsets past the training length fall in log buckets "
-           "trained only by their near end";
-  if (scheme == "alibi") return "a fixed linear penalty: no learned entry to run out of";
-  if (scheme == "rope") return "rotations by the offset: query-key angles at offsets never seen in training";
-  if (scheme == "transformer_xl") return "sinusoids of the offset through a learned projection";
+  static const std::vector<std::pair<std::string, std::string>> kMechanisms = {
+      {"none", "no positional term: the causal mask alone"},
+      {"seed", "table t3 = 16: the needed δ* = −3 is inside it at any length; farther offsets get no term"},
+      {"huang", "table t3 = 16: the needed δ* = −3 is inside it at any length; farther offsets get no term"},
+      {"shaw", "clip 8: every farther offset reads the edge row it trained"},
+      {"t5", "32 buckets to distance 128: offsets past the training length fall in log buckets "
+             "trained only by their near end"},
+      {"alibi", "a fixed linear penalty: no learned entry to run out of"},
+      {"rope", "rotations by the offset: query-key angles at offsets never seen in training"},
+      {"transformer_xl", "sinusoids of the offset through a learned projection"}};
+  for (const auto& [name, text] : kMechanisms)
+    if (name == scheme) return text;
   return "—";
 }
 

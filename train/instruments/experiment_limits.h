@@ -19,6 +19,7 @@
 // A point of D1, D2, D6 "holds" when one head has ≥ 0.9 of its attention at δ* and its response peaks
 // there alone; the table gives on how many seeds it holds.
 #pragma once
+#include "layers/relative_bias.h"
 #include <cstdint>
 #include <iosfwd>
 #include <string>
@@ -28,16 +29,7 @@
 
 namespace relgrad {
 
-// The largest d such that every past offset −d ≤ δ ≤ 0 has a bucket of its own (no other offset
-// shares it): T5's exact range. Bidirectional buckets (cross and encoder attention: each sign gets
-// num_buckets/2 buckets, the first half of them exact) give num_buckets/4 − 1, 7 at the default 32;
-// causal ones (decoder self-attention: all buckets for the past) num_buckets/2 − 1, 15 at 32; a log
-// bucket narrow enough to hold one distance extends it. Computed from layers/relative_bias.h's
-// t5_relative_bucket, not assumed.
-int64_t t5_exact_reach(bool bidirectional, int64_t num_buckets, int64_t max_distance);
-// The offsets (same sign as delta) sharing delta's bucket, ascending; {delta} when it is exact.
-std::vector<int64_t> t5_bucket_members(int64_t delta, bool bidirectional, int64_t num_buckets,
-                                       int64_t max_distance);
+// T5's exact range and bucket members: t5_exact_reach, t5_bucket_members (layers/relative_bias.h).
 
 // One point of a sweep: a scheme variant at one knob value, over the seeds.
 struct LimitPoint {

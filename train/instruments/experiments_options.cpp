@@ -113,53 +113,51 @@ void apply_size(ModelSize& size, const ExperimentOptions& o) {
   }
 }
 
+// --buckets and --max-distance set the knobs of a bucketed bias (t5), --table a learned table's
+// max_length (seed, huang): whichever scheme reads them (layers/schemes.h).
 PositionalConfig apply_tables(PositionalConfig p, const ExperimentOptions& o) {
-  if (p.scheme == "t5") {
-    if (o.buckets > 0) p.num_buckets = o.buckets;
-    if (o.max_distance > 0) p.max_distance = o.max_distance;
-  }
-  if ((p.scheme == "seed" || p.scheme == "huang") && o.table > 0) p.max_length = o.table;
+  if (scheme_reads(p, "num_buckets") && o.buckets > 0) p.num_buckets = o.buckets;
+  if (scheme_reads(p, "max_distance") && o.max_distance > 0) p.max_distance = o.max_distance;
+  if (scheme_reads(p, "max_length") && o.table > 0) p.max_length = o.table;
   return p;
 }
 
 std::string tuned_label(const std::string& label, const PositionalConfig& p, const ExperimentOptions& o) {
   std::vector<std::string> notes;
-  if (p.scheme == "t5" && o.buckets > 0) notes.push_back(std::to_string(p.num_buckets) + " buckets");
-  if (p.scheme == "t5" && o.max_distance > 0)
+  if (scheme_reads(p, "num_buckets") && o.buckets > 0) notes.push_back(std::to_string(p.num_buckets) + " buckets");
+  if (scheme_reads(p, "max_distance") && o.max_distance > 0)
     notes.push_back("max distance " + std::to_string(p.max_distance));
-  if ((p.scheme == "seed" || p.scheme == "huang") && o.table > 0)
-    notes.push_back("t3 " + std::to_string(p.max_length));
+  if (scheme_reads(p, "max_length") && o.table > 0) notes.push_back("t3 " + std::to_string(p.max_length));
   std::string out = label;
   for (size_t n = 0; n < notes.size(); ++n) out += (n ? ", " : " (") + notes[n];
   return notes.empty() ? out : out + ")";
 }
 
+// --clip K runs the clipped scheme (the one that reads clip: shaw) once, at that clip.
 Variants choose_variants(const Variants& form, const ExperimentOptions& o) {
   Variants chosen;
-  bool shaw_placed = false;
-  auto add_shaw = [&](Variants& into) {
-    PositionalConfig p = scheme_config("shaw");
-    p.clip = o.clip;
-    into.push_back({"shaw clip " + std::to_string(o.clip), p});
-    shaw_placed = true;
+  bool clipped_placed = false;
+  const auto clipped = [](const PositionalConfig& p) { return scheme_reads(p, "clip"); };
+  auto add_clipped = [&](Variants& into, const std::string& scheme, int64_t clip) {
+    PositionalConfig p = scheme_config(scheme);
+    if (clip > 0) p.clip = clip;
+    into.push_back({scheme + " clip " + std::to_string(p.clip), p});
+    clipped_placed = clipped_placed || clip > 0;
   };
   for (const auto& [label, p] : form) {
     if (!o.schemes.empty() && std::find(o.schemes.begin(), o.schemes.end(), p.scheme) == o.schemes.end())
       continue;
-    if (p.scheme == "shaw" && o.clip > 0) {
-      if (!shaw_placed) add_shaw(chosen);
+    if (clipped(p) && o.clip > 0) {
+      if (!clipped_placed) add_clipped(chosen, p.scheme, o.clip);
       continue;
     }
     chosen.push_back({label, p});
   }
   for (const std::string& s : o.schemes) {  // the schemes the form does not run
     if (std::any_of(form.begin(), form.end(), [&](const auto& v) { return v.second.scheme == s; })) continue;
-    if (s == "shaw" && o.clip > 0)
-      add_shaw(chosen);
-    else if (s == "shaw") {
-      PositionalConfig p = scheme_config("shaw");
-      chosen.push_back({"shaw clip " + std::to_string(p.clip), p});
-    } else
+    if (clipped(scheme_config(s)))
+      add_clipped(chosen, s, o.clip);
+    else
       chosen.push_back({s, scheme_config(s)});
   }
   for (auto& [label, p] : chosen) {

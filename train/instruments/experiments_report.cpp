@@ -335,12 +335,13 @@ std::string d3_section(const ExtrapolationResult& d, const ExperimentOptions& o)
         "that accuracy at " +
         std::to_string(d.eval_lengths.back()) + ": " + list(keeps) + ". Lose more: " + list(drops) +
         ". Do not learn it at the training length: " + list(unlearned) + ".\n\n";
-  const ExtrapolationRow* seed = nullptr;
-  const ExtrapolationRow* huang = nullptr;
-  for (const ExtrapolationRow& r : d.rows) {
-    if (r.scheme == "seed") seed = &r;
-    if (r.scheme == "huang") huang = &r;
-  }
+  // The study's observation on two of its rows (docs/experiments.md, D3).
+  const auto row = [&](const char* name) -> const ExtrapolationRow* {
+    for (const ExtrapolationRow& r : d.rows)
+      if (r.scheme == std::string(name)) return &r;
+    return nullptr;
+  };
+  const ExtrapolationRow *seed = row("seed"), *huang = row("huang");
   if (seed && huang && seed->accuracy == huang->accuracy && seed->loss == huang->loss)
     md +=
         "seed and huang are bit-identical: in causal self-attention the seed's method reads only the past "

@@ -41,29 +41,6 @@ int64_t longest_sequence(const LengthBenchSize& s, LengthTaskKind task) {
   return longest;
 }
 
-// The relative schemes sized to the training sequences: what lies beyond them at test time is the
-// scheme's own extrapolation (seed, huang: the edge row, Clip; shaw: clipped distances; t5: its log
-// buckets with T5's defaults, 32 buckets up to distance 128; alibi, rope: their formulas; fire: its
-// threshold L0 at the longest training sequence, so longer test inputs are normalised into the range
-// the MLP was trained on, the paper's interpolation).
-PositionalConfig relative_scheme(const std::string& name, int64_t train_tokens) {
-  PositionalConfig p;
-  p.scheme = name;
-  p.max_length = train_tokens;
-  p.out_of_range = OutOfRange::Clip;
-  p.clip = train_tokens - 1;
-  p.fire_threshold = train_tokens;
-  return p;
-}
-
-// A randomised treatment ("rope-random"): its base treatment at random positions (length_bench.h).
-bool random_positions(const std::string& treatment) {
-  return treatment.find("-random") != std::string::npos;
-}
-std::string base_treatment(const std::string& treatment) {
-  return treatment.substr(0, treatment.find("-random"));
-}
-
 // The config `relgrad train` would run for this model: a decoder-only synthetic run (recipe.h) whose
 // data is replaced by the length task below (trainer_options builds everything else from it).
 RunConfig run_config(const std::string& out_dir, const LengthBenchSize& s, const std::string& task,
@@ -73,9 +50,10 @@ RunConfig run_config(const std::string& out_dir, const LengthBenchSize& s, const
   size.encoder_layers = 0, size.decoder_layers = s.layers;
   size.steps = s.steps, size.warmup = s.warmup, size.lr = s.lr;
   RunConfig c = recipe_config(false, size, seed);
-  const std::string base = base_treatment(treatment);
-  set_decoder_treatment(c, base, relative_scheme(base, train_tokens), s.max_positions);
-  if (base == "cope" && s.cope_positions > 0) c.model.decoder_self.cope_positions = s.cope_positions;
+  // Each scheme sized to the training sequences by its entry (FitRule::WindowEdge): what lies beyond
+  // them at test time is the scheme's own extrapolation.
+  set_decoder_treatment(c, base_treatment(treatment), SchemeFit{FitRule::WindowEdge, train_tokens, s.cope_positions},
+                        s.max_positions);
   c.data.source = "synthetic";
   c.data.task = TaskKind::Copy;
   c.data.num_symbols = vocab_size - kFirstSymbol;  // the same vocabulary size as the task's
@@ -129,28 +107,9 @@ std::string percent(double v) {
   return buf;
 }
 
-// The full form's default: every treatment but fire-random (length_bench_treatments).
-const std::vector<std::string>& full_form_treatments() {
-  static const std::vector<std::string> t = {
-      "none",  "learned",        "sinusoidal",        "t5",         "alibi", "rope", "seed", "shaw",
-      "huang", "learned-random", "sinusoidal-random", "rope-random",
-      "xpos",  "p_rope",         "pope",  // the rotary family (layers/rotary_variants.h)
-      "cope",  "fox",            "stick_breaking",     // content-dependent (layers/contextual.h)
-      "kerple", "sandwich",      "dynamic_bias",       // the distance-bias family (layers/distance_bias.h)
-      "fire"};                                            // layers/fire.h
-  return t;
-}
-
 }  // namespace
 
-const std::vector<std::string>& length_bench_treatments() {
-  static const std::vector<std::string> t = [] {
-    std::vector<std::string> all = full_form_treatments();
-    all.push_back("fire-random");  // FIRE at random positions (Zhou et al. 2024; train/instruments/addition_bench.h)
-    return all;
-  }();
-  return t;
-}
+std::vector<std::string> length_bench_treatments() { return every_treatment(/*randomised=*/true); }
 
 LengthBenchSize length_bench_size(const LengthBenchOptions& o) {
   LengthBenchSize s;
@@ -188,7 +147,7 @@ LengthBenchRun length_bench_run(const LengthBenchSize& s, const LengthBenchModel
   TrainerOptions options = trainer_options(config, &warnings);
   options.data = m.train;
   options.vocab_json.clear();  // the synthetic vocabulary of the config is not the task's
-  if (random_positions(m.treatment)) options.model.config.random_positions_max = s.random_positions_max;
+  if (randomised_treatment(m.treatment)) options.model.config.random_positions_max = s.random_positions_max;
   const bool randomised = options.model.config.random_positions_max > 0;
   Trainer trainer(std::move(options), nullptr);
   const TrainResult trained = trainer.train();
@@ -233,7 +192,7 @@ LengthBenchResult length_bench_results(const LengthBenchOptions& options, std::o
                      : std::vector<std::string>{"copy", "reverse"};
   if (o.treatments.empty())
     o.treatments =
-        o.full ? full_form_treatments() : std::vector<std::string>{"none", "learned", "t5", "rope-random"};
+        o.full ? every_treatment(/*randomised=*/true) : std::vector<std::string>{"none", "learned", "t5", "rope-random"};
   if (o.seeds.empty()) o.seeds = {1, 2, 3};
   check_length_bench_options(o);
   std::filesystem::create_directories(o.out_dir);

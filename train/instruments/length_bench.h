@@ -24,8 +24,7 @@ struct LengthBenchOptions {
   bool full = false;  // the documented run (about an hour on 2 cores); else the CI form
   std::vector<std::string>
       tasks;  // empty = the form's default (full: copy, reverse, addition, sorting, parity)
-  std::vector<std::string> treatments;  // empty = the form's default (full: none, learned, sinusoidal, t5,
-                                        // alibi, rope, seed, shaw, huang, learned-random, rope-random)
+  std::vector<std::string> treatments;  // empty = the form's default (full: length_bench_treatments())
   std::vector<uint64_t> seeds;          // empty = 1, 2, 3
   int64_t steps = -1;                   // training steps per model; -1 = the form's default
   std::string out_dir = "runs/length-bench";  // results.csv, results.md, pictures, checkpoints
@@ -71,13 +70,14 @@ struct LengthBenchResult {
   std::string heading = "length generalisation";  // the text table's first words: what was measured
 };
 
-// Every treatment names its positional setup: none (NoPE), learned / sinusoidal (absolute), t5, alibi,
-// rope, seed, shaw, huang (decoder_self schemes, layers/schemes.cpp), learned-random, sinusoidal-random,
-// rope-random, fire-random (random_positions_max = size.random_positions_max; trained at a sorted random
-// subset of [0, L) per batch and evaluated the same way, as Ruoss et al.'s released code, not at
-// 0 … T − 1). The full form runs every one but fire-random (the addition bench's,
-// train/instruments/addition_bench.h).
-const std::vector<std::string>& length_bench_treatments();
+// Every treatment names its positional setup: none (NoPE), learned / sinusoidal (absolute), every
+// registered scheme of decoder self-attention (layers/schemes.h, each sized to the training sequences
+// by its entry's fit, FitRule::WindowEdge), and the randomised variants learned-random,
+// sinusoidal-random, rope-random, fire-random, … (random_positions_max = size.random_positions_max;
+// trained at a sorted random subset of [0, L) per batch and evaluated the same way, as Ruoss et al.'s
+// released code, not at 0 … T − 1): every_treatment(true), train/instruments/recipe.h. The full form
+// runs every one.
+std::vector<std::string> length_bench_treatments();
 
 // One model as length_bench_results trains and scores it, for a bench on other data (the addition bench):
 // `treatment` at `seed` trained for size.steps on `train` (its vocabulary sizes the model; train_tokens,

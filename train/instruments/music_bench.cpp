@@ -32,16 +32,6 @@ constexpr int64_t kHarmonyEvalBatch = 4;  // rows per evaluation batch (harmonis
 constexpr int64_t kHeadReach = 16;        // decoder-only heads: offsets −16 … 16 (four 16th steps)
 constexpr int64_t kCrossReach = 12;       // cross heads: offsets −12 … 12 on the source axis
 
-const std::vector<std::string>& all_treatments() {
-  static const std::vector<std::string> t = {"none", "sinusoidal", "learned", "shaw", "huang",
-                                             "t5",   "alibi",      "rope",    "seed",
-                                             "xpos", "p_rope",     "pope",   // the rotary family
-                                             "cope", "fox",        "stick_breaking",  // layers/contextual.h
-                                             "kerple", "sandwich", "dynamic_bias",  // layers/distance_bias.h
-                                             "fire"};                               // layers/fire.h
-  return t;
-}
-
 // ---- configs ------------------------------------------------------------------------------------
 
 // The keys every run shares (recipe.h): the size, optimizer, loop and seed, no dropout, one eval batch
@@ -65,22 +55,13 @@ RunConfig base_config(const MusicBenchOptions& o, const MusicBenchSize& s, bool 
   return c;
 }
 
-// A relative scheme of the decoder-only comparison, covering every offset of a training window.
-PositionalConfig relative_scheme(const std::string& name, int64_t context) {
-  PositionalConfig p;
-  p.scheme = name;
-  p.max_length = context;    // seed, huang: |δ| ≤ context − 1
-  p.clip = context - 1;      // shaw: no clipping inside a window
-  p.max_distance = context;  // t5: log buckets up to the window
-  return p;
-}
-
 RunConfig continue_config(const MusicBenchOptions& o, const MusicBenchSize& s, const std::string& treatment,
                           uint64_t seed) {
   RunConfig c = base_config(o, s, false, s.layers, seed, treatment + "-s" + std::to_string(seed));
   c.data.chorale_task = ChoraleTask::Continue;
   c.data.context = s.context;
-  set_decoder_treatment(c, treatment, relative_scheme(treatment, s.context));
+  // Each scheme sized to cover every offset of a training window (FitRule::Window, layers/schemes.h).
+  set_decoder_treatment(c, treatment, SchemeFit{FitRule::Window, s.context});
   return c;
 }
 
@@ -90,11 +71,15 @@ RunConfig harmony_config(const MusicBenchOptions& o, const MusicBenchSize& s, co
                          const std::string& alignment, uint64_t seed) {
   RunConfig c = base_config(o, s, true, s.harmony_layers, seed,
                             "harmony-" + cross + "-" + alignment + "-s" + std::to_string(seed));
-  c.model.encoder_self = relative_scheme("t5", 3 * s.harmony_steps + 1);
-  c.model.decoder_self = relative_scheme("t5", 3 * s.harmony_steps + 1);
-  // seed's table covers every offset of a training window under any alignment (left: δ down to −3S).
-  if (treatment_kind(cross) == TreatmentKind::Relative)
-    c.model.cross = relative_scheme(cross, 3 * s.harmony_steps + 2);
+  const SchemeFit self_fit{FitRule::Window, 3 * s.harmony_steps + 1};
+  c.model.encoder_self = fitted(RunConfig::defaults().model.encoder_self, self_fit);
+  c.model.decoder_self = fitted(RunConfig::defaults().model.decoder_self, self_fit);
+  // The cross scheme covers every offset of a training window under any alignment (left: δ down to −3S).
+  if (treatment_kind(cross) == TreatmentKind::Relative) {
+    PositionalConfig p;
+    p.scheme = cross;
+    c.model.cross = fitted(p, SchemeFit{FitRule::Window, 3 * s.harmony_steps + 2});
+  }
   c.model.cross_alignment = alignment == "explicit" ? CrossAlignment::Explicit
                             : alignment == "scaled" ? CrossAlignment::Scaled
                                                     : CrossAlignment::Left;
@@ -321,11 +306,12 @@ MusicBenchResult music_bench_results(const MusicBenchOptions& options, std::ostr
   const ThreadCountGuard restore_threads;
   MusicBenchOptions o = options;
   if (o.treatments.empty())
-    o.treatments = o.full ? all_treatments() : std::vector<std::string>{"none", "huang"};
+    o.treatments = o.full ? every_treatment(/*randomised=*/false) : std::vector<std::string>{"none", "huang"};
   if (o.seeds.empty()) o.seeds = o.full ? std::vector<uint64_t>{1, 2, 3} : std::vector<uint64_t>{1, 2};
+  const std::vector<std::string> every = every_treatment(/*randomised=*/false);
   for (const std::string& t : o.treatments)
-    RG_CHECK(std::find(all_treatments().begin(), all_treatments().end(), t) != all_treatments().end(), kOp,
-             "unknown treatment '", t, "' (none, sinusoidal, learned, shaw, huang, t5, alibi, rope, seed, xpos, p_rope, pope, cope, fox, stick_breaking, kerple, sandwich, dynamic_bias or fire)");
+    RG_CHECK(std::find(every.begin(), every.end(), t) != every.end(), kOp, "unknown treatment '", t, "' (",
+             bench::joined(every), ")");
   RG_CHECK(!o.out_dir.empty(), kOp, "out_dir is empty");
   RG_CHECK(!(o.full && o.pope_size), kOp, "--full and --pope-size are two sizes: choose one");
   Device::parse(o.device);  // a bad device names itself before anything trains

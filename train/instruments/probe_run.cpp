@@ -205,18 +205,13 @@ int64_t probe_reach_bound(const RunConfig& c, const Batch& batch, std::string* w
   if (c.model_type == ModelKind::EncoderDecoder)
     places.insert(places.end(), {{"encoder_self", &c.model.encoder_self}, {"cross", &c.model.cross}});
   for (const auto& [place, p] : places) {
-    int64_t table = 0;
-    std::string key;
-    if (p->scheme == "seed" || p->scheme == "huang")
-      table = p->max_length - 1, key = "max_length";
-    else if (p->scheme == "shaw")
-      table = p->clip, key = "clip";
-    else if (p->scheme == "t5")
-      table = p->max_distance, key = "max_distance";
-    if (table > limit) {
-      limit = table;
-      *why = "the model's positional tables reach offsets up to " + std::to_string(table) + " (model." +
-             place + "." + key + ")";
+    const SchemeEntry* entry = find_scheme(p->scheme);
+    if (!entry || !entry->table_reach) continue;  // no table of its own (layers/schemes.h)
+    const TableReach table = entry->table_reach(*p);
+    if (table.offset > limit) {
+      limit = table.offset;
+      *why = "the model's positional tables reach offsets up to " + std::to_string(table.offset) + " (model." +
+             place + "." + table.knob + ")";
     }
   }
   return limit;

@@ -51,8 +51,7 @@ TreatmentKind treatment_kind(const std::string& treatment) {
   return TreatmentKind::Relative;
 }
 
-void set_decoder_treatment(RunConfig& c, const std::string& treatment, const PositionalConfig& relative,
-                           int64_t max_positions) {
+void set_decoder_treatment(RunConfig& c, const std::string& treatment, const SchemeFit& fit, int64_t max_positions) {
   switch (treatment_kind(treatment)) {
     case TreatmentKind::None:
       break;
@@ -60,12 +59,35 @@ void set_decoder_treatment(RunConfig& c, const std::string& treatment, const Pos
       c.model.absolute_position = absolute_position_from_name(treatment, "recipe");
       if (max_positions > 0) c.model.max_positions = max_positions;
       break;
-    case TreatmentKind::Relative:
-      RG_CHECK(relative.scheme == treatment, "recipe", "treatment '", treatment, "' given the scheme '",
-               relative.scheme, "'");
-      c.model.decoder_self = relative;
+    case TreatmentKind::Relative: {
+      PositionalConfig p;
+      p.scheme = treatment;
+      c.model.decoder_self = fitted(p, fit);
       break;
+    }
   }
+}
+
+std::vector<std::string> every_treatment(bool randomised) {
+  std::vector<std::string> out = kAbsolutePositionNames.names();  // none, sinusoidal, learned
+  std::vector<std::string> random = {out.begin() + 1, out.end()};
+  for (const SchemeEntry& e : positional_schemes()) {
+    if (!e.make || placement(e, /*causal=*/true, /*cross=*/false) != Placement::Allowed) continue;
+    out.push_back(e.name);
+    if (e.random_positions) random.push_back(e.name);
+  }
+  if (randomised)
+    for (const std::string& t : random) out.push_back(t + kRandomSuffix);
+  return out;
+}
+
+bool randomised_treatment(const std::string& treatment) {
+  return treatment.size() > kRandomSuffix.size() &&
+         treatment.compare(treatment.size() - kRandomSuffix.size(), kRandomSuffix.size(), kRandomSuffix) == 0;
+}
+
+std::string base_treatment(const std::string& treatment) {
+  return randomised_treatment(treatment) ? treatment.substr(0, treatment.size() - kRandomSuffix.size()) : treatment;
 }
 
 ThreadCountGuard::ThreadCountGuard() : threads_(omp_get_max_threads()) {}

@@ -1,17 +1,19 @@
 // The recipe every instrument trains its models by (the verification experiments, music-bench,
 // length-bench): one place that turns a size and a seed into the RunConfig `relgrad train` would run,
-// and a positional treatment's name into its model keys. Each instrument adds what is its own: its
-// data keys (train/instruments/length_bench.cpp, music_bench.cpp), how it sizes a relative scheme
-// to its sequences, and (the experiments) its own training loop (experiments_common.cpp).
+// and a positional treatment's name into its model keys (a scheme sized by its registry entry under
+// the bench's rule, layers/schemes.h). Each instrument adds what is its own: its data keys
+// (train/instruments/length_bench.cpp, music_bench.cpp) and (the experiments) its own training loop
+// (experiments_common.cpp).
 //
 //   RecipeSize size;  size.decoder_layers = 2;  size.steps = 1500;
 //   RunConfig c = recipe_config(/*encoder_decoder=*/false, size, seed);
 //   set_bench_loop(c, out_dir + "/runs/t5-s1");
-//   set_decoder_treatment(c, "t5", relative);  // relative: the bench's t5 config
+//   set_decoder_treatment(c, "t5", SchemeFit{FitRule::Window, 64});  // sized to windows of 64
 #pragma once
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "train/config/config.h"
 
@@ -46,9 +48,20 @@ TreatmentKind treatment_kind(const std::string& treatment);  // "none"; "learned
 
 // A decoder-only run's treatment: None leaves every attention without a positional term; Absolute
 // sets model.absolute_position (and model.max_positions when > 0; else the config's); Relative puts
-// `relative` (the scheme `treatment`, sized by the caller) in the decoder's self-attention.
-void set_decoder_treatment(RunConfig& config, const std::string& treatment, const PositionalConfig& relative,
+// the scheme `treatment` in the decoder's self-attention, its knobs sized by the bench's `fit`
+// (SchemeEntry::fit, layers/schemes.h).
+void set_decoder_treatment(RunConfig& config, const std::string& treatment, const SchemeFit& fit,
                            int64_t max_positions = 0);
+
+// Every treatment of decoder self-attention, the "every scheme" of the benches: none and the absolute
+// encodings (sinusoidal, learned), every registered scheme that serves causal self-attention (in the
+// registry's order, layers/schemes.cpp), then with `randomised` "<name>-random" for each that can be
+// randomised (the absolute ones and the schemes whose entry says random_positions: trained at sorted
+// random positions, TransformerConfig::random_positions_max).
+std::vector<std::string> every_treatment(bool randomised);
+inline const std::string kRandomSuffix = "-random";
+bool randomised_treatment(const std::string& treatment);   // "rope-random": true
+std::string base_treatment(const std::string& treatment);  // "rope-random" → "rope"
 
 // Puts the OpenMP thread count back as it was when made (the bench runs set train.threads = 1).
 class ThreadCountGuard {

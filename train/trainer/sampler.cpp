@@ -170,7 +170,7 @@ Tensor generate(EncoderDecoder& model, const Tensor& src, const Tensor& src_padd
   // Under Right or Scaled cross alignment every target position moves as the target grows, so a
   // cache would go stale (layers/blocks.h): recompute the prefix instead. Explicit positions stay put.
   const bool cacheable = explicit_positions || model.config.cross_alignment == CrossAlignment::Left ||
-                         model.config.cross.scheme == "none";
+                         !has_positional_term(model.config.cross);
   use_cache = use_cache && cacheable;
   std::vector<LayerCache> cache;
   int64_t cached = 0;  // target tokens the cache holds

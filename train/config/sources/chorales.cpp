@@ -8,6 +8,7 @@
 #include <ostream>
 
 #include "train/config/run_options.h"
+#include "train/config/config_fields.h"
 #include "train/config/source.h"
 #include "train/music/chorales.h"
 #include "train/music/midi.h"
@@ -175,6 +176,17 @@ void harmonize(const SampleRequest& a, LoadedRun& run, const RunData& data, Samp
 class ChoraleSource : public DataSource {
  public:
   std::string name() const override { return "chorales"; }
+  std::vector<config_detail::Field> fields() const override {
+    using namespace config_detail;
+    using R = RunConfig;
+    using D = DataConfig;
+    return {{"data.chorales_path", Kind::String, "chorales: the chorale file (empty = the shipped one)", {},
+             at2(&R::data, &D::chorales_path)},
+            choice2("data.chorale_task", "chorales: continue (decoder-only) or harmonize (encoder-decoder)",
+                    kChoraleTaskNames, &R::data, &D::chorale_task),
+            {"data.harmony_steps", Kind::Int, "chorales, harmonize: 16th steps per window", {},
+             at2(&R::data, &D::harmony_steps)}};
+  }
 
   // The task decides the model: a continuation is a language model, a harmonisation a translation.
   void check_model(const RunConfig& c) const override {

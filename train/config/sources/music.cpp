@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "train/config/run_options.h"
+#include "train/config/config_fields.h"
 #include "train/config/source.h"
 #include "train/music/midi.h"
 
@@ -40,6 +41,14 @@ std::string seconds_text(double s) {
 class MusicSource : public DataSource {
  public:
   std::string name() const override { return "music"; }
+  std::vector<config_detail::Field> fields() const override {
+    using namespace config_detail;
+    using R = RunConfig;
+    using D = DataConfig;
+    return {{"data.music_dir", Kind::String, "music: folder of .mid files (empty = synthetic pieces)", {}, at2(&R::data, &D::music_dir)},
+            {"data.music_styles", Kind::String, "music: synthetic styles, comma-separated", {}, at2(&R::data, &D::music_styles)},
+            {"data.canon_lag_beats", Kind::Int, "music: canon follower delay in beats", {}, at2(&R::data, &D::canon_lag_beats)}};
+  }
   void check_keys(const RunConfig& c) const override {
     try {
       music_synth_config(c);  // checks the style names

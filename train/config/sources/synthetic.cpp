@@ -4,6 +4,7 @@
 #include <ostream>
 
 #include "train/config/run_options.h"
+#include "train/config/config_fields.h"
 #include "train/config/source.h"
 
 namespace relgrad {
@@ -26,6 +27,17 @@ TaskConfig task_config(const RunConfig& c) {
 class SyntheticSource : public DataSource {
  public:
   std::string name() const override { return "synthetic"; }
+  std::vector<config_detail::Field> fields() const override {
+    using namespace config_detail;
+    using R = RunConfig;
+    using D = DataConfig;
+    return {choice2("data.task", "synthetic task", kTaskKindNames, &R::data, &D::task),
+            {"data.num_symbols", Kind::Int, "synthetic alphabet size", {}, at2(&R::data, &D::num_symbols)},
+            {"data.min_len", Kind::Int, "shortest synthetic source", {}, at2(&R::data, &D::min_len)},
+            {"data.max_len", Kind::Int, "longest synthetic source", {}, at2(&R::data, &D::max_len)},
+            {"data.lag", Kind::Int, "shift task: lag k; sync task: lag c", {}, at2(&R::data, &D::lag)},
+            {"data.period", Kind::Int, "periodic, periodic_lm tasks: period P", {}, at2(&R::data, &D::period)}};
+  }
 
   void check_model(const RunConfig&) const override {}  // either model type: a task has both layouts
 

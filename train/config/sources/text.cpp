@@ -3,6 +3,7 @@
 #include <ostream>
 
 #include "train/config/run_options.h"
+#include "train/config/config_fields.h"
 #include "train/config/source.h"
 
 namespace relgrad {
@@ -11,6 +12,10 @@ namespace {
 class TextSource : public DataSource {
  public:
   std::string name() const override { return "text"; }
+  std::vector<config_detail::Field> fields() const override {
+    using namespace config_detail;
+    return {{"data.text_path", Kind::String, "text: the corpus file", {}, at2(&RunConfig::data, &DataConfig::text_path)}};
+  }
   std::shared_ptr<const Dataset> dataset(const RunConfig& c) const override {
     const DataConfig& d = c.data;
     return std::make_shared<TextData>(d.text_path, d.val_fraction, d.seed, d.batch_size, d.context);

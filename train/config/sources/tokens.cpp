@@ -3,6 +3,7 @@
 #include <ostream>
 
 #include "train/config/run_options.h"
+#include "train/config/config_fields.h"
 #include "train/config/source.h"
 #include "train/data/token_file.h"
 
@@ -12,6 +13,11 @@ namespace {
 class TokensSource : public DataSource {
  public:
   std::string name() const override { return "tokens"; }
+  std::vector<config_detail::Field> fields() const override {
+    using namespace config_detail;
+    return {{"data.token_path", Kind::String, "tokens: the token data file (relgrad tokenize)", {},
+             at2(&RunConfig::data, &DataConfig::token_path)}};
+  }
   void check_keys(const RunConfig& c) const override {
     config_check(!c.data.token_path.empty(), "data.source = \"tokens\" needs data.token_path");
   }
