@@ -155,7 +155,7 @@ TEST_CASE("cli messages: sample --format midi refuses an -o that is not named .m
   }
 }
 
-TEST_CASE("cli messages: a vocabulary too large for memory names data.num_symbols; warnings follow validation") {
+TEST_CASE("cli messages: a vocabulary too large for memory names data.num_symbols, and warnings follow validation") {
   TempDir dir;
   CerrCapture warnings;
   CliResult r = run_relgrad({"train", "--train.out_dir=" + dir.file("run"), "--data.num_symbols=1000000000"});
