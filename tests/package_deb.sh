@@ -23,8 +23,13 @@ grep -qx "Version: $version" "$work/control" || fail "Version is not $version"
 # Every declared dependency must be a real Debian package: this machine, which built relgrad, has them all.
 depends=$(sed -n 's/^Depends: //p' "$work/control")
 [[ -n $depends ]] || fail "no Depends field"
-for dep in libeigen3-dev libpng-dev nlohmann-json3-dev libtomlplusplus-dev libcli11-dev; do
+# What the engine's CMake package asks for (cmake/relgradConfig.cmake.in); the lab's libpng-dev and
+# libcli11-dev are not (it is in /usr/bin/relgrad alone, which needs only libpng16-16).
+for dep in libeigen3-dev nlohmann-json3-dev libtomlplusplus-dev libpng16-16; do
   grep -q "$dep" <<<"$depends" || fail "Depends lacks $dep"
+done
+for dep in libpng-dev libcli11-dev; do
+  ! grep -q "$dep" <<<"$depends" || fail "Depends names $dep, which only the lab, inside /usr/bin/relgrad, builds with"
 done
 for dep in $(tr ',' '\n' <<<"$depends" | sed 's/(.*)//; s/ //g'); do
   dpkg -s "$dep" >/dev/null 2>&1 || fail "Depends names $dep, which is not an installed Debian package here"
