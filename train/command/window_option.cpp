@@ -18,6 +18,18 @@ int64_t parse_window(const std::string& text, const char* command) {
   return n;
 }
 
+namespace {
+
+// The sample's header line: the window, why it is that, and what the other rule would take.
+SampleWindow described(int64_t tokens, const std::string& why, const std::string& other) {
+  if (tokens == 0) return {0, "window none (" + why + "): every token is fed, the KV cache holds them all" + other};
+  const std::string w = std::to_string(tokens);
+  return {tokens, "window " + w + " tokens (" + why + "): KV cache while the sequence fits, then each step " +
+                      "recomputes the last " + w + other};
+}
+
+}  // namespace
+
 SampleWindow sample_window(const RunConfig& c, const std::string& option) {
   if (c.model_type != ModelKind::DecoderOnly) {
     if (!option.empty() && option != "none")
@@ -27,17 +39,10 @@ SampleWindow sample_window(const RunConfig& c, const std::string& option) {
   }
   if (!option.empty()) {
     const int64_t n = parse_window(option, "sample");
-    if (n == 0) return {0, "window none (--window none): every token is fed, the KV cache holds them all"};
-    const std::string w = std::to_string(n);
-    return {n, "window " + w + " tokens (--window " + w + "): KV cache while the sequence fits, then each step "
-                   "recomputes the last " + w};
+    return described(n, n == 0 ? "--window none" : "--window " + std::to_string(n), "");
   }
   const DefaultWindow d = default_sample_window(c);
-  const std::string w = std::to_string(d.tokens);
-  if (d.tokens == 0)
-    return {0, "window none (" + d.why + "): every token is fed, the KV cache holds them all; --window N sets a window"};
-  return {d.tokens, "window " + w + " tokens (" + d.why + "): KV cache while the sequence fits, then each step "
-                    "recomputes the last " + w + "; --window none feeds every token"};
+  return described(d.tokens, d.why, d.tokens == 0 ? "; --window N sets a window" : "; --window none feeds every token");
 }
 
 }  // namespace relgrad::cli_detail
