@@ -96,4 +96,15 @@ class Module {
 // one device, so this is where their inputs have to be (the sampler moves prompts there).
 Device device_of(const Module& module);
 
+// Eval mode for the scope, then the mode the module had, also when the scope is left by an exception
+// (evaluation and generation: train/trainer/run.cpp, strided_eval.cpp, sampler.cpp).
+struct EvalScope {
+  explicit EvalScope(Module& m) : module(m), was_training(m.is_training()) { m.eval(); }
+  ~EvalScope() { module.train(was_training); }
+  EvalScope(const EvalScope&) = delete;
+  EvalScope& operator=(const EvalScope&) = delete;
+  Module& module;
+  bool was_training;
+};
+
 }  // namespace relgrad

@@ -95,8 +95,7 @@ std::shared_ptr<RunModel> train_model(const RunConfig& config, const BatchFn& da
 
 Evaluation evaluate_on(RunModel& model, const BatchFn& data, int64_t batches, const PositionFilter& subset) {
   NoGradGuard no_grad;
-  const bool was_training = model.module->is_training();
-  model.module->eval();
+  EvalScope eval_mode(*model.module);
   double loss_sum = 0.0;
   int64_t tokens = 0, correct = 0, sub_tokens = 0, sub_correct = 0;
   for (int64_t n = 0; n < batches; ++n) {
@@ -119,7 +118,6 @@ Evaluation evaluate_on(RunModel& model, const BatchFn& data, int64_t batches, co
         if (subset && subset(t, wanted[k])) ++sub_tokens, sub_correct += ok;
       }
   }
-  model.module->train(was_training);
   Evaluation e;
   e.loss = tokens ? loss_sum / static_cast<double>(tokens) : 0.0;
   e.accuracy = tokens ? static_cast<double>(correct) / static_cast<double>(tokens) : 0.0;

@@ -71,44 +71,37 @@ std::shared_ptr<RunModel> build_model(const ModelOptions& options, Generator* in
 EvalResult evaluate(RunModel& model, const Dataset& data, int64_t batches, Communicator* comm,
                     const std::function<void(int64_t done)>& progress) {
   NoGradGuard no_grad;
-  const bool was_training = model.module->is_training();
-  model.module->eval();
+  EvalScope eval_mode(*model.module);
   EvalResult r;
   r.rows_are_examples = data.rows_are_examples();
   double loss_sum = 0.0;
   int64_t correct = 0, rows_right = 0;
-  try {
-    for (int64_t n = 0; n < batches; ++n) {
-      if (comm && n % comm->size() != comm->rank()) continue;  // another rank's batch
-      const Batch host = data.batch(n, Split::HeldOut);
-      const Batch b = host.to(model.device);
-      const Tensor& targets = RunModel::targets(b);
-      Tensor logits = model.logits(b);  // (B, T, V)
-      const int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);
-      loss_sum += cross_entropy(logits.reshape({B * T, V}), targets.reshape({B * T}),
-                                CrossEntropyOptions().set_reduction(Reduction::Sum)).item();
-      std::vector<int64_t> predicted = argmax(logits, -1).contiguous().to_vector<int64_t>();
-      std::vector<int64_t> wanted = RunModel::targets(host).contiguous().to_vector<int64_t>();
-      for (int64_t row = 0; row < B; ++row) {
-        bool all = true;
-        for (int64_t t = 0; t < T; ++t) {
-          int64_t k = row * T + t;
-          if (wanted[k] == kIgnoreIndex) continue;
-          ++r.tokens;
-          bool ok = predicted[k] == wanted[k];
-          correct += ok;
-          all = all && ok;
-        }
-        rows_right += all;
-        ++r.sequences;
+  for (int64_t n = 0; n < batches; ++n) {
+    if (comm && n % comm->size() != comm->rank()) continue;  // another rank's batch
+    const Batch host = data.batch(n, Split::HeldOut);
+    const Batch b = host.to(model.device);
+    const Tensor& targets = RunModel::targets(b);
+    Tensor logits = model.logits(b);  // (B, T, V)
+    const int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);
+    loss_sum += cross_entropy(logits.reshape({B * T, V}), targets.reshape({B * T}),
+                              CrossEntropyOptions().set_reduction(Reduction::Sum)).item();
+    std::vector<int64_t> predicted = argmax(logits, -1).contiguous().to_vector<int64_t>();
+    std::vector<int64_t> wanted = RunModel::targets(host).contiguous().to_vector<int64_t>();
+    for (int64_t row = 0; row < B; ++row) {
+      bool all = true;
+      for (int64_t t = 0; t < T; ++t) {
+        int64_t k = row * T + t;
+        if (wanted[k] == kIgnoreIndex) continue;
+        ++r.tokens;
+        bool ok = predicted[k] == wanted[k];
+        correct += ok;
+        all = all && ok;
       }
-      if (progress) progress(n + 1);
+      rows_right += all;
+      ++r.sequences;
     }
-  } catch (...) {
-    model.module->train(was_training);
-    throw;
+    if (progress) progress(n + 1);
   }
-  model.module->train(was_training);
   if (comm && comm->size() > 1) {  // counts are exact in double below 2^53
     double sums[5] = {loss_sum, double(r.tokens), double(correct), double(rows_right), double(r.sequences)};
     comm->all_reduce_sum(sums, 5);

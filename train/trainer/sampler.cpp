@@ -83,14 +83,6 @@ std::vector<int64_t> sample_rows(const Tensor& logits, const std::vector<double>
 
 namespace {
 
-// Eval mode for the scope, then the mode the model had.
-struct EvalScope {
-  explicit EvalScope(Module& m) : module(m), was_training(m.is_training()) { m.eval(); }
-  ~EvalScope() { module.train(was_training); }
-  Module& module;
-  bool was_training;
-};
-
 // The decoding loop shared by both models. `step(new_tokens, all_tokens)` returns the logits
 // (B, t, V) of the last positions: of new_tokens with a cache, of all_tokens without.
 Tensor decode_loop(Tensor seq, const SamplingOptions& o,
