@@ -14,9 +14,9 @@
 namespace relgrad::testing {
 
 // A made-up model of `task`: per-token accuracy `token` per bucket, exact match 0 in each.
-inline LengthBenchRun made_up_run(const std::string& task, const std::string& treatment, uint64_t seed,
+inline TaskModelRun made_up_run(const std::string& task, const std::string& treatment, uint64_t seed,
                                   std::vector<double> token) {
-  LengthBenchRun r;
+  TaskModelRun r;
   r.task = task;
   r.treatment = treatment;
   r.seed = seed;

@@ -25,8 +25,8 @@ using relgrad::testing::TempDir;
 namespace {
 
 // A made-up run: error rates on train, dense, sparse (exact = 1 − error; per-token errors a fifth of them).
-LengthBenchRun made_up_run(const std::string& treatment, uint64_t seed, std::vector<double> errors) {
-  LengthBenchRun r = relgrad::testing::made_up_run("selective_copy", treatment, seed, {});
+TaskModelRun made_up_run(const std::string& treatment, uint64_t seed, std::vector<double> errors) {
+  TaskModelRun r = relgrad::testing::made_up_run("selective_copy", treatment, seed, {});
   for (double e : errors) {
     r.exact.push_back(1 - e);
     r.token.push_back(1 - e / 5);

@@ -19,6 +19,7 @@
 #include "core/device.h"
 #include "train/command/cli_commands.h"
 #include "train/command/subcommand.h"
+#include "train/instruments/study_registry.h"
 #include "train/trainer/distributed.h"
 #include "train/trainer/nonfinite.h"
 
@@ -132,6 +133,16 @@ namespace {
 
 int run_command(int argc, const char* const* argv, std::ostream& out_all, std::ostream& err,
                 std::string& command) {
+  // `relgrad bench length-bench ...` is `relgrad length-bench ...`: a built-in bench is a command of its
+  // own, with its own flags (train/instruments/study_registry.h).
+  std::vector<const char*> args(argv, argv + argc);
+  if (argc > 2 && std::string(argv[1]) == "bench")
+    if (const StudyEntry* study = find_study(argv[2]); study && !study->command.empty()) {
+      args.erase(args.begin() + 1);
+      args[1] = study->command.c_str();
+      argc = static_cast<int>(args.size());
+      argv = args.data();
+    }
   // Under mpirun only rank 0 prints; errors come from every rank, naming it (docs/distributed.md).
   std::ostream silent(nullptr);
   std::ostream& out = world().is_root() ? out_all : silent;

@@ -51,6 +51,7 @@ std::unique_ptr<Subcommand> make_length_bench_command();
 std::unique_ptr<Subcommand> make_addition_bench_command();
 std::unique_ptr<Subcommand> make_cope_bench_command();
 std::unique_ptr<Subcommand> make_context_bench_command();
+std::unique_ptr<Subcommand> make_bench_command();
 std::unique_ptr<Subcommand> make_tokenize_command();
 std::unique_ptr<Subcommand> make_plot_command();
 

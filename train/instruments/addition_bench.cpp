@@ -1,5 +1,5 @@
-// run_addition_bench (train/instruments/addition_bench.h): the forms, the models through
-// length_bench_run, the tables and the CI checks.
+// run_addition_bench (train/instruments/addition_bench.h): the forms and the models
+// (train/instruments/task_models.h); the tables and CI checks are in addition_bench_report.cpp.
 #include "train/instruments/addition_bench.h"
 
 #include <algorithm>
@@ -15,7 +15,7 @@ namespace relgrad {
 
 namespace {
 
-AdditionHintsConfig data_config(AdditionFormat format, const LengthBenchSize& s, int64_t lo, int64_t hi,
+AdditionHintsConfig data_config(AdditionFormat format, const TaskModelSize& s, int64_t lo, int64_t hi,
                                 int64_t rows, uint64_t seed) {
   AdditionHintsConfig c;
   c.format = format;
@@ -44,10 +44,10 @@ std::vector<std::string> addition_bench_plain_treatments(bool full) {
   return {};
 }
 
-int64_t addition_hint_symbols(const LengthBenchSize& s) { return s.buckets.back().second + 1; }
+int64_t addition_hint_symbols(const TaskModelSize& s) { return s.buckets.back().second + 1; }
 
-LengthBenchSize addition_bench_size(const AdditionBenchOptions& o) {
-  LengthBenchSize s;
+TaskModelSize addition_bench_size(const AdditionBenchOptions& o) {
+  TaskModelSize s;
   if (o.full) {
     s.d_model = 64, s.n_heads = 4, s.d_ff = 256, s.layers = 3;
     s.batch_size = 32, s.steps = 2000, s.warmup = 100, s.lr = 3e-3;
@@ -101,20 +101,21 @@ LengthBenchResult addition_bench_results(const AdditionBenchOptions& options, st
   std::vector<std::pair<AdditionFormat, std::vector<std::string>>> formats = {{AdditionFormat::Hints, o.treatments}};
   if (!o.plain_treatments.empty()) formats.emplace_back(AdditionFormat::Plain, o.plain_treatments);
   for (const auto& f : formats) r.tasks.push_back(addition_task_name(f.first));
-  const LengthBenchSize& s = r.size;
+  const TaskModelSize& s = r.size;
   if (progress)
     *progress << "addition-bench (" << bench::form_name(o.full, r.resized, s.steps) << "): "
               << bench::counted(o.treatments.size(), "treatment") << " with index hints, " << o.plain_treatments.size()
               << " without, x " << bench::counted(o.seeds.size(), "seed") << ", " << s.steps << " steps each, operands of " << s.train_min << "-" << s.train_max
               << " digits\n"
               << std::flush;
+  std::vector<TaskModel> models;
   for (const auto& [format, list] : formats) {
     const AdditionHintsConfig train_config =
         data_config(format, s, s.train_min, s.train_max, s.batch_size, 0);
     const int64_t train_tokens = AdditionHintsData(train_config).max_sequence_length();
     for (const std::string& treatment : list)
       for (uint64_t seed : o.seeds) {
-        LengthBenchModel m;
+        TaskModel m;
         m.task = addition_task_name(format);
         m.treatment = treatment;
         m.seed = seed;
@@ -125,9 +126,11 @@ LengthBenchResult addition_bench_results(const AdditionBenchOptions& options, st
         for (const auto& [lo, hi] : s.buckets)  // held-out inputs of their own stream
           m.buckets.push_back(
               std::make_shared<AdditionHintsData>(data_config(format, s, lo, hi, s.eval_rows, seed + 1000)));
-        r.runs.push_back(length_bench_run(s, m, o.out_dir, progress));
+        models.push_back(std::move(m));
       }
   }
+  r.runs = run_task_models("addition-bench", s, models, o.out_dir, progress,
+                           [&s](const TaskModelRun& run) { return bucket_line(s, run); });
   r.seconds = seconds_since(start);
   return r;
 }

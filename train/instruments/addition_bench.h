@@ -5,8 +5,8 @@
 // length-bench's randomised treatments) against FIRE, RoPE and the other schemes, several seeds, exact
 // match per digit-length bucket. docs/addition.md holds the protocol, the table and the paper's numbers.
 //
-// Each model is one of length-bench's (train/instruments/length_bench.h, length_bench_run): the same
-// recipe, trainer_options → Trainer path, one OpenMP thread per model, teacher-forced exact match
+// Each model is one of the synthetic-task benches' (train/instruments/task_models.h): the same recipe,
+// trainer_options → Trainer path, one OpenMP thread per model, teacher-forced exact match
 // (= greedy decoding's), randomised treatments evaluated at random positions too.
 #pragma once
 #include <cstdint>
@@ -32,7 +32,7 @@ struct AdditionBenchOptions {
 };
 
 // The form's size (length-bench's struct: its lengths count digits per operand) with options.steps.
-LengthBenchSize addition_bench_size(const AdditionBenchOptions& options);
+TaskModelSize addition_bench_size(const AdditionBenchOptions& options);
 // The form's treatments with hints: full, fire, fire-random, rope, rope-random, t5, alibi, kerple, none,
 // learned-random; CI, fire-random and rope. Without hints: full, fire, fire-random, rope; CI, none.
 std::vector<std::string> addition_bench_treatments(bool full);
@@ -40,7 +40,7 @@ std::vector<std::string> addition_bench_plain_treatments(bool full);
 // The task names of the tables: "addition_hints", "addition_plain".
 std::string addition_task_name(AdditionFormat format);
 // The marker vocabulary of a form: one marker per digit of the longest test sum.
-int64_t addition_hint_symbols(const LengthBenchSize& size);
+int64_t addition_hint_symbols(const TaskModelSize& size);
 
 // Trains and scores every model (progress lines to `progress`, may be null). InstrumentOptionError
 // ("[addition-bench] --treatments 'x': …") for an unknown treatment, an empty list or out_dir.

@@ -12,9 +12,9 @@ namespace {
 
 using bench::fixed;
 
-const LengthBenchRun* find_run(const LengthBenchResult& r, const std::string& task, const std::string& treatment,
+const TaskModelRun* find_run(const LengthBenchResult& r, const std::string& task, const std::string& treatment,
                                uint64_t seed) {
-  for (const LengthBenchRun& run : r.runs)
+  for (const TaskModelRun& run : r.runs)
     if (run.task == task && run.treatment == treatment && run.seed == seed) return &run;
   return nullptr;
 }
@@ -26,7 +26,7 @@ std::string seed_table(const LengthBenchResult& r, const std::string& task, size
   for (const std::string& t : r.treatments) {
     bench::Table::Row row{t, {}};
     for (uint64_t seed : r.seeds) {
-      const LengthBenchRun* run = find_run(r, task, t, seed);
+      const TaskModelRun* run = find_run(r, task, t, seed);
       row.cells.push_back(run ? fixed(100 * run->exact.at(bucket), 1) : "-");
     }
     table.rows.push_back(std::move(row));
@@ -44,7 +44,7 @@ constexpr double kTrainTokenFloor = 0.55;
 constexpr double kRopeDrop = 0.10;
 
 // A run's per-token accuracy over the buckets beyond training (index >= 1), their mean; NaN without one.
-double beyond_training(const LengthBenchRun& run) {
+double beyond_training(const TaskModelRun& run) {
   double sum = 0;
   int n = 0;
   for (size_t b = 1; b < run.token.size(); ++b, ++n) sum += run.token[b];
@@ -58,12 +58,12 @@ LengthBenchResult task_part(const LengthBenchResult& r, const std::string& task)
   part.treatments.clear();
   part.runs.clear();
   for (const std::string& t : r.treatments)
-    for (const LengthBenchRun& run : r.runs)
+    for (const TaskModelRun& run : r.runs)
       if (run.task == task && run.treatment == t) {
         part.treatments.push_back(t);
         break;
       }
-  for (const LengthBenchRun& run : r.runs)
+  for (const TaskModelRun& run : r.runs)
     if (run.task == task) part.runs.push_back(run);
   return part;
 }
@@ -78,7 +78,7 @@ std::string addition_bench_table(const LengthBenchResult& r) {
 
 std::string addition_bench_markdown(const LengthBenchResult& r, const AdditionBenchOptions& o) {
   std::ostringstream out;
-  const LengthBenchSize& s = r.size;
+  const TaskModelSize& s = r.size;
   const auto& last = s.buckets.back();
   out << "# relgrad addition-bench (" << bench::form_name(r.full, r.resized, s.steps) << ")\n\n"
       << "Decimal addition, reversed (units first); seeds " << r.seeds.size() << ", " << s.steps
@@ -100,12 +100,12 @@ std::string addition_bench_markdown(const LengthBenchResult& r, const AdditionBe
 
 std::vector<std::string> addition_bench_failures(const LengthBenchResult& r) {
   std::vector<std::string> failures;
-  for (const LengthBenchRun& run : r.runs)  // every model fits the answer's layout (markers, EOS)
+  for (const TaskModelRun& run : r.runs)  // every model fits the answer's layout (markers, EOS)
     if (!(run.token.at(0) >= kTrainTokenFloor))
       failures.push_back(run.task + " " + run.treatment + " seed " + std::to_string(run.seed) +
                          ": per-token accuracy in the training lengths " + fixed(100 * run.token[0], 1) + "% < " +
                          fixed(100 * kTrainTokenFloor, 0) + "%");
-  for (const LengthBenchRun& run : r.runs) {  // RoPE does not extrapolate: it loses ground past training
+  for (const TaskModelRun& run : r.runs) {  // RoPE does not extrapolate: it loses ground past training
     if (run.treatment != "rope") continue;
     const double beyond = beyond_training(run);
     if (!(beyond <= run.token.at(0) - kRopeDrop))

@@ -87,11 +87,11 @@ std::string render_table(const Table& t, const TableFormat& f) {
   return out.str();
 }
 
-Spread seed_spread(const std::vector<LengthBenchRun>& runs, const std::string& task, const std::string& treatment,
+Spread seed_spread(const std::vector<TaskModelRun>& runs, const std::string& task, const std::string& treatment,
                    size_t k, bool exact, Score score) {
   Spread s;
   double sum = 0;
-  for (const LengthBenchRun& run : runs) {
+  for (const TaskModelRun& run : runs) {
     if (run.task != task || run.treatment != treatment) continue;
     const double accuracy = (exact ? run.exact : run.token).at(k);
     const double v = score == Score::Error ? 1 - accuracy : accuracy;
@@ -110,7 +110,7 @@ std::string spread_cell(const Spread& s) {
   return cell;
 }
 
-std::string spread_table(const std::vector<LengthBenchRun>& runs, const std::string& task,
+std::string spread_table(const std::vector<TaskModelRun>& runs, const std::string& task,
                          const std::vector<std::string>& treatments, const std::vector<std::string>& columns,
                          bool exact, Score score, const TableFormat& format) {
   Table t;

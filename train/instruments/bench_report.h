@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "train/instruments/length_bench.h"
+#include "train/instruments/task_models.h"
 
 namespace relgrad::bench {
 
@@ -54,12 +54,12 @@ struct Spread {
   double mean = NAN, lo = NAN, hi = NAN;
   int n = 0;
 };
-Spread seed_spread(const std::vector<LengthBenchRun>& runs, const std::string& task, const std::string& treatment,
+Spread seed_spread(const std::vector<TaskModelRun>& runs, const std::string& task, const std::string& treatment,
                    size_t k, bool exact, Score score);
 // In %, one decimal: "-" without a run, "mean" of one, "mean (min–max)" of several.
 std::string spread_cell(const Spread& s);
 // One task's table: a row per treatment, a cell per column (seed_spread at that column's index).
-std::string spread_table(const std::vector<LengthBenchRun>& runs, const std::string& task,
+std::string spread_table(const std::vector<TaskModelRun>& runs, const std::string& task,
                          const std::vector<std::string>& treatments, const std::vector<std::string>& columns,
                          bool exact, Score score, const TableFormat& format);
 

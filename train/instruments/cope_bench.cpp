@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <memory>
 #include <ostream>
+#include <sstream>
 
 #include "core/base/error.h"
 #include "train/instruments/bench_report.h"
@@ -85,6 +86,16 @@ int64_t longest_training_sequence(const PositionTaskData& data) {
   return longest;
 }
 
+// A split's name and data parameters, for the models' fingerprints.
+std::string split_text(const CopeBenchSplit& split) {
+  const PositionTaskConfig& c = split.data;
+  std::ostringstream out;
+  out << split.name << " " << kPositionTaskNames.name(c.kind) << " " << c.symbols << " " << c.blanks << " "
+      << c.min_steps << "-" << c.max_steps << " " << c.variables << " " << c.length << " " << c.ignore << " "
+      << c.min_len << "-" << c.max_len << " " << c.max_shift << "; ";
+  return out.str();
+}
+
 }  // namespace
 
 const CopeBenchTask& CopeBenchSize::task(PositionTaskKind kind) const {
@@ -102,7 +113,7 @@ const std::vector<std::string>& cope_bench_full_treatments() {
 
 CopeBenchSize cope_bench_size(const CopeBenchOptions& o) {
   CopeBenchSize s;
-  LengthBenchSize& m = s.model;
+  TaskModelSize& m = s.model;
   if (o.full) {
     m.d_model = 64, m.n_heads = 4, m.d_ff = 256, m.layers = 2;
     m.batch_size = 32, m.steps = 1500, m.warmup = 100, m.lr = 2e-3;
@@ -132,8 +143,8 @@ void check_cope_bench_options(const CopeBenchOptions& o) {
   for (const std::string& t : o.tasks)
     RG_CHECK(known(task_names, t), kOp, "--tasks: unknown task '", t, "' (", joined(task_names), ")");
   for (const std::string& t : o.treatments)
-    RG_CHECK(known(length_bench_treatments(), t), kOp, "--treatments: unknown treatment '", t, "' (",
-             joined(length_bench_treatments()), ")");
+    RG_CHECK(known(every_treatment(true), t), kOp, "--treatments: unknown treatment '", t, "' (",
+             joined(every_treatment(true)), ")");
   RG_CHECK(!o.out_dir.empty(), kOp, "--out is empty");
 }
 
@@ -157,7 +168,7 @@ CopeBenchResult cope_bench_results(const CopeBenchOptions& options, std::ostream
   r.tasks = o.tasks;
   r.treatments = o.treatments;
   r.seeds = o.seeds;
-  const LengthBenchSize& m = r.size.model;
+  const TaskModelSize& m = r.size.model;
   if (progress)
     *progress << "cope-bench (" << bench::form_name(o.full, r.resized, m.steps)
               << "): " << bench::counted(o.tasks.size(), "task") << " x "
@@ -165,16 +176,18 @@ CopeBenchResult cope_bench_results(const CopeBenchOptions& options, std::ostream
               << ", " << m.steps
               << " steps each\n"
               << std::flush;
+  // No buckets of lengths: each model is scored on its task's splits, in order.
+  TaskModelSize size = m;
+  size.buckets.clear();
+  std::vector<TaskModel> models;
   for (const std::string& name : o.tasks) {
     const CopeBenchTask& task = r.size.task(*kPositionTaskNames.find(name));
-    LengthBenchSize size = m;  // one placeholder bucket per split: length_bench_run scores each in order
-    size.buckets.assign(task.splits.size(), {0, 0});
     for (const std::string& treatment : o.treatments)
       for (uint64_t seed : o.seeds) {
         PositionTaskConfig train = task.splits.front().data;
         train.batch_size = m.batch_size;
         train.seed = seed;
-        LengthBenchModel model;
+        TaskModel model;
         model.task = name;
         model.treatment = treatment;
         model.seed = seed;
@@ -186,17 +199,19 @@ CopeBenchResult cope_bench_results(const CopeBenchOptions& options, std::ostream
           c.batch_size = m.eval_rows;
           c.seed = seed + 1000;  // held-out rows of their own stream, whatever the training seed saw
           model.buckets.push_back(std::make_shared<PositionTaskData>(c));
+          model.data += split_text(split);
         }
-        LengthBenchRun run = length_bench_run(size, model, o.out_dir, nullptr);
-        if (progress) {
-          *progress << "  " << name << " " << treatment << " seed " << seed << ": error %";
-          for (size_t k = 0; k < task.splits.size(); ++k)
-            *progress << " " << task.splits[k].name << " " << static_cast<int>(std::lround(100 * (1 - run.exact[k])));
-          *progress << " (" << static_cast<int>(run.seconds) << " s)\n" << std::flush;
-        }
-        r.runs.push_back(std::move(run));
+        models.push_back(std::move(model));
       }
   }
+  const TaskModelLine line = [&r](const TaskModelRun& run) {
+    const CopeBenchTask& task = r.size.task(*kPositionTaskNames.find(run.task));
+    std::string text = run.task + " " + run.treatment + " seed " + std::to_string(run.seed) + ": error %";
+    for (size_t k = 0; k < task.splits.size(); ++k)
+      text += " " + task.splits[k].name + " " + std::to_string(std::lround(100 * (1 - run.exact[k])));
+    return text;
+  };
+  r.runs = run_task_models(kOp, size, models, o.out_dir, progress, line);
   r.seconds = seconds_since(start);
   return r;
 }

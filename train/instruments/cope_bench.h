@@ -7,8 +7,7 @@
 // the papers report error rates, so the tables do too. docs/cope-tasks.md holds the protocol, the
 // tables and the papers' numbers.
 //
-// Every model trains and is scored by length-bench's one-model path (length_bench_run,
-// train/instruments/length_bench.h): the config `relgrad train` would run, trainer_options → Trainer,
+// Every model trains and is scored as the synthetic-task benches' models (train/instruments/task_models.h): the config `relgrad train` would run, trainer_options → Trainer,
 // one OpenMP thread, teacher-forced exact match and per-token accuracy on each split.
 #pragma once
 #include <cstdint>
@@ -17,7 +16,7 @@
 #include <vector>
 
 #include "train/data/position_tasks.h"
-#include "train/instruments/length_bench.h"
+#include "train/instruments/task_models.h"
 
 namespace relgrad {
 
@@ -41,11 +40,11 @@ struct CopeBenchTask {
   std::vector<CopeBenchSplit> splits;
 };
 
-// The form's model, budget and tasks. model.buckets has one placeholder entry per split (length_bench_run
-// scores one held-out set per bucket); model.max_positions and model.cope_positions cover the longest
+// The form's model, budget and tasks (model.buckets is empty: each model is scored on its task's
+// splits, train/instruments/task_models.h); model.max_positions and model.cope_positions cover the longest
 // sequence of any split, as the CoPE authors' code sizes its position table to the block.
 struct CopeBenchSize {
-  LengthBenchSize model;
+  TaskModelSize model;
   std::vector<CopeBenchTask> tasks;  // every task of the form, in kPositionTaskNames' order
   const CopeBenchTask& task(PositionTaskKind kind) const;  // checked
 };
@@ -54,7 +53,7 @@ CopeBenchSize cope_bench_size(const CopeBenchOptions& options);
 // The full form's treatments: CoPE against NoPE, absolute positions (learned, sinusoidal), T5's buckets,
 // the seed's and Shaw's tables, ALiBi, RoPE, FoX, stick-breaking and PoPE. Huang's table is left out:
 // under causal attention it is the seed's model to the last bit (docs/length-generalisation.md says
-// why); any of length_bench_treatments() may be asked for.
+// why); any of every_treatment(true) (train/instruments/recipe.h) may be asked for.
 const std::vector<std::string>& cope_bench_full_treatments();
 
 struct CopeBenchResult {
@@ -63,7 +62,7 @@ struct CopeBenchResult {
   CopeBenchSize size;
   std::vector<std::string> tasks, treatments;
   std::vector<uint64_t> seeds;
-  std::vector<LengthBenchRun> runs;  // exact / token per split, in the task's split order
+  std::vector<TaskModelRun> runs;  // exact / token per split, in the task's split order
   double seconds = 0;
 };
 

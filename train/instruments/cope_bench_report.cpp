@@ -55,7 +55,7 @@ constexpr double kCopeCopyMargin = 0.3;   // its mean error on dense and sparse 
 
 double error_of(const CopeBenchResult& r, const std::string& task, const std::string& treatment, uint64_t seed,
                 size_t split) {
-  for (const LengthBenchRun& run : r.runs)
+  for (const TaskModelRun& run : r.runs)
     if (run.task == task && run.treatment == treatment && run.seed == seed) return 1 - run.exact.at(split);
   return NAN;
 }
@@ -81,7 +81,7 @@ std::string cope_bench_table(const CopeBenchResult& r) {
 }
 
 std::string cope_bench_markdown(const CopeBenchResult& r, const CopeBenchOptions& o) {
-  const LengthBenchSize& m = r.size.model;
+  const TaskModelSize& m = r.size.model;
   std::ostringstream out;
   out << "# relgrad cope-bench (" << bench::form_name(r.full, r.resized, m.steps) << ")\n\n"
       << "Seeds " << r.seeds.size() << ", " << m.steps << " steps per model, batch " << m.batch_size << ", d_model "
@@ -101,7 +101,7 @@ std::string cope_bench_markdown(const CopeBenchResult& r, const CopeBenchOptions
 std::string cope_bench_csv(const CopeBenchResult& r) {
   std::ostringstream out;
   out << "task,treatment,seed,split,error,token_error,train_loss,seconds\n";
-  for (const LengthBenchRun& run : r.runs) {
+  for (const TaskModelRun& run : r.runs) {
     const CopeBenchTask& t = task_of(r, run.task);
     for (size_t k = 0; k < run.exact.size(); ++k)
       out << run.task << "," << run.treatment << "," << run.seed << "," << t.splits.at(k).name << ","

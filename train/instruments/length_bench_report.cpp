@@ -64,7 +64,7 @@ constexpr double kBeyondMargin = 0.15;
 // The mean per-token accuracy of (task, treatment, seed) over the buckets beyond training (index >= 1).
 double beyond_training(const LengthBenchResult& r, const std::string& task, const std::string& treatment,
                        uint64_t seed) {
-  for (const LengthBenchRun& run : r.runs) {
+  for (const TaskModelRun& run : r.runs) {
     if (run.task != task || run.treatment != treatment || run.seed != seed) continue;
     double sum = 0;
     for (size_t b = 1; b < run.token.size(); ++b) sum += run.token[b];
@@ -116,7 +116,7 @@ std::string length_bench_markdown(const LengthBenchResult& r, const LengthBenchO
 std::string length_bench_csv(const LengthBenchResult& r) {
   std::ostringstream out;
   out << "task,treatment,seed,bucket_lo,bucket_hi,exact,token,train_loss,seconds\n";
-  for (const LengthBenchRun& run : r.runs)
+  for (const TaskModelRun& run : r.runs)
     for (size_t b = 0; b < run.exact.size(); ++b)
       out << run.task << "," << run.treatment << "," << run.seed << "," << r.size.buckets[b].first << ","
           << r.size.buckets[b].second << "," << fixed(run.exact[b], 4) << "," << fixed(run.token[b], 4) << ","
@@ -128,7 +128,7 @@ std::vector<std::string> length_bench_failures(const LengthBenchResult& r) {
   std::vector<std::string> failures;
   for (const std::string& task : r.tasks) {
     // Every model learns the training lengths (per token: exact match needs a longer budget).
-    for (const LengthBenchRun& run : r.runs)
+    for (const TaskModelRun& run : r.runs)
       if (run.task == task && !(run.token.at(0) >= kTrainTokenFloor))
         failures.push_back(task + " " + run.treatment + " seed " + std::to_string(run.seed) +
                            ": per-token accuracy in the training lengths " + fixed(100 * run.token[0], 1) +

@@ -1,0 +1,217 @@
+// The study runner (train/instruments/study.h): records, resume, progress and the spread over ranks.
+#include "train/instruments/study.h"
+
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <ostream>
+#include <sstream>
+
+#include "core/base/error.h"
+#include "core/file_io.h"
+#include "train/trainer/distributed.h"
+
+namespace relgrad {
+
+namespace {
+
+constexpr const char* kHeader = "relgrad study record 1";
+
+std::string hex_double(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%a", v);  // exact: every bit of the double round-trips through strtod
+  return buf;
+}
+
+std::string hex64(uint64_t v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%016" PRIx64, v);
+  return buf;
+}
+
+std::string fingerprint_hash(const std::string& fingerprint) {
+  return hex64(fnv1a64(fingerprint.data(), fingerprint.size()));
+}
+
+// Rank `owner`'s text to every rank.
+std::string broadcast_text(Communicator& comm, std::string text, int owner) {
+  int64_t bytes = static_cast<int64_t>(text.size());
+  comm.broadcast(&bytes, sizeof bytes, owner);
+  text.resize(static_cast<size_t>(bytes));
+  if (bytes > 0) comm.broadcast(text.data(), bytes, owner);
+  return text;
+}
+
+}  // namespace
+
+void StudyRecord::set(const std::string& name, double value) {
+  for (auto& [n, v] : values)
+    if (n == name) {
+      v = value;
+      return;
+    }
+  values.emplace_back(name, value);
+}
+
+double StudyRecord::get(const std::string& name) const {
+  for (const auto& [n, v] : values)
+    if (n == name) return v;
+  throw Error(detail::concat("[study record] '", line, "' has no value '", name, "'"));
+}
+
+void StudyRecord::set_series(const std::string& name, const std::vector<double>& series) {
+  for (size_t k = 0; k < series.size(); ++k) set(name + "." + std::to_string(k), series[k]);
+}
+
+std::vector<double> StudyRecord::series(const std::string& name) const {
+  std::vector<double> out;
+  for (;;) {
+    const std::string key = name + "." + std::to_string(out.size());
+    bool found = false;
+    for (const auto& [n, v] : values)
+      if (n == key) {
+        out.push_back(v);
+        found = true;
+        break;
+      }
+    if (!found) return out;
+  }
+}
+
+std::string study_record_path(const std::string& out_dir, const std::string& key) {
+  return (std::filesystem::path(out_dir) / "runs" / key / "study-record.txt").string();
+}
+
+std::string study_record_text(const std::string& study, const std::string& fingerprint, const StudyRecord& r) {
+  std::ostringstream out;
+  out << kHeader << "\nstudy " << study << "\nfingerprint " << fingerprint_hash(fingerprint) << "\nline "
+      << r.line << "\n";
+  for (const auto& [name, v] : r.values) out << "value " << name << " " << hex_double(v) << "\n";
+  out << "end\n";
+  return out.str();
+}
+
+bool parse_study_record(const std::string& text, const std::string& study, const std::string& fingerprint,
+                        StudyRecord& record, const std::string& who) {
+  std::istringstream in(text);
+  std::string line;
+  const auto next = [&](const char* what) {
+    RG_CHECK(std::getline(in, line), who, "ends before its ", what, " line");
+  };
+  next("header");
+  RG_CHECK(line == kHeader, who, "is not a study record (its first line is '", line.substr(0, 60), "')");
+  next("study");
+  if (line != "study " + study) return false;
+  next("fingerprint");
+  if (line != "fingerprint " + fingerprint_hash(fingerprint)) return false;
+  next("line");
+  RG_CHECK(line.rfind("line ", 0) == 0, who, "has '", line.substr(0, 60), "' where its line was expected");
+  StudyRecord r;
+  r.line = line.substr(5);
+  for (;;) {
+    next("end");
+    if (line == "end") break;
+    std::istringstream fields(line);
+    std::string word, name, number, extra;
+    fields >> word >> name >> number;
+    RG_CHECK(word == "value" && !name.empty() && !number.empty() && !(fields >> extra), who, "has a malformed line '",
+             line.substr(0, 60), "'");
+    char* end = nullptr;
+    const double v = std::strtod(number.c_str(), &end);
+    RG_CHECK(end && *end == '\0', who, "value ", name, " '", number, "' is not a number");
+    r.values.emplace_back(name, v);
+  }
+  RG_CHECK(!std::getline(in, line), who, "has text after its end line");
+  record = std::move(r);
+  return true;
+}
+
+Communicator& study_model_communicator() {
+  static const std::unique_ptr<Communicator> single = make_single_communicator();
+  return *single;
+}
+
+std::string study_duration_text(double seconds) {
+  const long long s = static_cast<long long>(seconds + 0.5);
+  if (s < 60) return std::to_string(s) + " s";
+  if (s < 3600) return std::to_string(s / 60) + " min " + std::to_string(s % 60) + " s";
+  return std::to_string(s / 3600) + " h " + std::to_string(s / 60 % 60) + " min";
+}
+
+std::vector<StudyRecord> run_study_models(const std::string& study, const std::vector<StudyModel>& models,
+                                          const std::string& out_dir, std::ostream* progress, Communicator* comm) {
+  Communicator& world_comm = comm ? *comm : world();
+  const int rank = world_comm.rank(), ranks = world_comm.size();
+  const size_t n = models.size();
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = 0; j < i; ++j)
+      RG_CHECK(models[i].key != models[j].key, study, "two models share the run directory '", models[i].key, "'");
+
+  // This rank's models: kept records first (so the ETA counts only what will train), then training.
+  std::vector<std::string> texts(n);
+  std::vector<bool> mine(n, false), kept(n, false);
+  size_t to_train = 0;
+  for (size_t i = 0; i < n; ++i) {
+    mine[i] = static_cast<int>(i % static_cast<size_t>(ranks)) == rank;
+    if (!mine[i]) continue;
+    const std::string path = study_record_path(out_dir, models[i].key);
+    StudyRecord r;
+    if (std::filesystem::exists(path) &&
+        parse_study_record(read_file(path, study), study, models[i].fingerprint, r, path)) {
+      texts[i] = study_record_text(study, models[i].fingerprint, r);
+      kept[i] = true;
+    } else {
+      ++to_train;
+    }
+  }
+  const auto counter = [n](size_t i) { return "[" + std::to_string(i + 1) + "/" + std::to_string(n) + "] "; };
+  double trained_seconds = 0;
+  size_t trained = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (!mine[i]) continue;
+    const StudyModel& m = models[i];
+    if (kept[i]) {
+      StudyRecord r;
+      parse_study_record(texts[i], study, m.fingerprint, r, study);
+      if (progress) *progress << "  " << counter(i) << r.line << " (kept from an earlier run)\n" << std::flush;
+      continue;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    const StudyRecord r = m.run();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    texts[i] = study_record_text(study, m.fingerprint, r);
+    const std::string path = study_record_path(out_dir, m.key);
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+    write_file_atomic(path, texts[i], study);
+    trained_seconds += seconds;
+    ++trained;
+    if (progress) {
+      *progress << "  " << counter(i) << r.line << " (" << study_duration_text(seconds);
+      if (trained < to_train)
+        *progress << "; ETA "
+                  << study_duration_text(trained_seconds / static_cast<double>(trained) *
+                                         static_cast<double>(to_train - trained));
+      *progress << ")\n" << std::flush;
+    }
+  }
+
+  // Every record to every rank. A rank that finished early waits for the slowest as long as it takes
+  // (a model may train for many minutes), so the collective deadline is off for the exchange.
+  if (ranks > 1) {
+    const double deadline = world_comm.timeout();
+    world_comm.set_timeout(0);
+    for (size_t i = 0; i < n; ++i)
+      texts[i] = broadcast_text(world_comm, texts[i], static_cast<int>(i % static_cast<size_t>(ranks)));
+    world_comm.set_timeout(deadline);
+  }
+  std::vector<StudyRecord> records(n);
+  for (size_t i = 0; i < n; ++i)
+    RG_CHECK(parse_study_record(texts[i], study, models[i].fingerprint, records[i], study), study,
+             "the record of ", models[i].label, " did not come back");
+  return records;
+}
+
+}  // namespace relgrad

@@ -1,0 +1,100 @@
+// The table of studies (train/instruments/study_registry.h) and the one runner of a planned study.
+#include "train/instruments/study_registry.h"
+
+#include <filesystem>
+#include <mutex>
+#include <ostream>
+
+#include "core/base/error.h"
+#include "train/instruments/bench_report.h"
+#include "train/instruments/recipe.h"
+#include "train/trainer/distributed.h"
+
+namespace relgrad {
+
+namespace {
+
+constexpr const char* kOp = "bench";
+
+// The built-in benches: each has its own command and flags (train/command/subcommands/).
+std::vector<StudyEntry> builtin_studies() {
+  return {
+      {"music-bench", "the JSB chorales comparison of positional treatments, and harmonisation by alignment",
+       "music-bench"},
+      {"length-bench", "length generalisation of positional treatments on synthetic algorithmic tasks",
+       "length-bench"},
+      {"addition-bench", "decimal addition with index hints: FIRE at random positions and the other schemes",
+       "addition-bench"},
+      {"cope-bench", "CoPE's selective copy, counting and flip-flop, and PoPE's indirect indexing", "cope-bench"},
+      {"context-bench", "train short, test long: held-out NLL of text LMs at 1-16 times their training context",
+       "context-bench"},
+  };
+}
+
+std::mutex& table_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+std::vector<StudyEntry>& table() {
+  static std::vector<StudyEntry> t = builtin_studies();
+  return t;
+}
+
+}  // namespace
+
+const std::vector<StudyEntry>& studies() { return table(); }
+
+const StudyEntry* find_study(const std::string& name) {
+  for (const StudyEntry& e : table())
+    if (e.name == name) return &e;
+  return nullptr;
+}
+
+std::string study_names_text() {
+  std::string text;
+  for (const StudyEntry& e : table()) text += (text.empty() ? "" : ", ") + e.name;
+  return text;
+}
+
+void register_study(StudyEntry entry) {
+  const std::lock_guard<std::mutex> lock(table_mutex());
+  RG_CHECK(!entry.name.empty(), kOp, "a study needs a name");
+  RG_CHECK(!find_study(entry.name), kOp, "a study named '", entry.name, "' is registered already");
+  RG_CHECK(entry.plan || !entry.command.empty(), kOp, "study '", entry.name, "' has neither a plan nor a command");
+  table().push_back(std::move(entry));
+}
+
+void unregister_study(const std::string& name) {
+  const std::lock_guard<std::mutex> lock(table_mutex());
+  const size_t builtins = builtin_studies().size();
+  std::vector<StudyEntry>& t = table();
+  for (size_t i = builtins; i < t.size(); ++i)
+    if (t[i].name == name) {
+      t.erase(t.begin() + static_cast<std::ptrdiff_t>(i));
+      return;
+    }
+}
+
+int run_study(const StudyEntry& entry, const StudyOptions& options, std::ostream& out) {
+  RG_CHECK(entry.plan, entry.name, "is run by its own command, `relgrad ", entry.command, "`");
+  StudyOptions o = options;
+  if (o.out_dir.empty()) o.out_dir = (std::filesystem::path("runs") / entry.name).string();
+  const ThreadCountGuard restore_threads;
+  const auto start = std::chrono::steady_clock::now();
+  const StudyPlan plan = entry.plan(o);
+  RG_CHECK(plan.report, entry.name, "its plan has no report");
+  const bool root = world().is_root();
+  if (root) std::filesystem::create_directories(o.out_dir);
+  world().barrier();  // the folder exists before any rank writes a record under it
+  out << plan.heading << "\n" << std::flush;
+  const std::vector<StudyRecord> records = run_study_models(entry.name, plan.models, o.out_dir, &out);
+  if (!root) return 0;
+  const StudyReport report = plan.report(records, o.out_dir);
+  bench::write_results(o.out_dir, report.csv, report.markdown, entry.name);
+  out << report.text << bench::written(o.out_dir, report.pictures) << " (" << study_duration_text(seconds_since(start))
+      << ")\n";
+  return bench::form_verdict(plan.full, plan.resized, report.failures, out);
+}
+
+}  // namespace relgrad
