@@ -7,6 +7,8 @@
 # bypass the network the test cuts). It checks:
 #   1. mpirun --hostfile across the three hosts trains the model one process trains: the same losses
 #      and every float64 value of the checkpoint (weights and optimizer state) within 1e-12;
+#   1b. a study (relgrad length-bench) spread over the three hosts, one model per rank
+#      (train/instruments/study.h), writes the table one process writes;
 #   2. with one host cut off mid-run (its switch port set down: no error, only silence, as when a
 #      cable or a machine goes), every rank ends within train.collective_timeout_s with a message
 #      naming the lost rank (the lost rank's own names the others), mpirun ends, and the last
@@ -190,6 +192,19 @@ if same_checkpoints "$work/one/checkpoint.safetensors" "$work/other/checkpoint.s
 fi
 say "3 hosts = 1 process: the same 10 logged losses; $n checkpoint values, $differ differ by rounding," \
   "at most $worst"
+
+# ---- 1b. a study's models spread over the hosts give one process's table ---------------------
+study=(length-bench --tasks copy --treatments none,t5,alibi --seeds 1,2 --steps 12)
+"$relgrad" "${study[@]}" --out "$work/study-one" >"$work/study-one.out" 2>&1 ||
+  { cat "$work/study-one.out" >&2; fail "the study in one process failed"; }
+timeout 120 "${mpirun_across_hosts[@]}" "$relgrad" "${study[@]}" --out "$work/study-hosts" \
+  >"$work/study-hosts.out" 2>"$work/study-hosts.err" ||
+  { cat "$work/study-hosts.out" "$work/study-hosts.err" >&2; fail "the study across hosts failed"; }
+# Every column but the seconds each model took.
+[[ $(cut -d, -f1-8 "$work/study-one/results.csv") == "$(cut -d, -f1-8 "$work/study-hosts/results.csv")" ]] ||
+  fail "the study's tables differ: $(diff "$work/study-one/results.csv" "$work/study-hosts/results.csv" | head)"
+[[ $(find "$work/study-hosts/runs" -name study-record.txt | wc -l) == 6 ]] || fail "not every model left its record"
+say "the study's 6 models over 3 hosts: the table one process writes"
 
 # ---- 2. a host is cut off mid-run ---------------------------------------------------------------
 timeout_s=4

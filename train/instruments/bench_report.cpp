@@ -9,6 +9,7 @@
 
 #include "core/base/error.h"
 #include "core/file_io.h"
+#include "train/trainer/distributed.h"
 
 namespace relgrad::bench {
 
@@ -126,6 +127,7 @@ std::string spread_table(const std::vector<TaskModelRun>& runs, const std::strin
 
 void write_results(const std::string& dir, const std::string& csv, const std::string& markdown,
                    const std::string& who) {
+  if (!world().is_root()) return;  // under mpirun every rank holds the same tables; the first writes them
   const std::filesystem::path d(dir);
   write_file_atomic((d / "results.csv").string(), csv, who);
   write_file_atomic((d / "results.md").string(), markdown, who);

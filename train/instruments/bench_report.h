@@ -63,7 +63,8 @@ std::string spread_table(const std::vector<TaskModelRun>& runs, const std::strin
                          const std::vector<std::string>& treatments, const std::vector<std::string>& columns,
                          bool exact, Score score, const TableFormat& format);
 
-// Writes results.csv and results.md into `dir` atomically (`who` names the bench in errors).
+// Writes results.csv and results.md into `dir` atomically (`who` names the bench in errors); under
+// mpirun, on the first rank only.
 void write_results(const std::string& dir, const std::string& csv, const std::string& markdown, const std::string& who);
 // "wrote DIR/results.csv, DIR/results.md" and ", DIR/PICTURE" for each picture; no newline.
 std::string written(const std::string& dir, const std::vector<std::string>& pictures);

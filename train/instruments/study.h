@@ -47,7 +47,7 @@ struct StudyModel {
   std::function<StudyRecord()> run;  // trains and scores it; the record's line is printed
 };
 
-// The record file of a model: out_dir/runs/<key>/study-record.txt (docs/formats.md, "Study records").
+// The record file of a model: out_dir/runs/<key>/study-record.txt (docs/data-format.md, "Study records").
 std::string study_record_path(const std::string& out_dir, const std::string& key);
 // The file's text, and back: an Error naming the file's `who` for anything malformed (a wrong
 // header, a value that is no number, trailing text) — a malformed record is never read as numbers.
