@@ -5,6 +5,8 @@
 #include <cmath>
 
 #include "cli_testing.h"
+#include "file_testing.h"
+#include "study_testing.h"
 #include "testing.h"
 #include "train/config/config.h"
 #include "train/instruments/context_bench.h"
@@ -239,7 +241,7 @@ class ScaledSlope : public PositionalScheme {
     std::vector<double> bias(static_cast<size_t>(g.t2 * g.t1));
     for (int64_t i = 0; i < g.t2; ++i)
       for (int64_t j = 0; j < g.t1; ++j) bias[i * g.t1 + j] = -scale * static_cast<double>(std::abs(j - pi[i]));
-    return from_vector<double>(bias, {1, 1, g.t2, g.t1});
+    return from_vector<double>(bias, {1, 1, g.t2, g.t1}).to(kFloat32);  // the logits' dtype: it trains
   }
   double scale;
 };
@@ -313,6 +315,35 @@ TEST_CASE("scheme registry: a scheme's own knob is a config key, checked, listed
   // Unregistered, its key is gone and the help is the built-ins' again.
   CHECK_FALSE(is_config_key("model.decoder_self.slope_scale"));
   CHECK(config_help() == help_before);
+}
+
+TEST_CASE("scheme registry: a scheme and a study registered in a test file: the scheme is in the study's table, "
+          "with no other file edited") {
+  register_scheme(scaled_slope_entry());
+  register_study(relgrad::testing::toy_copy_study());
+  struct Unregister {
+    ~Unregister() {
+      unregister_study("toy-copy");
+      unregister_scheme("scaled_slope");
+    }
+  } unregister;
+  relgrad::testing::TempDir dir;
+  const std::string out = dir.file("toy");
+  // The study's default treatments are every scheme the registry offers: scaled_slope among them.
+  CliResult r = run_relgrad({"bench", "toy-copy", "--seeds", "1", "--steps", "2", "--out", out});
+  CHECK_CLI(r, 0);
+  const std::string csv = relgrad::testing::read_bytes(out + "/results.csv");
+  CHECK_MESSAGE(contains(csv, "\nscaled_slope,1,"), csv);
+  CHECK(contains(csv, "\nalibi,1,"));
+  CHECK(contains(r.out, "copy scaled_slope seed 1: exact/token"));
+  // Its knob is set like any config key, and a bad value is refused (exit 2) naming it.
+  CHECK_CLI(run_relgrad({"train", "--dry-run", "--model.type=decoder-only", "--model.decoder_self.scheme=scaled_slope",
+                         "--model.decoder_self.slope_scale=0.25"}),
+            0);
+  CliResult bad = run_relgrad({"train", "--dry-run", "--model.type=decoder-only",
+                               "--model.decoder_self.scheme=scaled_slope", "--model.decoder_self.slope_scale=0"});
+  CHECK_CLI(bad, 2);
+  CHECK(contains(bad.err, "model.decoder_self.slope_scale must be > 0"));
 }
 
 TEST_CASE("scheme registry: each scheme sizes its knobs to a bench's windows by the bench's rule") {
