@@ -8,6 +8,7 @@
 #include "cli_testing.h"
 #include "file_testing.h"
 #include "testing.h"
+#include "train/config/config_fields.h"
 #include "train/config/run_options.h"
 #include "train/config/source.h"
 
@@ -19,12 +20,13 @@ namespace {
 
 // ---- the example source: one file's worth ----
 
-// Counting: each row counts up from a random start, modulo data.num_symbols (ids 0 .. N − 1), in
-// windows of data.context tokens; the next id is always the last one plus 1, so a model learns it fast.
+// Counting: each row counts up from a random start by data.count_step (its own key), modulo
+// data.num_symbols (ids 0 .. N − 1), in windows of data.context tokens; the next id is always the last
+// one plus the step, so a model learns it fast.
 class CountingData : public Dataset {
  public:
-  CountingData(int64_t symbols, int64_t batch_size, int64_t context, uint64_t seed)
-      : symbols_(symbols), batch_size_(batch_size), context_(context), seed_(seed) {
+  CountingData(int64_t symbols, int64_t step, int64_t batch_size, int64_t context, uint64_t seed)
+      : symbols_(symbols), step_(step), batch_size_(batch_size), context_(context), seed_(seed) {
     vocab_.size = symbols;
     vocab_.pad = -1;  // every id is data
     for (int64_t id = 0; id < symbols; ++id) vocab_.names.push_back(std::to_string(id));
@@ -35,8 +37,8 @@ class CountingData : public Dataset {
       const int64_t start = row_stream(seed_, split, index, static_cast<uint32_t>(row)).below(symbols_);
       std::vector<int64_t> x, y;
       for (int64_t t = 0; t < context_; ++t) {
-        x.push_back((start + t) % symbols_);
-        y.push_back((start + t + 1) % symbols_);
+        x.push_back((start + t * step_) % symbols_);
+        y.push_back((start + (t + 1) * step_) % symbols_);
       }
       tokens.push_back(x), targets.push_back(y);
     }
@@ -49,7 +51,7 @@ class CountingData : public Dataset {
   }
 
  private:
-  int64_t symbols_, batch_size_, context_;
+  int64_t symbols_, step_, batch_size_, context_;
   uint64_t seed_;
   Vocab vocab_;
 };
@@ -57,12 +59,21 @@ class CountingData : public Dataset {
 class CountingSource : public DataSource {
  public:
   std::string name() const override { return "counting"; }
+  // Its own key, declared here: RunConfig has no member for it (DataConfig::stored keeps it by name).
+  std::vector<config_detail::Field> fields() const override {
+    return {config_detail::stored_data_field("count_step", config_detail::Kind::Int,
+                                             "counting: how far each token is from the last", "1")};
+  }
   void check_keys(const RunConfig& c) const override {
     config_check(c.data.num_symbols >= 2 && c.data.num_symbols <= 64,
                  "data.num_symbols must be in [2, 64] for counting, got " + std::to_string(c.data.num_symbols));
+    const int64_t step = data_key_int(c, "count_step");
+    config_check(step >= 1 && step < c.data.num_symbols,
+                 "data.count_step must be in [1, data.num_symbols - 1], got " + std::to_string(step));
   }
   std::shared_ptr<const Dataset> dataset(const RunConfig& c) const override {
-    return std::make_shared<CountingData>(c.data.num_symbols, c.data.batch_size, c.data.context, c.data.seed);
+    return std::make_shared<CountingData>(c.data.num_symbols, data_key_int(c, "count_step"), c.data.batch_size,
+                                          c.data.context, c.data.seed);
   }
   int64_t vocab_size(const RunConfig& c) const override { return c.data.num_symbols; }
   void sample(const SampleRequest& a, LoadedRun& run, const RunData& data, SamplingOptions o,
@@ -151,6 +162,38 @@ TEST_CASE("data sources: a source defined outside the library trains, samples an
   const CliResult evaluated = run_relgrad({"eval", checkpoint, "--batches", "2"});
   CHECK_CLI(evaluated, 0);
   CHECK_MESSAGE(contains(evaluated.out, "held-out loss"), evaluated.out);
+}
+
+TEST_CASE("data sources: a source's own key is a config key, set, checked, listed, printed and kept in its checkpoints") {
+  CHECK_FALSE(is_config_key("data.count_step"));
+  {
+    Registered registered;
+    CHECK(is_config_key("data.count_step"));
+    CHECK(contains(config_help(), "data.count_step (integer) = 1  — counting: how far each token is from the last"));
+    TempDir dir;
+    const std::string run_dir = dir.file("step");
+    // The type is checked when it is set, the source's check after: both usage errors (exit 2) naming it.
+    CliResult bad = run_relgrad(train_args(run_dir, {"--data.count_step=two", "--dry-run"}));
+    CHECK_CLI(bad, 2);
+    CHECK_MESSAGE(contains(bad.err, "data.count_step: expected an integer, got 'two'"), bad.err);
+    bad = run_relgrad(train_args(run_dir, {"--data.count_step=8", "--dry-run"}));
+    CHECK_CLI(bad, 2);
+    CHECK_MESSAGE(contains(bad.err, "data.count_step must be in [1, data.num_symbols - 1], got 8"), bad.err);
+    // Set, it reaches the data (rows count by 3) and the printed config; the checkpoint keeps it.
+    RunConfig c = RunConfig::defaults();
+    apply_overrides(c, {"--data.source=counting", "--model.type=decoder-only", "--data.count_step=3",
+                        "--data.num_symbols=8", "--data.context=4"});
+    CHECK(data_key_int(c, "count_step") == 3);
+    CHECK(contains(config_to_toml(c), "count_step = 3"));
+    const Batch b = data_source(c).dataset(c)->batch(0, Split::Train);
+    const std::vector<int64_t> row = b.tokens.narrow(0, 0, 1).contiguous().to_vector<int64_t>();
+    CHECK((row[1] - row[0] + 8) % 8 == 3);
+    const CliResult trained = run_relgrad(train_args(run_dir, {"--data.count_step=3", "--train.steps=6"}));
+    CHECK_CLI(trained, 0);
+    CHECK(data_key_int(load_run(run_dir + "/checkpoint.safetensors").config, "count_step") == 3);
+  }
+  // Unregistered, the key is gone again.
+  CHECK_FALSE(is_config_key("data.count_step"));
 }
 
 TEST_CASE("data sources: a name no entry holds is refused by the config, listing the registered ones") {

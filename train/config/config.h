@@ -14,6 +14,7 @@
 // the value. Nothing is written anywhere until the whole config has been read and validated.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,9 @@ struct DataConfig {
   int64_t context = 128;                   // text, tokens, music, chorales (continue): tokens per window
   int64_t batch_size = 32;                 // sequences per micro-batch
   uint64_t seed = 0;                       // the data streams' Philox key
+  // The keys of data sources registered from outside train/config (stored_data_field,
+  // train/config/config_fields.h): their text by key name (data.<name>), set ones only.
+  std::map<std::string, std::string> stored = {};
 };
 
 struct SampleConfig {

@@ -44,6 +44,17 @@ Field knob_field(const std::string& key, const SchemeKnob& knob, std::function<P
   return f;
 }
 
+Field stored_data_field(const std::string& name, Kind kind, std::string help, std::string default_text,
+                        std::vector<std::string> choices) {
+  Field f{"data." + name, kind, std::move(help), std::move(choices), nullptr};
+  f.get = [name, fallback = std::move(default_text)](const RunConfig& c) {
+    const auto it = c.data.stored.find(name);
+    return it == c.data.stored.end() ? fallback : it->second;
+  };
+  f.set = [name](RunConfig& c, const std::string& v) { c.data.stored[name] = v; };
+  return f;
+}
+
 // The keys of one place's PositionalConfig (model.<place>.*): its scheme, then the knobs each
 // registered scheme declares (layers/schemes.h), in the registry's order; a knob's help is
 // "<schemes that read it>: <what>".

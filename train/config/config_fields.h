@@ -52,6 +52,12 @@ Field choice2(std::string key, const char* help, const NameTable<E, N>& names, S
   return choice(std::move(key), help, names, [outer, inner](RunConfig& c) -> E& { return (c.*outer).*inner; });
 }
 
+// A key of a data source registered from outside train/config, for its DataSource::fields():
+// data.<name> of `kind`, kept by name in DataConfig::stored, `default_text` until set ("4", "0.5",
+// "true", a word of `choices`); set_from_text checks its type and words, the source's check_keys the
+// rest. data_key_text and its kin (train/config/source.h) read it.
+Field stored_data_field(const std::string& name, Kind kind, std::string help, std::string default_text,
+                        std::vector<std::string> choices = {});
 // Every key, in the order the config prints them; data.source's and the schemes' choices and the
 // sources' and schemes' own keys follow their registries (a program may register a source or a scheme
 // after the table is built).

@@ -132,6 +132,13 @@ const DataSource& data_source(const RunConfig& c);
 void register_data_source(std::shared_ptr<const DataSource> source);
 void unregister_data_source(const std::string& name);
 
+// The value of a source's stored key data.<name> (stored_data_field, train/config/config_fields.h): the
+// text set, else its default; an Error naming the key when no registered source declares it.
+std::string data_key_text(const RunConfig& c, const std::string& name);
+int64_t data_key_int(const RunConfig& c, const std::string& name);
+double data_key_double(const RunConfig& c, const std::string& name);
+bool data_key_bool(const RunConfig& c, const std::string& name);
+
 // ---- helpers for the entries ----
 // Throws Error("[config] " + what) unless ok: the config checks' one form.
 void config_check(bool ok, const std::string& what);

@@ -37,6 +37,18 @@ size_t builtin_count() {
 
 std::vector<config_detail::Field> DataSource::fields() const { return {}; }
 
+std::string data_key_text(const RunConfig& c, const std::string& name) {
+  return config_detail::get_text(c, config_detail::find_field("data." + name, "data source: "));
+}
+
+int64_t data_key_int(const RunConfig& c, const std::string& name) {
+  return std::stoll(data_key_text(c, name));  // set_from_text checked the text when it was set
+}
+
+double data_key_double(const RunConfig& c, const std::string& name) { return std::stod(data_key_text(c, name)); }
+
+bool data_key_bool(const RunConfig& c, const std::string& name) { return data_key_text(c, name) == "true"; }
+
 const char* vocab_kind_name(VocabKind kind) {
   switch (kind) {
     case VocabKind::Bytes: return "bytes";
