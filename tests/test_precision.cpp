@@ -6,8 +6,10 @@
 // and within the 16-bit tolerance of plain float32. The training side: tests/test_precision_train.cpp.
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 
 #include "autograd/autocast.h"
+#include "core/safetensors.h"
 #include "layers/linear.h"
 #include "testing.h"
 
@@ -181,15 +183,18 @@ namespace {
 
 // One autocast product: out = f(operands) under AutocastGuard(low), and its gradients for upstream
 // gradient w, against (1) f on the rounded operands with autocast off and upstream w rounded — bit for
-// bit, forward and backward — and (2) plain float32, within `rtol` of the largest value.
+// bit, forward and backward — and (2) plain float32, within `rtol` of the largest value. The first
+// `kept` operands are not product operands (addmm's c): they stay float32, and so does their gradient
+// (the sum of the float32 upstream gradient), equal bit for bit to plain float32's.
 void check_autocast_product(const char* what, DType low, const TensorList& operands,
-                            const std::function<Tensor(const TensorList&)>& f, double rtol) {
-  CAPTURE(what);
-  CAPTURE(dtype_name(low));
+                            const std::function<Tensor(const TensorList&)>& f, double rtol, size_t kept = 0) {
+  const std::string product = what, precision = dtype_name(low);
+  CAPTURE(product);
+  CAPTURE(precision);
   TensorList a, r, p;  // autocast, rounded reference, plain float32
   for (const Tensor& x : operands) {
     a.push_back(x.detach().clone().requires_grad_(true));
-    r.push_back(rounded_leaf(x, low));
+    r.push_back(r.size() < kept ? x.detach().clone().requires_grad_(true) : rounded_leaf(x, low));
     p.push_back(x.detach().clone().requires_grad_(true));
   }
   Tensor out;
@@ -211,7 +216,7 @@ void check_autocast_product(const char* what, DType low, const TensorList& opera
   for (size_t i = 0; i < operands.size(); ++i) {
     CAPTURE(i);
     REQUIRE(a[i].grad().defined());
-    CHECK(bitwise_equal(a[i].grad(), r[i].grad()));
+    CHECK(bitwise_equal(a[i].grad(), i < kept ? p[i].grad() : r[i].grad()));
     CHECK_CLOSE(a[i].grad(), p[i].grad(), rtol * max(abs(p[i].grad())).item(), 0.0);
   }
 }
@@ -230,7 +235,7 @@ TEST_CASE("precision: autocast products take rounded operands, accumulate and re
     check_autocast_product("batched matmul", low, {a, bb}, [](const TensorList& t) { return matmul(t[0], t[1]); }, rtol);
     check_autocast_product("bmm", low, {a, bb}, [](const TensorList& t) { return bmm(t[0], t[1]); }, rtol);
     check_autocast_product("addmm (a Linear's bias + x @ W)", low, {bias, a, b},
-                           [](const TensorList& t) { return addmm(t[0], t[1], t[2]); }, rtol);
+                           [](const TensorList& t) { return addmm(t[0], t[1], t[2]); }, rtol, /*kept=*/1);
     check_autocast_product("matmul of a 1-D operand", low, {a, uniform({24}, -1, 1, kFloat32, 5)},
                            [](const TensorList& t) { return matmul(t[0], t[1]); }, rtol);
     check_autocast_product("attention scores q @ kᵀ of (B, H, T, D) heads", low,
@@ -284,4 +289,16 @@ TEST_CASE("precision: autocast leaves float64 alone, nests, restores, and refuse
   }
   CHECK(Autocast::dtype() == kFloat32);
   check_throws_with([] { AutocastGuard bad(kInt64); }, "[autocast] the precision is float32 (off), bfloat16 or float16, got int64");
+}
+
+TEST_CASE("precision: safetensors files hold BF16 and F16 tensors, the bits unchanged") {
+  const std::string path = (std::filesystem::temp_directory_path() / "relgrad_precision_test.safetensors").string();
+  const Tensor x = uniform({3, 5}, -100, 100, kFloat32, 9);
+  save_safetensors(path, {{"b", x.to(kBFloat16)}, {"h", x.to(kFloat16)}}, {});
+  const SafetensorsFile f = load_safetensors(path);
+  std::filesystem::remove(path);
+  CHECK(f.tensors.at("b").dtype() == kBFloat16);
+  CHECK(f.tensors.at("h").dtype() == kFloat16);
+  CHECK(bitwise_equal(f.tensors.at("b"), x.to(kBFloat16)));
+  CHECK(bitwise_equal(f.tensors.at("h"), x.to(kFloat16)));
 }

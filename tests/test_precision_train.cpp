@@ -134,30 +134,32 @@ TEST_CASE("precision: an fp16 step whose gradients overflow is skipped, the scal
 }
 
 TEST_CASE("precision: bf16 and fp16 loss curves follow float32 on the default run's model") {
-  // configs/default.toml (the encoder–decoder on the reverse task) for 40 steps. The products' rounding
-  // moves each step's loss by a few 1e-3 (measured: the largest gap 6e-3 for bf16, 1e-3 for fp16 over
-  // these 40 steps, where the loss falls from 2.4 to 2.1); 3e-2 and 1e-2 leave room for another
-  // machine's GEMM library, and are still far below the 0.3 the loss falls.
+  // configs/default.toml (the encoder–decoder on the reverse task) for 40 steps, warm-up 10. The
+  // products' rounding moves each step's loss a little (measured on a Zen 4 with Eigen's GEMM: the
+  // largest gap over these 40 steps 6.1e-4 for bf16, 1.6e-4 for fp16); the bounds, 5e-3 and 2e-3, leave
+  // room for another GEMM library's order of sums and are far below what the loss falls.
   RunConfig base = RunConfig::defaults();
   load_config_file(base, repo_root() + "/configs/default.toml");
   TempDir dir;
   base.train.steps = 40;
+  base.optim.warmup_steps = 10;
   base.train.out_dir = dir.file("run");
   base.train.samples = 0;
   Trainer fp32(trainer_options(base));
   const std::vector<double> ref = steps_of(fp32, 40);
   CHECK(ref.front() - ref.back() > 0.1);  // it learns, so the curves have a shape to follow
   for (DType low : {kBFloat16, kFloat16}) {
-    CAPTURE(dtype_name(low));
+    const std::string precision = dtype_name(low);
+    CAPTURE(precision);
     RunConfig c = base;
     c.train.precision = low;
     Trainer t(trainer_options(c));
     const std::vector<double> got = steps_of(t, 40);
     double gap = 0;
     for (size_t k = 0; k < got.size(); ++k) gap = std::max(gap, std::fabs(got[k] - ref[k]));
-    MESSAGE(dtype_name(low), ": largest loss gap to float32 over 40 steps ", gap);
+    MESSAGE(precision, ": largest loss gap to float32 over 40 steps ", gap);
     CHECK(gap > 0);  // the policy took effect
-    CHECK(gap < (low == kBFloat16 ? 3e-2 : 1e-2));
+    CHECK(gap < (low == kBFloat16 ? 5e-3 : 2e-3));
     for (const auto& [name, p] : t.model().module->named_parameters()) CHECK(p.dtype() == kFloat32);
     for (const auto& [name, s] : t.optimizer().state_tensors()) CHECK((s.dtype() == kFloat32 || s.dtype() == kInt64));
   }
