@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "autograd/autocast.h"
+#include "cli_testing.h"
 #include "file_testing.h"
 #include "testing.h"
 #include "trainer_testing.h"
@@ -227,4 +228,15 @@ TEST_CASE("precision: train.precision is a config key with its choices, and need
   c.validate();
   set_config_value(c, "train.dtype", "float64");
   check_throws_with([&] { c.validate(); }, "train.precision = fp16 rounds float32 products: it needs train.dtype = \"float32\", got \"float64\"");
+}
+
+TEST_CASE("precision: relgrad train --train.precision=bf16 says so in its banner and trains") {
+  TempDir dir;
+  CliResult r = run_relgrad({"train", "--train.precision=bf16", "--train.steps=3", "--train.samples=0",
+                             "--train.eval_batches=1", "--optim.warmup_steps=1", "--train.out_dir=" + dir.file("run")});
+  CHECK_MESSAGE(r.code == 0, r.err);
+  CHECK(contains(r.out, ", bf16 products (float32 accumulation)\n"));
+  CliResult bad = run_relgrad({"train", "--train.precision=fp8", "--train.out_dir=" + dir.file("bad")});
+  CHECK(bad.code == 2);
+  CHECK(contains(bad.err, "train.precision"));
 }
