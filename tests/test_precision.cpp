@@ -302,3 +302,24 @@ TEST_CASE("precision: safetensors files hold BF16 and F16 tensors, the bits unch
   CHECK(bitwise_equal(f.tensors.at("b"), x.to(kBFloat16)));
   CHECK(bitwise_equal(f.tensors.at("h"), x.to(kFloat16)));
 }
+
+TEST_CASE("precision: on the GPU, casts and an autocast product give the CPU's bits") {
+  if (!have_gpu()) return;
+  const Device gpu = Device::cuda(0);
+  const Tensor x = uniform({7, 33}, -70000, 70000, kFloat32, 21);  // past float16's range too
+  for (DType low : {kBFloat16, kFloat16}) {
+    CHECK(bitwise_equal(x.to(gpu).to(low).to(Device::cpu()), x.to(low)));
+    CHECK(bitwise_equal(x.to(low).to(gpu).to(kFloat32).to(Device::cpu()), x.to(low).to(kFloat32)));
+    CHECK(bitwise_equal(x.to(gpu).transpose(0, 1).to(low).to(Device::cpu()), x.transpose(0, 1).to(low)));
+  }
+  // The product on the GPU is cuBLAS's float32 GEMM of the rounded operands: the CPU's within float32
+  // rounding of the sums, and far from the unrounded product's bf16 error.
+  const Tensor a = uniform({16, 64}, -1, 1, kFloat32, 22), b = uniform({64, 8}, -1, 1, kFloat32, 23);
+  Tensor on_gpu;
+  {
+    AutocastGuard autocast(kBFloat16);
+    on_gpu = matmul(a.to(gpu), b.to(gpu)).to(Device::cpu());
+  }
+  const Tensor ref = matmul(a.to(kBFloat16).to(kFloat32), b.to(kBFloat16).to(kFloat32));
+  CHECK_CLOSE(on_gpu, ref, 1e-5, 1e-5);
+}
