@@ -136,7 +136,7 @@ TEST_CASE("precision: an fp16 step whose gradients overflow is skipped, the scal
 
 TEST_CASE("precision: bf16 and fp16 loss curves follow float32 on the default run's model") {
   // configs/default.toml (the encoder–decoder on the reverse task) for 40 steps, warm-up 10. The
-  // products' rounding moves each step's loss a little (measured on a Zen 4 with Eigen's GEMM: the
+  // products' rounding moves each step's loss a little (measured on a Zen 4, GEMM OpenBLAS: the
   // largest gap over these 40 steps 6.1e-4 for bf16, 1.6e-4 for fp16); the bounds, 5e-3 and 2e-3, leave
   // room for another GEMM library's order of sums and are far below what the loss falls.
   RunConfig base = RunConfig::defaults();
