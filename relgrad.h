@@ -2,6 +2,7 @@
 // models and every positional scheme). The training floor is included by its own paths, as the
 // examples do: train/trainer/trainer.h, train/optim/optim.h, train/config/run_options.h, ...
 #pragma once
+#include "autograd/autocast.h"
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "autograd/gradcheck.h"

@@ -38,12 +38,14 @@ const char* st_dtype_name(DType dt) {
     case DType::Float64: return "F64";
     case DType::Int64: return "I64";
     case DType::Bool: return "BOOL";
+    case DType::BFloat16: return "BF16";
+    case DType::Float16: return "F16";
   }
   return "?";
 }
 
 bool st_dtype_from_name(const std::string& name, DType* out) {
-  for (DType dt : {DType::Float32, DType::Float64, DType::Int64, DType::Bool}) {
+  for (DType dt : {DType::Float32, DType::Float64, DType::Int64, DType::Bool, DType::BFloat16, DType::Float16}) {
     if (name == st_dtype_name(dt)) { *out = dt; return true; }
   }
   return false;

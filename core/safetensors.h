@@ -28,7 +28,7 @@ inline constexpr uint64_t kSafetensorsMaxHeader = 100'000'000;
 
 SafetensorsFile load_safetensors(const std::string& path);
 
-// Any device, dtype in {float32, float64, int64, bool}, any strides (written contiguous).
+// Any device, dtype in {float32, float64, int64, bool, bfloat16, float16}, any strides (written contiguous).
 void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 

@@ -56,12 +56,14 @@ template float* Tensor::data_ptr<float>() const;
 template double* Tensor::data_ptr<double>() const;
 template int64_t* Tensor::data_ptr<int64_t>() const;
 template bool* Tensor::data_ptr<bool>() const;
+template BFloat16* Tensor::data_ptr<BFloat16>() const;
+template Float16* Tensor::data_ptr<Float16>() const;
 
 double Tensor::item() const {
   RG_CHECK_T(ShapeError, numel() == 1, "item", "only a one-element tensor can be converted to a scalar, got shape ",
              shape_str(shape()));
   Tensor host = device().is_cpu() ? *this : copy_as(*this, TensorOptions(dtype()));
-  return dispatch_all(dtype(), "item", [&](auto zero) {
+  return dispatch_storage(dtype(), "item", [&](auto zero) {
     using T = decltype(zero);
     return static_cast<double>(*host.data_ptr<T>());
   });
@@ -148,7 +150,7 @@ namespace {
 template <class Fn>
 Tensor fill_with(const Shape& shape, TensorOptions options, Fn value) {
   Tensor host = empty(shape, options.device(Device::cpu()).requires_grad(false));
-  dispatch_all(options.dtype_, "fill", [&](auto zero) {
+  dispatch_storage(options.dtype_, "fill", [&](auto zero) {
     using T = decltype(zero);
     T* p = host.data_ptr<T>();
     int64_t n = host.numel();
@@ -272,9 +274,11 @@ void copy_into(const Tensor& dst, const Tensor& src, const char* op) {
     copy_across_devices(dst, src, src_strides, op);
     return;
   }
-  dispatch_all(dst.dtype(), op, [&](auto dzero) {
+  // Any pair of dtypes, the 16-bit ones included: a copy into BFloat16 or Float16 is the cast, rounded
+  // to nearest even (core/base/half.h); float64 goes there through float32, as in PyTorch.
+  dispatch_storage(dst.dtype(), op, [&](auto dzero) {
     using D = decltype(dzero);
-    dispatch_all(src.dtype(), op, [&](auto szero) {
+    dispatch_storage(src.dtype(), op, [&](auto szero) {
       using S = decltype(szero);
       D* d = static_cast<D*>(dst.raw_data());
       const S* s = static_cast<const S*>(src.raw_data());

@@ -174,9 +174,9 @@ void strided_copy(void* dst, DType dst_dtype, const std::vector<int64_t>& dst_st
     RG_CUDA_CHECK(cudaMemcpy(dst, src, n * dtype_size(dst_dtype), cudaMemcpyDeviceToDevice), "cuda_copy");
     return;
   }
-  dispatch_all(dst_dtype, "cuda_copy", [&](auto dzero) {
+  dispatch_storage(dst_dtype, "cuda_copy", [&](auto dzero) {
     using D = decltype(dzero);
-    dispatch_all(src_dtype, "cuda_copy", [&](auto szero) {
+    dispatch_storage(src_dtype, "cuda_copy", [&](auto szero) {
       using S = decltype(szero);
       launch(StridedCopy<D, S>{static_cast<D*>(dst), static_cast<const S*>(src), layout}, n, "cuda_copy");
     });

@@ -196,7 +196,7 @@ TEST_CASE("safetensors: malformed headers are refused with a message naming the 
       {"overlap", "{" + a8 + ",\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 12, "overlap"},
       {"gap", "{" + a8 + ",\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[12,20]}}", 20, "gap in the data section"},
       {"leftover data", "{" + a8 + "}", 12, "tensors cover 8 bytes but the data section has 12"},
-      {"unsupported dtype", "{\"a\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[0,4]}}", 4, "unsupported dtype 'F16'"},
+      {"unsupported dtype", "{\"a\":{\"dtype\":\"I16\",\"shape\":[2],\"data_offsets\":[0,4]}}", 4, "unsupported dtype 'I16'"},
       {"unknown dtype", "{\"a\":{\"dtype\":\"f32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "unsupported dtype 'f32'"},
       {"size mismatch", "{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8, "needs 12 bytes but data_offsets span 8"},
       {"dtype size mismatch", "{\"a\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "needs 16 bytes"},

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <vector>
 
+#include "autograd/autocast.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "autograd/ops/checks.h"
@@ -156,8 +157,14 @@ Tensor flash_relative_attention(const Tensor& q, const Tensor& k, const Tensor& 
   RG_PROFILE_OP(kOp);
   const Plan plan = make_plan(q, k, v, o);
   add_profiled_flops(attention_flops(plan.B, plan.H, plan.t2, plan.t1, plan.D, plan.causal, false));
-  const Tensor qc = heads_data(q), kc = heads_data(k), vc = heads_data(v), qrc = heads_data(o.rel_query);
-  const Tensor Ec = contiguous_data(o.rel_table), bc = contiguous_data(o.bias_table);
+  // Autocast (autograd/autocast.h): the products' operands q, k, v, rel_query and rel_table rounded, the
+  // incoming gradient too in the backward. The CPU kernel keeps P in float32 for P·V, where a GPU
+  // kernel would round it as well: the one product here that is not the tensor cores' contract.
+  const DType low = autocast_dtype_for(q);
+  const Tensor qc = round_to(heads_data(q), low), kc = round_to(heads_data(k), low), vc = round_to(heads_data(v), low);
+  const Tensor qrc = o.rel_query.defined() ? round_to(heads_data(o.rel_query), low) : Tensor();
+  const Tensor Ec = o.rel_table.defined() ? round_to(contiguous_data(o.rel_table), low) : Tensor();
+  const Tensor bc = contiguous_data(o.bias_table);
   const backend::FlashForward f = backend::flash_forward(plan, qc, kc, vc, qrc, Ec, bc);
   const Tensor out = f.out;
   // Inputs in a fixed order: q, k, v, then whichever of rel_query, rel_table, bias_table are given.
@@ -179,7 +186,7 @@ Tensor flash_relative_attention(const Tensor& q, const Tensor& k, const Tensor& 
                   const Tensor q_ = qs.get(), k_ = ks.get(), v_ = vs.get(), o_ = outs.get(), l_ = lses.get();
                   const Tensor qr_ = qrs.defined() ? qrs.get() : Tensor(), E_ = Es.defined() ? Es.get() : Tensor();
                   const Tensor b_ = bs.defined() ? bs.get() : Tensor();
-                  const Tensor gc = backend::flash_operand(g);
+                  const Tensor gc = round_to(backend::flash_operand(g), low);
                   add_profiled_flops(attention_flops(plan.B, plan.H, plan.t2, plan.t1, plan.D, plan.causal, true));
                   const backend::FlashGrads d = backend::flash_backward(plan, q_, k_, v_, qr_, E_, b_, o_, l_, gc,
                                                                         in_qr >= 0, want_E, want_b);

@@ -241,7 +241,9 @@ Tensor to_dtype(const Tensor& x, DType dtype) {
   if (x.dtype() == dtype) return x;
   Tensor y = empty(x.shape(), TensorOptions(dtype).device(x.device()));
   copy_into(y, x, "to");
-  if (!needs_grad({x}) || !is_floating(dtype)) return y;
+  // A cast between floating dtypes (the 16-bit storage ones too) is differentiable: its backward casts
+  // the gradient back, so float32 → bfloat16 → float32 hands the float32 input a rounded gradient.
+  if (!needs_grad({x}) || !(is_floating(dtype) || is_16bit_float(dtype))) return y;
   return record(y, "to", {x}, [from = x.dtype()](const Tensor& g) -> TensorList { return {to_dtype(g, from)}; });
 }
 

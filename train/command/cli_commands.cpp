@@ -251,7 +251,11 @@ int cmd_train(const std::string& config_path, const std::string& resume, const s
           : threads.adaptive() ? "up to " + std::to_string(threads.most()) + " threads (picked by timing steps)"
                                : std::to_string(threads.most()) + (threads.most() == 1 ? " thread" : " threads"))
       << (trainer.model().device.is_cpu() ? std::string(", GEMM: ") + cpu::gemm_library_name(cpu::gemm_library()) : std::string())
-      << (trainer.model().device.is_cpu() ? "" : config.train.tf32 ? ", TF32 matmuls on" : ", TF32 matmuls off") << "\n";
+      << (trainer.model().device.is_cpu() ? "" : config.train.tf32 ? ", TF32 matmuls on" : ", TF32 matmuls off")
+      << (config.train.precision == kFloat32 ? ""  // train.precision (autograd/autocast.h)
+          : config.train.precision == kBFloat16 ? ", bf16 products (float32 accumulation)"
+                                                : ", fp16 products (float32 accumulation, loss scaling)")
+      << "\n";
   if (trainer.model().device.is_cpu() && config.train.tf32)  // as PyTorch's allow_tf32: a CUDA-only switch
     out << "note: train.tf32 = true has no effect on the CPU (its float32 products are always full float32)\n";
   // More OpenMP threads than cores make every parallel region wait on descheduled threads (1000 threads

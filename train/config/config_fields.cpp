@@ -169,6 +169,10 @@ std::vector<Field> build_table() {
          at2(&R::train, &T::profile)},
         {"train.tf32", Kind::Bool, "TF32 for float32 GEMMs on the GPU (no effect on the CPU)", {},
          at2(&R::train, &T::tf32)},
+        choice2("train.precision",
+                "matrix products in fp32, or bf16/fp16 operands with float32 accumulation (autocast; fp16 adds "
+                "loss scaling); weights, optimizer state, reductions and checkpoints stay float32",
+                kPrecisionNames, &R::train, &T::precision),
     };
     using S = SampleConfig;
     std::vector<Field> sample = {

@@ -139,6 +139,9 @@ void RunConfig::validate() const {
   check(train.profile >= 0 && train.profile < train.steps,
         "train.profile must be in [0, train.steps - 1 = " + std::to_string(train.steps - 1) +
             "] (steps profiled after the first, the warm-up; 0 = off), got " + std::to_string(train.profile));
+  check(train.precision == kFloat32 || train.dtype == kFloat32,
+        std::string("train.precision = ") + kPrecisionNames.name(train.precision) +
+            " rounds float32 products: it needs train.dtype = \"float32\", got \"" + dtype_name(train.dtype) + "\"");
   check(sample.max_new_tokens >= 1, "sample.max_new_tokens must be >= 1");
   check(sample.temperature >= 0.0, "sample.temperature must be >= 0");
   check(sample.top_k >= 0, "sample.top_k must be >= 0");

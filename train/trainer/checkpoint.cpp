@@ -84,6 +84,8 @@ uint64_t checkpoint_header_checksum(const std::map<std::string, std::string>& me
       case DType::Float64: add("F64"); break;
       case DType::Int64: add("I64"); break;
       case DType::Bool: add("BOOL"); break;
+      case DType::BFloat16: add("BF16"); break;
+      case DType::Float16: add("F16"); break;
     }
     std::string dims;
     for (int64_t d : t.shape()) dims += std::to_string(d) + ",";

@@ -29,7 +29,7 @@
 // seed, name, dtype or shape cannot load silently either: the bytes
 //   for each metadata entry but "header_checksum", in ascending key order:  key 0x00 value 0x00
 //   for each tensor, in ascending name order:  name 0x00 dtype 0x00 dims 0x00
-// with dtype the safetensors name ("F32", "F64", "I64", "BOOL") and dims the shape's sizes in
+// with dtype the safetensors name ("F32", "F64", "I64", "BOOL", "BF16", "F16") and dims the shape's sizes in
 // decimal, each followed by ',' ("" for a 0-d tensor). It hashes what the JSON says, not how it is
 // spelled, so any safetensors writer can reproduce it. Files written before it existed lack the key
 // and load without this check.

@@ -24,6 +24,10 @@ enum class PlotFormat { Svg, Png };
 inline constexpr NameTable<PlotFormat, 2> kPlotFormatNames{{{PlotFormat::Svg, "svg"}, {PlotFormat::Png, "png"}}};
 // train.dtype: the parameters' and activations' dtype (of core/base/dtype.h's, the floating ones).
 inline constexpr NameTable<DType, 2> kParameterDTypeNames{{{DType::Float32, "float32"}, {DType::Float64, "float64"}}};
+// train.precision: the products' precision under autocast (autograd/autocast.h); fp16 adds dynamic
+// loss scaling (train/optim/grad_scaler.h). Weights, optimizer state, reductions and checkpoints stay float32.
+inline constexpr NameTable<DType, 3> kPrecisionNames{
+    {{DType::Float32, "fp32"}, {DType::BFloat16, "bf16"}, {DType::Float16, "fp16"}}};
 
 struct OptimConfig {
   OptimizerKind name = OptimizerKind::AdamW;  // kOptimizerKindNames: sgd, adam, adamw (train/optim/optim.h)
@@ -68,6 +72,7 @@ struct TrainLoopConfig {
   bool detect_anomaly = false;     // check every op's output and gradient for NaN/Inf (slow; names the op)
   int64_t profile = 0;             // op-level profile of this many steps after the first (train/trainer/profiler.h)
   bool tf32 = false;               // TF32 for float32 GEMMs on the GPU (torch.backends.cuda.matmul.allow_tf32)
+  DType precision = kFloat32;      // kPrecisionNames: fp32, bf16 or fp16 products (mixed precision, torch.autocast)
 };
 
 // model.type: the two kinds of model (train/trainer/run.h: DecoderOnlyModel, EncoderDecoderModel).

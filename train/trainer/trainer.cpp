@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
 #include "core/backend/matmul.h"
 #include "core/base/error.h"
@@ -84,6 +85,7 @@ Trainer::Trainer(TrainerOptions options, std::ostream* out, Communicator* comm)
   // train.tf32: cuBLAS's float32 GEMMs in TF32 for this Trainer's life (a GPU setting; no effect on the CPU).
   tf32_before_ = backend::allow_tf32();
   backend::set_allow_tf32(options_.train.tf32);
+  if (options_.train.precision == kFloat16) scaler_ = std::make_unique<GradScaler>();
   if (options_.train.profile > 0) profile_ = std::make_unique<StepProfile>(options_.train.profile, device);
   // On a GPU the host threads only feed the device: the count is fixed (train.threads, capped).
   const int64_t requested = device.is_cpu() || options_.train.threads > 0 ? options_.train.threads
@@ -162,12 +164,16 @@ double Trainer::run_step() {
     DetectAnomalyGuard anomaly(options_.train.detect_anomaly || AnomalyMode::is_enabled());
     for (const Batch& host : micro) {
       const Batch b = host.to(model_->device);  // one micro-batch on the device at a time
-      Tensor logits = model_->logits(b);  // (B, T, V)
+      Tensor logits;
+      {  // train.precision: the forward's products in bf16/fp16 (autograd/autocast.h), the rest float32
+        AutocastGuard autocast(options_.train.precision);
+        logits = model_->logits(b);  // (B, T, V)
+      }
       const int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);
       Tensor loss = cross_entropy(logits.reshape({B * T, V}), RunModel::targets(b).reshape({B * T}),
                                   CrossEntropyOptions().set_reduction(Reduction::Sum)) /
                     static_cast<double>(total_targets);
-      loss.backward();
+      (scaler_ ? scaler_->scale(loss) : loss).backward();
       loss_value += loss.item();
     }
   } catch (const NonFiniteError& e) {  // anomaly detection named the op; add the step
@@ -179,6 +185,10 @@ double Trainer::run_step() {
   }
   if (after_backward_) after_backward_(*this);
   const TensorList params = model_->module->parameters();
+  if (scaler_) {  // fp16: the true gradients back; an overflow (finite loss, inf/NaN grads) skips the step
+    scaler_->unscale_(params);
+    if (scaler_->found_inf() && std::isfinite(loss_value)) return skip_for_scaler(lr, loss_value);
+  }
   last_grad_norm_ = std::isfinite(loss_value)
                         ? clip_grad_norm_(params, options_.optim.clip > 0 ? options_.optim.clip : INFINITY)
                         : NAN;
@@ -206,8 +216,25 @@ double Trainer::run_step() {
                                 first_nonfinite(model_->module->named_parameters(), /*grads=*/false),
                                 run_dir_.failure_note());
   nonfinite_.on_applied();
+  if (scaler_) scaler_->update();  // a finite step: towards growth
   data_position_ += options_.train.grad_accum;
   ++step_;
+  return loss_value;
+}
+
+// GradScaler's skip (train/optim/grad_scaler.h): the scale was too large for float16, not the model
+// diverging, so train.nonfinite is not consulted: the scale is halved, weights and optimizer state are
+// left bit for bit, the step number and the data position advance, and a "skip" record names it.
+double Trainer::skip_for_scaler(double lr, double loss_value) {
+  const double scale = scaler_->get_scale();
+  scaler_->update();
+  ++scaler_skips_;
+  data_position_ += options_.train.grad_accum;
+  ++step_;
+  using C = LogColumn;
+  run_dir_.append(LogEntry(LogEvent::Skip, {{C::Step, double(step_)}, {C::Loss, loss_value}, {C::Lr, lr},
+                                            {C::GradNorm, double(INFINITY)}})
+                      .set(C::Tensor, detail::concat("fp16 gradients at loss scale ", scale)));
   return loss_value;
 }
 
@@ -247,9 +274,9 @@ TrainResult Trainer::train_loop() {
   double window_start = 0.0;
   while (step_ < tc.steps) {
     const double lr = schedule_.lr_at(step_);
-    const int64_t skipped_before = nonfinite_.total();
+    const int64_t skipped_before = nonfinite_.total() + scaler_skips_;
     const double loss = train_step();
-    const bool skipped = nonfinite_.total() > skipped_before;  // logged by train_step as a "skip" record
+    const bool skipped = nonfinite_.total() + scaler_skips_ > skipped_before;  // logged by train_step as a "skip" record
     result.skipped_steps += skipped;
     if (!skipped) result.last_loss = loss;
     tokens += last_tokens_;

@@ -54,6 +54,7 @@
 #include <vector>
 
 #include "train/data/dataset.h"
+#include "train/optim/grad_scaler.h"
 #include "train/optim/optim.h"
 #include "train/optim/schedule.h"
 #include "train/trainer/checkpoint.h"
@@ -141,12 +142,14 @@ class Trainer {
   const ThreadPolicy& thread_policy() const { return *threads_; }
   Communicator& communicator() const { return *comm_; }
   const GradientReducer* gradient_reducer() const { return reducer_.get(); }  // null with one rank
+  const GradScaler* grad_scaler() const { return scaler_.get(); }  // train.precision = fp16 only
   std::string checkpoint_path() const { return run_dir_.checkpoint_path(); }
   std::string log_path() const { return run_dir_.log_path(); }
 
  private:
   TrainResult train_loop();
   double run_step();  // train_step without the thread policy's timing
+  double skip_for_scaler(double lr, double loss_value);  // fp16 overflow: GradScaler's skip
   EvalResult run_eval(std::chrono::steady_clock::time_point start, bool record);
   void start_data_parallel();
   void print_samples();
@@ -170,6 +173,8 @@ class Trainer {
   std::function<void(Trainer&)> after_backward_;
   std::unique_ptr<StepProfile> profile_;  // train.profile > 0 (train/trainer/profiler.h)
   bool tf32_before_ = false;              // the process's TF32 setting, restored by ~Trainer
+  std::unique_ptr<GradScaler> scaler_;    // train.precision = fp16 only (its state is checkpointed)
+  int64_t scaler_skips_ = 0;              // steps the scaler skipped (counted as skipped steps)
   bool out_dir_locked_ = false;           // lock_out_dir() was called (on every rank)
 };
 
