@@ -133,16 +133,14 @@ namespace {
 
 int run_command(int argc, const char* const* argv, std::ostream& out_all, std::ostream& err,
                 std::string& command) {
-  // `relgrad bench length-bench ...` is `relgrad length-bench ...`: a built-in bench is a command of its
-  // own, with its own flags (train/instruments/study_registry.h).
+  // `relgrad bench length-bench ...` is `relgrad length-bench ...`: every study is a command of its own,
+  // with its own flags (train/command/subcommands/bench.cpp).
   std::vector<const char*> args(argv, argv + argc);
-  if (argc > 2 && std::string(argv[1]) == "bench")
-    if (const StudyEntry* study = find_study(argv[2]); study && !study->command.empty()) {
-      args.erase(args.begin() + 1);
-      args[1] = study->command.c_str();
-      argc = static_cast<int>(args.size());
-      argv = args.data();
-    }
+  if (argc > 2 && std::string(argv[1]) == "bench" && find_study(argv[2])) {
+    args.erase(args.begin() + 1);
+    argc = static_cast<int>(args.size());
+    argv = args.data();
+  }
   // Under mpirun only rank 0 prints; errors come from every rank, naming it (docs/distributed.md).
   std::ostream silent(nullptr);
   std::ostream& out = world().is_root() ? out_all : silent;
@@ -161,7 +159,8 @@ int run_command(int argc, const char* const* argv, std::ostream& out_all, std::o
     std::unique_ptr<Subcommand> command;
   };
   std::vector<Declared> declared;
-  for (const SubcommandEntry& entry : subcommands()) {
+  const std::vector<SubcommandEntry> table = subcommands();  // Declared points into it
+  for (const SubcommandEntry& entry : table) {
     Declared d{&entry, app.add_subcommand(entry.name, entry.summary), entry.make()};
     d.app->footer("");  // CLI11 hands down the parent's footer, every command's synopsis: each shows its own
     CommandLine line(*d.app);  // what the command sees of its App

@@ -3,12 +3,17 @@
 // the CLI11 parser from the table, so the table also gives `relgrad --help` its synopsis and the
 // unknown-command message its list.
 #pragma once
+#include <functional>
 #include <iosfwd>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "train/command/command_line.h"
+
+namespace relgrad {
+struct StudyEntry;  // train/instruments/study_registry.h
+}
 
 namespace relgrad::cli_detail {
 
@@ -23,14 +28,15 @@ class Subcommand {
 };
 
 struct SubcommandEntry {
-  const char* name;      // "train": `relgrad train`
-  const char* summary;   // the one line `relgrad --help` shows
-  const char* synopsis;  // the arguments after "relgrad <name> " (lines joined by '\n')
-  std::unique_ptr<Subcommand> (*make)();
+  std::string name;      // "train": `relgrad train`
+  std::string summary;   // the one line `relgrad --help` shows
+  std::string synopsis;  // the arguments after "relgrad <name> " (lines joined by '\n')
+  std::function<std::unique_ptr<Subcommand>()> make;
 };
 
-// Every command, in the order `relgrad --help` lists them.
-const std::vector<SubcommandEntry>& subcommands();
+// Every command, in the order `relgrad --help` lists them: the fixed ones, with one per study of the
+// registry (train/instruments/study_registry.h, those registered so far included) after experiments.
+std::vector<SubcommandEntry> subcommands();
 // "  relgrad train   [--config ...] ...\n  relgrad sample ...\n": every synopsis, aligned.
 std::string synopsis_text();
 // "  relgrad eval CHECKPOINT [--batches N] ...\n": one command's synopsis, for its own --help.
@@ -46,11 +52,7 @@ std::unique_ptr<Subcommand> make_inspect_command();
 std::unique_ptr<Subcommand> make_render_command();
 std::unique_ptr<Subcommand> make_probe_command();
 std::unique_ptr<Subcommand> make_experiments_command();
-std::unique_ptr<Subcommand> make_music_bench_command();
-std::unique_ptr<Subcommand> make_length_bench_command();
-std::unique_ptr<Subcommand> make_addition_bench_command();
-std::unique_ptr<Subcommand> make_cope_bench_command();
-std::unique_ptr<Subcommand> make_context_bench_command();
+std::unique_ptr<Subcommand> make_study_command(const StudyEntry& study);  // a study's command (bench.cpp)
 std::unique_ptr<Subcommand> make_bench_command();
 std::unique_ptr<Subcommand> make_tokenize_command();
 std::unique_ptr<Subcommand> make_plot_command();

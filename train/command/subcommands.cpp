@@ -1,13 +1,13 @@
 // The table of `relgrad` subcommands (train/command/subcommand.h): one line per command.
 #include "train/command/subcommand.h"
+#include "train/instruments/study_registry.h"
 
 #include <algorithm>
-#include <cstring>
 
 namespace relgrad::cli_detail {
 
-const std::vector<SubcommandEntry>& subcommands() {
-  static const std::vector<SubcommandEntry> table = {
+std::vector<SubcommandEntry> subcommands() {
+  std::vector<SubcommandEntry> table = {
       {"train", "train a model; --key=value overrides any config key",
        "[--config FILE.toml|.json] [--resume CHECKPOINT] [--key=value ...] [--device cpu|cuda]\n"
        "[--dry-run] [--help-config]",
@@ -31,24 +31,15 @@ const std::vector<SubcommandEntry>& subcommands() {
       {"experiments", "the verification experiments (D1 D2 D3 D6): train, probe, report",
        "[--full] [--only D1|D2|D3|D6] [--sweep] [--out FILE.md] [--seeds 1,2,3] [per-run overrides]",
        make_experiments_command},
-      {"music-bench", "the JSB chorales comparison of positional treatments, and harmonisation by alignment",
-       "[--full] [--treatments none,huang,...] [--seeds 1,2] [--steps N] [--no-harmony] [--chorales F]\n"
-       "[--out DIR]",
-       make_music_bench_command},
-      {"length-bench", "length generalisation of positional treatments on synthetic algorithmic tasks",
-       "[--full] [--tasks copy,reverse,...] [--treatments none,t5,...] [--seeds 1,2] [--steps N] [--out DIR]",
-       make_length_bench_command},
-      {"addition-bench", "decimal addition with index hints: FIRE at random positions and the other schemes",
-       "[--full] [--treatments fire-random,rope,...] [--plain-treatments fire,rope,...] [--no-plain]\n"
-       "[--seeds 1,2] [--steps N] [--out DIR]",
-       make_addition_bench_command},
-      {"cope-bench", "CoPE's selective copy, counting and flip-flop, and PoPE's indirect indexing, by treatment",
-       "[--full] [--tasks selective_copy,counting,...] [--treatments cope,rope,...] [--seeds 1,2] [--steps N]\n"
-       "[--out DIR]",
-       make_cope_bench_command},
-      {"context-bench", "train short, test long: held-out NLL of text LMs at 1-16 times their training context",
-       "[--full] [--treatments sinusoidal,alibi,...] [--seeds 1,2] [--steps N] [--text FILE] [--out DIR]",
-       make_context_bench_command},
+  };
+  // The studies' commands, one per registry entry (train/command/subcommands/bench.cpp declares each).
+  for (const StudyEntry& study : studies()) {
+    const std::string synopsis =
+        study.synopsis.empty() ? "[--full] [--tasks a,b] [--treatments a,b] [--seeds 1,2] [--steps N] [--out DIR]"
+                               : study.synopsis;
+    table.push_back({study.name, study.summary, synopsis, [study] { return make_study_command(study); }});
+  }
+  const std::vector<SubcommandEntry> last = {
       {"bench", "any registered study by name: the benches above and those registered from outside",
        "NAME [--full] [--tasks a,b] [--treatments none,t5,...] [--seeds 1,2] [--steps N] [--out DIR]",
        make_bench_command},
@@ -56,6 +47,7 @@ const std::vector<SubcommandEntry>& subcommands() {
        "INPUT OUTPUT", make_tokenize_command},
       {"plot", "loss curves from a training log, as SVG or PNG", "LOG [-o OUT.svg|OUT.png]", make_plot_command},
   };
+  table.insert(table.end(), last.begin(), last.end());
   return table;
 }
 
@@ -63,11 +55,11 @@ namespace {
 
 // One command's synopsis, its name padded to `width` and its continuation lines under the arguments.
 std::string synopsis_line(const SubcommandEntry& c, size_t width) {
-  const size_t name = std::strlen(c.name);
-  const std::string head = "  relgrad " + std::string(c.name) + std::string(width > name ? width - name + 1 : 1, ' ');
+  const size_t name = c.name.size();
+  const std::string head = "  relgrad " + c.name + std::string(width > name ? width - name + 1 : 1, ' ');
   const std::string indent(head.size() + 2, ' ');
   std::string line = head;
-  for (const char* p = c.synopsis; *p; ++p) line += *p == '\n' ? "\n" + indent : std::string(1, *p);
+  for (const char ch : c.synopsis) line += ch == '\n' ? "\n" + indent : std::string(1, ch);
   return line + "\n";
 }
 
@@ -75,7 +67,7 @@ std::string synopsis_line(const SubcommandEntry& c, size_t width) {
 
 std::string synopsis_text() {
   size_t width = 0;
-  for (const SubcommandEntry& c : subcommands()) width = std::max(width, std::strlen(c.name));
+  for (const SubcommandEntry& c : subcommands()) width = std::max(width, c.name.size());
   std::string text;
   for (const SubcommandEntry& c : subcommands()) text += synopsis_line(c, width);
   return text + "  relgrad --version\n";
@@ -85,7 +77,7 @@ std::string synopsis_text(const SubcommandEntry& command) { return synopsis_line
 
 std::string command_names_text() {
   std::string text;
-  for (const SubcommandEntry& c : subcommands()) text += (text.empty() ? "" : ", ") + std::string(c.name);
+  for (const SubcommandEntry& c : subcommands()) text += (text.empty() ? "" : ", ") + c.name;
   return text;
 }
 

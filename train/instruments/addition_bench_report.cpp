@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "train/instruments/addition_bench.h"
+#include "train/instruments/study_registry.h"
 #include "train/instruments/bench_report.h"
 
 namespace relgrad {
@@ -124,6 +125,34 @@ int run_addition_bench(const AdditionBenchOptions& options, std::ostream& out) {
   bench::write_results(options.out_dir, length_bench_csv(r), addition_bench_markdown(r, options), "addition-bench");
   out << addition_bench_table(r) << bench::written(options.out_dir, r.pictures) << "\n";
   return bench::form_verdict(r.full, r.resized, addition_bench_failures(r), out);
+}
+
+StudyEntry addition_bench_study() {
+  StudyEntry e;
+  e.name = "addition-bench";
+  e.summary = "decimal addition with index hints: FIRE at random positions and the other schemes";
+  e.synopsis = "[--full] [--treatments fire-random,rope,...] [--plain-treatments fire,rope,...] [--no-plain]\n"
+               "[--seeds 1,2] [--steps N] [--out DIR]";
+  e.full_help = "the documented run (docs/addition.md); default: the CI form";
+  e.takes_tasks = false;
+  e.treatments_help = "with index hints, comma-separated, e.g. fire,fire-random,rope (default: the form's)";
+  e.seeds_help = "comma-separated seeds (default: 1,2,3)";
+  e.out_help = "folder for the tables, pictures and checkpoints";
+  e.flags = {{"--plain-treatments", StudyFlagKind::List,
+              "without index hints, comma-separated (default: the form's; full: fire,fire-random,rope)"},
+             {"--no-plain", StudyFlagKind::Switch, "no model without index hints"}};
+  e.run = [](const StudyArgs& a, std::ostream& out) {
+    AdditionBenchOptions o;
+    o.full = a.options.full;
+    o.treatments = a.options.treatments;
+    o.plain_treatments = a.list("--plain-treatments");
+    o.plain = !a.has("--no-plain");
+    o.seeds = a.options.seeds;
+    o.steps = a.options.steps;
+    o.out_dir = a.options.out_dir;
+    return run_addition_bench(o, out);
+  };
+  return e;
 }
 
 }  // namespace relgrad

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/base/error.h"
+#include "train/instruments/study_registry.h"
 #include "train/instruments/bench_report.h"
 #include "train/instruments/context_bench.h"
 #include "train/plot/plot.h"
@@ -237,6 +238,38 @@ int run_context_bench(const ContextBenchOptions& options, std::ostream& out) {
   out << context_bench_table(r) << bench::written(options.out_dir, r.pictures) << " (" << fixed(r.seconds, 0)
       << " s, " << fixed(r.cpu_seconds, 0) << " s of processor time)\n";
   return bench::form_verdict(r.full, r.resized, context_bench_failures(r), out);
+}
+
+namespace {
+
+ContextBenchOptions context_options(const StudyArgs& a) {
+  ContextBenchOptions o;
+  o.full = a.options.full;
+  o.treatments = a.options.treatments;
+  o.seeds = a.options.seeds;
+  o.steps = a.options.steps;
+  o.text_path = a.text("--text", "");
+  o.out_dir = a.options.out_dir;
+  return o;
+}
+
+}  // namespace
+
+StudyEntry context_bench_study() {
+  StudyEntry e;
+  e.name = "context-bench";
+  e.summary = "train short, test long: held-out NLL of text LMs at 1-16 times their training context";
+  e.synopsis = "[--full] [--treatments sinusoidal,alibi,...] [--seeds 1,2] [--steps N] [--text FILE] [--out DIR]";
+  e.full_help = "the documented run (about 17 minutes on one idle core); default: the CI form";
+  e.takes_tasks = false;
+  e.treatments_help = "comma-separated, e.g. sinusoidal,rope,t5,alibi (default: the form's)";
+  e.seeds_help = "comma-separated seeds (default: 1,2,3 with --full, else 1,2)";
+  e.out_help = "folder for the tables, the picture and the checkpoints";
+  e.out_aliases = {"--out-dir"};
+  e.flags = {{"--text", StudyFlagKind::Text, "the text to train and evaluate on (default: data/kjv.txt)", true}};
+  e.check = [](const StudyArgs& a) { check_context_bench_options(context_options(a)); };
+  e.run = [](const StudyArgs& a, std::ostream& out) { return run_context_bench(context_options(a), out); };
+  return e;
 }
 
 }  // namespace relgrad

@@ -3,6 +3,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "train/instruments/study_registry.h"
 #include "train/instruments/bench_report.h"
 #include "train/instruments/cope_bench.h"
 
@@ -140,6 +141,37 @@ int run_cope_bench(const CopeBenchOptions& options, std::ostream& out) {
   bench::write_results(options.out_dir, cope_bench_csv(r), cope_bench_markdown(r, options), "cope-bench");
   out << cope_bench_table(r) << bench::written(options.out_dir, {}) << "\n";
   return bench::form_verdict(r.full, r.resized, cope_bench_failures(r), out);
+}
+
+namespace {
+
+CopeBenchOptions cope_options(const StudyArgs& a) {
+  CopeBenchOptions o;
+  o.full = a.options.full;
+  o.tasks = a.options.tasks;
+  o.treatments = a.options.treatments;
+  o.seeds = a.options.seeds;
+  o.steps = a.options.steps;
+  o.out_dir = a.options.out_dir;
+  return o;
+}
+
+}  // namespace
+
+StudyEntry cope_bench_study() {
+  StudyEntry e;
+  e.name = "cope-bench";
+  e.summary = "CoPE's selective copy, counting and flip-flop, and PoPE's indirect indexing, by treatment";
+  e.synopsis = "[--full] [--tasks selective_copy,counting,...] [--treatments cope,rope,...] [--seeds 1,2] [--steps N]\n"
+               "[--out DIR]";
+  e.full_help = "the documented run (docs/cope-tasks.md); default: the CI form";
+  e.tasks_help = "comma-separated: selective_copy, counting, flip_flop, indirect_indexing (default: the form's)";
+  e.treatments_help = "comma-separated, e.g. cope,rope,learned (default: the form's)";
+  e.seeds_help = "comma-separated seeds (default: 1,2,3)";
+  e.out_help = "folder for the tables and checkpoints";
+  e.check = [](const StudyArgs& a) { check_cope_bench_options(cope_options(a)); };
+  e.run = [](const StudyArgs& a, std::ostream& out) { return run_cope_bench(cope_options(a), out); };
+  return e;
 }
 
 }  // namespace relgrad

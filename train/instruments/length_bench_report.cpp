@@ -4,6 +4,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "train/instruments/study_registry.h"
 #include "train/instruments/bench_report.h"
 #include "train/instruments/length_bench.h"
 #include "train/plot/plot.h"
@@ -154,6 +155,36 @@ int run_length_bench(const LengthBenchOptions& options, std::ostream& out) {
   bench::write_results(options.out_dir, length_bench_csv(r), length_bench_markdown(r, options), "length-bench");
   out << length_bench_table(r) << bench::written(options.out_dir, r.pictures) << "\n";
   return bench::form_verdict(r.full, r.resized, length_bench_failures(r), out);
+}
+
+namespace {
+
+LengthBenchOptions length_options(const StudyArgs& a) {
+  LengthBenchOptions o;
+  o.full = a.options.full;
+  o.tasks = a.options.tasks;
+  o.treatments = a.options.treatments;
+  o.seeds = a.options.seeds;
+  o.steps = a.options.steps;
+  o.out_dir = a.options.out_dir;
+  return o;
+}
+
+}  // namespace
+
+StudyEntry length_bench_study() {
+  StudyEntry e;
+  e.name = "length-bench";
+  e.summary = "length generalisation of positional treatments on synthetic algorithmic tasks";
+  e.synopsis = "[--full] [--tasks copy,reverse,...] [--treatments none,t5,...] [--seeds 1,2] [--steps N] [--out DIR]";
+  e.full_help = "the documented run (about an hour on 2 cores); default: the CI form";
+  e.tasks_help = "comma-separated: copy, reverse, addition, sorting, parity (default: the form's)";
+  e.treatments_help = "comma-separated, e.g. none,t5,rope,seed (default: the form's)";
+  e.seeds_help = "comma-separated seeds (default: 1,2,3)";
+  e.out_help = "folder for the tables, pictures and checkpoints";
+  e.check = [](const StudyArgs& a) { check_length_bench_options(length_options(a)); };
+  e.run = [](const StudyArgs& a, std::ostream& out) { return run_length_bench(length_options(a), out); };
+  return e;
 }
 
 }  // namespace relgrad

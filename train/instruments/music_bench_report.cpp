@@ -10,6 +10,7 @@
 
 #include "core/base/error.h"
 #include "core/file_io.h"
+#include "train/instruments/study_registry.h"
 #include "train/instruments/bench_report.h"
 #include "train/instruments/music_bench.h"
 
@@ -353,6 +354,39 @@ int run_music_bench(const MusicBenchOptions& options, std::ostream& out) {
   for (const std::string& f : failures) out << (ci_form ? "FAILED: " : "note: ") << f << "\n";
   if (!ci_form || failures.empty()) return 0;
   return 1;
+}
+
+StudyEntry music_bench_study() {
+  StudyEntry e;
+  e.name = "music-bench";
+  e.summary = "the JSB chorales comparison of positional treatments, and harmonisation by alignment";
+  e.synopsis = "[--full] [--treatments none,huang,...] [--seeds 1,2] [--steps N] [--no-harmony] [--chorales F]\n"
+               "[--out DIR]";
+  e.full_help = "the documented run (about an hour); default: the small CI form";
+  e.takes_tasks = false;
+  e.treatments_help = "comma-separated, e.g. none,huang,t5 (default: all with --full, else none,huang)";
+  e.seeds_help = "comma-separated seeds (default: 1,2,3 with --full, else 1,2)";
+  e.out_help = "folder for the tables, pictures and checkpoints";
+  e.flags = {{"--no-harmony", StudyFlagKind::Switch, "skip the harmonisation comparison"},
+             {"--chorales", StudyFlagKind::Text, "the chorale file (default: the shipped one)", true},
+             {"--pope-size", StudyFlagKind::Switch,
+              "the PoPE paper's JSB size (6 layers, d 256, 8 heads, RMSNorm, dropout 0.2, batch 4, windows of 2048, "
+              "3000 steps, lr 6e-4): for a GPU"},
+             {"--device", StudyFlagKind::Text, "where every model trains: cpu (default), cuda, cuda:N"}};
+  e.run = [](const StudyArgs& a, std::ostream& out) {
+    MusicBenchOptions o;
+    o.full = a.options.full;
+    o.treatments = a.options.treatments;
+    o.seeds = a.options.seeds;
+    o.steps = a.options.steps;
+    o.harmony = !a.has("--no-harmony");
+    o.chorales_path = a.text("--chorales", "");
+    o.pope_size = a.has("--pope-size");
+    o.device = a.text("--device", "cpu");
+    o.out_dir = a.options.out_dir;
+    return run_music_bench(o, out);
+  };
+  return e;
 }
 
 }  // namespace relgrad

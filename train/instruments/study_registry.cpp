@@ -16,19 +16,10 @@ namespace {
 
 constexpr const char* kOp = "bench";
 
-// The built-in benches: each has its own command and flags (train/command/subcommands/).
+// One line per built-in study, in the order `relgrad --help` lists their commands.
 std::vector<StudyEntry> builtin_studies() {
-  return {
-      {"music-bench", "the JSB chorales comparison of positional treatments, and harmonisation by alignment",
-       "music-bench"},
-      {"length-bench", "length generalisation of positional treatments on synthetic algorithmic tasks",
-       "length-bench"},
-      {"addition-bench", "decimal addition with index hints: FIRE at random positions and the other schemes",
-       "addition-bench"},
-      {"cope-bench", "CoPE's selective copy, counting and flip-flop, and PoPE's indirect indexing", "cope-bench"},
-      {"context-bench", "train short, test long: held-out NLL of text LMs at 1-16 times their training context",
-       "context-bench"},
-  };
+  return {music_bench_study(), length_bench_study(), addition_bench_study(), cope_bench_study(),
+          context_bench_study()};
 }
 
 std::mutex& table_mutex() {
@@ -61,7 +52,7 @@ void register_study(StudyEntry entry) {
   const std::lock_guard<std::mutex> lock(table_mutex());
   RG_CHECK(!entry.name.empty(), kOp, "a study needs a name");
   RG_CHECK(!find_study(entry.name), kOp, "a study named '", entry.name, "' is registered already");
-  RG_CHECK(entry.plan || !entry.command.empty(), kOp, "study '", entry.name, "' has neither a plan nor a command");
+  RG_CHECK(entry.plan || entry.run, kOp, "study '", entry.name, "' has neither a plan nor a run");
   table().push_back(std::move(entry));
 }
 
@@ -76,9 +67,31 @@ void unregister_study(const std::string& name) {
     }
 }
 
-int run_study(const StudyEntry& entry, const StudyOptions& options, std::ostream& out) {
-  RG_CHECK(entry.plan, entry.name, "is run by its own command, `relgrad ", entry.command, "`");
-  StudyOptions o = options;
+bool StudyArgs::has(const std::string& flag) const {
+  for (const std::string& f : switches)
+    if (f == flag) return true;
+  for (const auto& [f, v] : texts)
+    if (f == flag) return true;
+  for (const auto& [f, v] : lists)
+    if (f == flag) return true;
+  return false;
+}
+
+std::string StudyArgs::text(const std::string& flag, const std::string& fallback) const {
+  for (const auto& [f, v] : texts)
+    if (f == flag) return v;
+  return fallback;
+}
+
+std::vector<std::string> StudyArgs::list(const std::string& flag) const {
+  for (const auto& [f, v] : lists)
+    if (f == flag) return v;
+  return {};
+}
+
+int run_study(const StudyEntry& entry, const StudyArgs& args, std::ostream& out) {
+  if (entry.run) return entry.run(args, out);
+  StudyOptions o = args.options;
   if (o.out_dir.empty()) o.out_dir = (std::filesystem::path("runs") / entry.name).string();
   const ThreadCountGuard restore_threads;
   const auto start = std::chrono::steady_clock::now();
