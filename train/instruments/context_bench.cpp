@@ -14,7 +14,6 @@
 #include <sstream>
 
 #include "core/base/error.h"
-#include "core/file_io.h"
 #include "core/version.h"
 #include "layers/schemes.h"
 #include "train/config/run_options.h"
@@ -121,14 +120,6 @@ int64_t parameter_count(RunModel& model) {
   int64_t n = 0;
   for (const Tensor& p : model.module->parameters()) n += p.numel();
   return n;
-}
-
-// The text's size and content hash: a record scored on another text is out of date, wherever it lies.
-std::string text_identity(const std::string& path) {
-  const std::string bytes = read_file(path, kOp);
-  char hash[32];
-  std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(fnv1a64(bytes.data(), bytes.size())));
-  return std::to_string(bytes.size()) + " bytes, fnv1a64 " + hash;
 }
 
 // One model on the study spine (train/instruments/study.h): trained through the Trainer, then scored at
@@ -260,7 +251,7 @@ ContextBenchResult context_bench_results(const ContextBenchOptions& options, std
               << ", evaluated at " << s.context << "-" << s.context * s.multiples.back() << " on " << r.text_path
               << "\n"
               << std::flush;
-  const std::string data = text_identity(r.text_path);
+  const std::string data = file_fingerprint(r.text_path, kOp);
   std::vector<StudyModel> models;
   for (const std::string& treatment : o.treatments)
     for (uint64_t seed : o.seeds) models.push_back(study_model(o, s, r.text_path, data, treatment, seed));

@@ -5,9 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
-#include <map>
 #include <ostream>
 #include <sstream>
 
@@ -15,7 +13,6 @@
 #include "autograd/ops.h"
 #include "core/base/error.h"
 #include "core/device.h"
-#include "core/file_io.h"
 #include "core/version.h"
 #include "train/config/run_options.h"
 #include "train/instruments/bench_report.h"
@@ -135,17 +132,6 @@ int64_t parameter_count(RunModel& model) {
   int64_t n = 0;
   for (const Tensor& p : model.module->parameters()) n += p.numel();
   return n;
-}
-
-// Trains `config` the way `relgrad train` does; the trained model comes back in eval mode.
-std::unique_ptr<Trainer> train_run(const RunConfig& config) {
-  std::ostringstream
-      warnings;  // the shipped chorales skip nothing; a user file's warnings are not ours to print
-  TrainerOptions options = trainer_options(config, &warnings);
-  auto trainer = std::make_unique<Trainer>(std::move(options), nullptr, &study_model_communicator());
-  trainer->train();
-  trainer->model().module->eval();
-  return trainer;
 }
 
 // The train split's token frequencies (add-one over the vocabulary): the NLL of a model that ignores
@@ -349,24 +335,10 @@ std::vector<ProbeCurve> probe_cross(RunModel& model, const ChoraleSet& set) {
   return curves;
 }
 
-std::string fixed3(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3f", v);
-  return buf;
-}
-
-// The chorale file's size and content hash: a record scored on other chorales is out of date.
-std::string file_identity(const std::string& path) {
-  const std::string bytes = read_file(path, kOp);
-  char hash[32];
-  std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(fnv1a64(bytes.data(), bytes.size())));
-  return std::to_string(bytes.size()) + " bytes, fnv1a64 " + hash;
-}
-
 // What every model of a plan shares: the data, the held-out batches and what a model's fingerprint
 // holds beyond its config.
 struct Plan {
-  std::string out_dir, common;  // common: the version, size, evaluation and chorale file
+  std::string out_dir, common;  // common: the version, the chorale file and the evaluation
   ChoraleSet set;
   std::vector<Batch> valid, test, hvalid, htest;
 };
@@ -386,8 +358,10 @@ StudyModel music_model(const std::shared_ptr<const Plan>& plan, const RunConfig&
   m.fingerprint = plan->common + "probe " + probe_dir + "\n" + config_to_toml(where_free);
   m.run = [plan, config, harmony, label, probe_dir, layers] {
     const auto t0 = std::chrono::steady_clock::now();
-    std::unique_ptr<Trainer> trainer = train_run(config);
-    RunModel& model = trainer->model();
+    std::ostringstream warnings;  // the shipped chorales skip nothing; a user file's are not ours to print
+    Trainer trainer(trainer_options(config, &warnings), nullptr, &study_model_communicator());
+    trainer.train();  // the path `relgrad train` takes; score() puts the model in eval mode
+    RunModel& model = trainer.model();
     const Score v = score(model, harmony ? plan->hvalid : plan->valid);
     const Score t = score(model, harmony ? plan->htest : plan->test);
     StudyRecord r;
@@ -395,7 +369,7 @@ StudyModel music_model(const std::shared_ptr<const Plan>& plan, const RunConfig&
     r.set("valid_nll", v.nll), r.set("test_nll", t.nll), r.set("valid_accuracy", v.accuracy);
     r.set("test_accuracy", t.accuracy), r.set("valid_tokens", static_cast<double>(v.tokens));
     r.set("test_tokens", static_cast<double>(t.tokens));
-    r.line = label + ": valid NLL " + fixed3(v.nll);
+    r.line = label + ": valid NLL " + bench::fixed(v.nll, 3);
     if (!probe_dir.empty()) {
       const std::vector<ProbeCurve> curves =
           harmony ? probe_cross(model, plan->set) : probe_decoder(model, plan->set, config.data.context);
@@ -406,9 +380,9 @@ StudyModel music_model(const std::shared_ptr<const Plan>& plan, const RunConfig&
       for (size_t n = 0; n < static_cast<size_t>(r.get("heads")); ++n)
         best = std::max(best, r.get("head." + std::to_string(n) + ".mass_at_zero"));
       r.set("same_step_mass", best);
-      r.line += ", accuracy " + fixed3(v.accuracy) + ", same-step cross mass " + fixed3(best);
+      r.line += ", accuracy " + bench::fixed(v.accuracy, 3) + ", same-step cross mass " + bench::fixed(best, 3);
     } else {
-      r.line += ", test NLL " + fixed3(t.nll) + ", accuracy " + fixed3(v.accuracy);
+      r.line += ", test NLL " + bench::fixed(t.nll, 3) + ", accuracy " + bench::fixed(v.accuracy, 3);
     }
     r.set("seconds", seconds_since(t0));
     return r;
@@ -472,14 +446,14 @@ MusicBenchResult music_bench_results(const MusicBenchOptions& options, std::ostr
     plan->hvalid = harmony_eval_batches(set, ChoraleSplit::Valid, kHarmonyEvalBatch);
     plan->htest = harmony_eval_batches(set, ChoraleSplit::Test, kHarmonyEvalBatch);
   }
-  plan->common = std::string("relgrad ") + version() + "\nchorales " + file_identity(chorales) + "\neval batch " +
+  plan->common = std::string("relgrad ") + version() + "\nchorales " + file_fingerprint(chorales, kOp) + "\neval batch " +
                  std::to_string(kEvalBatch) + " " + std::to_string(kHarmonyEvalBatch) + " reach " +
                  std::to_string(kHeadReach) + " " + std::to_string(kCrossReach) + "\n";
   if (progress)
     *progress << "music-bench (" << (o.pope_size ? "PoPE size" : bench::form_name(o.full, r.resized, s.steps))
               << "): " << bench::counted(o.treatments.size(), "treatment") << " x "
               << bench::counted(o.seeds.size(), "seed") << ", " << s.steps << " steps each; unigram valid NLL "
-              << fixed3(r.unigram_valid_nll) << "\n"
+              << bench::fixed(r.unigram_valid_nll, 3) << "\n"
               << std::flush;
 
   // The models in the tables' order: treatments × seeds, then the harmonisers at the first seed.
@@ -516,6 +490,12 @@ MusicBenchResult music_bench_results(const MusicBenchOptions& options, std::ostr
   }
   const std::vector<StudyRecord> records = run_study_models(kOp, models, o.out_dir, progress);
 
+  const auto scores = [](const StudyRecord& rec, auto& run) {  // a MusicBenchRun's or a HarmonyRun's
+    run.params = static_cast<int64_t>(rec.get("params"));
+    run.valid_nll = rec.get("valid_nll"), run.test_nll = rec.get("test_nll");
+    run.valid_accuracy = rec.get("valid_accuracy"), run.test_accuracy = rec.get("test_accuracy");
+    run.seconds = rec.get("seconds");
+  };
   for (size_t i = 0; i < records.size(); ++i) {
     const StudyRecord& rec = records[i];
     const Made& m = made[i];
@@ -523,21 +503,15 @@ MusicBenchResult music_bench_results(const MusicBenchOptions& options, std::ostr
     if (i < o.treatments.size() * o.seeds.size()) {
       MusicBenchRun run;
       run.treatment = m.treatment, run.seed = m.seed;
-      run.params = static_cast<int64_t>(rec.get("params"));
-      run.valid_nll = rec.get("valid_nll"), run.test_nll = rec.get("test_nll");
-      run.valid_accuracy = rec.get("valid_accuracy"), run.test_accuracy = rec.get("test_accuracy");
+      scores(rec, run);
       run.valid_tokens = static_cast<int64_t>(rec.get("valid_tokens"));
       run.test_tokens = static_cast<int64_t>(rec.get("test_tokens"));
-      run.seconds = rec.get("seconds");
       r.runs.push_back(run);
     } else {
       HarmonyRun h;
       h.label = m.treatment, h.seed = m.seed;
-      h.params = static_cast<int64_t>(rec.get("params"));
-      h.valid_nll = rec.get("valid_nll"), h.test_nll = rec.get("test_nll");
-      h.valid_accuracy = rec.get("valid_accuracy"), h.test_accuracy = rec.get("test_accuracy");
+      scores(rec, h);
       h.same_step_mass = rec.get("same_step_mass");
-      h.seconds = rec.get("seconds");
       r.harmony.push_back(h);
     }
   }
