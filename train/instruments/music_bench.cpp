@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <ostream>
 #include <sstream>
+#include <type_traits>
 
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
@@ -228,10 +229,13 @@ std::vector<std::string> picture_files(const std::string& dir, const std::string
   return {stem + ".heatmap.png", stem + ".curves.svg"};
 }
 
-size_t layer_index(const std::vector<std::string>& layers, const std::string& layer) {
-  const auto it = std::find(layers.begin(), layers.end(), layer);
-  RG_CHECK(it != layers.end(), kOp, "the probe named a layer '", layer, "' that is none of ", bench::joined(layers));
-  return static_cast<size_t>(it - layers.begin());
+// A head summary's numbers but its layer and offsets, as its record names them (head.N.NAME):
+// `f(name, field)` for each, to write them into a record or read them back.
+template <class F>
+void head_numbers(HeadSummary& h, F&& f) {
+  f("head", h.head), f("mass_at_zero", h.mass_at_zero), f("mass_same_voice", h.mass_same_voice);
+  f("mass_next_voice", h.mass_next_voice), f("mass_near", h.mass_near), f("response_peak", h.response_peak);
+  f("has_response", h.has_response);
 }
 
 // The probe's curves into `r`: the pictures drawn into out_dir/dir (picture_layer.K, picture_kind.K per
@@ -255,21 +259,16 @@ void record_probe(StudyRecord& r, const std::vector<ProbeCurve>& curves, const s
   }
   r.set_series("picture_layer", picture_layer);
   r.set_series("picture_kind", picture_kind);
-  const std::vector<HeadSummary> heads = summarise_heads(curves, "");
+  std::vector<HeadSummary> heads = summarise_heads(curves, "");
   r.set("heads", static_cast<double>(heads.size()));
   for (size_t n = 0; n < heads.size(); ++n) {
-    const HeadSummary& h = heads[n];
     const std::string p = "head." + std::to_string(n) + ".";
-    r.set(p + "layer", static_cast<double>(layer_index(layers, h.layer)));
-    r.set(p + "head", h.head);
-    r.set_series(p + "top_offset", std::vector<double>(h.top_offsets.begin(), h.top_offsets.end()));
-    r.set_series(p + "top_mass", h.top_mass);
-    r.set(p + "mass_at_zero", h.mass_at_zero);
-    r.set(p + "mass_same_voice", h.mass_same_voice);
-    r.set(p + "mass_next_voice", h.mass_next_voice);
-    r.set(p + "mass_near", h.mass_near);
-    r.set(p + "response_peak", static_cast<double>(h.response_peak));
-    r.set(p + "has_response", h.has_response);
+    const auto layer = std::find(layers.begin(), layers.end(), heads[n].layer);
+    RG_CHECK(layer != layers.end(), kOp, "the probe named a layer '", heads[n].layer, "', none of ", bench::joined(layers));
+    r.set(p + "layer", static_cast<double>(layer - layers.begin()));
+    head_numbers(heads[n], [&](const char* name, auto& v) { r.set(p + name, static_cast<double>(v)); });
+    r.set_series(p + "top_offset", std::vector<double>(heads[n].top_offsets.begin(), heads[n].top_offsets.end()));
+    r.set_series(p + "top_mass", heads[n].top_mass);
   }
 }
 
@@ -286,15 +285,9 @@ void read_probe(const StudyRecord& r, const std::string& model, const std::strin
     HeadSummary h;
     h.model = model;
     h.layer = layers.at(static_cast<size_t>(r.get(p + "layer")));
-    h.head = static_cast<int>(r.get(p + "head"));
+    head_numbers(h, [&](const char* name, auto& v) { v = static_cast<std::decay_t<decltype(v)>>(r.get(p + name)); });
     for (double d : r.series(p + "top_offset")) h.top_offsets.push_back(static_cast<int64_t>(d));
     h.top_mass = r.series(p + "top_mass");
-    h.mass_at_zero = r.get(p + "mass_at_zero");
-    h.mass_same_voice = r.get(p + "mass_same_voice");
-    h.mass_next_voice = r.get(p + "mass_next_voice");
-    h.mass_near = r.get(p + "mass_near");
-    h.response_peak = static_cast<int64_t>(r.get(p + "response_peak"));
-    h.has_response = r.get(p + "has_response") != 0;
     result.heads.push_back(std::move(h));
   }
 }
