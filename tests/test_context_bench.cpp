@@ -189,3 +189,41 @@ TEST_CASE("context bench: bad options are errors naming the option and value") {
   }
   CHECK_FALSE(std::filesystem::exists(dir.file("cli")));
 }
+
+// The study spine (train/instruments/study.h): a rerun into the same --out trains nothing, keeps every
+// model's record as it was and writes the same results.csv to the byte (the seconds are the records'
+// too); another budget is another model, trained again.
+TEST_CASE("context bench: a rerun into the same out dir keeps every model and writes the same results.csv") {
+  REQUIRE_MESSAGE(std::filesystem::is_regular_file(kjv_path()),
+                  kjv_path() << " is missing: tools/setup.sh writes it (Debian's bible-kjv)");
+  TempDir dir;
+  std::vector<std::string> args = {"context-bench", "--treatments", "alibi,rope", "--seeds", "1", "--steps", "4",
+                                   "--text", kjv_path(), "--out", dir.file("bench")};
+  const auto kept = [](const std::string& out) {
+    size_t n = 0;
+    for (size_t at = out.find("(kept from an earlier run)"); at != std::string::npos;
+         at = out.find("(kept from an earlier run)", at + 1))
+      ++n;
+    return n;
+  };
+  const testing::CliResult first = run_relgrad(args);
+  CHECK_CLI(first, 0);
+  CHECK_MESSAGE(contains(first.out, "[2/2] rope seed 1: NLL 1x "), first.out);
+  CHECK(kept(first.out) == 0);
+  const std::string csv = read_bytes(dir.file("bench/results.csv"));
+  const std::string record = read_bytes(dir.file("bench/runs/alibi-s1/study-record.txt"));
+  REQUIRE(lines_of(dir.file("bench/results.csv")).size() == 1 + 2 * 4);
+
+  const testing::CliResult again = run_relgrad(args);
+  CHECK_CLI(again, 0);
+  CHECK_MESSAGE(kept(again.out) == 2, again.out);
+  CHECK_MESSAGE(contains(again.out, "[1/2] alibi seed 1: NLL 1x "), again.out);
+  CHECK(read_bytes(dir.file("bench/results.csv")) == csv);
+  CHECK(read_bytes(dir.file("bench/runs/alibi-s1/study-record.txt")) == record);
+
+  args[6] = "5";  // --steps 5: both models train again
+  const testing::CliResult longer = run_relgrad(args);
+  CHECK_CLI(longer, 0);
+  CHECK_MESSAGE(kept(longer.out) == 0, longer.out);
+  CHECK(read_bytes(dir.file("bench/results.csv")) != csv);
+}

@@ -14,10 +14,12 @@
 #include "file_testing.h"
 #include "testing.h"
 #include "train/instruments/music_bench.h"
+#include "train/music/chorales.h"
 
 using namespace relgrad;
 using relgrad::testing::read_bytes;
 using relgrad::testing::TempDir;
+using relgrad::testing::write_bytes;
 
 namespace {
 
@@ -166,4 +168,53 @@ TEST_CASE(
   CHECK(std::filesystem::exists(dir.file("bench/probe-huang/layers.0.self_attn.attention_mass.heatmap.png")));
   CHECK(std::filesystem::exists(
       dir.file("bench/probe-harmony-seed-explicit/decoder.layers.0.cross_attn.attention_mass.heatmap.png")));
+}
+
+// The study spine (train/instruments/study.h): a rerun into the same out dir trains nothing and keeps
+// every model's numbers and probe, so results.csv is the same to the byte and results.md's tables (the
+// heads' too, and the list of pictures) are the same; the pictures its first run drew are not redrawn.
+TEST_CASE("music bench: a rerun into the same out dir keeps every model, its probe and the same tables") {
+  TempDir dir;
+  ChoraleSet few = read_chorales(default_chorales_path());  // a few chorales: the test takes seconds
+  few.train.resize(16), few.valid.resize(4), few.test.resize(4);
+  write_bytes(dir.file("few.json"), chorales_to_json(few));
+  MusicBenchOptions o;
+  o.out_dir = dir.file("bench");
+  o.chorales_path = dir.file("few.json");
+  o.treatments = {"huang"};
+  o.seeds = {1};
+  o.steps = 3;
+  const auto kept = [](const std::string& out) {
+    size_t n = 0;
+    for (size_t at = out.find("(kept from an earlier run)"); at != std::string::npos;
+         at = out.find("(kept from an earlier run)", at + 1))
+      ++n;
+    return n;
+  };
+  // results.md after its "Total time" (the one figure of this run rather than of its models).
+  const auto tables = [&] {
+    const std::string md = read_bytes(dir.file("bench/results.md"));
+    return md.substr(md.find("## Note-wise NLL"));
+  };
+  std::ostringstream first;
+  REQUIRE(run_music_bench(o, first) == 0);
+  INFO(first.str());
+  CHECK(kept(first.str()) == 0);
+  CHECK(first.str().find("[3/3] harmony none: valid NLL") != std::string::npos);
+  const std::string csv = read_bytes(dir.file("bench/results.csv"));
+  const std::string md = tables();
+  CHECK(md.find("| huang (seed 1) | layers.1.self_attn |") != std::string::npos);
+  CHECK(md.find("| harmony seed, explicit (seed 1) | decoder.layers.0.cross_attn |") != std::string::npos);
+  const std::string picture = dir.file("bench/probe-huang/layers.0.self_attn.attention_mass.heatmap.png");
+  REQUIRE(std::filesystem::exists(picture));
+  CHECK(md.find("`probe-huang/layers.0.self_attn.attention_mass.heatmap.png`") != std::string::npos);
+  const auto drawn = std::filesystem::last_write_time(picture);
+
+  std::ostringstream again;
+  REQUIRE(run_music_bench(o, again) == 0);
+  INFO(again.str());
+  CHECK(kept(again.str()) == 3);
+  CHECK(read_bytes(dir.file("bench/results.csv")) == csv);
+  CHECK(tables() == md);
+  CHECK(std::filesystem::last_write_time(picture) == drawn);
 }

@@ -14,10 +14,12 @@
 #include <sstream>
 
 #include "core/base/error.h"
+#include "core/version.h"
 #include "layers/schemes.h"
 #include "train/config/run_options.h"
 #include "train/instruments/bench_report.h"
 #include "train/instruments/recipe.h"
+#include "train/instruments/study.h"
 #include "train/trainer/trainer.h"
 
 namespace relgrad {
@@ -120,6 +122,52 @@ int64_t parameter_count(RunModel& model) {
   return n;
 }
 
+// One model on the study spine (train/instruments/study.h): trained through the Trainer, then scored at
+// every evaluation context by context_bench_eval on its checkpoint; its record holds params, nll.K,
+// tokens.K, train_loss and seconds.
+StudyModel study_model(const ContextBenchOptions& o, const ContextBenchSize& s, const std::string& text,
+                       const std::string& data, const std::string& treatment, uint64_t seed) {
+  const RunConfig config = run_config(o, s, text, treatment, seed);
+  RunConfig where_free = config;  // the same model wherever out_dir is spelt or moved
+  where_free.train.out_dir.clear();
+  std::ostringstream fingerprint;
+  fingerprint << "relgrad " << version() << "\nmultiples";
+  for (int64_t m : s.multiples) fingerprint << " " << m;
+  fingerprint << " eval_tokens " << s.eval_tokens << " eval seed " << kContextBenchEvalSeed << "\ntext " << data
+              << "\n" << config_to_toml(where_free);
+  StudyModel m;
+  m.key = treatment + "-s" + std::to_string(seed);
+  m.label = treatment + " seed " + std::to_string(seed);
+  m.fingerprint = fingerprint.str();
+  m.run = [config, s, label = m.label] {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::ostringstream warnings;  // a text file skips nothing; nothing is printed
+    Trainer trainer(trainer_options(config, &warnings), nullptr, &study_model_communicator());
+    const TrainResult trained = trainer.train();
+    StudyRecord r;
+    r.line = label + ": NLL";
+    r.set("params", static_cast<double>(parameter_count(trainer.model())));
+    r.set("train_loss", trained.last_loss);
+    omp_set_num_threads(1);  // the evaluation as the training: one thread (recipe.h)
+    std::vector<double> nll, tokens;
+    for (int64_t multiple : s.multiples) {
+      const int64_t context = multiple * s.context;
+      const EvalResult e = context_bench_eval(trainer.checkpoint_path(), context, context_bench_eval_batches(s, context));
+      RG_CHECK(std::isfinite(e.loss), kOp, label, ": held-out loss at context ", context, " is not finite (", e.loss, ")");
+      nll.push_back(e.loss);
+      tokens.push_back(static_cast<double>(e.tokens));
+      char buf[48];
+      std::snprintf(buf, sizeof buf, " %lldx %.3f", static_cast<long long>(multiple), e.loss);
+      r.line += buf;
+    }
+    r.set_series("nll", nll);
+    r.set_series("tokens", tokens);
+    r.set("seconds", seconds_since(t0));
+    return r;
+  };
+  return m;
+}
+
 }  // namespace
 
 std::vector<std::string> context_bench_treatments() { return every_treatment(/*randomised=*/false); }
@@ -203,35 +251,22 @@ ContextBenchResult context_bench_results(const ContextBenchOptions& options, std
               << ", evaluated at " << s.context << "-" << s.context * s.multiples.back() << " on " << r.text_path
               << "\n"
               << std::flush;
+  const std::string data = file_fingerprint(r.text_path, kOp);
+  std::vector<StudyModel> models;
   for (const std::string& treatment : o.treatments)
-    for (uint64_t seed : o.seeds) {
-      const auto t0 = std::chrono::steady_clock::now();
-      std::ostringstream warnings;  // a text file skips nothing; nothing is printed
-      Trainer trainer(trainer_options(run_config(o, s, r.text_path, treatment, seed), &warnings), nullptr);
-      const TrainResult trained = trainer.train();
-      ContextBenchRun run;
-      run.treatment = treatment;
-      run.seed = seed;
-      run.params = parameter_count(trainer.model());
-      run.train_loss = trained.last_loss;
-      run.checkpoint = trainer.checkpoint_path();
-      omp_set_num_threads(1);  // the evaluation as the training: one thread (recipe.h)
-      std::string line = "  " + treatment + " seed " + std::to_string(seed) + ": NLL";
-      for (int64_t m : s.multiples) {
-        const int64_t context = m * s.context;
-        const EvalResult e = context_bench_eval(run.checkpoint, context, context_bench_eval_batches(s, context));
-        RG_CHECK(std::isfinite(e.loss), kOp, treatment, " seed ", seed, ": held-out loss at context ", context,
-                 " is not finite (", e.loss, ")");
-        run.nll.push_back(e.loss);
-        run.tokens.push_back(e.tokens);
-        char buf[48];
-        std::snprintf(buf, sizeof buf, " %lldx %.3f", static_cast<long long>(m), e.loss);
-        line += buf;
-      }
-      run.seconds = seconds_since(t0);
-      if (progress) *progress << line << " (" << static_cast<int>(run.seconds) << " s)\n" << std::flush;
-      r.runs.push_back(std::move(run));
-    }
+    for (uint64_t seed : o.seeds) models.push_back(study_model(o, s, r.text_path, data, treatment, seed));
+  const std::vector<StudyRecord> records = run_study_models(kOp, models, o.out_dir, progress);
+  for (size_t i = 0; i < records.size(); ++i) {
+    ContextBenchRun run;
+    run.treatment = o.treatments[i / o.seeds.size()];
+    run.seed = o.seeds[i % o.seeds.size()];
+    run.params = static_cast<int64_t>(records[i].get("params"));
+    run.nll = records[i].series("nll");
+    for (double t : records[i].series("tokens")) run.tokens.push_back(static_cast<int64_t>(t));
+    run.train_loss = records[i].get("train_loss");
+    run.seconds = records[i].get("seconds");
+    r.runs.push_back(std::move(run));
+  }
   r.seconds = seconds_since(start);
   r.cpu_seconds = static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
   return r;

@@ -6,7 +6,9 @@
 //
 // Every model trains through the path `relgrad train` takes (a RunConfig with documented keys →
 // trainer_options → Trainer, one OpenMP thread; train/instruments/recipe.h) and leaves its checkpoint
-// in <out_dir>/runs/<treatment>-s<seed>/. Each number of the table is what
+// in <out_dir>/runs/<treatment>-s<seed>/, on the study spine (train/instruments/study.h): its numbers
+// are kept there as soon as it is scored, a rerun into the same out_dir trains only what is missing,
+// and `mpirun -np N` spreads the models over the ranks. Each number of the table is what
 //   relgrad eval <that checkpoint> --data.context=N --data.seed=S --batches=K
 // prints as the held-out loss (context_bench_eval below is that computation; tests/test_context_bench.cpp
 // checks the two agree), with S = kContextBenchEvalSeed for every model, so that every model of a
@@ -63,7 +65,6 @@ struct ContextBenchRun {
   std::vector<int64_t> tokens;  // bytes scored per context
   double train_loss = 0;        // the last logged training loss
   double seconds = 0;           // training and evaluation
-  std::string checkpoint;       // its path
 };
 
 struct ContextBenchResult {
@@ -95,8 +96,8 @@ std::vector<std::string> context_bench_treatments();
 // (options.text_path, or data/kjv.txt where it was found). context_bench_results calls it first.
 std::string check_context_bench_options(const ContextBenchOptions& options);
 
-// Trains and evaluates every model of `options` (progress lines to `progress`, may be null); no files
-// but the run directories.
+// Trains and evaluates every model of `options` not already scored in options.out_dir (progress lines
+// to `progress`, may be null); no files but the run directories.
 ContextBenchResult context_bench_results(const ContextBenchOptions& options, std::ostream* progress);
 // The tables: per treatment and evaluation context, NLL mean ± sd over seeds and its ratio to the 1×
 // value (the mean over seeds of each seed's ratio).

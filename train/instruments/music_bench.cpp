@@ -5,20 +5,21 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
-#include <map>
 #include <ostream>
 #include <sstream>
+#include <type_traits>
 
 #include "autograd/grad_mode.h"
 #include "autograd/ops.h"
 #include "core/base/error.h"
 #include "core/device.h"
+#include "core/version.h"
 #include "train/config/run_options.h"
 #include "train/instruments/bench_report.h"
 #include "train/instruments/probe.h"
 #include "train/instruments/recipe.h"
+#include "train/instruments/study.h"
 #include "train/music/chorales.h"
 #include "train/trainer/trainer.h"
 
@@ -134,17 +135,6 @@ int64_t parameter_count(RunModel& model) {
   return n;
 }
 
-// Trains `config` the way `relgrad train` does; the trained model comes back in eval mode.
-std::unique_ptr<Trainer> train_run(const RunConfig& config) {
-  std::ostringstream
-      warnings;  // the shipped chorales skip nothing; a user file's warnings are not ours to print
-  TrainerOptions options = trainer_options(config, &warnings);
-  auto trainer = std::make_unique<Trainer>(std::move(options), nullptr);
-  trainer->train();
-  trainer->model().module->eval();
-  return trainer;
-}
-
 // The train split's token frequencies (add-one over the vocabulary): the NLL of a model that ignores
 // the context, the floor every trained model must beat.
 std::pair<double, double> unigram_nll(const ChoraleSet& set) {
@@ -173,12 +163,6 @@ std::string file_safe(std::string s) {
   for (char& ch : s)
     if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '.') ch = '-';
   return s;
-}
-
-std::vector<std::string> relative_to(const std::vector<std::string>& paths, const std::string& dir) {
-  std::vector<std::string> out;
-  for (const std::string& p : paths) out.push_back(std::filesystem::path(p).lexically_relative(dir).string());
-  return out;
 }
 
 // The offsets of `mass` in decreasing mass, `count` of them.
@@ -226,26 +210,103 @@ std::vector<HeadSummary> summarise_heads(const std::vector<ProbeCurve>& curves, 
   return heads;
 }
 
-// The decoder-only model's heads on the first held-out evaluation batch; pictures into `dir`.
-std::vector<HeadSummary> probe_decoder(RunModel& model, const ChoraleSet& set, int64_t context,
-                                       const std::string& label, const std::string& dir,
-                                       std::vector<std::string>& pictures) {
+// The attention modules a probe reports, in the model's order: a decoder-only model's self-attention
+// layers, or a harmoniser's cross-attention layers. A record names a head's module by its index here
+// (a record holds numbers only); record_probe checks that the probe named each so.
+std::vector<std::string> probed_layers(bool cross, int64_t layers) {
+  std::vector<std::string> names;
+  for (int64_t k = 0; k < layers; ++k)
+    names.push_back(cross ? "decoder.layers." + std::to_string(k) + ".cross_attn"
+                          : "layers." + std::to_string(k) + ".self_attn");
+  return names;
+}
+
+constexpr const char* kCurveKinds[] = {"response", "attention_mass"};  // ProbeCurve::kind
+
+// The two files write_probe_pictures draws of one (layer, kind) group, relative to the out dir.
+std::vector<std::string> picture_files(const std::string& dir, const std::string& layer, const char* kind) {
+  const std::string stem = (std::filesystem::path(dir) / (layer + "." + kind)).string();
+  return {stem + ".heatmap.png", stem + ".curves.svg"};
+}
+
+// A head summary's numbers but its layer and offsets, as its record names them (head.N.NAME):
+// `f(name, field)` for each, to write them into a record or read them back.
+template <class F>
+void head_numbers(HeadSummary& h, F&& f) {
+  f("head", h.head), f("mass_at_zero", h.mass_at_zero), f("mass_same_voice", h.mass_same_voice);
+  f("mass_next_voice", h.mass_next_voice), f("mass_near", h.mass_near), f("response_peak", h.response_peak);
+  f("has_response", h.has_response);
+}
+
+// The probe's curves into `r`: the pictures drawn into out_dir/dir (picture_layer.K, picture_kind.K per
+// (layer, kind) group drawn) and each head's summary (heads, then head.N.*).
+void record_probe(StudyRecord& r, const std::vector<ProbeCurve>& curves, const std::string& out_dir,
+                  const std::string& dir, const std::vector<std::string>& layers) {
+  const std::vector<std::string> written = write_probe_pictures(curves, (std::filesystem::path(out_dir) / dir).string());
+  std::vector<double> picture_layer, picture_kind;
+  for (size_t n = 0; n < written.size(); n += 2) {
+    std::vector<std::string> files;
+    for (size_t f = n; f < std::min(n + 2, written.size()); ++f)
+      files.push_back(std::filesystem::path(written[f]).lexically_relative(out_dir).string());
+    bool found = false;
+    for (size_t l = 0; l < layers.size() && !found; ++l)
+      for (size_t k = 0; k < 2 && !found; ++k)
+        if (picture_files(dir, layers[l], kCurveKinds[k]) == files) {
+          found = true;
+          picture_layer.push_back(static_cast<double>(l)), picture_kind.push_back(static_cast<double>(k));
+        }
+    RG_CHECK(found, kOp, "the probe drew '", files.front(), "', which is no picture pair of ", bench::joined(layers));
+  }
+  r.set_series("picture_layer", picture_layer);
+  r.set_series("picture_kind", picture_kind);
+  std::vector<HeadSummary> heads = summarise_heads(curves, "");
+  r.set("heads", static_cast<double>(heads.size()));
+  for (size_t n = 0; n < heads.size(); ++n) {
+    const std::string p = "head." + std::to_string(n) + ".";
+    const auto layer = std::find(layers.begin(), layers.end(), heads[n].layer);
+    RG_CHECK(layer != layers.end(), kOp, "the probe named a layer '", heads[n].layer, "', none of ", bench::joined(layers));
+    r.set(p + "layer", static_cast<double>(layer - layers.begin()));
+    head_numbers(heads[n], [&](const char* name, auto& v) { r.set(p + name, static_cast<double>(v)); });
+    r.set_series(p + "top_offset", std::vector<double>(heads[n].top_offsets.begin(), heads[n].top_offsets.end()));
+    r.set_series(p + "top_mass", heads[n].top_mass);
+  }
+}
+
+// record_probe's record back: the head summaries of `model` and the pictures' paths.
+void read_probe(const StudyRecord& r, const std::string& model, const std::string& dir,
+                const std::vector<std::string>& layers, MusicBenchResult& result) {
+  const std::vector<double> picture_layer = r.series("picture_layer"), picture_kind = r.series("picture_kind");
+  for (size_t n = 0; n < picture_layer.size(); ++n)
+    for (const std::string& file : picture_files(dir, layers.at(static_cast<size_t>(picture_layer[n])),
+                                                 kCurveKinds[static_cast<size_t>(picture_kind.at(n))]))
+      result.pictures.push_back(file);
+  for (size_t n = 0; n < static_cast<size_t>(r.get("heads")); ++n) {
+    const std::string p = "head." + std::to_string(n) + ".";
+    HeadSummary h;
+    h.model = model;
+    h.layer = layers.at(static_cast<size_t>(r.get(p + "layer")));
+    head_numbers(h, [&](const char* name, auto& v) { v = static_cast<std::decay_t<decltype(v)>>(r.get(p + name)); });
+    for (double d : r.series(p + "top_offset")) h.top_offsets.push_back(static_cast<int64_t>(d));
+    h.top_mass = r.series(p + "top_mass");
+    result.heads.push_back(std::move(h));
+  }
+}
+
+// The decoder-only model's heads on the first held-out evaluation batch.
+std::vector<ProbeCurve> probe_decoder(RunModel& model, const ChoraleSet& set, int64_t context) {
   const std::vector<Batch> batches = chorale_eval_batches(set, ChoraleSplit::Valid, context, kEvalBatch);
   RG_CHECK(!batches.empty(), kOp, "the valid split has no chorale to probe");
   const std::vector<AttentionRecord> records = record_attention(model, batches.front().to(model.device));
   std::vector<ProbeCurve> curves = positional_response(records, kHeadReach);
   for (ProbeCurve& c : attention_mass_by_offset(records, kHeadReach)) curves.push_back(std::move(c));
-  for (const std::string& p : write_probe_pictures(curves, dir)) pictures.push_back(p);
-  return summarise_heads(curves, label);
+  return curves;
 }
 
 // The harmoniser's cross heads on the first held-out chorales, with π(i) = ⌊i / 3⌋, the query's own
 // 16th step on the source axis, whatever alignment the model used: δ = 0 is then the soprano note
 // sounding with the predicted alto / tenor / bass note. (The probe places queries by the model's
 // cross_alignment; an explicitly aligned model's positions are the batch's tgt_positions, set here.)
-std::vector<HeadSummary> probe_cross(RunModel& model, const ChoraleSet& set,
-                                     const std::string& label, const std::string& dir,
-                                     std::vector<std::string>& pictures, double& best_mass) {
+std::vector<ProbeCurve> probe_cross(RunModel& model, const ChoraleSet& set) {
   ChoraleSet few;
   for (size_t n = 0; n < std::min<size_t>(set.valid.size(), kHarmonyEvalBatch); ++n)
     few.valid.push_back(set.valid[n]);
@@ -264,21 +325,62 @@ std::vector<HeadSummary> probe_cross(RunModel& model, const ChoraleSet& set,
   }
   std::vector<ProbeCurve> curves = positional_response(cross, kCrossReach);
   for (ProbeCurve& c : attention_mass_by_offset(cross, kCrossReach)) curves.push_back(std::move(c));
-  for (const std::string& p : write_probe_pictures(curves, dir)) pictures.push_back(p);
-  std::vector<HeadSummary> heads = summarise_heads(curves, label);
-  best_mass = 0;
-  for (const HeadSummary& h : heads) best_mass = std::max(best_mass, h.mass_at_zero);
-  return heads;
+  return curves;
 }
 
-void progress_line(std::ostream* out, const std::string& text) {
-  if (out) *out << text << "\n" << std::flush;
-}
+// What every model of a plan shares: the data, the held-out batches and what a model's fingerprint
+// holds beyond its config.
+struct Plan {
+  std::string out_dir, common;  // common: the version, the chorale file and the evaluation
+  ChoraleSet set;
+  std::vector<Batch> valid, test, hvalid, htest;
+};
 
-std::string fixed3(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3f", v);
-  return buf;
+// A model on the study spine (train/instruments/study.h): `config` trained, scored on `valid` and
+// `test`, probed into out_dir/`probe_dir` when that is not empty (`layers`: probed_layers). Its record:
+// params, valid_nll, test_nll, valid_accuracy, test_accuracy, valid_tokens, test_tokens, seconds, and the
+// probe's (record_probe).
+StudyModel music_model(const std::shared_ptr<const Plan>& plan, const RunConfig& config, bool harmony,
+                       const std::string& key, const std::string& label, const std::string& probe_dir,
+                       const std::vector<std::string>& layers) {
+  RunConfig where_free = config;  // the same model wherever out_dir is spelt or moved
+  where_free.train.out_dir.clear();
+  StudyModel m;
+  m.key = key;
+  m.label = label;
+  m.fingerprint = plan->common + "probe " + probe_dir + "\n" + config_to_toml(where_free);
+  m.run = [plan, config, harmony, label, probe_dir, layers] {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::ostringstream warnings;  // the shipped chorales skip nothing; a user file's are not ours to print
+    Trainer trainer(trainer_options(config, &warnings), nullptr, &study_model_communicator());
+    trainer.train();  // the path `relgrad train` takes; score() puts the model in eval mode
+    RunModel& model = trainer.model();
+    const Score v = score(model, harmony ? plan->hvalid : plan->valid);
+    const Score t = score(model, harmony ? plan->htest : plan->test);
+    StudyRecord r;
+    r.set("params", static_cast<double>(parameter_count(model)));
+    r.set("valid_nll", v.nll), r.set("test_nll", t.nll), r.set("valid_accuracy", v.accuracy);
+    r.set("test_accuracy", t.accuracy), r.set("valid_tokens", static_cast<double>(v.tokens));
+    r.set("test_tokens", static_cast<double>(t.tokens));
+    r.line = label + ": valid NLL " + bench::fixed(v.nll, 3);
+    if (!probe_dir.empty()) {
+      const std::vector<ProbeCurve> curves =
+          harmony ? probe_cross(model, plan->set) : probe_decoder(model, plan->set, config.data.context);
+      record_probe(r, curves, plan->out_dir, probe_dir, layers);
+    }
+    if (harmony) {  // the best cross head's mass on the same 16th step's soprano note
+      double best = 0;
+      for (size_t n = 0; n < static_cast<size_t>(r.get("heads")); ++n)
+        best = std::max(best, r.get("head." + std::to_string(n) + ".mass_at_zero"));
+      r.set("same_step_mass", best);
+      r.line += ", accuracy " + bench::fixed(v.accuracy, 3) + ", same-step cross mass " + bench::fixed(best, 3);
+    } else {
+      r.line += ", test NLL " + bench::fixed(t.nll, 3) + ", accuracy " + bench::fixed(v.accuracy, 3);
+    }
+    r.set("seconds", seconds_since(t0));
+    return r;
+  };
+  return m;
 }
 
 }  // namespace
@@ -322,77 +424,90 @@ MusicBenchResult music_bench_results(const MusicBenchOptions& options, std::ostr
   r.size = music_bench_size(o);
   r.resized = [o, &r]() mutable { return o.steps = -1, music_bench_size(o).steps != r.size.steps; }();
   const MusicBenchSize& s = r.size;
-  const ChoraleSet set = read_chorales(o.chorales_path.empty() ? default_chorales_path() : o.chorales_path);
+  const std::string chorales = o.chorales_path.empty() ? default_chorales_path() : o.chorales_path;
+  auto plan = std::make_shared<Plan>();
+  plan->out_dir = o.out_dir;
+  plan->set = read_chorales(chorales);
+  const ChoraleSet& set = plan->set;
   r.train_chorales = static_cast<int64_t>(set.train.size());
   r.valid_chorales = static_cast<int64_t>(set.valid.size());
   r.test_chorales = static_cast<int64_t>(set.test.size());
   std::tie(r.unigram_valid_nll, r.unigram_test_nll) = unigram_nll(set);
-  const std::vector<Batch> valid = chorale_eval_batches(set, ChoraleSplit::Valid, s.context, kEvalBatch);
-  const std::vector<Batch> test = chorale_eval_batches(set, ChoraleSplit::Test, s.context, kEvalBatch);
-  progress_line(progress, std::string("music-bench (") +
-                              (o.pope_size ? "PoPE size" : bench::form_name(o.full, r.resized, s.steps)) + "): " +
-                              bench::counted(o.treatments.size(), "treatment") + " x " +
-                              bench::counted(o.seeds.size(), "seed") + ", " + std::to_string(s.steps) +
-                              " steps each; unigram valid NLL " + fixed3(r.unigram_valid_nll));
+  plan->valid = chorale_eval_batches(set, ChoraleSplit::Valid, s.context, kEvalBatch);
+  plan->test = chorale_eval_batches(set, ChoraleSplit::Test, s.context, kEvalBatch);
+  if (o.harmony) {
+    plan->hvalid = harmony_eval_batches(set, ChoraleSplit::Valid, kHarmonyEvalBatch);
+    plan->htest = harmony_eval_batches(set, ChoraleSplit::Test, kHarmonyEvalBatch);
+  }
+  plan->common = std::string("relgrad ") + version() + "\nchorales " + file_fingerprint(chorales, kOp) + "\neval batch " +
+                 std::to_string(kEvalBatch) + " " + std::to_string(kHarmonyEvalBatch) + " reach " +
+                 std::to_string(kHeadReach) + " " + std::to_string(kCrossReach) + "\n";
+  if (progress)
+    *progress << "music-bench (" << (o.pope_size ? "PoPE size" : bench::form_name(o.full, r.resized, s.steps))
+              << "): " << bench::counted(o.treatments.size(), "treatment") << " x "
+              << bench::counted(o.seeds.size(), "seed") << ", " << s.steps << " steps each; unigram valid NLL "
+              << bench::fixed(r.unigram_valid_nll, 3) << "\n"
+              << std::flush;
 
+  // The models in the tables' order: treatments × seeds, then the harmonisers at the first seed.
+  struct Made {
+    std::string treatment, label, probe_dir;  // label: the heads' model; treatment: the harmoniser's row
+    uint64_t seed;
+    std::vector<std::string> layers;
+  };
+  std::vector<Made> made;
+  std::vector<StudyModel> models;
+  const std::vector<std::string> self_layers = probed_layers(false, s.layers);
   for (const std::string& treatment : o.treatments)
     for (uint64_t seed : o.seeds) {
-      const auto t0 = std::chrono::steady_clock::now();
-      std::unique_ptr<Trainer> trainer = train_run(continue_config(o, s, treatment, seed));
-      RunModel& model = trainer->model();
-      MusicBenchRun run;
-      run.treatment = treatment;
-      run.seed = seed;
-      run.params = parameter_count(model);
-      const Score v = score(model, valid), t = score(model, test);
-      run.valid_nll = v.nll, run.valid_accuracy = v.accuracy, run.valid_tokens = v.tokens;
-      run.test_nll = t.nll, run.test_accuracy = t.accuracy, run.test_tokens = t.tokens;
-      if ((treatment == "huang" || treatment == "seed") && seed == o.seeds.front()) {
-        const std::string label = treatment + " (seed " + std::to_string(seed) + ")";
-        const std::string dir =
-            (std::filesystem::path(o.out_dir) / ("probe-" + file_safe(treatment))).string();
-        for (HeadSummary& h : probe_decoder(model, set, s.context, label, dir, r.pictures))
-          r.heads.push_back(h);
-      }
-      run.seconds = seconds_since(t0);
-      progress_line(progress, "  " + treatment + " seed " + std::to_string(seed) + ": valid NLL " +
-                                  fixed3(run.valid_nll) + ", test NLL " + fixed3(run.test_nll) +
-                                  ", accuracy " + fixed3(run.valid_accuracy) + ", " + fixed3(run.seconds) +
-                                  " s");
-      r.runs.push_back(run);
+      const bool probed = (treatment == "huang" || treatment == "seed") && seed == o.seeds.front();
+      const std::string key = treatment + "-s" + std::to_string(seed);
+      made.push_back({treatment, treatment + " (seed " + std::to_string(seed) + ")",
+                      probed ? "probe-" + file_safe(treatment) : "", seed, self_layers});
+      models.push_back(music_model(plan, continue_config(o, s, treatment, seed), false, key,
+                                   treatment + " seed " + std::to_string(seed), made.back().probe_dir, self_layers));
     }
-
   if (o.harmony) {
-    const std::vector<Batch> hvalid = harmony_eval_batches(set, ChoraleSplit::Valid, kHarmonyEvalBatch);
-    const std::vector<Batch> htest = harmony_eval_batches(set, ChoraleSplit::Test, kHarmonyEvalBatch);
     std::vector<std::pair<std::string, std::string>> variants = {{"seed", "explicit"}, {"none", "left"}};
     if (o.full) variants.insert(variants.begin() + 1, {{"seed", "scaled"}, {"seed", "left"}});
     const uint64_t seed = o.seeds.front();
+    const std::vector<std::string> cross_layers = probed_layers(true, s.harmony_layers);
     for (const auto& [cross, alignment] : variants) {
-      const auto t0 = std::chrono::steady_clock::now();
-      std::unique_ptr<Trainer> trainer = train_run(harmony_config(o, s, cross, alignment, seed));
-      RunModel& model = trainer->model();
+      const std::string row = cross == "none" ? "none" : cross + ", " + alignment;
+      const std::string key = "harmony-" + cross + "-" + alignment + "-s" + std::to_string(seed);
+      made.push_back({row, "harmony " + row + " (seed " + std::to_string(seed) + ")",
+                      "probe-harmony-" + file_safe(cross + "-" + alignment), seed, cross_layers});
+      models.push_back(music_model(plan, harmony_config(o, s, cross, alignment, seed), true, key, "harmony " + row,
+                                   made.back().probe_dir, cross_layers));
+    }
+  }
+  const std::vector<StudyRecord> records = run_study_models(kOp, models, o.out_dir, progress);
+
+  const auto scores = [](const StudyRecord& rec, auto& run) {  // a MusicBenchRun's or a HarmonyRun's
+    run.params = static_cast<int64_t>(rec.get("params"));
+    run.valid_nll = rec.get("valid_nll"), run.test_nll = rec.get("test_nll");
+    run.valid_accuracy = rec.get("valid_accuracy"), run.test_accuracy = rec.get("test_accuracy");
+    run.seconds = rec.get("seconds");
+  };
+  for (size_t i = 0; i < records.size(); ++i) {
+    const StudyRecord& rec = records[i];
+    const Made& m = made[i];
+    if (!m.probe_dir.empty()) read_probe(rec, m.label, m.probe_dir, m.layers, r);
+    if (i < o.treatments.size() * o.seeds.size()) {
+      MusicBenchRun run;
+      run.treatment = m.treatment, run.seed = m.seed;
+      scores(rec, run);
+      run.valid_tokens = static_cast<int64_t>(rec.get("valid_tokens"));
+      run.test_tokens = static_cast<int64_t>(rec.get("test_tokens"));
+      r.runs.push_back(run);
+    } else {
       HarmonyRun h;
-      h.label = cross == "none" ? "none" : cross + ", " + alignment;
-      h.seed = seed;
-      h.params = parameter_count(model);
-      const Score v = score(model, hvalid), t = score(model, htest);
-      h.valid_nll = v.nll, h.valid_accuracy = v.accuracy, h.test_nll = t.nll, h.test_accuracy = t.accuracy;
-      const std::string label = "harmony " + h.label + " (seed " + std::to_string(seed) + ")";
-      const std::string dir =
-          (std::filesystem::path(o.out_dir) / ("probe-harmony-" + file_safe(cross + "-" + alignment)))
-              .string();
-      for (HeadSummary& head :
-           probe_cross(model, set, label, dir, r.pictures, h.same_step_mass))
-        r.heads.push_back(head);
-      h.seconds = seconds_since(t0);
-      progress_line(progress, "  harmony " + h.label + ": valid NLL " + fixed3(h.valid_nll) + ", accuracy " +
-                                  fixed3(h.valid_accuracy) + ", same-step cross mass " +
-                                  fixed3(h.same_step_mass) + ", " + fixed3(h.seconds) + " s");
+      h.label = m.treatment, h.seed = m.seed;
+      scores(rec, h);
+      h.same_step_mass = rec.get("same_step_mass");
       r.harmony.push_back(h);
     }
   }
-  r.pictures = relative_to(r.pictures, o.out_dir);
   r.seconds = seconds_since(start);
   return r;
 }

@@ -9,7 +9,10 @@
 // Every model trains through the path `relgrad train` takes: a RunConfig with the documented keys
 // (data.source = "chorales", model.absolute_position, model.cross_alignment, ...) → trainer_options →
 // Trainer (train/config/run_options.h, train/trainer/trainer.h); its checkpoint and log land in
-// <out_dir>/runs/<label>. Every run uses one OpenMP thread (train.threads = 1): its figures do not
+// <out_dir>/runs/<label>, on the study spine (train/instruments/study.h): a model's numbers, its probe's
+// included, are kept there as soon as it is scored, a rerun into the same out_dir trains only what is
+// missing (a kept model's probe pictures are those its first training drew), and `mpirun -np N` spreads
+// the models over the ranks. Every run uses one OpenMP thread (train.threads = 1): its figures do not
 // depend on the machine's core count, and on a shared machine one thread per model loses nothing to
 // threads spinning while they wait for a busy core (measured on 2 cores shared with other jobs: steps
 // over 10× slower at two threads than at one). The caller's thread count is restored on return.
@@ -104,8 +107,8 @@ struct MusicBenchResult {
   double seconds = 0;
 };
 
-// Trains, evaluates and probes every model of `options` (progress lines to `progress`, may be null)
-// and writes the probe pictures into options.out_dir; no tables.
+// Trains, evaluates and probes every model of `options` not already scored in options.out_dir
+// (progress lines to `progress`, may be null), drawing the probe pictures into options.out_dir; no tables.
 MusicBenchResult music_bench_results(const MusicBenchOptions& options, std::ostream* progress);
 // The tables as text (the comparison, with the unigram baseline; the harmonisers; the heads).
 std::string music_bench_table(const MusicBenchResult& result);

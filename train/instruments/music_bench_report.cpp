@@ -9,7 +9,6 @@
 #include <sstream>
 
 #include "core/base/error.h"
-#include "core/file_io.h"
 #include "train/instruments/study_registry.h"
 #include "train/instruments/bench_report.h"
 #include "train/instruments/music_bench.h"
@@ -233,12 +232,6 @@ const HarmonyRun* harmony_run(const MusicBenchResult& r, const std::string& labe
   return nullptr;
 }
 
-void write_file(const std::string& path, const std::string& text) {
-  AtomicFile f(path, "music-bench");
-  f.write(text);
-  f.commit();
-}
-
 }  // namespace
 
 std::string music_bench_table(const MusicBenchResult& r) {
@@ -343,9 +336,8 @@ std::vector<std::string> music_bench_failures(const MusicBenchResult& r) {
 int run_music_bench(const MusicBenchOptions& options, std::ostream& out) {
   MusicBenchResult r = music_bench_results(options, &out);
   out << "\n" << music_bench_table(r);
+  bench::write_results(options.out_dir, music_bench_csv(r), music_bench_markdown(r, options), "music-bench");
   const std::filesystem::path dir(options.out_dir);
-  write_file((dir / "results.csv").string(), music_bench_csv(r));
-  write_file((dir / "results.md").string(), music_bench_markdown(r, options));
   out << "wrote " << (dir / "results.csv").string() << ", " << (dir / "results.md").string() << " and "
       << r.pictures.size() << " pictures\n";
   const std::vector<std::string> failures = music_bench_failures(r);

@@ -141,6 +141,11 @@ std::string study_duration_text(double seconds) {
   return std::to_string(s / 3600) + " h " + std::to_string(s / 60 % 60) + " min";
 }
 
+std::string file_fingerprint(const std::string& path, const std::string& who) {
+  const std::string bytes = read_file(path, who);
+  return std::to_string(bytes.size()) + " bytes, fnv1a64 " + hex64(fnv1a64(bytes.data(), bytes.size()));
+}
+
 std::vector<StudyRecord> run_study_models(const std::string& study, const std::vector<StudyModel>& models,
                                           const std::string& out_dir, std::ostream* progress, Communicator* comm) {
   Communicator& world_comm = comm ? *comm : world();

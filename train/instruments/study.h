@@ -75,4 +75,8 @@ Communicator& study_model_communicator();
 // "2 min 5 s", "48 s": how long the rest of a study will take.
 std::string study_duration_text(double seconds);
 
+// A data file's part of a fingerprint: its size and content hash ("4432363 bytes, fnv1a64 …"), so that
+// a model scored on other data trains again, wherever the file lies (`who` names the study in errors).
+std::string file_fingerprint(const std::string& path, const std::string& who);
+
 }  // namespace relgrad
