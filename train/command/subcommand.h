@@ -1,5 +1,6 @@
 // The `relgrad` subcommands as one table (train/command/subcommands.cpp): each command is a Subcommand
-// in its own file under train/command/subcommands/ plus one line of the table. run_cli (cli.cpp) builds
+// in its own file under train/command/subcommands/ plus one line of the table; the studies' commands
+// (the benches) come from the study registry, one generic Subcommand declared from each entry (bench.cpp). run_cli (cli.cpp) builds
 // the CLI11 parser from the table, so the table also gives `relgrad --help` its synopsis and the
 // unknown-command message its list.
 #pragma once
