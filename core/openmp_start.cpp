@@ -14,7 +14,10 @@
 // .preinit_array (the loader calls it first) that, when none of OMP_WAIT_POLICY, GOMP_SPINCOUNT
 // (libgomp) or KMP_BLOCKTIME (LLVM's libomp) is set, runs the same executable again, same arguments,
 // with OMP_WAIT_POLICY=passive added (about 3 ms). A caller's setting is kept as it is:
-// `OMP_WAIT_POLICY=active` gets the spinning back where it pays (a dedicated machine). Where the
+// `OMP_WAIT_POLICY=active` gets the spinning back where it pays (a dedicated machine). A short spin
+// before the sleep (GOMP_SPINCOUNT=1000 added here instead) was measured on a loaded 2-core machine and
+// made example 04 1.4-3.2x slower than waiting passively (docs/benchmarks.md, "The wait policy and the
+// main job"), so the start-up asks for no spin at all. Where the
 // executable cannot be run again (/proc not mounted), the program goes on with the runtime's default.
 // The variable is inherited by the processes a program starts. Under a debugger the second run shows
 // as "process N is executing new program"; set OMP_WAIT_POLICY to start without it.
