@@ -14,7 +14,11 @@
 // .preinit_array (the loader calls it first) that, when none of OMP_WAIT_POLICY, GOMP_SPINCOUNT
 // (libgomp) or KMP_BLOCKTIME (LLVM's libomp) is set, runs the same executable again, same arguments,
 // with OMP_WAIT_POLICY=passive added (about 3 ms). A caller's setting is kept as it is:
-// `OMP_WAIT_POLICY=active` gets the spinning back where it pays (a dedicated machine). Where the
+// `OMP_WAIT_POLICY=active` gets the spinning back where it pays (a dedicated machine). A short spin
+// before the sleep (GOMP_SPINCOUNT=1000 added here instead) was measured on a 2-core machine: the main
+// job 0.70-0.83x as long when it was nearly idle, but example 04 beside a busy process up to 2.5x as
+// long as alone, and 1.4-3.2x the passive time under load; 200 turns gained nothing under load
+// (docs/benchmarks.md, "The wait policy and the main job"). So the start-up asks for no spin. Where the
 // executable cannot be run again (/proc not mounted), the program goes on with the runtime's default.
 // The variable is inherited by the processes a program starts. Under a debugger the second run shows
 // as "process N is executing new program"; set OMP_WAIT_POLICY to start without it.

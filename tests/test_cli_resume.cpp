@@ -119,7 +119,7 @@ TEST_CASE("cli resume: a config that names another model is refused naming the k
 TEST_CASE("cli resume: a longer resume stretches the lr schedule with a note, or keeps it with optim.decay_steps") {
   TempDir dir;
   const std::string a = dir.file("A");
-  REQUIRE_MESSAGE(train_tiny(a, {"--optim.min_lr=1e-4"}).code == 0, "the tiny run failed");
+  REQUIRE_MESSAGE(train_tiny(a, {"--optim.lr=1e-3", "--optim.min_lr=1e-4"}).code == 0, "the tiny run failed");
   const std::string stretch = dir.file("stretch"), keep = dir.file("keep");
   fs::copy(a, stretch, fs::copy_options::recursive);
   fs::copy(a, keep, fs::copy_options::recursive);

@@ -30,6 +30,7 @@ RunConfig recipe_config(bool encoder_decoder, const RecipeSize& size, uint64_t s
   c.optim.decay = LrSchedule::Decay::Cosine;
   c.optim.weight_decay = 0.01;
   c.optim.clip = 1.0;
+  c.optim.positional_lr_scale = 1.0;  // one lr for every parameter, not the default run's 10
   c.train.steps = size.steps;
   c.train.seed = seed;
   return c;
