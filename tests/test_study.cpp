@@ -75,7 +75,7 @@ TEST_CASE("study records: every double comes back to the bit, and the record say
   check_throws_with([&] { (void)back.get("missing"); }, "has no value 'missing'");
 }
 
-TEST_CASE("study records: a malformed record is an error naming the file, never numbers; every truncation swept") {
+TEST_CASE("study records: a malformed record is an error naming the file, never numbers, every truncation swept") {
   StudyRecord r;
   r.line = "a model";
   r.set("x", 0.125);
