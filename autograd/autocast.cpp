@@ -2,6 +2,7 @@
 #include "autograd/autocast.h"
 
 #include "autograd/profiler.h"
+#include "core/backend/matmul.h"
 
 namespace relgrad {
 namespace {
@@ -23,11 +24,9 @@ Tensor round_to(const Tensor& x, DType low) {
   RG_CHECK_T(DTypeError, x.dtype() == kFloat32 && is_16bit_float(low), "autocast",
              "rounds float32 to bfloat16 or float16, got ", dtype_name(x.dtype()), " to ", dtype_name(low));
   RG_PROFILE_OP("autocast_round");
-  // A transposed operand (kᵀ, Wᵀ) stays transposed, so the GEMM reads it as it would the float32 one.
-  if (!x.is_contiguous() && x.dim() >= 2 && x.transpose(-1, -2).is_contiguous())
-    return round_to(x.detach().transpose(-1, -2), low).transpose(-1, -2);
-  // Through the 16-bit storage and back: two copies, each the plain cast (core/base/half.h).
-  return copy_as(copy_as(x, TensorOptions(low).device(x.device())), TensorOptions(kFloat32).device(x.device()));
+  // Through the 16-bit storage and back: two copies, each the plain cast (core/base/half.h); a
+  // transposed operand (kᵀ, Wᵀ) stays transposed, so a GEMM reads it as it would the float32 one.
+  return backend::cast_operand(backend::cast_operand(x, low), kFloat32);
 }
 
 }  // namespace relgrad

@@ -11,8 +11,10 @@
 //               128) in encoder (bidirectional) and decoder (causal) self-attention, one table per
 //               stack; the skewed learned relative term (per head, 2·128 − 1 vectors) in
 //               cross-attention with left alignment; src = tgt = 128 tokens, batch 16.
-// Training: AdamW(lr 3e-4, weight_decay 0.01 on every tensor, betas (0.9, 0.95)), dropout 0, float32,
-// one fixed batch of random tokens reused every step, token-mean cross-entropy.
+// Training: AdamW(lr 3e-4, weight_decay 0.01 on every tensor, betas (0.9, 0.95)), dropout 0, float32
+// (--precision bf16: the forward under AutocastGuard(kBFloat16), as train.precision = bf16 and as
+// torch.autocast(dtype=torch.bfloat16) around model and loss: bf16 products with float32 sums, the
+// rest float32; on the GPU cuBLAS's bf16 tensor-core GEMMs), one fixed batch of random tokens reused every step, token-mean cross-entropy.
 //
 // Differences from torch_ref.py that do not change the work: the initialisation (relgrad's defaults);
 // q, k and v are three Linear layers instead of one fused (same parameters and FLOPs); the table is
@@ -28,7 +30,8 @@
 // synchronises the device, so the fwd / bwd / opt times are the GPU's; memory is the caching
 // allocator's peak of live tensors.
 // --profile N runs N more steps after the timed ones and prints the op-level profile of them (the
-// table of relgrad train's train.profile, docs/cli.md); --tf32 turns on TF32 GEMMs on the GPU.
+// table of relgrad train's train.profile, docs/cli.md); --tf32 turns on TF32 GEMMs on the GPU;
+// --precision fp32|bf16 picks the products' precision (fp32 by default).
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -132,7 +135,7 @@ double median(std::vector<double> v) {
 int usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s [--workload charlm|seq2seq] [--steps N] [--warmup N] [--device cpu|cuda|cuda:N] [--fused] [--json FILE] "
-               "[--tag TEXT] [--context L] [--batch B] [--profile N] [--tf32]\n",
+               "[--tag TEXT] [--context L] [--batch B] [--profile N] [--tf32] [--precision fp32|bf16]\n",
                argv0);
   return 2;
 }
@@ -148,6 +151,7 @@ int main(int argc, char** argv) {
   int64_t context = 0, batch = 0;  // 0: the workload's own
   int profile = 0;    // --profile N: N more steps after the timed ones, profiled op by op (autograd/profiler.h)
   bool tf32 = false;  // --tf32: TF32 GEMMs on the GPU (train.tf32)
+  std::string precision = "fp32";  // --precision: the forward's products (train.precision; no fp16: it needs loss scaling)
   for (int a = 1; a < argc; ++a) {
     auto value = [&]() -> const char* { return a + 1 < argc ? argv[++a] : nullptr; };
     const char* v = nullptr;
@@ -162,9 +166,10 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[a], "--batch") && (v = value())) batch = std::atoll(v);
     else if (!std::strcmp(argv[a], "--profile") && (v = value())) profile = std::atoi(v);
     else if (!std::strcmp(argv[a], "--tf32")) tf32 = true;
+    else if (!std::strcmp(argv[a], "--precision") && (v = value())) precision = v;
     else return usage(argv[0]);
   }
-  if ((w.name != "charlm" && w.name != "seq2seq") || steps < 1 || warmup < 0 || context < 0 || batch < 0 || profile < 0)
+  if ((w.name != "charlm" && w.name != "seq2seq") || (precision != "fp32" && precision != "bf16") || steps < 1 || warmup < 0 || context < 0 || batch < 0 || profile < 0)
     return usage(argv[0]);
   // --context L: the sequence length (charlm: L; seq2seq: source and target both L), the table sized
   // to it; --batch B: the batch. For the cost-growth rows of docs/benchmarks.md (bench/run_growth.sh).
@@ -222,9 +227,13 @@ int main(int argc, char** argv) {
       if (profiled) profiler.begin_step();
       const auto t0 = clock::now();
       opt.zero_grad();
-      Tensor logits = w.encoder_decoder() ? ed->forward(src, tokens) : lm->forward(tokens);
-      const int64_t T = logits.size(0) * logits.size(1);
-      Tensor loss = cross_entropy(logits.reshape({T, w.vocab}), labels.reshape({T}));
+      Tensor loss;
+      {  // the forward's products in `precision` (the backward's follow: autograd/autocast.h)
+        AutocastGuard autocast(precision == "bf16" ? kBFloat16 : kFloat32);
+        Tensor logits = w.encoder_decoder() ? ed->forward(src, tokens) : lm->forward(tokens);
+        const int64_t T = logits.size(0) * logits.size(1);
+        loss = cross_entropy(logits.reshape({T, w.vocab}), labels.reshape({T}));
+      }
       sync();
       const auto t1 = clock::now();
       loss.backward();
@@ -261,6 +270,7 @@ int main(int argc, char** argv) {
     std::printf("  loss %.4f -> %.4f; peak RSS %.0f MiB (%.0f MiB before training); live tensor peak %.0f MiB (%s)\n",
                 losses.front(), losses.back(), rss_train, rss_before, tensor_peak_mib, device.str().c_str());
     if (tf32) std::printf("  TF32 GEMMs on%s\n", device.is_cuda() ? "" : " (no effect on the CPU)");
+    if (precision != "fp32") std::printf("  %s products (float32 accumulation)\n", precision.c_str());
     if (profile > 0) {
       ProfileReport report = profiler.report();
       report.first_step = warmup + steps + 1;
@@ -269,7 +279,7 @@ int main(int argc, char** argv) {
     if (!json_path.empty()) {
       std::ofstream f(json_path);
       f << "{\"impl\": \"relgrad\", \"workload\": \"" << w.name << "\", \"device\": \"" << device.str()
-        << "\", \"threads\": " << threads
+        << "\", \"threads\": " << threads << ", \"precision\": \"" << precision << "\""
         << ", \"tag\": \"" << tag << "\", \"params\": " << n_params << ", \"step_gflop\": " << step_flops / 1e9
         << ", \"tokens_per_step\": " << w.tokens() << ", \"step_s\": " << sec << ", \"fwd_s\": " << median(t_fwd)
         << ", \"bwd_s\": " << median(t_bwd) << ", \"opt_s\": " << median(t_opt) << ", \"tokens_per_s\": " << tok_s

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """PyTorch's side of the training workloads on a GPU, and the comparison table, for bench/run_gpu.sh.
 
-  gpu_train.py torch REF --workload charlm|seq2seq --mode eager|compiled [--tf32] --json F
+  gpu_train.py torch REF --workload charlm|seq2seq --mode eager|compiled [--tf32] [--precision bf16] --json F
       W1 charlm / W2 seq2seq: torch_ref.py's models, data and optimizer (REF: the folder holding
       torch_ref.py and benchutil.py, .gpu-ref/ on the GPU machine), moved to the GPU; compiled =
       model + loss under torch.compile (default backend, inductor), compiled on an untimed first
-      step. As bench/torch2_train.py on the CPU.
+      step. As bench/torch2_train.py on the CPU. --precision bf16: model + loss under
+      torch.autocast(dtype=torch.bfloat16) (float32 weights, optimizer and loss; the match of
+      bench_train --precision bf16), compiled with it in compiled mode.
   gpu_train.py w0 --mode eager|compiled [--tf32] --json F
       W0, the quick start's default run: bench/w0_torch.py's twin of relgrad's default model,
       optimizer and batches, on the GPU (the batches are made on the host and moved there before
@@ -13,11 +15,12 @@
   gpu_train.py summary DIR
       The table of every record in DIR (bench_train's and w0_relgrad.py's JSON included): median
       tokens/s over the rounds, peak GPU tensors (torch.cuda.max_memory_allocated; relgrad's caching
-      allocator's peak_allocated_bytes), and relgrad ÷ each PyTorch row.
+      allocator's peak_allocated_bytes), and relgrad ÷ each PyTorch row of the same precision (a
+      record's "precision", fp32 when absent; a bf16 record's file name has "-bf16" after its impl).
 
 --device cpu runs the same on the CPU, to check the logic on a machine without a GPU.
 Each step is timed between synchronisations (W1/W2) or up to loss.item() after the optimizer step
-(W0, which syncs), as relgrad's side is. Float32; TF32 off unless --tf32 (matmul and cuDNN).
+(W0, which syncs), as relgrad's side is. Float32 unless --precision bf16; TF32 off unless --tf32.
 The peak of GPU tensors is reset after the first step (after compilation in compiled mode), so it
 is the training steps' own: weights, gradients, optimizer state and one step's activations.
 """
@@ -69,7 +72,11 @@ def run_torch(a):
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.01, betas=(0.9, 0.95))
 
     def loss_fn(*xs):
-        return F.cross_entropy(model(*xs).flatten(0, 1), labels.flatten())
+        if a.precision == "fp32":
+            return F.cross_entropy(model(*xs).flatten(0, 1), labels.flatten())
+        # autocast keeps cross_entropy (and softmax, norms) in float32 on its own.
+        with torch.autocast(device_type=dev.type, dtype=torch.bfloat16):
+            return F.cross_entropy(model(*xs).flatten(0, 1), labels.flatten())
 
     fn = torch.compile(loss_fn) if a.mode == "compiled" else loss_fn
 
@@ -105,11 +112,11 @@ def run_torch(a):
     sec = statistics.median(times)
     rec = {"impl": "torch-" + a.mode, "workload": a.workload, "mode": a.mode, "torch": torch.__version__,
            "gpu": torch.cuda.get_device_name() if dev.type == "cuda" else "cpu", "tf32": a.tf32,
-           "compile_s": compile_s, "step_s": sec, "step_times": times, "tokens_per_s": tokens / sec,
+           "precision": a.precision, "compile_s": compile_s, "step_s": sec, "step_times": times, "tokens_per_s": tokens / sec,
            "gflops": flops / sec / 1e9, "tensor_peak_mib": peak_mib(), "first_loss": losses[0],
            "last_loss": losses[-1]}
-    print("torch %s %s %s on %s: %.0f tokens/s, %.1f GFLOP/s, step %.2f ms (compile %.1f s), peak tensors %s MiB, "
-          "loss %.4f -> %.4f" % (torch.__version__, a.mode, a.workload, dev, rec["tokens_per_s"], rec["gflops"],
+    print("torch %s %s %s %s on %s: %.0f tokens/s, %.1f GFLOP/s, step %.2f ms (compile %.1f s), peak tensors %s MiB, "
+          "loss %.4f -> %.4f" % (torch.__version__, a.mode, a.precision, a.workload, dev, rec["tokens_per_s"], rec["gflops"],
                                  1e3 * sec, compile_s, mib(rec["tensor_peak_mib"]), losses[0], losses[-1]))
     return rec
 
@@ -157,42 +164,51 @@ IMPLS = (("relgrad-composite", "relgrad (composite core)"), ("relgrad-fused", "r
          ("relgrad", "relgrad"), ("torch-eager", "PyTorch %s eager"), ("torch-compiled", "PyTorch %s compiled"))
 
 
+PRECISIONS = ("fp32", "bf16")
+
+
 def summary(a):
-    """Files are IMPL_WORKLOAD_ROUND.json."""
+    """Files are IMPL[-PRECISION]_WORKLOAD_ROUND.json; ratios are taken within one precision."""
     recs = {}
     for f in sorted(glob.glob(os.path.join(a.dir, "*.json"))):
         impl, workload, _ = os.path.basename(f)[:-5].rsplit("_", 2)
         with open(f) as fh:
-            recs.setdefault((workload, impl), []).append(json.load(fh))
+            rec = json.load(fh)
+        precision = rec.get("precision", "fp32")
+        if impl.endswith("-" + precision):
+            impl = impl[:-len(precision) - 1]
+        recs.setdefault((workload, precision, impl), []).append(rec)
     print("| workload | impl | tokens/s | peak GPU tensors MiB | relgrad ÷ this (speed) | relgrad ÷ this (memory) "
           "| rounds |")
     print("|---|---|---:|---:|---:|---:|---:|")
     notes = []
     for w in ("w0", "charlm", "seq2seq"):
-        rows = []
-        for impl, fmt in IMPLS:
-            r = recs.get((w, impl))
-            if not r:
-                continue
-            tok = statistics.median(x["tokens_per_s"] if "tokens_per_s" in x else x["tokens_per_s_median"] for x in r)
-            mem = [x.get("tensor_peak_mib") for x in r if x.get("tensor_peak_mib") is not None]
-            name = fmt % r[0]["torch"].split("+")[0] if "%" in fmt else fmt
-            rows.append((impl, name, tok, max(mem) if mem else None, len(r)))
-            if impl == "torch-compiled":
-                notes.append("%s: torch.compile took %.0f s per process (median, not timed)" % (
-                    LABEL[w], statistics.median(x.get("compile_s", 0) for x in r)))
-        # relgrad's reference row for the ratios: the fused core if measured (the GPU default), else any.
-        ref = next((x for x in rows if x[0] == "relgrad-fused"), None) or next(
-            (x for x in rows if x[0].startswith("relgrad")), None)
-        for impl, name, tok, mem, n in rows:
-            speed = memory = ""
-            if ref and not impl.startswith("relgrad"):
-                speed = "%.2f×" % (ref[2] / tok)
-                memory = "%.2f×" % (ref[3] / mem) if ref[3] and mem else "—"
-            print("| %s | %s | %.0f | %s | %s | %s | %d |" % (LABEL.get(w, w), name, tok,
-                                                            "%.0f" % mem if mem else "—", speed, memory, n))
-        if ref and len(rows) > 1:
-            notes.append("%s: ratios against %s" % (LABEL[w], ref[1]))
+        for p in PRECISIONS:
+            rows = []
+            label = LABEL.get(w, w) + ("" if p == "fp32" else " " + p)
+            for impl, fmt in IMPLS:
+                r = recs.get((w, p, impl))
+                if not r:
+                    continue
+                tok = statistics.median(x["tokens_per_s"] if "tokens_per_s" in x else x["tokens_per_s_median"] for x in r)
+                mem = [x.get("tensor_peak_mib") for x in r if x.get("tensor_peak_mib") is not None]
+                name = fmt % r[0]["torch"].split("+")[0] if "%" in fmt else fmt
+                rows.append((impl, name, tok, max(mem) if mem else None, len(r)))
+                if impl == "torch-compiled":
+                    notes.append("%s: torch.compile took %.0f s per process (median, not timed)" % (
+                        label, statistics.median(x.get("compile_s", 0) for x in r)))
+            # relgrad's reference row for the ratios: the fused core if measured (the GPU default), else any.
+            ref = next((x for x in rows if x[0] == "relgrad-fused"), None) or next(
+                (x for x in rows if x[0].startswith("relgrad")), None)
+            for impl, name, tok, mem, n in rows:
+                speed = memory = ""
+                if ref and not impl.startswith("relgrad"):
+                    speed = "%.2f×" % (ref[2] / tok)
+                    memory = "%.2f×" % (ref[3] / mem) if ref[3] and mem else "—"
+                print("| %s | %s | %.0f | %s | %s | %s | %d |" % (label, name, tok,
+                                                                "%.0f" % mem if mem else "—", speed, memory, n))
+            if ref and len(rows) > 1:
+                notes.append("%s: ratios against %s" % (label, ref[1]))
     for n in notes:
         print(n)
 
@@ -210,6 +226,8 @@ def main():
         p.add_argument("--steps", type=int, default=steps, help="timed steps (after warm-up)")
         p.add_argument("--warmup", type=int, default=warmup)
         p.add_argument("--tf32", action="store_true", help="TF32 on for float32 matmuls (default: off)")
+        p.add_argument("--precision", choices=PRECISIONS, default="fp32",
+                       help="bf16: model and loss under torch.autocast(dtype=torch.bfloat16) (W1/W2 only)")
         p.add_argument("--json", default=None)
         p.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
                        help="cuda (default); cpu checks the logic here (no memory figures)")
@@ -221,6 +239,8 @@ def main():
         return
     if a.steps < 1 or a.warmup < 0:
         sys.exit("gpu_train.py: --steps must be at least 1 and --warmup at least 0")
+    if a.cmd == "w0" and a.precision != "fp32":
+        sys.exit("gpu_train.py: w0 runs in float32 only (its relgrad side, w0_relgrad.py, has no precision)")
     rec = run_torch(a) if a.cmd == "torch" else run_w0(a)
     if a.json:
         with open(a.json, "w") as f:

@@ -13,6 +13,8 @@
 #     SHORT=1 bash bench/run_gpu.sh         a rerun after a fix (cuda tests, one round, two lengths)
 #     TF32=1 PHASES="build train flash" bash bench/run_gpu.sh     TF32 on, both sides
 #     PHASES="build flash" FLASH_LENGTHS=4096 bash bench/run_gpu.sh
+#     PHASES="build train" WORKLOADS="charlm seq2seq" PRECISION="fp32 bf16" bash bench/run_gpu.sh
+#                                           W1/W2 in float32 and in bf16 mixed precision, interleaved
 #
 # Phases (PHASES, in this order; env always runs):
 #   env      device, driver, CUDA, compiler, torch and triton versions, the dependencies' origin
@@ -34,6 +36,11 @@
 #            memory, bitwise determinism of the table gradients.
 #   profile  `relgrad train --device cuda --train.profile=N` on the default config (when the build
 #            has train.profile), its table.
+# PRECISION ["fp32"]: the products' precisions of W1/W2, each run in turn within a round (W0 stays
+#   float32): fp32, and bf16 = relgrad's bench_train --precision bf16 (train.precision = bf16: cuBLAS's
+#   bf16 tensor-core GEMMs, float32 accumulation and master weights) against PyTorch under
+#   torch.autocast(dtype=torch.bfloat16), eager and compiled (gpu_train.py --precision bf16). A bf16
+#   record's file is IMPL-bf16_WORKLOAD_ROUND.json; the summary's ratios compare one precision.
 # TF32 [0]: 1 = TF32 on both sides (bench_train --tf32, relgrad train --train.tf32=true, torch's
 #   matmul/cuDNN flags); when relgrad's binaries lack the flag, a note says so and relgrad runs without.
 # Settings [defaults; SHORT=1's in braces]: PHASES ["build test train flash profile"]  BUILD [build-gpu]
@@ -83,6 +90,7 @@ FLASH_CHECK=${FLASH_CHECK:-${FLASH_LENGTHS%%,*}}
 PROFILE_STEPS=${PROFILE_STEPS:-20}
 PRECOMPILE=${PRECOMPILE:-1}
 TF32=${TF32:-0}
+PRECISION=${PRECISION:-fp32}
 DEVICE=${DEVICE:-cuda}
 TOTAL_BUDGET=${TOTAL_BUDGET:-470}
 TEST_BUDGET=${TEST_BUDGET:-$(short 160 90)}
@@ -155,7 +163,8 @@ measured() {
 
 # ---- env ----------------------------------------------------------------------------------------
 phase_begin env
-say "- $(date -u +%Y-%m-%dT%H:%MZ) on $(hostname), $(nproc) cores; SHORT=$SHORT TF32=$TF32 PHASES=\"$PHASES\""
+say "- $(date -u +%Y-%m-%dT%H:%MZ) on $(hostname), $(nproc) cores; SHORT=$SHORT TF32=$TF32 PRECISION=\"$PRECISION\"" \
+  "PHASES=\"$PHASES\""
 say "- GPU: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo 'nvidia-smi unavailable')"
 nvcc_bin=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 say "- nvcc: $("$nvcc_bin" --version 2>/dev/null | grep -o 'release [^,]*, V[0-9.]*' || echo none);" \
@@ -230,6 +239,14 @@ if [ "$TF32" != 0 ]; then
   if [ -x "$relgrad" ] && prints '^train\.tf32' "$relgrad" train --help-config; then rg_tf32=(--train.tf32=true)
   else note "TF32=1 but relgrad train has no train.tf32: relgrad's W0 and profile run without TF32"; fi
 fi
+# --precision bf16 where bench_train has it; without, relgrad's bf16 rows are left out (PyTorch's still run).
+bt_precision=1
+case " $PRECISION " in *" bf16 "*)
+  if ! { [ -x "$bench_train" ] && prints '--precision' "$bench_train" --help; }; then
+    bt_precision=0
+    note "PRECISION has bf16 but bench_train has no --precision: relgrad's bf16 rows are skipped"
+  fi ;;
+esac
 
 # ---- test (+ torch.compile's work in the background) -----------------------------------------------
 precompile_pid=""
@@ -242,8 +259,10 @@ if has test && [ "$PRECOMPILE" != 0 ] && [ "$torch_ok" = 1 ] && { has train || h
       for w in $WORKLOADS; do
         case " $TORCH_MODES " in *" compiled "*) ;; *) continue ;; esac
         [ "$w" = w0 ] && continue
-        "$PYTHON" bench/gpu_train.py torch "$REF" --workload "$w" --mode compiled --steps 1 --warmup 0 \
-          "${py_tf32[@]}" "${py_dev[@]}"
+        for p in $PRECISION; do
+          "$PYTHON" bench/gpu_train.py torch "$REF" --workload "$w" --mode compiled --steps 1 --warmup 0 \
+            --precision "$p" "${py_tf32[@]}" "${py_dev[@]}"
+        done
       done
     fi
     if has flash; then
@@ -315,7 +334,8 @@ if has train; then
     local rc=${PIPESTATUS[0]}
     [ "$rc" = 0 ] || note "$label: exit $rc$( [ "$rc" = 124 ] && echo " (stopped after $limit s)")"
   }
-  echo "W1/W2: $STEPS steps after $WARMUP warm-up; W0: $W0_STEPS after $W0_WARMUP; $ROUNDS round(s), interleaved"
+  echo "W1/W2: $STEPS steps after $WARMUP warm-up, precision(s) $PRECISION; W0: $W0_STEPS after $W0_WARMUP;" \
+    "$ROUNDS round(s), interleaved"
   for r in $(seq 1 "$ROUNDS"); do
     for w in $WORKLOADS; do
       echo "-- round $r, $w"
@@ -330,18 +350,25 @@ if has train; then
         fi
         continue
       fi
-      for c in $CORES; do
-        fused=()
-        [ "$c" = fused ] && fused=(--fused)
-        run 60 "relgrad $c $w" "$bench_train" --workload "$w" --device "$DEVICE" --steps "$STEPS" --warmup "$WARMUP" \
-          "${fused[@]}" "${bt_tf32[@]}" --json "$tr/relgrad-${c}_${w}_$r.json"
-      done
-      if [ "$torch_ok" = 1 ] && [ -n "$REF" ]; then
-        for m in $TORCH_MODES; do
-          run 150 "torch $m $w" "$PYTHON" bench/gpu_train.py torch "$REF" --workload "$w" --mode "$m" \
-            --steps "$STEPS" --warmup "$WARMUP" "${py_tf32[@]}" "${py_dev[@]}" --json "$tr/torch-${m}_${w}_$r.json"
+      for p in $PRECISION; do
+        # fp32 keeps bench_train's and gpu_train.py's flags and file names as they were.
+        sfx="" bt_p=() py_p=()
+        [ "$p" != fp32 ] && sfx=-$p bt_p=(--precision "$p") py_p=(--precision "$p")
+        for c in $CORES; do
+          [ "$p" != fp32 ] && [ "$bt_precision" = 0 ] && break
+          fused=()
+          [ "$c" = fused ] && fused=(--fused)
+          run 60 "relgrad $c $w $p" "$bench_train" --workload "$w" --device "$DEVICE" --steps "$STEPS" \
+            --warmup "$WARMUP" "${fused[@]}" "${bt_tf32[@]}" "${bt_p[@]}" --json "$tr/relgrad-${c}${sfx}_${w}_$r.json"
         done
-      fi
+        if [ "$torch_ok" = 1 ] && [ -n "$REF" ]; then
+          for m in $TORCH_MODES; do
+            run 150 "torch $m $w $p" "$PYTHON" bench/gpu_train.py torch "$REF" --workload "$w" --mode "$m" \
+              --steps "$STEPS" --warmup "$WARMUP" "${py_tf32[@]}" "${py_p[@]}" "${py_dev[@]}" \
+              --json "$tr/torch-${m}${sfx}_${w}_$r.json"
+          done
+        fi
+      done
     done
   done
   echo

@@ -1,7 +1,8 @@
 // cuBLAS GEMMs for matmul / bmm / addmm (the plan is in cuda/blas.h). Written as thin calls into
 // cuBLAS: the *Ex entry points take the compute type explicitly, so float32 runs with full-precision
-// FP32 accumulation (CUBLAS_COMPUTE_32F) unless TF32 was opted into, and float64 with
-// CUBLAS_COMPUTE_64F. cuBLAS GEMMs are bitwise reproducible run to run on one GPU model and toolkit.
+// FP32 accumulation (CUBLAS_COMPUTE_32F) unless TF32 was opted into, float64 with
+// CUBLAS_COMPUTE_64F, and autocast's bfloat16 / float16 operands on the tensor cores with a float32
+// result and CUBLAS_COMPUTE_32F (exact 16-bit products, float32 sums). cuBLAS GEMMs are bitwise reproducible run to run on one GPU model and toolkit.
 #include <climits>
 #include <vector>
 
@@ -68,9 +69,10 @@ bool affine_batch(const std::vector<int64_t>& a, const std::vector<int64_t>& b, 
 }
 
 // ptrs (3 · count): [0, count) the first operand (B) at b + offset_b(e), [count, 2 count) the second
-// (A), [2 count, 3 count) C at c + e · c_step; offsets in elements of esize bytes. One thread per e.
+// (A), [2 count, 3 count) C at c + e · c_step; operand offsets in elements of esize bytes, C's of
+// c_esize (larger than esize for 16-bit operands: C is float32). One thread per e.
 __global__ void batch_pointers_kernel(const char* a, const char* b, char* c, BatchAffine L, int64_t esize,
-                                      int64_t c_step, int64_t count, const void** ptrs) {
+                                      int64_t c_esize, int64_t c_step, int64_t count, const void** ptrs) {
   const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < count; e += stride) {
     int64_t rem = e, oa = 0, ob = 0;
@@ -81,7 +83,7 @@ __global__ void batch_pointers_kernel(const char* a, const char* b, char* c, Bat
     }
     ptrs[e] = b + ob * esize;
     ptrs[count + e] = a + oa * esize;
-    ptrs[2 * count + e] = c + e * c_step * esize;
+    ptrs[2 * count + e] = c + e * c_step * c_esize;
   }
 }
 
@@ -91,8 +93,9 @@ void gemm_batched(DType dtype, const void* a, const MatrixLayout& la, const std:
                   const void* b, const MatrixLayout& lb, const std::vector<int64_t>& b_offsets, void* c, int64_t n,
                   int64_t k, int64_t m, double alpha, bool accumulate, int device) {
   check_device(device, kOp);
-  RG_CHECK(dtype == DType::Float32 || dtype == DType::Float64, kOp, "expected float32 or float64, got ",
-           dtype_name(dtype));
+  RG_CHECK(dtype == DType::Float32 || dtype == DType::Float64 || is_16bit_float(dtype), kOp,
+           "expected float32, float64, bfloat16 or float16 operands, got ", dtype_name(dtype));
+  const DType c_dtype = gemm_output_dtype(dtype);  // float32 for 16-bit operands
   RG_CHECK(la.order != MatrixOrder::Neither && lb.order != MatrixOrder::Neither, kOp,
            "an operand is neither row- nor column-major (the caller must copy it first)");
   RG_CHECK(a_offsets.size() == b_offsets.size(), kOp, "batch offsets differ in length: ", a_offsets.size(), " and ",
@@ -101,23 +104,27 @@ void gemm_batched(DType dtype, const void* a, const MatrixLayout& la, const std:
   if (count == 0 || n == 0 || m == 0) return;
   DeviceGuard guard(device, kOp);
   if (k == 0) {  // an empty sum: zeros, or the init already in c
-    if (!accumulate) zero_fill(c, count, n, m, dtype);
+    if (!accumulate) zero_fill(c, count, n, m, c_dtype);
     return;
   }
   const GemmPlan p = plan_gemm(la, lb, n, k, m);
   const int M = as_int(p.M, "m"), N = as_int(p.N, "n"), K = as_int(p.K, "k");
   const int ld_first = as_int(p.ld_first, "ld(b)"), ld_second = as_int(p.ld_second, "ld(a)");
   const int ldc = as_int(p.ldc, "ldc"), batch = as_int(count, "batch count");
-  const bool f32 = dtype == DType::Float32;
-  const cudaDataType_t type = f32 ? CUDA_R_32F : CUDA_R_64F;
-  const cublasComputeType_t compute =
-      f32 ? (allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F) : CUBLAS_COMPUTE_64F;
+  // A, B in `type`, C in `c_type`. 16-bit operands: exact products, float32 sums and result on the
+  // tensor cores (the handle's default math mode allows them); TF32 concerns float32 operands only.
+  const bool f32 = c_dtype == DType::Float32;
+  const cudaDataType_t c_type = f32 ? CUDA_R_32F : CUDA_R_64F;
+  const cudaDataType_t type = dtype == DType::BFloat16 ? CUDA_R_16BF : dtype == DType::Float16 ? CUDA_R_16F : c_type;
+  const cublasComputeType_t compute = !f32                              ? CUBLAS_COMPUTE_64F
+                                      : dtype == DType::Float32 && allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                                                : CUBLAS_COMPUTE_32F;
   // alpha and beta in the compute type's precision, read from host memory (the default pointer mode).
   const float alpha_f = static_cast<float>(alpha), beta_f = accumulate ? 1.0f : 0.0f;
   const double alpha_d = alpha, beta_d = accumulate ? 1.0 : 0.0;
   const void* alpha_p = f32 ? static_cast<const void*>(&alpha_f) : static_cast<const void*>(&alpha_d);
   const void* beta_p = f32 ? static_cast<const void*>(&beta_f) : static_cast<const void*>(&beta_d);
-  const size_t esize = dtype_size(dtype);
+  const size_t esize = dtype_size(dtype), c_esize = dtype_size(c_dtype);
   const char* a_bytes = static_cast<const char*>(a);
   const char* b_bytes = static_cast<const char*>(b);
   char* c_bytes = static_cast<char*>(c);
@@ -126,10 +133,11 @@ void gemm_batched(DType dtype, const void* a, const MatrixLayout& la, const std:
 
   int64_t a_stride = 0, b_stride = 0;
   if (uniform_stride(a_offsets, &a_stride) && uniform_stride(b_offsets, &b_stride)) {
-    // One strided-batched call; the first batch entry of each operand is at offset 0.
+    // One strided-batched call; the first batch entry of each operand is at offset 0. Per entry:
+    // Cᵀ (m, n) column-major = op(B) (m, k) · op(A) (k, n), i.e. row-major C (n, m) = A (n, k) · B (k, m).
     RG_CUBLAS_CHECK(cublas().cublasGemmStridedBatchedEx(handle, op_first, op_second, M, N, K, alpha_p, b_bytes, type,
                                                         ld_first, b_stride, a_bytes, type, ld_second, a_stride, beta_p,
-                                                        c_bytes, type, ldc, static_cast<long long>(n) * m, batch,
+                                                        c_bytes, c_type, ldc, static_cast<long long>(n) * m, batch,
                                                         compute, CUBLAS_GEMM_DEFAULT),
                     kOp);
     return;
@@ -145,7 +153,8 @@ void gemm_batched(DType dtype, const void* a, const MatrixLayout& la, const std:
     if (affine_batch(a_offsets, b_offsets, &L)) {
       batch_pointers_kernel<<<grid_size(count), kBlockSize>>>(a_bytes + a_offsets[0] * esize,
                                                               b_bytes + b_offsets[0] * esize, c_bytes, L,
-                                                              static_cast<int64_t>(esize), n * m, count,
+                                                              static_cast<int64_t>(esize),
+                                                              static_cast<int64_t>(c_esize), n * m, count,
                                                               static_cast<const void**>(dev));
       RG_CUDA_CHECK_LAUNCH(kOp);
     } else {
@@ -153,14 +162,14 @@ void gemm_batched(DType dtype, const void* a, const MatrixLayout& la, const std:
       for (int64_t e = 0; e < count; ++e) {
         host_ptrs[e] = b_bytes + b_offsets[e] * esize;                                // first  (B)
         host_ptrs[count + e] = a_bytes + a_offsets[e] * esize;                        // second (A)
-        host_ptrs[2 * count + e] = c_bytes + static_cast<size_t>(e * n * m) * esize;  // C
+        host_ptrs[2 * count + e] = c_bytes + static_cast<size_t>(e * n * m) * c_esize;  // C
       }
       memcpy_host_to_device(dev, host_ptrs.data(), nbytes, device);
     }
     const void* const* dev_ptrs = static_cast<const void* const*>(dev);
     RG_CUBLAS_CHECK(cublas().cublasGemmBatchedEx(handle, op_first, op_second, M, N, K, alpha_p, dev_ptrs, type,
                                                  ld_first, dev_ptrs + count, type, ld_second, beta_p,
-                                                 const_cast<void* const*>(dev_ptrs + 2 * count), type, ldc, batch,
+                                                 const_cast<void* const*>(dev_ptrs + 2 * count), c_type, ldc, batch,
                                                  compute, CUBLAS_GEMM_DEFAULT),
                     kOp);
   } catch (...) {

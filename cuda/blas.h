@@ -77,6 +77,10 @@ inline bool uniform_stride(const std::vector<int64_t>& offsets, int64_t* stride)
   return true;
 }
 
+// The dtype of a GEMM's result for operands of `operands`: float32 for bfloat16/float16 operands
+// (autocast's products accumulate and return float32), else the operands' own.
+inline DType gemm_output_dtype(DType operands) { return is_16bit_float(operands) ? DType::Float32 : operands; }
+
 // TF32 tensor-core math for float32 GEMMs: off by default, so float32 products match the CPU to
 // ~1e-6 rather than ~1e-3 (the same functions cuda/common.cuh declares for the .cu files; defined in
 // cuda/runtime.cu, and in cuda/no_cuda.cpp as "never" for a build without CUDA).
@@ -86,7 +90,10 @@ bool allow_tf32();
 // c (count, n, m), contiguous = alpha · a_e @ b_e for every batch entry e, or c += alpha · a_e @ b_e
 // (accumulate: c already holds the addmm init). a_e starts at a + a_offsets[e] (elements) and has
 // layout `la` (RowMajor or ColMajor), likewise b. a_offsets and b_offsets have `count` entries.
-// float32 or float64; float32 uses TF32 tensor cores only when allow_tf32() (cuda/common.cuh).
+// `dtype` is the operands' dtype: float32 or float64 (c the same; float32 uses TF32 tensor cores
+// only when allow_tf32()), or bfloat16 / float16 (autocast, autograd/autocast.h): then c is float32
+// and the tensor cores multiply the 16-bit values exactly and accumulate in float32
+// (CUBLAS_COMPUTE_32F), the contract the CPU emulates with a float32 GEMM of rounded operands.
 // k == 0 is handled (c = 0, or c unchanged when accumulating). Runs on `device`'s default stream.
 void gemm_batched(DType dtype, const void* a, const MatrixLayout& la, const std::vector<int64_t>& a_offsets,
                   const void* b, const MatrixLayout& lb, const std::vector<int64_t>& b_offsets, void* c, int64_t n,

@@ -312,8 +312,9 @@ TEST_CASE("precision: on the GPU, casts and an autocast product give the CPU's b
     CHECK(bitwise_equal(x.to(low).to(gpu).to(kFloat32).to(Device::cpu()), x.to(low).to(kFloat32)));
     CHECK(bitwise_equal(x.to(gpu).transpose(0, 1).to(low).to(Device::cpu()), x.transpose(0, 1).to(low)));
   }
-  // The product on the GPU is cuBLAS's float32 GEMM of the rounded operands: the CPU's within float32
-  // rounding of the sums, and far from the unrounded product's bf16 error.
+  // The product on the GPU is cuBLAS's bf16 GEMM (exact products, float32 sums): the CPU's float32
+  // GEMM of the rounded operands within float32 rounding of the sums (tests/test_cuda_precision.cpp
+  // has every product, both precisions and the backward).
   const Tensor a = uniform({16, 64}, -1, 1, kFloat32, 22), b = uniform({64, 8}, -1, 1, kFloat32, 23);
   Tensor on_gpu;
   {

@@ -3,8 +3,10 @@
 // matmuls on transposed views (so it runs on the operands' device too):
 //   C = A @ B   →   dA = dC @ Bᵀ,   dB = Aᵀ @ dC,
 // each summed over the batch dims its operand was broadcast along (sum_to).
-// Under autocast (autograd/autocast.h) the three products take 16-bit-rounded operands: A and B
-// rounded in the forward (and saved rounded), dC rounded in the backward; sums and results float32.
+// Under autocast (autograd/autocast.h) the three products take 16-bit-rounded operands, forward and
+// backward: the backend rounds them (core/backend/matmul.h: on the GPU, 16-bit copies fed to the
+// tensor cores), so A and B are saved as they are — no rounded copy is kept for the backward, whose
+// products round them afresh (the same values) together with dC. Sums and results are float32.
 #include <algorithm>
 #include <vector>
 
@@ -58,8 +60,7 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, const char* op, const Tensor&
   RG_PROFILE_OP(op);  // the views and checks around it do no work worth a row
   Shape batch = batch_shape(a, b, op);
   const DType low = autocast_dtype_for(a);  // kFloat32: no rounding (a and b share a dtype)
-  const Tensor ar = round_to(a, low), br = round_to(b, low);  // the tensor cores' operands, as float32
-  Tensor out = backend::matmul(ar, br, batch, op, init, alpha);
+  Tensor out = backend::matmul(a, b, batch, op, init, alpha, low);
   add_profiled_flops(2.0 * double(out.numel()) * double(a.size(-1)));  // 2·M·N·K over the batch
   TensorList inputs{a, b};
   if (init.defined()) inputs.push_back(init);
@@ -69,14 +70,18 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, const char* op, const Tensor&
   // dA needs B and dB needs A: save only what a requested gradient uses.
   return record(out, op, inputs,
                 [=, sa = a.shape(), sb = b.shape(), sc = init.defined() ? init.shape() : Shape(),
-                 a = need_b ? SavedTensor(ar) : SavedTensor(),
-                 b = need_a ? SavedTensor(br) : SavedTensor()](const Tensor& g) -> TensorList {
+                 a = need_b ? SavedTensor(a) : SavedTensor(),
+                 b = need_a ? SavedTensor(b) : SavedTensor()](const Tensor& g) -> TensorList {
                   // g (batch.., n, m); the transposes are views, read in place by the GEMM.
                   auto scaled = [alpha](const Tensor& t) { return alpha == 1.0 ? t : mul(t, alpha); };
-                  const Tensor gr = round_to(g, low);  // == g unless autocast rounded the forward
                   Tensor ga, gb;
-                  if (need_a) ga = sum_to(scaled(matmul(gr, b.get().transpose(-1, -2))), sa);
-                  if (need_b) gb = sum_to(scaled(matmul(a.get().transpose(-1, -2), gr)), sb);
+                  {  // the backward's products in the forward's precision, whatever autocast is now
+                    AutocastGuard products(low);
+                    if (need_a) ga = matmul(g, b.get().transpose(-1, -2));
+                    if (need_b) gb = matmul(a.get().transpose(-1, -2), g);
+                  }
+                  if (need_a) ga = sum_to(scaled(ga), sa);
+                  if (need_b) gb = sum_to(scaled(gb), sb);
                   if (!has_c) return {ga, gb};
                   return {ga, gb, need_c ? sum_to(g, sc) : Tensor()};
                 });

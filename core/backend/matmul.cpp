@@ -2,6 +2,8 @@
 // which plans cuBLAS's strided-batched GEMM (cuda/blas.h) with the same contract.
 #include "core/backend/matmul.h"
 
+#include <utility>
+
 #include "core/backend/dense.h"
 #include "core/cpu/matmul.h"
 #include "cuda/blas.h"
@@ -21,12 +23,22 @@ cuda::MatrixLayout gemm_operand(Tensor& x, const char* op) {
   return cuda::classify_matrix(x.size(-2), x.size(-1), x.stride(-2), x.stride(-1));
 }
 
-// The CUDA twin of cpu::matmul (same contract): out (batch..., n, m) = [init +] alpha · (a @ b).
+// x (.., r, c) viewed as (.., c, r): its last two dims swapped (core's view; transpose is autograd's).
+Tensor swap_last_two(const Tensor& x) {
+  Shape shape = x.shape(), strides = x.strides();
+  const size_t d = shape.size();
+  std::swap(shape[d - 1], shape[d - 2]);
+  std::swap(strides[d - 1], strides[d - 2]);
+  return make_view(x, shape, strides, x.offset());
+}
+
+// The CUDA twin of cpu::matmul (same contract): out (batch..., n, m) = [init +] alpha · (a @ b), float32
+// when a_in and b_in are 16-bit (autocast's tensor-core operands), else their dtype.
 Tensor cuda_matmul(const Tensor& a_in, const Tensor& b_in, const Shape& batch, const char* op, const Tensor& init,
                    double alpha) {
   const int64_t n = a_in.size(-2), k = a_in.size(-1), m = b_in.size(-1);
   const Shape out_shape = cpu::matmul_shape(batch, n, m);
-  const TensorOptions options = TensorOptions(a_in.dtype()).device(a_in.device());
+  const TensorOptions options = TensorOptions(cuda::gemm_output_dtype(a_in.dtype())).device(a_in.device());
   const bool accumulate = init.defined();
   if (k == 0 && !accumulate) return zeros(out_shape, options);  // an empty sum
   Tensor out = empty(out_shape, options);
@@ -42,9 +54,25 @@ Tensor cuda_matmul(const Tensor& a_in, const Tensor& b_in, const Shape& batch, c
 
 }  // namespace
 
-Tensor matmul(const Tensor& a, const Tensor& b, const Shape& batch, const char* op, const Tensor& init, double alpha) {
-  if (a.device().is_cuda()) return cuda_matmul(a, b, batch, op, init, alpha);
-  return cpu::matmul(a, b, batch, op, init, alpha);
+Tensor cast_operand(const Tensor& x, DType dtype) {
+  if (!x.is_contiguous() && x.dim() >= 2 && swap_last_two(x).is_contiguous())
+    return swap_last_two(cast_operand(swap_last_two(x), dtype));
+  return copy_as(x, TensorOptions(dtype).device(x.device()));
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b, const Shape& batch, const char* op, const Tensor& init, double alpha,
+              DType products) {
+  RG_CHECK_T(DTypeError, products == kFloat32 || (is_16bit_float(products) && a.dtype() == kFloat32), op,
+             "products in ", dtype_name(products), " take float32 operands, got ", dtype_name(a.dtype()));
+  if (a.device().is_cuda()) {
+    if (products == kFloat32) return cuda_matmul(a, b, batch, op, init, alpha);
+    // The tensor cores' operands: 16-bit copies (a (.., n, k), b (.., k, m)), one cast kernel each.
+    return cuda_matmul(cast_operand(a, products), cast_operand(b, products), batch, op, init, alpha);
+  }
+  if (products == kFloat32) return cpu::matmul(a, b, batch, op, init, alpha);
+  // The CPU has no 16-bit GEMM worth calling: float32 on the rounded values computes the same products.
+  auto rounded = [products](const Tensor& x) { return cast_operand(cast_operand(x, products), kFloat32); };
+  return cpu::matmul(rounded(a), rounded(b), batch, op, init, alpha);
 }
 
 void set_allow_tf32(bool allow) { cuda::set_allow_tf32(allow); }
