@@ -96,7 +96,6 @@ ShiftResult experiment_shift(const ExperimentScale& scale, std::ostream* progres
     spec.expected = -k;
     spec.reach = t.min_len - 1;
     spec.eval_batches = full ? 8 : 4;
-    spec.positional_lr_scale = size.positional_lr_scale;
     spec.queries = [filler](int64_t, int64_t y) { return y >= kFirstSymbol && y != filler; };
     spec.subset = spec.queries;
     r.runs.push_back(train_and_probe(label, c, data, spec, progress));
@@ -189,7 +188,6 @@ PeriodicResult experiment_periodic(const ExperimentScale& scale, std::ostream* p
     spec.queries = [](int64_t, int64_t y) { return y != kIgnoreIndex; };  // the repeated part: i ≥ P
     spec.reach = length / 2;
     spec.eval_batches = full ? 8 : 4;
-    spec.positional_lr_scale = size.positional_lr_scale;
     r.runs.push_back(
         train_and_probe(v.label, c, periodic_lm(v.period, length, symbols, scale.seed), spec, progress));
     r.runs.back().positional = v.pos;
@@ -299,7 +297,6 @@ SyncResult experiment_synchronous(const ExperimentScale& scale, std::ostream* pr
     spec.expected = c;
     spec.reach = std::max(min_len, c + 1);
     spec.eval_batches = eval_batches;
-    spec.positional_lr_scale = size.positional_lr_scale;
     r.lag_runs.push_back(train_and_probe(label, cfg, lag, spec, progress));
     r.lag_runs.back().positional = pos;
   }
@@ -321,7 +318,6 @@ SyncResult experiment_synchronous(const ExperimentScale& scale, std::ostream* pr
       spec.subset = even;
       spec.reach = min_len;
       spec.eval_batches = eval_batches;
-      spec.positional_lr_scale = size.positional_lr_scale;
       r.stretch_runs.push_back(train_and_probe(name, cfg, stretch, spec, progress));
       r.stretch_runs.back().positional = pos;
     }
