@@ -73,37 +73,41 @@ class ExperimentData final : public Dataset {
   Vocab vocab_;
 };
 
-// A folder for a run directory (the Trainer's log and final checkpoint), removed with everything in it
-// when the run is done: the experiments keep numbers and pictures, not checkpoints.
-std::string scratch_run_dir() {
-  static std::atomic<int> made{0};
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                                    ("relgrad-experiments-" + std::to_string(::getpid()) + "-" + std::to_string(made++));
-  return dir.string();
-}
+// A model's run directory (the Trainer's log and final checkpoint) in the system's temporary folder,
+// removed with everything in it once the model is scored: the experiments keep numbers and pictures.
+class ScratchRunDir {
+ public:
+  ScratchRunDir() {
+    static std::atomic<int> made{0};
+    path_ = (std::filesystem::temp_directory_path() /
+             ("relgrad-experiments-" + std::to_string(::getpid()) + "-" + std::to_string(made++)))
+                .string();
+  }
+  ~ScratchRunDir() {
+    std::error_code ignored;  // a folder left behind in the temporary directory is no error
+    std::filesystem::remove_all(path_, ignored);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 }  // namespace
 
-TrainedRun::~TrainedRun() {
-  trainer.reset();
-  std::error_code ignored;  // a folder left behind in the temporary directory is no error
-  if (!run_dir.empty()) std::filesystem::remove_all(run_dir, ignored);
-}
-
-std::unique_ptr<TrainedRun> train_run(RunConfig config, const BatchFn& data, std::ostream* progress,
-                                      const std::string& label) {
-  auto run = std::make_unique<TrainedRun>();
-  run->run_dir = scratch_run_dir();
-  set_bench_loop(config, run->run_dir);
+void train_run(RunConfig config, const BatchFn& data, std::ostream* progress, const std::string& label,
+               const std::function<void(RunModel&)>& score) {
+  const ScratchRunDir dir;
+  set_bench_loop(config, dir.path());
   TrainerOptions options = trainer_options(config);
   options.data = std::make_shared<ExperimentData>(data, config.model.vocab_size);
   options.vocab_json.clear();  // the config's synthetic vocabulary is not the experiment's
   if (progress) *progress << "  " << label << "\n";
   ThreadCountGuard threads;  // the Trainer runs on one thread (set_bench_loop)
-  run->trainer = std::make_unique<Trainer>(std::move(options), progress);
-  run->trainer->train();
-  run->model().module->eval();
-  return run;
+  Trainer trainer(std::move(options), progress);
+  trainer.train();
+  trainer.model().module->eval();
+  score(trainer.model());
 }
 
 Evaluation evaluate_on(RunModel& model, const BatchFn& data, int64_t batches, const PositionFilter& subset) {
@@ -215,14 +219,15 @@ ProbedRun probe_expected(RunModel& model, const Batch& batch, const ProbeSpec& s
 ProbedRun train_and_probe(const std::string& label, const RunConfig& config, const BatchFn& data,
                           const ProbeSpec& spec, std::ostream* progress) {
   const auto start = std::chrono::steady_clock::now();
-  const std::unique_ptr<TrainedRun> trained = train_run(config, data, progress, label);
-  RunModel& model = trained->model();
-  Evaluation e = evaluate_on(model, data, spec.eval_batches, spec.subset);
-  ProbedRun run = probe_expected(model, data(0, Split::HeldOut), spec);
+  ProbedRun run;
+  train_run(config, data, progress, label, [&](RunModel& model) {
+    const Evaluation e = evaluate_on(model, data, spec.eval_batches, spec.subset);
+    run = probe_expected(model, data(0, Split::HeldOut), spec);
+    run.accuracy = e.accuracy;
+    run.loss = e.loss;
+    run.subset_accuracy = e.subset_accuracy;
+  });
   run.label = label;
-  run.accuracy = e.accuracy;
-  run.loss = e.loss;
-  run.subset_accuracy = e.subset_accuracy;
   run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return run;
 }

@@ -11,7 +11,6 @@
 
 #include "train/instruments/experiments.h"
 #include "train/instruments/recipe.h"
-#include "train/trainer/trainer.h"
 
 namespace relgrad::experiments {
 
@@ -46,21 +45,14 @@ PositionalConfig scheme_config(const std::string& scheme);  // defaults of model
 // The rows of every experiment's batches.
 inline constexpr int64_t kExperimentRows = 32;
 
-// A trained model and its Trainer, whose run directory (a scratch folder) goes with it.
-struct TrainedRun {
-  std::string run_dir;
-  std::unique_ptr<Trainer> trainer;
-  RunModel& model() { return trainer->model(); }
-  ~TrainedRun();
-};
-
 // Trains a model of `config` (model, optim.*, train.steps, train.seed) on `data` through the Trainer,
 // as `relgrad train` runs a config (trainer_options → Trainer; set_bench_loop: one thread, no evaluation
-// or checkpoint before the end, a line to `progress` every quarter of the run, after one naming `label`).
-// The positional tables train at optim.positional_lr_scale × the learning rate (experiment_config
-// sets ModelSize::positional_lr_scale). The model comes back in eval mode.
-std::unique_ptr<TrainedRun> train_run(RunConfig config, const BatchFn& data, std::ostream* progress,
-                                      const std::string& label);
+// or checkpoint before the end, a line to `progress` every quarter of the run, after one naming `label`),
+// then calls `score` with the trained model in eval mode. The positional tables train at
+// optim.positional_lr_scale × the learning rate (experiment_config sets ModelSize::positional_lr_scale).
+// The run directory is a scratch folder, removed when `score` returns.
+void train_run(RunConfig config, const BatchFn& data, std::ostream* progress, const std::string& label,
+               const std::function<void(RunModel&)>& score);
 
 struct Evaluation {
   double loss = 0.0, accuracy = 0.0, subset_accuracy = -1.0;
