@@ -3,6 +3,8 @@
 // tables at 10× lr), their data.task values give the experiments' batches, and `relgrad train` with
 // configs/experiments/d1_t5.toml reproduces D1's documented figure for T5 (one cross-attention head
 // with ≥ 0.9 of its attention at δ = −5). The evaluation at other lengths (D3) through `relgrad eval`.
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <sstream>
@@ -256,6 +258,12 @@ TEST_CASE("user path: relgrad experiments' D1 T5 run is relgrad train's run with
   const ShiftResult d1 = experiment_shift(scale);
   REQUIRE(d1.runs.size() == 1);
   const ProbedRun& experiment = d1.runs[0];
+  // The model's run directory (log, checkpoint) was a scratch folder, gone once the model was probed.
+  const std::string scratch = "relgrad-experiments-" + std::to_string(::getpid()) + "-";
+  int left = 0;
+  for (const auto& entry : fs::directory_iterator(fs::temp_directory_path()))
+    left += entry.path().filename().string().rfind(scratch, 0) == 0;
+  CHECK(left == 0);
 
   std::ostringstream min_lr;  // the recipe's lr / 20, written so that it reads back as the same double
   min_lr.precision(17);
