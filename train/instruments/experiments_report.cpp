@@ -432,7 +432,9 @@ std::string experiments_markdown(const ExperimentResults& r, const ExperimentOpt
       "Toy tasks where position is the only "
       "cue, trained from scratch and then read with the probe (train/instruments/probe.h, "
       "docs/relative-attention.md for "
-      "the conventions: δ = j − π(i), negative = past). Every run is deterministic (fixed seeds, no dropout, "
+      "the conventions: δ = j − π(i), negative = past). Each model trains through the Trainer as `relgrad "
+      "train` runs a config, so the same runs through the public commands give the same figures "
+      "(docs/reproduce.md). Every run is deterministic (fixed seeds, no dropout, "
       "counter-based data): the same thread count gives the same figures. " +
       std::string(r.full
                       ? "This is the full form; `relgrad experiments` without `--full` runs the CI form "
