@@ -1,7 +1,7 @@
 // optim.positional_lr_scale (train/optim/param_groups.h): the relative positional tables in optimizer
 // groups of their own at lr × scale, following the schedule; scale 1 leaves the two decay_groups (the
-// checkpoints' layout) untouched; the Trainer with a scale trains as the experiments' own loop
-// (train/instruments/experiments_common.cpp, train_model) does; a resume keeps and checks the scale.
+// checkpoints' layout) untouched; the Trainer with a scale trains as a hand-made loop with a third
+// group of the positional tables at lr × scale does; a resume keeps and checks the scale.
 #include <cmath>
 #include <memory>
 
@@ -10,7 +10,8 @@
 #include "file_testing.h"
 #include "testing.h"
 #include "trainer_testing.h"
-#include "train/instruments/experiments_internal.h"
+#include "train/config/run_options.h"
+#include "train/optim/clip.h"
 #include "train/optim/param_groups.h"
 #include "train/trainer/trainer.h"
 
@@ -33,6 +34,40 @@ RunConfig tiny_shift(const std::string& out_dir) {
   c.optim.min_lr = 5e-5;
   c.optim.positional_lr_scale = 10.0;
   return c;
+}
+
+// The reference: a plain loop (AdamW, warmup + cosine to min_lr, clip) whose optimizer has decay_groups'
+// two groups without the "*.positional.*" parameters and a third of those at lr × scale with weight
+// decay, the mean token loss of each batch. (The verification experiments trained by this loop before
+// they trained through the Trainer.)
+std::shared_ptr<RunModel> hand_made_loop(const RunConfig& config, const Dataset& data, double scale) {
+  Generator init(config.train.seed);
+  const std::shared_ptr<RunModel> model = build_model(model_options(config), &init);
+  const OptimConfig& o = config.optim;
+  std::vector<std::pair<std::string, Tensor>> plain, tables;
+  for (const auto& entry : model->module->named_parameters())
+    (entry.first.find(".positional.") != std::string::npos ? tables : plain).push_back(entry);
+  std::vector<ParamGroup> groups = decay_groups(plain, o.lr, o.weight_decay);
+  ParamGroup positional;
+  positional.weight_decay = o.weight_decay;
+  for (const auto& entry : tables) positional.params.push_back(entry.second);
+  groups.push_back(positional);
+  AdamW optimizer(groups, AdamWOptions(o.lr).betas(o.beta1, o.beta2).eps(o.eps));
+  LrSchedule schedule(o.lr, o.warmup_steps, config.train.steps, o.min_lr, LrSchedule::Decay::Cosine);
+  const TensorList params = model->module->parameters();
+  model->module->train();
+  for (int64_t step = 0; step < config.train.steps; ++step) {
+    optimizer.set_lr(schedule.lr_at(step));
+    optimizer.param_groups().back().lr = schedule.lr_at(step) * scale;
+    optimizer.zero_grad();
+    const Batch b = data.batch(step, Split::Train);
+    Tensor logits = model->logits(b);  // (B, T, V)
+    const int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);
+    cross_entropy(logits.reshape({B * T, V}), RunModel::targets(b).reshape({B * T})).backward();
+    clip_grad_norm_(params, o.clip > 0 ? o.clip : INFINITY);
+    optimizer.step();
+  }
+  return model;
 }
 
 bool holds(const ParamGroup& g, const Tensor& p) {
@@ -125,22 +160,20 @@ TEST_CASE("positional lr: the Trainer's groups follow the schedule at lr × scal
                        Error);
 }
 
-// The experiments' loop takes the mean token loss, the Trainer sum / count: the same number up to
+// The hand-made loop takes the mean token loss, the Trainer sum / count: the same number up to
 // rounding, so the weights agree to float32 rounding after a few steps (5.96e-08 at most measured), not
 // bit for bit.
-TEST_CASE("positional lr: the Trainer trains as the experiments' train_model with the same scale") {
+TEST_CASE("positional lr: the Trainer trains as a hand-made loop with a positional group at the same scale") {
   TempDir dir;
   RunConfig c = tiny_shift(dir.file("run"));
   c.train.steps = 12;
   TrainerOptions o = trainer_options(c);
   Trainer t(o);
   for (int i = 0; i < 12; ++i) t.train_step();
-  auto data = o.data;
-  experiments::BatchFn batches = [data](int64_t index, Split split) { return data->batch(index, split); };
   RunConfig derived = c;
   derived.derive_from_data();
-  const auto reference = experiments::train_model(derived, batches, nullptr, "tiny", 10.0);
-  const auto one_lr = experiments::train_model(derived, batches, nullptr, "tiny", 1.0);
+  const auto reference = hand_made_loop(derived, *o.data, 10.0);
+  const auto one_lr = hand_made_loop(derived, *o.data, 1.0);
   const auto mine = t.model().module->named_parameters(), theirs = reference->module->named_parameters(),
              unscaled = one_lr->module->named_parameters();
   REQUIRE(mine.size() == theirs.size());

@@ -46,7 +46,7 @@ ShiftResult experiment_shift(const ExperimentScale& scale, std::ostream* progres
     t.min_len = std::max(t.min_len, o.lag + 3);
     t.max_len = t.min_len + spread;
   }
-  t.batch_size = 32;
+  t.batch_size = kExperimentRows;
   t.seed = scale.seed;
   auto task = std::make_shared<SyntheticTask>(t);
   BatchFn data = [task](int64_t index, Split split) { return task->batch(index, split); };
@@ -96,7 +96,6 @@ ShiftResult experiment_shift(const ExperimentScale& scale, std::ostream* progres
     spec.expected = -k;
     spec.reach = t.min_len - 1;
     spec.eval_batches = full ? 8 : 4;
-    spec.positional_lr_scale = size.positional_lr_scale;
     spec.queries = [filler](int64_t, int64_t y) { return y >= kFirstSymbol && y != filler; };
     spec.subset = spec.queries;
     r.runs.push_back(train_and_probe(label, c, data, spec, progress));
@@ -113,7 +112,7 @@ ShiftResult experiment_shift(const ExperimentScale& scale, std::ostream* progres
 BatchFn experiments::periodic_lm(int64_t period, int64_t length, int64_t symbols, uint64_t seed) {
   return [=](int64_t index, Split split) {
     std::vector<std::vector<int64_t>> tokens, targets;
-    for (int64_t row = 0; row < 32; ++row) {
+    for (int64_t row = 0; row < kExperimentRows; ++row) {
       CounterStream rng = row_random(seed, 2, split, index, row);
       std::vector<int64_t> pattern(static_cast<size_t>(period));
       for (auto& p : pattern) p = kFirstSymbol + rng.below(symbols);
@@ -189,7 +188,6 @@ PeriodicResult experiment_periodic(const ExperimentScale& scale, std::ostream* p
     spec.queries = [](int64_t, int64_t y) { return y != kIgnoreIndex; };  // the repeated part: i ≥ P
     spec.reach = length / 2;
     spec.eval_batches = full ? 8 : 4;
-    spec.positional_lr_scale = size.positional_lr_scale;
     r.runs.push_back(
         train_and_probe(v.label, c, periodic_lm(v.period, length, symbols, scale.seed), spec, progress));
     r.runs.back().positional = v.pos;
@@ -217,7 +215,7 @@ int64_t mirror(int64_t token, int64_t symbols) {
 BatchFn lag_batches(int64_t lag, int64_t min_len, int64_t max_len, int64_t symbols, uint64_t seed) {
   return [=](int64_t index, Split split) {
     std::vector<std::vector<int64_t>> src, in, out;
-    for (int64_t row = 0; row < 32; ++row) {
+    for (int64_t row = 0; row < kExperimentRows; ++row) {
       CounterStream rng = row_random(seed, 6, split, index, row);
       const int64_t n = rng.between(min_len, max_len);
       std::vector<int64_t> x;
@@ -239,7 +237,7 @@ BatchFn lag_batches(int64_t lag, int64_t min_len, int64_t max_len, int64_t symbo
 BatchFn stretch_batches(int64_t min_len, int64_t max_len, int64_t symbols, uint64_t seed) {
   return [=](int64_t index, Split split) {
     std::vector<std::vector<int64_t>> src, in, out;
-    for (int64_t row = 0; row < 32; ++row) {
+    for (int64_t row = 0; row < kExperimentRows; ++row) {
       CounterStream rng = row_random(seed, 7, split, index, row);
       const int64_t n = rng.between(min_len, max_len);
       std::vector<int64_t> x;
@@ -299,7 +297,6 @@ SyncResult experiment_synchronous(const ExperimentScale& scale, std::ostream* pr
     spec.expected = c;
     spec.reach = std::max(min_len, c + 1);
     spec.eval_batches = eval_batches;
-    spec.positional_lr_scale = size.positional_lr_scale;
     r.lag_runs.push_back(train_and_probe(label, cfg, lag, spec, progress));
     r.lag_runs.back().positional = pos;
   }
@@ -321,7 +318,6 @@ SyncResult experiment_synchronous(const ExperimentScale& scale, std::ostream* pr
       spec.subset = even;
       spec.reach = min_len;
       spec.eval_batches = eval_batches;
-      spec.positional_lr_scale = size.positional_lr_scale;
       r.stretch_runs.push_back(train_and_probe(name, cfg, stretch, spec, progress));
       r.stretch_runs.back().positional = pos;
     }

@@ -52,7 +52,6 @@ struct ExperimentOptions {
   std::string only;   // --only: "D1", "D2", "D3", "D6" (case-insensitive) or "" = all
   std::string out_dir =
       "docs/experiments";  // pictures; created when needed (cli: <folder of --out>/experiments)
-  int threads = 0;         // OpenMP threads; 0 = leave as is
 
   // ---- per-run overrides (kFormDefault / 0 / empty: the form's value) ----
   int64_t lag = kFormDefault;           // --lag K: D1's lag k (δ* = −k), K ≥ 1

@@ -1,15 +1,21 @@
-// Shared pieces of the experiments (train/instruments/experiments_internal.h): data plumbing, the training
-// loop, evaluation and the probe at an expected offset.
+// Shared pieces of the experiments (train/instruments/experiments_internal.h): data plumbing, training
+// through the Trainer, evaluation and the probe at an expected offset.
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <ostream>
 
 #include "autograd/grad_mode.h"
 #include "core/base/error.h"
 #include "train/instruments/experiments_internal.h"
-#include "train/optim/clip.h"
+#include "train/config/run_options.h"
+#include "train/data/dataset.h"
+#include "train/trainer/trainer.h"
 
 namespace relgrad::experiments {
 
@@ -37,60 +43,71 @@ RunConfig experiment_config(bool encoder_decoder, int64_t vocab, const ModelSize
   c.model.encoder_self = scheme_config("none");
   c.model.decoder_self = scheme_config("none");
   c.model.cross = scheme_config("none");
+  c.optim.positional_lr_scale = size.positional_lr_scale;
+  c.train.target_accuracy = 0.0;  // every step trained (the Trainer evaluates only at the end here anyway)
+  // The batches are the experiment's own (ExperimentData); these keys only give the config the
+  // experiment's vocabulary size, which derive_from_data takes from the data keys.
+  c.data.source = "synthetic";
+  c.data.task = TaskKind::Copy;
+  c.data.num_symbols = vocab - kFirstSymbol;
+  c.data.min_len = 1;
+  c.data.max_len = 2;
   return c;
 }
 
-std::shared_ptr<RunModel> train_model(const RunConfig& config, const BatchFn& data, std::ostream* progress,
-                                      const std::string& label, double positional_lr_scale) {
-  config.model.validate("experiments", config.model_type == ModelKind::EncoderDecoder);
-  Generator init(config.train.seed);
-  const std::shared_ptr<RunModel> built = build_model(model_options(config), &init);
-  RunModel& model = *built;
-  const OptimConfig& o = config.optim;
-  // decay_groups' two groups, then a third holding the positional tables (taken out of the others).
-  std::vector<ParamGroup> groups = decay_groups(model.module->named_parameters(), o.lr, o.weight_decay);
-  ParamGroup positional;
-  positional.weight_decay = o.weight_decay;
-  // (the lambda captures p.impl() by value: clang 14 cannot capture a structured binding)
-  for (const auto& [name, p] : model.module->named_parameters()) {
-    if (name.find(".positional.") == std::string::npos) continue;
-    positional.params.push_back(p);
-    for (ParamGroup& g : groups)
-      g.params.erase(std::remove_if(g.params.begin(), g.params.end(),
-                                    [pi = p.impl()](const Tensor& q) { return q.impl() == pi; }),
-                     g.params.end());
+namespace {
+
+// An experiment's batches as the Trainer's Dataset: batch n of a split is the BatchFn's (32 rows, the
+// experiments' batch size); nothing is printed after training.
+class ExperimentData final : public Dataset {
+ public:
+  ExperimentData(BatchFn data, int64_t vocab_size)
+      : data_(std::move(data)), vocab_(TokenDataset::ids_vocab(vocab_size)) {}
+  Batch batch(int64_t index, Split split) const override { return data_(index, split); }
+  const Vocab& vocab() const override { return vocab_; }
+  int64_t batch_size() const override { return kExperimentRows; }
+  void print_samples(SampleModel&, int64_t, const std::string&, std::ostream&) const override {}
+
+ private:
+  BatchFn data_;
+  Vocab vocab_;
+};
+
+// A model's run directory (the Trainer's log and final checkpoint) in the system's temporary folder,
+// removed with everything in it once the model is scored: the experiments keep numbers and pictures.
+class ScratchRunDir {
+ public:
+  ScratchRunDir() {
+    static std::atomic<int> made{0};
+    path_ = (std::filesystem::temp_directory_path() /
+             ("relgrad-experiments-" + std::to_string(::getpid()) + "-" + std::to_string(made++)))
+                .string();
   }
-  groups.push_back(positional);
-  AdamW optimizer(groups, AdamWOptions(o.lr).betas(o.beta1, o.beta2).eps(o.eps));
-  LrSchedule schedule(o.lr, o.warmup_steps, config.train.steps, o.min_lr, LrSchedule::Decay::Cosine);
-  const TensorList params = model.module->parameters();
-  model.module->train();
-  const auto start = std::chrono::steady_clock::now();
-  const int64_t steps = config.train.steps, every = std::max<int64_t>(1, steps / 4);
-  for (int64_t step = 0; step < steps; ++step) {
-    optimizer.set_lr(schedule.lr_at(step));
-    optimizer.param_groups().back().lr = schedule.lr_at(step) * positional_lr_scale;
-    optimizer.zero_grad();
-    const Batch b = data(step, Split::Train).to(model.device);  // batches are built on the host
-    Tensor logits = model.logits(b);                            // (B, T, V)
-    const int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);
-    Tensor loss = cross_entropy(logits.reshape({B * T, V}), RunModel::targets(b).reshape({B * T}));
-    loss.backward();
-    const double value = loss.item();
-    RG_CHECK(std::isfinite(value), "experiments", label, ": the loss is ", value, " at step ", step);
-    clip_grad_norm_(params, o.clip > 0 ? o.clip : INFINITY);
-    optimizer.step();
-    if (progress && ((step + 1) % every == 0 || step + 1 == steps)) {
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      char line[160];
-      std::snprintf(line, sizeof line, "  %-28s step %5lld/%lld  loss %.4f  %s\n", label.c_str(),
-                    static_cast<long long>(step + 1), static_cast<long long>(steps), value,
-                    seconds_text(s).c_str());
-      *progress << line << std::flush;
-    }
+  ~ScratchRunDir() {
+    std::error_code ignored;  // a folder left behind in the temporary directory is no error
+    std::filesystem::remove_all(path_, ignored);
   }
-  model.module->eval();
-  return built;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace
+
+void train_run(RunConfig config, const BatchFn& data, std::ostream* progress, const std::string& label,
+               const std::function<void(RunModel&)>& score) {
+  const ScratchRunDir dir;
+  set_bench_loop(config, dir.path());
+  TrainerOptions options = trainer_options(config);
+  options.data = std::make_shared<ExperimentData>(data, config.model.vocab_size);
+  options.vocab_json.clear();  // the config's synthetic vocabulary is not the experiment's
+  if (progress) *progress << "  " << label << "\n";
+  ThreadCountGuard threads;  // the Trainer runs on one thread (set_bench_loop)
+  Trainer trainer(std::move(options), progress);
+  trainer.train();
+  trainer.model().module->eval();
+  score(trainer.model());
 }
 
 Evaluation evaluate_on(RunModel& model, const BatchFn& data, int64_t batches, const PositionFilter& subset) {
@@ -202,13 +219,15 @@ ProbedRun probe_expected(RunModel& model, const Batch& batch, const ProbeSpec& s
 ProbedRun train_and_probe(const std::string& label, const RunConfig& config, const BatchFn& data,
                           const ProbeSpec& spec, std::ostream* progress) {
   const auto start = std::chrono::steady_clock::now();
-  const std::shared_ptr<RunModel> model = train_model(config, data, progress, label, spec.positional_lr_scale);
-  Evaluation e = evaluate_on(*model, data, spec.eval_batches, spec.subset);
-  ProbedRun run = probe_expected(*model, data(0, Split::HeldOut), spec);
+  ProbedRun run;
+  train_run(config, data, progress, label, [&](RunModel& model) {
+    const Evaluation e = evaluate_on(model, data, spec.eval_batches, spec.subset);
+    run = probe_expected(model, data(0, Split::HeldOut), spec);
+    run.accuracy = e.accuracy;
+    run.loss = e.loss;
+    run.subset_accuracy = e.subset_accuracy;
+  });
   run.label = label;
-  run.accuracy = e.accuracy;
-  run.loss = e.loss;
-  run.subset_accuracy = e.subset_accuracy;
   run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return run;
 }

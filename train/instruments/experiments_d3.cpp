@@ -72,15 +72,15 @@ ExtrapolationResult experiment_extrapolation(const ExperimentScale& scale, std::
     pos.num_buckets = buckets;
     pos.max_distance = max_distance;
     c.model.decoder_self = pos;
-    const std::shared_ptr<RunModel> model =
-        train_model(c, periodic_lm(P, L, symbols, scale.seed), progress, scheme, size.positional_lr_scale);
     ExtrapolationRow row;
     row.scheme = scheme;
-    for (int64_t length : r.eval_lengths) {
-      Evaluation e = evaluate_on(*model, periodic_lm(P, length, symbols, scale.seed), full ? 4 : 2);
-      row.accuracy.push_back(e.accuracy);
-      row.loss.push_back(e.loss);
-    }
+    train_run(c, periodic_lm(P, L, symbols, scale.seed), progress, scheme, [&](RunModel& model) {
+      for (int64_t length : r.eval_lengths) {
+        Evaluation e = evaluate_on(model, periodic_lm(P, length, symbols, scale.seed), full ? 4 : 2);
+        row.accuracy.push_back(e.accuracy);
+        row.loss.push_back(e.loss);
+      }
+    });
     row.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     r.rows.push_back(std::move(row));
   }

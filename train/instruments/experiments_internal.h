@@ -37,15 +37,22 @@ struct ModelSize : RecipeSize {
   // offset takes thousands of steps at lr 3e-3; small experiments give the tables 10× lr.
   double positional_lr_scale = 10.0;
 };
-// recipe_config with scheme_config("none") in every attention (configs/experiments/*.toml write the same).
+// recipe_config with scheme_config("none") in every attention and optim.positional_lr_scale =
+// size.positional_lr_scale (configs/experiments/*.toml write the same).
 RunConfig experiment_config(bool encoder_decoder, int64_t vocab, const ModelSize& size, uint64_t seed);
 PositionalConfig scheme_config(const std::string& scheme);  // defaults of models.h, per scheme
 
-// Trains a model of `config` (model, optim.*, train.steps, train.seed) on `data`; a line to
-// `progress` every quarter of the run. The positional tables (parameters named "*.positional.*")
-// train at `positional_lr_scale` × the learning rate (see ModelSize::positional_lr_scale).
-std::shared_ptr<RunModel> train_model(const RunConfig& config, const BatchFn& data, std::ostream* progress,
-                                    const std::string& label, double positional_lr_scale = 1.0);
+// The rows of every experiment's batches.
+inline constexpr int64_t kExperimentRows = 32;
+
+// Trains a model of `config` (model, optim.*, train.steps, train.seed) on `data` through the Trainer,
+// as `relgrad train` runs a config (trainer_options → Trainer; set_bench_loop: one thread, no evaluation
+// or checkpoint before the end, a line to `progress` every quarter of the run, after one naming `label`),
+// then calls `score` with the trained model in eval mode. The positional tables train at
+// optim.positional_lr_scale × the learning rate (experiment_config sets ModelSize::positional_lr_scale).
+// The run directory is a scratch folder, removed when `score` returns.
+void train_run(RunConfig config, const BatchFn& data, std::ostream* progress, const std::string& label,
+               const std::function<void(RunModel&)>& score);
 
 struct Evaluation {
   double loss = 0.0, accuracy = 0.0, subset_accuracy = -1.0;
@@ -63,7 +70,6 @@ struct ProbeSpec {
   int64_t reach = 0;            // response peak searched over |δ| ≤ reach (0: the whole curve)
   PositionFilter subset;        // loss positions of the subset accuracy (default: none)
   int64_t eval_batches = 4;
-  double positional_lr_scale = 1.0;
 };
 
 // Probes `model` on `batch`: the head of an attention at spec.place with the most attention on the

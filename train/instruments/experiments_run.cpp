@@ -1,7 +1,5 @@
 // run_experiment_results: runs the selected experiments over the seeds and averages them
 // (train/instruments/experiments.h); experiments_report.cpp writes the markdown and pictures.
-#include <omp.h>
-
 #include <cctype>
 #include <chrono>
 #include <ostream>
@@ -46,7 +44,6 @@ ExperimentResults run_experiment_results(const ExperimentOptions& o, std::ostrea
   RG_CHECK(o.only.empty() || selected(o, "D1") || selected(o, "D2") || selected(o, "D3") || selected(o, "D6"),
            "experiments", "unknown experiment '", o.only, "' (expected D1, D2, D3 or D6)");
   check_experiment_options(o);
-  if (o.threads > 0) omp_set_num_threads(o.threads);
   const auto start = std::chrono::steady_clock::now();
   ExperimentResults r;
   r.full = o.full;

@@ -2,8 +2,8 @@
 // length-bench): one place that turns a size and a seed into the RunConfig `relgrad train` would run,
 // and a positional treatment's name into its model keys (a scheme sized by its registry entry under
 // the bench's rule, layers/schemes.h). Each instrument adds what is its own: its data keys
-// (train/instruments/length_bench.cpp, music_bench.cpp) and (the experiments) its own training loop
-// (experiments_common.cpp).
+// (train/instruments/length_bench.cpp, music_bench.cpp) or (the experiments) its batches, handed to the
+// Trainer as a Dataset (experiments_common.cpp).
 //
 //   RecipeSize size;  size.decoder_layers = 2;  size.steps = 1500;
 //   RunConfig c = recipe_config(/*encoder_decoder=*/false, size, seed);
