@@ -9,8 +9,9 @@
 // float32 and the sum is accumulated in float32. So on the CPU the product is the float32 GEMM of the
 // rounded operands, bit for bit what the contract allows (only the order of the float32 sums differs
 // from a GPU's). The backward products follow the same rule: the incoming gradient is rounded too
-// (on a GPU it would be fed to the tensor cores in 16 bits), the saved operands are the rounded ones,
-// and the gradient reaching a float32 input is float32 (the cast's backward casts it back).
+// (on a GPU it is fed to the tensor cores in 16 bits), the saved operands are the float32 ones, rounded
+// afresh by the backward's products (the same values), and the gradient reaching a float32 input is
+// float32 (the cast's backward casts it back).
 // float64 tensors (gradient checks) are never touched.
 #pragma once
 #include "core/tensor.h"
