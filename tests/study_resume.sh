@@ -6,7 +6,7 @@ set -euo pipefail
 relgrad=$1
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-args=(length-bench --full --tasks copy --treatments none,t5,alibi,rope --seeds 1 --steps 60 --out "$dir/bench")
+args=(length-bench --full --tasks copy --treatments none,t5,alibi,rope --seeds 1 --steps 30 --out "$dir/bench")
 records() { find "$dir/bench/runs" -name study-record.txt 2>/dev/null | sort; }
 
 "$relgrad" "${args[@]}" > "$dir/first.log" 2>&1 &
