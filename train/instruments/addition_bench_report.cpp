@@ -142,14 +142,9 @@ StudyEntry addition_bench_study() {
               "without index hints, comma-separated (default: the form's; full: fire,fire-random,rope)"},
              {"--no-plain", StudyFlagKind::Switch, "no model without index hints"}};
   e.run = [](const StudyArgs& a, std::ostream& out) {
-    AdditionBenchOptions o;
-    o.full = a.options.full;
-    o.treatments = a.options.treatments;
+    AdditionBenchOptions o = bench_options<AdditionBenchOptions>(a);
     o.plain_treatments = a.list("--plain-treatments");
     o.plain = !a.has("--no-plain");
-    o.seeds = a.options.seeds;
-    o.steps = a.options.steps;
-    o.out_dir = a.options.out_dir;
     return run_addition_bench(o, out);
   };
   return e;

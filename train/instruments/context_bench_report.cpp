@@ -243,13 +243,8 @@ int run_context_bench(const ContextBenchOptions& options, std::ostream& out) {
 namespace {
 
 ContextBenchOptions context_options(const StudyArgs& a) {
-  ContextBenchOptions o;
-  o.full = a.options.full;
-  o.treatments = a.options.treatments;
-  o.seeds = a.options.seeds;
-  o.steps = a.options.steps;
+  ContextBenchOptions o = bench_options<ContextBenchOptions>(a);
   o.text_path = a.text("--text", "");
-  o.out_dir = a.options.out_dir;
   return o;
 }
 

@@ -146,13 +146,8 @@ int run_cope_bench(const CopeBenchOptions& options, std::ostream& out) {
 namespace {
 
 CopeBenchOptions cope_options(const StudyArgs& a) {
-  CopeBenchOptions o;
-  o.full = a.options.full;
+  CopeBenchOptions o = bench_options<CopeBenchOptions>(a);
   o.tasks = a.options.tasks;
-  o.treatments = a.options.treatments;
-  o.seeds = a.options.seeds;
-  o.steps = a.options.steps;
-  o.out_dir = a.options.out_dir;
   return o;
 }
 

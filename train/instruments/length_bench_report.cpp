@@ -160,13 +160,8 @@ int run_length_bench(const LengthBenchOptions& options, std::ostream& out) {
 namespace {
 
 LengthBenchOptions length_options(const StudyArgs& a) {
-  LengthBenchOptions o;
-  o.full = a.options.full;
+  LengthBenchOptions o = bench_options<LengthBenchOptions>(a);
   o.tasks = a.options.tasks;
-  o.treatments = a.options.treatments;
-  o.seeds = a.options.seeds;
-  o.steps = a.options.steps;
-  o.out_dir = a.options.out_dir;
   return o;
 }
 

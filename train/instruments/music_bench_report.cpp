@@ -366,16 +366,11 @@ StudyEntry music_bench_study() {
               "3000 steps, lr 6e-4): for a GPU"},
              {"--device", StudyFlagKind::Text, "where every model trains: cpu (default), cuda, cuda:N"}};
   e.run = [](const StudyArgs& a, std::ostream& out) {
-    MusicBenchOptions o;
-    o.full = a.options.full;
-    o.treatments = a.options.treatments;
-    o.seeds = a.options.seeds;
-    o.steps = a.options.steps;
+    MusicBenchOptions o = bench_options<MusicBenchOptions>(a);
     o.harmony = !a.has("--no-harmony");
     o.chorales_path = a.text("--chorales", "");
     o.pope_size = a.has("--pope-size");
     o.device = a.text("--device", "cpu");
-    o.out_dir = a.options.out_dir;
     return run_music_bench(o, out);
   };
   return e;

@@ -94,6 +94,19 @@ struct StudyEntry {
   std::function<int(const StudyArgs& args, std::ostream& out)> run = nullptr;
 };
 
+// A built-in bench's own options struct with the common options the command line gave it: full,
+// treatments, seeds, steps and out_dir (the benches with tasks set `tasks` themselves).
+template <class BenchOptions>
+BenchOptions bench_options(const StudyArgs& a) {
+  BenchOptions o;
+  o.full = a.options.full;
+  o.treatments = a.options.treatments;
+  o.seeds = a.options.seeds;
+  o.steps = a.options.steps;
+  o.out_dir = a.options.out_dir;
+  return o;
+}
+
 // The built-in benches' entries, each in its own file (the table in study_registry.cpp lists them).
 StudyEntry music_bench_study();
 StudyEntry length_bench_study();
