@@ -21,25 +21,6 @@ using namespace relgrad::testing;
 
 namespace {
 
-using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
-
-NamedTensors snapshot(const NamedTensors& state) {
-  NamedTensors copy;
-  for (const auto& [name, t] : state) copy.push_back({name, t.clone()});
-  return copy;
-}
-
-void check_identical(const NamedTensors& a, const NamedTensors& b) {
-  REQUIRE(a.size() == b.size());
-  for (size_t k = 0; k < a.size(); ++k) CHECK_MESSAGE(bitwise_equal(a[k].second, b[k].second), "'" << a[k].first << "' differs");
-}
-
-std::vector<double> steps_of(Trainer& t, int n) {
-  std::vector<double> losses;
-  for (int k = 0; k < n; ++k) losses.push_back(t.train_step());
-  return losses;
-}
-
 void poison_grad(const Tensor& p, double value) {
   NoGradGuard no_grad;
   p.grad().view({-1}).narrow(0, 0, 1).fill_(value);

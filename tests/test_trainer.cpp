@@ -19,8 +19,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
-
 // A small text file: enough bytes for a train and a validation split of 16-byte windows.
 std::string write_text(const TempDir& dir) {
   std::string text;
@@ -41,26 +39,6 @@ RunConfig tiny_lm(const std::string& text_path, const std::string& out_dir) {
   c.data.context = 16;
   c.data.val_fraction = 0.2;
   return c;
-}
-
-NamedTensors snapshot(const NamedTensors& state) {
-  NamedTensors copy;
-  for (const auto& [name, t] : state) copy.push_back({name, t.clone()});
-  return copy;
-}
-
-void check_identical(const NamedTensors& a, const NamedTensors& b) {
-  REQUIRE(a.size() == b.size());
-  for (size_t k = 0; k < a.size(); ++k) {
-    CHECK(a[k].first == b[k].first);
-    CHECK_MESSAGE(bitwise_equal(a[k].second, b[k].second), "'" << a[k].first << "' differs");
-  }
-}
-
-std::vector<double> steps_of(Trainer& t, int n) {
-  std::vector<double> losses;
-  for (int k = 0; k < n; ++k) losses.push_back(t.train_step());
-  return losses;
 }
 
 // The records of a log with the fields that do not depend on timing (tokens counts from step 0

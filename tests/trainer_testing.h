@@ -1,8 +1,13 @@
-// Configs shared by the trainer tests (test_trainer.cpp, test_interrupt.cpp).
+// Configs and checks shared by the trainer tests (test_trainer.cpp, test_interrupt.cpp,
+// test_precision_train.cpp).
 #pragma once
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "testing.h"
 #include "train/config/run_options.h"
+#include "train/trainer/trainer.h"
 
 namespace relgrad::testing {
 
@@ -31,6 +36,31 @@ inline RunConfig tiny_ed(const std::string& out_dir) {
   c.train.target_accuracy = 0.0;
   c.train.out_dir = out_dir;
   return c;
+}
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+// A copy of a state dict (its tensors cloned), to compare with after more steps.
+inline NamedTensors snapshot(const NamedTensors& state) {
+  NamedTensors copy;
+  for (const auto& [name, t] : state) copy.push_back({name, t.clone()});
+  return copy;
+}
+
+// The same names in the same order, and every tensor the same bits.
+inline void check_identical(const NamedTensors& a, const NamedTensors& b) {
+  REQUIRE(a.size() == b.size());
+  for (size_t k = 0; k < a.size(); ++k) {
+    CHECK(a[k].first == b[k].first);
+    CHECK_MESSAGE(bitwise_equal(a[k].second, b[k].second), "'" << a[k].first << "' differs");
+  }
+}
+
+// The losses of n more training steps.
+inline std::vector<double> steps_of(Trainer& t, int n) {
+  std::vector<double> losses;
+  for (int k = 0; k < n; ++k) losses.push_back(t.train_step());
+  return losses;
 }
 
 }  // namespace relgrad::testing
