@@ -156,21 +156,16 @@ std::vector<StudyRecord> run_study_models(const std::string& study, const std::v
       RG_CHECK(models[i].key != models[j].key, study, "two models share the run directory '", models[i].key, "'");
 
   // This rank's models: kept records first (so the ETA counts only what will train), then training.
-  std::vector<std::string> texts(n);
+  std::vector<StudyRecord> records(n);
   std::vector<bool> mine(n, false), kept(n, false);
   size_t to_train = 0;
   for (size_t i = 0; i < n; ++i) {
     mine[i] = static_cast<int>(i % static_cast<size_t>(ranks)) == rank;
     if (!mine[i]) continue;
     const std::string path = study_record_path(out_dir, models[i].key);
-    StudyRecord r;
-    if (std::filesystem::exists(path) &&
-        parse_study_record(read_file(path, study), study, models[i].fingerprint, r, path)) {
-      texts[i] = study_record_text(study, models[i].fingerprint, r);
-      kept[i] = true;
-    } else {
-      ++to_train;
-    }
+    kept[i] = std::filesystem::exists(path) &&
+              parse_study_record(read_file(path, study), study, models[i].fingerprint, records[i], path);
+    to_train += !kept[i];
   }
   const auto counter = [n](size_t i) { return "[" + std::to_string(i + 1) + "/" + std::to_string(n) + "] "; };
   double trained_seconds = 0;
@@ -179,22 +174,19 @@ std::vector<StudyRecord> run_study_models(const std::string& study, const std::v
     if (!mine[i]) continue;
     const StudyModel& m = models[i];
     if (kept[i]) {
-      StudyRecord r;
-      parse_study_record(texts[i], study, m.fingerprint, r, study);
-      if (progress) *progress << "  " << counter(i) << r.line << " (kept from an earlier run)\n" << std::flush;
+      if (progress) *progress << "  " << counter(i) << records[i].line << " (kept from an earlier run)\n" << std::flush;
       continue;
     }
     const auto start = std::chrono::steady_clock::now();
-    const StudyRecord r = m.run();
+    records[i] = m.run();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    texts[i] = study_record_text(study, m.fingerprint, r);
     const std::string path = study_record_path(out_dir, m.key);
     std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-    write_file_atomic(path, texts[i], study);
+    write_file_atomic(path, study_record_text(study, m.fingerprint, records[i]), study);
     trained_seconds += seconds;
     ++trained;
     if (progress) {
-      *progress << "  " << counter(i) << r.line << " (" << study_duration_text(seconds);
+      *progress << "  " << counter(i) << records[i].line << " (" << study_duration_text(seconds);
       if (trained < to_train)
         *progress << "; ETA "
                   << study_duration_text(trained_seconds / static_cast<double>(trained) *
@@ -203,19 +195,22 @@ std::vector<StudyRecord> run_study_models(const std::string& study, const std::v
     }
   }
 
-  // Every record to every rank. A rank that finished early waits for the slowest as long as it takes
-  // (a model may train for many minutes), so the collective deadline is off for the exchange.
+  // Every record to every rank, as its text (exact: %a). A rank that finished early waits for the
+  // slowest as long as it takes (a model may train for many minutes), so the collective deadline is off
+  // for the exchange.
   if (ranks > 1) {
     const double deadline = world_comm.timeout();
     world_comm.set_timeout(0);
-    for (size_t i = 0; i < n; ++i)
-      texts[i] = broadcast_text(world_comm, texts[i], static_cast<int>(i % static_cast<size_t>(ranks)));
+    for (size_t i = 0; i < n; ++i) {
+      const std::string text = broadcast_text(
+          world_comm, mine[i] ? study_record_text(study, models[i].fingerprint, records[i]) : std::string(),
+          static_cast<int>(i % static_cast<size_t>(ranks)));
+      if (!mine[i])
+        RG_CHECK(parse_study_record(text, study, models[i].fingerprint, records[i], study), study,
+                 "the record of ", models[i].label, " did not come back");
+    }
     world_comm.set_timeout(deadline);
   }
-  std::vector<StudyRecord> records(n);
-  for (size_t i = 0; i < n; ++i)
-    RG_CHECK(parse_study_record(texts[i], study, models[i].fingerprint, records[i], study), study,
-             "the record of ", models[i].label, " did not come back");
   return records;
 }
 
