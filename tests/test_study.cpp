@@ -155,6 +155,22 @@ TEST_CASE("study registry: a study registered in a test file runs through `relgr
   CHECK(contains(study_names_text(), "length-bench"));
   CHECK(contains(study_names_text(), "toy-copy"));
   check_throws_with([] { register_study(toy_copy_study()); }, "a study named 'toy-copy' is registered already");
+  StudyEntry nameless = toy_copy_study();
+  nameless.name = "";
+  check_throws_with([&] { register_study(nameless); }, "[bench] a study needs a name");
+  StudyEntry idle = toy_copy_study();
+  idle.name = "idle";
+  idle.plan = nullptr;
+  check_throws_with([&] { register_study(idle); }, "study 'idle' has neither a plan nor a run");
+  auto which = run_relgrad({"bench"});
+  CHECK_CLI(which, 2);
+  CHECK(contains(which.err, "[bench] which study? (music-bench, length-bench"));
+  auto empty_out = run_relgrad({"bench", "toy-copy", "--out", ""});
+  CHECK_CLI(empty_out, 2);
+  CHECK(contains(empty_out.err, "[toy-copy] --out is empty"));
+  auto seeds = run_relgrad({"toy-copy", "--seeds", "1,,2"});
+  CHECK_CLI(seeds, 2);
+  CHECK(contains(seeds.err, "[toy-copy] --seeds '1,,2': an empty item"));
 
   TempDir dir;
   const std::string out = dir.file("toy");
