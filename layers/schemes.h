@@ -173,7 +173,7 @@ struct SchemeEntry {
   std::function<LimitPrediction(const PositionalConfig&, int64_t expected, bool bidirectional)> predict = nullptr;
   // Known to extrapolate: a model trained at C keeps its held-out loss at 16 × C with its default
   // knobs (measured: docs/extrapolation.md). relgrad sample feeds such a model every token; any other
-  // gets a sliding window of its training context by default (train/config/sample_window.h).
+  // gets a sliding window of its training context by default (train/config/run_options.h).
   bool extrapolates = false;
 };
 

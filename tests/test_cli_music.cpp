@@ -75,7 +75,7 @@ TEST_CASE("cli music: sample --format midi writes the generated events as MIDI")
   SamplingOptions o = sampling_options(loaded.config.sample);
   o.max_new_tokens = 48;
   o.seed = 3;
-  o.window = loaded.config.data.context;  // relgrad sample's default for huang (train/config/sample_window.h)
+  o.window = loaded.config.data.context;  // relgrad sample's default for huang (train/config/run_options.h)
   std::vector<int64_t> seq =
       generate(decoder_lm_of(*loaded.model), from_vector<int64_t>(prompt, {1, 5}), o).to_vector<int64_t>();
   std::vector<Note> expected = decode_notes(seq);

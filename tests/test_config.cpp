@@ -573,7 +573,7 @@ TEST_CASE("config: model.fused_attention is false, true or auto (the default), a
 }
 
 TEST_CASE("config: the memory bound counts the attention weights where every call runs the composite core, auto included") {
-  // RunConfig::attention_weights_kept, what relgrad train's memory bound counts (train/command/cli_commands.cpp).
+  // RunConfig::attention_weights_kept, what relgrad train's memory bound counts (train/command/subcommands/train.cpp).
   RunConfig c = RunConfig::defaults();  // synthetic reverse, 4 heads, float32 on the CPU
   c.model.attention_core = AttentionCore::Composite;
   CHECK(c.attention_weights_kept(32));

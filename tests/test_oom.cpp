@@ -184,7 +184,7 @@ TEST_CASE("oom: a batch no machine could hold is refused with exit 4 and the est
   args.push_back("--data.batch_size=1000000000000");  // the batch's token vectors: 8 TB each
   CliResult r = run_relgrad(args);
   CHECK_MESSAGE(r.code == 4, r.err);
-  // The step's memory is estimated before the first batch (train/command/cli_commands.cpp), so the
+  // The step's memory is estimated before the first batch (train/command/subcommands/train.cpp), so the
   // batch's vectors are never asked for; report_error's std::bad_alloc mapping is tested above.
   CHECK_HAS(r.err, "relgrad train: error: [memory] out of memory: a training step needs at least ");
   CHECK_HAS(r.err, "(config keys: data.batch_size");

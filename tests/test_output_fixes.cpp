@@ -343,7 +343,7 @@ TEST_CASE("output: PNGs are compressed and hold exactly the pixels given") {
   CHECK(fs::file_size(dir.file("loss.png")) < 100000);  // 900 x 360 pixels: 972 kB stored
 }
 
-// ---- the command (train/command/cli_commands.cpp): sample, eval, inspect ------------------------------
+// ---- the commands (train/command/subcommands/): sample, eval, inspect ---------------------------------
 
 TEST_CASE("output cli: sampled text escapes control bytes and invalid UTF-8") {
   TempDir dir;

@@ -324,7 +324,7 @@ TEST_CASE("user path: relgrad eval --data.max_len evaluates a checkpoint at anot
   CliResult sample = run_relgrad({"sample", ckpt, "-n", "1"});
   CHECK_CLI(sample, 0);
   std::istringstream lines(sample.out);
-  std::string window, input, target, model;  // the window line first (train/command/window_option.h)
+  std::string window, input, target, model;  // the window line first (train/command/subcommands/sample.cpp)
   std::getline(lines, window), std::getline(lines, input), std::getline(lines, target), std::getline(lines, model);
   CHECK(window.rfind("window 16 tokens (data.max_len = 16; t5 is not known to extrapolate)", 0) == 0);
   CHECK(input.rfind("input  ", 0) == 0);

@@ -1,6 +1,6 @@
 // Generation and evaluation past the training context: the sliding window of generate()
 // (train/trainer/sampler.h: SamplingOptions::window), `relgrad sample --window` and its default
-// (train/command/window_option.h: the training context unless the scheme extrapolates), and the
+// (train/command/subcommands/sample.cpp: the training context unless the scheme extrapolates), and the
 // strided score of `relgrad eval --window` (train/trainer/strided_eval.h).
 // A windowed greedy sample equals, token for token, a recompute over the last W tokens at each step,
 // with the KV cache and without, for a RoPE model, a music model and a synthetic-task model.

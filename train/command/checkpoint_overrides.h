@@ -1,6 +1,6 @@
-// What relgrad eval and sample may change in a checkpoint's config (train/command/cli_commands.cpp uses
-// them; the subcommands eval and sample take the overrides, train/command/subcommands/): the held-out
-// data's lengths and stream for eval, and the RoPE scalings for both. Everything else stays the
+// What relgrad eval and sample may change in a checkpoint's config (their subcommands take the
+// overrides, train/command/subcommands/): the held-out data's lengths and stream for eval, and the
+// RoPE scalings for both. Everything else stays the
 // checkpoint's, so the model is the one that was trained.
 #pragma once
 #include <ostream>

@@ -19,6 +19,7 @@
 #include "core/device.h"
 #include "train/command/cli_commands.h"
 #include "train/command/subcommand.h"
+#include "train/config/config_fields.h"
 #include "train/instruments/study_registry.h"
 #include "train/trainer/distributed.h"
 #include "train/trainer/nonfinite.h"
@@ -57,28 +58,12 @@ std::string version_text() {
          "\nCPU: " + cpu::cpu_model_name() + "\nGEMM: " + gemm_text();
 }
 
-int run_command(int argc, const char* const* argv, std::ostream& out_all, std::ostream& err,
-                std::string& command);
-
-// Edits from a to b, a swap of two neighbours counting as one ("trian" is 1 from "train").
-size_t swap_distance(const std::string& a, const std::string& b) {
-  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
-  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
-  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
-  for (size_t i = 1; i <= a.size(); ++i)
-    for (size_t j = 1; j <= b.size(); ++j) {
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1])});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-    }
-  return d[a.size()][b.size()];
-}
-
 // " (did you mean 'train'?)" for a command two edits or fewer from a known one, else "".
 std::string command_hint(const std::string& typed) {
   std::string best;
   size_t best_d = 3;
   for (const SubcommandEntry& entry : subcommands()) {
-    const size_t d = swap_distance(typed, entry.name);
+    const size_t d = config_detail::edit_distance(typed, entry.name, true);  // "trian" is 1 from "train"
     if (d < best_d && d < std::string(entry.name).size() / 2 + 1) best_d = d, best = entry.name;
   }
   return best.empty() ? "" : " (did you mean '" + best + "'?)";
@@ -108,28 +93,6 @@ std::string as_typed(const CLI::ValidationError& e, const CLI::App& sub, int arg
     }
   return typed.empty() ? what : typed + what.substr(colon);
 }
-
-}  // namespace
-
-int run_cli(int argc, const char* const* argv, std::ostream& out_all, std::ostream& err) {
-  std::string command = "relgrad";
-  int code = run_command(argc, argv, out_all, err, command);
-  // What a command printed must have reached stdout: `relgrad sample > /dev/full` is an error (exit 1,
-  // or the command's own code when it failed already), not a success whose output went nowhere.
-  if (world().is_root()) {
-    errno = 0;
-    out_all.flush();
-    if (!out_all) {
-      const int why = errno;
-      err << command << ": error: [output] could not write to standard output"
-          << (why != 0 ? std::string(": ") + std::strerror(why) : std::string()) << "\n";
-      if (code == 0) code = 1;
-    }
-  }
-  return code;
-}
-
-namespace {
 
 int run_command(int argc, const char* const* argv, std::ostream& out_all, std::ostream& err,
                 std::string& command) {
@@ -211,6 +174,24 @@ int run_command(int argc, const char* const* argv, std::ostream& out_all, std::o
 }
 
 }  // namespace
+
+int run_cli(int argc, const char* const* argv, std::ostream& out_all, std::ostream& err) {
+  std::string command = "relgrad";
+  int code = run_command(argc, argv, out_all, err, command);
+  // What a command printed must have reached stdout: `relgrad sample > /dev/full` is an error (exit 1,
+  // or the command's own code when it failed already), not a success whose output went nowhere.
+  if (world().is_root()) {
+    errno = 0;
+    out_all.flush();
+    if (!out_all) {
+      const int why = errno;
+      err << command << ": error: [output] could not write to standard output"
+          << (why != 0 ? std::string(": ") + std::strerror(why) : std::string()) << "\n";
+      if (code == 0) code = 1;
+    }
+  }
+  return code;
+}
 
 int report_error(const std::string& command, std::exception_ptr error, std::ostream& err) {
   // What to make smaller, in config keys, when `relgrad train` runs out of memory.

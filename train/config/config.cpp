@@ -7,25 +7,12 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
-#include <cctype>
-#include <cerrno>
-#include <cstdint>
-#include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <deque>
-#include <functional>
-#include <limits>
 #include <set>
 #include <sstream>
 
 #include "core/base/error.h"
 #include "core/file_io.h"
 #include "train/config/config_fields.h"
-#include "train/config/source.h"
-#include "train/optim/optim.h"
-#include "train/optim/schedule.h"
-#include "train/trainer/training_log.h"
 
 namespace relgrad {
 using namespace config_detail;
@@ -39,31 +26,37 @@ namespace {
               "\" (write it without quotes)");
 }
 
+// A leaf of a TOML or JSON config by its type there, set once checked against the key's: `text` as
+// set_from_text takes it, `shown` as the file wrote it. JSON's true and false alone are "true or false".
+enum class Leaf { String, Integer, Real, Boolean, Other };
+void set_leaf(RunConfig& c, const Field& f, Leaf leaf, const std::string& text, const std::string& shown,
+              const std::string& origin, bool json) {
+  const bool number_key = f.kind == Kind::Int || f.kind == Kind::UInt || f.kind == Kind::Double;
+  const bool fits = leaf == Leaf::String    ? f.kind == Kind::String
+                    : leaf == Leaf::Integer ? number_key
+                    : leaf == Leaf::Real    ? f.kind == Kind::Double
+                    : leaf == Leaf::Boolean ? f.kind == Kind::Bool || takes_bool_words(f)
+                                            : false;
+  if (fits) return set_from_text(c, f, text, origin);
+  const bool json_bool = json && f.kind == Kind::Bool;
+  if (leaf == Leaf::String && !json_bool) quoted_value(f, text, origin);
+  bad_value(f, shown, origin, "expected " + (json_bool ? std::string("true or false") : a_kind(f.kind)));
+}
+
+std::string real_text(double v) {  // every digit a double holds
+  std::ostringstream s;
+  s.precision(17);
+  s << v;
+  return s.str();
+}
+
 void set_from_json(RunConfig& c, const std::string& key, const nlohmann::json& v, const std::string& origin) {
   const Field& f = find_field(key, origin);
-  std::string shown = v.dump();
-  switch (f.kind) {
-    case Kind::Int:
-    case Kind::UInt:
-      if (v.is_string()) quoted_value(f, v.get<std::string>(), origin);
-      if (!v.is_number_integer() && !v.is_number_unsigned()) bad_value(f, shown, origin, std::string("expected ") + a_kind(f.kind));
-      set_from_text(c, f, shown, origin);
-      return;
-    case Kind::Double:
-      if (v.is_string()) quoted_value(f, v.get<std::string>(), origin);
-      if (!v.is_number()) bad_value(f, shown, origin, "expected a number");
-      set_from_text(c, f, v.is_number_float() ? [&] { std::ostringstream s; s.precision(17); s << v.get<double>(); return s.str(); }() : shown, origin);
-      return;
-    case Kind::Bool:
-      if (!v.is_boolean()) bad_value(f, shown, origin, "expected true or false");
-      set_from_text(c, f, shown, origin);
-      return;
-    case Kind::String:
-      if (v.is_boolean() && takes_bool_words(f)) return set_from_text(c, f, shown, origin);  // true / false
-      if (!v.is_string()) bad_value(f, shown, origin, "expected a string");
-      set_from_text(c, f, v.get<std::string>(), origin);
-      return;
-  }
+  const std::string shown = v.dump();
+  if (v.is_string()) return set_leaf(c, f, Leaf::String, v.get<std::string>(), shown, origin, true);
+  if (v.is_number_float()) return set_leaf(c, f, Leaf::Real, real_text(v.get<double>()), shown, origin, true);
+  const Leaf leaf = v.is_number() ? Leaf::Integer : v.is_boolean() ? Leaf::Boolean : Leaf::Other;
+  set_leaf(c, f, leaf, shown, shown, origin, true);
 }
 
 // No key has more than 3 parts (model.cross.max_length): a table or object at a 4th level is an
@@ -99,25 +92,12 @@ void walk_toml(RunConfig& c, const toml::table& table, const std::string& prefix
     const Field& f = find_field(key, origin);
     std::ostringstream shown;
     node.visit([&](const auto& leaf) { shown << leaf; });
-    if (auto s = node.value_exact<std::string>()) {
-      if (f.kind != Kind::String) quoted_value(f, *s, origin);
-      set_from_text(c, f, *s, origin);
-    } else if (auto i = node.value_exact<int64_t>()) {
-      if (f.kind != Kind::Int && f.kind != Kind::UInt && f.kind != Kind::Double)
-        bad_value(f, shown.str(), origin, std::string("expected ") + a_kind(f.kind));
-      set_from_text(c, f, std::to_string(*i), origin);
-    } else if (auto d = node.value_exact<double>()) {
-      if (f.kind != Kind::Double) bad_value(f, shown.str(), origin, std::string("expected ") + a_kind(f.kind));
-      std::ostringstream s;
-      s.precision(17);
-      s << *d;
-      set_from_text(c, f, s.str(), origin);
-    } else if (auto b = node.value_exact<bool>()) {
-      if (f.kind != Kind::Bool && !takes_bool_words(f)) bad_value(f, shown.str(), origin, std::string("expected ") + a_kind(f.kind));
-      set_from_text(c, f, *b ? "true" : "false", origin);
-    } else {
-      bad_value(f, shown.str(), origin, std::string("expected ") + a_kind(f.kind));
-    }
+    const auto set = [&](Leaf leaf, const std::string& text) { set_leaf(c, f, leaf, text, shown.str(), origin, false); };
+    if (auto s = node.value_exact<std::string>()) set(Leaf::String, *s);
+    else if (auto i = node.value_exact<int64_t>()) set(Leaf::Integer, std::to_string(*i));
+    else if (auto d = node.value_exact<double>()) set(Leaf::Real, real_text(*d));
+    else if (auto b = node.value_exact<bool>()) set(Leaf::Boolean, *b ? "true" : "false");
+    else set(Leaf::Other, "");
   }
 }
 
@@ -272,7 +252,7 @@ std::string config_to_json(const RunConfig& config) {
       start = dot + 1;
     }
     std::string leaf = key.substr(start);
-    std::string text = get_text(config, f);
+    std::string text = f.get(config);
     switch (f.kind) {
       case Kind::Int: (*node)[leaf] = std::stoll(text); break;
       case Kind::UInt: (*node)[leaf] = std::stoull(text); break;
@@ -294,7 +274,7 @@ std::string config_to_toml(const RunConfig& config) {
       out += (out.empty() ? "[" : "\n[") + section + "]\n";
       table = section;
     }
-    std::string text = get_text(config, f);
+    std::string text = f.get(config);
     if (f.kind == Kind::String) {
       // A TOML basic string is a JSON string, except that TOML also refuses a raw DEL (found by fuzz_config_json).
       text = nlohmann::json(text).dump();
@@ -314,7 +294,7 @@ std::string config_help() {
       line += ": ";
       for (size_t i = 0; i < f.choices.size(); ++i) line += (i ? "|" : "") + f.choices[i];
     }
-    line += ") = " + get_text(d, f) + "  — " + f.help + "\n";
+    line += ") = " + f.get(d) + "  — " + f.help + "\n";
     out += line;
   }
   return out;

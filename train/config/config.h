@@ -99,7 +99,7 @@ struct RunConfig {
   bool data_places_targets() const;
   // Whether every attention call of a training step, over micro-batches of `rows` rows, surely runs the
   // composite core, which keeps the (B, H, t2, t1) weights for the backward pass: what the memory bound
-  // of `relgrad train` (train/command/cli_commands.cpp) may count. model.fused_attention = false: yes;
+  // of `relgrad train` (train/command/subcommands/train.cpp) may count. model.fused_attention = false: yes;
   // true: no. auto: only when even a call over the longest sequence (longest_sequence() queries and keys)
   // stays under fused_core_pays's limit on train.device (layers/attention.h), so that auto picks the
   // composite core for every call; where it would pick the fused core for some call, the weights are not

@@ -31,10 +31,12 @@ std::string schemes_taking(const std::string& option) {
 // and set), or a stored knob's text in PositionalConfig::knobs.
 Field knob_field(const std::string& key, const SchemeKnob& knob, std::function<PositionalConfig&(RunConfig&)> pc) {
   static constexpr Kind kKinds[] = {Kind::Int, Kind::Double, Kind::Bool, Kind::String};  // by KnobKind
-  Field f{key, kKinds[static_cast<int>(knob.kind)], schemes_taking(knob.name) + ": " + knob.help, knob.choices, nullptr};
-  if (knob.where) {
-    f.where = [pc, where = knob.where](RunConfig& c) { return where(pc(c)); };
-  } else if (knob.get) {
+  Field f{key, kKinds[static_cast<int>(knob.kind)], schemes_taking(knob.name) + ": " + knob.help, knob.choices, nullptr, nullptr};
+  const auto where = [pc, where = knob.where](RunConfig& c) { return where(pc(c)); };
+  if (knob.where && f.kind == Kind::Int) bind<int64_t>(f, where);
+  else if (knob.where && f.kind == Kind::Double) bind<double>(f, where);
+  else if (knob.where) bind<bool>(f, where);
+  else if (knob.get) {
     f.get = [pc, get = knob.get](const RunConfig& c) { return get(pc(const_cast<RunConfig&>(c))); };
     f.set = [pc, set = knob.set](RunConfig& c, const std::string& v) { set(pc(c), v); };
   } else {
@@ -46,7 +48,7 @@ Field knob_field(const std::string& key, const SchemeKnob& knob, std::function<P
 
 Field stored_data_field(const std::string& name, Kind kind, std::string help, std::string default_text,
                         std::vector<std::string> choices) {
-  Field f{"data." + name, kind, std::move(help), std::move(choices), nullptr};
+  Field f{"data." + name, kind, std::move(help), std::move(choices), nullptr, nullptr};
   f.get = [name, fallback = std::move(default_text)](const RunConfig& c) {
     const auto it = c.data.stored.find(name);
     return it == c.data.stored.end() ? fallback : it->second;
@@ -63,8 +65,8 @@ std::vector<Field> positional_fields(const std::string& place, PositionalConfig 
   const std::string k = "model." + place + ".";
   std::vector<std::string> names;
   for (const SchemeEntry& e : positional_schemes()) names.push_back(e.name);
-  std::vector<Field> out = {
-      {k + "scheme", Kind::String, "positional scheme", names, [pc](RunConfig& c) -> void* { return &pc(c).scheme; }}};
+  std::vector<Field> out = {{k + "scheme", Kind::String, "positional scheme", names, nullptr, nullptr}};
+  bind<std::string>(out[0], [pc](RunConfig& c) -> void* { return &pc(c).scheme; });
   for (const SchemeEntry& e : positional_schemes())
     for (const SchemeKnob& knob : e.knobs) out.push_back(knob_field(k + knob.name, knob, pc));
   return out;
@@ -81,94 +83,95 @@ Field cross_alignment_field() {
 std::vector<Field> build_table() {
   {
     using R = RunConfig;
+    using M = TransformerConfig;
     std::vector<Field> f = {
         choice("model.type", "model", kModelKindNames, [](RunConfig& c) -> ModelKind& { return c.model_type; }),
-        {"model.d_model", Kind::Int, "model width C", {}, at2(&R::model, &TransformerConfig::d_model)},
-        {"model.n_heads", Kind::Int, "attention heads H", {}, at2(&R::model, &TransformerConfig::n_heads)},
-        {"model.d_ff", Kind::Int, "feed-forward width", {}, at2(&R::model, &TransformerConfig::d_ff)},
-        {"model.n_encoder_layers", Kind::Int, "encoder blocks", {}, at2(&R::model, &TransformerConfig::n_encoder_layers)},
-        {"model.n_decoder_layers", Kind::Int, "decoder blocks", {}, at2(&R::model, &TransformerConfig::n_decoder_layers)},
-        choice2("model.activation", "feed-forward activation", kActivationNames, &R::model, &TransformerConfig::activation),
-        choice2("model.norm", "normalisation", kNormNames, &R::model, &TransformerConfig::norm),
-        {"model.pre_norm", Kind::Bool, "pre-norm (else post-norm) blocks", {}, at2(&R::model, &TransformerConfig::pre_norm)},
-        {"model.dropout", Kind::Double, "dropout probability", {}, at2(&R::model, &TransformerConfig::dropout)},
-        {"model.norm_eps", Kind::Double, "LayerNorm ε (RMSNorm uses its dtype's ε, as torch's default)", {}, at2(&R::model, &TransformerConfig::norm_eps)},
-        {"model.tie_weights", Kind::Bool, "LM head shares the embedding", {}, at2(&R::model, &TransformerConfig::tie_weights)},
+        member("model.d_model", "model width C", &R::model, &M::d_model),
+        member("model.n_heads", "attention heads H", &R::model, &M::n_heads),
+        member("model.d_ff", "feed-forward width", &R::model, &M::d_ff),
+        member("model.n_encoder_layers", "encoder blocks", &R::model, &M::n_encoder_layers),
+        member("model.n_decoder_layers", "decoder blocks", &R::model, &M::n_decoder_layers),
+        choice2("model.activation", "feed-forward activation", kActivationNames, &R::model, &M::activation),
+        choice2("model.norm", "normalisation", kNormNames, &R::model, &M::norm),
+        member("model.pre_norm", "pre-norm (else post-norm) blocks", &R::model, &M::pre_norm),
+        member("model.dropout", "dropout probability", &R::model, &M::dropout),
+        member("model.norm_eps", "LayerNorm ε (RMSNorm uses its dtype's ε, as torch's default)",
+               &R::model, &M::norm_eps),
+        member("model.tie_weights", "LM head shares the embedding", &R::model, &M::tie_weights),
         choice2("model.fused_attention", "attention core: true = fused flash-style (O(T) memory; composite where it does not apply), false = composite, auto = picked per call by speed and memory (layers/attention.h)",
-                kAttentionCoreNames, &R::model, &TransformerConfig::attention_core),
+                kAttentionCoreNames, &R::model, &M::attention_core),
         cross_alignment_field(),
         choice2("model.absolute_position", "absolute position term added to the embeddings", kAbsolutePositionNames,
-                &R::model, &TransformerConfig::absolute_position),
-        {"model.max_positions", Kind::Int, "learned: rows of the position table (0 = the data's longest sequence)",
-         {}, at2(&R::model, &TransformerConfig::max_positions)},
-        {"model.random_positions_max", Kind::Int,
-         "randomised positions (Ruoss et al.): training draws sorted positions from [0, N); 0 = off",
-         {}, at2(&R::model, &TransformerConfig::random_positions_max)},
+                &R::model, &M::absolute_position),
+        member("model.max_positions", "learned: rows of the position table (0 = the data's longest sequence)",
+               &R::model, &M::max_positions),
+        member("model.random_positions_max", "randomised positions (Ruoss et al.): training draws sorted positions from [0, N); 0 = off",
+               &R::model, &M::random_positions_max),
     };
-    for (auto& g : positional_fields("encoder_self", &TransformerConfig::encoder_self)) f.push_back(g);
-    for (auto& g : positional_fields("decoder_self", &TransformerConfig::decoder_self)) f.push_back(g);
-    for (auto& g : positional_fields("cross", &TransformerConfig::cross)) f.push_back(g);
+    for (auto& g : positional_fields("encoder_self", &M::encoder_self)) f.push_back(g);
+    for (auto& g : positional_fields("decoder_self", &M::decoder_self)) f.push_back(g);
+    for (auto& g : positional_fields("cross", &M::cross)) f.push_back(g);
     using D = DataConfig;
-    f.push_back({"data.source", Kind::String, "data", data_source_names(), at2(&R::data, &D::source)});
+    f.push_back(member("data.source", "data", &R::data, &D::source, data_source_names()));
     for (const DataSource* source : data_sources())  // each source's own keys (train/config/sources/)
       for (Field& g : source->fields()) f.push_back(std::move(g));
     std::vector<Field> rest = {
-        {"data.val_fraction", Kind::Double, "text/music folder: fraction held out", {}, at2(&R::data, &D::val_fraction)},
-        {"data.context", Kind::Int, "text/tokens/music/chorales: tokens per window", {}, at2(&R::data, &D::context)},
-        {"data.batch_size", Kind::Int, "sequences per micro-batch", {}, at2(&R::data, &D::batch_size)},
-        {"data.seed", Kind::UInt, "data stream seed", {}, at2(&R::data, &D::seed)},
+        member("data.val_fraction", "text/music folder: fraction held out", &R::data, &D::val_fraction),
+        member("data.context", "text/tokens/music/chorales: tokens per window", &R::data, &D::context),
+        member("data.batch_size", "sequences per micro-batch", &R::data, &D::batch_size),
+        member("data.seed", "data stream seed", &R::data, &D::seed),
     };
     using O = OptimConfig;
     std::vector<Field> optim = {
         choice2("optim.name", "optimizer", kOptimizerKindNames, &R::optim, &O::name),
-        {"optim.lr", Kind::Double, "peak learning rate", {}, at2(&R::optim, &O::lr)},
-        {"optim.min_lr", Kind::Double, "final learning rate", {}, at2(&R::optim, &O::min_lr)},
-        {"optim.warmup_steps", Kind::Int, "linear warmup steps", {}, at2(&R::optim, &O::warmup_steps)},
-        {"optim.decay_steps", Kind::Int, "step at which the decay reaches min_lr, held after (0 = train.steps)", {},
-         at2(&R::optim, &O::decay_steps)},
+        member("optim.lr", "peak learning rate", &R::optim, &O::lr),
+        member("optim.min_lr", "final learning rate", &R::optim, &O::min_lr),
+        member("optim.warmup_steps", "linear warmup steps", &R::optim, &O::warmup_steps),
+        member("optim.decay_steps", "step at which the decay reaches min_lr, held after (0 = train.steps)",
+               &R::optim, &O::decay_steps),
         choice2("optim.decay", "decay after warmup", kDecayNames, &R::optim, &O::decay),
-        {"optim.weight_decay", Kind::Double, "weight decay (tensors of 2+ dims, positional tables included; not biases or norms)", {}, at2(&R::optim, &O::weight_decay)},
-        {"optim.beta1", Kind::Double, "adam β1", {}, at2(&R::optim, &O::beta1)},
-        {"optim.beta2", Kind::Double, "adam β2", {}, at2(&R::optim, &O::beta2)},
-        {"optim.eps", Kind::Double, "adam ε", {}, at2(&R::optim, &O::eps)},
-        {"optim.momentum", Kind::Double, "sgd momentum", {}, at2(&R::optim, &O::momentum)},
-        {"optim.nesterov", Kind::Bool, "sgd nesterov", {}, at2(&R::optim, &O::nesterov)},
-        {"optim.clip", Kind::Double, "gradient-norm clip (0 = off)", {}, at2(&R::optim, &O::clip)},
-        {"optim.positional_lr_scale", Kind::Double,
-         "lr multiple of the relative positional tables (*.positional.*), own groups following the schedule",
-         {}, at2(&R::optim, &O::positional_lr_scale)},
+        member("optim.weight_decay", "weight decay (tensors of 2+ dims, positional tables included; not biases or norms)",
+               &R::optim, &O::weight_decay),
+        member("optim.beta1", "adam β1", &R::optim, &O::beta1),
+        member("optim.beta2", "adam β2", &R::optim, &O::beta2),
+        member("optim.eps", "adam ε", &R::optim, &O::eps),
+        member("optim.momentum", "sgd momentum", &R::optim, &O::momentum),
+        member("optim.nesterov", "sgd nesterov", &R::optim, &O::nesterov),
+        member("optim.clip", "gradient-norm clip (0 = off)", &R::optim, &O::clip),
+        member("optim.positional_lr_scale", "lr multiple of the relative positional tables (*.positional.*), own groups following the schedule",
+               &R::optim, &O::positional_lr_scale),
     };
     using T = TrainLoopConfig;
     std::vector<Field> train = {
-        {"train.steps", Kind::Int, "optimizer steps", {}, at2(&R::train, &T::steps)},
-        {"train.grad_accum", Kind::Int, "micro-batches per step", {}, at2(&R::train, &T::grad_accum)},
-        {"train.log_every", Kind::Int, "progress/log every n steps", {}, at2(&R::train, &T::log_every)},
-        {"train.eval_every", Kind::Int, "evaluate every n steps (0 = at the end)", {}, at2(&R::train, &T::eval_every)},
-        {"train.eval_batches", Kind::Int, "held-out batches per evaluation", {}, at2(&R::train, &T::eval_batches)},
-        {"train.save_every", Kind::Int, "checkpoint every n steps (0 = at the end)", {}, at2(&R::train, &T::save_every)},
-        {"train.out_dir", Kind::String, "output directory", {}, at2(&R::train, &T::out_dir)},
+        member("train.steps", "optimizer steps", &R::train, &T::steps),
+        member("train.grad_accum", "micro-batches per step", &R::train, &T::grad_accum),
+        member("train.log_every", "progress/log every n steps", &R::train, &T::log_every),
+        member("train.eval_every", "evaluate every n steps (0 = at the end)", &R::train, &T::eval_every),
+        member("train.eval_batches", "held-out batches per evaluation", &R::train, &T::eval_batches),
+        member("train.save_every", "checkpoint every n steps (0 = at the end)", &R::train, &T::save_every),
+        member("train.out_dir", "output directory", &R::train, &T::out_dir),
         choice2("train.log_format", "log file format", kLogFormatNames, &R::train, &T::log_format),
         choice2("train.plot_format", "loss plot format", kPlotFormatNames, &R::train, &T::plot_format),
-        {"train.seed", Kind::UInt, "initialisation and dropout seed", {}, at2(&R::train, &T::seed)},
-        {"train.threads", Kind::Int, "CPU threads: 0 = picked by timing steps and revisited (train/trainer/thread_policy.h), N = N; never above the cores", {}, at2(&R::train, &T::threads)},
-        {"train.collective_timeout_s", Kind::Double, "mpirun: seconds to wait for the other ranks (0 = forever)", {},
-         at2(&R::train, &T::collective_timeout_s)},
-        {"train.device", Kind::String, "where training runs (cuda: the first visible GPU)", {"cpu", "cuda"}, at2(&R::train, &T::device)},
+        member("train.seed", "initialisation and dropout seed", &R::train, &T::seed),
+        member("train.threads", "CPU threads: 0 = picked by timing steps and revisited (train/trainer/thread_policy.h), N = N; never above the cores",
+               &R::train, &T::threads),
+        member("train.collective_timeout_s", "mpirun: seconds to wait for the other ranks (0 = forever)",
+               &R::train, &T::collective_timeout_s),
+        member("train.device", "where training runs (cuda: the first visible GPU)",
+               &R::train, &T::device, {"cpu", "cuda"}),
         choice2("train.dtype", "parameter dtype", kParameterDTypeNames, &R::train, &T::dtype),
-        {"train.target_accuracy", Kind::Double, "stop once held-out accuracy reaches it (0 = never)", {},
-         at2(&R::train, &T::target_accuracy)},
-        {"train.samples", Kind::Int, "greedy samples shown after training", {}, at2(&R::train, &T::samples)},
+        member("train.target_accuracy", "stop once held-out accuracy reaches it (0 = never)",
+               &R::train, &T::target_accuracy),
+        member("train.samples", "greedy samples shown after training", &R::train, &T::samples),
         choice2("train.nonfinite", "NaN/Inf loss or gradient: stop (exit 3) or skip the step", kNonfinitePolicyNames, &R::train,
                 &T::nonfinite),
-        {"train.max_skipped_steps", Kind::Int, "skip: consecutive skipped steps before stopping", {},
-         at2(&R::train, &T::max_skipped_steps)},
-        {"train.detect_anomaly", Kind::Bool, "check every op's output and gradient for NaN/Inf (slow)", {},
-         at2(&R::train, &T::detect_anomaly)},
-        {"train.profile", Kind::Int,
-         "op-level profile of this many steps after the first (0 = off): a table, and profile.json", {},
-         at2(&R::train, &T::profile)},
-        {"train.tf32", Kind::Bool, "TF32 for float32 GEMMs on the GPU (no effect on the CPU)", {},
-         at2(&R::train, &T::tf32)},
+        member("train.max_skipped_steps", "skip: consecutive skipped steps before stopping",
+               &R::train, &T::max_skipped_steps),
+        member("train.detect_anomaly", "check every op's output and gradient for NaN/Inf (slow)",
+               &R::train, &T::detect_anomaly),
+        member("train.profile", "op-level profile of this many steps after the first (0 = off): a table, and profile.json",
+               &R::train, &T::profile),
+        member("train.tf32", "TF32 for float32 GEMMs on the GPU (no effect on the CPU)", &R::train, &T::tf32),
         choice2("train.precision",
                 "matrix products in fp32, or bf16/fp16 operands with float32 accumulation (autocast; fp16 adds "
                 "loss scaling); weights, optimizer state, reductions and checkpoints stay float32",
@@ -176,18 +179,16 @@ std::vector<Field> build_table() {
     };
     using S = SampleConfig;
     std::vector<Field> sample = {
-        {"sample.max_new_tokens", Kind::Int, "tokens to generate", {}, at2(&R::sample, &S::max_new_tokens)},
-        {"sample.temperature", Kind::Double, "temperature (0 = greedy)", {}, at2(&R::sample, &S::temperature)},
-        {"sample.top_k", Kind::Int, "top-k filter (0 = off)", {}, at2(&R::sample, &S::top_k)},
-        {"sample.top_p", Kind::Double, "nucleus filter (1 = off)", {}, at2(&R::sample, &S::top_p)},
-        {"sample.seed", Kind::UInt, "sampling seed", {}, at2(&R::sample, &S::seed)},
+        member("sample.max_new_tokens", "tokens to generate", &R::sample, &S::max_new_tokens),
+        member("sample.temperature", "temperature (0 = greedy)", &R::sample, &S::temperature),
+        member("sample.top_k", "top-k filter (0 = off)", &R::sample, &S::top_k),
+        member("sample.top_p", "nucleus filter (1 = off)", &R::sample, &S::top_p),
+        member("sample.seed", "sampling seed", &R::sample, &S::seed),
     };
     for (auto* part : {&rest, &optim, &train, &sample}) f.insert(f.end(), part->begin(), part->end());
     return f;
   }
 }
-
-std::string shortest(double v);
 
 // The table, built again when the registered schemes or data sources change (their names are choices,
 // their knobs keys: a program may register one after the table is built).
@@ -207,19 +208,17 @@ bool takes_bool_words(const Field& f) {
          std::find(f.choices.begin(), f.choices.end(), "false") != f.choices.end();
 }
 
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
+size_t edit_distance(const std::string& a, const std::string& b, bool swaps) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i)
     for (size_t j = 1; j <= b.size(); ++j) {
-      size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1])});
-      diag = up;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1])});
+      if (swaps && i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
     }
-  }
-  return row[b.size()];
+  return d[a.size()][b.size()];
 }
 
 // "'a', 'b' or 'c'".
@@ -303,50 +302,35 @@ bool valid_utf8(const std::string& s) {
 
 // Sets one key from its text form, checking the type; `origin` prefixes errors ("file.toml: ").
 void set_from_text(RunConfig& c, const Field& f, const std::string& value, const std::string& origin) {
+  errno = 0;
+  char* end = nullptr;
   switch (f.kind) {
     case Kind::Int: {
-      errno = 0;
-      char* end = nullptr;
       // strto* skip blanks and accept "+", hex, "inf": the text must be exactly a decimal number.
       if (!plain_number(value, true, false)) bad_value(f, value, origin, "expected an integer");
-      long long v = std::strtoll(value.c_str(), &end, 10);
+      const long long v = std::strtoll(value.c_str(), &end, 10);
       if (*end != '\0' || errno == ERANGE) bad_value(f, value, origin, "expected an integer");
-      if (f.where) *static_cast<int64_t*>(f.where(c)) = v;
-      else f.set(c, std::to_string(v));
-      return;
+      return f.set(c, std::to_string(v));
     }
     case Kind::UInt: {
-      errno = 0;
-      char* end = nullptr;
       // At most 2^63 − 1: TOML integers are signed 64-bit, and the printed config must load again.
       if (!plain_number(value, false, false)) bad_value(f, value, origin, "expected a non-negative integer");
-      unsigned long long v = std::strtoull(value.c_str(), &end, 10);
+      const unsigned long long v = std::strtoull(value.c_str(), &end, 10);
       if (*end != '\0' || errno == ERANGE || v > static_cast<unsigned long long>(INT64_MAX))
         bad_value(f, value, origin, "expected a non-negative integer up to 2^63 - 1");
-      if (f.where) *static_cast<uint64_t*>(f.where(c)) = v;
-      else f.set(c, std::to_string(v));
-      return;
+      return f.set(c, std::to_string(v));
     }
     case Kind::Double: {
-      errno = 0;
-      char* end = nullptr;
       if (!plain_number(value, true, true)) bad_value(f, value, origin, "expected a finite number");
-      double v = std::strtod(value.c_str(), &end);
+      const double v = std::strtod(value.c_str(), &end);
       if (*end != '\0' || errno == ERANGE || !std::isfinite(v)) bad_value(f, value, origin, "expected a finite number");
-      if (f.where) *static_cast<double*>(f.where(c)) = v;
-      else f.set(c, shortest(v));
-      return;
+      return f.set(c, shortest(v));
     }
-    case Kind::Bool: {
-      bool v;
-      if (value == "true" || value == "1") v = true;
-      else if (value == "false" || value == "0") v = false;
-      else bad_value(f, value, origin, "expected true or false");
-      if (f.where) *static_cast<bool*>(f.where(c)) = v;
-      else f.set(c, v ? "true" : "false");
-      return;
-    }
-    case Kind::String: {
+    case Kind::Bool:
+      if (value == "true" || value == "1") return f.set(c, "true");
+      if (value == "false" || value == "0") return f.set(c, "false");
+      bad_value(f, value, origin, "expected true or false");
+    case Kind::String:
       // Configs are stored as JSON (checkpoints) and printed as TOML: both need UTF-8.
       if (!valid_utf8(value)) bad_value(f, value, origin, "expected UTF-8 text");
       if (!f.choices.empty() && std::find(f.choices.begin(), f.choices.end(), value) == f.choices.end()) {
@@ -354,10 +338,7 @@ void set_from_text(RunConfig& c, const Field& f, const std::string& value, const
         for (const auto& ch : f.choices) list += (list.empty() ? "" : ", ") + ch;
         bad_value(f, value, origin, "expected one of " + list);
       }
-      if (f.where) *static_cast<std::string*>(f.where(c)) = value;
-      else f.set(c, value);
-      return;
-    }
+      return f.set(c, value);
   }
 }
 
@@ -369,19 +350,6 @@ std::string shortest(double v) {
     if (std::strtod(buf, nullptr) == v) break;
   }
   return buf;
-}
-
-std::string get_text(const RunConfig& config, const Field& f) {
-  auto& c = const_cast<RunConfig&>(config);  // where() only takes the address
-  if (!f.where) return f.get(config);        // an enum's name, or a stored knob's text
-  switch (f.kind) {
-    case Kind::Int: return std::to_string(*static_cast<int64_t*>(f.where(c)));
-    case Kind::UInt: return std::to_string(*static_cast<uint64_t*>(f.where(c)));
-    case Kind::Double: return shortest(*static_cast<double*>(f.where(c)));
-    case Kind::Bool: return *static_cast<bool*>(f.where(c)) ? "true" : "false";
-    case Kind::String: return *static_cast<std::string*>(f.where(c));
-  }
-  return "";
 }
 
 const char* kind_name(Kind k) {
@@ -398,7 +366,5 @@ const char* kind_name(Kind k) {
 std::string a_kind(Kind k) {
   return (k == Kind::Int ? "an " : "a ") + std::string(kind_name(k));
 }
-
-// A JSON leaf → the text form set_from_text takes, with the JSON type checked against the key's.
 
 }  // namespace relgrad::config_detail

@@ -5,6 +5,7 @@
 #pragma once
 #include <functional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/base/name_table.h"
@@ -14,28 +15,50 @@ namespace relgrad::config_detail {
 
 enum class Kind { Int, UInt, Double, Bool, String };
 
-// One settable key: its type, the allowed words for string keys, and where it lives in RunConfig: a
-// member (where), or a value read and written by its text (get, set; where is null): an enum by name,
-// a stored scheme knob (layers/schemes.h) in the text set_from_text has checked.
+// One settable key: its type, the allowed words for string keys, and its value read and written as
+// text: a member of RunConfig (member()), an enum by name (choice()), a stored knob (layers/schemes.h)
+// or a stored data key (stored_data_field), each set from a text set_from_text has checked.
 struct Field {
   std::string key;
   Kind kind;
   std::string help;
   std::vector<std::string> choices;  // string keys only; empty = any string
-  std::function<void*(RunConfig&)> where;
-  std::function<std::string(const RunConfig&)> get = nullptr;         // without where: the value's text
-  std::function<void(RunConfig&, const std::string&)> set = nullptr;  // without where: a checked text
+  std::function<std::string(const RunConfig&)> get;         // the value's text, as the config prints it
+  std::function<void(RunConfig&, const std::string&)> set;  // from a checked text
 };
 
-// Where a member of RunConfig lives: at(&RunConfig::model_type); a member of a member:
-// at2(&RunConfig::optim, &OptimConfig::lr).
+// A value as text, and back from a checked text: the forms get and set exchange.
+std::string shortest(double v);  // the shortest decimal that reads back as the same double
+inline std::string value_text(int64_t v) { return std::to_string(v); }
+inline std::string value_text(uint64_t v) { return std::to_string(v); }
+inline std::string value_text(double v) { return shortest(v); }
+inline std::string value_text(bool v) { return v ? "true" : "false"; }
+inline std::string value_text(const std::string& v) { return v; }
+inline void read_text(const std::string& t, int64_t& v) { v = std::stoll(t); }
+inline void read_text(const std::string& t, uint64_t& v) { v = std::stoull(t); }
+inline void read_text(const std::string& t, double& v) { v = std::stod(t); }
+inline void read_text(const std::string& t, bool& v) { v = t == "true"; }
+inline void read_text(const std::string& t, std::string& v) { v = t; }
+
+// The value `at` points to, of type T, as a Field's get and set.
 template <class T>
-std::function<void*(RunConfig&)> at(T RunConfig::*member) {
-  return [member](RunConfig& c) -> void* { return &(c.*member); };
+void bind(Field& f, std::function<void*(RunConfig&)> at) {
+  f.get = [at](const RunConfig& c) { return value_text(*static_cast<T*>(at(const_cast<RunConfig&>(c)))); };
+  f.set = [at](RunConfig& c, const std::string& v) { read_text(v, *static_cast<T*>(at(c))); };
 }
+
+// A key holding a member of a member of RunConfig, its kind following the member's type:
+// member("optim.lr", "peak learning rate", &RunConfig::optim, &OptimConfig::lr).
 template <class S, class T>
-std::function<void*(RunConfig&)> at2(S RunConfig::*outer, T S::*inner) {
-  return [outer, inner](RunConfig& c) -> void* { return &((c.*outer).*inner); };
+Field member(std::string key, std::string help, S RunConfig::*outer, T S::*inner, std::vector<std::string> choices = {}) {
+  constexpr Kind kind = std::is_same_v<T, int64_t>    ? Kind::Int
+                        : std::is_same_v<T, uint64_t> ? Kind::UInt
+                        : std::is_same_v<T, double>   ? Kind::Double
+                        : std::is_same_v<T, bool>     ? Kind::Bool
+                                                      : Kind::String;
+  Field f{std::move(key), kind, std::move(help), std::move(choices), nullptr, nullptr};
+  bind<T>(f, [outer, inner](RunConfig& c) -> void* { return &((c.*outer).*inner); });
+  return f;
 }
 
 // A key holding an enum with a name table (core/base/name_table.h): its choices are the table's names,
@@ -44,7 +67,7 @@ template <class E, size_t N, class Member>
 Field choice(std::string key, const char* help, const NameTable<E, N>& names, Member member) {
   auto get = [member, &names](const RunConfig& c) -> std::string { return names.name(member(const_cast<RunConfig&>(c))); };
   auto set = [member, &names](RunConfig& c, const std::string& v) { member(c) = *names.find(v); };
-  return {std::move(key), Kind::String, help, names.names(), nullptr, get, set};
+  return {std::move(key), Kind::String, help, names.names(), get, set};
 }
 // choice() for a member of a member: choice2(key, help, names, &RunConfig::model, &TransformerConfig::norm).
 template <class E, size_t N, class S>
@@ -68,10 +91,10 @@ const Field& find_field(const std::string& key, const std::string& origin);
 bool takes_bool_words(const Field& f);
 // Sets `f` from its text form (TOML/--key=value value), checking the type and the allowed words.
 void set_from_text(RunConfig& c, const Field& f, const std::string& value, const std::string& origin);
-// The value of `f` in its text form, as the config prints it.
-std::string get_text(const RunConfig& config, const Field& f);
 // Error("[config] <origin><key>: <why>, got '<value>'").
 [[noreturn]] void bad_value(const Field& f, const std::string& value, const std::string& origin, const std::string& why);
+// Edits from a to b (for "did you mean"), with `swaps` a swap of two neighbours counting as one.
+size_t edit_distance(const std::string& a, const std::string& b, bool swaps = false);
 const char* kind_name(Kind k);  // "integer", "number", ...
 std::string a_kind(Kind k);     // "an integer", "a number", ...
 

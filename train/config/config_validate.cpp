@@ -82,9 +82,7 @@ RunConfig RunConfig::defaults() {
 }
 
 void RunConfig::validate() const {
-  auto check = [](bool ok, const std::string& what) {
-    if (!ok) throw Error("[config] " + what);
-  };
+  const auto check = config_check;  // train/config/source.h
   check(data.batch_size >= 1, "data.batch_size must be >= 1, got " + std::to_string(data.batch_size));
   const DataSource& source = data_source(*this);
   source.check_model(*this);
@@ -166,9 +164,7 @@ void RunConfig::validate() const {
 // entry's check (layers/schemes.h, written beside the scheme's class); tests/test_cli_fixes.cpp checks
 // that a config that passes here builds.
 void RunConfig::validate_model_values() const {
-  auto check = [](bool ok, const std::string& what) {
-    if (!ok) throw Error("[config] " + what);
-  };
+  const auto check = config_check;  // train/config/source.h
   auto text = [](double v) {
     std::ostringstream s;
     s << v;

@@ -44,9 +44,20 @@ std::function<Tensor(int64_t t2)> target_positions(const RunConfig& config);
 ModelOptions model_options(const RunConfig& config);      // model.type, the model, train.dtype
 SamplingOptions sampling_options(const SampleConfig& config);  // the [sample] section (eos stays the default)
 
+// The sliding window a decoder-only run samples under by default (SamplingOptions::window), for
+// `relgrad sample` and the samples `relgrad train` prints at its end: the training context (the
+// source's trained_input: data.context, or a synthetic task's data.max_len) unless the decoder's scheme
+// is registered as extrapolating (SchemeEntry::extrapolates, layers/schemes.h) and the model has no
+// absolute positions; then none (every token is fed).
+struct DefaultWindow {
+  int64_t tokens = 0;  // 0: none; always 0 for an encoder-decoder (its target is not windowed)
+  std::string why;     // "data.context = 64; rope is not known to extrapolate" or "sandwich extrapolates, …"
+};
+DefaultWindow default_sample_window(const RunConfig& c);
+
 class RunData;
 
-// What RunData::text(), tokens(), music(), chorales() and task() return: whether the run's data is of that source,
+// What RunData::text(), tokens(), chorales() and task() return: whether the run's data is of that source,
 // known from the config alone (no file is opened), and on * or -> the data itself, opened then. Each is
 // defined by its source's entry (train/config/sources/), which knows the Dataset it made.
 template <class T>
@@ -84,7 +95,6 @@ class RunData {
   DataOf<SyntheticTask> task() const;  // data.source = "synthetic"; and so on
   DataOf<TextDataset> text() const;
   DataOf<TokenDataset> tokens() const;
-  DataOf<MusicDataset> music() const;
   DataOf<ChoraleSet> chorales() const;  // data.source = "chorales", either task
 
  private:

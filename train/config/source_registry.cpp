@@ -38,7 +38,7 @@ size_t builtin_count() {
 std::vector<config_detail::Field> DataSource::fields() const { return {}; }
 
 std::string data_key_text(const RunConfig& c, const std::string& name) {
-  return config_detail::get_text(c, config_detail::find_field("data." + name, "data source: "));
+  return config_detail::find_field("data." + name, "data source: ").get(c);
 }
 
 int64_t data_key_int(const RunConfig& c, const std::string& name) {

@@ -180,12 +180,10 @@ class ChoraleSource : public DataSource {
     using namespace config_detail;
     using R = RunConfig;
     using D = DataConfig;
-    return {{"data.chorales_path", Kind::String, "chorales: the chorale file (empty = the shipped one)", {},
-             at2(&R::data, &D::chorales_path)},
+    return {member("data.chorales_path", "chorales: the chorale file (empty = the shipped one)", &R::data, &D::chorales_path),
             choice2("data.chorale_task", "chorales: continue (decoder-only) or harmonize (encoder-decoder)",
                     kChoraleTaskNames, &R::data, &D::chorale_task),
-            {"data.harmony_steps", Kind::Int, "chorales, harmonize: 16th steps per window", {},
-             at2(&R::data, &D::harmony_steps)}};
+            member("data.harmony_steps", "chorales, harmonize: 16th steps per window", &R::data, &D::harmony_steps)};
   }
 
   // The task decides the model: a continuation is a language model, a harmonisation a translation.

@@ -45,9 +45,9 @@ class MusicSource : public DataSource {
     using namespace config_detail;
     using R = RunConfig;
     using D = DataConfig;
-    return {{"data.music_dir", Kind::String, "music: folder of .mid files (empty = synthetic pieces)", {}, at2(&R::data, &D::music_dir)},
-            {"data.music_styles", Kind::String, "music: synthetic styles, comma-separated", {}, at2(&R::data, &D::music_styles)},
-            {"data.canon_lag_beats", Kind::Int, "music: canon follower delay in beats", {}, at2(&R::data, &D::canon_lag_beats)}};
+    return {member("data.music_dir", "music: folder of .mid files (empty = synthetic pieces)", &R::data, &D::music_dir),
+            member("data.music_styles", "music: synthetic styles, comma-separated", &R::data, &D::music_styles),
+            member("data.canon_lag_beats", "music: canon follower delay in beats", &R::data, &D::canon_lag_beats)};
   }
   void check_keys(const RunConfig& c) const override {
     try {
@@ -114,11 +114,6 @@ class MusicSource : public DataSource {
 std::shared_ptr<const DataSource> music_source() {
   static const auto entry = std::make_shared<MusicSource>();
   return entry;
-}
-
-DataOf<MusicDataset> RunData::music() const {
-  return {*this, &source() == music_source().get(),
-          [](const RunData& r) { return &static_cast<const MusicData&>(r.dataset()).music(); }};
 }
 
 }  // namespace relgrad

@@ -32,11 +32,11 @@ class SyntheticSource : public DataSource {
     using R = RunConfig;
     using D = DataConfig;
     return {choice2("data.task", "synthetic task", kTaskKindNames, &R::data, &D::task),
-            {"data.num_symbols", Kind::Int, "synthetic alphabet size", {}, at2(&R::data, &D::num_symbols)},
-            {"data.min_len", Kind::Int, "shortest synthetic source", {}, at2(&R::data, &D::min_len)},
-            {"data.max_len", Kind::Int, "longest synthetic source", {}, at2(&R::data, &D::max_len)},
-            {"data.lag", Kind::Int, "shift task: lag k; sync task: lag c", {}, at2(&R::data, &D::lag)},
-            {"data.period", Kind::Int, "periodic, periodic_lm tasks: period P", {}, at2(&R::data, &D::period)}};
+            member("data.num_symbols", "synthetic alphabet size", &R::data, &D::num_symbols),
+            member("data.min_len", "shortest synthetic source", &R::data, &D::min_len),
+            member("data.max_len", "longest synthetic source", &R::data, &D::max_len),
+            member("data.lag", "shift task: lag k; sync task: lag c", &R::data, &D::lag),
+            member("data.period", "periodic, periodic_lm tasks: period P", &R::data, &D::period)};
   }
 
   void check_model(const RunConfig&) const override {}  // either model type: a task has both layouts

@@ -14,7 +14,7 @@ class TextSource : public DataSource {
   std::string name() const override { return "text"; }
   std::vector<config_detail::Field> fields() const override {
     using namespace config_detail;
-    return {{"data.text_path", Kind::String, "text: the corpus file", {}, at2(&RunConfig::data, &DataConfig::text_path)}};
+    return {member("data.text_path", "text: the corpus file", &RunConfig::data, &DataConfig::text_path)};
   }
   std::shared_ptr<const Dataset> dataset(const RunConfig& c) const override {
     const DataConfig& d = c.data;

@@ -15,8 +15,7 @@ class TokensSource : public DataSource {
   std::string name() const override { return "tokens"; }
   std::vector<config_detail::Field> fields() const override {
     using namespace config_detail;
-    return {{"data.token_path", Kind::String, "tokens: the token data file (relgrad tokenize)", {},
-             at2(&RunConfig::data, &DataConfig::token_path)}};
+    return {member("data.token_path", "tokens: the token data file (relgrad tokenize)", &RunConfig::data, &DataConfig::token_path)};
   }
   void check_keys(const RunConfig& c) const override {
     config_check(!c.data.token_path.empty(), "data.source = \"tokens\" needs data.token_path");
