@@ -177,7 +177,7 @@ TEST_CASE("cli: usage errors exit 2 and name what is wrong") {
            {{"eval", "x.safetensors", "--input", "1 2"}, "--input / --target only go with --dump-logits"},
            {{"sample"}, "checkpoint"},
            {{"sample", "x.safetensors", "--num", "0"}, "num"},
-           // Each kind of check a subcommand declares (train/command/command_line.h): a range of
+           // Each kind of check a subcommand declares (train/command/command_line.cpp): a range of
            // reals, of int64_t, a set of names, and an option that takes one value only.
            {{"sample", "x.safetensors", "--top-p", "2"}, "--top-p: 2 is not in (0, 1]"},
            {{"probe", "x.safetensors", "--reach", "-1"}, "--reach: -1 is not in [0, 1048576]"},

@@ -1,6 +1,8 @@
 // What relgrad eval and sample may change in a checkpoint's config (train/command/checkpoint_overrides.h).
 #include "train/command/checkpoint_overrides.h"
 
+#include <algorithm>
+
 #include "train/command/cli_commands.h"
 
 namespace relgrad::cli_detail {
@@ -9,15 +11,13 @@ namespace relgrad::cli_detail {
 
 // The data files too: a model trained on one text is evaluated on another where it was not trained
 // (the vocabulary check below keeps a token file's vocabulary the model's).
-const char* const kEvalDataKeys[] = {"data.min_len",   "data.max_len",    "data.lag",        "data.period",
-                                     "data.context",   "data.batch_size", "data.seed",       "data.val_fraction",
-                                     "data.text_path", "data.token_path", "data.music_dir",  "data.chorales_path",
-                                     nullptr};
+const std::vector<std::string> kEvalDataKeys = {"data.min_len",   "data.max_len",    "data.lag",       "data.period",
+                                                "data.context",   "data.batch_size", "data.seed",      "data.val_fraction",
+                                                "data.text_path", "data.token_path", "data.music_dir", "data.chorales_path"};
 
 std::string eval_data_keys_text() {
   std::string text = "the data keys relgrad eval and probe may change: ";
-  for (const char* const* k = kEvalDataKeys; *k; ++k)
-    text += (k == kEvalDataKeys ? "" : ", ") + std::string(*k);
+  for (size_t i = 0; i < kEvalDataKeys.size(); ++i) text += (i ? ", " : "") + kEvalDataKeys[i];
   return text;
 }
 
@@ -28,9 +28,7 @@ void apply_eval_data_overrides(RunConfig& config, const std::vector<std::string>
   RunConfig changed = config;
   for (const std::string& o : overrides) {
     const std::string key = o.substr(2, o.find('=') - 2);
-    bool allowed = false;
-    for (const char* const* k = kEvalDataKeys; *k; ++k) allowed = allowed || key == *k;
-    if (!allowed)
+    if (std::find(kEvalDataKeys.begin(), kEvalDataKeys.end(), key) == kEvalDataKeys.end())
       throw UsageError("[" + command + "] " + o + ": " + key + " cannot change at evaluation (" + eval_data_keys_text() +
                        ")");
     try {
@@ -56,12 +54,11 @@ void apply_eval_data_overrides(RunConfig& config, const std::vector<std::string>
 
 // ---- the model overrides of eval and sample ----
 
-const char* const kEvalModelKeys[] = {"rope_scaling", "rope_scaling_factor", "rope_original_length", nullptr};
+const std::vector<std::string> kEvalModelKeys = {"rope_scaling", "rope_scaling_factor", "rope_original_length"};
 
 std::string eval_model_keys_text() {
   std::string text = "the model keys relgrad eval and sample may change: ";
-  for (const char* const* k = kEvalModelKeys; *k; ++k)
-    text += (k == kEvalModelKeys ? "" : ", ") + std::string("model.<place>.") + *k;
+  for (size_t i = 0; i < kEvalModelKeys.size(); ++i) text += (i ? ", " : "") + ("model.<place>." + kEvalModelKeys[i]);
   return text;
 }
 
@@ -77,7 +74,7 @@ std::vector<std::string> take_model_overrides(const std::vector<std::string>& ex
     const std::string key = o.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
     bool allowed = false;
     for (const char* place : {"encoder_self", "decoder_self", "cross"})
-      for (const char* const* k = kEvalModelKeys; *k; ++k) allowed = allowed || key == "model." + std::string(place) + "." + *k;
+      for (const std::string& k : kEvalModelKeys) allowed = allowed || key == "model." + std::string(place) + "." + k;
     if (!allowed) {  // the command refuses it with the keys it takes
       rest.push_back(o);
       continue;

@@ -1,4 +1,5 @@
-#include "train/command/command_line.h"
+// CommandLine and CommandOption (train/command/subcommand.h) over CLI11.
+#include "train/command/subcommand.h"
 
 #include <CLI/CLI.hpp>
 

@@ -39,15 +39,14 @@ std::vector<SubcommandEntry> subcommands() {
                                : study.synopsis;
     table.push_back({study.name, study.summary, synopsis, [study] { return make_study_command(study); }});
   }
-  const std::vector<SubcommandEntry> last = {
+  table.insert(table.end(), {
       {"bench", "any registered study by name: the benches above and those registered from outside",
        "NAME [--full] [--tasks a,b] [--treatments none,t5,...] [--seeds 1,2] [--steps N] [--out DIR]",
        make_bench_command},
       {"tokenize", "a file's bytes as a token data file (vocab 256) for data.source = \"tokens\"",
        "INPUT OUTPUT", make_tokenize_command},
       {"plot", "loss curves from a training log, as SVG or PNG", "LOG [-o OUT.svg|OUT.png]", make_plot_command},
-  };
-  table.insert(table.end(), last.begin(), last.end());
+  });
   return table;
 }
 

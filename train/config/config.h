@@ -33,10 +33,7 @@ inline constexpr NameTable<ChoraleTask, 2> kChoraleTaskNames{
     {{ChoraleTask::Continue, "continue"}, {ChoraleTask::Harmonize, "harmonize"}}};
 
 struct DataConfig {
-  std::string source = "synthetic";  // "synthetic" (train/data/data.h tasks), "text" (a byte-level file),
-                                     // "tokens" (ids of a token file, train/data/token_file.h) or
-                                     // "music" (performance events, train/music/music.h) or
-                                     // "chorales" (the Bach chorales, train/music/chorales.h)
+  std::string source = "synthetic";  // a registered source's name (train/config/source_registry.cpp)
   TaskKind task = TaskKind::Copy;    // synthetic: kTaskKindNames (train/data/data.h)
   int64_t num_symbols = 10;
   int64_t min_len = 4;
@@ -49,8 +46,7 @@ struct DataConfig {
   std::string music_styles = "scale,arpeggio,chords,canon,random_walk";  // music, synthetic pieces
   int64_t canon_lag_beats = 2;             // music, synthetic canons: the follower's delay
   std::string chorales_path;               // chorales: the chorale file; empty = the shipped one
-  ChoraleTask chorale_task = ChoraleTask::Continue;  // chorales: continue (decoder-only LM over the four voices)
-                                           // or harmonize (encoder-decoder: soprano → alto, tenor, bass)
+  ChoraleTask chorale_task = ChoraleTask::Continue;  // chorales: kChoraleTaskNames
   int64_t harmony_steps = 32;              // chorales, harmonize: 16th steps (source tokens) per window
   double val_fraction = 0.1;
   int64_t context = 128;                   // text, tokens, music, chorales (continue): tokens per window

@@ -72,122 +72,114 @@ std::vector<Field> positional_fields(const std::string& place, PositionalConfig 
   return out;
 }
 
-// model.cross_alignment: a CrossAlignment by name (kCrossAlignmentNames, layers/models.h); explicit: the
-// positions come with each batch.
-Field cross_alignment_field() {
-  return choice2("model.cross_alignment",
-                 "cross-attention alignment π(i) (explicit: the data places each target query; chorales, harmonize)",
-                 kCrossAlignmentNames, &RunConfig::model, &TransformerConfig::cross_alignment);
-}
-
 std::vector<Field> build_table() {
-  {
-    using R = RunConfig;
-    using M = TransformerConfig;
-    std::vector<Field> f = {
-        choice("model.type", "model", kModelKindNames, [](RunConfig& c) -> ModelKind& { return c.model_type; }),
-        member("model.d_model", "model width C", &R::model, &M::d_model),
-        member("model.n_heads", "attention heads H", &R::model, &M::n_heads),
-        member("model.d_ff", "feed-forward width", &R::model, &M::d_ff),
-        member("model.n_encoder_layers", "encoder blocks", &R::model, &M::n_encoder_layers),
-        member("model.n_decoder_layers", "decoder blocks", &R::model, &M::n_decoder_layers),
-        choice2("model.activation", "feed-forward activation", kActivationNames, &R::model, &M::activation),
-        choice2("model.norm", "normalisation", kNormNames, &R::model, &M::norm),
-        member("model.pre_norm", "pre-norm (else post-norm) blocks", &R::model, &M::pre_norm),
-        member("model.dropout", "dropout probability", &R::model, &M::dropout),
-        member("model.norm_eps", "LayerNorm ε (RMSNorm uses its dtype's ε, as torch's default)",
-               &R::model, &M::norm_eps),
-        member("model.tie_weights", "LM head shares the embedding", &R::model, &M::tie_weights),
-        choice2("model.fused_attention", "attention core: true = fused flash-style (O(T) memory; composite where it does not apply), false = composite, auto = picked per call by speed and memory (layers/attention.h)",
-                kAttentionCoreNames, &R::model, &M::attention_core),
-        cross_alignment_field(),
-        choice2("model.absolute_position", "absolute position term added to the embeddings", kAbsolutePositionNames,
-                &R::model, &M::absolute_position),
-        member("model.max_positions", "learned: rows of the position table (0 = the data's longest sequence)",
-               &R::model, &M::max_positions),
-        member("model.random_positions_max", "randomised positions (Ruoss et al.): training draws sorted positions from [0, N); 0 = off",
-               &R::model, &M::random_positions_max),
-    };
-    for (auto& g : positional_fields("encoder_self", &M::encoder_self)) f.push_back(g);
-    for (auto& g : positional_fields("decoder_self", &M::decoder_self)) f.push_back(g);
-    for (auto& g : positional_fields("cross", &M::cross)) f.push_back(g);
-    using D = DataConfig;
-    f.push_back(member("data.source", "data", &R::data, &D::source, data_source_names()));
-    for (const DataSource* source : data_sources())  // each source's own keys (train/config/sources/)
-      for (Field& g : source->fields()) f.push_back(std::move(g));
-    std::vector<Field> rest = {
-        member("data.val_fraction", "text/music folder: fraction held out", &R::data, &D::val_fraction),
-        member("data.context", "text/tokens/music/chorales: tokens per window", &R::data, &D::context),
-        member("data.batch_size", "sequences per micro-batch", &R::data, &D::batch_size),
-        member("data.seed", "data stream seed", &R::data, &D::seed),
-    };
-    using O = OptimConfig;
-    std::vector<Field> optim = {
-        choice2("optim.name", "optimizer", kOptimizerKindNames, &R::optim, &O::name),
-        member("optim.lr", "peak learning rate", &R::optim, &O::lr),
-        member("optim.min_lr", "final learning rate", &R::optim, &O::min_lr),
-        member("optim.warmup_steps", "linear warmup steps", &R::optim, &O::warmup_steps),
-        member("optim.decay_steps", "step at which the decay reaches min_lr, held after (0 = train.steps)",
-               &R::optim, &O::decay_steps),
-        choice2("optim.decay", "decay after warmup", kDecayNames, &R::optim, &O::decay),
-        member("optim.weight_decay", "weight decay (tensors of 2+ dims, positional tables included; not biases or norms)",
-               &R::optim, &O::weight_decay),
-        member("optim.beta1", "adam β1", &R::optim, &O::beta1),
-        member("optim.beta2", "adam β2", &R::optim, &O::beta2),
-        member("optim.eps", "adam ε", &R::optim, &O::eps),
-        member("optim.momentum", "sgd momentum", &R::optim, &O::momentum),
-        member("optim.nesterov", "sgd nesterov", &R::optim, &O::nesterov),
-        member("optim.clip", "gradient-norm clip (0 = off)", &R::optim, &O::clip),
-        member("optim.positional_lr_scale", "lr multiple of the relative positional tables (*.positional.*), own groups following the schedule",
-               &R::optim, &O::positional_lr_scale),
-    };
-    using T = TrainLoopConfig;
-    std::vector<Field> train = {
-        member("train.steps", "optimizer steps", &R::train, &T::steps),
-        member("train.grad_accum", "micro-batches per step", &R::train, &T::grad_accum),
-        member("train.log_every", "progress/log every n steps", &R::train, &T::log_every),
-        member("train.eval_every", "evaluate every n steps (0 = at the end)", &R::train, &T::eval_every),
-        member("train.eval_batches", "held-out batches per evaluation", &R::train, &T::eval_batches),
-        member("train.save_every", "checkpoint every n steps (0 = at the end)", &R::train, &T::save_every),
-        member("train.out_dir", "output directory", &R::train, &T::out_dir),
-        choice2("train.log_format", "log file format", kLogFormatNames, &R::train, &T::log_format),
-        choice2("train.plot_format", "loss plot format", kPlotFormatNames, &R::train, &T::plot_format),
-        member("train.seed", "initialisation and dropout seed", &R::train, &T::seed),
-        member("train.threads", "CPU threads: 0 = picked by timing steps and revisited (train/trainer/thread_policy.h), N = N; never above the cores",
-               &R::train, &T::threads),
-        member("train.collective_timeout_s", "mpirun: seconds to wait for the other ranks (0 = forever)",
-               &R::train, &T::collective_timeout_s),
-        member("train.device", "where training runs (cuda: the first visible GPU)",
-               &R::train, &T::device, {"cpu", "cuda"}),
-        choice2("train.dtype", "parameter dtype", kParameterDTypeNames, &R::train, &T::dtype),
-        member("train.target_accuracy", "stop once held-out accuracy reaches it (0 = never)",
-               &R::train, &T::target_accuracy),
-        member("train.samples", "greedy samples shown after training", &R::train, &T::samples),
-        choice2("train.nonfinite", "NaN/Inf loss or gradient: stop (exit 3) or skip the step", kNonfinitePolicyNames, &R::train,
-                &T::nonfinite),
-        member("train.max_skipped_steps", "skip: consecutive skipped steps before stopping",
-               &R::train, &T::max_skipped_steps),
-        member("train.detect_anomaly", "check every op's output and gradient for NaN/Inf (slow)",
-               &R::train, &T::detect_anomaly),
-        member("train.profile", "op-level profile of this many steps after the first (0 = off): a table, and profile.json",
-               &R::train, &T::profile),
-        member("train.tf32", "TF32 for float32 GEMMs on the GPU (no effect on the CPU)", &R::train, &T::tf32),
-        choice2("train.precision",
-                "matrix products in fp32, or bf16/fp16 operands with float32 accumulation (autocast; fp16 adds "
-                "loss scaling); weights, optimizer state, reductions and checkpoints stay float32",
-                kPrecisionNames, &R::train, &T::precision),
-    };
-    using S = SampleConfig;
-    std::vector<Field> sample = {
-        member("sample.max_new_tokens", "tokens to generate", &R::sample, &S::max_new_tokens),
-        member("sample.temperature", "temperature (0 = greedy)", &R::sample, &S::temperature),
-        member("sample.top_k", "top-k filter (0 = off)", &R::sample, &S::top_k),
-        member("sample.top_p", "nucleus filter (1 = off)", &R::sample, &S::top_p),
-        member("sample.seed", "sampling seed", &R::sample, &S::seed),
-    };
-    for (auto* part : {&rest, &optim, &train, &sample}) f.insert(f.end(), part->begin(), part->end());
-    return f;
-  }
+  using R = RunConfig;
+  using M = TransformerConfig;
+  std::vector<Field> f = {
+      choice("model.type", "model", kModelKindNames, [](RunConfig& c) -> ModelKind& { return c.model_type; }),
+      member("model.d_model", "model width C", &R::model, &M::d_model),
+      member("model.n_heads", "attention heads H", &R::model, &M::n_heads),
+      member("model.d_ff", "feed-forward width", &R::model, &M::d_ff),
+      member("model.n_encoder_layers", "encoder blocks", &R::model, &M::n_encoder_layers),
+      member("model.n_decoder_layers", "decoder blocks", &R::model, &M::n_decoder_layers),
+      choice2("model.activation", "feed-forward activation", kActivationNames, &R::model, &M::activation),
+      choice2("model.norm", "normalisation", kNormNames, &R::model, &M::norm),
+      member("model.pre_norm", "pre-norm (else post-norm) blocks", &R::model, &M::pre_norm),
+      member("model.dropout", "dropout probability", &R::model, &M::dropout),
+      member("model.norm_eps", "LayerNorm ε (RMSNorm uses its dtype's ε, as torch's default)",
+             &R::model, &M::norm_eps),
+      member("model.tie_weights", "LM head shares the embedding", &R::model, &M::tie_weights),
+      choice2("model.fused_attention", "attention core: true = fused flash-style (O(T) memory; composite where it does not apply), false = composite, auto = picked per call by speed and memory (layers/attention.h)",
+              kAttentionCoreNames, &R::model, &M::attention_core),
+      choice2("model.cross_alignment",
+              "cross-attention alignment π(i) (explicit: the data places each target query; chorales, harmonize)",
+              kCrossAlignmentNames, &R::model, &M::cross_alignment),
+      choice2("model.absolute_position", "absolute position term added to the embeddings", kAbsolutePositionNames,
+              &R::model, &M::absolute_position),
+      member("model.max_positions", "learned: rows of the position table (0 = the data's longest sequence)",
+             &R::model, &M::max_positions),
+      member("model.random_positions_max", "randomised positions (Ruoss et al.): training draws sorted positions from [0, N); 0 = off",
+             &R::model, &M::random_positions_max),
+  };
+  for (auto& g : positional_fields("encoder_self", &M::encoder_self)) f.push_back(g);
+  for (auto& g : positional_fields("decoder_self", &M::decoder_self)) f.push_back(g);
+  for (auto& g : positional_fields("cross", &M::cross)) f.push_back(g);
+  using D = DataConfig;
+  f.push_back(member("data.source", "data", &R::data, &D::source, data_source_names()));
+  for (const DataSource* source : data_sources())  // each source's own keys (train/config/sources/)
+    for (Field& g : source->fields()) f.push_back(std::move(g));
+  std::vector<Field> rest = {
+      member("data.val_fraction", "text/music folder: fraction held out", &R::data, &D::val_fraction),
+      member("data.context", "text/tokens/music/chorales: tokens per window", &R::data, &D::context),
+      member("data.batch_size", "sequences per micro-batch", &R::data, &D::batch_size),
+      member("data.seed", "data stream seed", &R::data, &D::seed),
+  };
+  using O = OptimConfig;
+  std::vector<Field> optim = {
+      choice2("optim.name", "optimizer", kOptimizerKindNames, &R::optim, &O::name),
+      member("optim.lr", "peak learning rate", &R::optim, &O::lr),
+      member("optim.min_lr", "final learning rate", &R::optim, &O::min_lr),
+      member("optim.warmup_steps", "linear warmup steps", &R::optim, &O::warmup_steps),
+      member("optim.decay_steps", "step at which the decay reaches min_lr, held after (0 = train.steps)",
+             &R::optim, &O::decay_steps),
+      choice2("optim.decay", "decay after warmup", kDecayNames, &R::optim, &O::decay),
+      member("optim.weight_decay", "weight decay (tensors of 2+ dims, positional tables included; not biases or norms)",
+             &R::optim, &O::weight_decay),
+      member("optim.beta1", "adam β1", &R::optim, &O::beta1),
+      member("optim.beta2", "adam β2", &R::optim, &O::beta2),
+      member("optim.eps", "adam ε", &R::optim, &O::eps),
+      member("optim.momentum", "sgd momentum", &R::optim, &O::momentum),
+      member("optim.nesterov", "sgd nesterov", &R::optim, &O::nesterov),
+      member("optim.clip", "gradient-norm clip (0 = off)", &R::optim, &O::clip),
+      member("optim.positional_lr_scale", "lr multiple of the relative positional tables (*.positional.*), own groups following the schedule",
+             &R::optim, &O::positional_lr_scale),
+  };
+  using T = TrainLoopConfig;
+  std::vector<Field> train = {
+      member("train.steps", "optimizer steps", &R::train, &T::steps),
+      member("train.grad_accum", "micro-batches per step", &R::train, &T::grad_accum),
+      member("train.log_every", "progress/log every n steps", &R::train, &T::log_every),
+      member("train.eval_every", "evaluate every n steps (0 = at the end)", &R::train, &T::eval_every),
+      member("train.eval_batches", "held-out batches per evaluation", &R::train, &T::eval_batches),
+      member("train.save_every", "checkpoint every n steps (0 = at the end)", &R::train, &T::save_every),
+      member("train.out_dir", "output directory", &R::train, &T::out_dir),
+      choice2("train.log_format", "log file format", kLogFormatNames, &R::train, &T::log_format),
+      choice2("train.plot_format", "loss plot format", kPlotFormatNames, &R::train, &T::plot_format),
+      member("train.seed", "initialisation and dropout seed", &R::train, &T::seed),
+      member("train.threads", "CPU threads: 0 = picked by timing steps and revisited (train/trainer/thread_policy.h), N = N; never above the cores",
+             &R::train, &T::threads),
+      member("train.collective_timeout_s", "mpirun: seconds to wait for the other ranks (0 = forever)",
+             &R::train, &T::collective_timeout_s),
+      member("train.device", "where training runs (cuda: the first visible GPU)",
+             &R::train, &T::device, {"cpu", "cuda"}),
+      choice2("train.dtype", "parameter dtype", kParameterDTypeNames, &R::train, &T::dtype),
+      member("train.target_accuracy", "stop once held-out accuracy reaches it (0 = never)",
+             &R::train, &T::target_accuracy),
+      member("train.samples", "greedy samples shown after training", &R::train, &T::samples),
+      choice2("train.nonfinite", "NaN/Inf loss or gradient: stop (exit 3) or skip the step", kNonfinitePolicyNames, &R::train,
+              &T::nonfinite),
+      member("train.max_skipped_steps", "skip: consecutive skipped steps before stopping",
+             &R::train, &T::max_skipped_steps),
+      member("train.detect_anomaly", "check every op's output and gradient for NaN/Inf (slow)",
+             &R::train, &T::detect_anomaly),
+      member("train.profile", "op-level profile of this many steps after the first (0 = off): a table, and profile.json",
+             &R::train, &T::profile),
+      member("train.tf32", "TF32 for float32 GEMMs on the GPU (no effect on the CPU)", &R::train, &T::tf32),
+      choice2("train.precision",
+              "matrix products in fp32, or bf16/fp16 operands with float32 accumulation (autocast; fp16 adds "
+              "loss scaling); weights, optimizer state, reductions and checkpoints stay float32",
+              kPrecisionNames, &R::train, &T::precision),
+  };
+  using S = SampleConfig;
+  std::vector<Field> sample = {
+      member("sample.max_new_tokens", "tokens to generate", &R::sample, &S::max_new_tokens),
+      member("sample.temperature", "temperature (0 = greedy)", &R::sample, &S::temperature),
+      member("sample.top_k", "top-k filter (0 = off)", &R::sample, &S::top_k),
+      member("sample.top_p", "nucleus filter (1 = off)", &R::sample, &S::top_p),
+      member("sample.seed", "sampling seed", &R::sample, &S::seed),
+  };
+  for (auto* part : {&rest, &optim, &train, &sample}) f.insert(f.end(), part->begin(), part->end());
+  return f;
 }
 
 // The table, built again when the registered schemes or data sources change (their names are choices,

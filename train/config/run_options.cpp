@@ -295,7 +295,7 @@ namespace {
 std::string vocab_kind(const std::string& source) {
   const DataSource* s = find_data_source(source);
   if (!s) throw Error("extra.vocab is for data.source = \"" + source + "\", which is not a registered data source");
-  return vocab_kind_name(s->vocab_kind());
+  return kVocabKindNames.name(s->vocab_kind());
 }
 
 // Larger vocabularies are refused on load (the names alone would take gigabytes).

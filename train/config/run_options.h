@@ -63,17 +63,15 @@ class RunData;
 template <class T>
 class DataOf {
  public:
-  DataOf(const RunData& data, bool is, const T* (*open)(const RunData&))
-      : data_(data), is_(is), open_(open) {}
+  DataOf(bool is, std::function<const T*()> open) : is_(is), open_(std::move(open)) {}
   explicit operator bool() const { return is_; }
-  const T* get() const { return is_ ? open_(data_) : nullptr; }  // opens the data
+  const T* get() const { return is_ ? open_() : nullptr; }  // opens the data
   const T& operator*() const { return *get(); }
   const T* operator->() const { return get(); }
 
  private:
-  const RunData& data_;
   bool is_;
-  const T* (*open_)(const RunData&);
+  std::function<const T*()> open_;
 };
 
 // The data of a run's config, with its source's entry (what sample and eval ask about the data).
@@ -104,6 +102,12 @@ class RunData {
   mutable std::shared_ptr<const Dataset> data_;
   mutable std::shared_ptr<const Vocab> vocab_;
 };
+
+// RunData::text() and its kin for a source whose dataset is a `Data`: data.source = `source`, and its `part`.
+template <class T, class Data>
+DataOf<T> data_of(const RunData& r, const char* source, const T& (Data::*part)() const) {
+  return {r.source().name() == source, [&r, part] { return &(static_cast<const Data&>(r.dataset()).*part)(); }};
+}
 
 // A checkpoint opened for sampling / evaluation: its config (from the metadata) and the model,
 // restored onto `device` (a checkpoint holds host tensors, whatever device wrote it; the config's

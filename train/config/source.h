@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/base/error.h"
+#include "core/base/name_table.h"
 #include "train/config/config.h"
 #include "train/data/dataset.h"
 #include "train/trainer/sampler.h"
@@ -31,7 +32,8 @@ struct Field;  // train/config/config_fields.h
 // What the ids of a vocabulary are, as a checkpoint stores it (extra.vocab, vocab_to_json): bytes,
 // the ids of a token file, or named tokens.
 enum class VocabKind { Bytes, Ids, Names };
-const char* vocab_kind_name(VocabKind kind);  // "bytes", "ids", "names"
+inline constexpr NameTable<VocabKind, 3> kVocabKindNames{
+    {{VocabKind::Bytes, "bytes"}, {VocabKind::Ids, "ids"}, {VocabKind::Names, "names"}}};
 
 // An input of `relgrad sample` or `eval` the user has to change (an option that does not fit the
 // model, a token not in its vocabulary): the command exits 2 on it, as on any usage error.

@@ -10,7 +10,7 @@
 
 namespace relgrad {
 
-// The built-ins, each in its file of train/config/sources/.
+// The built-ins, each in its file of train/config/sources/ (each called once, by the list below).
 std::shared_ptr<const DataSource> synthetic_source();
 std::shared_ptr<const DataSource> text_source();
 std::shared_ptr<const DataSource> tokens_source();
@@ -48,15 +48,6 @@ int64_t data_key_int(const RunConfig& c, const std::string& name) {
 double data_key_double(const RunConfig& c, const std::string& name) { return std::stod(data_key_text(c, name)); }
 
 bool data_key_bool(const RunConfig& c, const std::string& name) { return data_key_text(c, name) == "true"; }
-
-const char* vocab_kind_name(VocabKind kind) {
-  switch (kind) {
-    case VocabKind::Bytes: return "bytes";
-    case VocabKind::Ids: return "ids";
-    case VocabKind::Names: return "names";
-  }
-  return "names";
-}
 
 std::vector<const DataSource*> data_sources() {
   std::vector<const DataSource*> out;

@@ -89,9 +89,9 @@ class EvalCommand final : public Subcommand {
       std::map<std::string, Tensor> tensors;
       NoGradGuard no_grad;
       m.module->eval();
+      Batch b;
       if (input_.empty()) {
-        Batch b = data.batch(0, Split::HeldOut);
-        tensors["logits"] = m.logits(b).to(Device::cpu());
+        b = data.batch(0, Split::HeldOut);
         if (b.decoder_only()) {
           tensors["tokens"] = b.tokens;
           tensors["targets"] = b.targets;
@@ -105,22 +105,19 @@ class EvalCommand final : public Subcommand {
         if (!target_.empty()) throw UsageError("[eval] --target is for encoder-decoder models");
         std::vector<int64_t> ids = input_ids(data, input_);
         warn_if_longer_than_trained("eval", ids.size(), run.config);
-        Batch b;
         b.tokens = tensors["tokens"] = ids_row(ids);
-        tensors["logits"] = m.logits(b).to(Device::cpu());
       } else {
         std::vector<int64_t> src = input_ids(data, input_);
         warn_if_longer_than_trained("eval", src.size(), run.config);
         std::vector<int64_t> tgt_in{kBos};
         if (!target_.empty())
           for (int64_t id : input_ids(data, target_)) tgt_in.push_back(id);
-        Batch b;
         b.src = tensors["src"] = ids_row(src);
         b.tgt_in = tensors["tgt_in"] = ids_row(tgt_in);
         // An explicitly aligned model: the queries' places as its data gives them.
         if (const auto place = target_positions(run.config)) b.tgt_positions = tensors["tgt_positions"] = place(tgt_in.size());
-        tensors["logits"] = m.logits(b).to(Device::cpu());
       }
+      tensors["logits"] = m.logits(b).to(Device::cpu());
       // The overrides the logits were made with ("model.decoder_self.rope_scaling=yarn data.max_len=24"; ""
       // for none), so the file says which model and data it holds without the command line.
       std::string made_with;

@@ -34,6 +34,15 @@ int inspect(const std::string& path, std::ostream& out) {
     auto it = file.metadata.find(k);
     return it == file.metadata.end() ? std::string("(missing)") : it->second;
   };
+  auto row = [&](const std::string& k, const std::string& v) {  // a longer key keeps two spaces before its value
+    out << std::left << std::setw(int(std::max<size_t>(16, k.size() + 2))) << k << v << "\n";
+  };
+  auto tensor_rows = [&] {  // a long name keeps two spaces
+    out << "\ntensors\n";
+    for (const auto& [name, t] : file.tensors)
+      out << "  " << std::left << std::setw(int(std::max<size_t>(52, name.size() + 2))) << name << std::setw(9)
+          << dtype_name(t.dtype()) << shape_str(t.shape()) << "\n";
+  };
   out << "file            " << path << "\n";
   // A safetensors file with neither a format version nor a checksum is no checkpoint, damaged or
   // whole: `relgrad eval --dump-logits` writes such files (logits and the tensors that made them, no
@@ -45,28 +54,20 @@ int inspect(const std::string& path, std::ostream& out) {
                          meta("step")
                    : std::string("a safetensors file that is not a relgrad checkpoint"))
         << " (no checksum: such files carry none)\n";
-    for (const auto& [k, v] : file.metadata) out << std::left << std::setw(int(std::max<size_t>(16, k.size() + 2))) << k << v << "\n";
-    out << "\ntensors\n";
-    for (const auto& [name, t] : file.tensors)
-      out << "  " << std::left << std::setw(int(std::max<size_t>(52, name.size() + 2))) << name << std::setw(9)
-          << dtype_name(t.dtype()) << shape_str(t.shape()) << "\n";
+    for (const auto& [k, v] : file.metadata) row(k, v);
+    tensor_rows();
     out << file.tensors.size() << " tensors\n";
     return 0;
   }
   for (const char* k :
        {"format_version", "writer", "step", "optimizer", "data_position", "num_threads", "rng_seed", "rng_offset"})
-    out << std::left << std::setw(16) << k << meta(k) << "\n";
+    row(k, meta(k));
   for (const auto& [k, v] : file.metadata)
-    if (k.rfind("extra.", 0) == 0)  // a longer key than the column keeps two spaces before its value
-      out << std::left << std::setw(int(std::max<size_t>(16, k.size() + 2))) << k << wrapped(v, 16) << "\n";
+    if (k.rfind("extra.", 0) == 0) row(k, wrapped(v, 16));
   int64_t params = 0;
-  out << "\ntensors\n";
-  for (const auto& [name, t] : file.tensors) {
+  for (const auto& [name, t] : file.tensors)
     if (name.rfind("model.", 0) == 0) params += t.numel();
-    const int width = int(std::max<size_t>(52, name.size() + 2));  // a long name keeps two spaces
-    out << "  " << std::left << std::setw(width) << name << std::setw(9) << dtype_name(t.dtype())
-        << shape_str(t.shape()) << "\n";
-  }
+  tensor_rows();
   out << file.tensors.size() << " tensors, " << params << " model values\n";
   std::string config = meta("config");
   if (config != "(missing)") {

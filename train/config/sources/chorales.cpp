@@ -257,17 +257,14 @@ class ChoraleSource : public DataSource {
 
 }  // namespace
 
-std::shared_ptr<const DataSource> chorales_source() {
-  static const auto entry = std::make_shared<ChoraleSource>();
-  return entry;
-}
+std::shared_ptr<const DataSource> chorales_source() { return std::make_shared<ChoraleSource>(); }
 
 // Either task's chorales: the run's dataset is the one this entry made, a HarmonyData when it
 // harmonises, else a ChoraleData.
 DataOf<ChoraleSet> RunData::chorales() const {
-  return {*this, &source() == chorales_source().get(), [](const RunData& r) -> const ChoraleSet* {
-            if (harmonizes(r.config())) return &static_cast<const HarmonyData&>(r.dataset()).chorales();
-            return &static_cast<const ChoraleData&>(r.dataset()).chorales();
+  return {source().name() == "chorales", [this]() -> const ChoraleSet* {
+            if (harmonizes(config())) return &static_cast<const HarmonyData&>(dataset()).chorales();
+            return &static_cast<const ChoraleData&>(dataset()).chorales();
           }};
 }
 

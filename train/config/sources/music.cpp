@@ -111,9 +111,6 @@ class MusicSource : public DataSource {
 
 }  // namespace
 
-std::shared_ptr<const DataSource> music_source() {
-  static const auto entry = std::make_shared<MusicSource>();
-  return entry;
-}
+std::shared_ptr<const DataSource> music_source() { return std::make_shared<MusicSource>(); }
 
 }  // namespace relgrad

@@ -120,16 +120,8 @@ class SyntheticSource : public DataSource {
 
 }  // namespace
 
-std::shared_ptr<const DataSource> synthetic_source() {
-  static const auto entry = std::make_shared<SyntheticSource>();
-  return entry;
-}
+std::shared_ptr<const DataSource> synthetic_source() { return std::make_shared<SyntheticSource>(); }
 
-// The task of a synthetic run (the probe reads its filler, the samples its held-out cases): the run's
-// dataset is the one this entry made, a SyntheticData.
-DataOf<SyntheticTask> RunData::task() const {
-  return {*this, &source() == synthetic_source().get(),
-          [](const RunData& r) { return &static_cast<const SyntheticData&>(r.dataset()).task(); }};
-}
+DataOf<SyntheticTask> RunData::task() const { return data_of(*this, "synthetic", &SyntheticData::task); }
 
 }  // namespace relgrad

@@ -50,14 +50,8 @@ class TextSource : public DataSource {
 
 }  // namespace
 
-std::shared_ptr<const DataSource> text_source() {
-  static const auto entry = std::make_shared<TextSource>();
-  return entry;
-}
+std::shared_ptr<const DataSource> text_source() { return std::make_shared<TextSource>(); }
 
-DataOf<TextDataset> RunData::text() const {
-  return {*this, &source() == text_source().get(),
-          [](const RunData& r) { return &static_cast<const TextData&>(r.dataset()).text(); }};
-}
+DataOf<TextDataset> RunData::text() const { return data_of(*this, "text", &TextData::text); }
 
 }  // namespace relgrad

@@ -57,14 +57,8 @@ class TokensSource : public DataSource {
 
 }  // namespace
 
-std::shared_ptr<const DataSource> tokens_source() {
-  static const auto entry = std::make_shared<TokensSource>();
-  return entry;
-}
+std::shared_ptr<const DataSource> tokens_source() { return std::make_shared<TokensSource>(); }
 
-DataOf<TokenDataset> RunData::tokens() const {
-  return {*this, &source() == tokens_source().get(),
-          [](const RunData& r) { return &static_cast<const TokenData&>(r.dataset()).tokens(); }};
-}
+DataOf<TokenDataset> RunData::tokens() const { return data_of(*this, "tokens", &TokenData::tokens); }
 
 }  // namespace relgrad
