@@ -85,13 +85,11 @@ struct RunConfig {
   // Fills model.vocab_size / src_vocab_size from the data, and model.max_positions when
   // model.absolute_position = "learned" leaves it at 0 (longest_sequence()).
   void derive_from_data();
-  // The longest sequence (source or target) a batch of the data holds, from the config alone: a
-  // synthetic task's max_sequence_length(), data.context for the language-model sources, and
-  // 3 · data.harmony_steps + 1 target tokens for chorale harmonisation.
+  // The longest sequence (source or target) a batch of the data holds, from the config alone (its
+  // source's DataSource::longest_sequence, train/config/source.h).
   int64_t longest_sequence() const;
-  // Whether the data gives each target query its place on the source axis (Batch::tgt_positions):
-  // what model.cross_alignment = "explicit" needs. Only chorale harmonisation does (its source's entry
-  // says, train/config/source.h).
+  // Whether the data gives each target query its place on the source axis (Batch::tgt_positions),
+  // what model.cross_alignment = "explicit" needs (DataSource::places_targets).
   bool data_places_targets() const;
   // Whether every attention call of a training step, over micro-batches of `rows` rows, surely runs the
   // composite core, which keeps the (B, H, t2, t1) weights for the backward pass: what the memory bound

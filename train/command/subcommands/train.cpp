@@ -124,6 +124,13 @@ void check_vocabulary_fits(const RunConfig& config) {
                          "); config key: " + (source.name() == "synthetic" ? "data.num_symbols" : "data.source"));
 }
 
+// The last override of `key` ("--KEY=...", the one that holds), or "" when none sets it.
+std::string override_of(const std::vector<std::string>& overrides, const std::string& key) {
+  for (auto o = overrides.rbegin(); o != overrides.rend(); ++o)
+    if (o->rfind("--" + key + "=", 0) == 0) return *o;
+  return "";
+}
+
 // A run shortened below the warmup it inherits (--train.steps=60 under the default's 100 warmup
 // steps, or a config file's) warms up over all of its steps, with a warning, instead of failing on a
 // key the user did not type. A warmup given on the command line is the user's own: validate() refuses
@@ -131,13 +138,9 @@ void check_vocabulary_fits(const RunConfig& config) {
 // refused for another key gets no warning about its warmup).
 std::string shorten_warmup(RunConfig& c, const std::vector<std::string>& overrides) {
   if (c.train.steps < 1 || c.optim.warmup_steps <= c.train.steps) return "";  // train.steps < 1: validate
-  std::string steps_typed;
-  for (const std::string& o : overrides) {
-    const std::string key =
-        o.substr(o.rfind("--", 0) == 0 ? 2 : 0, o.find('=') - (o.rfind("--", 0) == 0 ? 2 : 0));
-    if (key == "optim.warmup_steps") return "";
-    if (key == "train.steps") steps_typed = " (" + o + ")";
-  }
+  if (!override_of(overrides, "optim.warmup_steps").empty()) return "";
+  const std::string steps = override_of(overrides, "train.steps");
+  const std::string steps_typed = steps.empty() ? "" : " (" + steps + ")";
   const std::string warning = "relgrad train: warning: [config] optim.warmup_steps = " +
                               std::to_string(c.optim.warmup_steps) + " is more than train.steps = " +
                               std::to_string(c.train.steps) + steps_typed + ": warming up over all " +
@@ -145,13 +148,6 @@ std::string shorten_warmup(RunConfig& c, const std::vector<std::string>& overrid
                               std::to_string(c.train.steps) + " chooses another)\n";
   c.optim.warmup_steps = c.train.steps;
   return warning;
-}
-
-// Whether `--KEY=...` is among the overrides.
-bool overridden(const std::vector<std::string>& overrides, const std::string& key) {
-  for (const std::string& o : overrides)
-    if (o.rfind("--" + key + "=", 0) == 0) return true;
-  return false;
 }
 
 int train(const std::string& config_path, const std::string& resume, const std::vector<std::string>& overrides,
@@ -171,7 +167,7 @@ int train(const std::string& config_path, const std::string& resume, const std::
     apply_overrides(config, overrides);
     // A resume writes beside the checkpoint it resumed from (a copied run continues in the copy), not
     // into the out_dir stored in it, unless --train.out_dir says where.
-    if (!resume.empty() && !overridden(overrides, "train.out_dir")) config.train.out_dir = directory_of(resume);
+    if (!resume.empty() && override_of(overrides, "train.out_dir").empty()) config.train.out_dir = directory_of(resume);
   } catch (const Error& e) {
     throw UsageError(e.what());  // a config problem is a usage error (exit 2)
   }
