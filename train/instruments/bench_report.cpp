@@ -2,6 +2,7 @@
 #include "train/instruments/bench_report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <ostream>
@@ -27,6 +28,12 @@ std::string fixed(double v, int digits) {
   char buf[48];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
   return buf;
+}
+
+void check_known(const std::string& op, const std::string& prefix, const std::string& what,
+                 const std::vector<std::string>& given, const std::vector<std::string>& accepted) {
+  for (const std::string& t : given)
+    RG_CHECK(known(accepted, t), op, prefix, "unknown ", what, " '", t, "' (", joined(accepted), ")");
 }
 
 void override_steps(int64_t steps, int64_t& form_steps, int64_t& form_warmup) {
@@ -103,6 +110,27 @@ Spread seed_spread(const std::vector<TaskModelRun>& runs, const std::string& tas
   }
   if (s.n) s.mean = sum / s.n;
   return s;
+}
+
+MeanSd mean_sd(const std::vector<double>& v) {
+  MeanSd s;
+  s.n = v.size();
+  if (v.empty()) return s;
+  double sum = 0;
+  for (double x : v) sum += x;
+  s.mean = sum / static_cast<double>(v.size());
+  if (v.size() < 2) return s;
+  double sq = 0;
+  for (double x : v) sq += (x - s.mean) * (x - s.mean);
+  s.sd = std::sqrt(sq / static_cast<double>(v.size() - 1));
+  return s;
+}
+
+const TaskModelRun* find_run(const std::vector<TaskModelRun>& runs, const std::string& task,
+                             const std::string& treatment, uint64_t seed) {
+  for (const TaskModelRun& run : runs)
+    if (run.task == task && run.treatment == treatment && run.seed == seed) return &run;
+  return nullptr;
 }
 
 std::string spread_cell(const Spread& s) {

@@ -11,13 +11,38 @@
 #include <string>
 #include <vector>
 
+#include "train/instruments/study_registry.h"
 #include "train/instruments/task_models.h"
+
+namespace relgrad {
+
+// What every bench's result holds beside its own numbers.
+struct BenchResult {
+  bool full = false;
+  bool resized = false;  // --steps changed the form's steps (bench::form_name)
+  std::vector<std::string> tasks, treatments;
+  std::vector<uint64_t> seeds;
+  std::vector<std::string> pictures;  // written under out_dir (relative to it)
+  double seconds = 0;
+};
+
+}  // namespace relgrad
 
 namespace relgrad::bench {
 
 bool known(const std::vector<std::string>& names, const std::string& name);  // whether names holds name
 std::string joined(const std::vector<std::string>& names);                   // "a, b, c"
 std::string fixed(double v, int digits);                                      // printf's "%.*f"
+// An Error "[op] PREFIXunknown WHAT 'name' (the accepted ones)" for the first of `given` not accepted.
+void check_known(const std::string& op, const std::string& prefix, const std::string& what,
+                 const std::vector<std::string>& given, const std::vector<std::string>& accepted);
+// A bench's own options struct (derived from StudyOptions) with the common options the command line gave.
+template <class BenchOptions>
+BenchOptions options_of(const StudyArgs& a) {
+  BenchOptions o;
+  static_cast<StudyOptions&>(o) = a.options;
+  return o;
+}
 
 // `--steps N` (N > 0; the options' -1 keeps the form's): the form's `steps` become N and its `warmup` at
 // most a tenth of N (at least 1), so that a short run is not all warm-up.
@@ -56,6 +81,15 @@ struct Spread {
 };
 Spread seed_spread(const std::vector<TaskModelRun>& runs, const std::string& task, const std::string& treatment,
                    size_t k, bool exact, Score score);
+// The mean and sample standard deviation of `v`: NaNs and n = 0 for none, sd NaN for one value.
+struct MeanSd {
+  double mean = NAN, sd = NAN;
+  size_t n = 0;
+};
+MeanSd mean_sd(const std::vector<double>& v);
+// The run of (task, treatment, seed); null when there is none.
+const TaskModelRun* find_run(const std::vector<TaskModelRun>& runs, const std::string& task,
+                             const std::string& treatment, uint64_t seed);
 // In %, one decimal: "-" without a run, "mean" of one, "mean (min–max)" of several.
 std::string spread_cell(const Spread& s);
 // One task's table: a row per treatment, a cell per column (seed_spread at that column's index).

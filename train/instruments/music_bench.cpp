@@ -410,10 +410,7 @@ MusicBenchResult music_bench_results(const MusicBenchOptions& options, std::ostr
   if (o.treatments.empty())
     o.treatments = o.full ? every_treatment(/*randomised=*/false) : std::vector<std::string>{"none", "huang"};
   if (o.seeds.empty()) o.seeds = o.full ? std::vector<uint64_t>{1, 2, 3} : std::vector<uint64_t>{1, 2};
-  const std::vector<std::string> every = every_treatment(/*randomised=*/false);
-  for (const std::string& t : o.treatments)
-    RG_CHECK(std::find(every.begin(), every.end(), t) != every.end(), kOp, "unknown treatment '", t, "' (",
-             bench::joined(every), ")");
+  bench::check_known(kOp, "", "treatment", o.treatments, every_treatment(/*randomised=*/false));
   RG_CHECK(!o.out_dir.empty(), kOp, "out_dir is empty");
   RG_CHECK(!(o.full && o.pope_size), kOp, "--full and --pope-size are two sizes: choose one");
   Device::parse(o.device);  // a bad device names itself before anything trains
@@ -483,7 +480,7 @@ MusicBenchResult music_bench_results(const MusicBenchOptions& options, std::ostr
   }
   const std::vector<StudyRecord> records = run_study_models(kOp, models, o.out_dir, progress);
 
-  const auto scores = [](const StudyRecord& rec, auto& run) {  // a MusicBenchRun's or a HarmonyRun's
+  const auto scores = [](const StudyRecord& rec, MusicScores& run) {
     run.params = static_cast<int64_t>(rec.get("params"));
     run.valid_nll = rec.get("valid_nll"), run.test_nll = rec.get("test_nll");
     run.valid_accuracy = rec.get("valid_accuracy"), run.test_accuracy = rec.get("test_accuracy");

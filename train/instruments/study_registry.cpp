@@ -67,26 +67,14 @@ void unregister_study(const std::string& name) {
     }
 }
 
-bool StudyArgs::has(const std::string& flag) const {
-  for (const std::string& f : switches)
-    if (f == flag) return true;
-  for (const auto& [f, v] : texts)
-    if (f == flag) return true;
-  for (const auto& [f, v] : lists)
-    if (f == flag) return true;
-  return false;
-}
-
 std::string StudyArgs::text(const std::string& flag, const std::string& fallback) const {
-  for (const auto& [f, v] : texts)
-    if (f == flag) return v;
-  return fallback;
+  const auto it = given.find(flag);
+  return it == given.end() || it->second.empty() ? fallback : it->second.front();
 }
 
 std::vector<std::string> StudyArgs::list(const std::string& flag) const {
-  for (const auto& [f, v] : lists)
-    if (f == flag) return v;
-  return {};
+  const auto it = given.find(flag);
+  return it == given.end() ? std::vector<std::string>{} : it->second;
 }
 
 int run_study(const StudyEntry& entry, const StudyArgs& args, std::ostream& out) {

@@ -13,6 +13,7 @@
 #pragma once
 #include <functional>
 #include <iosfwd>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -63,10 +64,8 @@ struct StudyFlag {
 // What the command line gave a study: the common options and its own flags by name.
 struct StudyArgs {
   StudyOptions options;
-  std::vector<std::string> switches;                                   // the Switch flags given
-  std::vector<std::pair<std::string, std::string>> texts;              // the Text flags given
-  std::vector<std::pair<std::string, std::vector<std::string>>> lists;  // the List flags given
-  bool has(const std::string& flag) const;  // a Switch given, or a Text or List given
+  std::map<std::string, std::vector<std::string>> given;  // each flag given: no value, its text, its list
+  bool has(const std::string& flag) const { return given.count(flag) > 0; }
   std::string text(const std::string& flag, const std::string& fallback) const;
   std::vector<std::string> list(const std::string& flag) const;  // empty when not given
 };
@@ -93,19 +92,6 @@ struct StudyEntry {
   // spine, train/instruments/task_models.h). Returns the exit code.
   std::function<int(const StudyArgs& args, std::ostream& out)> run = nullptr;
 };
-
-// A built-in bench's own options struct with the common options the command line gave it: full,
-// treatments, seeds, steps and out_dir (the benches with tasks set `tasks` themselves).
-template <class BenchOptions>
-BenchOptions bench_options(const StudyArgs& a) {
-  BenchOptions o;
-  o.full = a.options.full;
-  o.treatments = a.options.treatments;
-  o.seeds = a.options.seeds;
-  o.steps = a.options.steps;
-  o.out_dir = a.options.out_dir;
-  return o;
-}
 
 // The built-in benches' entries, each in its own file (the table in study_registry.cpp lists them).
 StudyEntry music_bench_study();
