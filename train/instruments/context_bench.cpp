@@ -59,11 +59,7 @@ std::string find_text(const std::string& given) {
 // validation split, tied embeddings) at the bench's size, one thread, its own run directory.
 RunConfig run_config(const ContextBenchOptions& o, const ContextBenchSize& s, const std::string& text,
                      const std::string& treatment, uint64_t seed) {
-  RecipeSize size;
-  size.d_model = s.d_model, size.n_heads = s.n_heads, size.d_ff = s.d_ff;
-  size.encoder_layers = 0, size.decoder_layers = s.layers;
-  size.steps = s.steps, size.warmup = s.warmup, size.lr = s.lr;
-  RunConfig c = recipe_config(false, size, seed);
+  RunConfig c = bench_recipe(s, false, s.layers, seed);
   c.model.tie_weights = true;
   const int64_t longest = s.context * s.multiples.back();
   // Each scheme sized to the training context C by its entry (FitRule::HalfWindow): a learned value per
@@ -113,12 +109,6 @@ double scored_unigram_nll(const std::string& path, const ContextBenchSize& s, in
       ++n;
     }
   return n ? sum / static_cast<double>(n) : NAN;
-}
-
-int64_t parameter_count(RunModel& model) {
-  int64_t n = 0;
-  for (const Tensor& p : model.module->parameters()) n += p.numel();
-  return n;
 }
 
 // One model on the study spine (train/instruments/study.h): trained through the Trainer, then scored at

@@ -33,12 +33,9 @@ struct ContextBenchOptions : StudyOptions {
 };
 
 // The size and budget every model of one form shares, and the evaluation contexts.
-struct ContextBenchSize {
-  int64_t d_model = 64, n_heads = 4, d_ff = 256, layers = 2;
-  int64_t context = 32;      // C: bytes per training window
-  int64_t batch_size = 32;   // windows per step, and per evaluation batch
-  int64_t steps = 1000, warmup = 50;
-  double lr = 2e-3;          // AdamW, cosine to lr / 20, clip 1, weight decay 0.01, no dropout (recipe.h)
+struct ContextBenchSize : BenchModelSize {  // batch_size: windows per step, and per evaluation batch
+  ContextBenchSize() { steps = 1000, warmup = 50, lr = 2e-3; }
+  int64_t context = 32;  // C: bytes per training window
   std::vector<int64_t> multiples = {1, 2, 4, 8, 16};  // evaluation contexts m·C
   int64_t eval_tokens = 65536;  // held-out bytes scored per evaluation context (about)
 };

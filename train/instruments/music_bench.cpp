@@ -40,11 +40,7 @@ constexpr int64_t kCrossReach = 12;       // cross heads: offsets −12 … 12 o
 // data file.
 RunConfig base_config(const MusicBenchOptions& o, const MusicBenchSize& s, bool encoder_decoder,
                       int64_t layers, uint64_t seed, const std::string& label) {
-  RecipeSize size;
-  size.d_model = s.d_model, size.n_heads = s.n_heads, size.d_ff = s.d_ff;
-  size.encoder_layers = encoder_decoder ? layers : 0, size.decoder_layers = layers;
-  size.steps = s.steps, size.warmup = s.warmup, size.lr = s.lr;
-  RunConfig c = recipe_config(encoder_decoder, size, seed);
+  RunConfig c = bench_recipe(s, encoder_decoder, layers, seed);
   c.data.source = "chorales";
   c.data.chorales_path = o.chorales_path;
   c.data.batch_size = s.batch_size;
@@ -127,12 +123,6 @@ Score score(RunModel& model, const std::vector<Batch>& batches) {
   s.accuracy = tokens ? static_cast<double>(correct) / static_cast<double>(tokens) : NAN;
   RG_CHECK(std::isfinite(s.nll), kOp, "evaluation scored no token or gave a non-finite NLL (", s.nll, ")");
   return s;
-}
-
-int64_t parameter_count(RunModel& model) {
-  int64_t n = 0;
-  for (const Tensor& p : model.module->parameters()) n += p.numel();
-  return n;
 }
 
 // The train split's token frequencies (add-one over the vocabulary): the NLL of a model that ignores

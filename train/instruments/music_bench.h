@@ -40,12 +40,9 @@ struct MusicBenchOptions : StudyOptions {
 };
 
 // The size and budget every model of one form shares.
-struct MusicBenchSize {
-  int64_t d_model = 64, n_heads = 4, d_ff = 256, layers = 3;  // decoder-only: layers; harmony: per stack
-  int64_t context = 128;  // decoder-only tokens per training window (32 16th steps)
-  int64_t batch_size = 16;
-  int64_t steps = 1500, warmup = 100;
-  double lr = 2e-3;            // AdamW, cosine to lr / 20, clip 1, weight decay 0.01
+struct MusicBenchSize : BenchModelSize {  // layers: the decoder-only models'
+  MusicBenchSize() { layers = 3, batch_size = 16, steps = 1500, warmup = 100, lr = 2e-3; }
+  int64_t context = 128;       // decoder-only tokens per training window (32 16th steps)
   int64_t harmony_steps = 32;  // harmonisation: 16th steps (source tokens) per training window
   int64_t harmony_layers = 2;  // harmonisation: encoder and decoder layers each
   double dropout = 0.0;
