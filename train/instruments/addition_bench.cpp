@@ -223,9 +223,10 @@ int run_addition_bench(const AdditionBenchOptions& options, std::ostream& out) {
   LengthBenchResult r = addition_bench_results(options, &out);
   for (const std::string& task : r.tasks)
     for (const std::string& p : length_bench_pictures(task_part(r, task), options.out_dir)) r.pictures.push_back(p);
-  bench::write_results(options.out_dir, length_bench_csv(r), addition_bench_markdown(r, options), kOp);
-  out << addition_bench_table(r) << bench::written(options.out_dir, r.pictures) << "\n";
-  return bench::form_verdict(r.full, r.resized, addition_bench_failures(r), out);
+  return bench::finish(kOp, options.out_dir,
+                       {addition_bench_table(r), addition_bench_markdown(r, options), length_bench_csv(r), r.pictures,
+                        addition_bench_failures(r)},
+                       r.full, r.resized, out);
 }
 
 StudyEntry addition_bench_study() {

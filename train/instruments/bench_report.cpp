@@ -133,11 +133,16 @@ const TaskModelRun* find_run(const std::vector<TaskModelRun>& runs, const std::s
   return nullptr;
 }
 
+namespace {
+
+// In %, one decimal: "-" without a run, "mean" of one, "mean (min–max)" of several.
 std::string spread_cell(const Spread& s) {
   std::string cell = s.n == 0 ? "-" : fixed(100 * s.mean, 1);
   if (s.n > 1) cell += " (" + fixed(100 * s.lo, 1) + "–" + fixed(100 * s.hi, 1) + ")";
   return cell;
 }
+
+}  // namespace
 
 std::string spread_table(const std::vector<TaskModelRun>& runs, const std::string& task,
                          const std::vector<std::string>& treatments, const std::vector<std::string>& columns,
@@ -161,17 +166,21 @@ void write_results(const std::string& dir, const std::string& csv, const std::st
   write_file_atomic((d / "results.md").string(), markdown, who);
 }
 
-std::string written(const std::string& dir, const std::vector<std::string>& pictures) {
+int finish(const std::string& who, const std::string& dir, const StudyReport& report, bool full, bool resized,
+           std::ostream& out, const std::string& after) {
+  write_results(dir, report.csv, report.markdown, who);
   const std::filesystem::path d(dir);
-  std::string s = "wrote " + (d / "results.csv").string() + ", " + (d / "results.md").string();
-  for (const std::string& p : pictures) s += ", " + (d / p).string();
-  return s;
-}
-
-int ci_verdict(const std::vector<std::string>& failures, std::ostream& out) {
-  for (const std::string& f : failures) out << "CI check failed: " << f << "\n";
-  if (failures.empty()) out << "CI checks hold\n";
-  return failures.empty() ? 0 : 1;
+  out << report.text << "wrote " << (d / "results.csv").string() << ", " << (d / "results.md").string();
+  for (const std::string& p : report.pictures) out << ", " << (d / p).string();
+  out << after << "\n";
+  if (full) return 0;
+  if (resized) {
+    out << "no CI checks: --steps changed the CI form's steps, and its checks hold at those only\n";
+    return 0;
+  }
+  for (const std::string& f : report.failures) out << "CI check failed: " << f << "\n";
+  if (report.failures.empty()) out << "CI checks hold\n";
+  return report.failures.empty() ? 0 : 1;
 }
 
 std::string form_name(bool full, bool resized, int64_t steps) {
@@ -181,13 +190,6 @@ std::string form_name(bool full, bool resized, int64_t steps) {
 
 std::string counted(size_t n, const std::string& noun) {
   return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
-}
-
-int form_verdict(bool full, bool resized, const std::vector<std::string>& failures, std::ostream& out) {
-  if (full) return 0;
-  if (!resized) return ci_verdict(failures, out);
-  out << "no CI checks: --steps changed the CI form's steps, and its checks hold at those only\n";
-  return 0;
 }
 
 }  // namespace relgrad::bench

@@ -90,28 +90,24 @@ MeanSd mean_sd(const std::vector<double>& v);
 // The run of (task, treatment, seed); null when there is none.
 const TaskModelRun* find_run(const std::vector<TaskModelRun>& runs, const std::string& task,
                              const std::string& treatment, uint64_t seed);
-// In %, one decimal: "-" without a run, "mean" of one, "mean (min–max)" of several.
-std::string spread_cell(const Spread& s);
 // One task's table: a row per treatment, a cell per column (seed_spread at that column's index).
 std::string spread_table(const std::vector<TaskModelRun>& runs, const std::string& task,
                          const std::vector<std::string>& treatments, const std::vector<std::string>& columns,
                          bool exact, Score score, const TableFormat& format);
 
-// Writes results.csv and results.md into `dir` atomically (`who` names the bench in errors); under
-// mpirun, on the first rank only.
-void write_results(const std::string& dir, const std::string& csv, const std::string& markdown, const std::string& who);
-// "wrote DIR/results.csv, DIR/results.md" and ", DIR/PICTURE" for each picture; no newline.
-std::string written(const std::string& dir, const std::vector<std::string>& pictures);
-// The CI form's verdict: "CI check failed: …" per failure or "CI checks hold" to `out`; 0 when none failed,
-// else 1.
-int ci_verdict(const std::vector<std::string>& failures, std::ostream& out);
 // What a run was, for its titles: "full form", "CI form", or, when --steps changed the form's steps
 // (`resized`), "CI form's models at 5 steps", which is no longer the form the checks were measured at.
 std::string form_name(bool full, bool resized, int64_t steps);
 // "1 task", "3 tasks": n and the noun, plural unless n is 1.
 std::string counted(size_t n, const std::string& noun);
-// A bench command's exit code: the checks' verdict (ci_verdict) in the CI form; with its steps changed
-// the CI form says that it checked nothing, and returns 0, as the full form does.
-int form_verdict(bool full, bool resized, const std::vector<std::string>& failures, std::ostream& out);
+// Writes results.csv and results.md into `dir` atomically (`who` names the bench in errors); under
+// mpirun, on the first rank only.
+void write_results(const std::string& dir, const std::string& csv, const std::string& markdown, const std::string& who);
+// The end of a bench's run: write_results, the tables and "wrote DIR/results.csv, DIR/results.md,
+// DIR/PICTURE…" (then `after`) to `out`; returns the exit code: in the CI form, 0 when no check failed
+// ("CI checks hold"), else 1 ("CI check failed: …" per failure); with its steps changed the CI form says
+// that it checked nothing, and returns 0, as the full form does.
+int finish(const std::string& who, const std::string& dir, const StudyReport& report, bool full, bool resized,
+           std::ostream& out, const std::string& after = "");
 
 }  // namespace relgrad::bench

@@ -468,10 +468,11 @@ std::vector<std::string> context_bench_failures(const ContextBenchResult& r) {
 int run_context_bench(const ContextBenchOptions& options, std::ostream& out) {
   ContextBenchResult r = context_bench_results(options, &out);
   r.pictures = write_picture(r, options.out_dir);
-  bench::write_results(options.out_dir, context_bench_csv(r), context_bench_markdown(r, options), "context-bench");
-  out << context_bench_table(r) << bench::written(options.out_dir, r.pictures) << " (" << fixed(r.seconds, 0)
-      << " s, " << fixed(r.cpu_seconds, 0) << " s of processor time)\n";
-  return bench::form_verdict(r.full, r.resized, context_bench_failures(r), out);
+  return bench::finish(kOp, options.out_dir,
+                       {context_bench_table(r), context_bench_markdown(r, options), context_bench_csv(r), r.pictures,
+                        context_bench_failures(r)},
+                       r.full, r.resized, out,
+                       " (" + fixed(r.seconds, 0) + " s, " + fixed(r.cpu_seconds, 0) + " s of processor time)");
 }
 
 StudyEntry context_bench_study() {

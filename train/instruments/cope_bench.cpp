@@ -311,9 +311,9 @@ std::vector<std::string> cope_bench_failures(const CopeBenchResult& r) {
 
 int run_cope_bench(const CopeBenchOptions& options, std::ostream& out) {
   const CopeBenchResult r = cope_bench_results(options, &out);
-  bench::write_results(options.out_dir, cope_bench_csv(r), cope_bench_markdown(r, options), kOp);
-  out << cope_bench_table(r) << bench::written(options.out_dir, {}) << "\n";
-  return bench::form_verdict(r.full, r.resized, cope_bench_failures(r), out);
+  return bench::finish(kOp, options.out_dir,
+                       {cope_bench_table(r), cope_bench_markdown(r, options), cope_bench_csv(r), {}, cope_bench_failures(r)},
+                       r.full, r.resized, out);
 }
 
 StudyEntry cope_bench_study() {

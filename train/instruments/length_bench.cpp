@@ -245,9 +245,10 @@ std::vector<std::string> length_bench_failures(const LengthBenchResult& r) {
 int run_length_bench(const LengthBenchOptions& options, std::ostream& out) {
   LengthBenchResult r = length_bench_results(options, &out);
   r.pictures = length_bench_pictures(r, options.out_dir);
-  bench::write_results(options.out_dir, length_bench_csv(r), length_bench_markdown(r, options.out_dir), kOp);
-  out << length_bench_table(r) << bench::written(options.out_dir, r.pictures) << "\n";
-  return bench::form_verdict(r.full, r.resized, length_bench_failures(r), out);
+  return bench::finish(kOp, options.out_dir,
+                       {length_bench_table(r), length_bench_markdown(r, options.out_dir), length_bench_csv(r),
+                        r.pictures, length_bench_failures(r)},
+                       r.full, r.resized, out);
 }
 
 StudyEntry length_bench_study() {

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <map>
 #include <ostream>
 #include <sstream>
 
@@ -50,29 +49,21 @@ std::string mean_sd_text(const Stat& s, int digits) {
 struct Aggregate {
   std::string treatment;
   int64_t params = 0;
-  Stat valid, test, valid_acc, test_acc, seconds;
+  std::vector<const MusicBenchRun*> runs;
+  Stat of(double MusicScores::*field) const {  // mean ± sd over the seeds
+    std::vector<double> v;
+    for (const MusicBenchRun* run : runs) v.push_back(run->*field);
+    return bench::mean_sd(v);
+  }
 };
 
 std::vector<Aggregate> aggregate(const MusicBenchResult& r) {
-  std::vector<std::string> order;
-  std::map<std::string, std::vector<const MusicBenchRun*>> by;
-  for (const MusicBenchRun& run : r.runs) {
-    if (!by.count(run.treatment)) order.push_back(run.treatment);
-    by[run.treatment].push_back(&run);
-  }
   std::vector<Aggregate> out;
-  for (const std::string& t : order) {
-    Aggregate a;
-    a.treatment = t;
-    std::vector<double> v, te, va, ta, s;
-    for (const MusicBenchRun* run : by[t]) {
-      a.params = run->params;
-      v.push_back(run->valid_nll), te.push_back(run->test_nll), va.push_back(run->valid_accuracy);
-      ta.push_back(run->test_accuracy), s.push_back(run->seconds);
-    }
-    a.valid = bench::mean_sd(v), a.test = bench::mean_sd(te), a.valid_acc = bench::mean_sd(va), a.test_acc = bench::mean_sd(ta),
-    a.seconds = bench::mean_sd(s);
-    out.push_back(a);
+  for (const MusicBenchRun& run : r.runs) {
+    auto a = std::find_if(out.begin(), out.end(), [&](const Aggregate& x) { return x.treatment == run.treatment; });
+    if (a == out.end()) a = out.insert(out.end(), Aggregate{run.treatment, 0, {}});
+    a->params = run.params;
+    a->runs.push_back(&run);
   }
   return out;
 }
@@ -147,13 +138,11 @@ std::vector<std::vector<std::string>> comparison_rows(const MusicBenchResult& r,
       {"treatment", "params", "valid NLL", "test NLL", "valid acc", "test acc", "time / model"}};
   if (markdown) rows[0].insert(rows[0].begin() + 1, "what");
   for (const Aggregate& a : aggregate(r)) {
-    std::vector<std::string> row = {a.treatment,
-                                    std::to_string(a.params),
-                                    mean_sd_text(a.valid, 3),
-                                    mean_sd_text(a.test, 3),
-                                    mean_sd_text(a.valid_acc, 3),
-                                    mean_sd_text(a.test_acc, 3),
-                                    seconds_text(a.seconds.mean)};
+    std::vector<std::string> row = {a.treatment, std::to_string(a.params)};
+    for (double MusicScores::*f : {&MusicScores::valid_nll, &MusicScores::test_nll, &MusicScores::valid_accuracy,
+                                   &MusicScores::test_accuracy})
+      row.push_back(mean_sd_text(a.of(f), 3));
+    row.push_back(seconds_text(a.of(&MusicScores::seconds).mean));
     if (markdown) row.insert(row.begin() + 1, description(a.treatment));
     rows.push_back(row);
   }
@@ -289,8 +278,8 @@ std::vector<std::string> music_bench_failures(const MusicBenchResult& r) {
   }
   Stat none, huang;
   for (const Aggregate& a : aggregate(r)) {
-    if (a.treatment == "none") none = a.valid;
-    if (a.treatment == "huang") huang = a.valid;
+    if (a.treatment == "none") none = a.of(&MusicScores::valid_nll);
+    if (a.treatment == "huang") huang = a.of(&MusicScores::valid_nll);
   }
   if (none.n && huang.n && !(huang.mean < none.mean))
     failures.push_back("huang's mean valid NLL " + fixed(huang.mean, 4) + " is not below none's " +
