@@ -1,8 +1,7 @@
-// What the benches' reports share (length-bench, addition-bench, cope-bench, and context-bench's option
-// checks and ending): the checks of an option's list, the table of treatments × lengths (or splits) as
-// markdown or as aligned text, a cell's spread over seeds, and the end of a run (the results files, the
-// CI verdict); and, for music-bench too, what `--steps` does to a form's size. Each bench's own report
-// file keeps its titles, notes, CSV columns and CI checks.
+// What the five benches share: their options' and results' common fields, the checks of an option's
+// list, what `--steps` does to a form's size, the table of treatments × lengths (or splits) as markdown
+// or as aligned text, a cell's spread over seeds, and the end of a run (the results files, the CI
+// verdict). Each bench's own file keeps its titles, notes, CSV columns and CI checks.
 #pragma once
 #include <cmath>
 #include <cstddef>
