@@ -5,11 +5,9 @@
 // length-bench's randomised treatments) against FIRE, RoPE and the other schemes, several seeds, exact
 // match per digit-length bucket. docs/addition.md holds the protocol, the table and the paper's numbers.
 //
-// Each model is one of the synthetic-task benches' (train/instruments/task_models.h): the same recipe,
-// trainer_options → Trainer path, one OpenMP thread per model, teacher-forced exact match
-// (= greedy decoding's), randomised treatments evaluated at random positions too.
+// Each model is one of the synthetic-task benches' (train/instruments/task_models.h), and the result
+// length-bench's, its tasks the two formats.
 #pragma once
-#include <cstdint>
 #include <iosfwd>
 #include <string>
 #include <vector>
@@ -19,32 +17,18 @@
 
 namespace relgrad {
 
-struct AdditionBenchOptions {
-  bool full = false;                    // the documented run (docs/addition.md); else the CI form
-  std::vector<std::string> treatments;  // with index hints; empty = the form's (addition_bench_treatments)
-  // Without index hints (the plain format, to show what the hints buy); empty = the form's
-  // (addition_bench_plain_treatments); none at all with plain = false.
+// `treatments` run with index hints, `plain_treatments` without (to show what the hints buy), none at
+// all with plain = false; empty lists are the form's. With hints: full, fire, fire-random, rope,
+// rope-random, t5, alibi, kerple, none, learned-random; CI, fire-random and rope. Without hints: full,
+// fire, fire-random, rope; CI, none.
+struct AdditionBenchOptions : StudyOptions {
+  AdditionBenchOptions() { out_dir = "runs/addition-bench"; }
   std::vector<std::string> plain_treatments;
   bool plain = true;
-  std::vector<uint64_t> seeds;  // empty = 1, 2, 3
-  int64_t steps = -1;           // training steps per model; -1 = the form's
-  std::string out_dir = "runs/addition-bench";  // results.csv, results.md, pictures, checkpoints
 };
 
 // The form's size (length-bench's struct: its lengths count digits per operand) with options.steps.
 TaskModelSize addition_bench_size(const AdditionBenchOptions& options);
-// The form's treatments with hints: full, fire, fire-random, rope, rope-random, t5, alibi, kerple, none,
-// learned-random; CI, fire-random and rope. Without hints: full, fire, fire-random, rope; CI, none.
-std::vector<std::string> addition_bench_treatments(bool full);
-std::vector<std::string> addition_bench_plain_treatments(bool full);
-// The task names of the tables: "addition_hints", "addition_plain".
-std::string addition_task_name(AdditionFormat format);
-// The marker vocabulary of a form: one marker per digit of the longest test sum.
-int64_t addition_hint_symbols(const TaskModelSize& size);
-
-// Trains and scores every model (progress lines to `progress`, may be null). InstrumentOptionError
-// ("[addition-bench] --treatments 'x': …") for an unknown treatment, an empty list or out_dir.
-LengthBenchResult addition_bench_results(const AdditionBenchOptions& options, std::ostream* progress);
 // The tables (exact match and per-token by bucket, the first bucket past training seed by seed), per
 // format, each with the treatments that ran on it; text for the terminal, markdown for results.md.
 std::string addition_bench_table(const LengthBenchResult& result);
@@ -55,6 +39,7 @@ std::vector<std::string> addition_bench_failures(const LengthBenchResult& result
 
 // Runs the bench, writes results.csv, results.md and the pictures into out_dir, prints the tables;
 // returns 0 when every model trained (and, in the CI form, its checks held), else 1.
+// InstrumentOptionError ("[addition-bench] --treatments 'x': …") for an unknown treatment or an empty out_dir.
 int run_addition_bench(const AdditionBenchOptions& options, std::ostream& out);
 
 }  // namespace relgrad

@@ -2,6 +2,7 @@
 #include "train/instruments/bench_report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <ostream>
@@ -27,6 +28,12 @@ std::string fixed(double v, int digits) {
   char buf[48];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
   return buf;
+}
+
+void check_known(const std::string& op, const std::string& prefix, const std::string& what,
+                 const std::vector<std::string>& given, const std::vector<std::string>& accepted) {
+  for (const std::string& t : given)
+    RG_CHECK(known(accepted, t), op, prefix, "unknown ", what, " '", t, "' (", joined(accepted), ")");
 }
 
 void override_steps(int64_t steps, int64_t& form_steps, int64_t& form_warmup) {
@@ -105,11 +112,37 @@ Spread seed_spread(const std::vector<TaskModelRun>& runs, const std::string& tas
   return s;
 }
 
+MeanSd mean_sd(const std::vector<double>& v) {
+  MeanSd s;
+  s.n = v.size();
+  if (v.empty()) return s;
+  double sum = 0;
+  for (double x : v) sum += x;
+  s.mean = sum / static_cast<double>(v.size());
+  if (v.size() < 2) return s;
+  double sq = 0;
+  for (double x : v) sq += (x - s.mean) * (x - s.mean);
+  s.sd = std::sqrt(sq / static_cast<double>(v.size() - 1));
+  return s;
+}
+
+const TaskModelRun* find_run(const std::vector<TaskModelRun>& runs, const std::string& task,
+                             const std::string& treatment, uint64_t seed) {
+  for (const TaskModelRun& run : runs)
+    if (run.task == task && run.treatment == treatment && run.seed == seed) return &run;
+  return nullptr;
+}
+
+namespace {
+
+// In %, one decimal: "-" without a run, "mean" of one, "mean (min–max)" of several.
 std::string spread_cell(const Spread& s) {
   std::string cell = s.n == 0 ? "-" : fixed(100 * s.mean, 1);
   if (s.n > 1) cell += " (" + fixed(100 * s.lo, 1) + "–" + fixed(100 * s.hi, 1) + ")";
   return cell;
 }
+
+}  // namespace
 
 std::string spread_table(const std::vector<TaskModelRun>& runs, const std::string& task,
                          const std::vector<std::string>& treatments, const std::vector<std::string>& columns,
@@ -133,17 +166,21 @@ void write_results(const std::string& dir, const std::string& csv, const std::st
   write_file_atomic((d / "results.md").string(), markdown, who);
 }
 
-std::string written(const std::string& dir, const std::vector<std::string>& pictures) {
+int finish(const std::string& who, const std::string& dir, const StudyReport& report, bool full, bool resized,
+           std::ostream& out, const std::string& after) {
+  write_results(dir, report.csv, report.markdown, who);
   const std::filesystem::path d(dir);
-  std::string s = "wrote " + (d / "results.csv").string() + ", " + (d / "results.md").string();
-  for (const std::string& p : pictures) s += ", " + (d / p).string();
-  return s;
-}
-
-int ci_verdict(const std::vector<std::string>& failures, std::ostream& out) {
-  for (const std::string& f : failures) out << "CI check failed: " << f << "\n";
-  if (failures.empty()) out << "CI checks hold\n";
-  return failures.empty() ? 0 : 1;
+  out << report.text << "wrote " << (d / "results.csv").string() << ", " << (d / "results.md").string();
+  for (const std::string& p : report.pictures) out << ", " << (d / p).string();
+  out << after << "\n";
+  if (full) return 0;
+  if (resized) {
+    out << "no CI checks: --steps changed the CI form's steps, and its checks hold at those only\n";
+    return 0;
+  }
+  for (const std::string& f : report.failures) out << "CI check failed: " << f << "\n";
+  if (report.failures.empty()) out << "CI checks hold\n";
+  return report.failures.empty() ? 0 : 1;
 }
 
 std::string form_name(bool full, bool resized, int64_t steps) {
@@ -153,13 +190,6 @@ std::string form_name(bool full, bool resized, int64_t steps) {
 
 std::string counted(size_t n, const std::string& noun) {
   return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
-}
-
-int form_verdict(bool full, bool resized, const std::vector<std::string>& failures, std::ostream& out) {
-  if (full) return 0;
-  if (!resized) return ci_verdict(failures, out);
-  out << "no CI checks: --steps changed the CI form's steps, and its checks hold at those only\n";
-  return 0;
 }
 
 }  // namespace relgrad::bench

@@ -20,26 +20,22 @@
 #include <string>
 #include <vector>
 
+#include "train/instruments/bench_report.h"
 #include "train/trainer/run.h"  // EvalResult
 
 namespace relgrad {
 
-struct ContextBenchOptions {
-  bool full = false;  // the documented run (about 17 minutes on one idle core); else the CI form
-  std::vector<std::string> treatments;  // empty = the form's (full: context_bench_treatments())
-  std::vector<uint64_t> seeds;          // empty = the form's (full 1, 2, 3; CI 1, 2)
-  int64_t steps = -1;                   // training steps per model; -1 = the form's default
+// Empty lists are the form's: the full form's treatments are context_bench_treatments(), its seeds
+// 1, 2, 3; the CI form's seeds 1, 2.
+struct ContextBenchOptions : StudyOptions {
+  ContextBenchOptions() { out_dir = "runs/context-bench"; }
   std::string text_path;  // empty = data/kjv.txt, looked for in the current folder, then above the program
-  std::string out_dir = "runs/context-bench";  // results.csv, results.md, context.svg, checkpoints
 };
 
 // The size and budget every model of one form shares, and the evaluation contexts.
-struct ContextBenchSize {
-  int64_t d_model = 64, n_heads = 4, d_ff = 256, layers = 2;
-  int64_t context = 32;      // C: bytes per training window
-  int64_t batch_size = 32;   // windows per step, and per evaluation batch
-  int64_t steps = 1000, warmup = 50;
-  double lr = 2e-3;          // AdamW, cosine to lr / 20, clip 1, weight decay 0.01, no dropout (recipe.h)
+struct ContextBenchSize : BenchModelSize {  // batch_size: windows per step, and per evaluation batch
+  ContextBenchSize() { steps = 1000, warmup = 50, lr = 2e-3; }
+  int64_t context = 32;  // C: bytes per training window
   std::vector<int64_t> multiples = {1, 2, 4, 8, 16};  // evaluation contexts m·C
   int64_t eval_tokens = 65536;  // held-out bytes scored per evaluation context (about)
 };
@@ -67,21 +63,15 @@ struct ContextBenchRun {
   double seconds = 0;           // training and evaluation
 };
 
-struct ContextBenchResult {
-  bool full = false;
-  bool resized = false;  // --steps changed the form's steps (bench::form_name)
+struct ContextBenchResult : BenchResult {
   ContextBenchSize size;
-  std::vector<std::string> treatments;
-  std::vector<uint64_t> seeds;
   std::vector<ContextBenchRun> runs;  // per treatment, per seed
-  std::vector<std::string> pictures;  // written under out_dir (relative to it)
   std::string text_path;
   double unigram_nll = 0;  // the held-out split under the training split's byte frequencies (add-one)
   // Per evaluation context, the unigram NLL of the very bytes scored there: each context draws its own
   // held-out windows (shared by every model), so a whole column moves with the text it drew; this is
   // that text's difficulty, with no model.
   std::vector<double> scored_unigram_nll;
-  double seconds = 0;      // wall time of the whole bench
   double cpu_seconds = 0;  // processor time (std::clock): what it takes on an idle core, whatever the load
 };
 
@@ -91,14 +81,6 @@ struct ContextBenchResult {
 // by its entry's fit (FitRule::HalfWindow, layers/schemes.h).
 std::vector<std::string> context_bench_treatments();
 
-// Throws relgrad::Error "[context-bench] ..." naming the option and its value for an unknown treatment,
-// an empty out_dir or a text that is not there (relgrad context-bench exits 2); returns the text's path
-// (options.text_path, or data/kjv.txt where it was found). context_bench_results calls it first.
-std::string check_context_bench_options(const ContextBenchOptions& options);
-
-// Trains and evaluates every model of `options` not already scored in options.out_dir (progress lines
-// to `progress`, may be null); no files but the run directories.
-ContextBenchResult context_bench_results(const ContextBenchOptions& options, std::ostream* progress);
 // The tables: per treatment and evaluation context, NLL mean ± sd over seeds and its ratio to the 1×
 // value (the mean over seeds of each seed's ratio).
 std::string context_bench_table(const ContextBenchResult& result);
@@ -110,7 +92,8 @@ std::vector<std::string> context_bench_failures(const ContextBenchResult& result
 
 // Runs the bench, writes results.csv, results.md and context.svg into options.out_dir, prints progress
 // and the table to `out`; returns 0 when every model trained (and, in the CI form, the checks held),
-// 1 otherwise. Bad options (an unknown treatment, no text file) throw relgrad::Error naming them.
+// 1 otherwise. Bad options (an unknown treatment, an empty out_dir, no text file) throw relgrad::Error
+// "[context-bench] ..." naming them before any model trains (relgrad context-bench exits 2).
 int run_context_bench(const ContextBenchOptions& options, std::ostream& out);
 
 }  // namespace relgrad

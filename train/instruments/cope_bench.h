@@ -7,8 +7,7 @@
 // the papers report error rates, so the tables do too. docs/cope-tasks.md holds the protocol, the
 // tables and the papers' numbers.
 //
-// Every model trains and is scored as the synthetic-task benches' models (train/instruments/task_models.h): the config `relgrad train` would run, trainer_options → Trainer,
-// one OpenMP thread, teacher-forced exact match and per-token accuracy on each split.
+// Every model trains and is scored as the synthetic-task benches' models (train/instruments/task_models.h).
 #pragma once
 #include <cstdint>
 #include <iosfwd>
@@ -16,17 +15,17 @@
 #include <vector>
 
 #include "train/data/position_tasks.h"
-#include "train/instruments/task_models.h"
+#include "train/instruments/bench_report.h"
 
 namespace relgrad {
 
-struct CopeBenchOptions {
-  bool full = false;  // the documented run (docs/cope-tasks.md); else the CI form
-  std::vector<std::string> tasks;       // empty = the form's (full: all four; position_tasks.h names)
-  std::vector<std::string> treatments;  // empty = the form's (full: cope_bench_full_treatments())
-  std::vector<uint64_t> seeds;          // empty = 1, 2, 3
-  int64_t steps = -1;                   // training steps per model; -1 = the form's default
-  std::string out_dir = "runs/cope-bench";  // results.csv, results.md, checkpoints
+// Empty lists are the form's: the full form runs all four tasks (position_tasks.h names) and CoPE
+// against NoPE, absolute positions (learned, sinusoidal), T5's buckets, the seed's and Shaw's tables,
+// ALiBi, RoPE, FoX, stick-breaking and PoPE (Huang's table is left out: under causal attention it is the
+// seed's model to the last bit, docs/length-generalisation.md says why; any of every_treatment(true),
+// train/instruments/recipe.h, may be asked for); seeds 1, 2, 3.
+struct CopeBenchOptions : StudyOptions {
+  CopeBenchOptions() { out_dir = "runs/cope-bench"; }
 };
 
 // A task's held-out distributions: the first is the training distribution ("train"), the others its
@@ -50,27 +49,11 @@ struct CopeBenchSize {
 };
 CopeBenchSize cope_bench_size(const CopeBenchOptions& options);
 
-// The full form's treatments: CoPE against NoPE, absolute positions (learned, sinusoidal), T5's buckets,
-// the seed's and Shaw's tables, ALiBi, RoPE, FoX, stick-breaking and PoPE. Huang's table is left out:
-// under causal attention it is the seed's model to the last bit (docs/length-generalisation.md says
-// why); any of every_treatment(true) (train/instruments/recipe.h) may be asked for.
-const std::vector<std::string>& cope_bench_full_treatments();
-
-struct CopeBenchResult {
-  bool full = false;
-  bool resized = false;  // --steps changed the form's steps (bench::form_name)
+struct CopeBenchResult : BenchResult {
   CopeBenchSize size;
-  std::vector<std::string> tasks, treatments;
-  std::vector<uint64_t> seeds;
   std::vector<TaskModelRun> runs;  // exact / token per split, in the task's split order
-  double seconds = 0;
 };
 
-// Throws relgrad::Error naming the option and the value: an unknown task or treatment, an empty out_dir.
-void check_cope_bench_options(const CopeBenchOptions& options);
-
-// Trains and scores every model of `options` (a progress line per model to `progress`, may be null).
-CopeBenchResult cope_bench_results(const CopeBenchOptions& options, std::ostream* progress);
 // Per task, the error rate (%) on each split: 100 − exact match (a row is an error unless every scored
 // token is right), mean over seeds (min–max); then the per-token error rate.
 std::string cope_bench_table(const CopeBenchResult& result);
@@ -82,7 +65,8 @@ std::vector<std::string> cope_bench_failures(const CopeBenchResult& result);
 
 // Runs the bench, prints progress and the tables to `out`, writes results.csv and results.md into
 // options.out_dir; returns 0 when every model trained (and, in the CI form, its checks held), else 1.
-// Bad options throw (check_cope_bench_options) before any model trains.
+// Bad options (an unknown task or treatment, an empty out_dir) throw relgrad::Error naming the option
+// and the value before any model trains.
 int run_cope_bench(const CopeBenchOptions& options, std::ostream& out);
 
 }  // namespace relgrad

@@ -9,37 +9,27 @@
 // Every model is one of train/instruments/task_models.h: the path `relgrad train` takes, one OpenMP
 // thread per model, on the study spine (a rerun into the same --out keeps the models already scored).
 #pragma once
-#include <cstdint>
 #include <iosfwd>
 #include <string>
 #include <vector>
 
-#include "train/instruments/task_models.h"
+#include "train/instruments/bench_report.h"
 
 namespace relgrad {
 
-struct LengthBenchOptions {
-  bool full = false;  // the documented run (about an hour on 2 cores); else the CI form
-  std::vector<std::string>
-      tasks;  // empty = the form's default (full: copy, reverse, addition, sorting, parity)
-  std::vector<std::string> treatments;  // empty = the form's default (full: length_bench_treatments())
-  std::vector<uint64_t> seeds;          // empty = 1, 2, 3
-  int64_t steps = -1;                   // training steps per model; -1 = the form's default
-  std::string out_dir = "runs/length-bench";  // results.csv, results.md, pictures, checkpoints
+// Empty lists are the form's: the full form's tasks are copy, reverse, addition, sorting and parity,
+// its treatments length_bench_treatments(); seeds 1, 2, 3.
+struct LengthBenchOptions : StudyOptions {
+  LengthBenchOptions() { out_dir = "runs/length-bench"; }
 };
 
 // The form's size (its buckets count input lengths) with options.steps applied.
 TaskModelSize length_bench_size(const LengthBenchOptions& options);
 
-struct LengthBenchResult {
-  bool full = false;
-  bool resized = false;  // --steps changed the form's steps (bench::form_name)
+// addition-bench's result too (its tasks are the two formats).
+struct LengthBenchResult : BenchResult {
   TaskModelSize size;
-  std::vector<std::string> tasks, treatments;
-  std::vector<uint64_t> seeds;
   std::vector<TaskModelRun> runs;
-  std::vector<std::string> pictures;  // written under out_dir (relative to it)
-  double seconds = 0;
   std::string length_unit = "input length";  // what a bucket's bounds count (the pictures' axis)
   std::string heading = "length generalisation";  // the text table's first words: what was measured
 };
@@ -53,16 +43,8 @@ struct LengthBenchResult {
 // runs every one.
 std::vector<std::string> length_bench_treatments();
 
-// What length_bench_results refuses before any training: an unknown task or treatment, an empty out_dir
-// (relgrad::Error; `relgrad length-bench` reports it as a usage error, exit 2, as the other benches).
-void check_length_bench_options(const LengthBenchOptions& options);
-
-// Trains and evaluates every model of `options` (progress lines to `progress`, may be null) and
-// writes the pictures into options.out_dir; no tables.
-LengthBenchResult length_bench_results(const LengthBenchOptions& options, std::ostream* progress);
 // The tables: per task, exact match (%) per bucket, mean over seeds (and min–max), then per-token.
 std::string length_bench_table(const LengthBenchResult& result);
-std::string length_bench_markdown(const LengthBenchResult& result, const LengthBenchOptions& options);
 std::string length_bench_csv(const LengthBenchResult& result);  // one row per model and bucket
 // One task's table of them, markdown or text: rows treatments, columns buckets (the first marked train).
 std::string length_bench_task_table(const LengthBenchResult& result, const std::string& task, bool exact,
@@ -76,7 +58,7 @@ std::vector<std::string> length_bench_failures(const LengthBenchResult& result);
 
 // Runs the bench, prints progress and the tables to `out`; returns 0 when every model trained (and,
 // in the CI form, the robust outcome it asserts held), 1 otherwise. Errors (an unknown task or
-// treatment, an empty seed list entry) throw relgrad::Error.
+// treatment, an empty out_dir) throw relgrad::Error before any model trains.
 int run_length_bench(const LengthBenchOptions& options, std::ostream& out);
 
 }  // namespace relgrad

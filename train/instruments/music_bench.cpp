@@ -40,11 +40,7 @@ constexpr int64_t kCrossReach = 12;       // cross heads: offsets −12 … 12 o
 // data file.
 RunConfig base_config(const MusicBenchOptions& o, const MusicBenchSize& s, bool encoder_decoder,
                       int64_t layers, uint64_t seed, const std::string& label) {
-  RecipeSize size;
-  size.d_model = s.d_model, size.n_heads = s.n_heads, size.d_ff = s.d_ff;
-  size.encoder_layers = encoder_decoder ? layers : 0, size.decoder_layers = layers;
-  size.steps = s.steps, size.warmup = s.warmup, size.lr = s.lr;
-  RunConfig c = recipe_config(encoder_decoder, size, seed);
+  RunConfig c = bench_recipe(s, encoder_decoder, layers, seed);
   c.data.source = "chorales";
   c.data.chorales_path = o.chorales_path;
   c.data.batch_size = s.batch_size;
@@ -127,12 +123,6 @@ Score score(RunModel& model, const std::vector<Batch>& batches) {
   s.accuracy = tokens ? static_cast<double>(correct) / static_cast<double>(tokens) : NAN;
   RG_CHECK(std::isfinite(s.nll), kOp, "evaluation scored no token or gave a non-finite NLL (", s.nll, ")");
   return s;
-}
-
-int64_t parameter_count(RunModel& model) {
-  int64_t n = 0;
-  for (const Tensor& p : model.module->parameters()) n += p.numel();
-  return n;
 }
 
 // The train split's token frequencies (add-one over the vocabulary): the NLL of a model that ignores
@@ -410,10 +400,7 @@ MusicBenchResult music_bench_results(const MusicBenchOptions& options, std::ostr
   if (o.treatments.empty())
     o.treatments = o.full ? every_treatment(/*randomised=*/false) : std::vector<std::string>{"none", "huang"};
   if (o.seeds.empty()) o.seeds = o.full ? std::vector<uint64_t>{1, 2, 3} : std::vector<uint64_t>{1, 2};
-  const std::vector<std::string> every = every_treatment(/*randomised=*/false);
-  for (const std::string& t : o.treatments)
-    RG_CHECK(std::find(every.begin(), every.end(), t) != every.end(), kOp, "unknown treatment '", t, "' (",
-             bench::joined(every), ")");
+  bench::check_known(kOp, "", "treatment", o.treatments, every_treatment(/*randomised=*/false));
   RG_CHECK(!o.out_dir.empty(), kOp, "out_dir is empty");
   RG_CHECK(!(o.full && o.pope_size), kOp, "--full and --pope-size are two sizes: choose one");
   Device::parse(o.device);  // a bad device names itself before anything trains
@@ -483,7 +470,7 @@ MusicBenchResult music_bench_results(const MusicBenchOptions& options, std::ostr
   }
   const std::vector<StudyRecord> records = run_study_models(kOp, models, o.out_dir, progress);
 
-  const auto scores = [](const StudyRecord& rec, auto& run) {  // a MusicBenchRun's or a HarmonyRun's
+  const auto scores = [](const StudyRecord& rec, MusicScores& run) {
     run.params = static_cast<int64_t>(rec.get("params"));
     run.valid_nll = rec.get("valid_nll"), run.test_nll = rec.get("test_nll");
     run.valid_accuracy = rec.get("valid_accuracy"), run.test_accuracy = rec.get("test_accuracy");

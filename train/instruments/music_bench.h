@@ -22,18 +22,16 @@
 #include <string>
 #include <vector>
 
+#include "train/instruments/bench_report.h"
+
 namespace relgrad {
 
-struct MusicBenchOptions {
-  bool full = false;  // the documented run (about an hour on 2 cores); else the CI form
-  // Empty = the form's: full, all of none, sinusoidal, learned, shaw, huang, t5, alibi, rope, seed;
-  // the CI form, none and huang.
-  std::vector<std::string> treatments;
-  std::vector<uint64_t> seeds;  // empty = the form's: full 1, 2, 3; the CI form 1, 2
-  int64_t steps = -1;           // training steps per model; -1 = the form's default
-  bool harmony = true;          // also the harmonisation comparison
-  std::string chorales_path;    // empty = the shipped file
-  std::string out_dir = "runs/music-bench";  // results.csv, results.md, pictures, checkpoints
+// Empty lists are the form's: the full form's treatments are none, sinusoidal, learned, shaw, huang,
+// t5, alibi, rope and seed, its seeds 1, 2, 3; the CI form's none and huang, seeds 1, 2.
+struct MusicBenchOptions : StudyOptions {
+  MusicBenchOptions() { out_dir = "runs/music-bench"; }
+  bool harmony = true;        // also the harmonisation comparison
+  std::string chorales_path;  // empty = the shipped file
   // The PoPE paper's JSB configuration instead of the form's size (Gopalakrishnan et al. 2025, Table 2:
   // 6 layers, d_model 256, 8 heads, RMSNorm, dropout 0.2, batch 4, windows of 2048 tokens, 3000
   // steps, lr 6e-4): a GPU's size (with device = "cuda"); not with `full`.
@@ -42,12 +40,9 @@ struct MusicBenchOptions {
 };
 
 // The size and budget every model of one form shares.
-struct MusicBenchSize {
-  int64_t d_model = 64, n_heads = 4, d_ff = 256, layers = 3;  // decoder-only: layers; harmony: per stack
-  int64_t context = 128;  // decoder-only tokens per training window (32 16th steps)
-  int64_t batch_size = 16;
-  int64_t steps = 1500, warmup = 100;
-  double lr = 2e-3;            // AdamW, cosine to lr / 20, clip 1, weight decay 0.01
+struct MusicBenchSize : BenchModelSize {  // layers: the decoder-only models'
+  MusicBenchSize() { layers = 3, batch_size = 16, steps = 1500, warmup = 100, lr = 2e-3; }
+  int64_t context = 128;       // decoder-only tokens per training window (32 16th steps)
   int64_t harmony_steps = 32;  // harmonisation: 16th steps (source tokens) per training window
   int64_t harmony_layers = 2;  // harmonisation: encoder and decoder layers each
   double dropout = 0.0;
@@ -56,15 +51,19 @@ struct MusicBenchSize {
 // The form's size (full, CI, or the PoPE paper's) with options.steps applied.
 MusicBenchSize music_bench_size(const MusicBenchOptions& options);
 
-// One decoder-only model: note-wise NLL (nats per token, mean over every scored token of the whole
-// split, EOS included) and token accuracy (argmax = target), teacher-forced.
-struct MusicBenchRun {
-  std::string treatment;
+// One model's scores, teacher-forced on the whole valid and test splits: note-wise NLL (nats per token,
+// mean over every scored token, EOS included) and token accuracy (argmax = target).
+struct MusicScores {
   uint64_t seed = 0;
   int64_t params = 0;
   double valid_nll = 0, test_nll = 0, valid_accuracy = 0, test_accuracy = 0;
-  int64_t valid_tokens = 0, test_tokens = 0;
   double seconds = 0;  // training and evaluation
+};
+
+// One decoder-only model.
+struct MusicBenchRun : MusicScores {
+  std::string treatment;
+  int64_t valid_tokens = 0, test_tokens = 0;
 };
 
 // One head of an attention module, as the probe measured it on held-out chorales.
@@ -83,28 +82,20 @@ struct HeadSummary {
 };
 
 // One harmoniser: cross-attention treatment and alignment.
-struct HarmonyRun {
+struct HarmonyRun : MusicScores {
   std::string label;  // "seed, explicit", "seed, scaled", "seed, left", "none"
-  uint64_t seed = 0;
-  int64_t params = 0;
-  double valid_nll = 0, test_nll = 0, valid_accuracy = 0, test_accuracy = 0;
-  double seconds = 0;
   // The best cross head's mean weight on the soprano note of the query's own 16th step (the source
   // key ⌊i / 3⌋ for target query i, whatever alignment the model used), over held-out chorales.
   double same_step_mass = 0;
 };
 
-struct MusicBenchResult {
-  bool full = false;
-  bool resized = false;  // --steps changed the form's steps (bench::form_name)
+struct MusicBenchResult : BenchResult {
   MusicBenchSize size;
   std::vector<MusicBenchRun> runs;  // per treatment, per seed
   std::vector<HarmonyRun> harmony;
   std::vector<HeadSummary> heads;     // decoder-only huang / seed heads, then the harmonisers' cross heads
-  std::vector<std::string> pictures;  // files written under out_dir (relative to it)
   double unigram_valid_nll = 0, unigram_test_nll = 0;  // the train set's token frequencies (add-one)
   int64_t train_chorales = 0, valid_chorales = 0, test_chorales = 0;
-  double seconds = 0;
 };
 
 // Trains, evaluates and probes every model of `options` not already scored in options.out_dir

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <map>
 #include <ostream>
 #include <sstream>
 
@@ -38,26 +37,9 @@ std::string offset_text(int64_t d) {
   return (d < 0 ? "−" : "+") + std::to_string(d < 0 ? -d : d);
 }
 
-struct Stat {
-  double mean = NAN, sd = NAN;
-  size_t n = 0;
-};
+using Stat = bench::MeanSd;
 
-Stat stat_of(const std::vector<double>& v) {
-  Stat s;
-  s.n = v.size();
-  if (v.empty()) return s;
-  double sum = 0;
-  for (double x : v) sum += x;
-  s.mean = sum / static_cast<double>(v.size());
-  if (v.size() < 2) return s;
-  double sq = 0;
-  for (double x : v) sq += (x - s.mean) * (x - s.mean);
-  s.sd = std::sqrt(sq / static_cast<double>(v.size() - 1));  // sample standard deviation
-  return s;
-}
-
-std::string mean_sd(const Stat& s, int digits) {
+std::string mean_sd_text(const Stat& s, int digits) {
   if (s.n == 0) return "—";
   if (s.n < 2) return fixed(s.mean, digits);
   return fixed(s.mean, digits) + " ± " + fixed(s.sd, digits);
@@ -67,29 +49,21 @@ std::string mean_sd(const Stat& s, int digits) {
 struct Aggregate {
   std::string treatment;
   int64_t params = 0;
-  Stat valid, test, valid_acc, test_acc, seconds;
+  std::vector<const MusicBenchRun*> runs;
+  Stat of(double MusicScores::*field) const {  // mean ± sd over the seeds
+    std::vector<double> v;
+    for (const MusicBenchRun* run : runs) v.push_back(run->*field);
+    return bench::mean_sd(v);
+  }
 };
 
 std::vector<Aggregate> aggregate(const MusicBenchResult& r) {
-  std::vector<std::string> order;
-  std::map<std::string, std::vector<const MusicBenchRun*>> by;
-  for (const MusicBenchRun& run : r.runs) {
-    if (!by.count(run.treatment)) order.push_back(run.treatment);
-    by[run.treatment].push_back(&run);
-  }
   std::vector<Aggregate> out;
-  for (const std::string& t : order) {
-    Aggregate a;
-    a.treatment = t;
-    std::vector<double> v, te, va, ta, s;
-    for (const MusicBenchRun* run : by[t]) {
-      a.params = run->params;
-      v.push_back(run->valid_nll), te.push_back(run->test_nll), va.push_back(run->valid_accuracy);
-      ta.push_back(run->test_accuracy), s.push_back(run->seconds);
-    }
-    a.valid = stat_of(v), a.test = stat_of(te), a.valid_acc = stat_of(va), a.test_acc = stat_of(ta),
-    a.seconds = stat_of(s);
-    out.push_back(a);
+  for (const MusicBenchRun& run : r.runs) {
+    auto a = std::find_if(out.begin(), out.end(), [&](const Aggregate& x) { return x.treatment == run.treatment; });
+    if (a == out.end()) a = out.insert(out.end(), Aggregate{run.treatment, 0, {}});
+    a->params = run.params;
+    a->runs.push_back(&run);
   }
   return out;
 }
@@ -139,26 +113,14 @@ bool is_cross(const HeadSummary& h) { return h.layer.find("cross_attn") != std::
 
 // Rows of one table as markdown (header first) or as aligned text.
 std::string render(const std::vector<std::vector<std::string>>& rows, bool markdown) {
-  std::ostringstream out;
-  if (markdown) {
-    for (size_t r = 0; r < rows.size(); ++r) {
-      out << "|";
-      for (const std::string& c : rows[r]) out << " " << c << " |";
-      out << "\n";
-      if (r == 0) {
-        out << "|";
-        for (size_t c = 0; c < rows[r].size(); ++c) out << (c == 0 ? "---|" : "---:|");
-        out << "\n";
-      }
-    }
-    return out.str();
+  if (markdown) {  // the header's first cell is the corner
+    bench::Table t{rows[0][0], {rows[0].begin() + 1, rows[0].end()}, {}};
+    for (size_t r = 1; r < rows.size(); ++r) t.rows.push_back({rows[r][0], {rows[r].begin() + 1, rows[r].end()}});
+    return bench::render_table(t, {true});
   }
+  std::ostringstream out;
   std::vector<size_t> width;
-  auto length = [](const std::string& s) {  // characters, not bytes (the tables hold − and ±)
-    size_t n = 0;
-    for (unsigned char ch : s) n += (ch & 0xC0) != 0x80;
-    return n;
-  };
+  const auto length = bench::text_width;  // characters, not bytes (the tables hold − and ±)
   for (const auto& row : rows)
     for (size_t c = 0; c < row.size(); ++c) {
       if (width.size() <= c) width.push_back(0);
@@ -176,13 +138,11 @@ std::vector<std::vector<std::string>> comparison_rows(const MusicBenchResult& r,
       {"treatment", "params", "valid NLL", "test NLL", "valid acc", "test acc", "time / model"}};
   if (markdown) rows[0].insert(rows[0].begin() + 1, "what");
   for (const Aggregate& a : aggregate(r)) {
-    std::vector<std::string> row = {a.treatment,
-                                    std::to_string(a.params),
-                                    mean_sd(a.valid, 3),
-                                    mean_sd(a.test, 3),
-                                    mean_sd(a.valid_acc, 3),
-                                    mean_sd(a.test_acc, 3),
-                                    seconds_text(a.seconds.mean)};
+    std::vector<std::string> row = {a.treatment, std::to_string(a.params)};
+    for (double MusicScores::*f : {&MusicScores::valid_nll, &MusicScores::test_nll, &MusicScores::valid_accuracy,
+                                   &MusicScores::test_accuracy})
+      row.push_back(mean_sd_text(a.of(f), 3));
+    row.push_back(seconds_text(a.of(&MusicScores::seconds).mean));
     if (markdown) row.insert(row.begin() + 1, description(a.treatment));
     rows.push_back(row);
   }
@@ -289,16 +249,16 @@ std::string music_bench_markdown(const MusicBenchResult& r, const MusicBenchOpti
 std::string music_bench_csv(const MusicBenchResult& r) {
   std::ostringstream out;
   out << "kind,treatment,seed,params,valid_nll,test_nll,valid_accuracy,test_accuracy,seconds\n";
-  for (const MusicBenchRun& run : r.runs)
-    out << "continue," << run.treatment << "," << run.seed << "," << run.params << ","
-        << fixed(run.valid_nll, 6) << "," << fixed(run.test_nll, 6) << "," << fixed(run.valid_accuracy, 6)
-        << "," << fixed(run.test_accuracy, 6) << "," << fixed(run.seconds, 2) << "\n";
+  const auto row = [&out](const std::string& kind, const std::string& name, const MusicScores& s) {
+    out << kind << "," << name << "," << s.seed << "," << s.params << "," << fixed(s.valid_nll, 6) << ","
+        << fixed(s.test_nll, 6) << "," << fixed(s.valid_accuracy, 6) << "," << fixed(s.test_accuracy, 6) << ","
+        << fixed(s.seconds, 2) << "\n";
+  };
+  for (const MusicBenchRun& run : r.runs) row("continue", run.treatment, run);
   for (const HarmonyRun& h : r.harmony) {
     std::string label = h.label;
     std::replace(label.begin(), label.end(), ',', ' ');
-    out << "harmonize," << label << "," << h.seed << "," << h.params << "," << fixed(h.valid_nll, 6) << ","
-        << fixed(h.test_nll, 6) << "," << fixed(h.valid_accuracy, 6) << "," << fixed(h.test_accuracy, 6)
-        << "," << fixed(h.seconds, 2) << "\n";
+    row("harmonize", label, h);
   }
   out << "unigram,unigram,0,131," << fixed(r.unigram_valid_nll, 6) << "," << fixed(r.unigram_test_nll, 6)
       << ",,,\n";
@@ -318,8 +278,8 @@ std::vector<std::string> music_bench_failures(const MusicBenchResult& r) {
   }
   Stat none, huang;
   for (const Aggregate& a : aggregate(r)) {
-    if (a.treatment == "none") none = a.valid;
-    if (a.treatment == "huang") huang = a.valid;
+    if (a.treatment == "none") none = a.of(&MusicScores::valid_nll);
+    if (a.treatment == "huang") huang = a.of(&MusicScores::valid_nll);
   }
   if (none.n && huang.n && !(huang.mean < none.mean))
     failures.push_back("huang's mean valid NLL " + fixed(huang.mean, 4) + " is not below none's " +
@@ -366,7 +326,7 @@ StudyEntry music_bench_study() {
               "3000 steps, lr 6e-4): for a GPU"},
              {"--device", StudyFlagKind::Text, "where every model trains: cpu (default), cuda, cuda:N"}};
   e.run = [](const StudyArgs& a, std::ostream& out) {
-    MusicBenchOptions o = bench_options<MusicBenchOptions>(a);
+    MusicBenchOptions o = bench::options_of<MusicBenchOptions>(a);
     o.harmony = !a.has("--no-harmony");
     o.chorales_path = a.text("--chorales", "");
     o.pope_size = a.has("--pope-size");

@@ -1,5 +1,5 @@
 // The studies: every published comparison is one file and one line of the table in
-// study_registry.cpp (its command, `relgrad NAME`, comes from the table: train/command/subcommands.cpp),
+// study.cpp (its command, `relgrad NAME`, comes from the table: train/command/subcommands.cpp),
 // or one register_study call from outside the library (`relgrad bench NAME`). A study says what
 // its models are (its plan, on the spine of train/instruments/study.h) and how their records become its
 // tables and its CI form's checks; run_study does the rest the same way for every study: progress with
@@ -13,6 +13,7 @@
 #pragma once
 #include <functional>
 #include <iosfwd>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -45,7 +46,7 @@ struct StudyPlan {
   // The records (the models' order) as tables; may write pictures into `out_dir`.
   std::function<StudyReport(const std::vector<StudyRecord>& records, const std::string& out_dir)> report;
   // The full form asserts nothing; a CI form whose steps --steps changed says that it checked nothing
-  // (bench::form_verdict); else the report's failures decide the exit code.
+  // (bench::finish); else the report's failures decide the exit code.
   bool full = false, resized = false;
 };
 
@@ -63,10 +64,8 @@ struct StudyFlag {
 // What the command line gave a study: the common options and its own flags by name.
 struct StudyArgs {
   StudyOptions options;
-  std::vector<std::string> switches;                                   // the Switch flags given
-  std::vector<std::pair<std::string, std::string>> texts;              // the Text flags given
-  std::vector<std::pair<std::string, std::vector<std::string>>> lists;  // the List flags given
-  bool has(const std::string& flag) const;  // a Switch given, or a Text or List given
+  std::map<std::string, std::vector<std::string>> given;  // each flag given: no value, its text, its list
+  bool has(const std::string& flag) const { return given.count(flag) > 0; }
   std::string text(const std::string& flag, const std::string& fallback) const;
   std::vector<std::string> list(const std::string& flag) const;  // empty when not given
 };
@@ -94,27 +93,14 @@ struct StudyEntry {
   std::function<int(const StudyArgs& args, std::ostream& out)> run = nullptr;
 };
 
-// A built-in bench's own options struct with the common options the command line gave it: full,
-// treatments, seeds, steps and out_dir (the benches with tasks set `tasks` themselves).
-template <class BenchOptions>
-BenchOptions bench_options(const StudyArgs& a) {
-  BenchOptions o;
-  o.full = a.options.full;
-  o.treatments = a.options.treatments;
-  o.seeds = a.options.seeds;
-  o.steps = a.options.steps;
-  o.out_dir = a.options.out_dir;
-  return o;
-}
-
-// The built-in benches' entries, each in its own file (the table in study_registry.cpp lists them).
+// The built-in benches' entries, each in its own file (the table in study.cpp lists them).
 StudyEntry music_bench_study();
 StudyEntry length_bench_study();
 StudyEntry addition_bench_study();
 StudyEntry cope_bench_study();
 StudyEntry context_bench_study();
 
-// Every study: the built-ins in the order of study_registry.cpp, then register_study's.
+// Every study: the built-ins in the order of study.cpp, then register_study's.
 const std::vector<StudyEntry>& studies();
 const StudyEntry* find_study(const std::string& name);  // null: none of that name
 std::string study_names_text();                          // "music-bench, length-bench, ..."

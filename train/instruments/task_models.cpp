@@ -25,11 +25,7 @@ std::string key_of(const TaskModel& m) { return m.task + "-" + m.treatment + "-s
 // The config `relgrad train` would run for this model: a decoder-only synthetic run (recipe.h) whose
 // data is replaced by the task's (trainer_options builds everything else from it).
 RunConfig run_config(const std::string& out_dir, const TaskModelSize& s, const TaskModel& m, int64_t vocab_size) {
-  RecipeSize size;
-  size.d_model = s.d_model, size.n_heads = s.n_heads, size.d_ff = s.d_ff;
-  size.encoder_layers = 0, size.decoder_layers = s.layers;
-  size.steps = s.steps, size.warmup = s.warmup, size.lr = s.lr;
-  RunConfig c = recipe_config(false, size, m.seed);
+  RunConfig c = bench_recipe(s, false, s.layers, m.seed);
   // Each scheme sized to the training sequences by its entry (FitRule::WindowEdge): what lies beyond
   // them at test time is the scheme's own extrapolation.
   set_decoder_treatment(c, base_treatment(m.treatment),
@@ -115,6 +111,20 @@ TaskModelRun train_task_model(const std::string& study, const TaskModelSize& s, 
 }
 
 }  // namespace
+
+RunConfig bench_recipe(const BenchModelSize& s, bool encoder_decoder, int64_t layers, uint64_t seed) {
+  RecipeSize size;
+  size.d_model = s.d_model, size.n_heads = s.n_heads, size.d_ff = s.d_ff;
+  size.encoder_layers = encoder_decoder ? layers : 0, size.decoder_layers = layers;
+  size.steps = s.steps, size.warmup = s.warmup, size.lr = s.lr;
+  return recipe_config(encoder_decoder, size, seed);
+}
+
+int64_t parameter_count(RunModel& model) {
+  int64_t n = 0;
+  for (const Tensor& p : model.module->parameters()) n += p.numel();
+  return n;
+}
 
 std::string describe(const TaskModelSize& s) {
   std::ostringstream out;

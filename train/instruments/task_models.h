@@ -15,13 +15,23 @@
 namespace relgrad {
 
 class Dataset;
+class RunModel;
+struct RunConfig;
 
-// The size and budget every model of one form shares, and the held-out sets it is scored on.
-struct TaskModelSize {
+// The model and budget every model of a bench's form shares (each bench's size starts with it).
+struct BenchModelSize {
   int64_t d_model = 64, n_heads = 4, d_ff = 256, layers = 2;
   int64_t batch_size = 32;
   int64_t steps = 600, warmup = 60;
-  double lr = 1e-3;                      // AdamW, cosine to lr / 20, clip 1, weight decay 0.01, no dropout
+  double lr = 1e-3;  // AdamW, cosine to lr / 20, clip 1, weight decay 0.01, no dropout (recipe.h)
+};
+// recipe_config (train/instruments/recipe.h) at `size`: `layers` decoder layers, and as many encoder
+// layers for an encoder–decoder.
+RunConfig bench_recipe(const BenchModelSize& size, bool encoder_decoder, int64_t layers, uint64_t seed);
+int64_t parameter_count(RunModel& model);  // every parameter of the model
+
+// The synthetic-task benches' size, and the held-out sets it is scored on.
+struct TaskModelSize : BenchModelSize {
   int64_t train_min = 1, train_max = 8;  // input lengths of training
   // Test input lengths [lo, hi], the first = training's; empty where each model brings its own held-out
   // sets (cope-bench: a task's splits).

@@ -54,10 +54,10 @@ class StudyCommand final : public Subcommand {
       if (app.count("--seeds")) o.seeds = parse_seed_list(seeds_, "--seeds", op.c_str());
       for (size_t k = 0; k < e.flags.size(); ++k) {
         const StudyFlag& f = e.flags[k];
-        if (f.kind == StudyFlagKind::Switch && switches_[k]) args_.switches.push_back(f.name);
-        if (f.kind == StudyFlagKind::Text && app.count(f.name)) args_.texts.emplace_back(f.name, values_[k]);
+        if (f.kind == StudyFlagKind::Switch && switches_[k]) args_.given[f.name];
+        if (f.kind == StudyFlagKind::Text && app.count(f.name)) args_.given[f.name] = {values_[k]};
         if (f.kind == StudyFlagKind::List && app.count(f.name))
-          args_.lists.emplace_back(f.name, parse_name_list(values_[k], f.name, op.c_str()));
+          args_.given[f.name] = parse_name_list(values_[k], f.name, op.c_str());
       }
       if (e.check) e.check(args_);
       if (e.plan && o.out_dir.empty()) throw UsageError("[" + op + "] --out is empty");
