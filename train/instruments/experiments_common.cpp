@@ -169,11 +169,15 @@ std::vector<double> mass_on_needed_key(const AttentionRecord& rec, const ProbeSp
   return sum;
 }
 
-bool uses(const ProbeCurve& c, const std::string& layer) {
-  return std::find(c.shared_by.begin(), c.shared_by.end(), layer) != c.shared_by.end();
-}
-
 }  // namespace
+
+const ProbeCurve* best_curve(const ProbedRun& run, const std::string& kind) {
+  for (const ProbeCurve& c : run.curves)
+    if (c.kind == kind && c.head == run.head &&
+        std::find(c.shared_by.begin(), c.shared_by.end(), run.layer) != c.shared_by.end())
+      return &c;
+  return nullptr;
+}
 
 ProbedRun probe_expected(RunModel& model, const Batch& batch, const ProbeSpec& spec) {
   std::vector<AttentionRecord> records = record_attention(model, batch), mine;
@@ -195,23 +199,19 @@ ProbedRun probe_expected(RunModel& model, const Batch& batch, const ProbeSpec& s
       }
   }
   RG_CHECK(run.head >= 0, "experiments", "no ", spec.place, " attention query has the key the task needs");
-  run.curves = positional_response(mine);
-  for (ProbeCurve& c : attention_mass_by_offset(mine)) run.curves.push_back(std::move(c));
-  for (const ProbeCurve& c : run.curves) {
-    if (c.head != run.head || !uses(c, run.layer)) continue;
-    if (c.kind == "attention_mass") run.mass_peak = peak_offset(c);
-    if (c.kind != "response") continue;
-    ProbeCurve near = c;  // the offsets within reach: far ones are rare in training and keep their init
+  run.curves = probe(mine);
+  if (const ProbeCurve* mass = best_curve(run, "attention_mass")) run.mass_peak = peak_offset(*mass);
+  if (const ProbeCurve* c = best_curve(run, "response")) {
+    ProbeCurve near = *c;  // the offsets within reach: far ones are rare in training and keep their init
     near.delta.clear();
     near.value.clear();
-    for (size_t n = 0; n < c.delta.size(); ++n)
-      if (spec.reach <= 0 || std::abs(c.delta[n]) <= spec.reach)
-        near.delta.push_back(c.delta[n]), near.value.push_back(c.value[n]);
-    if (std::none_of(near.value.begin(), near.value.end(), [](double v) { return std::isfinite(v); }))
-      continue;
-    run.response_peak = peak_offset(near);
-    const double top = value_at(near, run.response_peak);
-    run.response_plateau = std::count(near.value.begin(), near.value.end(), top);
+    for (size_t n = 0; n < c->delta.size(); ++n)
+      if (spec.reach <= 0 || std::abs(c->delta[n]) <= spec.reach)
+        near.delta.push_back(c->delta[n]), near.value.push_back(c->value[n]);
+    if (has_finite(near)) {
+      run.response_peak = peak_offset(near);
+      run.response_plateau = std::count(near.value.begin(), near.value.end(), value_at(near, run.response_peak));
+    }
   }
   return run;
 }
@@ -228,11 +228,24 @@ ProbedRun train_and_probe(const std::string& label, const RunConfig& config, con
     run.subset_accuracy = e.subset_accuracy;
   });
   run.label = label;
-  run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  run.seconds = seconds_since(start);
   return run;
 }
 
 // ---- text ---------------------------------------------------------------------------------------
+
+std::string join(const std::vector<std::string>& items, const std::string& sep) {
+  std::string out;
+  for (size_t n = 0; n < items.size(); ++n) out += (n ? sep : "") + items[n];
+  return out;
+}
+
+std::string spoken_list(const std::vector<int64_t>& items, size_t from) {
+  std::string out;
+  for (size_t n = from; n < items.size(); ++n)
+    out += (n == from ? "" : n + 1 == items.size() ? " and " : ", ") + std::to_string(items[n]);
+  return out;
+}
 
 std::string fixed(double v, int digits) {
   char buf[64];

@@ -233,10 +233,17 @@ std::vector<ProbeCurve> attention_mass_by_offset(RunModel& model, const Batch& b
 }
 
 std::vector<ProbeCurve> probe(RunModel& model, const Batch& batch, int64_t reach) {
-  std::vector<AttentionRecord> records = record_attention(model, batch);
+  return probe(record_attention(model, batch), reach);
+}
+
+std::vector<ProbeCurve> probe(const std::vector<AttentionRecord>& records, int64_t reach) {
   std::vector<ProbeCurve> curves = positional_response(records, reach);
   for (ProbeCurve& c : attention_mass_by_offset(records, reach)) curves.push_back(std::move(c));
   return curves;
+}
+
+bool has_finite(const ProbeCurve& c) {
+  return std::any_of(c.value.begin(), c.value.end(), [](double v) { return std::isfinite(v); });
 }
 
 int64_t peak_offset(const ProbeCurve& c) {
@@ -274,7 +281,7 @@ std::string probe_table(const std::vector<ProbeCurve>& curves) {
                 "layer", "kind", "scheme", "head", "peak", "at peak", "values at delta = peak-3 .. peak+3");
   out << line;
   for (const auto& c : curves) {
-    bool finite = std::any_of(c.value.begin(), c.value.end(), [](double v) { return std::isfinite(v); });
+    const bool finite = has_finite(c);
     std::string peak = ".", at = ".", around;
     empty_cell = empty_cell || !finite;
     if (finite) {

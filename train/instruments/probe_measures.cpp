@@ -75,11 +75,11 @@ std::string csv_field(const std::string& s) {
   return out + "\"";
 }
 
+}  // namespace
+
 std::string delta_text(const DeltaRange& d) {
   return d.from == d.to ? std::to_string(d.from) : std::to_string(d.from) + ":" + std::to_string(d.to);
 }
-
-}  // namespace
 
 DeltaRange parse_delta_range(const std::string& text, const std::string& what) {
   DeltaRange d;

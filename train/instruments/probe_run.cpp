@@ -26,8 +26,12 @@ std::string number(double v, const char* format) {
   return buf;
 }
 
-std::string range_text(const DeltaRange& d) {
-  return d.from == d.to ? std::to_string(d.from) : std::to_string(d.from) + ":" + std::to_string(d.to);
+// The attention places of `c`'s model with their scheme settings (an encoder-decoder has all three).
+std::vector<std::pair<std::string, const PositionalConfig*>> scheme_places(const RunConfig& c) {
+  std::vector<std::pair<std::string, const PositionalConfig*>> places = {{"decoder_self", &c.model.decoder_self}};
+  if (c.model_type == ModelKind::EncoderDecoder)
+    places.insert(places.end(), {{"encoder_self", &c.model.encoder_self}, {"cross", &c.model.cross}});
+  return places;
 }
 
 const ProbeCurve* find_curve(const std::vector<ProbeCurve>& curves, const std::string& layer, int head) {
@@ -60,15 +64,12 @@ std::vector<HeadComparison> compare_with(const std::string& path, const std::str
     throw Error(refused + "model.type is " + kModelKindNames.name(cb.model_type) + " there and " +
                 kModelKindNames.name(ca.model_type) + " in " + a_path +
                 ": both checkpoints must be of one kind, to be probed on the same batch");
-  std::vector<std::pair<std::string, std::pair<const PositionalConfig*, const PositionalConfig*>>> places = {
-      {"decoder_self", {&ca.model.decoder_self, &cb.model.decoder_self}}};
-  if (ca.model_type == ModelKind::EncoderDecoder)
-    places.insert(places.end(), {{"encoder_self", {&ca.model.encoder_self, &cb.model.encoder_self}},
-                                 {"cross", {&ca.model.cross, &cb.model.cross}}});
-  for (const auto& [place, p] : places)
-    if (p.first->scheme != p.second->scheme)
-      throw Error(refused + "model." + place + ".scheme is " + p.second->scheme + " there and " +
-                  p.first->scheme + " in " + a_path + ": compare checkpoints of one architecture");
+  const auto places = scheme_places(ca), theirs = scheme_places(cb);
+  for (size_t n = 0; n < places.size(); ++n)
+    if (places[n].second->scheme != theirs[n].second->scheme)
+      throw Error(refused + "model." + places[n].first + ".scheme is " + theirs[n].second->scheme +
+                  " there and " + places[n].second->scheme + " in " + a_path +
+                  ": compare checkpoints of one architecture");
   if (ca.model.explicit_cross() != cb.model.explicit_cross())
     throw Error(refused + "model.cross_alignment differs from " + a_path +
                 "'s (explicit in one only): compare checkpoints of one architecture");
@@ -95,11 +96,8 @@ std::vector<HeadComparison> compare_probes(const std::vector<AttentionRecord>& a
              shape_str(a[n].weights.shape()), " and ", shape_str(b[n].weights.shape()),
              " (another head count or batch)");
   }
-  // One reach for both (the same batch gives the same automatic reach).
-  int64_t R = reach;
-  if (R <= 0)
-    for (const auto& rec : a) R = std::max({R, int64_t(1), rec.weights.size(2) - 1, rec.weights.size(3) - 1});
-  const std::vector<ProbeCurve> ra = positional_response(a, R), rb = positional_response(b, R);
+  // One reach for both: the shapes checked above give the same automatic reach.
+  const std::vector<ProbeCurve> ra = positional_response(a, reach), rb = positional_response(b, reach);
   std::vector<std::vector<HeadMass>> ma, mb;
   for (const DeltaRange& d : deltas)
     ma.push_back(mass_at_delta(a, d, filter)), mb.push_back(mass_at_delta(b, d, filter));
@@ -130,11 +128,8 @@ std::vector<HeadComparison> compare_probes(const std::vector<AttentionRecord>& a
             worst = std::abs(d), row.max_abs_diff_at = ca->delta[k];
         }
         row.max_abs_diff = worst < 0 ? kNaN : worst;
-        auto finite = [](const ProbeCurve& c) {
-          return std::any_of(c.value.begin(), c.value.end(), [](double v) { return std::isfinite(v); });
-        };
-        if (finite(*ca)) row.peak_a = peak_offset(*ca);
-        if (finite(*cb)) row.peak_b = peak_offset(*cb);
+        if (has_finite(*ca)) row.peak_a = peak_offset(*ca);
+        if (has_finite(*cb)) row.peak_b = peak_offset(*cb);
       }
       row.mass_delta = deltas;
       for (size_t k = 0; k < deltas.size(); ++k)
@@ -155,7 +150,7 @@ std::string comparison_table(const std::vector<HeadComparison>& rows) {
   auto peak = [](int64_t p) { return p == kNoResponsePeak ? std::string(".") : std::to_string(p); };
   std::string header;
   if (!rows.empty())
-    for (const DeltaRange& d : rows.front().mass_delta) header += "  mass@" + range_text(d) + " A -> B";
+    for (const DeltaRange& d : rows.front().mass_delta) header += "  mass@" + delta_text(d) + " A -> B";
   std::snprintf(line, sizeof line, "%-*s  %-14s  %4s  %6s  %6s  %12s  %8s", static_cast<int>(width), "layer",
                 "scheme", "head", "peakA", "peakB", "max|B-A|", "at delta");
   out << line << header << "\n";
@@ -168,7 +163,7 @@ std::string comparison_table(const std::vector<HeadComparison>& rows) {
     out << line;
     for (size_t k = 0; k < r.mass_a.size(); ++k) {
       const std::string cell = number(r.mass_a[k], "%.3f") + " -> " + number(r.mass_b[k], "%.3f");
-      const std::string label = "mass@" + range_text(r.mass_delta[k]) + " A -> B";
+      const std::string label = "mass@" + delta_text(r.mass_delta[k]) + " A -> B";
       std::snprintf(line, sizeof line, "  %*s", static_cast<int>(label.size()), cell.c_str());
       out << line;
     }
@@ -200,11 +195,7 @@ int64_t probe_reach_bound(const RunConfig& c, const Batch& batch, std::string* w
       batch.decoder_only() ? batch.tokens.size(1) : std::max(batch.src.size(1), batch.tgt_in.size(1));
   int64_t limit = std::max<int64_t>(1, longest - 1);
   *why = "held-out batch spans offsets up to " + std::to_string(limit);
-  std::vector<std::pair<std::string, const PositionalConfig*>> places = {
-      {"decoder_self", &c.model.decoder_self}};
-  if (c.model_type == ModelKind::EncoderDecoder)
-    places.insert(places.end(), {{"encoder_self", &c.model.encoder_self}, {"cross", &c.model.cross}});
-  for (const auto& [place, p] : places) {
+  for (const auto& [place, p] : scheme_places(c)) {
     const SchemeEntry* entry = find_scheme(p->scheme);
     if (!entry || !entry->table_reach) continue;  // no table of its own (layers/schemes.h)
     const TableReach table = entry->table_reach(*p);
@@ -246,9 +237,8 @@ int run_probe(const ProbeOptions& o, std::ostream& out) {
   RG_CHECK_T(InstrumentOptionError, o.reach <= limit, kOp, "--reach ", o.reach,
              " is beyond any offset this model shows: ", why, "; give --reach ", limit,
              " or less (0 = the batch's longest offset)");
-  std::vector<AttentionRecord> records = record_attention(*run.model, batch);
-  std::vector<ProbeCurve> curves = positional_response(records, o.reach);
-  for (ProbeCurve& c : attention_mass_by_offset(records, o.reach)) curves.push_back(std::move(c));
+  const std::vector<AttentionRecord> records = record_attention(*run.model, batch);
+  const std::vector<ProbeCurve> curves = probe(records, o.reach);
   const int64_t R = curves.empty() ? 0 : curves.front().delta.back();
   for (size_t k = 0; k < deltas.size(); ++k)
     RG_CHECK_T(InstrumentOptionError, std::abs(deltas[k].from) <= R && std::abs(deltas[k].to) <= R, kOp,
@@ -284,7 +274,7 @@ int run_probe(const ProbeOptions& o, std::ostream& out) {
                               : o.queries.empty() ? "every query"
                                                   : "queries " + o.queries;
   for (const DeltaRange& d : deltas)
-    out << "\nattention mass at delta " << range_text(d) << " over " << counted << ":\n"
+    out << "\nattention mass at delta " << delta_text(d) << " over " << counted << ":\n"
         << mass_table(mass_at_delta(records, d, filter));
 
   if (!o.compare_checkpoint.empty()) {
