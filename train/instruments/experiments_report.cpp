@@ -11,7 +11,6 @@
 
 #include "core/cpu/matmul.h"
 #include "layers/relative_bias.h"
-#include "train/instruments/experiment_limits.h"
 #include "train/instruments/experiments_internal.h"
 #include "train/plot/plot.h"
 
