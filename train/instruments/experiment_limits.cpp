@@ -190,9 +190,7 @@ LengthSweep sweep_d3(const ExperimentOptions& base, const std::vector<uint64_t>&
   o.seeds.clear();
   o.eval_lengths = {16, 32, 64, 128};
   for (size_t n = 0; n < seeds.size(); ++n) {
-    ExperimentScale scale;
-    scale.seed = seeds[n];
-    scale.overrides = &o;
+    const ExperimentScale scale{false, seeds[n], &o};
     if (progress) *progress << "D3 limits: seed " << seeds[n] << "\n";
     ExtrapolationResult r = experiment_extrapolation(scale, nullptr);
     sw.train_length = r.train_length;

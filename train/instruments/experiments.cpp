@@ -148,11 +148,6 @@ PeriodicResult experiment_periodic(const ExperimentScale& scale, std::ostream* p
   // The CI form's 500 steps: T5 needs them to leave δ = 0 reliably (8 seeds checked).
   const ModelSize size = form_size(full, 1500, 500, o, 0);
 
-  struct Variant {
-    std::string label;
-    PositionalConfig pos;
-    int64_t period;
-  };
   Variants form = {{"t5", scheme_config("t5")}, {"seed", scheme_config("seed")}};
   if (full) {
     form.push_back({"huang", scheme_config("huang")});
@@ -162,15 +157,6 @@ PeriodicResult experiment_periodic(const ExperimentScale& scale, std::ostream* p
     form.push_back({"alibi", scheme_config("alibi")});
     form.push_back({"none", scheme_config("none")});
   }
-  std::vector<Variant> variants;
-  for (auto& [label, pos] : choose_variants(form, o)) variants.push_back({label, pos, P});
-  // The full form's demonstration of a shared T5 bucket, at its own period (not with --period).
-  const bool t5_wanted = o.schemes.empty() || std::count(o.schemes.begin(), o.schemes.end(), "t5");
-  if (full && !is_set(o.period) && t5_wanted) {
-    const PositionalConfig t5 = apply_tables(scheme_config("t5"), o);
-    variants.push_back({tuned_label("t5, P = 20 (δ* = −19 shares a bucket with −20)", t5, o), t5, 20});
-  }
-
   PeriodicResult r;
   r.period = P;
   r.chance = 1.0 / static_cast<double>(symbols);
@@ -178,22 +164,26 @@ PeriodicResult experiment_periodic(const ExperimentScale& scale, std::ostream* p
       "A decoder-only LM on sequences of length " + std::to_string(L) + ": " + std::to_string(P) +
       " random symbols (of " + std::to_string(symbols) + ") repeated with period P = " + std::to_string(P) +
       "; tokens = BOS s[0] … s[L−2], loss only on the repeated part (targets s[i], i ≥ P). Query i holds "
-      "s[i−1] and predicts s[i] = s[i−P], which sits at δ* = 1 − P = " +
-      offset_text(1 - P) +
-      " from the query (P before the predicted token). The scheme is in the causal self-attention. " +
+      "s[i−1] and predicts s[i] = s[i−P], which sits at δ* = 1 − P = " + offset_text(1 - P) + " from the query (P before the predicted token). The scheme is in the causal self-attention. " +
       model_text(size, false) + ". " + seed_sentence(scale);
   if (progress) *progress << "D2 periodic repetition, period " << P << "\n";
   const RunConfig config = experiment_config(false, kFirstSymbol + symbols, size, scale.seed);
-  for (const Variant& v : variants) {
-    const int64_t length = std::max(L, 3 * v.period);
+  auto run_at = [&](int64_t period, const Variants& variants) {
+    const int64_t length = std::max(L, 3 * period);
     ProbeSpec spec;
     spec.place = "decoder_self";
-    spec.expected = 1 - v.period;
+    spec.expected = 1 - period;
     spec.queries = [](int64_t, int64_t y) { return y != kIgnoreIndex; };  // the repeated part: i ≥ P
     spec.reach = length / 2;
     spec.eval_batches = full ? 8 : 4;
-    probe_variants(r.runs, {{v.label, v.pos}}, config, periodic_lm(v.period, length, symbols, scale.seed), spec,
-                   progress);
+    probe_variants(r.runs, variants, config, periodic_lm(period, length, symbols, scale.seed), spec, progress);
+  };
+  run_at(P, choose_variants(form, o));
+  // The full form's demonstration of a shared T5 bucket, at its own period (not with --period).
+  const bool t5_wanted = o.schemes.empty() || std::count(o.schemes.begin(), o.schemes.end(), "t5");
+  if (full && !is_set(o.period) && t5_wanted) {
+    const PositionalConfig t5 = apply_tables(scheme_config("t5"), o);
+    run_at(20, {{tuned_label("t5, P = 20 (δ* = −19 shares a bucket with −20)", t5, o), t5}});
   }
   return r;
 }
@@ -328,7 +318,6 @@ SyncResult experiment_synchronous(const ExperimentScale& scale, std::ostream* pr
   const int64_t c = is_set(o.offset) ? o.offset : full ? 3 : 2, symbols = 10;
   const int64_t min_len = full ? 6 : 4, max_len = full ? 16 : 10;
   const ModelSize size = form_size(full, 1000, 300, o);
-  const int64_t eval_batches = full ? 8 : 4;
   const RunConfig config = experiment_config(true, kFirstSymbol + symbols, size, scale.seed);
 
   SyncResult r;
@@ -346,26 +335,22 @@ SyncResult experiment_synchronous(const ExperimentScale& scale, std::ostream* pr
             model_text(size, true) + ". " + seed_sentence(scale);
 
   if (progress) *progress << "D6 synchronous cross-attention, lag " << c << "\n";
-  BatchFn lag = lag_batches(c, min_len, max_len, symbols, scale.seed);
   Variants lag_variants = {{"seed", scheme_config("seed")}};
   if (full)
     lag_variants.push_back({"t5", scheme_config("t5")}), lag_variants.push_back({"shaw clip 8", shaw(8)});
   ProbeSpec spec;
   spec.expected = c;
   spec.reach = std::max(min_len, c + 1);
-  spec.eval_batches = eval_batches;
-  probe_variants(r.lag_runs, choose_variants(lag_variants, o), config, lag, spec, progress);
+  spec.eval_batches = full ? 8 : 4;
+  probe_variants(r.lag_runs, choose_variants(lag_variants, o), config,
+                 lag_batches(c, min_len, max_len, symbols, scale.seed), spec, progress);
 
-  BatchFn stretch = stretch_batches(min_len, max_len, symbols, scale.seed);
-  PositionFilter even = [](int64_t t, int64_t) { return t % 2 == 0; };
-  KeyOf half = [](int64_t i) { return i / 2; };
-  Variants stretch_variants = {{"seed", scheme_config("seed")}};
-  stretch_variants.push_back({"t5", scheme_config("t5")});
+  const BatchFn stretch = stretch_batches(min_len, max_len, symbols, scale.seed);
   spec.expected = 0;
-  spec.key_of = half;
-  spec.subset = even;
+  spec.key_of = [](int64_t i) { return i / 2; };
+  spec.subset = [](int64_t t, int64_t) { return t % 2 == 0; };  // the even positions need the source
   spec.reach = min_len;
-  for (const auto& [label, pos] : choose_variants(stretch_variants, o))
+  for (const auto& [label, pos] : choose_variants({{"seed", scheme_config("seed")}, {"t5", scheme_config("t5")}}, o))
     for (Alignment a : {Alignment::Scaled, Alignment::Left}) {
       RunConfig aligned = config;
       aligned.model.cross_alignment = aligned_by(a);

@@ -68,7 +68,6 @@ struct ExperimentScale {
   const ExperimentOptions* overrides = nullptr;  // per-run overrides (null: none); seeds is not read
 };
 
-inline constexpr int64_t kNoPeak = std::numeric_limits<int64_t>::min();  // no response curve (scheme none)
 
 // One trained model, probed at the offset its task needs.
 struct ProbedRun {
@@ -83,7 +82,7 @@ struct ProbedRun {
   int head = -1;                    // the head with the most attention at δ* (queries with a key there)
   double mass_expected = 0.0;       // that head's attention mass at δ*, over queries whose key δ* exists
   int64_t mass_peak = 0;            // that head's attention-mass peak (probe's mass, all queries)
-  int64_t response_peak = kNoPeak;  // that head's positional-response peak (kNoPeak: no response)
+  int64_t response_peak = kNoResponsePeak;  // that head's positional-response peak (kNoResponsePeak: no response)
   int64_t response_plateau = 0;     // how many offsets share the response's peak value (clipped edge rows)
   double seconds = 0.0;
   std::vector<ProbeCurve> curves;  // the probed place's curves (both kinds), for pictures

@@ -261,7 +261,7 @@ std::string offset_text(int64_t d) {
 }
 
 std::string peak_text(const ProbedRun& r) {
-  if (r.response_peak == kNoPeak) return "—";
+  if (r.response_peak == kNoResponsePeak) return "—";
   if (r.response_plateau > 1) {  // several offsets share the top value: a clipped edge row or a T5 bucket
     if (r.response_peak < 0)
       return offset_text(r.response_peak) + " … " + offset_text(r.response_peak + r.response_plateau - 1) +

@@ -362,7 +362,7 @@ std::string d6_section(const SyncResult& d, const ExperimentOptions& o) {
 
 bool finds_offset(const ProbedRun& r) {
   return r.mass_expected >= 0.9 &&
-         (r.response_peak == kNoPeak || (r.response_peak == r.expected && r.response_plateau == 1));
+         (r.response_peak == kNoResponsePeak || (r.response_peak == r.expected && r.response_plateau == 1));
 }
 
 std::string experiments_markdown(const ExperimentResults& r, const ExperimentOptions& o) {

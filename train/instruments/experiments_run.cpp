@@ -116,10 +116,7 @@ ExperimentResults run_experiment_results(const ExperimentOptions& o, std::ostrea
   r.full = o.full;
   const std::vector<uint64_t> seeds = o.seeds.empty() ? std::vector<uint64_t>{1} : o.seeds;
   for (size_t n = 0; n < seeds.size(); ++n) {
-    ExperimentScale scale;
-    scale.full = o.full;
-    scale.seed = seeds[n];
-    scale.overrides = &o;
+    const ExperimentScale scale{o.full, seeds[n], &o};
     if (seeds.size() > 1 && progress) *progress << "seed " << seeds[n] << "\n";
     ExperimentResults one;
     if (selected(o, "D1")) one.d1 = experiment_shift(scale, progress);
@@ -134,12 +131,13 @@ ExperimentResults run_experiment_results(const ExperimentOptions& o, std::ostrea
     add_seed(r.d2.runs, one.d2.runs);
     add_seed(r.d6.lag_runs, one.d6.lag_runs);
     add_seed(r.d6.stretch_runs, one.d6.stretch_runs);
-    for (size_t k = 0; k < r.d3.rows.size(); ++k)
+    for (size_t k = 0; k < r.d3.rows.size(); ++k) {
       for (size_t m = 0; m < r.d3.rows[k].accuracy.size(); ++m) {
         r.d3.rows[k].accuracy[m] += one.d3.rows[k].accuracy[m];
         r.d3.rows[k].loss[m] += one.d3.rows[k].loss[m];
       }
-    for (size_t k = 0; k < r.d3.rows.size(); ++k) r.d3.rows[k].seconds += one.d3.rows[k].seconds;
+      r.d3.rows[k].seconds += one.d3.rows[k].seconds;
+    }
   }
   if (seeds.size() > 1) {
     const double count = static_cast<double>(seeds.size());

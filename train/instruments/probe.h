@@ -125,7 +125,7 @@ std::string probe_table(const std::vector<ProbeCurve>& curves);
 std::vector<std::string> write_probe_pictures(const std::vector<ProbeCurve>& curves,
                                               const std::string& out_dir);
 
-// ---- Measures a researcher can aim (probe_measures.cpp, probe_run.cpp) -----------------------------
+// ---- Measures a researcher can aim (probe_measures.cpp) --------------------------------------------
 
 // A malformed or out-of-range option of an instrument (a --delta that is not an offset, a --reach
 // beyond the model, a --lag below 1): the cli answers it as a usage error (exit code 2). The message
