@@ -6,7 +6,6 @@
 #include <chrono>
 #include <functional>
 #include <ostream>
-#include <tuple>
 
 #include "core/base/error.h"
 #include "layers/relative_bias.h"
@@ -19,21 +18,6 @@ namespace {
 using namespace experiments;
 
 constexpr const char* kOp = "experiments";
-
-// What the mechanism of `p`'s scheme predicts for a run that needs δ* (`bidirectional`: T5's buckets
-// of a non-causal attention, whose future half is laid out as its past half, so the exact range is the
-// same): its entry's prediction (SchemeEntry::predict, layers/schemes.h), "—" for a scheme without one.
-std::pair<bool, std::string> predict(const PositionalConfig& p, int64_t expected, bool bidirectional) {
-  const SchemeEntry* entry = find_scheme(p.scheme);
-  if (!entry || !entry->predict) return {true, "—"};
-  const LimitPrediction at = entry->predict(p, expected, bidirectional);
-  return {at.holds, at.why};
-}
-
-ProbedRun only_run(const std::vector<ProbedRun>& runs) {
-  RG_CHECK(runs.size() == 1, kOp, "a sweep point ran ", runs.size(), " variants, expected one");
-  return runs.front();
-}
 
 // One variant of a sweep: a scheme with its table settings (0: the form's), at each knob value.
 struct SweepVariant {
@@ -48,7 +32,9 @@ struct SweepVariant {
 struct SweepSpec {
   std::string experiment, claim, knob, setup;
   int64_t ExperimentOptions::*knob_option;  // &ExperimentOptions::lag for D1's "lag k"
-  bool bidirectional;                        // T5's buckets of the probed attention (see predict)
+  // T5's buckets of the probed attention are those of a non-causal one, whose future half is laid out as
+  // its past half, so the exact range is the same (SchemeEntry::predict, layers/schemes.h).
+  bool bidirectional;
   std::function<std::vector<ProbedRun>(const ExperimentResults&)> runs;
   std::vector<SweepVariant> variants;
 };
@@ -134,7 +120,8 @@ std::vector<SweepSpec> sweep_table() {
 }
 
 // Every point of `spec`: each variant (its scheme alone, its table settings on `base`) at each of its
-// knob values, over the seeds (run_experiment_results keeps each seed's run).
+// knob values, over the seeds (run_experiment_results keeps each seed's run), next to what the mechanism
+// of its scheme predicts ("—" for a scheme without a prediction).
 LimitSweep run_sweep(const SweepSpec& spec, const ExperimentOptions& base,
                      const std::vector<uint64_t>& seeds, std::ostream* progress) {
   LimitSweep sw;
@@ -153,10 +140,15 @@ LimitSweep run_sweep(const SweepSpec& spec, const ExperimentOptions& base,
       o.seeds = seeds;
       if (progress)
         *progress << spec.experiment << " limits: " << v.label << ", " << noun << " " << knob << "\n";
-      const ProbedRun run = only_run(spec.runs(run_experiment_results(o)));
-      LimitPoint pt{v.label, knob, run.expected, false, "",
-                    run.per_seed.empty() ? std::vector<ProbedRun>{run} : run.per_seed, 0};
-      std::tie(pt.predicted, pt.mechanism) = predict(run.positional, run.expected, spec.bidirectional);
+      const std::vector<ProbedRun> runs = spec.runs(run_experiment_results(o));
+      RG_CHECK(runs.size() == 1, kOp, "a sweep point ran ", runs.size(), " variants, expected one");
+      const ProbedRun& run = runs.front();
+      const SchemeEntry* entry = find_scheme(run.positional.scheme);
+      const LimitPrediction at = entry && entry->predict
+                                     ? entry->predict(run.positional, run.expected, spec.bidirectional)
+                                     : LimitPrediction{true, "—"};
+      LimitPoint pt{v.label, knob, run.expected, at.holds, at.why,
+                    run.per_seed.empty() ? runs : run.per_seed, 0};
       pt.holds = static_cast<int>(std::count_if(pt.per_seed.begin(), pt.per_seed.end(), finds_offset));
       sw.points.push_back(std::move(pt));
     }

@@ -118,18 +118,6 @@ bool peaks_at_offset(const ProbedRun& r) {
   return r.mass_peak == r.expected && r.response_peak == r.expected && r.response_plateau == 1;
 }
 
-// With several seeds: on how many one head had ≥ 0.9 at δ* with its response peaking there alone.
-std::string per_seed(const std::vector<ProbedRun>& runs, const std::string& at) {
-  if (runs.empty() || runs.front().seeds.size() <= 1) return "";
-  std::vector<std::string> items;
-  for (const ProbedRun& r : runs)
-    items.push_back("**" + r.label + "** " +
-                    std::to_string(std::count_if(r.per_seed.begin(), r.per_seed.end(), finds_offset)) + " of " +
-                    std::to_string(r.per_seed.size()));
-  return "Seeds on which one head has ≥ 0.9 of its attention at " + at +
-         " and its response peaks there alone: " + join(items) + ".\n\n";
-}
-
 // "**t5** (97.0 %), **seed** (98.1 %)" / "none".
 std::string labels(const std::vector<ProbedRun>& runs) {
   std::vector<std::string> out;
@@ -138,14 +126,22 @@ std::string labels(const std::vector<ProbedRun>& runs) {
 }
 
 // Three groups: one head with ≥ 0.9 at δ* and the response peak there; both peaks at δ* with less mass; the
-// rest.
+// rest. With several seeds, then on how many of them the first holds.
 std::string summary(const std::vector<ProbedRun>& runs, const std::string& at) {
   std::vector<ProbedRun> finds, peaks, rest;
   for (const ProbedRun& r : runs) (finds_offset(r) ? finds : peaks_at_offset(r) ? peaks : rest).push_back(r);
-  return "One head with ≥ 0.9 of its attention at " + at +
-         " and its response peaking there alone: " + labels(finds) +
-         ". Both peaks (attention mass and response) at " + at +
-         " with less mass in one head: " + labels(peaks) + ". Neither: " + labels(rest) + ".\n\n";
+  const std::string md = "One head with ≥ 0.9 of its attention at " + at +
+                         " and its response peaking there alone: " + labels(finds) +
+                         ". Both peaks (attention mass and response) at " + at +
+                         " with less mass in one head: " + labels(peaks) + ". Neither: " + labels(rest) + ".\n\n";
+  if (runs.empty() || runs.front().seeds.size() <= 1) return md;
+  std::vector<std::string> items;
+  for (const ProbedRun& r : runs)
+    items.push_back("**" + r.label + "** " +
+                    std::to_string(std::count_if(r.per_seed.begin(), r.per_seed.end(), finds_offset)) + " of " +
+                    std::to_string(r.per_seed.size()));
+  return md + "Seeds on which one head has ≥ 0.9 of its attention at " + at +
+         " and its response peaks there alone: " + join(items) + ".\n\n";
 }
 
 // T5 runs whose δ* = −k lies past the exact buckets (cross-attention: bidirectional): the mechanism.
@@ -192,7 +188,7 @@ std::string d1_section(const ShiftResult& d, const ExperimentOptions& o) {
       "only tell apart by what cross-attention returns (is there a key at δ = −k?); Shaw's value term adds the "
       "attended offset's a^V row to the head's output, a positional signal the other schemes do not return: "
       "compare the two accuracy columns.\n\n";
-  md += summary(d.runs, expected) + per_seed(d.runs, expected) + t5_bucket_note(d.runs, d.lag);
+  md += summary(d.runs, expected) + t5_bucket_note(d.runs, d.lag);
   for (const ProbedRun& r : d.runs)
     if (!finds_offset(r) && r.subset_accuracy >= 0.95)
       md += "**" + r.label + "** copies " + percent(r.subset_accuracy) +
@@ -233,7 +229,7 @@ std::string d2_section(const PeriodicResult& d, const ExperimentOptions& o) {
   md += probe_table(d.runs, "δ*") + "\n";
   md += "δ* = 1 − P for each run (the P = 20 run: −19). Chance accuracy is " + percent(d.chance) +
         "; a model that only knows the bag of symbols in the context gets about 1/P.\n\n";
-  md += summary(d.runs, "δ*") + per_seed(d.runs, "δ*") +
+  md += summary(d.runs, "δ*") +
         "In a periodic sequence δ* − P, δ* − 2P, … hold the same symbol, so attention "
         "there is not wrong: a head may share its mass between the repeats.\n\n";
   for (const ProbedRun& r : d.runs)
@@ -319,7 +315,7 @@ std::string d6_section(const SyncResult& d, const ExperimentOptions& o) {
   md += "Expected: with Left alignment the lag task gives one sharp peak at δ = +" + c +
         "; the stretch task works with Scaled alignment (π(i) = ⌊i·t1/t2⌋) and not with Left.\n\n";
   md += "### Lag\n\n" + probe_table(d.lag_runs, "δ = +" + c) + "\n";
-  md += summary(d.lag_runs, "δ = +" + c) + per_seed(d.lag_runs, "δ = +" + c);
+  md += summary(d.lag_runs, "δ = +" + c);
   md += "### Time stretch\n\n" + probe_table(d.stretch_runs, "the needed key", "accuracy on even positions") +
         "\n";
   md +=
