@@ -111,35 +111,24 @@ void train_run(RunConfig config, const BatchFn& data, std::ostream* progress, co
 }
 
 Evaluation evaluate_on(RunModel& model, const BatchFn& data, int64_t batches, const PositionFilter& subset) {
+  const EvalResult all = evaluate(model, ExperimentData(data, 0), batches);  // as `relgrad eval` evaluates
+  Evaluation e{all.loss, all.accuracy, -1.0};
+  if (!subset) return e;
   NoGradGuard no_grad;
   EvalScope eval_mode(*model.module);
-  double loss_sum = 0.0;
-  int64_t tokens = 0, correct = 0, sub_tokens = 0, sub_correct = 0;
+  int64_t tokens = 0, correct = 0;
   for (int64_t n = 0; n < batches; ++n) {
     const Batch b = data(n, Split::HeldOut).to(model.device);
-    const Tensor& targets = RunModel::targets(b);
-    Tensor logits = model.logits(b);
-    const int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);
-    loss_sum += cross_entropy(logits.reshape({B * T, V}), targets.reshape({B * T}),
-                              CrossEntropyOptions().set_reduction(Reduction::Sum))
-                    .item();
-    std::vector<int64_t> predicted = argmax(logits, -1).contiguous().to_vector<int64_t>();
-    std::vector<int64_t> wanted = targets.contiguous().to_vector<int64_t>();
-    for (int64_t row = 0; row < B; ++row)
-      for (int64_t t = 0; t < T; ++t) {
-        const int64_t k = row * T + t;
-        if (wanted[k] == kIgnoreIndex) continue;
-        const bool ok = predicted[k] == wanted[k];
+    const std::vector<int64_t> predicted = argmax(model.logits(b), -1).contiguous().to_vector<int64_t>();
+    const std::vector<int64_t> wanted = RunModel::targets(b).contiguous().to_vector<int64_t>();
+    const int64_t T = RunModel::targets(b).size(1);
+    for (size_t k = 0; k < wanted.size(); ++k)
+      if (wanted[k] != kIgnoreIndex && subset(static_cast<int64_t>(k) % T, wanted[k])) {
         ++tokens;
-        correct += ok;
-        if (subset && subset(t, wanted[k])) ++sub_tokens, sub_correct += ok;
+        correct += predicted[k] == wanted[k];
       }
   }
-  Evaluation e;
-  e.loss = tokens ? loss_sum / static_cast<double>(tokens) : 0.0;
-  e.accuracy = tokens ? static_cast<double>(correct) / static_cast<double>(tokens) : 0.0;
-  if (subset)
-    e.subset_accuracy = sub_tokens ? static_cast<double>(sub_correct) / static_cast<double>(sub_tokens) : 0.0;
+  e.subset_accuracy = tokens ? static_cast<double>(correct) / static_cast<double>(tokens) : 0.0;
   return e;
 }
 

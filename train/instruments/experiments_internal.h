@@ -52,7 +52,8 @@ void train_run(RunConfig config, const BatchFn& data, std::ostream* progress, co
 struct Evaluation {
   double loss = 0.0, accuracy = 0.0, subset_accuracy = -1.0;
 };
-// Held-out batches 0 .. batches − 1, teacher-forced; subset accuracy when `subset` is given.
+// Held-out batches 0 .. batches − 1, teacher-forced, by evaluate (train/trainer/run.h) as `relgrad eval`
+// runs it; then the accuracy on the positions `subset` picks, when given.
 Evaluation evaluate_on(RunModel& model, const BatchFn& data, int64_t batches,
                        const PositionFilter& subset = {});
 
