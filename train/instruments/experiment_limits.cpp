@@ -299,7 +299,6 @@ std::string length_section(const LengthSweep& d) {
 
 LimitResults run_limit_results(const ExperimentOptions& options, std::ostream* progress) {
   check_experiment_options(options);
-  const std::string only = only_of(options);
   const auto start = std::chrono::steady_clock::now();
   LimitResults r;
   r.seeds = options.seeds.empty() ? std::vector<uint64_t>{1, 2, 3} : options.seeds;
@@ -307,8 +306,8 @@ LimitResults run_limit_results(const ExperimentOptions& options, std::ostream* p
   ExperimentOptions base;
   base.heads = options.heads, base.width = options.width, base.steps = options.steps;
   for (const SweepSpec& spec : sweep_table())
-    if (only.empty() || only == spec.experiment) r.sweeps.push_back(run_sweep(spec, base, r.seeds, progress));
-  if (only.empty() || only == "D3") r.d3 = sweep_d3(base, r.seeds, progress);
+    if (selected(options, spec.experiment)) r.sweeps.push_back(run_sweep(spec, base, r.seeds, progress));
+  if (selected(options, "D3")) r.d3 = sweep_d3(base, r.seeds, progress);
   for (LimitSweep& sw : r.sweeps) sw.finding = finding(sw);
   r.seconds = seconds_since(start);
   return r;

@@ -23,14 +23,20 @@ PositionalConfig shaw(int64_t clip) {
 }
 
 // The CI form's model (RecipeSize's) at `ci_steps`, or the full form's (d_model 64, 4 heads, warmup 100,
-// lr 2e-3) at `full_steps`; then the size overrides.
+// lr 2e-3) at `full_steps`; then --heads, --width (d_ff = 2·width) and --steps (the warmup shrinks to a
+// tenth of the steps when longer).
 ModelSize form_size(bool full, int64_t full_steps, int64_t ci_steps, const ExperimentOptions& o,
                     int64_t encoder_layers = 1, int64_t decoder_layers = 1) {
   ModelSize size;
   size.encoder_layers = encoder_layers, size.decoder_layers = decoder_layers;
   if (full) size.d_model = 64, size.n_heads = 4, size.d_ff = 128, size.warmup = 100, size.lr = 2e-3;
   size.steps = full ? full_steps : ci_steps;
-  apply_size(size, o);
+  if (o.heads > 0) size.n_heads = o.heads;
+  if (o.width > 0) size.d_model = o.width, size.d_ff = 2 * o.width;
+  if (o.steps > 0) {
+    size.steps = o.steps;
+    if (size.warmup >= size.steps) size.warmup = size.steps / 10;
+  }
   return size;
 }
 

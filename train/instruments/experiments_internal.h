@@ -87,8 +87,6 @@ const ExperimentOptions& overrides_of(const ExperimentScale& scale);
 // o.only upper-cased ("" = all); whether experiment `name` ("D1") is selected.
 std::string only_of(const ExperimentOptions& o);
 bool selected(const ExperimentOptions& o, const std::string& name);
-// heads, width and steps (the warmup shrinks to a tenth of the steps when longer).
-void apply_size(ModelSize& size, const ExperimentOptions& o);
 // T5 buckets / max distance, seed/huang table size applied to `p` (when it is of that scheme).
 PositionalConfig apply_tables(PositionalConfig p, const ExperimentOptions& o);
 // `label` with the overrides that apply to `p`: "t5 (64 buckets)", "seed (t3 16)".

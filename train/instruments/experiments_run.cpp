@@ -178,15 +178,6 @@ std::string only_of(const ExperimentOptions& o) {
 
 bool selected(const ExperimentOptions& o, const std::string& name) { return o.only.empty() || only_of(o) == name; }
 
-void apply_size(ModelSize& size, const ExperimentOptions& o) {
-  if (o.heads > 0) size.n_heads = o.heads;
-  if (o.width > 0) size.d_model = o.width, size.d_ff = 2 * o.width;
-  if (o.steps > 0) {
-    size.steps = o.steps;
-    if (size.warmup >= size.steps) size.warmup = size.steps / 10;
-  }
-}
-
 // --buckets and --max-distance set the knobs of a bucketed bias (t5), --table a learned table's
 // max_length (seed, huang): whichever scheme reads them (layers/schemes.h).
 PositionalConfig apply_tables(PositionalConfig p, const ExperimentOptions& o) {
