@@ -74,11 +74,16 @@ void check_experiment_options(const ExperimentOptions& o) {
   const struct {
     const char* flag;
     int64_t value, unset, least;
-  } bounds[] = {{"--lag", o.lag, kFormDefault, 1},          {"--period", o.period, kFormDefault, 2},
-                {"--train-length", o.train_length, kFormDefault, 2}, {"--offset", o.offset, kFormDefault, 0},
-                {"--max-distance", o.max_distance, 0, 1},   {"--clip", o.clip, 0, 1},
-                {"--table", o.table, 0, 2},                 {"--heads", o.heads, 0, 1},
-                {"--width", o.width, 0, 1},                 {"--steps", o.steps, 0, 1}};
+  } bounds[] = {{"--lag", o.lag, kFormDefault, 1},
+                {"--period", o.period, kFormDefault, 2},
+                {"--train-length", o.train_length, kFormDefault, 2},
+                {"--offset", o.offset, kFormDefault, 0},
+                {"--max-distance", o.max_distance, 0, 1},
+                {"--clip", o.clip, 0, 1},
+                {"--table", o.table, 0, 2},
+                {"--heads", o.heads, 0, 1},
+                {"--width", o.width, 0, 1},
+                {"--steps", o.steps, 0, 1}};
   for (const auto& b : bounds)
     RG_CHECK_T(InstrumentOptionError, b.value == b.unset || b.value >= b.least, kOp, b.flag, " ", b.value,
                ": expected ", b.least, " or more");
