@@ -45,6 +45,19 @@ int seeds_holding(const std::function<ProbedRun(uint64_t)>& run_for_seed, int64_
   return holds;
 }
 
+// One made-up run per seed: its mass at δ*, with one accuracy and response peak (plateau) on every seed.
+std::vector<ProbedRun> made_up_seeds(const std::vector<double>& mass, double accuracy, int64_t peak,
+                                     int64_t plateau) {
+  std::vector<ProbedRun> runs(mass.size());
+  for (size_t n = 0; n < mass.size(); ++n) {
+    runs[n].mass_expected = mass[n];
+    runs[n].accuracy = accuracy;
+    runs[n].response_peak = peak;
+    runs[n].response_plateau = plateau;
+  }
+  return runs;
+}
+
 }  // namespace
 
 TEST_CASE("experiment limits: T5's exact range is where every past offset has its own bucket") {
@@ -95,26 +108,10 @@ TEST_CASE("experiment limits: T5 D1 holds inside the exact buckets and stops at 
 }
 
 TEST_CASE("experiment limits: the report lists every point with its prediction, mechanism and seeds") {
-  LimitPoint in{"t5, 16 buckets",
-                3,
-                -3,
-                true,
-                "bucket 3 holds δ* alone (exact up to |δ| ≤ 3)",
-                {0.95, 0.92, 0.97},
-                {0.9, 0.9, 0.9},
-                {-3, -3, -3},
-                {1, 1, 1},
-                3};
-  LimitPoint out{"t5, 16 buckets",
-                 4,
-                 -4,
-                 false,
-                 "bucket 4 holds −9 … −4 (exact only up to |δ| ≤ 3)",
-                 {0.3, 0.4, 0.2},
-                 {0.5, 0.5, 0.5},
-                 {-9, -9, -9},
-                 {6, 6, 6},
-                 0};
+  LimitPoint in{"t5, 16 buckets", 3, -3, true, "bucket 3 holds δ* alone (exact up to |δ| ≤ 3)",
+                made_up_seeds({0.95, 0.92, 0.97}, 0.9, -3, 1), 3};
+  LimitPoint out{"t5, 16 buckets", 4, -4, false, "bucket 4 holds −9 … −4 (exact only up to |δ| ≤ 3)",
+                 made_up_seeds({0.3, 0.4, 0.2}, 0.5, -9, 6), 0};
   LimitPoint odd = out;
   odd.knob = 5, odd.expected = -5, odd.holds = 2;
   LimitResults r;

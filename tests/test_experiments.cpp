@@ -270,15 +270,16 @@ TEST_CASE(
   CHECK(run.expected == -8);
   CHECK(run.positional.num_buckets == 16);
   CHECK(run.seeds == std::vector<uint64_t>{1, 2});
-  REQUIRE(run.seed_mass.size() == 2);
-  CHECK(run.seed_mass[0] != run.seed_mass[1]);
-  CHECK(std::fabs(run.mass_expected - (run.seed_mass[0] + run.seed_mass[1]) / 2) < 1e-12);
+  REQUIRE(run.per_seed.size() == 2);
+  const double mass_1 = run.per_seed[0].mass_expected, mass_2 = run.per_seed[1].mass_expected;
+  CHECK(mass_1 != mass_2);
+  CHECK(std::fabs(run.mass_expected - (mass_1 + mass_2) / 2) < 1e-12);
   const std::string md = experiments_markdown(r, o);
   CHECK(md.find("`relgrad experiments --only d1 --lag 8 --scheme t5 --buckets 16 --steps 20 --seeds 1,2`") !=
         std::string::npos);
   CHECK(md.find("Seeds 1, 2: every run repeated per seed") != std::string::npos);
   CHECK(md.find("20 steps of 32 sequences") != std::string::npos);
-  const auto [lo, hi] = std::minmax(run.seed_mass[0], run.seed_mass[1]);
+  const auto [lo, hi] = std::minmax(mass_1, mass_2);
   std::ostringstream cell;
   cell.setf(std::ios::fixed);
   cell.precision(3);

@@ -46,7 +46,7 @@ std::string model_and_optim(const RunConfig& c) {
   return out;
 }
 
-// The experiments' full form of one run (train/instruments/experiments.cpp, experiments_d3.cpp).
+// The experiments' full form of one run (train/instruments/experiments.cpp).
 RunConfig documented(bool encoder_decoder, int64_t decoder_layers, int64_t steps) {
   experiments::ModelSize size;
   size.d_model = 64, size.n_heads = 4, size.d_ff = 128, size.steps = steps, size.warmup = 100, size.lr = 2e-3;

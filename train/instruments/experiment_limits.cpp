@@ -3,11 +3,9 @@
 #include "train/instruments/experiment_limits.h"
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <functional>
 #include <ostream>
-#include <tuple>
 
 #include "core/base/error.h"
 #include "layers/relative_bias.h"
@@ -16,60 +14,10 @@
 namespace relgrad {
 
 namespace {
-std::string join_list(const std::vector<std::string>& items);
-}  // namespace
-
-namespace {
 
 using namespace experiments;
 
 constexpr const char* kOp = "experiments";
-
-// The experiments' criterion (docs/experiments.md): one head with ≥ 0.9 of its attention at δ* and
-// its response peaking there alone (no response: the mass alone).
-bool holds(const ProbedRun& r) {
-  return r.mass_expected >= 0.9 &&
-         (r.response_peak == kNoPeak || (r.response_peak == r.expected && r.response_plateau == 1));
-}
-
-// What the mechanism of `p`'s scheme predicts for a run that needs δ* (`bidirectional`: T5's buckets
-// of a non-causal attention, whose future half is laid out as its past half, so the exact range is the
-// same): its entry's prediction (SchemeEntry::predict, layers/schemes.h), "—" for a scheme without one.
-std::pair<bool, std::string> predict(const PositionalConfig& p, int64_t expected, bool bidirectional) {
-  const SchemeEntry* entry = find_scheme(p.scheme);
-  if (!entry || !entry->predict) return {true, "—"};
-  const LimitPrediction at = entry->predict(p, expected, bidirectional);
-  return {at.holds, at.why};
-}
-
-// One sweep point over the seeds: `run(scale)` trains and probes one variant at one knob value.
-LimitPoint point(const std::string& variant, int64_t knob, const std::vector<uint64_t>& seeds,
-                 bool bidirectional, const std::function<ProbedRun(const ExperimentScale&)>& run,
-                 const ExperimentOptions& o) {
-  LimitPoint pt;
-  pt.variant = variant;
-  pt.knob = knob;
-  for (uint64_t seed : seeds) {
-    ExperimentScale scale;
-    scale.full = false;
-    scale.seed = seed;
-    scale.overrides = &o;
-    const ProbedRun r = run(scale);
-    pt.expected = r.expected;
-    std::tie(pt.predicted, pt.mechanism) = predict(r.positional, r.expected, bidirectional);
-    pt.value.push_back(r.mass_expected);
-    pt.accuracy.push_back(r.accuracy);
-    pt.response_peak.push_back(r.response_peak);
-    pt.response_plateau.push_back(r.response_plateau);
-    pt.holds += holds(r);
-  }
-  return pt;
-}
-
-ProbedRun only_run(const std::vector<ProbedRun>& runs) {
-  RG_CHECK(runs.size() == 1, kOp, "a sweep point ran ", runs.size(), " variants, expected one");
-  return runs.front();
-}
 
 // One variant of a sweep: a scheme with its table settings (0: the form's), at each knob value.
 struct SweepVariant {
@@ -84,8 +32,10 @@ struct SweepVariant {
 struct SweepSpec {
   std::string experiment, claim, knob, setup;
   int64_t ExperimentOptions::*knob_option;  // &ExperimentOptions::lag for D1's "lag k"
-  bool bidirectional;                        // T5's buckets of the probed attention (see predict)
-  std::function<std::vector<ProbedRun>(const ExperimentScale&)> runs;
+  // T5's buckets of the probed attention are those of a non-causal one, whose future half is laid out as
+  // its past half, so the exact range is the same (SchemeEntry::predict, layers/schemes.h).
+  bool bidirectional;
+  std::function<std::vector<ProbedRun>(const ExperimentResults&)> runs;
   std::vector<SweepVariant> variants;
 };
 
@@ -145,7 +95,7 @@ std::vector<SweepSpec> sweep_table() {
        "sources of max(6, k + 3) to that + 6 symbols, the response peak searched over |δ| below the "
        "shortest source. T5 in cross-attention uses bidirectional buckets (max distance 128).",
        &ExperimentOptions::lag, true,
-       [](const ExperimentScale& s) { return experiment_shift(s, nullptr).runs; }, d1_variants()},
+       [](const ExperimentResults& r) { return r.d1.runs; }, d1_variants()},
       {"D2",
        "periodic repetition with period P: one head puts ≥ 0.9 of its attention at δ* = 1 − P and its "
        "response peaks there alone",
@@ -155,7 +105,7 @@ std::vector<SweepSpec> sweep_table() {
        "buckets (all for the past, max distance 128). huang is left out: in causal attention it is "
        "bit-identical to seed (docs/experiments.md, D3).",
        &ExperimentOptions::period, false,
-       [](const ExperimentScale& s) { return experiment_periodic(s, nullptr).runs; }, d2_variants()},
+       [](const ExperimentResults& r) { return r.d2.runs; }, d2_variants()},
       {"D6",
        "synchronous cross-attention y_i = f(x_{i+c}) under Left alignment: one cross head puts ≥ 0.9 of "
        "its attention at δ = +c and its response peaks there alone",
@@ -165,12 +115,13 @@ std::vector<SweepSpec> sweep_table() {
        "bidirectional buckets (max distance 128). (Each run also trains the stretch task's models, not "
        "reported here.)",
        &ExperimentOptions::offset, true,
-       [](const ExperimentScale& s) { return experiment_synchronous(s, nullptr).lag_runs; }, d6_variants()},
+       [](const ExperimentResults& r) { return r.d6.lag_runs; }, d6_variants()},
   };
 }
 
 // Every point of `spec`: each variant (its scheme alone, its table settings on `base`) at each of its
-// knob values, over the seeds.
+// knob values, over the seeds (run_experiment_results keeps each seed's run), next to what the mechanism
+// of its scheme predicts ("—" for a scheme without a prediction).
 LimitSweep run_sweep(const SweepSpec& spec, const ExperimentOptions& base,
                      const std::vector<uint64_t>& seeds, std::ostream* progress) {
   LimitSweep sw;
@@ -179,7 +130,6 @@ LimitSweep run_sweep(const SweepSpec& spec, const ExperimentOptions& base,
   sw.knob = spec.knob;
   sw.setup = spec.setup;
   const std::string noun = spec.knob.substr(0, spec.knob.find(' '));  // "lag" of "lag k"
-  auto run = [&](const ExperimentScale& s) { return only_run(spec.runs(s)); };
   for (const SweepVariant& v : spec.variants)
     for (int64_t knob : v.knobs) {
       ExperimentOptions o = base;
@@ -187,10 +137,20 @@ LimitSweep run_sweep(const SweepSpec& spec, const ExperimentOptions& base,
       o.buckets = v.buckets, o.clip = v.clip, o.table = v.table;
       o.only = spec.experiment;
       o.*spec.knob_option = knob;
-      o.seeds.clear();
+      o.seeds = seeds;
       if (progress)
         *progress << spec.experiment << " limits: " << v.label << ", " << noun << " " << knob << "\n";
-      sw.points.push_back(point(v.label, knob, seeds, spec.bidirectional, run, o));
+      const std::vector<ProbedRun> runs = spec.runs(run_experiment_results(o));
+      RG_CHECK(runs.size() == 1, kOp, "a sweep point ran ", runs.size(), " variants, expected one");
+      const ProbedRun& run = runs.front();
+      const SchemeEntry* entry = find_scheme(run.positional.scheme);
+      const LimitPrediction at = entry && entry->predict
+                                     ? entry->predict(run.positional, run.expected, spec.bidirectional)
+                                     : LimitPrediction{true, "—"};
+      LimitPoint pt{v.label, knob, run.expected, at.holds, at.why,
+                    run.per_seed.empty() ? runs : run.per_seed, 0};
+      pt.holds = static_cast<int>(std::count_if(pt.per_seed.begin(), pt.per_seed.end(), finds_offset));
+      sw.points.push_back(std::move(pt));
     }
   return sw;
 }
@@ -222,9 +182,7 @@ LengthSweep sweep_d3(const ExperimentOptions& base, const std::vector<uint64_t>&
   o.seeds.clear();
   o.eval_lengths = {16, 32, 64, 128};
   for (size_t n = 0; n < seeds.size(); ++n) {
-    ExperimentScale scale;
-    scale.seed = seeds[n];
-    scale.overrides = &o;
+    const ExperimentScale scale{false, seeds[n], &o};
     if (progress) *progress << "D3 limits: seed " << seeds[n] << "\n";
     ExtrapolationResult r = experiment_extrapolation(scale, nullptr);
     sw.train_length = r.train_length;
@@ -244,16 +202,10 @@ LengthSweep sweep_d3(const ExperimentOptions& base, const std::vector<uint64_t>&
   return sw;
 }
 
-std::string seeds_text(const std::vector<uint64_t>& seeds) {
-  std::string s;
-  for (size_t n = 0; n < seeds.size(); ++n) s += (n ? ", " : "") + std::to_string(seeds[n]);
-  return s;
-}
-
-std::string seeds_csv(const std::vector<uint64_t>& seeds) {
-  std::string s;
-  for (size_t n = 0; n < seeds.size(); ++n) s += (n ? "," : "") + std::to_string(seeds[n]);
-  return s;
+std::string seeds_text(const std::vector<uint64_t>& seeds, const std::string& sep) {
+  std::vector<std::string> items;
+  for (uint64_t s : seeds) items.push_back(std::to_string(s));
+  return join(items, sep);
 }
 
 // What else can keep a run from the claim where the scheme's mechanism allows it.
@@ -275,7 +227,7 @@ std::string finding(const LimitSweep& sw) {
     std::vector<std::string> inside, outside, surprises;
     for (const LimitPoint& p : sw.points) {
       if (p.variant != v) continue;
-      const size_t n = p.value.size();
+      const size_t n = p.per_seed.size();
       const bool majority = 2 * static_cast<size_t>(p.holds) > n;
       const std::string at = sw.knob + " = " + std::to_string(p.knob);
       (majority ? inside : outside).push_back(at);
@@ -285,18 +237,12 @@ std::string finding(const LimitSweep& sw) {
                                            : " fails although the mechanism allows it (" + p.mechanism +
                                                  "): " + other_cause(sw.experiment)));
     }
-    md += "- **" + v + "**: holds (on most seeds) at " + (inside.empty() ? "none" : join_list(inside)) +
-          "; fails at " + (outside.empty() ? "none" : join_list(outside)) + "." +
-          (surprises.empty() ? " As predicted." : " Against the prediction: " + join_list(surprises) + ".") +
+    md += "- **" + v + "**: holds (on most seeds) at " + (inside.empty() ? "none" : join(inside)) +
+          "; fails at " + (outside.empty() ? "none" : join(outside)) + "." +
+          (surprises.empty() ? " As predicted." : " Against the prediction: " + join(surprises) + ".") +
           "\n";
   }
   return md;
-}
-
-std::string join_list(const std::vector<std::string>& items) {
-  std::string out;
-  for (size_t n = 0; n < items.size(); ++n) out += (n ? ", " : "") + items[n];
-  return out;
 }
 
 // D3's table: accuracy per length (mean, min … max over the seeds) and the longest length every seed keeps.
@@ -341,9 +287,7 @@ std::string length_section(const LengthSweep& d) {
                        ? p.scheme
                        : p.scheme + " (" + kept + ")");
   }
-  auto list = [](const std::vector<std::string>& v) {
-    return v.empty() ? std::string("none") : join_list(v);
-  };
+  auto list = [](const std::vector<std::string>& v) { return v.empty() ? std::string("none") : join(v); };
   md += "\nKept to " + std::to_string(d.lengths.back()) + " on every seed: " + list(all) +
         ". Stops earlier (the longest length kept on every seed): " + list(stops) +
         ". Not learned at the training length on every seed at this size: " + list(unlearned) +
@@ -355,11 +299,6 @@ std::string length_section(const LengthSweep& d) {
 
 LimitResults run_limit_results(const ExperimentOptions& options, std::ostream* progress) {
   check_experiment_options(options);
-  std::string only = options.only;
-  for (char& c : only) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  RG_CHECK_T(InstrumentOptionError,
-             only.empty() || only == "D1" || only == "D2" || only == "D3" || only == "D6", kOp,
-             "--sweep --only ", options.only, ": expected D1, D2, D3 or D6");
   const auto start = std::chrono::steady_clock::now();
   LimitResults r;
   r.seeds = options.seeds.empty() ? std::vector<uint64_t>{1, 2, 3} : options.seeds;
@@ -367,35 +306,32 @@ LimitResults run_limit_results(const ExperimentOptions& options, std::ostream* p
   ExperimentOptions base;
   base.heads = options.heads, base.width = options.width, base.steps = options.steps;
   for (const SweepSpec& spec : sweep_table())
-    if (only.empty() || only == spec.experiment) r.sweeps.push_back(run_sweep(spec, base, r.seeds, progress));
-  if (only.empty() || only == "D3") r.d3 = sweep_d3(base, r.seeds, progress);
+    if (selected(options, spec.experiment)) r.sweeps.push_back(run_sweep(spec, base, r.seeds, progress));
+  if (selected(options, "D3")) r.d3 = sweep_d3(base, r.seeds, progress);
   for (LimitSweep& sw : r.sweeps) sw.finding = finding(sw);
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.seconds = seconds_since(start);
   return r;
 }
 
 std::string limits_markdown(const LimitResults& r, const ExperimentOptions& o) {
   std::string md = "# Where the experiments' claims hold\n\n";
   md += "Generated by `relgrad experiments --sweep" + (o.only.empty() ? std::string() : " --only " + o.only) +
-        (o.seeds.empty() ? std::string() : " --seeds " + seeds_csv(o.seeds)) +
+        (o.seeds.empty() ? std::string() : " --seeds " + seeds_text(o.seeds, ",")) +
         " --out docs/experiment-limits.md` (train/instruments/experiment_limits.cpp); " +
         seconds_text(r.seconds) + " in all, each model trained on 1 OpenMP thread, train.threads = 1" +
         " (every run is deterministic: the same thread count gives the same figures). Do not edit by hand: "
         "rerun the command.\n\n";
   md +=
       "Each claim of docs/experiments.md holds inside limits set by a mechanism of the scheme: T5's buckets "
-      "are "
-      "exact only up to a distance, Shaw's clip folds every farther offset onto its edge row, a learned "
-      "table "
-      "of t3 rows has no term beyond |δ| = t3 − 1. Each sweep moves the knob the claim depends on across the "
+      "are exact only up to a distance, Shaw's clip folds every farther offset onto its edge row, a learned "
+      "table of t3 rows has no term beyond |δ| = t3 − 1. Each sweep moves the knob the claim depends on across the "
       "limit the mechanism predicts and repeats every point on seeds " +
-      seeds_text(r.seeds) +
+      seeds_text(r.seeds, ", ") +
       " (the CI sizes, so a sweep runs in minutes). *holds*: the seeds on which one head has ≥ 0.9 of its "
       "attention at δ* and its response peaks there alone; *predicted*: the mechanism allows it. "
       "The mass counts the queries that need δ* (D1: those that copy a symbol); a point is on the line of "
       "its variant only if most seeds agree. tests/test_experiment_limits.cpp asserts the T5 bucket limit "
-      "(D1, "
-      "16 buckets, lags 3 and 4) and the table-size limit (D2, t3 = P and P − 1) on three seeds; "
+      "(D1, 16 buckets, lags 3 and 4) and the table-size limit (D2, t3 = P and P − 1) on three seeds; "
       "tests/test_experiments.cpp the clip limit (D1).\n\n";
   for (const LimitSweep& sw : r.sweeps) {
     md += "## " + sw.experiment + " — " + sw.knob + "\n\nClaim: " + sw.claim + ". " + sw.setup + "\n\n";
@@ -404,23 +340,19 @@ std::string limits_markdown(const LimitResults& r, const ExperimentOptions& o) {
           "response peaks | accuracy |\n|---|---:|---:|---|---|---:|---:|---|---:|\n";
     for (const LimitPoint& p : sw.points) {
       double mean = 0.0, acc = 0.0;
-      for (double v : p.value) mean += v;
-      for (double a : p.accuracy) acc += a;
-      mean /= static_cast<double>(p.value.size());
-      acc /= static_cast<double>(p.accuracy.size());
+      for (const ProbedRun& x : p.per_seed) mean += x.mass_expected;
+      for (const ProbedRun& x : p.per_seed) acc += x.accuracy;
+      mean /= static_cast<double>(p.per_seed.size());
+      acc /= static_cast<double>(p.per_seed.size());
+      const auto [lo, hi] = std::minmax_element(p.per_seed.begin(), p.per_seed.end(), [](const auto& a, const auto& b) {
+        return a.mass_expected < b.mass_expected;
+      });
       std::vector<std::string> peaks;
-      for (size_t n = 0; n < p.response_peak.size(); ++n) {
-        ProbedRun x;
-        x.response_peak = p.response_peak[n];
-        x.response_plateau = p.response_plateau[n];
-        peaks.push_back(peak_text(x));
-      }
+      for (const ProbedRun& x : p.per_seed) peaks.push_back(peak_text(x));
       md += "| " + p.variant + " | " + std::to_string(p.knob) + " | " + offset_text(p.expected) + " | " +
             (p.predicted ? "yes" : "no") + " | " + p.mechanism + " | " + std::to_string(p.holds) + " of " +
-            std::to_string(p.value.size()) + " | " + fixed(mean, 3) + " (" +
-            fixed(*std::min_element(p.value.begin(), p.value.end()), 3) + " … " +
-            fixed(*std::max_element(p.value.begin(), p.value.end()), 3) + ") | " + join_list(peaks) + " | " +
-            percent(acc) + " |\n";
+            std::to_string(p.per_seed.size()) + " | " + fixed(mean, 3) + " (" + fixed(lo->mass_expected, 3) +
+            " … " + fixed(hi->mass_expected, 3) + ") | " + join(peaks) + " | " + percent(acc) + " |\n";
     }
     md += "\n" + sw.finding + "\n";
   }

@@ -1,25 +1,10 @@
-// Claims with their limits: where each verification experiment's claim (docs/experiments.md) holds
-// and where it stops, found by sweeping the knob the claim depends on over several seeds, next to the
-// limit the mechanism predicts. The API behind `relgrad experiments --sweep [--only D1] [--seeds 1,2,3]
-// [--out docs/experiment-limits.md]`:
-//
-//   ExperimentOptions o;  o.sweep = true;                  // CI sizes: minutes on one core
-//   std::string md = run_experiment_limits(o, &std::cout);  // markdown of docs/experiment-limits.md
-//
-// Sweeps (the CI form's model and data, ExperimentOptions overrides applied on top):
-//   D1  lag k × scheme: t5 at 16 and 32 buckets (exact distances only up to t5_exact_reach; past it
-//       δ = −k shares a bucket with its neighbours: a response plateau), shaw with clip k − 1, k, k + 1
-//       (δ = −k is its own row only for clip ≥ k + 1), seed with table t3 around k (the Zero policy: no
-//       row for |δ| ≥ t3).
-//   D2  period P × scheme: t5 at 8 and 32 causal buckets, the seed's table at its default size over
-//       periods and one row short of δ* = 1 − P (huang is bit-identical to seed in causal attention).
-//   D6  offset c: the lag task's cross peak at δ = +c for t5 (bidirectional buckets), seed, shaw.
-//   D3  evaluation length: every scheme trained at the CI length 16, evaluated at 1×, 2×, 4× and 8×; it
-//       "keeps" a length when its accuracy there is ≥ 90 % of its accuracy at the training length.
-// A point of D1, D2, D6 "holds" when one head has ≥ 0.9 of its attention at δ* and its response peaks
-// there alone; the table gives on how many seeds it holds.
+// Claims with their limits, the API behind `relgrad experiments --sweep`: where each verification
+// experiment's claim (docs/experiments.md) holds and where it stops, found by sweeping the knob the claim
+// depends on over several seeds (the CI form's model and data), next to the limit the mechanism predicts
+// (experiment_limits.cpp lists the sweeps). A point of D1, D2, D6 "holds" when one head has ≥ 0.9 of its
+// attention at δ* and its response peaks there alone (finds_offset); D3 "keeps" a length when its
+// accuracy there is ≥ 90 % of its accuracy at the training length.
 #pragma once
-#include "layers/relative_bias.h"
 #include <cstdint>
 #include <iosfwd>
 #include <string>
@@ -29,8 +14,6 @@
 
 namespace relgrad {
 
-// T5's exact range and bucket members: t5_exact_reach, t5_bucket_members (layers/relative_bias.h).
-
 // One point of a sweep: a scheme variant at one knob value, over the seeds.
 struct LimitPoint {
   std::string variant;           // "t5 (32 buckets)", "shaw clip 4", "seed t3 8"
@@ -38,10 +21,8 @@ struct LimitPoint {
   int64_t expected = 0;          // δ*
   bool predicted = true;         // the mechanism's prediction: the claim holds here
   std::string mechanism;         // why (not) predicted: "δ = −9 shares bucket 8 with −8 … −11"
-  std::vector<double> value;     // per seed: the best head's mass at δ*
-  std::vector<double> accuracy;  // per seed: held-out accuracy
-  std::vector<int64_t> response_peak, response_plateau;  // per seed
-  int holds = 0;                                         // seeds where the claim holds
+  std::vector<ProbedRun> per_seed;
+  int holds = 0;  // seeds where the claim holds
 };
 struct LimitSweep {
   std::string experiment;  // "D1"

@@ -1,9 +1,10 @@
-// D1 shift-copy, D2 periodic repetition and D6 synchronous cross-attention (train/instruments/experiments.h).
-// D3 is in experiments_d3.cpp, the runs over seeds in experiments_run.cpp, the markdown and pictures in
-// experiments_report.cpp.
+// The experiments D1, D2, D3 and D6 (train/instruments/experiments.h). The runs over seeds are in
+// experiments_run.cpp, the markdown and pictures in experiments_report.cpp.
 #include "train/instruments/experiments.h"
 
 #include <algorithm>
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <ostream>
 
@@ -19,6 +20,34 @@ PositionalConfig shaw(int64_t clip) {
   PositionalConfig p = scheme_config("shaw");
   p.clip = clip;
   return p;
+}
+
+// The CI form's model (RecipeSize's) at `ci_steps`, or the full form's (d_model 64, 4 heads, warmup 100,
+// lr 2e-3) at `full_steps`; then --heads, --width (d_ff = 2·width) and --steps (the warmup shrinks to a
+// tenth of the steps when longer).
+ModelSize form_size(bool full, int64_t full_steps, int64_t ci_steps, const ExperimentOptions& o,
+                    int64_t encoder_layers = 1, int64_t decoder_layers = 1) {
+  ModelSize size;
+  size.encoder_layers = encoder_layers, size.decoder_layers = decoder_layers;
+  if (full) size.d_model = 64, size.n_heads = 4, size.d_ff = 128, size.warmup = 100, size.lr = 2e-3;
+  size.steps = full ? full_steps : ci_steps;
+  if (o.heads > 0) size.n_heads = o.heads;
+  if (o.width > 0) size.d_model = o.width, size.d_ff = 2 * o.width;
+  if (o.steps > 0) {
+    size.steps = o.steps;
+    if (size.warmup >= size.steps) size.warmup = size.steps / 10;
+  }
+  return size;
+}
+
+// Trains and probes one run per variant into `runs`, the variant's scheme at spec.place.
+void probe_variants(std::vector<ProbedRun>& runs, const Variants& variants, RunConfig config,
+                    const BatchFn& data, const ProbeSpec& spec, std::ostream* progress) {
+  for (const auto& [label, pos] : variants) {
+    (spec.place == "cross" ? config.model.cross : config.model.decoder_self) = pos;
+    runs.push_back(train_and_probe(label, config, data, spec, progress));
+    runs.back().positional = pos;
+  }
 }
 
 }  // namespace
@@ -51,14 +80,7 @@ ShiftResult experiment_shift(const ExperimentScale& scale, std::ostream* progres
   auto task = std::make_shared<SyntheticTask>(t);
   BatchFn data = [task](int64_t index, Split split) { return task->batch(index, split); };
 
-  ModelSize size;
-  if (full)
-    size.d_model = 64, size.n_heads = 4, size.d_ff = 128, size.steps = 1500, size.warmup = 100,
-    size.lr = 2e-3;
-  else
-    size.steps = 300, size.lr = 3e-3;
-  apply_size(size, o);
-
+  const ModelSize size = form_size(full, 1500, 300, o);
   const int64_t k = t.lag;
   Variants variants = {
       {"t5", scheme_config("t5")},
@@ -88,19 +110,14 @@ ShiftResult experiment_shift(const ExperimentScale& scale, std::ostream* progres
   if (progress) *progress << "D1 shift-copy, lag " << k << "\n";
   // The mass counts the queries that copy a symbol (not "_" nor EOS): those need key t − k.
   const int64_t filler = task->filler();
-  for (const auto& [label, cross] : variants) {
-    RunConfig c = experiment_config(true, task->vocab().size, size, scale.seed);
-    c.model.cross = cross;
-    ProbeSpec spec;
-    spec.place = "cross";
-    spec.expected = -k;
-    spec.reach = t.min_len - 1;
-    spec.eval_batches = full ? 8 : 4;
-    spec.queries = [filler](int64_t, int64_t y) { return y >= kFirstSymbol && y != filler; };
-    spec.subset = spec.queries;
-    r.runs.push_back(train_and_probe(label, c, data, spec, progress));
-    r.runs.back().positional = cross;
-  }
+  ProbeSpec spec;
+  spec.expected = -k;
+  spec.reach = t.min_len - 1;
+  spec.eval_batches = full ? 8 : 4;
+  spec.queries = [filler](int64_t, int64_t y) { return y >= kFirstSymbol && y != filler; };
+  spec.subset = spec.queries;
+  probe_variants(r.runs, variants, experiment_config(true, task->vocab().size, size, scale.seed), data, spec,
+                 progress);
   return r;
 }
 
@@ -134,20 +151,9 @@ PeriodicResult experiment_periodic(const ExperimentScale& scale, std::ostream* p
   const ExperimentOptions& o = overrides_of(scale);
   const int64_t P = is_set(o.period) ? o.period : full ? 8 : 5, symbols = 10;
   const int64_t L = is_set(o.period) ? std::max<int64_t>(full ? 32 : 16, 3 * P) : full ? 32 : 16;
-  ModelSize size;
-  size.encoder_layers = 0;
-  if (full)
-    size.d_model = 64, size.n_heads = 4, size.d_ff = 128, size.steps = 1500, size.warmup = 100,
-    size.lr = 2e-3;
-  else
-    size.steps = 500, size.lr = 3e-3;  // T5 needs 500 steps to leave δ = 0 reliably (8 seeds checked)
-  apply_size(size, o);
+  // The CI form's 500 steps: T5 needs them to leave δ = 0 reliably (8 seeds checked).
+  const ModelSize size = form_size(full, 1500, 500, o, 0);
 
-  struct Variant {
-    std::string label;
-    PositionalConfig pos;
-    int64_t period;
-  };
   Variants form = {{"t5", scheme_config("t5")}, {"seed", scheme_config("seed")}};
   if (full) {
     form.push_back({"huang", scheme_config("huang")});
@@ -157,15 +163,6 @@ PeriodicResult experiment_periodic(const ExperimentScale& scale, std::ostream* p
     form.push_back({"alibi", scheme_config("alibi")});
     form.push_back({"none", scheme_config("none")});
   }
-  std::vector<Variant> variants;
-  for (auto& [label, pos] : choose_variants(form, o)) variants.push_back({label, pos, P});
-  // The full form's demonstration of a shared T5 bucket, at its own period (not with --period).
-  const bool t5_wanted = o.schemes.empty() || std::count(o.schemes.begin(), o.schemes.end(), "t5");
-  if (full && !is_set(o.period) && t5_wanted) {
-    const PositionalConfig t5 = apply_tables(scheme_config("t5"), o);
-    variants.push_back({tuned_label("t5, P = 20 (δ* = −19 shares a bucket with −20)", t5, o), t5, 20});
-  }
-
   PeriodicResult r;
   r.period = P;
   r.chance = 1.0 / static_cast<double>(symbols);
@@ -173,24 +170,91 @@ PeriodicResult experiment_periodic(const ExperimentScale& scale, std::ostream* p
       "A decoder-only LM on sequences of length " + std::to_string(L) + ": " + std::to_string(P) +
       " random symbols (of " + std::to_string(symbols) + ") repeated with period P = " + std::to_string(P) +
       "; tokens = BOS s[0] … s[L−2], loss only on the repeated part (targets s[i], i ≥ P). Query i holds "
-      "s[i−1] and predicts s[i] = s[i−P], which sits at δ* = 1 − P = " +
-      offset_text(1 - P) +
-      " from the query (P before the predicted token). The scheme is in the causal self-attention. " +
+      "s[i−1] and predicts s[i] = s[i−P], which sits at δ* = 1 − P = " + offset_text(1 - P) + " from the query (P before the predicted token). The scheme is in the causal self-attention. " +
       model_text(size, false) + ". " + seed_sentence(scale);
   if (progress) *progress << "D2 periodic repetition, period " << P << "\n";
-  for (const Variant& v : variants) {
-    RunConfig c = experiment_config(false, kFirstSymbol + symbols, size, scale.seed);
-    c.model.decoder_self = v.pos;
-    const int64_t length = std::max(L, 3 * v.period);
+  const RunConfig config = experiment_config(false, kFirstSymbol + symbols, size, scale.seed);
+  auto run_at = [&](int64_t period, const Variants& variants) {
+    const int64_t length = std::max(L, 3 * period);
     ProbeSpec spec;
     spec.place = "decoder_self";
-    spec.expected = 1 - v.period;
+    spec.expected = 1 - period;
     spec.queries = [](int64_t, int64_t y) { return y != kIgnoreIndex; };  // the repeated part: i ≥ P
     spec.reach = length / 2;
     spec.eval_batches = full ? 8 : 4;
-    r.runs.push_back(
-        train_and_probe(v.label, c, periodic_lm(v.period, length, symbols, scale.seed), spec, progress));
-    r.runs.back().positional = v.pos;
+    probe_variants(r.runs, variants, config, periodic_lm(period, length, symbols, scale.seed), spec, progress);
+  };
+  run_at(P, choose_variants(form, o));
+  // The full form's demonstration of a shared T5 bucket, at its own period (not with --period).
+  const bool t5_wanted = o.schemes.empty() || std::count(o.schemes.begin(), o.schemes.end(), "t5");
+  if (full && !is_set(o.period) && t5_wanted) {
+    const PositionalConfig t5 = apply_tables(scheme_config("t5"), o);
+    run_at(20, {{tuned_label("t5, P = 20 (δ* = −19 shares a bucket with −20)", t5, o), t5}});
+  }
+  return r;
+}
+
+// ---- D3 -----------------------------------------------------------------------------------------
+// D2's periodic LM trained at one length and evaluated at 1×, 2× and 4× that length, for the first
+// zoo's positional schemes of the decoder (or those --scheme names).
+ExtrapolationResult experiment_extrapolation(const ExperimentScale& scale, std::ostream* progress) {
+  const bool full = scale.full;
+  const ExperimentOptions& o = overrides_of(scale);
+  const int64_t L = is_set(o.train_length) ? o.train_length : full ? 64 : 16, P = full ? 8 : 4, symbols = 10;
+  const ModelSize size = form_size(full, 1000, 200, o, 0, 2);
+
+  ExtrapolationResult r;
+  r.train_length = L;
+  r.eval_lengths = {L, 2 * L, 4 * L};
+  if (!o.eval_lengths.empty()) {  // the training length first, then the others in the order given
+    r.eval_lengths = {L};
+    for (int64_t e : o.eval_lengths)
+      if (std::find(r.eval_lengths.begin(), r.eval_lengths.end(), e) == r.eval_lengths.end())
+        r.eval_lengths.push_back(e);
+  }
+  r.chance = 1.0 / static_cast<double>(symbols);
+  // The learned tables of seed and huang cover the training length only (t3 = L, |δ| ≤ L − 1; beyond:
+  // no term, OutOfRange::Zero), as the seed's recipe sizes them; Shaw clips at 2P; T5 keeps its
+  // default 32 buckets up to distance 128.
+  const int64_t table = o.table > 0 ? o.table : L, clip = o.clip > 0 ? o.clip : 2 * P;
+  const int64_t buckets = o.buckets > 0 ? o.buckets : 32,
+                max_distance = o.max_distance > 0 ? o.max_distance : 128;
+  // By default the schemes of the documented table (docs/experiments.md), the first zoo's; --scheme
+  // takes any registered one (the later schemes' length comparison is relgrad length-bench's).
+  const std::vector<std::string> documented = {"none", "seed", "huang", "shaw", "t5", "alibi", "rope", "transformer_xl"};
+  const std::vector<std::string>& wanted = o.schemes.empty() ? documented : o.schemes;
+  std::vector<std::string> schemes;  // in the registry's order (layers/schemes.h)
+  for (const SchemeEntry& e : positional_schemes())
+    if (std::count(wanted.begin(), wanted.end(), e.name)) schemes.push_back(e.name);
+  r.setup = "D2's task (period P = " + std::to_string(P) + ", " + std::to_string(symbols) +
+            " symbols, loss on the repeated part) trained at length " + std::to_string(L) +
+            " and evaluated (teacher-forced, held-out) at " + spoken_list(r.eval_lengths, 0) +
+            ". Decoder-only, the scheme in every causal self-attention; " + model_text(size, false) +
+            ". seed and huang tables have t3 = " + std::to_string(table) + " (|δ| ≤ " +
+            std::to_string(table - 1) + ", no term beyond: the Zero policy); shaw clip " +
+            std::to_string(clip) + "; t5 " + std::to_string(buckets) + " buckets, max distance " +
+            std::to_string(max_distance) + "; rope base 10000. " + seed_sentence(scale);
+  if (progress) *progress << "D3 length extrapolation, train length " << L << "\n";
+  for (const std::string& scheme : schemes) {
+    const auto start = std::chrono::steady_clock::now();
+    RunConfig c = experiment_config(false, kFirstSymbol + symbols, size, scale.seed);
+    PositionalConfig pos = scheme_config(scheme);
+    pos.max_length = table;
+    pos.clip = clip;
+    pos.num_buckets = buckets;
+    pos.max_distance = max_distance;
+    c.model.decoder_self = pos;
+    ExtrapolationRow row;
+    row.scheme = scheme;
+    train_run(c, periodic_lm(P, L, symbols, scale.seed), progress, scheme, [&](RunModel& model) {
+      for (int64_t length : r.eval_lengths) {
+        Evaluation e = evaluate_on(model, periodic_lm(P, length, symbols, scale.seed), full ? 4 : 2);
+        row.accuracy.push_back(e.accuracy);
+        row.loss.push_back(e.loss);
+      }
+    });
+    row.seconds = seconds_since(start);
+    r.rows.push_back(std::move(row));
   }
   return r;
 }
@@ -212,18 +276,14 @@ int64_t mirror(int64_t token, int64_t symbols) {
   return token == kEos ? kEos : kFirstSymbol + (symbols - 1 - (token - kFirstSymbol));
 }
 
-BatchFn lag_batches(int64_t lag, int64_t min_len, int64_t max_len, int64_t symbols, uint64_t seed) {
+// Encoder–decoder batches of rows that `row` draws as (source, target); tgt_in = BOS target[..−1].
+using SourceTarget = std::pair<std::vector<int64_t>, std::vector<int64_t>>;
+BatchFn source_target_batches(uint32_t stream, uint64_t seed, const std::function<SourceTarget(CounterStream&)>& row) {
   return [=](int64_t index, Split split) {
     std::vector<std::vector<int64_t>> src, in, out;
-    for (int64_t row = 0; row < kExperimentRows; ++row) {
-      CounterStream rng = row_random(seed, 6, split, index, row);
-      const int64_t n = rng.between(min_len, max_len);
-      std::vector<int64_t> x;
-      for (int64_t i = 0; i < n + lag; ++i) x.push_back(kFirstSymbol + rng.below(symbols));
-      x.push_back(kEos);
-      std::vector<int64_t> y;
-      for (int64_t i = 0; i <= n; ++i)
-        y.push_back(mirror(x[static_cast<size_t>(i + lag)], symbols));  // ends in EOS
+    for (int64_t r = 0; r < kExperimentRows; ++r) {
+      CounterStream rng = row_random(seed, stream, split, index, r);
+      auto [x, y] = row(rng);
       std::vector<int64_t> y_in{kBos};
       y_in.insert(y_in.end(), y.begin(), y.end() - 1);
       src.push_back(std::move(x));
@@ -234,25 +294,26 @@ BatchFn lag_batches(int64_t lag, int64_t min_len, int64_t max_len, int64_t symbo
   };
 }
 
+BatchFn lag_batches(int64_t lag, int64_t min_len, int64_t max_len, int64_t symbols, uint64_t seed) {
+  return source_target_batches(6, seed, [=](CounterStream& rng) {
+    const int64_t n = rng.between(min_len, max_len);
+    std::vector<int64_t> x, y;
+    for (int64_t i = 0; i < n + lag; ++i) x.push_back(kFirstSymbol + rng.below(symbols));
+    x.push_back(kEos);
+    for (int64_t i = 0; i <= n; ++i) y.push_back(mirror(x[static_cast<size_t>(i + lag)], symbols));  // ends in EOS
+    return SourceTarget{x, y};
+  });
+}
+
 BatchFn stretch_batches(int64_t min_len, int64_t max_len, int64_t symbols, uint64_t seed) {
-  return [=](int64_t index, Split split) {
-    std::vector<std::vector<int64_t>> src, in, out;
-    for (int64_t row = 0; row < kExperimentRows; ++row) {
-      CounterStream rng = row_random(seed, 7, split, index, row);
-      const int64_t n = rng.between(min_len, max_len);
-      std::vector<int64_t> x;
-      for (int64_t i = 0; i < n; ++i) x.push_back(kFirstSymbol + rng.below(symbols));
-      x.push_back(kEos);
-      std::vector<int64_t> y;
-      for (int64_t s : x) y.insert(y.end(), 2, mirror(s, symbols));
-      std::vector<int64_t> y_in{kBos};
-      y_in.insert(y_in.end(), y.begin(), y.end() - 1);
-      src.push_back(std::move(x));
-      in.push_back(std::move(y_in));
-      out.push_back(std::move(y));
-    }
-    return encoder_decoder_batch(src, in, out);
-  };
+  return source_target_batches(7, seed, [=](CounterStream& rng) {
+    const int64_t n = rng.between(min_len, max_len);
+    std::vector<int64_t> x, y;
+    for (int64_t i = 0; i < n; ++i) x.push_back(kFirstSymbol + rng.below(symbols));
+    x.push_back(kEos);
+    for (int64_t s : x) y.insert(y.end(), 2, mirror(s, symbols));
+    return SourceTarget{x, y};
+  });
 }
 
 }  // namespace
@@ -262,14 +323,8 @@ SyncResult experiment_synchronous(const ExperimentScale& scale, std::ostream* pr
   const ExperimentOptions& o = overrides_of(scale);
   const int64_t c = is_set(o.offset) ? o.offset : full ? 3 : 2, symbols = 10;
   const int64_t min_len = full ? 6 : 4, max_len = full ? 16 : 10;
-  ModelSize size;
-  if (full)
-    size.d_model = 64, size.n_heads = 4, size.d_ff = 128, size.steps = 1000, size.warmup = 100,
-    size.lr = 2e-3;
-  else
-    size.steps = 300, size.lr = 3e-3;
-  apply_size(size, o);
-  const int64_t vocab = kFirstSymbol + symbols, eval_batches = full ? 8 : 4;
+  const ModelSize size = form_size(full, 1000, 300, o);
+  const RunConfig config = experiment_config(true, kFirstSymbol + symbols, size, scale.seed);
 
   SyncResult r;
   r.lag = c;
@@ -286,40 +341,27 @@ SyncResult experiment_synchronous(const ExperimentScale& scale, std::ostream* pr
             model_text(size, true) + ". " + seed_sentence(scale);
 
   if (progress) *progress << "D6 synchronous cross-attention, lag " << c << "\n";
-  BatchFn lag = lag_batches(c, min_len, max_len, symbols, scale.seed);
   Variants lag_variants = {{"seed", scheme_config("seed")}};
   if (full)
     lag_variants.push_back({"t5", scheme_config("t5")}), lag_variants.push_back({"shaw clip 8", shaw(8)});
-  for (const auto& [label, pos] : choose_variants(lag_variants, o)) {
-    RunConfig cfg = experiment_config(true, vocab, size, scale.seed);
-    cfg.model.cross = pos;
-    ProbeSpec spec;
-    spec.expected = c;
-    spec.reach = std::max(min_len, c + 1);
-    spec.eval_batches = eval_batches;
-    r.lag_runs.push_back(train_and_probe(label, cfg, lag, spec, progress));
-    r.lag_runs.back().positional = pos;
-  }
+  ProbeSpec spec;
+  spec.expected = c;
+  spec.reach = std::max(min_len, c + 1);
+  spec.eval_batches = full ? 8 : 4;
+  probe_variants(r.lag_runs, choose_variants(lag_variants, o), config,
+                 lag_batches(c, min_len, max_len, symbols, scale.seed), spec, progress);
 
-  BatchFn stretch = stretch_batches(min_len, max_len, symbols, scale.seed);
-  PositionFilter even = [](int64_t t, int64_t) { return t % 2 == 0; };
-  KeyOf half = [](int64_t i) { return i / 2; };
-  Variants stretch_variants = {{"seed", scheme_config("seed")}};
-  stretch_variants.push_back({"t5", scheme_config("t5")});
-  for (const auto& [label, pos] : choose_variants(stretch_variants, o))
+  const BatchFn stretch = stretch_batches(min_len, max_len, symbols, scale.seed);
+  spec.expected = 0;
+  spec.key_of = [](int64_t i) { return i / 2; };
+  spec.subset = [](int64_t t, int64_t) { return t % 2 == 0; };  // the even positions need the source
+  spec.reach = min_len;
+  for (const auto& [label, pos] : choose_variants({{"seed", scheme_config("seed")}, {"t5", scheme_config("t5")}}, o))
     for (Alignment a : {Alignment::Scaled, Alignment::Left}) {
-      RunConfig cfg = experiment_config(true, vocab, size, scale.seed);
-      cfg.model.cross = pos;
-      cfg.model.cross_alignment = aligned_by(a);
+      RunConfig aligned = config;
+      aligned.model.cross_alignment = aligned_by(a);
       const std::string name = label + (a == Alignment::Scaled ? " (scaled)" : " (left)");
-      ProbeSpec spec;
-      spec.expected = 0;
-      spec.key_of = half;
-      spec.subset = even;
-      spec.reach = min_len;
-      spec.eval_batches = eval_batches;
-      r.stretch_runs.push_back(train_and_probe(name, cfg, stretch, spec, progress));
-      r.stretch_runs.back().positional = pos;
+      probe_variants(r.stretch_runs, {{name, pos}}, aligned, stretch, spec, progress);
     }
   return r;
 }

@@ -1,28 +1,11 @@
-// Verification experiments for the relative positional schemes (docs/experiments.md has the report):
-// small models trained from scratch on toy tasks where position is the only cue, then probed
-// (train/instruments/probe.h) to check that the learned relative parameters encode the offset the task needs.
-// The API behind `relgrad experiments [--full] [--only D1] [--out docs/experiments.md]`:
-//
-//   ExperimentOptions o;                                  // CI form; o.full = true: the documented form
-//   std::string md = run_experiments(o, &std::cout);      // trains, probes, writes pictures, returns
-//   markdown
-//
-//   D1  shift-copy with lag k: encoder–decoder, the scheme in cross-attention only (left alignment),
-//       y[t] = x[t − k]: the decoder query t must read key t − k, δ = −k. T5, the seed's method and
-//       Shaw with clip > k put ≥ 0.9 of one head's attention at δ = −k; Shaw with clip ≤ k cannot
-//       (every δ ≤ −clip shares the edge row).
-//   D2  periodic repetition with period P, decoder-only LM: predicting s[i+1] = s[i+1−P] from query i
-//       needs δ = 1 − P (the token P before the predicted one).
-//   D3  length extrapolation: the D2 task trained at one length, evaluated at 2× and 4×, the first
-//       zoo's schemes (none … transformer_xl; --scheme: any).
-//   D6  synchronous cross-attention: y_i = f(x_{i+c}) → cross peak at δ = +c with left alignment; the
-//       time-stretch task y_{2m} = y_{2m+1} = f(x_m) (t2 = 2·t1) works with scaled alignment only.
-//
-// Everything is deterministic: fixed seeds, no dropout, counter-based data, and CPU kernels that
-// reduce in an order fixed by the shapes, so the figures are the same bit for bit at any thread
-// count. Each experiment has a CI form (seconds) and a full form (minutes); `full` picks. The
-// markdown links pictures as <basename(out_dir)>/<file>, i.e. it expects to be saved in out_dir's
-// parent directory (docs/experiments.md ↔ docs/experiments/).
+// Verification experiments for the relative positional schemes, the API behind `relgrad experiments`
+// (docs/experiments.md has the report, experiments.cpp each task): small models trained from scratch on
+// toy tasks where position is the only cue, then probed (train/instruments/probe.h) to check that the
+// learned relative parameters encode the offset the task needs. Each experiment has a CI form (seconds)
+// and a full form (minutes). Everything is deterministic: fixed seeds, no dropout, counter-based data, and
+// CPU kernels that reduce in an order fixed by the shapes, so the figures are the same bit for bit at any
+// thread count. The markdown links pictures as <basename(out_dir)>/<file>: it is saved in out_dir's parent
+// (docs/experiments.md ↔ docs/experiments/).
 #pragma once
 #include <cstdint>
 #include <iosfwd>
@@ -36,22 +19,14 @@ namespace relgrad {
 
 inline constexpr int64_t kFormDefault = std::numeric_limits<int64_t>::min();  // "the form's own value"
 
-// What `relgrad experiments` runs. Every override left at its default (kFormDefault, 0 or empty)
-// keeps the form's value, so the default options give today's report bit for bit. The flag names in
-// the comments are the ones `relgrad experiments` should take (train/command/cli.cpp wires them):
-//
-//   relgrad experiments --only D1 --lag 11 --scheme t5 --buckets 64 --heads 8 --seeds 1,2,3
-//
-// prints the D1 table for that variant: one row per scheme run, the mass at δ* as the mean over the
-// seeds with its min … max. An override that an experiment does not read is ignored by it (--lag by
-// D2, --period by D1), so the experiment-specific ones go with `--only`. The markdown's first line
-// repeats the flags, so a variant's report says how to regenerate it. Lists: parse_seed_list,
-// parse_int_list, parse_name_list below; errors: check_experiment_options.
+// What `relgrad experiments` runs; the comments name the flags. Every override left at its default
+// (kFormDefault, 0 or empty) keeps the form's value, so the default options give today's report bit for
+// bit. An override an experiment does not read is ignored by it (--lag by D2). The markdown's first
+// line repeats the flags, so a variant's report says how to regenerate it.
 struct ExperimentOptions {
   bool full = false;  // --full
   std::string only;   // --only: "D1", "D2", "D3", "D6" (case-insensitive) or "" = all
-  std::string out_dir =
-      "docs/experiments";  // pictures; created when needed (cli: <folder of --out>/experiments)
+  std::string out_dir = "docs/experiments";  // pictures (cli: <folder of --out>/experiments)
 
   // ---- per-run overrides (kFormDefault / 0 / empty: the form's value) ----
   int64_t lag = kFormDefault;           // --lag K: D1's lag k (δ* = −k), K ≥ 1
@@ -70,17 +45,11 @@ struct ExperimentOptions {
   int64_t steps = 0;                    // --steps N: training steps of every run
   std::vector<uint64_t> seeds;          // --seeds 1,2,3: every run repeated per seed (empty: seed 1)
 
-  // ---- claims with their limits (train/instruments/experiment_limits.h) ----
-  bool sweep = false;  // --sweep: run_experiment_limits instead of run_experiments;
-                       //   the cli writes docs/experiment-limits.md by default (--out);
-                       //   --only D1, D2 or D6; --seeds (default 1,2,3), --heads,
-                       //   --width and --steps apply, the sweep sets the others
+  bool sweep = false;  // --sweep: run_experiment_limits (experiment_limits.h) instead of run_experiments
 };
 
-// InstrumentOptionError (probe.h; "[experiments] --lag 0: …") for a value out of range: lag < 1,
-// period < 2, offset < 0, train_length < 2, eval lengths < 2, an unknown scheme, buckets < 2 or odd,
-// max_distance < 1, clip < 1, table < 2, heads < 1, width not a positive multiple of heads, steps < 1.
-// run_experiment_results calls it first; the cli may call it to report a usage error.
+// InstrumentOptionError (probe.h; "[experiments] --lag 0: …") for a value out of range or an unknown
+// --only or scheme; run_experiment_results calls it first, the cli to report a usage error.
 void check_experiment_options(const ExperimentOptions& options);
 
 // "1,2,3" → {1, 2, 3}; "64,128" → lengths; "t5,seed" → names (lower-cased). InstrumentOptionError
@@ -99,7 +68,6 @@ struct ExperimentScale {
   const ExperimentOptions* overrides = nullptr;  // per-run overrides (null: none); seeds is not read
 };
 
-inline constexpr int64_t kNoPeak = std::numeric_limits<int64_t>::min();  // no response curve (scheme none)
 
 // One trained model, probed at the offset its task needs.
 struct ProbedRun {
@@ -114,50 +82,49 @@ struct ProbedRun {
   int head = -1;                    // the head with the most attention at δ* (queries with a key there)
   double mass_expected = 0.0;       // that head's attention mass at δ*, over queries whose key δ* exists
   int64_t mass_peak = 0;            // that head's attention-mass peak (probe's mass, all queries)
-  int64_t response_peak = kNoPeak;  // that head's positional-response peak (kNoPeak: no response)
+  int64_t response_peak = kNoResponsePeak;  // that head's positional-response peak (kNoResponsePeak: no response)
   int64_t response_plateau = 0;     // how many offsets share the response's peak value (clipped edge rows)
   double seconds = 0.0;
   std::vector<ProbeCurve> curves;  // the probed place's curves (both kinds), for pictures
   PositionalConfig positional;     // the probed place's scheme settings (buckets, clip, table)
-  // Repeated over several seeds (ExperimentOptions::seeds with more than one): one entry per seed,
-  // in order; the fields above are then the first seed's except mass_expected, accuracy, loss and
+  // Repeated over several seeds (ExperimentOptions::seeds with more than one): each seed's run, in
+  // order; the fields above are then the first seed's except mass_expected, accuracy, loss and
   // subset_accuracy, which are the means. Empty for a single seed.
   std::vector<uint64_t> seeds;
-  std::vector<double> seed_mass, seed_accuracy;
-  std::vector<int64_t> seed_response_peak, seed_response_plateau;
+  std::vector<ProbedRun> per_seed;
 };
+// The experiments' criterion: one head with ≥ 0.9 of its attention at δ* and its response peaking
+// there alone (the mass alone for a scheme without a response).
+bool finds_offset(const ProbedRun& run);
 
-struct ShiftResult {  // D1
+// What every experiment reports besides its runs: 1 / num_symbols and one paragraph (model, data, steps).
+struct ExperimentSetup {
+  double chance = 0.0;
+  std::string setup;
+};
+struct ShiftResult : ExperimentSetup {  // D1
   int64_t lag = 0;
   int64_t min_len = 0;  // the shortest source: offsets |δ| < min_len occur in every sequence
-  double chance = 0.0;  // 1 / num_symbols
   std::vector<ProbedRun> runs;
-  std::string setup;  // one paragraph: model, data, steps
 };
-struct PeriodicResult {  // D2
+struct PeriodicResult : ExperimentSetup {  // D2
   int64_t period = 0;
-  double chance = 0.0;
   std::vector<ProbedRun> runs;
-  std::string setup;
 };
 struct ExtrapolationRow {  // D3: one scheme
   std::string scheme;
   std::vector<double> accuracy, loss;  // per eval length
   double seconds = 0.0;
 };
-struct ExtrapolationResult {
+struct ExtrapolationResult : ExperimentSetup {
   int64_t train_length = 0;
   std::vector<int64_t> eval_lengths;  // the first is train_length
-  double chance = 0.0;
   std::vector<ExtrapolationRow> rows;
-  std::string setup;
 };
-struct SyncResult {  // D6
+struct SyncResult : ExperimentSetup {  // D6
   int64_t lag = 0;
-  double chance = 0.0;
   std::vector<ProbedRun> lag_runs;      // y_i = f(x_{i+c}), left alignment
   std::vector<ProbedRun> stretch_runs;  // y_{2m} = y_{2m+1} = f(x_m): scaled and left alignment
-  std::string setup;
 };
 
 ShiftResult experiment_shift(const ExperimentScale& scale, std::ostream* progress = nullptr);

@@ -111,35 +111,24 @@ void train_run(RunConfig config, const BatchFn& data, std::ostream* progress, co
 }
 
 Evaluation evaluate_on(RunModel& model, const BatchFn& data, int64_t batches, const PositionFilter& subset) {
+  const EvalResult all = evaluate(model, ExperimentData(data, 0), batches);  // as `relgrad eval` evaluates
+  Evaluation e{all.loss, all.accuracy, -1.0};
+  if (!subset) return e;
   NoGradGuard no_grad;
   EvalScope eval_mode(*model.module);
-  double loss_sum = 0.0;
-  int64_t tokens = 0, correct = 0, sub_tokens = 0, sub_correct = 0;
+  int64_t tokens = 0, correct = 0;
   for (int64_t n = 0; n < batches; ++n) {
     const Batch b = data(n, Split::HeldOut).to(model.device);
-    const Tensor& targets = RunModel::targets(b);
-    Tensor logits = model.logits(b);
-    const int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);
-    loss_sum += cross_entropy(logits.reshape({B * T, V}), targets.reshape({B * T}),
-                              CrossEntropyOptions().set_reduction(Reduction::Sum))
-                    .item();
-    std::vector<int64_t> predicted = argmax(logits, -1).contiguous().to_vector<int64_t>();
-    std::vector<int64_t> wanted = targets.contiguous().to_vector<int64_t>();
-    for (int64_t row = 0; row < B; ++row)
-      for (int64_t t = 0; t < T; ++t) {
-        const int64_t k = row * T + t;
-        if (wanted[k] == kIgnoreIndex) continue;
-        const bool ok = predicted[k] == wanted[k];
+    const std::vector<int64_t> predicted = argmax(model.logits(b), -1).contiguous().to_vector<int64_t>();
+    const std::vector<int64_t> wanted = RunModel::targets(b).contiguous().to_vector<int64_t>();
+    const int64_t T = RunModel::targets(b).size(1);
+    for (size_t k = 0; k < wanted.size(); ++k)
+      if (wanted[k] != kIgnoreIndex && subset(static_cast<int64_t>(k) % T, wanted[k])) {
         ++tokens;
-        correct += ok;
-        if (subset && subset(t, wanted[k])) ++sub_tokens, sub_correct += ok;
+        correct += predicted[k] == wanted[k];
       }
   }
-  Evaluation e;
-  e.loss = tokens ? loss_sum / static_cast<double>(tokens) : 0.0;
-  e.accuracy = tokens ? static_cast<double>(correct) / static_cast<double>(tokens) : 0.0;
-  if (subset)
-    e.subset_accuracy = sub_tokens ? static_cast<double>(sub_correct) / static_cast<double>(sub_tokens) : 0.0;
+  e.subset_accuracy = tokens ? static_cast<double>(correct) / static_cast<double>(tokens) : 0.0;
   return e;
 }
 
@@ -169,11 +158,15 @@ std::vector<double> mass_on_needed_key(const AttentionRecord& rec, const ProbeSp
   return sum;
 }
 
-bool uses(const ProbeCurve& c, const std::string& layer) {
-  return std::find(c.shared_by.begin(), c.shared_by.end(), layer) != c.shared_by.end();
-}
-
 }  // namespace
+
+const ProbeCurve* best_curve(const ProbedRun& run, const std::string& kind) {
+  for (const ProbeCurve& c : run.curves)
+    if (c.kind == kind && c.head == run.head &&
+        std::find(c.shared_by.begin(), c.shared_by.end(), run.layer) != c.shared_by.end())
+      return &c;
+  return nullptr;
+}
 
 ProbedRun probe_expected(RunModel& model, const Batch& batch, const ProbeSpec& spec) {
   std::vector<AttentionRecord> records = record_attention(model, batch), mine;
@@ -195,23 +188,19 @@ ProbedRun probe_expected(RunModel& model, const Batch& batch, const ProbeSpec& s
       }
   }
   RG_CHECK(run.head >= 0, "experiments", "no ", spec.place, " attention query has the key the task needs");
-  run.curves = positional_response(mine);
-  for (ProbeCurve& c : attention_mass_by_offset(mine)) run.curves.push_back(std::move(c));
-  for (const ProbeCurve& c : run.curves) {
-    if (c.head != run.head || !uses(c, run.layer)) continue;
-    if (c.kind == "attention_mass") run.mass_peak = peak_offset(c);
-    if (c.kind != "response") continue;
-    ProbeCurve near = c;  // the offsets within reach: far ones are rare in training and keep their init
+  run.curves = probe(mine);
+  if (const ProbeCurve* mass = best_curve(run, "attention_mass")) run.mass_peak = peak_offset(*mass);
+  if (const ProbeCurve* c = best_curve(run, "response")) {
+    ProbeCurve near = *c;  // the offsets within reach: far ones are rare in training and keep their init
     near.delta.clear();
     near.value.clear();
-    for (size_t n = 0; n < c.delta.size(); ++n)
-      if (spec.reach <= 0 || std::abs(c.delta[n]) <= spec.reach)
-        near.delta.push_back(c.delta[n]), near.value.push_back(c.value[n]);
-    if (std::none_of(near.value.begin(), near.value.end(), [](double v) { return std::isfinite(v); }))
-      continue;
-    run.response_peak = peak_offset(near);
-    const double top = value_at(near, run.response_peak);
-    run.response_plateau = std::count(near.value.begin(), near.value.end(), top);
+    for (size_t n = 0; n < c->delta.size(); ++n)
+      if (spec.reach <= 0 || std::abs(c->delta[n]) <= spec.reach)
+        near.delta.push_back(c->delta[n]), near.value.push_back(c->value[n]);
+    if (has_finite(near)) {
+      run.response_peak = peak_offset(near);
+      run.response_plateau = std::count(near.value.begin(), near.value.end(), value_at(near, run.response_peak));
+    }
   }
   return run;
 }
@@ -228,11 +217,24 @@ ProbedRun train_and_probe(const std::string& label, const RunConfig& config, con
     run.subset_accuracy = e.subset_accuracy;
   });
   run.label = label;
-  run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  run.seconds = seconds_since(start);
   return run;
 }
 
 // ---- text ---------------------------------------------------------------------------------------
+
+std::string join(const std::vector<std::string>& items, const std::string& sep) {
+  std::string out;
+  for (size_t n = 0; n < items.size(); ++n) out += (n ? sep : "") + items[n];
+  return out;
+}
+
+std::string spoken_list(const std::vector<int64_t>& items, size_t from) {
+  std::string out;
+  for (size_t n = from; n < items.size(); ++n)
+    out += (n == from ? "" : n + 1 == items.size() ? " and " : ", ") + std::to_string(items[n]);
+  return out;
+}
 
 std::string fixed(double v, int digits) {
   char buf[64];
@@ -248,7 +250,7 @@ std::string offset_text(int64_t d) {
 }
 
 std::string peak_text(const ProbedRun& r) {
-  if (r.response_peak == kNoPeak) return "—";
+  if (r.response_peak == kNoResponsePeak) return "—";
   if (r.response_plateau > 1) {  // several offsets share the top value: a clipped edge row or a T5 bucket
     if (r.response_peak < 0)
       return offset_text(r.response_peak) + " … " + offset_text(r.response_peak + r.response_plateau - 1) +

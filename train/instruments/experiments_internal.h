@@ -1,6 +1,5 @@
-// Pieces shared by the experiment files (train/instruments/experiments.cpp, experiments_common.cpp,
-// experiments_d3.cpp, experiments_run.cpp, experiments_report.cpp, experiment_limits.cpp); not a
-// public API.
+// Pieces shared by the experiment files (train/instruments/experiments*.cpp, experiment_limits.cpp); not
+// a public API.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -21,9 +20,8 @@ using PositionFilter = std::function<bool(int64_t t, int64_t target)>;
 // The key query i needs, when the task's offset is not one constant δ (D6 time stretch under Left).
 using KeyOf = std::function<int64_t(int64_t i)>;
 
-// The random numbers of one row of one batch: data.h's CounterStream with the counter
-// (block, row, index, stream | split bit); `stream` separates the tasks. (The batch builders are
-// data.h's encoder_decoder_batch / decoder_only_batch.)
+// The random numbers of one row of one batch: the counter (block, row, index, stream | split bit);
+// `stream` separates the tasks.
 CounterStream row_random(uint64_t seed, uint32_t stream, Split split, int64_t index, int64_t row);
 
 // D2's data: a decoder-only LM on period-P sequences of `length` (experiments.cpp has the layout).
@@ -37,27 +35,25 @@ struct ModelSize : RecipeSize {
   // offset takes thousands of steps at lr 3e-3; small experiments give the tables 10× lr.
   double positional_lr_scale = 10.0;
 };
-// recipe_config with scheme_config("none") in every attention and optim.positional_lr_scale =
-// size.positional_lr_scale (configs/experiments/*.toml write the same).
+// recipe_config with the positional tables at size.positional_lr_scale (configs/experiments/*.toml
+// write the same).
 RunConfig experiment_config(bool encoder_decoder, int64_t vocab, const ModelSize& size, uint64_t seed);
 PositionalConfig scheme_config(const std::string& scheme);  // defaults of models.h, per scheme
 
 // The rows of every experiment's batches.
 inline constexpr int64_t kExperimentRows = 32;
 
-// Trains a model of `config` (model, optim.*, train.steps, train.seed) on `data` through the Trainer,
-// as `relgrad train` runs a config (trainer_options → Trainer; set_bench_loop: one thread, no evaluation
-// or checkpoint before the end, a line to `progress` every quarter of the run, after one naming `label`),
-// then calls `score` with the trained model in eval mode. The positional tables train at
-// optim.positional_lr_scale × the learning rate (experiment_config sets ModelSize::positional_lr_scale).
-// The run directory is a scratch folder, removed when `score` returns.
+// Trains a model of `config` on `data` through the Trainer as `relgrad train` runs a config (set_bench_loop,
+// progress after a line naming `label`), then calls `score` with the trained model in eval mode. The run
+// directory is a scratch folder, removed when `score` returns.
 void train_run(RunConfig config, const BatchFn& data, std::ostream* progress, const std::string& label,
                const std::function<void(RunModel&)>& score);
 
 struct Evaluation {
   double loss = 0.0, accuracy = 0.0, subset_accuracy = -1.0;
 };
-// Held-out batches 0 .. batches − 1, teacher-forced; subset accuracy when `subset` is given.
+// Held-out batches 0 .. batches − 1, teacher-forced, by evaluate (train/trainer/run.h) as `relgrad eval`
+// runs it; then the accuracy on the positions `subset` picks, when given.
 Evaluation evaluate_on(RunModel& model, const BatchFn& data, int64_t batches,
                        const PositionFilter& subset = {});
 
@@ -74,9 +70,11 @@ struct ProbeSpec {
 
 // Probes `model` on `batch`: the head of an attention at spec.place with the most attention on the
 // needed key (π(i) + δ*, or key_of(i)), over the valid queries that have that key (in range, not
-// padding, not masked) and pass spec.queries, and its mass and response peaks. Fills the probe
-// fields of ProbedRun (not label, accuracy, seconds).
+// padding, not masked) and pass spec.queries, and its mass and response peaks.
 ProbedRun probe_expected(RunModel& model, const Batch& batch, const ProbeSpec& spec);
+
+// The curve of `run`'s best head, of one kind (null when absent).
+const ProbeCurve* best_curve(const ProbedRun& run, const std::string& kind);
 
 // Trains, evaluates (held-out) and probes (held-out batch 0) one run.
 ProbedRun train_and_probe(const std::string& label, const RunConfig& config, const BatchFn& data,
@@ -86,8 +84,9 @@ ProbedRun train_and_probe(const std::string& label, const RunConfig& config, con
 inline bool is_set(int64_t v) { return v != kFormDefault; }
 // The scale's overrides, or default options (no override) when it has none.
 const ExperimentOptions& overrides_of(const ExperimentScale& scale);
-// heads, width (d_ff = 2·width) and steps (the warmup shrinks to a tenth of the steps when longer).
-void apply_size(ModelSize& size, const ExperimentOptions& o);
+// o.only upper-cased ("" = all); whether experiment `name` ("D1") is selected.
+std::string only_of(const ExperimentOptions& o);
+bool selected(const ExperimentOptions& o, const std::string& name);
 // T5 buckets / max distance, seed/huang table size applied to `p` (when it is of that scheme).
 PositionalConfig apply_tables(PositionalConfig p, const ExperimentOptions& o);
 // `label` with the overrides that apply to `p`: "t5 (64 buckets)", "seed (t3 16)".
@@ -100,6 +99,8 @@ Variants choose_variants(const Variants& form, const ExperimentOptions& o);
 std::string seed_sentence(const ExperimentScale& scale);
 
 // Text helpers for the markdown.
+std::string join(const std::vector<std::string>& items, const std::string& sep = ", ");
+std::string spoken_list(const std::vector<int64_t>& items, size_t from);  // from 0 of {8, 12, 20}: "8, 12 and 20"
 std::string fixed(double v, int digits);
 std::string percent(double v);                // 0.9731 → "97.3 %"
 std::string offset_text(int64_t delta);       // "−3", "+2", "0"

@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "core/cpu/matmul.h"
-#include "train/instruments/experiment_limits.h"
+#include "layers/relative_bias.h"
 #include "train/instruments/experiments_internal.h"
 #include "train/plot/plot.h"
 
@@ -50,21 +50,6 @@ std::string today() {
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%d", std::localtime(&now));
   return buf;
-}
-
-std::string join(const std::vector<std::string>& items, const std::string& sep = ", ") {
-  std::string out;
-  for (size_t n = 0; n < items.size(); ++n) out += (n ? sep : "") + items[n];
-  return out;
-}
-
-// The curve of `run`'s best head, of one kind (null when absent).
-const ProbeCurve* best_curve(const ProbedRun& run, const std::string& kind) {
-  for (const ProbeCurve& c : run.curves)
-    if (c.kind == kind && c.head == run.head &&
-        std::find(c.shared_by.begin(), c.shared_by.end(), run.layer) != c.shared_by.end())
-      return &c;
-  return nullptr;
 }
 
 PlotSeries series_of(const ProbedRun& run, const std::string& kind, int64_t reach) {
@@ -108,9 +93,12 @@ std::string probe_row(const ProbedRun& r, bool subset) {  // subset: a column fo
   if (subset) row << " | " << (r.subset_accuracy >= 0 ? percent(r.subset_accuracy) : "—");
   row << " | " << fixed(r.loss, 3) << " | " << r.layer << " h" << r.head << " | "
       << fixed(r.mass_expected, 3);
-  if (r.seed_mass.size() > 1)
-    row << " (" << fixed(*std::min_element(r.seed_mass.begin(), r.seed_mass.end()), 3) << " … "
-        << fixed(*std::max_element(r.seed_mass.begin(), r.seed_mass.end()), 3) << ")";
+  if (r.per_seed.size() > 1) {
+    const auto [lo, hi] = std::minmax_element(r.per_seed.begin(), r.per_seed.end(), [](const auto& a, const auto& b) {
+      return a.mass_expected < b.mass_expected;
+    });
+    row << " (" << fixed(lo->mass_expected, 3) << " … " << fixed(hi->mass_expected, 3) << ")";
+  }
   row << " | " << offset_text(r.mass_peak) << " | " << peak_text(r) << " | " << seconds_text(r.seconds)
       << " |\n";
   return row.str();
@@ -125,35 +113,9 @@ std::string probe_table(const std::vector<ProbedRun>& runs, const std::string& e
   return t;
 }
 
-// One head with ≥ 0.9 of its attention on the needed key, its response peaking there alone.
-bool finds_offset(const ProbedRun& r) {
-  return r.mass_expected >= 0.9 &&
-         (r.response_peak == kNoPeak || (r.response_peak == r.expected && r.response_plateau == 1));
-}
-
 // Both peaks (mass and response) of the best head at δ*, the response there alone.
 bool peaks_at_offset(const ProbedRun& r) {
   return r.mass_peak == r.expected && r.response_peak == r.expected && r.response_plateau == 1;
-}
-
-// With several seeds: on how many one head had ≥ 0.9 at δ* with its response peaking there alone.
-std::string per_seed(const std::vector<ProbedRun>& runs, const std::string& at) {
-  if (runs.empty() || runs.front().seeds.size() <= 1) return "";
-  std::vector<std::string> items;
-  for (const ProbedRun& r : runs) {
-    int holds = 0;
-    for (size_t n = 0; n < r.seed_mass.size(); ++n) {
-      ProbedRun one = r;
-      one.mass_expected = r.seed_mass[n];
-      one.response_peak = r.seed_response_peak[n];
-      one.response_plateau = r.seed_response_plateau[n];
-      holds += finds_offset(one);
-    }
-    items.push_back("**" + r.label + "** " + std::to_string(holds) + " of " +
-                    std::to_string(r.seed_mass.size()));
-  }
-  return "Seeds on which one head has ≥ 0.9 of its attention at " + at +
-         " and its response peaks there alone: " + join(items) + ".\n\n";
 }
 
 // "**t5** (97.0 %), **seed** (98.1 %)" / "none".
@@ -164,14 +126,22 @@ std::string labels(const std::vector<ProbedRun>& runs) {
 }
 
 // Three groups: one head with ≥ 0.9 at δ* and the response peak there; both peaks at δ* with less mass; the
-// rest.
+// rest. With several seeds, then on how many of them the first holds.
 std::string summary(const std::vector<ProbedRun>& runs, const std::string& at) {
   std::vector<ProbedRun> finds, peaks, rest;
   for (const ProbedRun& r : runs) (finds_offset(r) ? finds : peaks_at_offset(r) ? peaks : rest).push_back(r);
-  return "One head with ≥ 0.9 of its attention at " + at +
-         " and its response peaking there alone: " + labels(finds) +
-         ". Both peaks (attention mass and response) at " + at +
-         " with less mass in one head: " + labels(peaks) + ". Neither: " + labels(rest) + ".\n\n";
+  const std::string md = "One head with ≥ 0.9 of its attention at " + at +
+                         " and its response peaking there alone: " + labels(finds) +
+                         ". Both peaks (attention mass and response) at " + at +
+                         " with less mass in one head: " + labels(peaks) + ". Neither: " + labels(rest) + ".\n\n";
+  if (runs.empty() || runs.front().seeds.size() <= 1) return md;
+  std::vector<std::string> items;
+  for (const ProbedRun& r : runs)
+    items.push_back("**" + r.label + "** " +
+                    std::to_string(std::count_if(r.per_seed.begin(), r.per_seed.end(), finds_offset)) + " of " +
+                    std::to_string(r.per_seed.size()));
+  return md + "Seeds on which one head has ≥ 0.9 of its attention at " + at +
+         " and its response peaks there alone: " + join(items) + ".\n\n";
 }
 
 // T5 runs whose δ* = −k lies past the exact buckets (cross-attention: bidirectional): the mechanism.
@@ -200,39 +170,30 @@ std::string d1_section(const ShiftResult& d, const ExperimentOptions& o) {
   md +=
       "Expected (the task is usually posed for a causal decoder LM; here cross-attention carries the lag, "
       "so that the scheme under test is the model's only source of position): one cross-attention head puts "
-      "≥ 0.9 of its attention at " +
-      expected +
-      " and its learned response peaks there, for T5, the seed's method and Shaw when the clip can single "
-      "out "
+      "≥ 0.9 of its attention at " + expected +
+      " and its learned response peaks there, for T5, the seed's method and Shaw when the clip can single out "
       "δ = −k; Shaw clipped below that cannot (every δ ≤ −clip reads the same edge row). Note the boundary: "
       "Shaw's row for δ = −clip is also the row of every δ < −clip, so isolating δ = −k needs clip ≥ k + 1 "
       "(the notes say clip ≥ k).\n\n";
   md += probe_table(d.runs, expected, "accuracy on copied symbols") + "\n";
   md +=
-      "*best head*: the cross-attention head with the most attention on key t − k, averaged over the "
-      "held-out "
-      "queries that copy a symbol (t ≥ k, not EOS); *mass peak* is the offset of that head's largest "
-      "attention share "
-      "over all queries (probe's attention_mass); *response peak* is where its positional logit term is "
+      "*best head*: the cross-attention head with the most attention on key t − k, averaged over the held-out "
+      "queries that copy a symbol (t ≥ k, not EOS); *mass peak* is the offset of that head's largest attention "
+      "share over all queries (probe's attention_mass); *response peak* is where its positional logit term is "
       "largest (probe's response: T5's bias, (1/√D)·q̄·e_δ for the learned tables; \"shared\": several "
-      "offsets read the same value, Shaw's clipped edge row), searched over |δ| < " +
-      std::to_string(d.min_len) +
+      "offsets read the same value, Shaw's clipped edge row), searched over |δ| < " + std::to_string(d.min_len) +
       " (the offsets every training sequence shows; farther ones are trained by few queries). "
-      "Chance accuracy is " +
-      percent(d.chance) +
-      ". The held-out accuracy also counts the \"_\" and EOS "
-      "targets, which a decoder without positions can only tell apart by what cross-attention returns (is "
-      "there "
-      "a key at δ = −k?); Shaw's value term adds the attended offset's a^V row to the head's output, a "
-      "positional signal the other schemes do not return: compare the two accuracy columns.\n\n";
-  md += summary(d.runs, expected) + per_seed(d.runs, expected) + t5_bucket_note(d.runs, d.lag);
+      "Chance accuracy is " + percent(d.chance) +
+      ". The held-out accuracy also counts the \"_\" and EOS targets, which a decoder without positions can "
+      "only tell apart by what cross-attention returns (is there a key at δ = −k?); Shaw's value term adds the "
+      "attended offset's a^V row to the head's output, a positional signal the other schemes do not return: "
+      "compare the two accuracy columns.\n\n";
+  md += summary(d.runs, expected) + t5_bucket_note(d.runs, d.lag);
   for (const ProbedRun& r : d.runs)
     if (!finds_offset(r) && r.subset_accuracy >= 0.95)
-      md +=
-          "**" + r.label + "** copies " + percent(r.subset_accuracy) +
-          " of the symbols although no head singles "
-          "out δ = −" +
-          k + " (best head " + fixed(r.mass_expected, 2) + " there, response " + peak_text(r) +
+      md += "**" + r.label + "** copies " + percent(r.subset_accuracy) +
+            " of the symbols although no head singles out δ = −" + k + " (best head " +
+            fixed(r.mass_expected, 2) + " there, response " + peak_text(r) +
           "): its heads together, with content (the decoder knows which source symbols it has already "
           "emitted), still solve the task. The clip limits what one positional head can express (the notes' "
           "\"position-only attention\"), not necessarily the model.\n\n";
@@ -250,10 +211,8 @@ std::string d1_section(const ShiftResult& d, const ExperimentOptions& o) {
       }
       md +=
           "\nThe seed run's learned cross-attention response (1/√D)·q̄_h·e_δ, every head h against δ: "
-          "heatmap and curves. Offsets beyond the shortest sequence (|δ| ≥ " +
-          std::to_string(d.min_len) +
-          ") are seen "
-          "by few queries (only the last ones of the longest sequences), so their values say little.\n\n";
+          "heatmap and curves. Offsets beyond the shortest sequence (|δ| ≥ " + std::to_string(d.min_len) +
+          ") are seen by few queries (only the last ones of the longest sequences), so their values say little.\n\n";
     }
   return md;
 }
@@ -264,15 +223,13 @@ std::string d2_section(const PeriodicResult& d, const ExperimentOptions& o) {
                    " (decoder-only LM)\n\n" + d.setup + "\n\n";
   md +=
       "Expected: the response peaks at the period. Counted from the query, which sits one "
-      "position before the token it predicts, that is " +
-      expected +
-      " (δ = −P from the predicted token). "
+      "position before the token it predicts, that is " + expected + " (δ = −P from the predicted token). "
       "T5's causal buckets are exact up to 15 and merge 19–20 (bucket 17), so a period of 20 (δ* = −19) "
       "can only be found up to a shared bucket; Shaw needs clip > |δ*|, i.e. clip ≥ P.\n\n";
   md += probe_table(d.runs, "δ*") + "\n";
   md += "δ* = 1 − P for each run (the P = 20 run: −19). Chance accuracy is " + percent(d.chance) +
         "; a model that only knows the bag of symbols in the context gets about 1/P.\n\n";
-  md += summary(d.runs, "δ*") + per_seed(d.runs, "δ*") +
+  md += summary(d.runs, "δ*") +
         "In a periodic sequence δ* − P, δ* − 2P, … hold the same symbol, so attention "
         "there is not wrong: a head may share its mass between the repeats.\n\n";
   for (const ProbedRun& r : d.runs)
@@ -295,19 +252,13 @@ std::string d2_section(const PeriodicResult& d, const ExperimentOptions& o) {
 }
 
 std::string d3_section(const ExtrapolationResult& d, const ExperimentOptions& o) {
-  std::string others;
-  for (size_t n = 1; n < d.eval_lengths.size(); ++n)
-    others += (n == 1                           ? ""
-               : n + 1 == d.eval_lengths.size() ? " and "
-                                                : ", ") +
-              std::to_string(d.eval_lengths[n]);
+  const std::string others = spoken_list(d.eval_lengths, 1);
   std::string md = "## D3 — length extrapolation (train at " + std::to_string(d.train_length) +
                    (others.empty() ? "" : ", evaluate at " + others) + ")\n\n" + d.setup + "\n\n";
   md +=
       "Expected: T5 and clipped Shaw generalise when the offset they need was seen in "
       "training (their tables do not grow); tables sized to the training length (seed, huang with t3 = L) "
-      "have "
-      "no entry for |δ| ≥ L; ALiBi/NoPE-style behaviour per Press et al. and Kazemnejad et al.\n\n";
+      "have no entry for |δ| ≥ L; ALiBi/NoPE-style behaviour per Press et al. and Kazemnejad et al.\n\n";
   md += "| scheme";
   for (int64_t L : d.eval_lengths) md += " | accuracy @" + std::to_string(L);
   for (int64_t L : d.eval_lengths) md += " | loss @" + std::to_string(L);
@@ -328,10 +279,9 @@ std::string d3_section(const ExtrapolationResult& d, const ExperimentOptions& o)
       (r.accuracy.back() >= 0.9 * r.accuracy[0] ? keeps : drops).push_back(r.scheme);
   }
   auto list = [](const std::vector<std::string>& v) { return v.empty() ? std::string("none") : join(v); };
-  md += "\nChance is " + percent(d.chance) +
-        ". Learn the task at the training length (≥ 90 %) and keep ≥ 90 % of "
-        "that accuracy at " +
-        std::to_string(d.eval_lengths.back()) + ": " + list(keeps) + ". Lose more: " + list(drops) +
+  md += "\nChance is " + percent(d.chance) + ". Learn the task at the training length (≥ 90 %) and keep ≥ 90 % of "
+        "that accuracy at " + std::to_string(d.eval_lengths.back()) + ": " + list(keeps) +
+        ". Lose more: " + list(drops) +
         ". Do not learn it at the training length: " + list(unlearned) + ".\n\n";
   // The study's observation on two of its rows (docs/experiments.md, D3).
   const auto row = [&](const char* name) -> const ExtrapolationRow* {
@@ -345,12 +295,9 @@ std::string d3_section(const ExtrapolationResult& d, const ExperimentOptions& o)
         "seed and huang are bit-identical: in causal self-attention the seed's method reads only the past "
         "half of its table, which is Huang's table, and both draw the same initial values (the counter-based "
         "generator gives element i of a draw the same value whatever the draw's size).\n\n";
-  PlotPanel acc{
-      "D3: held-out accuracy against evaluation length (trained at " + std::to_string(d.train_length) + ")",
-      "sequence length",
-      "token accuracy",
-      false,
-      {}};
+  PlotPanel acc{"D3: held-out accuracy against evaluation length (trained at " + std::to_string(d.train_length) +
+                    ")",
+                "sequence length", "token accuracy", false, {}};
   for (const ExtrapolationRow& r : d.rows) {
     PlotSeries s{r.scheme, {}, r.accuracy};
     for (int64_t L : d.eval_lengths) s.x.push_back(static_cast<double>(L));
@@ -368,14 +315,13 @@ std::string d6_section(const SyncResult& d, const ExperimentOptions& o) {
   md += "Expected: with Left alignment the lag task gives one sharp peak at δ = +" + c +
         "; the stretch task works with Scaled alignment (π(i) = ⌊i·t1/t2⌋) and not with Left.\n\n";
   md += "### Lag\n\n" + probe_table(d.lag_runs, "δ = +" + c) + "\n";
-  md += summary(d.lag_runs, "δ = +" + c) + per_seed(d.lag_runs, "δ = +" + c);
+  md += summary(d.lag_runs, "δ = +" + c);
   md += "### Time stretch\n\n" + probe_table(d.stretch_runs, "the needed key", "accuracy on even positions") +
         "\n";
   md +=
       "*mass at the needed key*: the best head's attention on key ⌊i/2⌋ (δ = 0 under Scaled, −⌈i/2⌉ under "
       "Left); *accuracy on even positions*: the targets y_{2m} that can only come from the source (an odd "
-      "position repeats the decoder's own input). Chance is " +
-      percent(d.chance) + ".\n\n";
+      "position repeats the decoder's own input). Chance is " + percent(d.chance) + ".\n\n";
   std::vector<std::string> scaled, left;
   double left_mass = 0.0;
   for (const ProbedRun& r : d.stretch_runs) {
@@ -387,37 +333,33 @@ std::string d6_section(const SyncResult& d, const ExperimentOptions& o) {
       left.push_back(item), left_mass = std::max(left_mass, r.mass_expected);
   }
   md += "Even positions under Scaled: " + join(scaled) + "; under Left: " + join(left) +
-        ". Under Left there is "
-        "no single offset to learn and no head concentrates on the needed key (best mass " +
+        ". Under Left there is no single offset to learn and no head concentrates on the needed key (best mass " +
         fixed(left_mass, 2) +
         "). What Left still gets right has other sources (a hypothesis, not measured here): a causal decoder "
         "without positions can estimate its own index (e.g. from the share of attention BOS gets, 1/(i + 1)) "
-        "and "
-        "so shift where a head looks, which the seed's query-dependent score q_i·e_δ can express and T5's "
+        "and so shift where a head looks, which the seed's query-dependent score q_i·e_δ can express and T5's "
         "query-independent bias cannot; and the bag of source symbols not yet emitted narrows the guess. "
-        "Scaled "
-        "alignment turns the task into one constant offset.\n\n";
-  PlotPanel lag{"D6 lag " + c + " (Left): attention mass of the best cross head",
-                "offset delta = j - pi(i)",
-                "mass",
-                false,
-                {}};
-  for (const ProbedRun& run : d.lag_runs)
-    lag.series.push_back(series_of(run, "attention_mass", 3 * d.lag + 3));
-  PlotPanel stretch{
-      "D6 time stretch: attention mass of the best cross head (delta under each run's alignment)",
-      "offset delta = j - pi(i)",
-      "mass",
-      false,
-      {}};
-  for (const ProbedRun& run : d.stretch_runs)
-    stretch.series.push_back(series_of(run, "attention_mass", 3 * d.lag + 3));
-  write_plot(o.out_dir + "/d6_synchronous.svg", {lag, stretch}, 760, 300);
+        "Scaled alignment turns the task into one constant offset.\n\n";
+  auto panel = [&](const std::string& title, const std::vector<ProbedRun>& runs) {
+    PlotPanel p{title, "offset delta = j - pi(i)", "mass", false, {}};
+    for (const ProbedRun& run : runs) p.series.push_back(series_of(run, "attention_mass", 3 * d.lag + 3));
+    return p;
+  };
+  write_plot(o.out_dir + "/d6_synchronous.svg",
+             {panel("D6 lag " + c + " (Left): attention mass of the best cross head", d.lag_runs),
+              panel("D6 time stretch: attention mass of the best cross head (delta under each run's alignment)",
+                    d.stretch_runs)},
+             760, 300);
   md += "![D6 attention mass](" + link(o, "d6_synchronous.svg") + ")\n\n";
   return md;
 }
 
 }  // namespace
+
+bool finds_offset(const ProbedRun& r) {
+  return r.mass_expected >= 0.9 &&
+         (r.response_peak == kNoResponsePeak || (r.response_peak == r.expected && r.response_plateau == 1));
+}
 
 std::string experiments_markdown(const ExperimentResults& r, const ExperimentOptions& o) {
   std::filesystem::create_directories(o.out_dir);
@@ -429,13 +371,11 @@ std::string experiments_markdown(const ExperimentResults& r, const ExperimentOpt
         " hardware threads, each model trained on 1 OpenMP thread (train.threads = 1); " + seconds_text(r.seconds) +
         " in all. Do not edit by hand: rerun the command.\n\n";
   md +=
-      "Toy tasks where position is the only "
-      "cue, trained from scratch and then read with the probe (train/instruments/probe.h, "
-      "docs/relative-attention.md for "
-      "the conventions: δ = j − π(i), negative = past). Each model trains through the Trainer as `relgrad "
-      "train` runs a config, so the same runs through the public commands give the same figures "
-      "(docs/reproduce.md). Every run is deterministic (fixed seeds, no dropout, "
-      "counter-based data): the same thread count gives the same figures. " +
+      "Toy tasks where position is the only cue, trained from scratch and then read with the probe "
+      "(train/instruments/probe.h, docs/relative-attention.md for the conventions: δ = j − π(i), negative = past). "
+      "Each model trains through the Trainer as `relgrad train` runs a config, so the same runs through the "
+      "public commands give the same figures (docs/reproduce.md). Every run is deterministic (fixed seeds, no "
+      "dropout, counter-based data): the same thread count gives the same figures. " +
       std::string(r.full
                       ? "This is the full form; `relgrad experiments` without `--full` runs the CI form "
                         "(smaller models, fewer steps), whose outcomes tests/test_experiments.cpp asserts."
@@ -444,8 +384,7 @@ std::string experiments_markdown(const ExperimentResults& r, const ExperimentOpt
   md +=
       "Each claim below holds inside limits set by the scheme (T5's exact buckets, Shaw's clip, a table's "
       "size): docs/experiment-limits.md sweeps them over seeds (`relgrad experiments --sweep`); the flags "
-      "--lag, --period, --train-length, --eval-lengths, --offset, --scheme, --buckets, --max-distance, "
-      "--clip, "
+      "--lag, --period, --train-length, --eval-lengths, --offset, --scheme, --buckets, --max-distance, --clip, "
       "--table, --heads, --width, --steps and --seeds rerun any section as a variant.\n\n";
   if (!r.d1.runs.empty()) md += d1_section(r.d1, o);
   if (!r.d2.runs.empty()) md += d2_section(r.d2, o);

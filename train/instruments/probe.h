@@ -103,10 +103,12 @@ std::vector<double> drawn_values(const ProbeCurve& curve);
 std::vector<ProbeCurve> attention_mass_by_offset(RunModel& model, const Batch& batch, int64_t reach = 0);
 // Both kinds from one forward: the responses, then the attention masses.
 std::vector<ProbeCurve> probe(RunModel& model, const Batch& batch, int64_t reach = 0);
+std::vector<ProbeCurve> probe(const std::vector<AttentionRecord>& records, int64_t reach = 0);
 
 // The δ of the largest finite value (the first, i.e. the most negative δ, on ties); an error when
-// the curve has no finite value.
+// the curve has no finite value (has_finite is false).
 int64_t peak_offset(const ProbeCurve& curve);
+bool has_finite(const ProbeCurve& curve);
 // The value at δ (an error when δ is outside the curve). mass_at is the same for attention masses.
 double value_at(const ProbeCurve& curve, int64_t delta);
 inline double mass_at(const ProbeCurve& curve, int64_t delta) { return value_at(curve, delta); }
@@ -123,7 +125,7 @@ std::string probe_table(const std::vector<ProbeCurve>& curves);
 std::vector<std::string> write_probe_pictures(const std::vector<ProbeCurve>& curves,
                                               const std::string& out_dir);
 
-// ---- Measures a researcher can aim (probe_measures.cpp, probe_run.cpp) -----------------------------
+// ---- Measures a researcher can aim (probe_measures.cpp) --------------------------------------------
 
 // A malformed or out-of-range option of an instrument (a --delta that is not an offset, a --reach
 // beyond the model, a --lag below 1): the cli answers it as a usage error (exit code 2). The message
@@ -144,6 +146,7 @@ struct DeltaRange {
 };
 // "-5" → {−5, −5}; "-7:-5" → {−7, −5}. InstrumentOptionError (naming `what`) for anything else or from > to.
 DeltaRange parse_delta_range(const std::string& text, const std::string& what = "--delta");
+std::string delta_text(const DeltaRange& delta);  // the inverse: "-5", "-7:-5"
 
 // Which queries count. range: "from:to" on the query index i (the t2 axis), Python-like: "5:" = i ≥ 5,
 // ":10" = i < 10, "3:8", "" = all; negative bounds count from the end (t2). mask: (B, t2) row-major,
@@ -215,15 +218,7 @@ std::string comparison_csv(const std::vector<HeadComparison>& rows);
 // max_distance); `why` says which.
 int64_t probe_reach_bound(const RunConfig& config, const Batch& batch, std::string* why);
 
-// What `relgrad probe` does, with the flags it should take (train/command/cli.cpp wires them):
-//   relgrad probe CKPT [--reach R] [--out DIR]            the table, the pictures, the curves as data
-//                 [--delta -5] [--delta -7:-5]            mass at δ per head (repeatable)
-//                 [--queries 5:] [--queries needed]       which queries the masses count: an index
-//                                                         range, or "needed" = needed_query_mask
-//                 [--compare B.ckpt]                      B against CKPT (table + CSV)
-//                 [--csv FILE] [--json FILE]              the curves as data (default: curves.csv and
-//                                                         curves.json in the pictures' folder)
-//                 [--batch N]                             held-out batch N (default 0)
+// What `relgrad probe` does; the comments name the flags (train/command/subcommands/probe.cpp has their help).
 struct ProbeOptions {
   std::string checkpoint;           // positional
   std::string out_dir;              // --out; "" = probe/ beside the checkpoint
@@ -238,12 +233,9 @@ struct ProbeOptions {
   // another text file for a text model (train/command/checkpoint_overrides.h); none when empty.
   std::function<void(RunConfig&)> change_data;
 };
-// Loads, probes and writes as described; returns 0. Prints the heading line, probe_table and "wrote N
-// pictures to DIR", then "wrote the curves as data to CSV and JSON", then what
-// --delta and --compare add. A --reach beyond probe_reach_bound, a malformed --delta / --queries, a --delta
-// outside ±reach: InstrumentOptionError, message "[probe] --reach 129 is beyond any offset this model
-// shows: …; give --reach 128 or less …". A --compare of another architecture, a
-// missing file: relgrad::Error.
+// Loads, probes and writes: probe_table, the pictures, the curves as data, then what --delta and
+// --compare add; returns 0. A --reach beyond probe_reach_bound, a malformed --delta / --queries, a --delta
+// outside ±reach: InstrumentOptionError. A --compare of another architecture, a missing file: Error.
 int run_probe(const ProbeOptions& options, std::ostream& out);
 
 // Where run_probe writes: --out or probe/ beside the checkpoint, and the data files with their defaults

@@ -27,12 +27,9 @@ struct RecipeSize {
   double lr = 3e-3;
 };
 
-// RunConfig::defaults() with: model.type (encoder-decoder or decoder-only; a decoder-only size has 0
-// encoder layers), the size, model.vocab_size = `vocab` (0: derived from the data), no
-// dropout (no randomness in training beyond the data, so runs are reproducible bit for bit), no
-// positional term in any attention (PositionalConfig{"none"}); AdamW at size.lr warmed up over
-// size.warmup steps, then cosine decay to lr / 20, weight decay 0.01, gradient clip 1; train.steps
-// and train.seed = `seed`.
+// RunConfig::defaults() with the size, model.vocab_size = `vocab` (0: derived from the data), no positional
+// term in any attention, AdamW warmed up then cosine to lr / 20, and no dropout: no randomness in training
+// beyond the data, so runs are reproducible bit for bit.
 RunConfig recipe_config(bool encoder_decoder, const RecipeSize& size, uint64_t seed, int64_t vocab = 0);
 
 // The loop keys of a run the benches train through Trainer, as `relgrad train` runs it: a log line

@@ -1,6 +1,4 @@
 // relgrad experiments [--full] [--only D1|D2|D3|D6] [--sweep] [--out FILE.md] [per-run overrides]
-#include <cctype>
-
 #include "core/file_io.h"
 #include "train/command/cli_commands.h"
 #include "train/command/subcommand.h"
@@ -40,10 +38,6 @@ class ExperimentsCommand final : public Subcommand {
 
   int run(CommandLine& app, std::ostream& out) override {
     ExperimentOptions& o = options_;
-    std::string only = o.only;
-    for (char& ch : only) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-    if (!only.empty() && only != "D1" && only != "D2" && only != "D3" && only != "D6")
-      throw UsageError("[experiments] --only " + o.only + ": expected D1, D2, D3 or D6");
     try {
       if (app.count("--eval-lengths")) o.eval_lengths = parse_int_list(eval_lengths_, "--eval-lengths");
       if (app.count("--scheme")) o.schemes = parse_name_list(schemes_, "--scheme");
