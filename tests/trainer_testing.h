@@ -27,6 +27,7 @@ inline RunConfig tiny_ed(const std::string& out_dir) {
   c.data.batch_size = 4;
   c.optim.warmup_steps = 2;
   c.optim.positional_lr_scale = 1.0;  // one lr for every parameter (the default run trains its tables at 10x)
+  c.optim.beta1 = 0.9, c.optim.beta2 = 0.999;  // PyTorch's betas (the default run's are 0.8/0.95)
   c.train.steps = 20;
   c.train.log_every = 1;
   c.train.eval_every = 0;

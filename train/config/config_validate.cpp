@@ -72,6 +72,8 @@ RunConfig RunConfig::defaults() {
   c.optim.lr = 3e-3;
   c.optim.warmup_steps = 100;
   c.optim.positional_lr_scale = 10.0;  // the relative tables' lr: configs/default.toml says why
+  c.optim.beta1 = 0.8;                 // shorter Adam memories than PyTorch's 0.9/0.999: configs/default.toml
+  c.optim.beta2 = 0.95;
   c.train.steps = 1500;
   c.train.log_every = 50;
   c.train.eval_every = 50;

@@ -31,6 +31,8 @@ RunConfig recipe_config(bool encoder_decoder, const RecipeSize& size, uint64_t s
   c.optim.weight_decay = 0.01;
   c.optim.clip = 1.0;
   c.optim.positional_lr_scale = 1.0;  // one lr for every parameter, not the default run's 10
+  c.optim.beta1 = 0.9;                // PyTorch's betas, not the default run's 0.8/0.95
+  c.optim.beta2 = 0.999;
   c.train.steps = size.steps;
   c.train.seed = seed;
   return c;
