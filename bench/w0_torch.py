@@ -19,9 +19,11 @@ The data (train/data/data.h): the reverse task, batch 32, each row a source x of
 in [4, 16], tgt_in = BOS reversed(x), tgt_out = reversed(x) EOS, right-padded to the batch's longest
 row (targets -100 there); a new batch every step. Same shapes and distribution as relgrad's stream,
 but drawn with torch's generator, so not the same tokens (relgrad's Philox batches are not exported).
-Training (docs/checkpoint-format.md 1.4): AdamW(lr 1e-3, betas (0.9, 0.999), eps 1e-8) over
-decay_groups (weight decay 0.01 on the matrices, 0 on biases and norms), gradient clipping at 1.0,
-linear warm-up over min(100, steps) then cosine decay to 0, token-mean cross-entropy.
+Training (docs/checkpoint-format.md 1.4; configs/default.toml): AdamW(lr 3e-3, betas (0.8, 0.95),
+eps 1e-8) over decay_groups (weight decay 0.01 on the matrices, 0 on biases and norms), the relative
+positional tables (names with ".positional.") in groups of their own at 10x lr
+(optim.positional_lr_scale, train/optim/param_groups.cpp), gradient clipping at 1.0, linear warm-up
+over min(100, steps) then cosine decay to 0, token-mean cross-entropy.
 tokens/s counts input tokens as relgrad does (source + tgt_in, padding excluded), per step; the
 record holds the median over the timed steps of each step's tokens / seconds.
 
@@ -53,7 +55,8 @@ import torch.nn.functional as F
 PAD, BOS, EOS, FIRST_SYMBOL = 0, 1, 2, 3
 DEFAULT = dict(d_model=64, n_heads=4, d_ff=256, n_encoder_layers=2, n_decoder_layers=2, num_symbols=10,
                min_len=4, max_len=16, batch_size=32, t5_buckets=32, t5_max_distance=128, seed_max_length=32,
-               lr=1e-3, warmup_steps=100, weight_decay=0.01, clip=1.0, norm_eps=1e-5)
+               lr=3e-3, betas=(0.8, 0.95), positional_lr_scale=10.0, warmup_steps=100, weight_decay=0.01,
+               clip=1.0, norm_eps=1e-5)
 
 
 # ---- threads ---------------------------------------------------------------------------------------
@@ -248,12 +251,23 @@ def reverse_batch(g, cfg):
     return src, tgt_in, src == PAD, tgt_in == PAD, tgt_out
 
 
-def decay_groups(model, lr, wd):
+def decay_groups(named, lr, wd):
     decay, no_decay = [], []
-    for name, p in model.named_parameters():
+    for name, p in named:
         (decay if p.dim() >= 2 and "norm" not in name and "ln" not in name else no_decay).append(p)
     return [{"params": decay, "weight_decay": wd, "lr": lr},
             {"params": no_decay, "weight_decay": 0.0, "lr": lr}]
+
+
+def scaled_positional_groups(model, lr, wd, scale):
+    """relgrad's scaled_positional_groups: the tables under ".positional." train at scale x lr."""
+    named = list(model.named_parameters())
+    plain = [(n, p) for n, p in named if ".positional." not in n]
+    positional = [(n, p) for n, p in named if ".positional." in n]
+    groups = decay_groups(plain, lr, wd) + decay_groups(positional, lr * scale, wd)
+    for g, s in zip(groups, (1.0, 1.0, scale, scale)):
+        g["lr_scale"] = s
+    return groups
 
 
 def lr_at(step, cfg, total):
@@ -272,8 +286,9 @@ class Run:
         torch.manual_seed(init_seed)
         self.cfg = cfg
         self.model = EncoderDecoder(cfg, FIRST_SYMBOL + cfg["num_symbols"])
-        self.opt = torch.optim.AdamW(decay_groups(self.model, cfg["lr"], cfg["weight_decay"]),
-                                     betas=(0.9, 0.999), eps=1e-8)
+        self.opt = torch.optim.AdamW(scaled_positional_groups(self.model, cfg["lr"], cfg["weight_decay"],
+                                                              cfg["positional_lr_scale"]),
+                                     betas=cfg["betas"], eps=1e-8)
         model = self.model
 
         def loss_fn(src, tgt_in, src_mask, tgt_mask, tgt_out):
@@ -287,7 +302,7 @@ class Run:
     def step(self, batch):
         lr = lr_at(self.step_no, self.cfg, self.total)
         for g in self.opt.param_groups:
-            g["lr"] = lr
+            g["lr"] = lr * g["lr_scale"]
         self.opt.zero_grad(set_to_none=True)
         loss = self.loss_fn(*batch)
         loss.backward()
