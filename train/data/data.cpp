@@ -104,6 +104,26 @@ Batch decoder_only_batch(const std::vector<std::vector<int64_t>>& tokens, const 
   return batch;
 }
 
+Batch window_rows(int64_t rows, int64_t context, const std::function<std::vector<int64_t>(int64_t row)>& window) {
+  std::vector<int64_t> tokens(rows * context, kPad), targets(rows * context, kIgnoreIndex);
+  std::vector<bool> mask(rows * context, true);
+  int64_t num_targets = 0;
+  for (int64_t b = 0; b < rows; ++b) {
+    const std::vector<int64_t> w = window(b);
+    for (int64_t t = 0; t + 1 < static_cast<int64_t>(w.size()) && t < context; ++t, ++num_targets) {
+      tokens[b * context + t] = w[t];
+      targets[b * context + t] = w[t + 1];
+      mask[b * context + t] = false;
+    }
+  }
+  Batch batch;
+  batch.tokens = int_tensor(tokens, rows, context);
+  batch.targets = int_tensor(targets, rows, context);
+  batch.padding_mask = from_vector<bool>(mask, {rows, context}, kBool);
+  batch.num_targets = num_targets;
+  return batch;
+}
+
 Batch prompt_answer_batch(const std::vector<std::vector<int64_t>>& prompts,
                           const std::vector<std::vector<int64_t>>& answers) {
   RG_CHECK(prompts.size() == answers.size(), "Batch", "prompts and answers must pair up, got ", prompts.size(),

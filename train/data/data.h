@@ -25,6 +25,7 @@
 // exact batch sequence. TextDataset works the same way (random window offsets, same counters).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -111,6 +112,10 @@ CounterStream row_stream(uint64_t seed, Split split, int64_t index, uint32_t row
 Batch encoder_decoder_batch(const std::vector<std::vector<int64_t>>& src, const std::vector<std::vector<int64_t>>& tgt_in,
                             const std::vector<std::vector<int64_t>>& tgt_out);
 Batch decoder_only_batch(const std::vector<std::vector<int64_t>>& tokens, const std::vector<std::vector<int64_t>>& targets);
+// Decoder-only rows of exactly `context` positions cut from sequences: window(b) gives row b's ids (at
+// most context + 1); tokens = all but its last, targets = all but its first, and a shorter window
+// leaves PAD, -100 and mask true after its end (music, chorales).
+Batch window_rows(int64_t rows, int64_t context, const std::function<std::vector<int64_t>(int64_t row)>& window);
 // The decoder-only layout of prompt and answer rows (the synthetic tasks, train/data/length_tasks.h,
 // train/data/addition_hints.h): row b is the sequence x BOS y EOS (x = prompts[b], y = answers[b]);
 // tokens = all but the last, targets = all but the first with the prompt's targets (x[1..] and BOS)

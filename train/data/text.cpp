@@ -20,16 +20,6 @@ namespace relgrad {
 
 namespace {
 
-Tensor int_tensor(const std::vector<int64_t>& values, int64_t rows, int64_t cols) {
-  return from_vector<int64_t>(values, {rows, cols}, kInt64);
-}
-
-}  // namespace
-
-// ---- TextDataset --------------------------------------------------------------------------------
-
-namespace {
-
 // The training part of a contiguous split of n units (bytes or tokens): the first (1 - val_fraction),
 // with both parts long enough for one input and one target (the validation part may be empty).
 int64_t split_train_size(int64_t n, double val_fraction, const char* who, const std::string& path, const char* unit) {
@@ -64,10 +54,16 @@ Batch window_batch(uint64_t seed, Split split, int64_t index, int64_t batch_size
     }
   }
   Batch batch;
-  batch.tokens = int_tensor(tokens, batch_size, context);
-  batch.targets = int_tensor(targets, batch_size, context);
+  batch.tokens = from_vector<int64_t>(tokens, {batch_size, context}, kInt64);
+  batch.targets = from_vector<int64_t>(targets, {batch_size, context}, kInt64);
   batch.num_targets = batch_size * context;
   return batch;
+}
+
+// "\xNN", two lowercase hex digits: how the byte vocabulary names a byte and printable_text escapes it.
+std::string byte_escape(unsigned char c) {
+  static const char* hex = "0123456789abcdef";
+  return std::string("\\x") + hex[c >> 4] + hex[c & 15];
 }
 
 // The whole of a regular file of at most kTextFileMaxBytes. O_NONBLOCK: opening a FIFO would
@@ -121,11 +117,7 @@ Batch TextDataset::batch(int64_t index, int64_t batch_size, int64_t context, Spl
                       [&](int64_t i) -> int64_t { return static_cast<unsigned char>(bytes_[i]); });
 }
 
-uint64_t TextDataset::checksum() const {
-  uint64_t h = 14695981039346656037ull;  // FNV-1a offset basis and prime
-  for (unsigned char c : bytes_) { h ^= c; h *= 1099511628211ull; }
-  return h;
-}
+uint64_t TextDataset::checksum() const { return fnv1a64(bytes_.data(), bytes_.size()); }
 
 // ---- TokenDataset -------------------------------------------------------------------------------
 
@@ -176,12 +168,6 @@ Vocab TokenDataset::ids_vocab(int64_t vocab_size) {
 }
 
 std::string printable_text(const std::string& s) {
-  static const char* hex = "0123456789abcdef";
-  auto escape = [](std::string& out, unsigned char c) {
-    out += "\\x";
-    out += hex[c >> 4];
-    out += hex[c & 15];
-  };
   std::string out;
   out.reserve(s.size());
   for (size_t i = 0; i < s.size();) {
@@ -207,7 +193,7 @@ std::string printable_text(const std::string& s) {
       out.append(s, i, n);
       i += n;
     } else {
-      escape(out, c);  // one byte at a time: what follows is looked at afresh
+      out += byte_escape(c);  // one byte at a time: what follows is looked at afresh
       ++i;
     }
   }
@@ -222,10 +208,7 @@ Vocab TextDataset::vocab() {
     if (c == '\n') v.names.push_back("\\n");
     else if (c == '\t') v.names.push_back("\\t");
     else if (c >= 32 && c < 127) v.names.push_back(std::string(1, static_cast<char>(c)));
-    else {
-      static const char* hex = "0123456789abcdef";
-      v.names.push_back(std::string("\\x") + hex[c >> 4] + hex[c & 15]);
-    }
+    else v.names.push_back(byte_escape(static_cast<unsigned char>(c)));
   }
   return v;
 }

@@ -15,26 +15,6 @@ namespace {
 constexpr uint32_t kChoraleTag = 0x63686F72;  // "chor"
 constexpr int64_t kRowsPerBatch = int64_t(1) << 20;
 
-struct Loaded {
-  ChoraleSet set;
-  std::string path;
-  uint64_t checksum = 0;
-};
-
-Loaded load(const ChoraleDataConfig& config, const char* who) {
-  RG_CHECK(config.batch_size >= 1 && config.batch_size <= kRowsPerBatch, who,
-           "batch_size must be in [1, 2^20], got ", config.batch_size);
-  Loaded out;
-  out.path = config.path.empty() ? default_chorales_path() : config.path;
-  const std::string bytes = read_file(out.path, "chorales", static_cast<uint64_t>(kMaxChoraleFileBytes));
-  out.checksum = fnv1a64(bytes.data(), bytes.size());
-  out.set = parse_chorales(bytes, out.path);
-  RG_CHECK(!out.set.train.empty() && !out.set.valid.empty(), who, out.path,
-           ": needs training and validation chorales, got ", out.set.train.size(), " and ",
-           out.set.valid.size());
-  return out;
-}
-
 const std::vector<Chorale>& split_chorales(const ChoraleSet& set, Split split) {
   return split == Split::Train ? set.train : set.valid;
 }
@@ -68,47 +48,46 @@ std::string step_names(const Vocab& vocab, const Chorale& c, size_t max_steps) {
   return out;
 }
 
+// A constructor's own check, made before the file is loaded (so a bad setting is named first).
+template <class... Message>
+const ChoraleDataConfig& checked(const ChoraleDataConfig& config, bool ok, const char* who, const Message&... message) {
+  RG_CHECK(ok, who, message...);
+  return config;
+}
+
 }  // namespace
+
+ChoraleFileData::ChoraleFileData(const ChoraleDataConfig& config, const char* who)
+    : config_(config), vocab_(chorale_vocab()) {
+  RG_CHECK(config.batch_size >= 1 && config.batch_size <= kRowsPerBatch, who,
+           "batch_size must be in [1, 2^20], got ", config.batch_size);
+  path_ = config.path.empty() ? default_chorales_path() : config.path;
+  const std::string bytes = read_file(path_, "chorales", static_cast<uint64_t>(kMaxChoraleFileBytes));
+  checksum_ = fnv1a64(bytes.data(), bytes.size());
+  set_ = parse_chorales(bytes, path_);
+  RG_CHECK(!set_.train.empty() && !set_.valid.empty(), who, path_, ": needs training and validation chorales, got ",
+           set_.train.size(), " and ", set_.valid.size());
+}
 
 // ---- decoder-only --------------------------------------------------------------------------------
 
-ChoraleData::ChoraleData(const ChoraleDataConfig& config) : config_(config), vocab_(chorale_vocab()) {
-  RG_CHECK(config.context >= 4 && config.context % 4 == 0, "ChoraleData",
-           "context must be a positive multiple of 4 (one 16th step is 4 tokens), got ", config.context);
-  Loaded l = load(config, "ChoraleData");
-  set_ = std::move(l.set);
-  path_ = std::move(l.path);
-  checksum_ = l.checksum;
-}
+ChoraleData::ChoraleData(const ChoraleDataConfig& config)
+    : ChoraleFileData(checked(config, config.context >= 4 && config.context % 4 == 0, "ChoraleData",
+                              "context must be a positive multiple of 4 (one 16th step is 4 tokens), got ",
+                              config.context),
+                      "ChoraleData") {}
 
 Batch ChoraleData::batch(int64_t index, Split split) const {
   check_index(index, "ChoraleData");
-  const int64_t B = config_.batch_size, T = config_.context;
-  const auto& chorales = split_chorales(set_, split);
-  std::vector<int64_t> tokens(B * T, kPad), targets(B * T, kIgnoreIndex);
-  std::vector<bool> mask(B * T, true);
-  int64_t num_targets = 0;
-  for (int64_t b = 0; b < B; ++b) {
+  const int64_t T = config_.context;
+  return window_rows(config_.batch_size, T, [&](int64_t b) {
     CounterStream rng = row_rng(config_.seed, split, index, b);
-    const Chorale& c = pick_chorale(rng, chorales);
-    const std::vector<int64_t> seq = chorale_tokens(c);
+    const std::vector<int64_t> seq = chorale_tokens(pick_chorale(rng, split_chorales(set_, split)));
     const int64_t len = static_cast<int64_t>(seq.size());  // 4n + 2
     // Start 4k with every window full when the piece is long enough: 4k + T + 1 ≤ 4n + 2.
-    const int64_t last_k = std::max<int64_t>(0, (len - 1 - T) / 4);
-    const int64_t start = 4 * rng.below(last_k + 1);
-    for (int64_t t = 0; t < T && start + t + 1 < len; ++t) {
-      tokens[b * T + t] = seq[start + t];
-      targets[b * T + t] = seq[start + t + 1];
-      mask[b * T + t] = false;
-      ++num_targets;
-    }
-  }
-  Batch batch;
-  batch.tokens = from_vector<int64_t>(tokens, {B, T}, kInt64);
-  batch.targets = from_vector<int64_t>(targets, {B, T}, kInt64);
-  batch.padding_mask = from_vector<bool>(mask, {B, T}, kBool);
-  batch.num_targets = num_targets;
-  return batch;
+    const int64_t start = 4 * rng.below(std::max<int64_t>(0, (len - 1 - T) / 4) + 1);
+    return std::vector<int64_t>(seq.begin() + start, seq.begin() + std::min(len, start + T + 1));
+  });
 }
 
 void ChoraleData::print_samples(SampleModel& model, int64_t, const std::string& out_dir,
@@ -132,14 +111,11 @@ void ChoraleData::print_samples(SampleModel& model, int64_t, const std::string& 
 
 // ---- harmonisation -------------------------------------------------------------------------------
 
-HarmonyData::HarmonyData(const ChoraleDataConfig& config) : config_(config), vocab_(chorale_vocab()) {
-  RG_CHECK(config.harmony_steps >= 1 && config.harmony_steps <= kMaxChoraleSteps, "HarmonyData",
-           "harmony_steps must be in [1, ", kMaxChoraleSteps, "], got ", config.harmony_steps);
-  Loaded l = load(config, "HarmonyData");
-  set_ = std::move(l.set);
-  path_ = std::move(l.path);
-  checksum_ = l.checksum;
-}
+HarmonyData::HarmonyData(const ChoraleDataConfig& config)
+    : ChoraleFileData(checked(config, config.harmony_steps >= 1 && config.harmony_steps <= kMaxChoraleSteps,
+                              "HarmonyData", "harmony_steps must be in [1, ", kMaxChoraleSteps, "], got ",
+                              config.harmony_steps),
+                      "HarmonyData") {}
 
 Batch HarmonyData::batch(int64_t index, Split split) const {
   check_index(index, "HarmonyData");

@@ -118,25 +118,19 @@ struct ChoraleDataConfig {
   int64_t harmony_steps = 32; // harmonisation: 16th steps per row (source length)
 };
 
-// Decoder-only windows: a row picks a chorale with probability ∝ its length and a start step k, and
-// holds the context + 1 tokens of chorale_tokens from index 4k (BOS when k = 0, else the bass of step
-// k − 1): position j of every window holds voice (j − 1) mod 4, so windows agree with whole pieces on
-// which voice each position is. A window running past EOS is padded (PAD, targets −100, mask true).
-class ChoraleData : public Dataset {
+// What both chorale datasets share: the file's chorales (loaded and checked by the constructor),
+// its FNV-1a 64 checksum and path, the vocabulary and the configuration.
+class ChoraleFileData : public Dataset {
  public:
-  explicit ChoraleData(const ChoraleDataConfig& config);
-  Batch batch(int64_t index, Split split) const override;
   const Vocab& vocab() const override { return vocab_; }
   int64_t batch_size() const override { return config_.batch_size; }
-  std::optional<uint64_t> checksum() const override { return checksum_; }  // FNV-1a 64 of the file
+  std::optional<uint64_t> checksum() const override { return checksum_; }
   std::string path() const override { return path_; }
-  // A continuation of the first valid chorale's first 8 steps, printed as note names and written to
-  // out_dir/sample.mid.
-  void print_samples(SampleModel& model, int64_t count, const std::string& out_dir, std::ostream& out) const override;
   const ChoraleSet& chorales() const { return set_; }
   const ChoraleDataConfig& config() const { return config_; }
 
- private:
+ protected:
+  ChoraleFileData(const ChoraleDataConfig& config, const char* who);  // `who` names the dataset in errors
   ChoraleDataConfig config_;
   ChoraleSet set_;
   Vocab vocab_;
@@ -144,30 +138,30 @@ class ChoraleData : public Dataset {
   std::string path_;
 };
 
+// Decoder-only windows: a row picks a chorale with probability ∝ its length and a start step k, and
+// holds the context + 1 tokens of chorale_tokens from index 4k (BOS when k = 0, else the bass of step
+// k − 1): position j of every window holds voice (j − 1) mod 4, so windows agree with whole pieces on
+// which voice each position is. A window running past EOS is padded (PAD, targets −100, mask true).
+class ChoraleData : public ChoraleFileData {
+ public:
+  explicit ChoraleData(const ChoraleDataConfig& config);
+  Batch batch(int64_t index, Split split) const override;
+  // A continuation of the first valid chorale's first 8 steps, printed as note names and written to
+  // out_dir/sample.mid.
+  void print_samples(SampleModel& model, int64_t count, const std::string& out_dir, std::ostream& out) const override;
+};
+
 // Harmonisation windows: a row picks a chorale (∝ length) and harmony_steps consecutive steps
 // (the whole chorale when shorter, padded): src = soprano tokens (B, S), tgt_in = BOS + lower voices
 // (B, 3S + 1), tgt_out = lower voices + EOS, and tgt_positions (3S + 1): the source step each target
 // query predicts, ⌊i / 3⌋ (the EOS query sits at S, one step past the melody) for
 // model.cross_alignment = "explicit".
-class HarmonyData : public Dataset {
+class HarmonyData : public ChoraleFileData {
  public:
   explicit HarmonyData(const ChoraleDataConfig& config);
   Batch batch(int64_t index, Split split) const override;
-  const Vocab& vocab() const override { return vocab_; }
-  int64_t batch_size() const override { return config_.batch_size; }
-  std::optional<uint64_t> checksum() const override { return checksum_; }
-  std::string path() const override { return path_; }
   // The first valid chorale's soprano harmonised greedily, printed and written to out_dir/harmony.mid.
   void print_samples(SampleModel& model, int64_t count, const std::string& out_dir, std::ostream& out) const override;
-  const ChoraleSet& chorales() const { return set_; }
-  const ChoraleDataConfig& config() const { return config_; }
-
- private:
-  ChoraleDataConfig config_;
-  ChoraleSet set_;
-  Vocab vocab_;
-  uint64_t checksum_ = 0;
-  std::string path_;
 };
 
 // The explicit cross-attention positions of a harmonisation target of `steps` source steps:

@@ -1,13 +1,14 @@
-// The synthetic music generator and MusicDataset. See music.h for the styles, the counter scheme and
-// the window/split rules. All times are built in integer 10 ms steps, so the pieces sit exactly on
-// the encoding's grid and encode without loss.
+// The synthetic music generator, MusicDataset and the sample a music run prints (MusicData). See
+// music.h for the styles, the counter scheme and the window/split rules. All times are built in
+// integer 10 ms steps, so the pieces sit exactly on the encoding's grid and encode without loss.
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
-#include <numeric>
+#include <ostream>
 #include <tuple>
 
 #include "core/base/error.h"
+#include "core/file_io.h"
 #include "train/music/music.h"
 
 namespace relgrad {
@@ -17,12 +18,6 @@ namespace {
 constexpr uint32_t kPieceTag = 0x6D757369;   // "musi": the notes of synthetic pieces
 constexpr uint32_t kWindowTag = 0x77696E64;  // "wind": which window a batch row takes
 constexpr int64_t kRowsPerBatch = int64_t(1) << 20;
-
-// A private Philox stream per (seed, tag, item, split): data.h's row stream with the tag in the row's
-// word, counter (block, tag, item lo, item hi | split).
-CounterStream music_stream(uint64_t seed, uint32_t tag, int64_t item, Split split) {
-  return row_stream(seed, split, item, tag);
-}
 
 const char* const kStyleNames[] = {"scale", "arpeggio", "chords", "canon", "random_walk"};
 
@@ -89,10 +84,12 @@ void check_config(const SynthMusicConfig& c) {
            c.max_beat_ms);
 }
 
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 14695981039346656037ull;
-  for (unsigned char c : s) { h ^= c; h *= 1099511628211ull; }
-  return h;
+// BOS events EOS: a piece as the model reads it.
+std::vector<int64_t> framed(const std::vector<int64_t>& events) {
+  std::vector<int64_t> seq{kBos};
+  seq.insert(seq.end(), events.begin(), events.end());
+  seq.push_back(kEos);
+  return seq;
 }
 
 }  // namespace
@@ -109,7 +106,7 @@ MusicStyle music_style_from_string(const std::string& name) {
 SynthPiece synth_piece(const SynthMusicConfig& c, int64_t piece, Split split) {
   check_config(c);
   RG_CHECK(piece >= 0, "synth_piece", "piece number must be >= 0, got ", piece);
-  CounterStream rng = music_stream(c.seed, kPieceTag, piece, split);
+  CounterStream rng = row_stream(c.seed, split, piece, kPieceTag);  // the tag in the row's word
   SynthPiece p;
   p.style = c.styles[rng.below(static_cast<int64_t>(c.styles.size()))];
   p.beat_steps = 2 * rng.between((c.min_beat_ms + 19) / 20, c.max_beat_ms / 20);
@@ -224,10 +221,7 @@ MusicDataset::MusicDataset(const MusicDatasetConfig& config) : config_(config) {
     try {
       std::vector<int64_t> events = encode_performance(read_midi(path), config.notes);
       if (events.empty()) { skipped_.push_back({path, "[MusicDataset] no notes"}); continue; }
-      std::vector<int64_t> seq{kBos};
-      seq.insert(seq.end(), events.begin(), events.end());
-      seq.push_back(kEos);
-      pieces.push_back({fnv1a(rel), path, std::move(seq)});
+      pieces.push_back({fnv1a64(rel.data(), rel.size()), path, framed(events)});
     } catch (const Error& e) {
       skipped_.push_back({path, e.what()});
     }
@@ -247,11 +241,7 @@ MusicDataset::MusicDataset(const MusicDatasetConfig& config) : config_(config) {
 }
 
 std::vector<int64_t> MusicDataset::piece_tokens(int64_t index, int64_t row, Split split) const {
-  std::vector<int64_t> seq{kBos};
-  const std::vector<int64_t> events = encode_notes(synth_piece(config_.synth, index * kRowsPerBatch + row, split).notes);
-  seq.insert(seq.end(), events.begin(), events.end());
-  seq.push_back(kEos);
-  return seq;
+  return framed(encode_notes(synth_piece(config_.synth, index * kRowsPerBatch + row, split).notes));
 }
 
 Batch MusicDataset::batch(int64_t index, int64_t batch_size, int64_t context, Split split) const {
@@ -266,40 +256,29 @@ Batch MusicDataset::batch(int64_t index, int64_t batch_size, int64_t context, Sp
   if (!synthetic())
     for (const auto& s : seqs) first_window.push_back(first_window.back() + std::max<int64_t>(1, static_cast<int64_t>(s.size()) - context));
 
-  std::vector<int64_t> tokens(batch_size * context, kPad), targets(batch_size * context, kIgnoreIndex);
-  std::vector<bool> mask(batch_size * context, true);
-  int64_t num_targets = 0;
-  for (int64_t b = 0; b < batch_size; ++b) {
-    CounterStream rng = music_stream(config_.seed, kWindowTag, index * kRowsPerBatch + b, split);
-    std::vector<int64_t> own;
-    const std::vector<int64_t>* seq;
-    int64_t start = 0;
+  // (context) inputs and their next tokens; a short piece leaves PAD / -100 after its end.
+  auto cut = [context](const std::vector<int64_t>& seq, int64_t start) {
+    return std::vector<int64_t>(seq.begin() + start, seq.begin() + std::min<int64_t>(start + context + 1, seq.size()));
+  };
+  return window_rows(batch_size, context, [&](int64_t b) {
+    CounterStream rng = row_stream(config_.seed, split, index * kRowsPerBatch + b, kWindowTag);
     if (synthetic()) {
-      own = piece_tokens(index, b, split);
-      seq = &own;
+      const std::vector<int64_t> own = piece_tokens(index, b, split);
       const int64_t len = static_cast<int64_t>(own.size());
-      if (len > context + 1) start = rng.below(len - context);
-    } else {
-      const int64_t u = rng.below(first_window.back());
-      const size_t s = std::upper_bound(first_window.begin(), first_window.end(), u) - first_window.begin() - 1;
-      seq = &seqs[s];
-      start = u - first_window[s];
+      return cut(own, len > context + 1 ? rng.below(len - context) : 0);
     }
-    // (context) inputs and their next tokens; a short piece leaves PAD / -100 after its end.
-    const int64_t len = std::min<int64_t>(context + 1, static_cast<int64_t>(seq->size()) - start);
-    for (int64_t t = 0; t + 1 < len; ++t) {
-      tokens[b * context + t] = (*seq)[start + t];
-      targets[b * context + t] = (*seq)[start + t + 1];
-      mask[b * context + t] = false;
-      ++num_targets;
-    }
-  }
-  Batch batch;
-  batch.tokens = from_vector<int64_t>(tokens, {batch_size, context}, kInt64);
-  batch.targets = from_vector<int64_t>(targets, {batch_size, context}, kInt64);
-  batch.padding_mask = from_vector<bool>(mask, {batch_size, context}, kBool);
-  batch.num_targets = num_targets;
-  return batch;
+    const int64_t u = rng.below(first_window.back());
+    const size_t s = std::upper_bound(first_window.begin(), first_window.end(), u) - first_window.begin() - 1;
+    return cut(seqs[s], u - first_window[s]);
+  });
+}
+
+void MusicData::print_samples(SampleModel& model, int64_t, const std::string& out_dir, std::ostream& out) const {
+  std::vector<int64_t> seq = model.continue_prompt({kBos}, true);
+  const std::string path = out_dir + "/sample.mid";
+  MidiFile midi = decode_performance(seq);
+  write_midi(path, midi);
+  out << "sampled " << seq.size() - 1 << " events (" << decode_notes(seq).size() << " notes) from <bos>: " << path << "\n";
 }
 
 }  // namespace relgrad

@@ -4,9 +4,9 @@
 #include "train/plot/plot.h"
 
 #include <png.h>
+#include <zlib.h>
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 
 #include "core/base/error.h"
@@ -132,30 +132,13 @@ class Canvas {
 
 }  // namespace
 
+// zlib's checksums (libpng's own dependency, linked with it); an empty input leaves the value as it is.
 uint32_t crc32(const uint8_t* bytes, size_t size, uint32_t crc) {
-  static const std::array<uint32_t, 256> table = [] {
-    std::array<uint32_t, 256> t{};
-    for (uint32_t n = 0; n < 256; ++n) {
-      uint32_t c = n;
-      for (int k = 0; k < 8; ++k) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-      t[n] = c;
-    }
-    return t;
-  }();
-  crc = ~crc;
-  for (size_t i = 0; i < size; ++i) crc = table[(crc ^ bytes[i]) & 0xFF] ^ (crc >> 8);
-  return ~crc;
+  return size == 0 ? crc : static_cast<uint32_t>(::crc32_z(crc, bytes, size));
 }
 
 uint32_t adler32(const uint8_t* bytes, size_t size, uint32_t adler) {
-  uint32_t a = adler & 0xFFFF, b = adler >> 16;
-  while (size > 0) {
-    size_t n = std::min<size_t>(size, 5552);  // the most bytes before b can overflow 32 bits
-    for (size_t i = 0; i < n; ++i) a += bytes[i], b += a;
-    a %= 65521, b %= 65521;
-    bytes += n, size -= n;
-  }
-  return (b << 16) | a;
+  return size == 0 ? adler : static_cast<uint32_t>(::adler32_z(adler, bytes, size));
 }
 
 std::string encode_png(int width, int height, const std::vector<uint8_t>& rgb) {
