@@ -44,7 +44,7 @@ struct OptimConfig {
   bool nesterov = false;       // sgd
   double clip = 1.0;           // global gradient-norm clip; 0 = off
   // The relative positional schemes' tables (parameters named "*.positional.*") train at lr × this, in
-  // optimizer groups of their own that follow the schedule (train/optim/param_groups.h); 1 = one lr for all.
+  // optimizer groups of their own that follow the schedule (train/optim/optim.h); 1 = one lr for all.
   double positional_lr_scale = 1.0;
 };
 

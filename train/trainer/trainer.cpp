@@ -11,16 +11,71 @@
 #include <iostream>
 
 #include "autograd/autocast.h"
+#include "autograd/profiler.h"
 #include "autograd/grad_mode.h"
 #include "core/backend/matmul.h"
 #include "core/base/error.h"
 #include "core/file_io.h"  // fnv1a64
-#include "train/optim/clip.h"
-#include "train/optim/param_groups.h"
 #include "train/trainer/nonfinite.h"
-#include "train/trainer/profiler.h"
 
 namespace relgrad {
+
+// train.profile = N (docs/cli.md): the op-level profile (autograd/profiler.h) of N training steps.
+// The first step a Trainer runs is the warm-up and is never profiled: it pays for first uses (the
+// allocator's growth, cuBLAS's loading and plans, the thread policy's first trial); steps 2 to N + 1
+// of the process are profiled (after a resume from step S: steps S + 2 to S + N + 1 of the run).
+// Once they are done (or the run ends earlier) the table is printed and written as profile.json in
+// train.out_dir, atomically.
+class StepProfile {
+ public:
+  StepProfile(int64_t steps, Device device) : steps_(steps), profiler_(device) {}
+
+  // Around one training step; `step` is the 1-based number of the step about to run. A step that
+  // throws calls cancel() instead of end().
+  void begin(int64_t step) {
+    ++seen_;
+    if (seen_ == 1 || profiled_ >= steps_) return;  // the warm-up, or done
+    if (profiled_ == 0) first_step_ = step;
+    profiler_.begin_step();
+    open_ = true;
+  }
+  void end() {
+    if (!open_) return;
+    open_ = false;
+    profiler_.end_step();
+    ++profiled_;
+  }
+  void cancel() {
+    if (!open_) return;
+    open_ = false;
+    profiler_.cancel_step();
+  }
+  // N steps profiled, or (at_end) at least one: prints the table to `out` (may be null) and, when
+  // `write`, writes out_dir/profile.json. Once.
+  void finish(const std::string& out_dir, std::ostream* out, bool write, bool at_end) {
+    if (finished_ || profiled_ == 0 || (profiled_ < steps_ && !at_end)) return;
+    finished_ = true;
+    ProfileReport report = profiler_.report();
+    report.first_step = first_step_;
+    const std::string path = out_dir + "/profile.json";
+    if (write) write_file_atomic(path, report.json(), "train");
+    if (!out) return;
+    *out << report.table();
+    if (profiled_ < steps_)
+      *out << "(the run ended after " << profiled_ << " of the " << steps_ << " steps of train.profile)\n";
+    if (write) *out << "profile written to " << path << "\n";
+    out->flush();
+  }
+
+ private:
+  int64_t steps_;          // to profile
+  int64_t seen_ = 0;       // steps begun, the warm-up included
+  int64_t profiled_ = 0;   // steps profiled
+  int64_t first_step_ = 0;
+  bool open_ = false, finished_ = false;
+  Profiler profiler_;
+};
+
 namespace {
 
 // Dropout's stream is keyed apart from the initialisation's (same seed, different key).
@@ -197,14 +252,7 @@ double Trainer::run_step() {
     const std::string warning =
         nonfinite_.on_nonfinite(options_.train.nonfinite, options_.train.max_skipped_steps, step_, lr, bad,
                                 run_dir_.failure_note());  // or throws
-    // Skipped (PyTorch's GradScaler): weights and optimizer state (moments, step counts) stay bit for
-    // bit; the step number (so the lr schedule) and the data position advance.
-    data_position_ += options_.train.grad_accum;
-    ++step_;  // the log counts steps done, as for "train" records
-    using C = LogColumn;
-    run_dir_.append(LogEntry(LogEvent::Skip, {{C::Step, double(step_)}, {C::Loss, loss_value}, {C::Lr, lr},
-                                              {C::GradNorm, last_grad_norm_}})
-                        .set(C::Tensor, bad.tensor.name));
+    skip_step(lr, loss_value, last_grad_norm_, bad.tensor.name);
     if (out_) *out_ << "warning: " << warning << "\n" << std::flush;
     return loss_value;
   }
@@ -223,18 +271,24 @@ double Trainer::run_step() {
 }
 
 // GradScaler's skip (train/optim/grad_scaler.h): the scale was too large for float16, not the model
-// diverging, so train.nonfinite is not consulted: the scale is halved, weights and optimizer state are
-// left bit for bit, the step number and the data position advance, and a "skip" record names it.
+// diverging, so train.nonfinite is not consulted: the scale is halved and the step skipped.
 double Trainer::skip_for_scaler(double lr, double loss_value) {
   const double scale = scaler_->get_scale();
   scaler_->update();
   ++scaler_skips_;
+  return skip_step(lr, loss_value, INFINITY, detail::concat("fp16 gradients at loss scale ", scale));
+}
+
+// A skipped step (PyTorch's GradScaler): weights and optimizer state (moments, step counts) stay bit
+// for bit; the step number (so the lr schedule) and the data position advance, and a "skip" record
+// names `what` was not finite.
+double Trainer::skip_step(double lr, double loss_value, double grad_norm, const std::string& what) {
   data_position_ += options_.train.grad_accum;
-  ++step_;
+  ++step_;  // the log counts steps done, as for "train" records
   using C = LogColumn;
   run_dir_.append(LogEntry(LogEvent::Skip, {{C::Step, double(step_)}, {C::Loss, loss_value}, {C::Lr, lr},
-                                            {C::GradNorm, double(INFINITY)}})
-                      .set(C::Tensor, detail::concat("fp16 gradients at loss scale ", scale)));
+                                            {C::GradNorm, grad_norm}})
+                      .set(C::Tensor, what));
   return loss_value;
 }
 
