@@ -50,8 +50,8 @@ template <class T>
 T meta_number(const std::map<std::string, std::string>& md, const char* key, const std::string& path) {
   const std::string& text = meta_string(md, key, path);
   T v{};
-  CK_CHECK(parse_number(text, v), "metadata '", key, "' is '", text, "', not a ", std::is_signed_v<T> ? "" : "non-negative ",
-           "integer");
+  CK_CHECK(parse_number(text, v), "metadata '", key, "' is '", text, "', not a ",
+           std::is_signed_v<T> ? "" : "non-negative ", "integer");
   return v;
 }
 
