@@ -1,4 +1,4 @@
-// Checkpoints: the file layout and checksum are defined in train/trainer/checkpoint.h.
+// Checkpoints: the file layout and checksums are specified in docs/checkpoint-format.md, 1.1 to 1.3.
 #include "train/trainer/checkpoint.h"
 
 #include <charconv>
