@@ -29,7 +29,6 @@
 
 #include "relgrad.h"
 #include "layers/models.h"
-#include "train/optim/clip.h"
 #include "train/optim/optim.h"
 
 using namespace relgrad;

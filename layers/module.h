@@ -97,7 +97,7 @@ class Module {
 Device device_of(const Module& module);
 
 // Eval mode for the scope, then the mode the module had, also when the scope is left by an exception
-// (evaluation and generation: train/trainer/run.cpp, strided_eval.cpp, sampler.cpp).
+// (evaluation and generation: train/trainer/run.cpp, sampler.cpp).
 struct EvalScope {
   explicit EvalScope(Module& m) : module(m), was_training(m.is_training()) { m.eval(); }
   ~EvalScope() { module.train(was_training); }

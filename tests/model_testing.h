@@ -1,8 +1,7 @@
 // The network behind a run's model (train/trainer/run.h), for tests that call it directly, beside the
 // RunModel interface they check it against. A model of the other kind throws std::bad_cast.
 #pragma once
-#include "train/trainer/decoder_only_model.h"
-#include "train/trainer/encoder_decoder_model.h"
+#include "train/trainer/run.h"
 
 namespace relgrad::testing {
 

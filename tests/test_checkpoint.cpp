@@ -22,7 +22,6 @@
 #include "file_testing.h"
 #include "testing.h"
 #include "train/trainer/checkpoint.h"
-#include "train/optim/clip.h"
 #include "train/optim/optim.h"
 #include "train/optim/schedule.h"
 #include "train/config/run_options.h"

@@ -11,7 +11,6 @@
 
 #include "core/safetensors.h"
 #include "testing.h"
-#include "train/optim/clip.h"
 #include "train/optim/optim.h"
 #include "train/optim/schedule.h"
 

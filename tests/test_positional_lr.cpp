@@ -1,4 +1,4 @@
-// optim.positional_lr_scale (train/optim/param_groups.h): the relative positional tables in optimizer
+// optim.positional_lr_scale (train/optim/optim.h): the relative positional tables in optimizer
 // groups of their own at lr × scale, following the schedule; scale 1 leaves the two decay_groups (the
 // checkpoints' layout) untouched; the Trainer with a scale trains as a hand-made loop with a third
 // group of the positional tables at lr × scale does; a resume keeps and checks the scale.
@@ -11,8 +11,7 @@
 #include "testing.h"
 #include "trainer_testing.h"
 #include "train/config/run_options.h"
-#include "train/optim/clip.h"
-#include "train/optim/param_groups.h"
+#include "train/optim/optim.h"
 #include "train/trainer/trainer.h"
 
 using namespace relgrad;

@@ -11,8 +11,7 @@
 #include "layers/transformer_xl.h"
 #include "testing.h"
 #include "train/instruments/probe.h"
-#include "train/trainer/decoder_only_model.h"
-#include "train/trainer/encoder_decoder_model.h"
+#include "train/trainer/run.h"
 
 using namespace relgrad;
 using relgrad::testing::TempDir;

@@ -9,7 +9,7 @@
 #include "layers/relative_bias.h"
 #include "testing.h"
 #include "train/instruments/probe.h"
-#include "train/trainer/encoder_decoder_model.h"
+#include "train/trainer/run.h"
 #include "trainer_testing.h"
 
 using namespace relgrad;

@@ -14,7 +14,7 @@
 #include "train/instruments/probe.h"
 #include "train/instruments/recipe.h"
 #include "train/optim/optim.h"
-#include "train/trainer/decoder_only_model.h"
+#include "train/trainer/run.h"
 
 using namespace relgrad;
 using relgrad::testing::check_throws_with;

@@ -24,7 +24,6 @@
 #include "layers/models.h"
 #include "testing.h"
 #include "train/trainer/checkpoint.h"
-#include "train/optim/clip.h"
 #include "train/optim/optim.h"
 #include "train/optim/schedule.h"
 

@@ -1,7 +1,7 @@
 // Generation and evaluation past the training context: the sliding window of generate()
 // (train/trainer/sampler.h: SamplingOptions::window), `relgrad sample --window` and its default
 // (train/command/subcommands/sample.cpp: the training context unless the scheme extrapolates), and the
-// strided score of `relgrad eval --window` (train/trainer/strided_eval.h).
+// strided score of `relgrad eval --window` (train/trainer/run.h).
 // A windowed greedy sample equals, token for token, a recompute over the last W tokens at each step,
 // with the KV cache and without, for a RoPE model, a music model and a synthetic-task model.
 #include <algorithm>
@@ -14,8 +14,8 @@
 #include "model_testing.h"
 #include "testing.h"
 #include "train/config/run_options.h"
+#include "train/trainer/run.h"
 #include "train/trainer/sampler.h"
-#include "train/trainer/strided_eval.h"
 
 using namespace relgrad;
 using namespace relgrad::testing;

@@ -136,7 +136,7 @@ void RunConfig::validate() const {
   check(train.target_accuracy >= 0.0 && train.target_accuracy <= 1.0, "train.target_accuracy must be in [0, 1]");
   check(train.samples >= 0, "train.samples must be >= 0");
   check(train.max_skipped_steps >= 0, "train.max_skipped_steps must be >= 0, got " + std::to_string(train.max_skipped_steps));
-  // The first step is the warm-up (train/trainer/profiler.h): at most train.steps - 1 are profiled.
+  // The first step is the warm-up (StepProfile, train/trainer/trainer.cpp): at most train.steps - 1 are profiled.
   check(train.profile >= 0 && train.profile < train.steps,
         "train.profile must be in [0, train.steps - 1 = " + std::to_string(train.steps - 1) +
             "] (steps profiled after the first, the warm-up; 0 = off), got " + std::to_string(train.profile));

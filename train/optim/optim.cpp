@@ -239,6 +239,79 @@ void Adam::update(const ParamGroup& group, Tensor& param, const Tensor& grad, Pa
   for (Tensor* t : {&param, &m, &v}) t->bump_version();
 }
 
+// ---- positional parameter groups ------------------------------------------------------------------
+bool is_positional_parameter(const std::string& name) {
+  return name.find(".positional.") != std::string::npos;
+}
+
+ScaledGroups scaled_positional_groups(const std::vector<std::pair<std::string, Tensor>>& named, double lr,
+                                      double weight_decay, double positional_lr_scale) {
+  RG_CHECK(std::isfinite(positional_lr_scale) && positional_lr_scale > 0, "optim",
+           "optim.positional_lr_scale must be a positive number, got ", positional_lr_scale);
+  ScaledGroups out;
+  if (positional_lr_scale == 1.0) {
+    out.groups = decay_groups(named, lr, weight_decay);
+    out.lr_scale.assign(out.groups.size(), 1.0);
+    return out;
+  }
+  std::vector<std::pair<std::string, Tensor>> plain, positional;
+  for (const auto& entry : named)
+    (is_positional_parameter(entry.first) ? positional : plain).push_back(entry);
+  out.groups = decay_groups(plain, lr, weight_decay);
+  for (ParamGroup& g : decay_groups(positional, lr * positional_lr_scale, weight_decay))
+    out.groups.push_back(g);
+  out.lr_scale = {1.0, 1.0, positional_lr_scale, positional_lr_scale};
+  return out;
+}
+
+void set_scheduled_lr(Optimizer& optimizer, double lr, const std::vector<double>& lr_scale) {
+  std::vector<ParamGroup>& groups = optimizer.param_groups();
+  if (lr_scale.empty()) return optimizer.set_lr(lr);
+  RG_CHECK(lr_scale.size() == groups.size(), "optim", "set_scheduled_lr: ", lr_scale.size(), " scales for ",
+           groups.size(), " parameter groups");
+  for (size_t g = 0; g < groups.size(); ++g) groups[g].lr = lr * lr_scale[g];
+}
+
+// ---- clip_grad_norm_ ------------------------------------------------------------------------------
+double clip_grad_norm_(const TensorList& params, double max_norm) {
+  RG_PROFILE_OP("clip_grad_norm_");
+  RG_CHECK(max_norm >= 0, "clip_grad_norm_", "invalid max_norm ", max_norm, " (must be >= 0)");
+  NoGradGuard no_grad;
+  double sum_sq = 0.0;
+  // GPU gradients: the per-tensor sums are added up on the device, in the same order as on the
+  // host (a chain of float64 adds, so the same value), and read back once per device, not once per
+  // parameter (each read waits for the queue to drain).
+  Tensor partial;
+  auto flush = [&] {
+    if (partial.defined()) sum_sq += partial.item();
+    partial = Tensor();
+  };
+  for (const Tensor& p : params) {
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    // float64 per tensor and across tensors: float32 grads of a big model would lose digits otherwise.
+    Tensor g64 = g.to(kFloat64);
+    Tensor s = sum(mul(g64, g64));  // ()
+    if (g.device().is_cpu()) {
+      sum_sq += s.item();
+      continue;
+    }
+    if (partial.defined() && partial.device() != g.device()) flush();
+    partial = partial.defined() ? add(partial, s) : s;
+  }
+  flush();
+  double total = std::sqrt(sum_sq);
+  if (!std::isfinite(total)) return total;
+  double scale = max_norm / (total + 1e-6);
+  if (scale < 1.0) {
+    for (const Tensor& p : params) {
+      Tensor g = p.grad();
+      if (g.defined()) g.mul_(scale);
+    }
+  }
+  return total;
+}
+
 // ---- choosing an optimizer by name ---------------------------------------------------------------
 OptimizerKind optimizer_kind(const std::string& name) {
   const std::optional<OptimizerKind> kind = kOptimizerKindNames.find(name);

@@ -1,4 +1,4 @@
-// Checkpoints: the file layout and checksum are defined in train/trainer/checkpoint.h.
+// Checkpoints: the file layout and checksums are specified in docs/checkpoint-format.md, 1.1 to 1.3.
 #include "train/trainer/checkpoint.h"
 
 #include <charconv>
@@ -38,22 +38,21 @@ bool parse_number(const std::string& s, T& out, int base = 10) {
   return ec == std::errc() && end == s.data() + s.size();
 }
 
-// Looks up a required metadata key and parses it as T.
-template <class T>
-T meta_number(const std::map<std::string, std::string>& md, const char* key, const std::string& path) {
-  auto it = md.find(key);
-  CK_CHECK(it != md.end(), "metadata lacks '", key, "' (not a relgrad checkpoint?)");
-  T v{};
-  CK_CHECK(parse_number(it->second, v), "metadata '", key, "' is '", it->second, "', not a ",
-           std::is_signed_v<T> ? "" : "non-negative ", "integer");
-  return v;
-}
-
 const std::string& meta_string(const std::map<std::string, std::string>& md, const char* key,
                                const std::string& path) {
   auto it = md.find(key);
   CK_CHECK(it != md.end(), "metadata lacks '", key, "' (not a relgrad checkpoint?)");
   return it->second;
+}
+
+// Looks up a required metadata key and parses it as T.
+template <class T>
+T meta_number(const std::map<std::string, std::string>& md, const char* key, const std::string& path) {
+  const std::string& text = meta_string(md, key, path);
+  T v{};
+  CK_CHECK(parse_number(text, v), "metadata '", key, "' is '", text, "', not a ",
+           std::is_signed_v<T> ? "" : "non-negative ", "integer");
+  return v;
 }
 
 }  // namespace
@@ -110,18 +109,16 @@ void save_checkpoint(const std::string& path, const Module& model, const Optimiz
     NoGradGuard no_grad;
     // Host copies now: the optimizer's slots are live tensors, and the checksum must describe exactly
     // the bytes written, so both the checksum and the file are made from these copies.
-    for (const auto& [name, t] : model.state_dict()) {
-      CK_CHECK(t.defined(), "model entry '", name, "' is undefined");
-      bool fresh = tensors.emplace(kModelPrefix + name, host_copy(t)).second;
-      CK_CHECK(fresh, "model entry '", name, "' appears twice in state_dict()");
-    }
-    if (optimizer) {
-      for (const auto& [name, t] : optimizer->state_tensors()) {
-        CK_CHECK(t.defined(), "optimizer entry '", name, "' is undefined");
-        bool fresh = tensors.emplace(kOptimPrefix + name, host_copy(t)).second;
-        CK_CHECK(fresh, "optimizer entry '", name, "' appears twice in state_tensors()");
+    auto add = [&](const std::vector<std::pair<std::string, Tensor>>& entries, const std::string& prefix,
+                   const char* owner, const char* source) {
+      for (const auto& [name, t] : entries) {
+        CK_CHECK(t.defined(), owner, " entry '", name, "' is undefined");
+        CK_CHECK(tensors.emplace(prefix + name, host_copy(t)).second, owner, " entry '", name, "' appears twice in ",
+                 source);
       }
-    }
+    };
+    add(model.state_dict(), kModelPrefix, "model", "state_dict()");
+    if (optimizer) add(optimizer->state_tensors(), kOptimPrefix, "optimizer", "state_tensors()");
   }
 
   std::map<std::string, std::string> md;
@@ -167,21 +164,17 @@ Checkpoint load_checkpoint(const std::string& path) {
            "; was it written by a newer relgrad?)");
 
   // The checksum before anything else is interpreted: a corrupt file is reported as corrupt.
-  const std::string& stored_hex = meta_string(md, "checksum", path);
-  uint64_t stored = 0;
-  CK_CHECK(parse_number(stored_hex, stored, 16), "checksum '", stored_hex, "' is not 16 hex digits");
-  uint64_t computed = checkpoint_checksum(file.tensors);
-  CK_CHECK(stored == computed, "checksum mismatch (stored ", stored_hex, ", computed ", checksum_hex(computed),
-           "): the file is corrupt");
-  auto header_sum = md.find(kHeaderChecksumKey);
-  if (header_sum != md.end()) {  // absent only in files written before it existed
-    uint64_t stored_header = 0;
-    CK_CHECK(parse_number(header_sum->second, stored_header, 16), "header_checksum '", header_sum->second,
-             "' is not 16 hex digits");
-    uint64_t computed_header = checkpoint_header_checksum(md, file.tensors);
-    CK_CHECK(stored_header == computed_header, "header checksum mismatch (stored ", header_sum->second, ", computed ",
-             checksum_hex(computed_header), "): the file's metadata or tensor table is corrupt");
-  }
+  auto verify = [&](const char* key, const char* label, uint64_t computed, const char* corrupt) {
+    const std::string& stored_hex = meta_string(md, key, path);
+    uint64_t stored = 0;
+    CK_CHECK(parse_number(stored_hex, stored, 16), key, " '", stored_hex, "' is not 16 hex digits");
+    CK_CHECK(stored == computed, label, " mismatch (stored ", stored_hex, ", computed ", checksum_hex(computed),
+             "): the file", corrupt, " is corrupt");
+  };
+  verify("checksum", "checksum", checkpoint_checksum(file.tensors), "");
+  if (md.count(kHeaderChecksumKey))  // absent only in files written before it existed
+    verify("header_checksum", "header checksum", checkpoint_header_checksum(md, file.tensors),
+           "'s metadata or tensor table");
 
   ck.meta.step = meta_number<int64_t>(md, "step", path);
   ck.meta.config_json = meta_string(md, "config", path);

@@ -8,31 +8,11 @@
 //   Checkpoint ckpt = load_checkpoint("run/ckpt.safetensors");   // verified, nothing applied yet
 //   restore(ckpt, model, &optimizer, &default_generator());       // step = ckpt.meta.step, ...
 //
-// File layout (one safetensors file, core/safetensors.h):
-//   tensors   "model.<name>"  every Module::state_dict() entry
-//             "optim.<name>"  every Optimizer::state_tensors() entry (absent when saved without one)
-//   metadata  "format_version" "1"             "step", "data_position", "num_threads"  decimal int64
-//             "config"  the JSON string as given  "rng_seed", "rng_offset"              decimal uint64
-//             "optimizer" its name() or ""       "extra.<key>"  each CheckpointMeta::extra entry
-//             "writer"  "relgrad <version>" of the program that saved it (core/version.h; optional)
-//             "checksum"  16 lowercase hex digits, defined below
-//             "header_checksum"  16 lowercase hex digits, defined below
-//
-// Checksum (format_version 1): 64-bit FNV-1a — h = 0xcbf29ce484222325; for each byte b:
-// h = (h XOR b) * 0x100000001b3 mod 2^64 — over the raw bytes of every tensor (contiguous,
-// little-endian, bool as one byte 0/1), the tensors taken in ascending byte-wise name order. That
-// order is the one save_safetensors lays the data section out in, so the checksum is the FNV-1a of
-// the data section, byte for byte. Every multiply is by an odd number (a bijection mod 2^64), so a
-// change of any single byte always changes the checksum.
-//
-// Header checksum: FNV-1a 64 (as above) of the header's meaning, so that a flipped bit in a step,
-// seed, name, dtype or shape cannot load silently either: the bytes
-//   for each metadata entry but "header_checksum", in ascending key order:  key 0x00 value 0x00
-//   for each tensor, in ascending name order:  name 0x00 dtype 0x00 dims 0x00
-// with dtype the safetensors name ("F32", "F64", "I64", "BOOL", "BF16", "F16") and dims the shape's sizes in
-// decimal, each followed by ',' ("" for a 0-d tensor). It hashes what the JSON says, not how it is
-// spelled, so any safetensors writer can reproduce it. Files written before it existed lack the key
-// and load without this check.
+// The file layout (tensors "model.<name>" and "optim.<name>", the metadata keys) and the definitions
+// of "checksum" (FNV-1a 64 of the data section) and "header_checksum" (FNV-1a 64 of what the header
+// says: keys, values, tensor names, dtypes, shapes) are specified once, in docs/checkpoint-format.md,
+// 1.1 to 1.3. Every FNV multiply is by an odd number (a bijection mod 2^64), so a change of any single
+// byte always changes the checksum.
 //
 // Why a checksum at all: safetensors only checks that the layout is consistent; a flipped bit in a
 // weight (bad disk, torn copy between machines) would otherwise load silently and poison the run.
@@ -77,11 +57,11 @@ struct Checkpoint {
   std::map<std::string, Tensor> optimizer;  // empty when saved without an optimizer
 };
 
-// The checksum defined above, over `tensors` (any device) in the map's ascending name order, and its
+// The checksum (docs/checkpoint-format.md, 1.3), over `tensors` (any device) in the map's ascending name order, and its
 // 16-digit lowercase hex form as stored in the metadata.
 uint64_t checkpoint_checksum(const std::map<std::string, Tensor>& tensors);
 std::string checksum_hex(uint64_t checksum);
-// The header checksum defined above, of a file's metadata (its "header_checksum" entry is skipped)
+// The header checksum (docs/checkpoint-format.md, 1.3), of a file's metadata (its "header_checksum" entry is skipped)
 // and tensors (only names, dtypes and shapes are read).
 uint64_t checkpoint_header_checksum(const std::map<std::string, std::string>& metadata,
                                     const std::map<std::string, Tensor>& tensors);

@@ -226,44 +226,29 @@ GradientReducer::GradientReducer(Communicator& comm, TensorList params, int64_t 
   close();
 }
 
-void GradientReducer::pack(Bucket& b) {
+// The bucket's layout, walked both ways: pack copies each gradient in (zeros where it is undefined)
+// and sets its flag; unpack copies the sums back to each gradient defined on some rank.
+void GradientReducer::transfer(Bucket& b, bool pack) {
   dispatch_float(dtype_, "distributed", [&](auto zero) {
     using T = decltype(zero);
-    T* out = reinterpret_cast<T*>(b.buffer.data());
-    T* flags = out + b.values - static_cast<int64_t>(b.params.size());
+    T* at = reinterpret_cast<T*>(b.buffer.data());
+    T* flags = at + b.values - static_cast<int64_t>(b.params.size());
     for (size_t k = 0; k < b.params.size(); ++k) {
       const Tensor& p = params_[b.params[k]];
       Tensor g(p.impl()->grad);
-      const int64_t n = p.numel();
-      if (g.defined()) {
-        Tensor c = g.contiguous();
-        std::memcpy(out, c.data_ptr<T>(), static_cast<size_t>(n) * sizeof(T));
-      } else {
-        std::fill(out, out + n, T(0));
-      }
-      flags[k] = g.defined() ? T(1) : T(0);
-      out += n;
-    }
-  });
-}
-
-void GradientReducer::unpack(Bucket& b) {
-  dispatch_float(dtype_, "distributed", [&](auto zero) {
-    using T = decltype(zero);
-    const T* in = reinterpret_cast<const T*>(b.buffer.data());
-    const T* flags = in + b.values - static_cast<int64_t>(b.params.size());
-    for (size_t k = 0; k < b.params.size(); ++k) {
-      const Tensor& p = params_[b.params[k]];
-      const int64_t n = p.numel();
-      if (flags[k] > T(0)) {  // defined on some rank: the sum (zeros stood in for the others)
-        Tensor g(p.impl()->grad);
+      const size_t bytes = static_cast<size_t>(p.numel()) * sizeof(T);
+      if (pack) {
+        if (g.defined()) std::memcpy(at, g.contiguous().data_ptr<T>(), bytes);
+        else std::fill(at, at + p.numel(), T(0));
+        flags[k] = g.defined() ? T(1) : T(0);
+      } else if (flags[k] > T(0)) {  // defined on some rank: the sum (zeros stood in for the others)
         if (!g.defined() || !g.is_contiguous()) {  // else overwritten in place: .grad is owned by its parameter
           g = empty(p.shape(), TensorOptions(dtype_));
           p.impl()->grad = g.impl_ptr();
         }
-        std::memcpy(g.data_ptr<T>(), in, static_cast<size_t>(n) * sizeof(T));
+        std::memcpy(g.data_ptr<T>(), at, bytes);
       }
-      in += n;
+      at += p.numel();
     }
   });
 }
@@ -271,13 +256,13 @@ void GradientReducer::unpack(Bucket& b) {
 void GradientReducer::reduce() {
   if (comm_.size() == 1) return;
   for (Bucket& b : buckets_) {
-    pack(b);
+    transfer(b, /*pack=*/true);
     b.handle = comm_.start_all_reduce_sum(b.buffer.data(), b.values, dtype_);
   }
   for (Bucket& b : buckets_) {
     comm_.wait(b.handle);
     b.handle = -1;
-    unpack(b);
+    transfer(b, /*pack=*/false);
   }
 }
 

@@ -143,8 +143,7 @@ class GradientReducer {
     std::vector<char> buffer;
     int64_t handle = -1;
   };
-  void pack(Bucket& b);
-  void unpack(Bucket& b);
+  void transfer(Bucket& b, bool pack);
   Communicator& comm_;
   TensorList params_;
   DType dtype_ = kFloat32;

@@ -13,7 +13,6 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
-#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <string>
@@ -211,21 +210,15 @@ class MpiCommunicator : public Communicator {
         keep_in_touch(!beating);
         beating = true;
       }
-      if (timeout_s_ > 0 && waited > timeout_s_)
-        throw Error("[distributed] " + where() + ": " + what + " did not complete within " + format_seconds(timeout_s_) +
-                    " s: another rank has failed or stopped (train.collective_timeout_s sets this limit)" +
-                    silent_ranks());
+      if (timeout_s_ > 0 && waited > timeout_s_)  // the seconds as %g (ostream's default format)
+        throw Error(detail::concat("[distributed] ", where(), ": ", what, " did not complete within ", timeout_s_,
+                                   " s: another rank has failed or stopped (train.collective_timeout_s sets this limit)",
+                                   silent_ranks()));
       if (waited > 1.0) {
         timespec ts{0, 100000};
         nanosleep(&ts, nullptr);
       }
     }
-  }
-
-  static std::string format_seconds(double s) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%g", s);
-    return buf;
   }
 
   int rank_ = 0, size_ = 1;

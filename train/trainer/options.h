@@ -44,7 +44,7 @@ struct OptimConfig {
   bool nesterov = false;       // sgd
   double clip = 1.0;           // global gradient-norm clip; 0 = off
   // The relative positional schemes' tables (parameters named "*.positional.*") train at lr × this, in
-  // optimizer groups of their own that follow the schedule (train/optim/param_groups.h); 1 = one lr for all.
+  // optimizer groups of their own that follow the schedule (train/optim/optim.h); 1 = one lr for all.
   double positional_lr_scale = 1.0;
 };
 
@@ -70,7 +70,7 @@ struct TrainLoopConfig {
   NonfinitePolicy nonfinite = NonfinitePolicy::Stop;  // a NaN/Inf loss or gradient: stop (error, exit 3) or skip the step
   int64_t max_skipped_steps = 10;  // skip: consecutive skipped steps allowed; one more stops the run
   bool detect_anomaly = false;     // check every op's output and gradient for NaN/Inf (slow; names the op)
-  int64_t profile = 0;             // op-level profile of this many steps after the first (train/trainer/profiler.h)
+  int64_t profile = 0;             // op-level profile of this many steps after the first (train/trainer/trainer.cpp)
   bool tf32 = false;               // TF32 for float32 GEMMs on the GPU (torch.backends.cuda.matmul.allow_tf32)
   DType precision = kFloat32;      // kPrecisionNames: fp32, bf16 or fp16 products (mixed precision, torch.autocast)
 };

@@ -1,8 +1,7 @@
 // The model of a run, as the trainer, the command and the instruments see it: RunModel (one interface
 // over the model kinds: logits, generation, attention sites), build_model, and held-out evaluation on a
-// Dataset. The kinds are DecoderOnlyModel (train/trainer/decoder_only_model.h) and EncoderDecoderModel
-// (train/trainer/encoder_decoder_model.h). A run's data and a checkpoint reopened as a run are built
-// from its config in train/config/run_options.h.
+// Dataset. The kinds are DecoderOnlyModel and EncoderDecoderModel. A run's data and a checkpoint
+// reopened as a run are built from its config in train/config/run_options.h.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -20,7 +19,10 @@ namespace relgrad {
 
 // Where an attention module sits, which decides whose tokens its queries and keys are.
 enum class AttentionPlace { EncoderSelf, DecoderSelf, Cross };
-// "encoder_self", "decoder_self" (also a decoder-only model's layers) or "cross".
+// "decoder_self" is also a decoder-only model's layers.
+inline constexpr NameTable<AttentionPlace, 3> kAttentionPlaceNames{{{AttentionPlace::EncoderSelf, "encoder_self"},
+                                                                    {AttentionPlace::DecoderSelf, "decoder_self"},
+                                                                    {AttentionPlace::Cross, "cross"}}};
 const char* attention_place_name(AttentionPlace place);
 
 // One attention module of a model, for instruments that hook into it (MultiHeadAttention::forward_hook,
@@ -75,6 +77,46 @@ class RunModel {
   Batch on_device(const Batch& batch) const;
 };
 
+// A decoder-only language model (DecoderLM, layers/models.h): batches of tokens, prompts continued,
+// one self-attention per layer ("layers.i.self_attn").
+class DecoderOnlyModel : public RunModel {
+ public:
+  explicit DecoderOnlyModel(std::shared_ptr<DecoderLM> network);
+  std::shared_ptr<DecoderLM> network;  // = module
+
+  ModelKind kind() const override { return ModelKind::DecoderOnly; }
+  const TransformerConfig& config() const override { return network->config; }
+  Tensor logits(const Batch& batch) override;
+  Tensor logits_at_random_positions(const Batch& batch) override;
+  void check_batch(const Batch& batch, const char* op) const override;
+  // tgt_positions must be undefined: a decoder-only model has no cross-attention to place.
+  Tensor generate(const Tensor& prompt, const SamplingOptions& options, const Tensor& tgt_positions,
+                  bool use_cache) override;
+  // The continuation of "source BOS"; target_positions is not used.
+  std::vector<int64_t> answer(const std::vector<int64_t>& source, const SamplingOptions& options,
+                              const std::function<Tensor(int64_t)>& target_positions) override;
+  std::vector<AttentionSite> attention_sites() override;
+};
+
+// An encoder–decoder (EncoderDecoder, layers/models.h): batches of source and target, sources decoded,
+// encoder self-attention ("encoder.layers.i.self_attn") and per decoder layer self- and cross-attention
+// ("decoder.layers.i.self_attn", "decoder.layers.i.cross_attn").
+class EncoderDecoderModel : public RunModel {
+ public:
+  explicit EncoderDecoderModel(std::shared_ptr<EncoderDecoder> network);
+  std::shared_ptr<EncoderDecoder> network;  // = module
+
+  ModelKind kind() const override { return ModelKind::EncoderDecoder; }
+  const TransformerConfig& config() const override { return network->config; }
+  Tensor logits(const Batch& batch) override;
+  void check_batch(const Batch& batch, const char* op) const override;
+  Tensor generate(const Tensor& src, const SamplingOptions& options, const Tensor& tgt_positions,
+                  bool use_cache) override;
+  std::vector<int64_t> answer(const std::vector<int64_t>& source, const SamplingOptions& options,
+                              const std::function<Tensor(int64_t)>& target_positions) override;
+  std::vector<AttentionSite> attention_sites() override;
+};
+
 // The device a setting names ("cpu", "cuda", "cuda:N"), checked before any work: throws
 // relgrad::Error "[config] <what> = cuda, but relgrad was built without CUDA support ..." or
 // "... but no CUDA device is visible ..." (relgrad train exits 2, as for other config errors).
@@ -103,6 +145,24 @@ struct EvalResult {
 // `progress` (optional) is called after each batch this rank evaluates, with the batches done so far.
 EvalResult evaluate(RunModel& model, const Dataset& data, int64_t batches, Communicator* comm = nullptr,
                     const std::function<void(int64_t done)>& progress = {});
+
+// Held-out evaluation of a decoder-only model through a sliding window (`relgrad eval --window C`):
+// Hugging Face's strided perplexity (the Transformers guide "Perplexity of fixed-length models").
+// Each held-out row of T tokens is read in windows of at most C tokens that start every S = ⌈C/2⌉
+// tokens, [b, min(b + C, T)) for b = 0, S, 2S, …, up to the first window that reaches T; a window
+// scores only the tokens that no earlier window scored, so every token is scored once, from at least
+// min(p, C − S) and at most C tokens of context (p: its place in the row), and no position past C − 1
+// is ever used. The model runs exactly as evaluate() runs it (eval mode, no grad, on its device).
+struct StridedWindow {
+  int64_t begin, end, scored_from;
+};
+// The windows of a row of T tokens under window C.
+std::vector<StridedWindow> strided_windows(int64_t T, int64_t window);
+// evaluate() with every row read through strided_windows: the loss and token accuracy over the same
+// tokens, each from at most `window` tokens of context (window ≥ 1). Decoder-only models only (an
+// Error otherwise). No sequence accuracy: rows_are_examples is false.
+EvalResult evaluate_strided(RunModel& model, const Dataset& data, int64_t batches, int64_t window,
+                            const std::function<void(int64_t done)>& progress = nullptr);
 
 // `model` lent to Dataset::print_samples (train/data/dataset.h): greedy answers to a source, and
 // continuations of a prompt (decoder-only) with `options`. An explicitly aligned encoder–decoder gets

@@ -1,26 +1,85 @@
-// The training loop (see trainer.h for the step, determinism and output contracts).
+// The training loop (see trainer.h for the step, determinism and output contracts) and what its
+// checkpoints hold.
 #include "train/trainer/trainer.h"
 
 #include <omp.h>
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
+#include <optional>
 
 #include "autograd/autocast.h"
+#include "autograd/profiler.h"
 #include "autograd/grad_mode.h"
 #include "core/backend/matmul.h"
 #include "core/base/error.h"
 #include "core/file_io.h"  // fnv1a64
-#include "train/optim/clip.h"
-#include "train/optim/param_groups.h"
 #include "train/trainer/nonfinite.h"
-#include "train/trainer/profiler.h"
 
 namespace relgrad {
+
+// train.profile = N (docs/cli.md): the op-level profile (autograd/profiler.h) of N training steps.
+// The first step a Trainer runs is the warm-up and is never profiled: it pays for first uses (the
+// allocator's growth, cuBLAS's loading and plans, the thread policy's first trial); steps 2 to N + 1
+// of the process are profiled (after a resume from step S: steps S + 2 to S + N + 1 of the run).
+// Once they are done (or the run ends earlier) the table is printed and written as profile.json in
+// train.out_dir, atomically.
+class StepProfile {
+ public:
+  StepProfile(int64_t steps, Device device) : steps_(steps), profiler_(device) {}
+
+  // Around one training step; `step` is the 1-based number of the step about to run. A step that
+  // throws calls cancel() instead of end().
+  void begin(int64_t step) {
+    ++seen_;
+    if (seen_ == 1 || profiled_ >= steps_) return;  // the warm-up, or done
+    if (profiled_ == 0) first_step_ = step;
+    profiler_.begin_step();
+    open_ = true;
+  }
+  void end() {
+    if (!open_) return;
+    open_ = false;
+    profiler_.end_step();
+    ++profiled_;
+  }
+  void cancel() {
+    if (!open_) return;
+    open_ = false;
+    profiler_.cancel_step();
+  }
+  // N steps profiled, or (at_end) at least one: prints the table to `out` (may be null) and, when
+  // `write`, writes out_dir/profile.json. Once.
+  void finish(const std::string& out_dir, std::ostream* out, bool write, bool at_end) {
+    if (finished_ || profiled_ == 0 || (profiled_ < steps_ && !at_end)) return;
+    finished_ = true;
+    ProfileReport report = profiler_.report();
+    report.first_step = first_step_;
+    const std::string path = out_dir + "/profile.json";
+    if (write) write_file_atomic(path, report.json(), "train");
+    if (!out) return;
+    *out << report.table();
+    if (profiled_ < steps_)
+      *out << "(the run ended after " << profiled_ << " of the " << steps_ << " steps of train.profile)\n";
+    if (write) *out << "profile written to " << path << "\n";
+    out->flush();
+  }
+
+ private:
+  int64_t steps_;          // to profile
+  int64_t seen_ = 0;       // steps begun, the warm-up included
+  int64_t profiled_ = 0;   // steps profiled
+  int64_t first_step_ = 0;
+  bool open_ = false, finished_ = false;
+  Profiler profiler_;
+};
+
 namespace {
 
 // Dropout's stream is keyed apart from the initialisation's (same seed, different key).
@@ -61,6 +120,16 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimConfig& o, const std::vecto
 }
 
 std::atomic<int> g_stop_signal{0};  // request_training_stop
+
+// A number of the saved GradScaler state, the whole text or an error naming the key.
+template <class T>
+T parse_scaler_number(const std::string& text, const char* key, const std::string& path) {
+  T v{};
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  RG_CHECK(ec == std::errc() && end == text.data() + text.size(), "train", "cannot resume from ", path,
+           ": extra.", key, " is '", text, "', not a number");
+  return v;
+}
 
 }  // namespace
 
@@ -197,14 +266,7 @@ double Trainer::run_step() {
     const std::string warning =
         nonfinite_.on_nonfinite(options_.train.nonfinite, options_.train.max_skipped_steps, step_, lr, bad,
                                 run_dir_.failure_note());  // or throws
-    // Skipped (PyTorch's GradScaler): weights and optimizer state (moments, step counts) stay bit for
-    // bit; the step number (so the lr schedule) and the data position advance.
-    data_position_ += options_.train.grad_accum;
-    ++step_;  // the log counts steps done, as for "train" records
-    using C = LogColumn;
-    run_dir_.append(LogEntry(LogEvent::Skip, {{C::Step, double(step_)}, {C::Loss, loss_value}, {C::Lr, lr},
-                                              {C::GradNorm, last_grad_norm_}})
-                        .set(C::Tensor, bad.tensor.name));
+    skip_step(lr, loss_value, last_grad_norm_, bad.tensor.name);
     if (out_) *out_ << "warning: " << warning << "\n" << std::flush;
     return loss_value;
   }
@@ -223,18 +285,23 @@ double Trainer::run_step() {
 }
 
 // GradScaler's skip (train/optim/grad_scaler.h): the scale was too large for float16, not the model
-// diverging, so train.nonfinite is not consulted: the scale is halved, weights and optimizer state are
-// left bit for bit, the step number and the data position advance, and a "skip" record names it.
+// diverging, so train.nonfinite is not consulted: the scale is halved and the step skipped.
 double Trainer::skip_for_scaler(double lr, double loss_value) {
   const double scale = scaler_->get_scale();
   scaler_->update();
   ++scaler_skips_;
+  return skip_step(lr, loss_value, INFINITY, detail::concat("fp16 gradients at loss scale ", scale));
+}
+
+// A skipped step (Trainer::train_step, trainer.h): the step number and the data position advance, the
+// weights do not, and a "skip" record names `what` was not finite.
+double Trainer::skip_step(double lr, double loss_value, double grad_norm, const std::string& what) {
   data_position_ += options_.train.grad_accum;
-  ++step_;
+  ++step_;  // the log counts steps done, as for "train" records
   using C = LogColumn;
   run_dir_.append(LogEntry(LogEvent::Skip, {{C::Step, double(step_)}, {C::Loss, loss_value}, {C::Lr, lr},
-                                            {C::GradNorm, double(INFINITY)}})
-                      .set(C::Tensor, detail::concat("fp16 gradients at loss scale ", scale)));
+                                            {C::GradNorm, grad_norm}})
+                      .set(C::Tensor, what));
   return loss_value;
 }
 
@@ -363,6 +430,58 @@ void Trainer::print_samples() {
   NoGradGuard no_grad;
   std::unique_ptr<SampleModel> model = sample_model(*model_, options_.sample, options_.target_positions);
   options_.data->print_samples(*model, options_.train.samples, options_.train.out_dir, *out_);
+}
+
+// ---- checkpoints: what a Trainer's checkpoint holds and what a resume checks ---------------------
+void Trainer::resume(const std::string& path) { resume(load_checkpoint(path), path); }
+
+void Trainer::resume(const Checkpoint& ck, const std::string& path) {
+  if (options_.check_resume) options_.check_resume(ck.meta.config_json, path);
+  RG_CHECK(ck.optimizer_name == optimizer_->name(), "train", "cannot resume from ", path, ": it holds '",
+           ck.optimizer_name, "' state, this run uses ", optimizer_->name());
+  RG_CHECK(ck.meta.step <= options_.train.steps, "train", "cannot resume from ", path, ": it is at step ",
+           ck.meta.step, ", beyond train.steps = ", options_.train.steps);
+  if (std::optional<uint64_t> sum = options_.data->checksum()) {
+    auto it = ck.meta.extra.find("data_checksum");
+    std::string here = std::to_string(*sum);
+    RG_CHECK(it == ck.meta.extra.end() || it->second == here, "train", "cannot resume from ", path,
+             ": it was trained on a different ", options_.data->path(), " (checksum ", it->second, " vs ", here, ")");
+  }
+  if (scaler_) {  // fp16: the loss scale where the saved run left it (absent: a run saved before it had one)
+    auto scale = ck.meta.extra.find("grad_scale"), tracker = ck.meta.extra.find("grad_scale_growth_tracker");
+    if (scale != ck.meta.extra.end() && tracker != ck.meta.extra.end())
+      scaler_->load_state(parse_scaler_number<double>(scale->second, "grad_scale", path),
+                          parse_scaler_number<int64_t>(tracker->second, "grad_scale_growth_tracker", path));
+  }
+  restore(ck, *model_->module, optimizer_.get(), &default_generator());
+  run_dir_.set_resumed_from(path);
+  step_ = ck.meta.step;
+  data_position_ = ck.meta.data_position;
+  auto seen = ck.meta.extra.find("tokens_seen");
+  tokens_seen_ = seen == ck.meta.extra.end() ? 0 : std::atoll(seen->second.c_str());
+  if (reducer_)  // every rank read its own copy of the file: they must agree
+    check_same(*comm_, parameters_checksum(model_->module->parameters()) ^ uint64_t(step_) ^ (uint64_t(data_position_) << 32),
+               "the checkpoint " + path + " (weights, step, data position)");
+}
+
+void Trainer::save(const std::string& path) const {
+  CheckpointMeta meta;
+  meta.step = step_;
+  meta.config_json = options_.config_json;
+  meta.rng_seed = default_generator().seed();
+  meta.rng_offset = default_generator().offset();
+  meta.data_position = data_position_;
+  meta.num_threads = threads_->threads_for_next_step();  // for the record: results do not depend on it
+  if (std::optional<uint64_t> sum = options_.data->checksum()) meta.extra["data_checksum"] = std::to_string(*sum);
+  meta.extra["tokens_seen"] = std::to_string(tokens_seen_);
+  if (!options_.vocab_json.empty()) meta.extra["vocab"] = options_.vocab_json;
+  if (scaler_) {  // the shortest text that reads back as the same double: a resume continues bit for bit
+    char buf[32];
+    auto end = std::to_chars(buf, buf + sizeof buf, scaler_->get_scale()).ptr;
+    meta.extra["grad_scale"] = std::string(buf, end);
+    meta.extra["grad_scale_growth_tracker"] = std::to_string(scaler_->growth_tracker());
+  }
+  save_checkpoint(path, *model_->module, optimizer_.get(), meta);
 }
 
 }  // namespace relgrad

@@ -31,19 +31,11 @@
 // (train/trainer/thread_policy.h); never more than the cores the process may use.
 //
 // Output in train.out_dir, a RunDirectory (train/trainer/run_directory.h: the lock, the *.prev rotation,
-// the resume-target checks): checkpoint.safetensors (train/trainer/checkpoint.h, written atomically every
-// save_every steps and at the end) and log.jsonl or log.csv (train/trainer/training_log.h: the columns
-// of each event), one "train" record per log_every steps (step, loss, lr, grad_norm, tokens (since step
-// 0, across resumes), tokens_per_s, elapsed_s (this process)), one "eval" record per evaluation (step,
-// loss, accuracy, sequence_accuracy, elapsed_s) and one "skip" record per step skipped under
-// train.nonfinite = "skip" (step, loss, lr, grad_norm, tensor).
-//
-// The run directory (docs/cli.md "Run directories"): train() (rank 0) holds an advisory lock on
-// train.out_dir while it runs, so a second run into the same directory is refused at its start with an
-// error naming the holder's pid. A fresh run in a directory that holds an earlier run keeps that run's
-// files as *.prev from its own first checkpoint on, so a run that fails before saving anything leaves
-// the directory as it found it. A resume refuses to write into a directory whose
-// checkpoint.safetensors is not the one it resumed from and is another run's or at a later step.
+// the resume-target checks; docs/cli.md "Run directories"): checkpoint.safetensors
+// (train/trainer/checkpoint.h, written atomically every save_every steps and at the end) and log.jsonl
+// or log.csv (train/trainer/training_log.h: the columns of each event), one "train" record per
+// log_every steps, one "eval" record per evaluation and one "skip" record per step skipped under
+// train.nonfinite = "skip".
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -150,6 +142,7 @@ class Trainer {
   TrainResult train_loop();
   double run_step();  // train_step without the thread policy's timing
   double skip_for_scaler(double lr, double loss_value);  // fp16 overflow: GradScaler's skip
+  double skip_step(double lr, double loss_value, double grad_norm, const std::string& what);
   EvalResult run_eval(std::chrono::steady_clock::time_point start, bool record);
   void start_data_parallel();
   void print_samples();
@@ -171,7 +164,7 @@ class Trainer {
   double last_grad_norm_ = 0.0;
   NonFiniteSteps nonfinite_;  // train.nonfinite = "skip": skips counted (not checkpointed)
   std::function<void(Trainer&)> after_backward_;
-  std::unique_ptr<StepProfile> profile_;  // train.profile > 0 (train/trainer/profiler.h)
+  std::unique_ptr<StepProfile> profile_;  // train.profile > 0 (train/trainer/trainer.cpp)
   bool tf32_before_ = false;              // the process's TF32 setting, restored by ~Trainer
   std::unique_ptr<GradScaler> scaler_;    // train.precision = fp16 only (its state is checkpointed)
   int64_t scaler_skips_ = 0;              // steps the scaler skipped (counted as skipped steps)

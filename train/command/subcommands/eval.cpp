@@ -9,7 +9,6 @@
 #include "train/command/cli_commands.h"
 #include "train/command/output_guard.h"
 #include "train/command/subcommand.h"
-#include "train/trainer/strided_eval.h"
 
 namespace relgrad::cli_detail {
 namespace {
@@ -146,7 +145,7 @@ class EvalCommand final : public Subcommand {
       out << ", sequence accuracy " << fixed(100 * e.sequence_accuracy, 2) << "% (" << e.sequences
           << " sequences)";
     out << "\n";
-    if (window_ > 0) {  // the same tokens, each from at most C tokens of context (strided_eval.h)
+    if (window_ > 0) {  // the same tokens, each from at most C tokens of context (train/trainer/run.h)
       const EvalResult w = evaluate_strided(m, data.dataset(), batches_, window_);
       out << "window " << window_ << " (stride " << (window_ + 1) / 2 << "): held-out loss " << fixed(w.loss, 4)
           << ", token accuracy " << fixed(100 * w.accuracy, 2) << "% (" << w.tokens << " tokens)\n";
