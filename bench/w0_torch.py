@@ -22,7 +22,7 @@ but drawn with torch's generator, so not the same tokens (relgrad's Philox batch
 Training (docs/checkpoint-format.md 1.4; configs/default.toml): AdamW(lr 3e-3, betas (0.8, 0.95),
 eps 1e-8) over decay_groups (weight decay 0.01 on the matrices, 0 on biases and norms), the relative
 positional tables (names with ".positional.") in groups of their own at 10x lr
-(optim.positional_lr_scale, train/optim/param_groups.cpp), gradient clipping at 1.0, linear warm-up
+(optim.positional_lr_scale, train/optim/optim.cpp), gradient clipping at 1.0, linear warm-up
 over min(100, steps) then cosine decay to 0, token-mean cross-entropy.
 tokens/s counts input tokens as relgrad does (source + tgt_in, padding excluded), per step; the
 record holds the median over the timed steps of each step's tokens / seconds.
