@@ -112,6 +112,9 @@ TEST_CASE("data sources: the built-ins, in the config's order") {
   CHECK(find_data_source("text")->vocab_kind() == VocabKind::Bytes);
   CHECK(find_data_source("tokens")->vocab_kind() == VocabKind::Ids);
   CHECK(find_data_source("synthetic")->default_sample_count() == 4);
+  // A request made in code asks for one sample (a source loops a.num times); only `relgrad sample` without
+  // -n asks the source for its default count.
+  CHECK(SampleRequest{}.num == 1);
   check_throws_with([] { register_data_source(nullptr); }, "[register_data_source] a data source needs a name");
   check_throws_with([] { unregister_data_source("text"); }, "[unregister_data_source] no data source named 'text'");
 }

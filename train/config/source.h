@@ -47,7 +47,7 @@ struct SampleRequest {
   std::string input, prompt;            // --input "tokens", --prompt TEXT
   std::string format = "text", output;  // --format text|midi, -o PATH
   std::string prompt_midi, melody;      // --prompt-midi FILE, --melody FILE
-  int64_t num = -1;                     // samples; -1: the source's default_sample_count()
+  int64_t num = 1;                      // samples (relgrad sample: -n, else default_sample_count())
   int64_t chorale = -1;                 // --chorale N; -1: not given
   bool max_new_tokens_given = false;    // --max-new-tokens was given
 };

@@ -1,7 +1,6 @@
 // relgrad sample CHECKPOINT [--input | --prompt | --prompt-midi | --chorale | --melody] [sampling options] [--window N|none]
 //                [--model.PLACE.rope_scaling…=VALUE ...]
 // What differs between data sources is asked of the run's source (train/config/source.h).
-#include <algorithm>
 #include <cctype>
 
 #include "train/command/checkpoint_overrides.h"
@@ -19,7 +18,7 @@ std::vector<NamedPath> midi_outputs(const SampleRequest& r) {
   if (r.format != "midi" && r.output.empty()) return {};
   const std::string fallback = r.melody.empty() ? "sample.mid" : "harmony.mid";
   std::vector<NamedPath> outputs;
-  for (int64_t n = 1; n <= std::max<int64_t>(1, r.num); ++n)
+  for (int64_t n = 1; n <= r.num; ++n)
     outputs.push_back({"-o", numbered_output(r, n, fallback)});
   return outputs;
 }
@@ -71,7 +70,7 @@ class SampleCommand final : public Subcommand {
     app.add_option("checkpoint", checkpoint_, "checkpoint file").required();
     app.add_option("--input", r.input, "synthetic-task models: source tokens by name, e.g. \"4 1 7\"");
     app.add_option("--prompt", r.prompt, "text models: the prompt");
-    app.add_option("-n,--num", r.num, "samples (default: 4 held-out inputs for a synthetic task, 1 otherwise)")
+    app.add_option("-n,--num", num_, "samples (default: 4 held-out inputs for a synthetic task, 1 otherwise)")
         .range(1, 1000);
     app.add_option("--max-new-tokens", max_new_tokens_, "default: the config's sample.max_new_tokens")
         .range(1, 1 << 20);
@@ -98,6 +97,7 @@ class SampleCommand final : public Subcommand {
 
   int run(CommandLine& app, std::ostream& out) override {
     SampleRequest& r = request_;
+    if (num_ > 0) r.num = num_;  // without -n: 1 for the outputs' names now, the source's count below
     refuse_output_over_input("sample",
                              {{"the checkpoint", checkpoint_}, {"--prompt-midi", r.prompt_midi}, {"--melody", r.melody}},
                              midi_outputs(r));
@@ -140,7 +140,7 @@ class SampleCommand final : public Subcommand {
     // What the data source does not take is refused here, naming the sources that do.
     const DataSource& source = data.source();
     const SampleOptionsTaken takes = source.sample_options();
-    if (r.num < 0) r.num = source.default_sample_count();
+    if (num_ < 0) r.num = source.default_sample_count();
     if (!takes.chorale && (r.chorale >= 0 || !r.melody.empty()))
       throw UsageError(std::string("[sample] ") + (r.melody.empty() ? "--chorale" : "--melody") +
                        " needs a chorale model (data.source = \"chorales\")");
@@ -162,6 +162,7 @@ class SampleCommand final : public Subcommand {
  private:
   SampleRequest request_;
   std::string checkpoint_, device_ = "cpu", window_;  // --window N | none ("" = the default)
+  int64_t num_ = -1;  // -n; -1: not given, the source's default_sample_count()
   int64_t max_new_tokens_ = -1, top_k_ = -1, seed_ = -1;  // -1: not given, the config's
   double temperature_ = -1, top_p_ = -1;
   bool tf32_ = false;
