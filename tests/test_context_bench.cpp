@@ -199,13 +199,7 @@ TEST_CASE("context bench: a rerun into the same out dir keeps every model and wr
   TempDir dir;
   std::vector<std::string> args = {"context-bench", "--treatments", "alibi,rope", "--seeds", "1", "--steps", "4",
                                    "--text", kjv_path(), "--out", dir.file("bench")};
-  const auto kept = [](const std::string& out) {
-    size_t n = 0;
-    for (size_t at = out.find("(kept from an earlier run)"); at != std::string::npos;
-         at = out.find("(kept from an earlier run)", at + 1))
-      ++n;
-    return n;
-  };
+  const auto kept = [](const std::string& out) { return testing::occurrences(out, "(kept from an earlier run)"); };
   const testing::CliResult first = run_relgrad(args);
   CHECK_CLI(first, 0);
   CHECK_MESSAGE(contains(first.out, "[2/2] rope seed 1: NLL 1x "), first.out);

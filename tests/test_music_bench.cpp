@@ -184,13 +184,7 @@ TEST_CASE("music bench: a rerun into the same out dir keeps every model, its pro
   o.treatments = {"huang"};
   o.seeds = {1};
   o.steps = 3;
-  const auto kept = [](const std::string& out) {
-    size_t n = 0;
-    for (size_t at = out.find("(kept from an earlier run)"); at != std::string::npos;
-         at = out.find("(kept from an earlier run)", at + 1))
-      ++n;
-    return n;
-  };
+  const auto kept = [](const std::string& out) { return testing::occurrences(out, "(kept from an earlier run)"); };
   // results.md after its "Total time" (the one figure of this run rather than of its models).
   const auto tables = [&] {
     const std::string md = read_bytes(dir.file("bench/results.md"));

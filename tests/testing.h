@@ -65,6 +65,13 @@ inline Tensor uniform(const Shape& shape, double lo, double hi, DType dt = kFloa
   return add(mul(rand(shape, dt, &g), hi - lo), lo);
 }
 
+// How many times `part` stands in `text` (overlaps counted), e.g. a study's "(kept from an earlier run)".
+inline size_t occurrences(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
 // Runs `fn`, which must throw relgrad::Error whose message contains `expected`.
 template <class Fn>
 void check_throws_with(Fn&& fn, const std::string& expected) {
