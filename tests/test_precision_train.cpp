@@ -137,8 +137,7 @@ TEST_CASE("precision: bf16 and fp16 loss curves follow float32 on the default ru
     c.train.precision = low;
     Trainer t(trainer_options(c));
     const std::vector<double> got = steps_of(t, 40);
-    double gap = 0;
-    for (size_t k = 0; k < got.size(); ++k) gap = std::max(gap, std::fabs(got[k] - ref[k]));
+    const double gap = largest_gap(got, ref);
     MESSAGE(precision, ": largest loss gap to float32 over 40 steps ", gap);
     CHECK(gap > 0);  // the policy took effect
     CHECK(gap < (low == kBFloat16 ? 5e-3 : 2e-3));
@@ -168,8 +167,7 @@ TEST_CASE("precision: bf16 loss curve follows float32 on W1's architecture, shru
   c.train.precision = kBFloat16;
   Trainer bf16(trainer_options(c));
   const std::vector<double> got = steps_of(bf16, 30);
-  double gap = 0;
-  for (size_t k = 0; k < got.size(); ++k) gap = std::max(gap, std::fabs(got[k] - ref[k]));
+  const double gap = largest_gap(got, ref);
   MESSAGE("W1 shrunk, bfloat16: largest loss gap to float32 over 30 steps ", gap);
   CHECK(gap > 0);
   CHECK(gap < 5e-3);

@@ -1,6 +1,8 @@
 // Configs and checks shared by the trainer tests (test_trainer.cpp, test_interrupt.cpp,
 // test_precision_train.cpp).
 #pragma once
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <utility>
 #include <vector>
@@ -62,6 +64,14 @@ inline std::vector<double> steps_of(Trainer& t, int n) {
   std::vector<double> losses;
   for (int k = 0; k < n; ++k) losses.push_back(t.train_step());
   return losses;
+}
+
+// The largest |a[k] − b[k]| of two loss curves of the same length (0 for identical curves).
+inline double largest_gap(const std::vector<double>& a, const std::vector<double>& b) {
+  REQUIRE(a.size() == b.size());
+  double gap = 0;
+  for (size_t k = 0; k < a.size(); ++k) gap = std::max(gap, std::fabs(a[k] - b[k]));
+  return gap;
 }
 
 }  // namespace relgrad::testing
