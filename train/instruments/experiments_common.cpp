@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <ostream>
 
 #include "autograd/grad_mode.h"
@@ -111,24 +112,18 @@ void train_run(RunConfig config, const BatchFn& data, std::ostream* progress, co
 }
 
 Evaluation evaluate_on(RunModel& model, const BatchFn& data, int64_t batches, const PositionFilter& subset) {
-  const EvalResult all = evaluate(model, ExperimentData(data, 0), batches);  // as `relgrad eval` evaluates
-  Evaluation e{all.loss, all.accuracy, -1.0};
-  if (!subset) return e;
-  NoGradGuard no_grad;
-  EvalScope eval_mode(*model.module);
+  // As `relgrad eval` evaluates; the subset's tokens are counted in the same pass.
   int64_t tokens = 0, correct = 0;
-  for (int64_t n = 0; n < batches; ++n) {
-    const Batch b = data(n, Split::HeldOut).to(model.device);
-    const std::vector<int64_t> predicted = argmax(model.logits(b), -1).contiguous().to_vector<int64_t>();
-    const std::vector<int64_t> wanted = RunModel::targets(b).contiguous().to_vector<int64_t>();
-    const int64_t T = RunModel::targets(b).size(1);
-    for (size_t k = 0; k < wanted.size(); ++k)
-      if (wanted[k] != kIgnoreIndex && subset(static_cast<int64_t>(k) % T, wanted[k])) {
-        ++tokens;
-        correct += predicted[k] == wanted[k];
-      }
-  }
-  e.subset_accuracy = tokens ? static_cast<double>(correct) / static_cast<double>(tokens) : 0.0;
+  std::function<void(int64_t, int64_t, bool)> count;
+  if (subset)
+    count = [&](int64_t t, int64_t target, bool right) {
+      if (!subset(t, target)) return;
+      ++tokens;
+      correct += right;
+    };
+  const EvalResult all = evaluate(model, ExperimentData(data, 0), batches, nullptr, {}, count);
+  Evaluation e{all.loss, all.accuracy, -1.0};
+  if (subset) e.subset_accuracy = tokens ? static_cast<double>(correct) / static_cast<double>(tokens) : 0.0;
   return e;
 }
 

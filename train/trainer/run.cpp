@@ -154,7 +154,8 @@ std::shared_ptr<RunModel> build_model(const ModelOptions& options, Generator* in
 }
 
 EvalResult evaluate(RunModel& model, const Dataset& data, int64_t batches, Communicator* comm,
-                    const std::function<void(int64_t done)>& progress) {
+                    const std::function<void(int64_t done)>& progress,
+                    const std::function<void(int64_t t, int64_t target, bool right)>& each_token) {
   NoGradGuard no_grad;
   EvalScope eval_mode(*model.module);
   EvalResult r;
@@ -180,6 +181,7 @@ EvalResult evaluate(RunModel& model, const Dataset& data, int64_t batches, Commu
         ++r.tokens;
         bool ok = predicted[k] == wanted[k];
         correct += ok;
+        if (each_token) each_token(t, wanted[k], ok);
         all = all && ok;
       }
       rows_right += all;

@@ -142,9 +142,12 @@ struct EvalResult {
 // on the model's device (each batch is copied there; the counts come back to the host).
 // With a communicator of several ranks, rank r evaluates batches r, r + N, ... and the sums are
 // all-reduced, so every rank returns the result for all batches.
-// `progress` (optional) is called after each batch this rank evaluates, with the batches done so far.
+// `progress` (optional) is called after each batch this rank evaluates, with the batches done so far;
+// `each_token` (optional) with every loss token this rank scores: its place t in the row, its target and
+// whether the argmax is right (the experiments' accuracy on the positions a task singles out).
 EvalResult evaluate(RunModel& model, const Dataset& data, int64_t batches, Communicator* comm = nullptr,
-                    const std::function<void(int64_t done)>& progress = {});
+                    const std::function<void(int64_t done)>& progress = {},
+                    const std::function<void(int64_t t, int64_t target, bool right)>& each_token = {});
 
 // Held-out evaluation of a decoder-only model through a sliding window (`relgrad eval --window C`):
 // Hugging Face's strided perplexity (the Transformers guide "Perplexity of fixed-length models").
