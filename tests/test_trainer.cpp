@@ -273,7 +273,7 @@ TEST_CASE("trainer: evaluate() is the token-mean cross-entropy and argmax accura
 
   SUBCASE("against a hand computation on the trained model") {
     double loss = 0;
-    int64_t tokens = 0, correct = 0, rows = 0, rows_right = 0;
+    int64_t tokens = 0, correct = 0, rows = 0, rows_right = 0, even = 0, even_right = 0;
     {
       NoGradGuard no_grad;
       t.model().module->eval();
@@ -299,6 +299,7 @@ TEST_CASE("trainer: evaluate() is the token-mean cross-entropy and argmax accura
             ++tokens;
             correct += best == y[k];
             all = all && best == y[k];
+            if (s % 2 == 0) ++even, even_right += best == y[k];
           }
           ++rows;
           rows_right += all;
@@ -313,6 +314,18 @@ TEST_CASE("trainer: evaluate() is the token-mean cross-entropy and argmax accura
     CHECK(e.accuracy == doctest::Approx(double(correct) / tokens).epsilon(1e-12));
     CHECK(e.sequence_accuracy == doctest::Approx(double(rows_right) / rows).epsilon(1e-12));
     CHECK(t.model().module->is_training());  // the mode is restored
+    // each_token sees every loss token once, at its place in the row, with its target and verdict.
+    int64_t seen = 0, seen_right = 0, seen_even = 0, seen_even_right = 0;
+    const EvalResult again = evaluate(t.model(), t.data(), 3, nullptr, {}, [&](int64_t s, int64_t target, bool right) {
+      CHECK(target != kIgnoreIndex);
+      ++seen, seen_right += right;
+      if (s % 2 == 0) ++seen_even, seen_even_right += right;
+    });
+    CHECK(again.accuracy == e.accuracy);
+    CHECK(seen == tokens);
+    CHECK(seen_right == correct);
+    CHECK(seen_even == even);
+    CHECK(seen_even_right == even_right);
   }
 
   SUBCASE("a model whose logits are one fixed vector everywhere") {
