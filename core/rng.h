@@ -33,8 +33,23 @@ class Generator {
 };
 
 // The process-wide default generator (used when an op is given none). Not thread-safe: seed and
-// draw from one thread, as in PyTorch's default CPU generator usage.
+// draw from one thread, as in PyTorch's default CPU generator usage; work split over threads gives
+// each thread a generator of its own through DefaultGeneratorGuard.
 Generator& default_generator();
+
+// While alive, default_generator() on this thread is `generator` (the caller keeps it alive): the
+// batch shards of one training step, run on several threads, each draw from a copy of the step's
+// generator (train/trainer/batch_shards.cpp). Restores the previous one (this thread's or none).
+class DefaultGeneratorGuard {
+ public:
+  explicit DefaultGeneratorGuard(Generator& generator);
+  ~DefaultGeneratorGuard();
+  DefaultGeneratorGuard(const DefaultGeneratorGuard&) = delete;
+  DefaultGeneratorGuard& operator=(const DefaultGeneratorGuard&) = delete;
+
+ private:
+  Generator* previous_;
+};
 // Seeds the default generator (torch.manual_seed).
 void manual_seed(uint64_t seed);
 

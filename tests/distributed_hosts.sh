@@ -139,7 +139,7 @@ tiny=(--model.type=decoder-only --model.d_model=16 --model.n_heads=2 --model.d_f
       --model.n_decoder_layers=1 --model.dropout=0.2 --data.num_symbols=6 --data.min_len=3
       --data.max_len=6 --data.batch_size=5 --train.dtype=float64 --optim.name=sgd --optim.momentum=0.9
       --optim.lr=0.1 --optim.warmup_steps=2 --train.samples=0 --train.target_accuracy=0
-      --train.threads=1 --train.eval_batches=3)
+      --train.threads=1 --train.batch_shards=1 --train.eval_batches=3)
 
 # ---- 1. three hosts train what one process trains --------------------------------------------
 say "hosts ${hosts[*]} on $net.0/24, launcher $switch at $net.1"

@@ -137,7 +137,8 @@ std::vector<std::string> tiny(const std::string& out_dir, const std::vector<std:
                                 "--data.min_len=3", "--data.max_len=6", "--data.batch_size=7",
                                 "--train.grad_accum=2", "--optim.warmup_steps=2", "--train.steps=8",
                                 "--train.log_every=1", "--train.eval_every=4", "--train.eval_batches=3",
-                                "--train.samples=0", "--train.target_accuracy=0", "--train.threads=1"};
+                                "--train.samples=0", "--train.target_accuracy=0", "--train.threads=1",
+                                "--train.batch_shards=1"};
   a.insert(a.end(), more.begin(), more.end());
   return a;
 }
@@ -283,6 +284,25 @@ TEST_CASE("distributed mpi: 3 ranks, decoder-only, float64, SGD, uneven rows: ev
   REQUIRE_MESSAGE(three.status == 0, three.err);
   check_same_losses(dir.file("one/log.jsonl"), dir.file("three/log.jsonl"), 1e-12);
   check_same_checkpoints(dir.file("one/checkpoint.safetensors"), dir.file("three/checkpoint.safetensors"), 1e-12, false);
+}
+
+TEST_CASE("distributed mpi: 2 ranks of 2 batch shards each, float64, dropout: every weight agrees with one process to 1e-12") {
+  SKIP_WITHOUT_MPI();
+  TempDir dir;
+  // Each rank's 3 rows cut again into shards of 1 and 2 rows: every row must still draw its dropout
+  // mask as in the whole batch of 6 (rank 1's shards begin at rows 3 and 4), or the weights part at once.
+  const std::vector<std::string> more = {"--model.type=decoder-only", "--train.dtype=float64", "--model.dropout=0.2",
+                                         "--data.batch_size=6", "--train.grad_accum=1", "--optim.name=sgd",
+                                         "--optim.momentum=0.9", "--optim.lr=0.1"};
+  std::vector<std::string> sharded = more;
+  sharded.push_back("--train.batch_shards=2");
+  sharded.push_back("--train.threads=2");
+  Finished one = run(relgrad_args(tiny(dir.file("one"), more)), dir, "one");
+  Finished two = run(mpirun_args(2, tiny(dir.file("two"), sharded)), dir, "two");
+  REQUIRE_MESSAGE(one.status == 0, one.err);
+  REQUIRE_MESSAGE(two.status == 0, two.err);
+  check_same_losses(dir.file("one/log.jsonl"), dir.file("two/log.jsonl"), 1e-12);
+  check_same_checkpoints(dir.file("one/checkpoint.safetensors"), dir.file("two/checkpoint.safetensors"), 1e-12, false);
 }
 
 TEST_CASE("distributed mpi: a 2-rank run resumed at step 10 equals one that ran 20 steps, bit for bit") {

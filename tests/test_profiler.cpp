@@ -133,7 +133,7 @@ std::vector<std::string> lm_args(const std::string& text, const std::string& out
           "--model.activation=gelu", "--model.tie_weights=true",
           "--model.dropout=0", "--optim.warmup_steps=1", "--train.steps=" + std::to_string(steps),
           "--train.log_every=1", "--train.eval_every=0", "--train.eval_batches=1", "--train.save_every=0",
-          "--train.samples=0", "--train.target_accuracy=0", "--train.threads=1"};
+          "--train.samples=0", "--train.target_accuracy=0", "--train.threads=1", "--train.batch_shards=1"};
 }
 
 std::string write_corpus(const TempDir& dir) {
@@ -155,12 +155,16 @@ std::map<std::string, nlohmann::json> rows_of(const nlohmann::json& j) {
   return rows;
 }
 
-void check_profiled_run(const std::string& device) {
+// `shards` > 1: the batch in that many shards (train.batch_shards) at as many threads; a profiled step
+// runs them one after another, so every shard's ops are counted (each Linear once per shard).
+void check_profiled_run(const std::string& device, int shards = 1) {
   TempDir dir;
   const std::string text = write_corpus(dir), run = dir.file("run");
   const int64_t steps = 5, profiled = 3;
+  const std::string n = std::to_string(shards);
   CliResult r = run_relgrad(with({"train"}, with(lm_args(text, run, steps),
-                                                 {"--train.profile=" + std::to_string(profiled), "--train.device=" + device})));
+                                                 {"--train.profile=" + std::to_string(profiled), "--train.device=" + device,
+                                                  "--train.batch_shards=" + n, "--train.threads=" + n})));
   CHECK_CLI(r, 0);
   CHECK(contains(r.out, "profile: 3 steps (steps 2-4) on " + (device == "cpu" ? std::string("cpu") : "cuda:0")));
   CHECK(contains(r.out, "profile written to " + run + "/profile.json"));
@@ -178,12 +182,12 @@ void check_profiled_run(const std::string& device) {
     return rows.count(op) ? rows[op].at(field).get<double>() / double(profiled) : 0.0;
   };
   // GEMM calls: 9 per step (see lm_args), whichever of matmul and addmm each Linear uses.
-  CHECK(per_step("matmul", "calls") + per_step("addmm", "calls") == 9);
-  CHECK(per_step("matmul.backward", "calls") + per_step("addmm.backward", "calls") == 9);
+  CHECK(per_step("matmul", "calls") + per_step("addmm", "calls") == 9 * shards);
+  CHECK(per_step("matmul.backward", "calls") + per_step("addmm.backward", "calls") == 9 * shards);
   CHECK(per_step("optimizer.step", "calls") == 1);
-  CHECK(per_step("cross_entropy", "calls") == 1);
-  CHECK(per_step("layer_norm", "calls") == 2);           // before attention, the final one
-  CHECK(per_step("residual_layer_norm", "calls") == 1);  // the residual add and the norm before the feed-forward
+  CHECK(per_step("cross_entropy", "calls") == shards);
+  CHECK(per_step("layer_norm", "calls") == 2 * shards);           // before attention, the final one
+  CHECK(per_step("residual_layer_norm", "calls") == shards);  // the residual add and the norm before the feed-forward
   // GEMM FLOPs per step, from the shapes by hand: 2·M·N·K each. Every operand needs its gradient, so
   // the backward does two GEMMs of the same size for each.
   RunConfig c = RunConfig::defaults();
@@ -215,6 +219,7 @@ std::map<std::string, Tensor> weights_of(const std::string& run) { return load_c
 }  // namespace
 
 TEST_CASE("profiler: train.profile through relgrad train (CPU)") { check_profiled_run("cpu"); }
+TEST_CASE("profiler: train.profile with 2 batch shards at 2 threads counts both shards' ops") { check_profiled_run("cpu", 2); }
 
 TEST_CASE("profiler: train.profile through relgrad train (GPU)") {
   if (!have_gpu()) return;

@@ -75,6 +75,7 @@ RunConfig RunConfig::defaults() {
   c.optim.beta1 = 0.8;                 // shorter Adam memories than PyTorch's 0.9/0.999: configs/default.toml
   c.optim.beta2 = 0.95;
   c.train.steps = 1500;
+  c.train.batch_shards = 2;  // two half-batches side by side: configs/default.toml
   c.train.log_every = 50;
   c.train.eval_every = 50;
   c.train.save_every = 500;
@@ -127,6 +128,9 @@ void RunConfig::validate() const {
   check(optim.momentum >= 0.0, "optim.momentum must be >= 0");
   check(!optim.nesterov || optim.momentum > 0.0, "optim.nesterov needs optim.momentum > 0");
   check(train.grad_accum >= 1, "train.grad_accum must be >= 1, got " + std::to_string(train.grad_accum));
+  check(train.batch_shards >= 1 && train.batch_shards <= data.batch_size,
+        "train.batch_shards must be in [1, data.batch_size = " + std::to_string(data.batch_size) +
+            "] (each shard needs a row), got " + std::to_string(train.batch_shards));
   check(train.log_every >= 1, "train.log_every must be >= 1");
   check(train.eval_every >= 0 && train.save_every >= 0, "train.eval_every and train.save_every must be >= 0");
   check(train.eval_batches >= 1, "train.eval_batches must be >= 1");

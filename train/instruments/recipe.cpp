@@ -34,6 +34,7 @@ RunConfig recipe_config(bool encoder_decoder, const RecipeSize& size, uint64_t s
   c.optim.beta1 = 0.9;                // PyTorch's betas, not the default run's 0.8/0.95
   c.optim.beta2 = 0.999;
   c.train.steps = size.steps;
+  c.train.batch_shards = 1;  // the whole batch on one replica, not the default run's two shards
   c.train.seed = seed;
   return c;
 }

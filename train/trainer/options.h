@@ -51,6 +51,9 @@ struct OptimConfig {
 struct TrainLoopConfig {
   int64_t steps = 1000;         // optimizer steps
   int64_t grad_accum = 1;       // micro-batches per step
+  int64_t batch_shards = 1;     // each micro-batch's rows cut into this many shards, run side by side on
+                                // replicas of the model (train/trainer/batch_shards.h); the same bits at any
+                                // thread count, not the same as another shard count (sums over rows)
   int64_t log_every = 10;       // progress line + log record every n steps
   int64_t eval_every = 250;     // held-out evaluation every n steps (and at the end); 0 = only at the end
   int64_t eval_batches = 8;     // held-out batches per evaluation

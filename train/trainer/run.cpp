@@ -153,41 +153,42 @@ std::shared_ptr<RunModel> build_model(const ModelOptions& options, Generator* in
   return m;
 }
 
-EvalResult evaluate(RunModel& model, const Dataset& data, int64_t batches, Communicator* comm,
-                    const std::function<void(int64_t done)>& progress,
-                    const std::function<void(int64_t t, int64_t target, bool right)>& each_token) {
-  NoGradGuard no_grad;
-  EvalScope eval_mode(*model.module);
+BatchScore score_batch(RunModel& model, const Batch& host,
+                       const std::function<void(int64_t t, int64_t target, bool right)>& each_token) {
+  const Batch b = host.to(model.device);
+  const Tensor& targets = RunModel::targets(b);
+  Tensor logits = model.logits(b);  // (B, T, V)
+  const int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);
+  BatchScore s;
+  s.loss_sum = cross_entropy(logits.reshape({B * T, V}), targets.reshape({B * T}),
+                             CrossEntropyOptions().set_reduction(Reduction::Sum)).item();
+  std::vector<int64_t> predicted = argmax(logits, -1).contiguous().to_vector<int64_t>();
+  std::vector<int64_t> wanted = RunModel::targets(host).contiguous().to_vector<int64_t>();
+  for (int64_t row = 0; row < B; ++row) {
+    bool all = true;
+    for (int64_t t = 0; t < T; ++t) {
+      int64_t k = row * T + t;
+      if (wanted[k] == kIgnoreIndex) continue;
+      ++s.tokens;
+      bool ok = predicted[k] == wanted[k];
+      s.correct += ok;
+      if (each_token) each_token(t, wanted[k], ok);
+      all = all && ok;
+    }
+    s.rows_right += all;
+    ++s.rows;
+  }
+  return s;
+}
+
+EvalResult eval_result(const std::vector<BatchScore>& scores, bool rows_are_examples, Communicator* comm) {
   EvalResult r;
-  r.rows_are_examples = data.rows_are_examples();
+  r.rows_are_examples = rows_are_examples;
   double loss_sum = 0.0;
   int64_t correct = 0, rows_right = 0;
-  for (int64_t n = 0; n < batches; ++n) {
-    if (comm && n % comm->size() != comm->rank()) continue;  // another rank's batch
-    const Batch host = data.batch(n, Split::HeldOut);
-    const Batch b = host.to(model.device);
-    const Tensor& targets = RunModel::targets(b);
-    Tensor logits = model.logits(b);  // (B, T, V)
-    const int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);
-    loss_sum += cross_entropy(logits.reshape({B * T, V}), targets.reshape({B * T}),
-                              CrossEntropyOptions().set_reduction(Reduction::Sum)).item();
-    std::vector<int64_t> predicted = argmax(logits, -1).contiguous().to_vector<int64_t>();
-    std::vector<int64_t> wanted = RunModel::targets(host).contiguous().to_vector<int64_t>();
-    for (int64_t row = 0; row < B; ++row) {
-      bool all = true;
-      for (int64_t t = 0; t < T; ++t) {
-        int64_t k = row * T + t;
-        if (wanted[k] == kIgnoreIndex) continue;
-        ++r.tokens;
-        bool ok = predicted[k] == wanted[k];
-        correct += ok;
-        if (each_token) each_token(t, wanted[k], ok);
-        all = all && ok;
-      }
-      rows_right += all;
-      ++r.sequences;
-    }
-    if (progress) progress(n + 1);
+  for (const BatchScore& s : scores) {
+    loss_sum += s.loss_sum;
+    r.tokens += s.tokens, correct += s.correct, rows_right += s.rows_right, r.sequences += s.rows;
   }
   if (comm && comm->size() > 1) {  // counts are exact in double below 2^53
     double sums[5] = {loss_sum, double(r.tokens), double(correct), double(rows_right), double(r.sequences)};
@@ -199,6 +200,20 @@ EvalResult evaluate(RunModel& model, const Dataset& data, int64_t batches, Commu
   r.accuracy = r.tokens ? static_cast<double>(correct) / static_cast<double>(r.tokens) : 0.0;
   r.sequence_accuracy = r.sequences ? static_cast<double>(rows_right) / static_cast<double>(r.sequences) : 0.0;
   return r;
+}
+
+EvalResult evaluate(RunModel& model, const Dataset& data, int64_t batches, Communicator* comm,
+                    const std::function<void(int64_t done)>& progress,
+                    const std::function<void(int64_t t, int64_t target, bool right)>& each_token) {
+  NoGradGuard no_grad;
+  EvalScope eval_mode(*model.module);
+  std::vector<BatchScore> scores;
+  for (int64_t n = 0; n < batches; ++n) {
+    if (comm && n % comm->size() != comm->rank()) continue;  // another rank's batch
+    scores.push_back(score_batch(model, data.batch(n, Split::HeldOut), each_token));
+    if (progress) progress(n + 1);
+  }
+  return eval_result(scores, data.rows_are_examples(), comm);
 }
 
 // ---- strided evaluation ---------------------------------------------------------------------

@@ -149,6 +149,18 @@ EvalResult evaluate(RunModel& model, const Dataset& data, int64_t batches, Commu
                     const std::function<void(int64_t done)>& progress = {},
                     const std::function<void(int64_t t, int64_t target, bool right)>& each_token = {});
 
+// evaluate()'s parts: one held-out batch scored on `model` (which the caller has put in eval mode,
+// under no grad), and the parts of this rank's batches added in batch order (then all-reduced over
+// the ranks of `comm`). Batch shards (train/trainer/batch_shards.h) score batches side by side on
+// replicas and add them the same way, so both give the same bits.
+struct BatchScore {
+  double loss_sum = 0.0;  // the batch's summed token cross-entropy
+  int64_t tokens = 0, correct = 0, rows_right = 0, rows = 0;
+};
+BatchScore score_batch(RunModel& model, const Batch& host,
+                       const std::function<void(int64_t t, int64_t target, bool right)>& each_token = {});
+EvalResult eval_result(const std::vector<BatchScore>& scores, bool rows_are_examples, Communicator* comm);
+
 // Held-out evaluation of a decoder-only model through a sliding window (`relgrad eval --window C`):
 // Hugging Face's strided perplexity (the Transformers guide "Perplexity of fixed-length models").
 // Each held-out row of T tokens is read in windows of at most C tokens that start every S = ⌈C/2⌉

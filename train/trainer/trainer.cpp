@@ -49,6 +49,7 @@ class StepProfile {
     profiler_.end_step();
     ++profiled_;
   }
+  bool recording() const { return open_; }  // inside a profiled step
   void cancel() {
     if (!open_) return;
     open_ = false;
@@ -100,6 +101,12 @@ std::string clock_text(double seconds) {
   if (s >= 3600) std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", (long long)(s / 3600), (long long)(s / 60 % 60), (long long)(s % 60));
   else std::snprintf(buf, sizeof buf, "%lld:%02lld", (long long)(s / 60), (long long)(s % 60));
   return buf;
+}
+
+// "a batch has 3 rows", or with several ranks "this rank has 3 rows of a batch".
+std::string rows_text(int64_t rows, int ranks) {
+  return ranks > 1 ? detail::concat("this rank has ", rows, " rows of each batch (", ranks, " ranks)")
+                   : detail::concat("a batch has ", rows, " rows");
 }
 
 TrainerOptions prepared(TrainerOptions o) {
@@ -170,6 +177,13 @@ Trainer::Trainer(TrainerOptions options, std::ostream* out, Communicator* comm)
   schedule_ = LrSchedule(o.lr, o.warmup_steps, o.decay_steps > 0 ? o.decay_steps : options_.train.steps, o.min_lr,
                          o.decay);
   if (comm_->size() > 1) start_data_parallel();
+  if (options_.train.batch_shards > 1) {
+    const int64_t rows = reducer_ ? rows_.rows() : options_.data->batch_size();
+    RG_CHECK(rows >= options_.train.batch_shards, "train", "train.batch_shards = ", options_.train.batch_shards,
+             " cuts each batch into shards of at least one row, but ", rows_text(rows, comm_->size()),
+             ": lower train.batch_shards or raise data.batch_size");
+    shards_ = std::make_unique<BatchShards>(*model_, options_.model, options_.train.batch_shards);
+  }
 }
 
 // Several ranks (train/trainer/distributed.h): the same config everywhere, rank 0's weights, this rank's rows.
@@ -216,6 +230,7 @@ double Trainer::run_step() {
   set_scheduled_lr(*optimizer_, lr, group_lr_scale_);
   optimizer_->zero_grad();
   model_->module->train();
+  if (shards_) shards_->start_step();
   // All micro-batches first, so every one is scaled by the step's total count of loss tokens.
   std::vector<Batch> micro;
   int64_t total_targets = 0;
@@ -227,27 +242,37 @@ double Trainer::run_step() {
     if (reducer_) micro.back() = shard_batch(micro.back(), rows_);  // counts above: the global batch's
   }
   RG_CHECK(total_targets > 0, "train", "step ", step_, ": the batch has no loss tokens");
+  // Forward and backward of one micro-batch (or of one shard of it, on a replica: batch_shards.h).
+  auto forward_backward = [&](RunModel& model, const Batch& host) {
+    const Batch b = host.to(model.device);  // one micro-batch on the device at a time
+    Tensor logits;
+    {  // train.precision: the forward's products in bf16/fp16 (autograd/autocast.h), the rest float32
+      AutocastGuard autocast(options_.train.precision);
+      logits = model.logits(b);  // (B, T, V)
+    }
+    const int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);
+    Tensor loss = cross_entropy(logits.reshape({B * T, V}), RunModel::targets(b).reshape({B * T}),
+                                CrossEntropyOptions().set_reduction(Reduction::Sum)) /
+                  static_cast<double>(total_targets);
+    (scaler_ ? scaler_->scale(loss) : loss).backward();
+    return loss.item();
+  };
   double loss_value = 0.0;
-  RowShardGuard dropout_rows(reducer_ ? rows_ : RowRange{});  // this rank's rows draw as in the whole batch
+  // This rank's rows draw as in the whole batch (batch shards set each shard's rows themselves).
+  RowShardGuard dropout_rows(reducer_ && !shards_ ? rows_ : RowRange{});
   try {
     DetectAnomalyGuard anomaly(options_.train.detect_anomaly || AnomalyMode::is_enabled());
-    for (const Batch& host : micro) {
-      const Batch b = host.to(model_->device);  // one micro-batch on the device at a time
-      Tensor logits;
-      {  // train.precision: the forward's products in bf16/fp16 (autograd/autocast.h), the rest float32
-        AutocastGuard autocast(options_.train.precision);
-        logits = model_->logits(b);  // (B, T, V)
-      }
-      const int64_t B = logits.size(0), T = logits.size(1), V = logits.size(2);
-      Tensor loss = cross_entropy(logits.reshape({B * T, V}), RunModel::targets(b).reshape({B * T}),
-                                  CrossEntropyOptions().set_reduction(Reduction::Sum)) /
-                    static_cast<double>(total_targets);
-      (scaler_ ? scaler_->scale(loss) : loss).backward();
-      loss_value += loss.item();
-    }
+    // Shards run side by side on the CPU; on a GPU one after another (the host threads only feed it),
+    // and in a profiled step too: the profiler records the ops of its own thread.
+    const bool side_by_side = model_->device.is_cpu() && !(profile_ && profile_->recording());
+    const int shard_threads = side_by_side ? threads_->threads_for_next_step() : 1;
+    for (const Batch& host : micro)
+      loss_value += shards_ ? shards_->forward_backward(host, reducer_ ? rows_.begin : 0, shard_threads, forward_backward)
+                            : forward_backward(*model_, host);
   } catch (const NonFiniteError& e) {  // anomaly detection named the op; add the step
     throw NonFiniteError(detail::concat("[train] step ", step_, " at lr ", lr, ": ", e.what()));
   }
+  if (shards_) shards_->sum_gradients();
   if (reducer_) {  // several ranks: the step's gradient and loss are sums over every rank's rows
     reducer_->reduce();
     loss_value = comm_->all_reduce_sum(loss_value);
@@ -399,6 +424,12 @@ TrainResult Trainer::train_loop() {
   if (out_ && tc.samples > 0 && result.interrupted_by == 0) print_samples();
   run_dir_.close_log();
   return result;
+}
+
+EvalResult Trainer::evaluate() {
+  if (!shards_) return relgrad::evaluate(*model_, *options_.data, options_.train.eval_batches, comm_);
+  const int threads = model_->device.is_cpu() ? threads_->threads_for_next_step() : 1;
+  return shards_->evaluate(*options_.data, options_.train.eval_batches, comm_, threads);
 }
 
 // A held-out evaluation: printed, and logged as an "eval" record when `record`.

@@ -1,0 +1,59 @@
+// train.batch_shards = S > 1: each micro-batch's rows are cut into S shards, each shard runs forward
+// and backward on a replica of the model of its own, up to train.threads shards at once (one thread
+// each), and the replicas' gradients are summed into the model's in shard order before the step.
+//
+// Why: a small model's step is hundreds of ops, each too short to share between threads (a parallel
+// region's handover costs about what the op computes: train/trainer/thread_policy.h), so inside the
+// ops a second core does not pay. Whole half-batches do: the default model's step on two shards at
+// two threads takes about 0.6x the time of the whole batch on one (docs/benchmarks.md, "Batch
+// shards"). The same idea as data-parallel ranks (train/trainer/distributed.h) inside one process.
+//
+// The replicas share the model's parameters and buffers (the same storage, Tensor::set_data), so the
+// optimizer's in-place update reaches all of them; each has a .grad of its own, so no two threads add
+// into one tensor. Results are the same bits at any thread count: shard s always runs on replica s,
+// the gradients and losses are summed in shard order, and each shard draws its dropout masks from its
+// own copy of the step's generator, numbered by the shard's rows as in the whole batch (core/rng.h,
+// set_row_shard). Against batch_shards = 1 only the order of the sums over rows differs.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "train/data/dataset.h"
+#include "train/trainer/distributed.h"
+#include "train/trainer/run.h"
+
+namespace relgrad {
+
+class BatchShards {
+ public:
+  // Forward and backward of one shard on one replica; returns the shard's loss (a number to sum).
+  using ShardStep = std::function<double(RunModel& replica, const Batch& shard)>;
+
+  // Replica 0 is `model` itself; builds `shards` - 1 more from `options` (the model's own) on its device.
+  BatchShards(RunModel& model, const ModelOptions& options, int64_t shards);
+  int64_t count() const { return static_cast<int64_t>(replicas_.size()); }
+
+  // Before a step: the replicas (not the model: the optimizer zeroes its .grad) drop their
+  // gradients and take the model's training mode.
+  void start_step();
+  // `batch` holds the step's whole batch from row `first_row` on (0; with several ranks, where this
+  // rank's rows begin). Cuts it into count() shards, runs `step` on each (shard s on replica s) on up
+  // to `threads` threads, and returns the sum of their losses in shard order. A shard's error is
+  // rethrown once every shard has finished (the lowest shard's).
+  double forward_backward(const Batch& batch, int64_t first_row, int threads, const ShardStep& step);
+  // After the step's micro-batches: every replica's .grad added into the model's, in shard order.
+  void sum_gradients();
+  // evaluate() (train/trainer/run.h) with the held-out batches scored side by side on the replicas,
+  // up to `threads` at once: the same result, bit for bit (each batch is scored as on one thread, the
+  // scores added in batch order).
+  EvalResult evaluate(const Dataset& data, int64_t batches, Communicator* comm, int threads);
+
+ private:
+  RunModel& model_;
+  std::vector<std::shared_ptr<RunModel>> replicas_;  // [0] does not own: it is model_
+  std::vector<TensorList> params_;                   // params_[s]: replica s's, in the model's order
+};
+
+}  // namespace relgrad
