@@ -1,13 +1,12 @@
 // Batch shards: replicas that share the model's weights, one shard of rows each (see batch_shards.h).
 #include "train/trainer/batch_shards.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <exception>
 
 #include "autograd/grad_mode.h"
 #include "core/base/error.h"
+#include "core/parallel_tasks.h"
 #include "core/rng.h"
 #include "layers/module.h"
 
@@ -62,23 +61,10 @@ double BatchShards::forward_backward(const Batch& batch, int64_t first_row, int 
     generators[s].set_row_shard(first_row + part.begin, part.rows());
   }
   std::vector<double> losses(static_cast<size_t>(n), 0.0);
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
-  const int team = static_cast<int>(std::clamp<int64_t>(threads, 1, n));
-  const int outer_threads = omp_get_max_threads();
-#pragma omp parallel for num_threads(team) schedule(static, 1) if (team > 1)
-  for (int64_t s = 0; s < n; ++s) {
-    // This shard's ops on this thread alone: a team inside each shard would put two threads on a core.
-    if (team > 1) omp_set_num_threads(1);
-    try {
-      DefaultGeneratorGuard draws(generators[s]);
-      losses[s] = step(*replicas_[s], shards[s]);
-    } catch (...) {
-      errors[s] = std::current_exception();
-    }
-  }
-  omp_set_num_threads(outer_threads);
-  for (const std::exception_ptr& e : errors)
-    if (e) std::rethrow_exception(e);
+  parallel_tasks(n, threads, [&](int64_t s, int) {
+    DefaultGeneratorGuard draws(generators[s]);
+    losses[s] = step(*replicas_[s], shards[s]);  // shard s on replica s, whichever thread runs it
+  });
   for (const Generator& g : generators)
     RG_CHECK(g.offset() == generators[0].offset(), "train", "train.batch_shards: the shards drew ",
              generators[0].offset() - step_generator.offset(), " and ", g.offset() - step_generator.offset(),
@@ -110,26 +96,12 @@ EvalResult BatchShards::evaluate(const Dataset& data, int64_t batches, Communica
   std::vector<std::unique_ptr<EvalScope>> eval_mode;
   for (const auto& r : replicas_) eval_mode.push_back(std::make_unique<EvalScope>(*r->module));
   std::vector<BatchScore> scores(held_out.size());
-  std::vector<std::exception_ptr> errors(held_out.size());
-  const int team = static_cast<int>(std::clamp<int64_t>(threads, 1, count()));
-  const int outer_threads = omp_get_max_threads();
-#pragma omp parallel num_threads(team) if (team > 1)
-  {
-    if (team > 1) omp_set_num_threads(1);
-    NoGradGuard no_grad;  // grad mode is per thread
-    RunModel& replica = *replicas_[static_cast<size_t>(omp_get_thread_num())];  // every replica gives the same bits
-#pragma omp for schedule(static, 1)
-    for (int64_t i = 0; i < static_cast<int64_t>(held_out.size()); ++i) {
-      try {
-        scores[i] = score_batch(replica, held_out[i]);
-      } catch (...) {
-        errors[i] = std::current_exception();
-      }
-    }
-  }
-  omp_set_num_threads(outer_threads);
-  for (const std::exception_ptr& e : errors)
-    if (e) std::rethrow_exception(e);
+  // Thread t scores on replica t (each batch gives the same bits on any replica), so at most count() threads.
+  parallel_tasks(static_cast<int64_t>(held_out.size()), static_cast<int>(std::min<int64_t>(threads, count())),
+                 [&](int64_t i, int thread) {
+                   NoGradGuard no_grad;  // grad mode is per thread
+                   scores[i] = score_batch(*replicas_[static_cast<size_t>(thread)], held_out[i]);
+                 });
   return eval_result(scores, data.rows_are_examples(), comm);
 }
 
