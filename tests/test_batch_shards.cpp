@@ -2,6 +2,10 @@
 // backward side by side on replicas sharing the weights. The same bits at any thread count, the
 // gradient of the whole batch (dropout masks included) up to the order of the sums, a held-out
 // evaluation bit for bit evaluate()'s, a bit-identical resume, and a clear error for too few rows.
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -139,4 +143,23 @@ TEST_CASE("batch shards: more shards than a batch has rows is an error naming th
   check_throws_with([&] { Trainer t(options); },
                     "train.batch_shards = 5 cuts each batch into shards of at least one row, but a batch has 4 rows: "
                     "lower train.batch_shards or raise data.batch_size");
+}
+
+TEST_CASE("batch shards: one after another under an address-space limit (OpenBLAS would wait forever there)") {
+  struct rlimit now {};
+  REQUIRE(::getrlimit(RLIMIT_AS, &now) == 0);
+  CHECK(BatchShards::side_by_side_allowed() == (now.rlim_cur == RLIM_INFINITY));
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {  // a limit far above anything this process maps: only its presence matters
+    struct rlimit limit = now;
+    limit.rlim_cur = rlim_t(1) << 42;
+    if (limit.rlim_max != RLIM_INFINITY && limit.rlim_max < limit.rlim_cur) limit.rlim_cur = limit.rlim_max;
+    if (::setrlimit(RLIMIT_AS, &limit) != 0) ::_exit(2);
+    ::_exit(BatchShards::side_by_side_allowed() ? 1 : 0);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }

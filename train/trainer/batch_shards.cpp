@@ -1,6 +1,8 @@
 // Batch shards: replicas that share the model's weights, one shard of rows each (see batch_shards.h).
 #include "train/trainer/batch_shards.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <exception>
 
@@ -11,6 +13,11 @@
 #include "layers/module.h"
 
 namespace relgrad {
+
+bool BatchShards::side_by_side_allowed() {
+  struct rlimit limit {};
+  return ::getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY;
+}
 
 BatchShards::BatchShards(RunModel& model, const ModelOptions& options, int64_t shards) : model_(model) {
   RG_CHECK(shards >= 1, "train", "train.batch_shards must be >= 1, got ", shards);

@@ -35,6 +35,14 @@ class BatchShards {
   BatchShards(RunModel& model, const ModelOptions& options, int64_t shards);
   int64_t count() const { return static_cast<int64_t>(replicas_.size()); }
 
+  // Whether the shards may run side by side in this process: not under an address-space limit
+  // (RLIMIT_AS: `ulimit -v`, `prlimit --as`), the one place where a failed allocation is an error
+  // rather than the kernel's OOM killer. There, OpenBLAS retries a work buffer it cannot map forever
+  // (its memory.c), so a shard whose first product came after the other shard had taken the rest hung
+  // instead of ending with relgrad's out-of-memory error (tests/test_oom.cpp). One after another, the
+  // same bits.
+  static bool side_by_side_allowed();
+
   // Before a step: the replicas (not the model: the optimizer zeroes its .grad) drop their
   // gradients and take the model's training mode.
   void start_step();

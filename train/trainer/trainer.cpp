@@ -183,6 +183,7 @@ Trainer::Trainer(TrainerOptions options, std::ostream* out, Communicator* comm)
              " cuts each batch into shards of at least one row, but ", rows_text(rows, comm_->size()),
              ": lower train.batch_shards or raise data.batch_size");
     shards_ = std::make_unique<BatchShards>(*model_, options_.model, options_.train.batch_shards);
+    shards_side_by_side_ = BatchShards::side_by_side_allowed();
   }
 }
 
@@ -263,8 +264,9 @@ double Trainer::run_step() {
   try {
     DetectAnomalyGuard anomaly(options_.train.detect_anomaly || AnomalyMode::is_enabled());
     // Shards run side by side on the CPU; on a GPU one after another (the host threads only feed it),
-    // and in a profiled step too: the profiler records the ops of its own thread.
-    const bool side_by_side = model_->device.is_cpu() && !(profile_ && profile_->recording());
+    // in a profiled step too (the profiler records the ops of its own thread), and under an
+    // address-space limit (BatchShards::side_by_side_allowed says why).
+    const bool side_by_side = model_->device.is_cpu() && !(profile_ && profile_->recording()) && shards_side_by_side_;
     const int shard_threads = side_by_side ? threads_->threads_for_next_step() : 1;
     for (const Batch& host : micro)
       loss_value += shards_ ? shards_->forward_backward(host, reducer_ ? rows_.begin : 0, shard_threads, forward_backward)
@@ -428,7 +430,7 @@ TrainResult Trainer::train_loop() {
 
 EvalResult Trainer::evaluate() {
   if (!shards_) return relgrad::evaluate(*model_, *options_.data, options_.train.eval_batches, comm_);
-  const int threads = model_->device.is_cpu() ? threads_->threads_for_next_step() : 1;
+  const int threads = model_->device.is_cpu() && shards_side_by_side_ ? threads_->threads_for_next_step() : 1;
   return shards_->evaluate(*options_.data, options_.train.eval_batches, comm_, threads);
 }
 

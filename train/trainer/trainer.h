@@ -160,6 +160,7 @@ class Trainer {
   std::unique_ptr<GradientReducer> reducer_;  // several ranks only
   RowRange rows_;                             // this rank's rows of every batch
   std::unique_ptr<BatchShards> shards_;       // train.batch_shards > 1 only
+  bool shards_side_by_side_ = true;           // BatchShards::side_by_side_allowed()
   std::shared_ptr<RunModel> model_;
   std::unique_ptr<Optimizer> optimizer_;
   LrSchedule schedule_;
