@@ -19,7 +19,7 @@ bool BatchShards::side_by_side_allowed() {
   return ::getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY;
 }
 
-BatchShards::BatchShards(RunModel& model, const ModelOptions& options, int64_t shards) : model_(model) {
+BatchShards::BatchShards(RunModel& model, const ModelOptions& options, int64_t shards) {
   RG_CHECK(shards >= 1, "train", "train.batch_shards must be >= 1, got ", shards);
   replicas_.push_back(std::shared_ptr<RunModel>(&model, [](RunModel*) {}));
   params_.push_back(model.module->parameters());

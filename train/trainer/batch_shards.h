@@ -59,8 +59,7 @@ class BatchShards {
   EvalResult evaluate(const Dataset& data, int64_t batches, Communicator* comm, int threads);
 
  private:
-  RunModel& model_;
-  std::vector<std::shared_ptr<RunModel>> replicas_;  // [0] does not own: it is model_
+  std::vector<std::shared_ptr<RunModel>> replicas_;  // [0] does not own: it is the model itself
   std::vector<TensorList> params_;                   // params_[s]: replica s's, in the model's order
 };
 
