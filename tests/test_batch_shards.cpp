@@ -1,7 +1,8 @@
 // train.batch_shards (train/trainer/batch_shards.h): a step's rows cut into shards that run forward and
 // backward side by side on replicas sharing the weights. The same bits at any thread count, the
 // gradient of the whole batch (dropout masks included) up to the order of the sums, a held-out
-// evaluation bit for bit evaluate()'s, a bit-identical resume, and a clear error for too few rows.
+// evaluation bit for bit evaluate()'s, a bit-identical resume, single rows for a batch smaller than
+// the shard count, and one after another under an address-space limit.
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -131,18 +132,22 @@ TEST_CASE("batch shards: resume is bit-identical (dropout, grad_accum = 2, 2 sha
   check_resume(c, dir.file("half.safetensors"));
 }
 
-TEST_CASE("batch shards: more shards than a batch has rows is an error naming the key") {
+TEST_CASE("batch shards: more shards than a batch has rows cut it into single rows") {
   TempDir dir;
   RunConfig c = tiny_ed(dir.file("run"));  // batch_size 4
-  c.train.batch_shards = 5;
-  check_throws_with([&] { c.validate(); },
-                    "train.batch_shards must be in [1, data.batch_size = 4] (each shard needs a row), got 5");
-  c.train.batch_shards = 2;
-  TrainerOptions options = trainer_options(c);
-  options.train.batch_shards = 5;  // filled by hand, past the config's check
-  check_throws_with([&] { Trainer t(options); },
-                    "train.batch_shards = 5 cuts each batch into shards of at least one row, but a batch has 4 rows: "
-                    "lower train.batch_shards or raise data.batch_size");
+  c.train.batch_shards = 0;
+  check_throws_with([&] { c.validate(); }, "train.batch_shards must be >= 1, got 0");
+  c.train.batch_shards = 4;
+  Trainer by_rows(trainer_options(c));
+  const std::vector<double> four = steps_of(by_rows, 3);
+  c.train.batch_shards = 7;
+  CHECK_NOTHROW(c.validate());
+  Trainer more(trainer_options(c));
+  CHECK(steps_of(more, 3) == four);
+  check_identical(more.model().module->state_dict(), by_rows.model().module->state_dict());
+  c.train.batch_shards = 2;  // control: another cut, other bits
+  Trainer two(trainer_options(c));
+  CHECK(steps_of(two, 3) != four);
 }
 
 TEST_CASE("batch shards: one after another under an address-space limit (OpenBLAS would wait forever there)") {

@@ -292,9 +292,7 @@ TEST_CASE("config: validate() rejects out-of-range and inconsistent values") {
   fails({"--optim.nesterov=true"}, "optim.nesterov needs optim.momentum > 0");
   fails({"--optim.beta2=1"}, "optim.beta1 and optim.beta2 must be in [0, 1)");
   fails({"--train.grad_accum=0"}, "train.grad_accum must be >= 1, got 0");
-  fails({"--train.batch_shards=0"}, "train.batch_shards must be in [1, data.batch_size = 32] (each shard needs a row), got 0");
-  fails({"--data.batch_size=3", "--train.batch_shards=4"},
-        "train.batch_shards must be in [1, data.batch_size = 3] (each shard needs a row), got 4");
+  fails({"--train.batch_shards=0"}, "train.batch_shards must be >= 1, got 0");
   fails({"--train.target_accuracy=1.5"}, "train.target_accuracy must be in [0, 1]");
   fails({"--train.out_dir="}, "train.out_dir must not be empty");
   fails({"--sample.top_p=0"}, "sample.top_p must be in (0, 1]");

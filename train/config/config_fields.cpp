@@ -139,8 +139,8 @@ std::vector<Field> build_table() {
       member("train.steps", "optimizer steps", &R::train, &T::steps),
       member("train.grad_accum", "micro-batches per step", &R::train, &T::grad_accum),
       member("train.batch_shards",
-             "each micro-batch's rows cut into this many shards, run side by side on replicas sharing the weights, one "
-             "thread each (the same bits at any train.threads; 1 = no cut)",
+             "each micro-batch's rows cut into this many shards (at most one row each), run side by side on replicas "
+             "sharing the weights, one thread each (the same bits at any train.threads; 1 = no cut)",
              &R::train, &T::batch_shards),
       member("train.log_every", "progress/log every n steps", &R::train, &T::log_every),
       member("train.eval_every", "evaluate every n steps (0 = at the end)", &R::train, &T::eval_every),

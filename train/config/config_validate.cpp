@@ -128,9 +128,7 @@ void RunConfig::validate() const {
   check(optim.momentum >= 0.0, "optim.momentum must be >= 0");
   check(!optim.nesterov || optim.momentum > 0.0, "optim.nesterov needs optim.momentum > 0");
   check(train.grad_accum >= 1, "train.grad_accum must be >= 1, got " + std::to_string(train.grad_accum));
-  check(train.batch_shards >= 1 && train.batch_shards <= data.batch_size,
-        "train.batch_shards must be in [1, data.batch_size = " + std::to_string(data.batch_size) +
-            "] (each shard needs a row), got " + std::to_string(train.batch_shards));
+  check(train.batch_shards >= 1, "train.batch_shards must be >= 1, got " + std::to_string(train.batch_shards));
   check(train.log_every >= 1, "train.log_every must be >= 1");
   check(train.eval_every >= 0 && train.save_every >= 0, "train.eval_every and train.save_every must be >= 0");
   check(train.eval_batches >= 1, "train.eval_batches must be >= 1");

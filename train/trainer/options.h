@@ -51,7 +51,7 @@ struct OptimConfig {
 struct TrainLoopConfig {
   int64_t steps = 1000;         // optimizer steps
   int64_t grad_accum = 1;       // micro-batches per step
-  int64_t batch_shards = 1;     // each micro-batch's rows cut into this many shards, run side by side on
+  int64_t batch_shards = 1;     // each micro-batch's rows cut into this many shards (at most one row each), run side by side on
                                 // replicas of the model (train/trainer/batch_shards.h); the same bits at any
                                 // thread count, not the same as another shard count (sums over rows)
   int64_t log_every = 10;       // progress line + log record every n steps

@@ -103,12 +103,6 @@ std::string clock_text(double seconds) {
   return buf;
 }
 
-// "a batch has 3 rows", or with several ranks "this rank has 3 rows of a batch".
-std::string rows_text(int64_t rows, int ranks) {
-  return ranks > 1 ? detail::concat("this rank has ", rows, " rows of each batch (", ranks, " ranks)")
-                   : detail::concat("a batch has ", rows, " rows");
-}
-
 TrainerOptions prepared(TrainerOptions o) {
   RG_CHECK(o.data != nullptr, "train", "TrainerOptions::data is not set");
   return o;
@@ -177,12 +171,11 @@ Trainer::Trainer(TrainerOptions options, std::ostream* out, Communicator* comm)
   schedule_ = LrSchedule(o.lr, o.warmup_steps, o.decay_steps > 0 ? o.decay_steps : options_.train.steps, o.min_lr,
                          o.decay);
   if (comm_->size() > 1) start_data_parallel();
-  if (options_.train.batch_shards > 1) {
-    const int64_t rows = reducer_ ? rows_.rows() : options_.data->batch_size();
-    RG_CHECK(rows >= options_.train.batch_shards, "train", "train.batch_shards = ", options_.train.batch_shards,
-             " cuts each batch into shards of at least one row, but ", rows_text(rows, comm_->size()),
-             ": lower train.batch_shards or raise data.batch_size");
-    shards_ = std::make_unique<BatchShards>(*model_, options_.model, options_.train.batch_shards);
+  // At most one shard per row: a batch smaller than train.batch_shards (or a rank's share of it) is
+  // cut into single rows, the same cut every step.
+  const int64_t rows = reducer_ ? rows_.rows() : options_.data->batch_size();
+  if (std::min(options_.train.batch_shards, rows) > 1) {
+    shards_ = std::make_unique<BatchShards>(*model_, options_.model, std::min(options_.train.batch_shards, rows));
     shards_side_by_side_ = BatchShards::side_by_side_allowed();
   }
 }
