@@ -271,38 +271,36 @@ TEST_CASE("distributed mpi: 2 ranks give the losses and weights of one process o
                          8e-3);
 }
 
+namespace {
+// A tiny decoder-only model in float64 with SGD + momentum (no division by the gradient's own size,
+// so every weight agrees, key biases too) and dropout, with `rows` rows a step: one process against
+// `ranks` ranks given `ranks_more` as well; every loss and weight within 1e-12.
+void check_ranks_agree_with_one_process(int ranks, int rows, const std::vector<std::string>& ranks_more) {
+  TempDir dir;
+  const std::vector<std::string> more = {"--model.type=decoder-only", "--train.dtype=float64", "--model.dropout=0.2",
+                                         "--data.batch_size=" + std::to_string(rows), "--train.grad_accum=1",
+                                         "--optim.name=sgd", "--optim.momentum=0.9", "--optim.lr=0.1"};
+  std::vector<std::string> many = more;
+  many.insert(many.end(), ranks_more.begin(), ranks_more.end());
+  Finished one = run(relgrad_args(tiny(dir.file("one"), more)), dir, "one");
+  Finished all = run(mpirun_args(ranks, tiny(dir.file("ranks"), many)), dir, "ranks");
+  REQUIRE_MESSAGE(one.status == 0, one.err);
+  REQUIRE_MESSAGE(all.status == 0, all.err);
+  check_same_losses(dir.file("one/log.jsonl"), dir.file("ranks/log.jsonl"), 1e-12);
+  check_same_checkpoints(dir.file("one/checkpoint.safetensors"), dir.file("ranks/checkpoint.safetensors"), 1e-12, false);
+}
+}  // namespace
+
 TEST_CASE("distributed mpi: 3 ranks, decoder-only, float64, SGD, uneven rows: every weight agrees with one process to 1e-12") {
   SKIP_WITHOUT_MPI();
-  TempDir dir;
-  // SGD with momentum: no division by the gradient's own size, so every weight agrees, key biases too.
-  const std::vector<std::string> more = {"--model.type=decoder-only", "--train.dtype=float64", "--model.dropout=0.2",
-                                         "--data.batch_size=5", "--train.grad_accum=1", "--optim.name=sgd",
-                                         "--optim.momentum=0.9", "--optim.lr=0.1"};
-  Finished one = run(relgrad_args(tiny(dir.file("one"), more)), dir, "one");
-  Finished three = run(mpirun_args(3, tiny(dir.file("three"), more)), dir, "three");
-  REQUIRE_MESSAGE(one.status == 0, one.err);
-  REQUIRE_MESSAGE(three.status == 0, three.err);
-  check_same_losses(dir.file("one/log.jsonl"), dir.file("three/log.jsonl"), 1e-12);
-  check_same_checkpoints(dir.file("one/checkpoint.safetensors"), dir.file("three/checkpoint.safetensors"), 1e-12, false);
+  check_ranks_agree_with_one_process(3, 5, {});
 }
 
 TEST_CASE("distributed mpi: 2 ranks of 2 batch shards each, float64, dropout: every weight agrees with one process to 1e-12") {
   SKIP_WITHOUT_MPI();
-  TempDir dir;
   // Each rank's 3 rows cut again into shards of 1 and 2 rows: every row must still draw its dropout
   // mask as in the whole batch of 6 (rank 1's shards begin at rows 3 and 4), or the weights part at once.
-  const std::vector<std::string> more = {"--model.type=decoder-only", "--train.dtype=float64", "--model.dropout=0.2",
-                                         "--data.batch_size=6", "--train.grad_accum=1", "--optim.name=sgd",
-                                         "--optim.momentum=0.9", "--optim.lr=0.1"};
-  std::vector<std::string> sharded = more;
-  sharded.push_back("--train.batch_shards=2");
-  sharded.push_back("--train.threads=2");
-  Finished one = run(relgrad_args(tiny(dir.file("one"), more)), dir, "one");
-  Finished two = run(mpirun_args(2, tiny(dir.file("two"), sharded)), dir, "two");
-  REQUIRE_MESSAGE(one.status == 0, one.err);
-  REQUIRE_MESSAGE(two.status == 0, two.err);
-  check_same_losses(dir.file("one/log.jsonl"), dir.file("two/log.jsonl"), 1e-12);
-  check_same_checkpoints(dir.file("one/checkpoint.safetensors"), dir.file("two/checkpoint.safetensors"), 1e-12, false);
+  check_ranks_agree_with_one_process(2, 6, {"--train.batch_shards=2", "--train.threads=2"});
 }
 
 TEST_CASE("distributed mpi: a 2-rank run resumed at step 10 equals one that ran 20 steps, bit for bit") {

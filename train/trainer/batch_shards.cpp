@@ -53,10 +53,8 @@ void BatchShards::start_step() {
 }
 
 double BatchShards::forward_backward(const Batch& batch, int64_t first_row, int threads, const ShardStep& step) {
-  const int64_t n = count();
   const int64_t batch_rows = (batch.decoder_only() ? batch.tokens : batch.src).size(0);
-  RG_CHECK(batch_rows >= n, "train", "train.batch_shards = ", n, " cuts each batch into shards of at least one row, ",
-           "but a batch here has ", batch_rows, ": lower train.batch_shards or raise data.batch_size");
+  const int64_t n = std::min(count(), batch_rows);  // at most one shard per row, as train.batch_shards says
   // Each shard draws from a copy of the step's generator, its dropout numbered by its rows of the
   // whole batch; every shard makes the same draws, so the step's generator then moves on as one did.
   Generator& step_generator = default_generator();

@@ -37,8 +37,8 @@ class BatchShards {
 
   // Whether the shards may run side by side in this process: not under an address-space limit
   // (RLIMIT_AS: `ulimit -v`, `prlimit --as`), the one place where a failed allocation is an error
-  // rather than the kernel's OOM killer. There, OpenBLAS retries a work buffer it cannot map forever
-  // (its memory.c), so a shard whose first product came after the other shard had taken the rest hung
+  // rather than the kernel's OOM killer. There, OpenBLAS retries a work buffer it cannot map forever,
+  // so a shard whose first product came after the other shard had taken the rest hung
   // instead of ending with relgrad's out-of-memory error (tests/test_oom.cpp). One after another, the
   // same bits.
   static bool side_by_side_allowed();
@@ -47,7 +47,7 @@ class BatchShards {
   // gradients and take the model's training mode.
   void start_step();
   // `batch` holds the step's whole batch from row `first_row` on (0; with several ranks, where this
-  // rank's rows begin). Cuts it into count() shards, runs `step` on each (shard s on replica s) on up
+  // rank's rows begin). Cuts it into count() shards (at most one per row), runs `step` on each (shard s on replica s) on up
   // to `threads` threads, and returns the sum of their losses in shard order. A shard's error is
   // rethrown once every shard has finished (the lowest shard's).
   double forward_backward(const Batch& batch, int64_t first_row, int threads, const ShardStep& step);

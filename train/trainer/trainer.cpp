@@ -256,11 +256,8 @@ double Trainer::run_step() {
   RowShardGuard dropout_rows(reducer_ && !shards_ ? rows_ : RowRange{});
   try {
     DetectAnomalyGuard anomaly(options_.train.detect_anomaly || AnomalyMode::is_enabled());
-    // Shards run side by side on the CPU; on a GPU one after another (the host threads only feed it),
-    // in a profiled step too (the profiler records the ops of its own thread), and under an
-    // address-space limit (BatchShards::side_by_side_allowed says why).
-    const bool side_by_side = model_->device.is_cpu() && !(profile_ && profile_->recording()) && shards_side_by_side_;
-    const int shard_threads = side_by_side ? threads_->threads_for_next_step() : 1;
+    // A profiled step runs its shards one after another: the profiler records the ops of its own thread.
+    const int shard_threads = profile_ && profile_->recording() ? 1 : shard_threads_now();
     for (const Batch& host : micro)
       loss_value += shards_ ? shards_->forward_backward(host, reducer_ ? rows_.begin : 0, shard_threads, forward_backward)
                             : forward_backward(*model_, host);
@@ -423,8 +420,13 @@ TrainResult Trainer::train_loop() {
 
 EvalResult Trainer::evaluate() {
   if (!shards_) return relgrad::evaluate(*model_, *options_.data, options_.train.eval_batches, comm_);
-  const int threads = model_->device.is_cpu() && shards_side_by_side_ ? threads_->threads_for_next_step() : 1;
-  return shards_->evaluate(*options_.data, options_.train.eval_batches, comm_, threads);
+  return shards_->evaluate(*options_.data, options_.train.eval_batches, comm_, shard_threads_now());
+}
+
+// Shards run side by side on the CPU, at the thread policy's count; on a GPU one after another (the
+// host threads only feed it), and under an address-space limit (BatchShards::side_by_side_allowed).
+int Trainer::shard_threads_now() const {
+  return model_->device.is_cpu() && shards_side_by_side_ ? threads_->threads_for_next_step() : 1;
 }
 
 // A held-out evaluation: printed, and logged as an "eval" record when `record`.

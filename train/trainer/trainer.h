@@ -146,6 +146,7 @@ class Trainer {
  private:
   TrainResult train_loop();
   double run_step();  // train_step without the thread policy's timing
+  int shard_threads_now() const;  // threads the batch shards may use this step
   double skip_for_scaler(double lr, double loss_value);  // fp16 overflow: GradScaler's skip
   double skip_step(double lr, double loss_value, double grad_norm, const std::string& what);
   EvalResult run_eval(std::chrono::steady_clock::time_point start, bool record);
