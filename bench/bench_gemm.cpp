@@ -1,9 +1,9 @@
 // GEMM alternatives on the shapes of the training workloads W1/W2 (bench/bench_train.cpp) and W0 (the
 // default run); float32, in one process, timed alternately rep by rep:
-//   eigen, openblas, blis  each GEMM library relgrad can call (core/cpu/gemm_library.h) that is found
-//             here, through cpu::gemm_tile: one call per batch entry, on the calling thread, as
-//             cpu::matmul's tiles call it;
-//   sgemm     relgrad's AVX-512 kernel (bench/sgemm_kernel.h), called directly;
+//   eigen, openblas, blis, relgrad  each GEMM library relgrad can call (core/cpu/gemm_library.h) that
+//             is found here (relgrad: its own AVX-512 kernel, core/cpu/sgemm.h), through
+//             cpu::gemm_tile: one call per batch entry, on the calling thread, as cpu::matmul's tiles
+//             call it;
 //   matmul    relgrad's public matmul (output allocation included) through the library chosen for this
 //             machine (named in the heading; RELGRAD_GEMM overrides it).
 // Batched shapes run their GEMMs in turn on the calling thread (matmul spreads them over the OpenMP
@@ -20,7 +20,6 @@
 #include <string>
 #include <vector>
 
-#include "bench/sgemm_kernel.h"
 #include "core/cpu/gemm_library.h"
 #include "relgrad.h"
 
@@ -55,7 +54,6 @@ int main() {
   std::vector<cpu::GemmLibrary> libraries;
   for (cpu::GemmLibrary library : cpu::kGemmLibraries)
     if (cpu::gemm_library_available(library)) libraries.push_back(library);
-  if (!cpu::sgemm_is_fast()) std::printf("(built without AVX-512: sgemm is Eigen)\n");
   const Case cases[] = {
       {"Linear qkv (4096x256)·(768x256)ᵀ", 1, 4096, 256, 768, false, true},
       {"FFN up (4096x256)·(1024x256)ᵀ", 1, 4096, 256, 1024, false, true},
@@ -86,8 +84,8 @@ int main() {
               cpu::gemm_library_name(cpu::gemm_library()), cpu::gemm_choice().how.c_str());
   std::printf("| shape |");
   for (cpu::GemmLibrary library : libraries) std::printf(" %s |", cpu::gemm_library_name(library));
-  std::printf(" sgemm | matmul |\n|---|");
-  for (size_t i = 0; i < libraries.size() + 2; ++i) std::printf("---:|");
+  std::printf(" matmul |\n|---|");
+  for (size_t i = 0; i < libraries.size() + 1; ++i) std::printf("---:|");
   std::printf("\n");
   for (const Case& s : cases) {
     Generator gen(1);
@@ -101,10 +99,10 @@ int main() {
     const int64_t lda = s.a_transposed ? s.n : s.k, ldb = s.b_transposed ? s.k : s.m;
     const int64_t as = s.n * s.k, bs = s.k * s.m, cs = s.n * s.m;
     const double flop = 2.0 * s.batch * s.n * s.k * s.m;
-    // times[0 .. libraries) each library, then sgemm, then matmul
-    std::vector<std::vector<double>> times(libraries.size() + 2);
+    // times[0 .. libraries) each library, then matmul
+    std::vector<std::vector<double>> times(libraries.size() + 1);
     for (int rep = 0; rep < 17; ++rep) {
-      std::vector<double> t(libraries.size() + 2);
+      std::vector<double> t(libraries.size() + 1);
       for (size_t l = 0; l < libraries.size(); ++l) {
         const double t0 = now();
         for (int64_t e = 0; e < s.batch; ++e)
@@ -112,16 +110,11 @@ int main() {
                          cp + e * cs, s.m, s.n, s.k, s.m, 1.0f, false);
         t[l] = now() - t0;
       }
-      double t0 = now();
-      for (int64_t e = 0; e < s.batch; ++e)
-        cpu::sgemm(ap + e * as, lda, !s.a_transposed, bp + e * bs, ldb, !s.b_transposed, cp + e * cs, s.m, 1.0f, false,
-                   s.n, s.k, s.m);
-      t[libraries.size()] = now() - t0;
-      t0 = now();
+      const double t0 = now();
       {
         Tensor out = s.batch == 1 ? matmul(a_used.select(0, 0), b_used.select(0, 0)) : matmul(a_used, b_used);
       }
-      t[libraries.size() + 1] = now() - t0;
+      t[libraries.size()] = now() - t0;
       if (rep >= 2)
         for (size_t i = 0; i < t.size(); ++i) times[i].push_back(t[i]);
     }

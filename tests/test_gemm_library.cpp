@@ -163,11 +163,13 @@ TEST_CASE("gemm library: RELGRAD_GEMM names a library, or is refused naming itse
     CHECK(c.how == std::string("RELGRAD_GEMM=") + cpu::gemm_library_name(library));
   }
   CHECK_THROWS_WITH_AS(cpu::choose_gemm_library("blas", ""),
-                       "[gemm] RELGRAD_GEMM=blas: expected auto, eigen, openblas or blis", Error);
+                       "[gemm] RELGRAD_GEMM=blas: expected auto, eigen, openblas, blis or relgrad", Error);
   for (GemmLibrary library : cpu::kGemmLibraries)
     if (!cpu::gemm_library_available(library))
       CHECK_THROWS_WITH_AS(cpu::choose_gemm_library(cpu::gemm_library_name(library), ""),
-                           doctest::Contains("could not be loaded (Debian: apt-get install"), Error);
+                           doctest::Contains(library == GemmLibrary::Relgrad ? "needs an AVX-512F build"
+                                                                             : "could not be loaded (Debian: apt-get install"),
+                           Error);
   // The relgrad command reports it as an error (exit code 1), and --help does not choose at all.
   TempDir dir;
   const std::string err = dir.file("err");
@@ -175,7 +177,7 @@ TEST_CASE("gemm library: RELGRAD_GEMM names a library, or is refused naming itse
   const int status = std::system(cmd.c_str());
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 1);
-  CHECK(read_bytes(err) == "relgrad: error: [gemm] RELGRAD_GEMM=blas: expected auto, eigen, openblas or blis\n");
+  CHECK(read_bytes(err) == "relgrad: error: [gemm] RELGRAD_GEMM=blas: expected auto, eigen, openblas, blis or relgrad\n");
   const std::string help = std::string("RELGRAD_GEMM=blas '") + RELGRAD_CLI_PATH + "' --help >/dev/null 2>&1";
   CHECK(std::system(help.c_str()) == 0);
 }

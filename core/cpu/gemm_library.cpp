@@ -26,6 +26,7 @@
 
 #include "core/base/error.h"
 #include "core/cpu/matmul.h"
+#include "core/cpu/sgemm.h"
 #include "core/file_io.h"
 
 namespace relgrad::cpu {
@@ -134,7 +135,8 @@ const LoadedBlas& loaded(GemmLibrary library) {
   switch (library) {
     case GemmLibrary::OpenBLAS: return openblas;
     case GemmLibrary::BLIS: return blis;
-    case GemmLibrary::Eigen: break;
+    case GemmLibrary::Eigen:
+    case GemmLibrary::Relgrad: break;
   }
   return none;
 }
@@ -160,6 +162,11 @@ void eigen_gemm(const T* a, int64_t lda, const T* b, int64_t ldb, T* c, int64_t 
 template <class T>
 void tile(GemmLibrary library, bool a_row_major, bool b_row_major, const T* a, int64_t lda, const T* b, int64_t ldb,
           T* c, int64_t ldc, int64_t n, int64_t k, int64_t m, T alpha, bool accumulate) {
+  if constexpr (std::is_same_v<T, float>)
+    if (library == GemmLibrary::Relgrad) {
+      sgemm(a, lda, a_row_major, b, ldb, b_row_major, c, ldc, alpha, accumulate, n, k, m);
+      return;
+    }
   const LoadedBlas& blas = loaded(library);
   constexpr int64_t kIntMax = 2147483647;  // CBLAS takes int sizes; larger tiles go to Eigen
   if (blas.sgemm && std::max({n, k, m, lda, ldb, ldc}) <= kIntMax) {
@@ -280,10 +287,14 @@ const char* gemm_library_name(GemmLibrary library) { return kGemmLibraryNames.na
 std::optional<GemmLibrary> parse_gemm_library(std::string_view name) { return kGemmLibraryNames.find(name); }
 
 bool gemm_library_available(GemmLibrary library) {
+  if (library == GemmLibrary::Relgrad) return sgemm_available();
   return library == GemmLibrary::Eigen || loaded(library).sgemm != nullptr;
 }
 
+bool gemm_cut_independent(GemmLibrary library) { return library == GemmLibrary::Relgrad; }
+
 std::string gemm_library_kernel(GemmLibrary library) {
+  if (library == GemmLibrary::Relgrad) return sgemm_available() ? "relgrad AVX-512, 12x32 tiles, k blocks of 256" : "";
   if (library != GemmLibrary::Eigen) return loaded(library).kernel;
   return "Eigen " + std::to_string(EIGEN_WORLD_VERSION) + "." + std::to_string(EIGEN_MAJOR_VERSION) + "." +
          std::to_string(EIGEN_MINOR_VERSION) + ", SIMD: " + Eigen::SimdInstructionSetsInUse();
@@ -352,14 +363,17 @@ GemmChoice choose_gemm_library(const char* requested, const std::string& cache_d
   if (requested && *requested && std::string_view(requested) != "auto") {
     const std::optional<GemmLibrary> library = parse_gemm_library(requested);
     if (!library)
-      throw Error(std::string("[gemm] RELGRAD_GEMM=") + requested + ": expected auto, eigen, openblas or blis");
+      throw Error(std::string("[gemm] RELGRAD_GEMM=") + requested + ": expected auto, eigen, openblas, blis or relgrad");
     if (!gemm_library_available(*library))
-      throw Error(std::string("[gemm] RELGRAD_GEMM=") + requested + ": the library could not be loaded (Debian: " +
-                  (*library == GemmLibrary::OpenBLAS ? "apt-get install libopenblas0" : "apt-get install libblis4-serial") +
-                  ")");
+      throw Error(std::string("[gemm] RELGRAD_GEMM=") + requested +
+                  (*library == GemmLibrary::Relgrad ? ": relgrad's kernel needs an AVX-512F build (-march=native on such a CPU)"
+                   : std::string(": the library could not be loaded (Debian: ") +
+                         (*library == GemmLibrary::OpenBLAS ? "apt-get install libopenblas0" : "apt-get install libblis4-serial") +
+                         ")"));
     return {*library, std::string("RELGRAD_GEMM=") + requested, {}};
   }
-  if (!gemm_library_available(GemmLibrary::OpenBLAS) && !gemm_library_available(GemmLibrary::BLIS))
+  if (std::none_of(std::begin(kGemmLibraries), std::end(kGemmLibraries),
+                   [](GemmLibrary l) { return l != GemmLibrary::Eigen && gemm_library_available(l); }))
     return {GemmLibrary::Eigen, "the only one found (libopenblas0 or libblis4-serial would be measured against it)", {}};
   const std::string path = cache_dir.empty() ? "" : gemm_cache_file(cache_dir);
   // Processes that start together on a machine without a cache (mpirun's ranks, ctest -j) take turns:

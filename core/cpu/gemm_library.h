@@ -1,9 +1,9 @@
 // The library behind each GEMM tile of cpu::matmul (core/cpu/matmul.cpp), chosen by measurement.
 //
-// Eigen's GEMM is compiled in. OpenBLAS (Debian: libopenblas0) and BLIS (libblis4-serial) are loaded
+// Eigen's GEMM and relgrad's own (core/cpu/sgemm.h, AVX-512 builds) are compiled in. OpenBLAS (Debian: libopenblas0) and BLIS (libblis4-serial) are loaded
 // at run time with dlopen when installed, so a build needs neither and a machine may have either.
 // Which one a process uses is decided once, on the first product:
-//   1. RELGRAD_GEMM=eigen|openblas|blis in the environment: that one (an error if it cannot be loaded);
+//   1. RELGRAD_GEMM=eigen|openblas|blis|relgrad in the environment: that one (an error if it cannot be loaded);
 //      RELGRAD_GEMM=auto or unset: go on;
 //   2. the choice cached for this processor and these libraries (<cache dir>/gemm-choice-<hash>.txt), if any;
 //   3. otherwise measure: each available library runs the same float32 products on the calling thread
@@ -29,19 +29,25 @@
 
 namespace relgrad::cpu {
 
-enum class GemmLibrary { Eigen, OpenBLAS, BLIS };
-inline constexpr GemmLibrary kGemmLibraries[] = {GemmLibrary::Eigen, GemmLibrary::OpenBLAS, GemmLibrary::BLIS};
-inline constexpr NameTable<GemmLibrary, 3> kGemmLibraryNames{
-    {{GemmLibrary::Eigen, "eigen"}, {GemmLibrary::OpenBLAS, "openblas"}, {GemmLibrary::BLIS, "blis"}}};
+// Relgrad: relgrad's own AVX-512 kernel (core/cpu/sgemm.h), float32 only (its double tiles are Eigen's),
+// offered where the build has AVX-512F.
+enum class GemmLibrary { Eigen, OpenBLAS, BLIS, Relgrad };
+inline constexpr GemmLibrary kGemmLibraries[] = {GemmLibrary::Eigen, GemmLibrary::OpenBLAS, GemmLibrary::BLIS,
+                                                 GemmLibrary::Relgrad};
+inline constexpr NameTable<GemmLibrary, 4> kGemmLibraryNames{{{GemmLibrary::Eigen, "eigen"},
+                                                              {GemmLibrary::OpenBLAS, "openblas"},
+                                                              {GemmLibrary::BLIS, "blis"},
+                                                              {GemmLibrary::Relgrad, "relgrad"}}};
 // A library other than Eigen is chosen only when at least this much faster (1.05 = 5 %): near a tie
 // the dependency-free one, and a margin that noise rarely crosses.
 inline constexpr double kGemmMargin = 1.05;
 
-// "eigen", "openblas", "blis" (the RELGRAD_GEMM values, kGemmLibraryNames); parse_gemm_library is their inverse.
+// "eigen", "openblas", "blis", "relgrad" (the RELGRAD_GEMM values, kGemmLibraryNames); parse_gemm_library is their inverse.
 const char* gemm_library_name(GemmLibrary library);
 std::optional<GemmLibrary> parse_gemm_library(std::string_view name);
 
-// Whether the library can be called here (Eigen always; the others once dlopen found them).
+// Whether the library can be called here (Eigen always; relgrad's with AVX-512; the others once dlopen
+// found them).
 bool gemm_library_available(GemmLibrary library);
 // Its version and the kernels it runs on this machine: "Eigen 3.4.0, SIMD: …, AVX2, FMA",
 // "OpenBLAS 0.3.21 … , core: Zen", "BLIS 0.9.0, kernels: zen3"; "" when not available.
@@ -88,6 +94,12 @@ GemmLibrary gemm_library();
 // Make every later product use `library` (tests and benchmarks compare libraries in one process).
 // Not while a product runs. Throws relgrad::Error when it is not available.
 void set_gemm_library(GemmLibrary library);
+
+// Whether the library gives every element of C the same bits whichever tile of C a call covers (relgrad's
+// kernel: k blocked by k alone). cpu::matmul then cuts products by the threads in use, not the cores;
+// the others' element results may depend on the tile's shape (OpenBLAS's small-matrix kernels,
+// Eigen's and BLIS's blocking), so their cut depends on the machine alone.
+bool gemm_cut_independent(GemmLibrary library);
 
 // One tile: c (n, m), row-major with rows ldc apart, = alpha · a (n, k) @ b (k, m), or c += … when
 // accumulate. a and b are row-major (rows ld apart) or column-major (columns ld apart, a transposed

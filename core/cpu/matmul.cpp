@@ -49,7 +49,9 @@ MatrixLayout plan_operand(const Tensor& x, const Shape& batch, const char* op) {
 // entry's C, computed by one single-threaded GEMM over the whole of k. The cut depends on the shape
 // and on the machine's core count, never on the thread count, so every element of C is the same sum
 // in the same order however many threads share the tiles out: results do not depend on the thread
-// count (docs/design.md, "Threads"). Tiles are handed out one at a time (dynamic schedule), so a
+// count (docs/design.md, "Threads"). A library whose elements do not depend on the cut at all
+// (gemm_cut_independent: relgrad's kernel) is cut by the threads in use instead: one tile per batch
+// entry on one thread, so no operand is packed more than once, with the same bits. Tiles are handed out one at a time (dynamic schedule), so a
 // thread slowed by another process on its core costs only the tile it holds, and no thread spins
 // inside a GEMM waiting for another.
 struct TilePlan {
@@ -59,14 +61,18 @@ struct TilePlan {
   bool parallel = false;  // enough work to share out
 };
 
-// Tiles wanted per product: two per core, so the dynamic schedule can even out a slow core.
-int64_t tiles_wanted() {
+// Tiles wanted per product: two per core, so the dynamic schedule can even out a slow core; for a
+// cut-independent library two per thread in use, and one on one thread.
+int64_t tiles_wanted(bool cut_independent) {
 #ifdef _OPENMP
-  static const int64_t wanted = std::clamp<int64_t>(2 * omp_get_num_procs(), 2, 64);
+  static const int64_t per_core = std::clamp<int64_t>(2 * omp_get_num_procs(), 2, 64);
+  if (!cut_independent) return per_core;
+  const int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  return threads <= 1 ? 1 : std::min<int64_t>(2 * threads, 64);
 #else
-  static const int64_t wanted = 1;
+  (void)cut_independent;
+  return 1;
 #endif
-  return wanted;
 }
 
 // Each tile packs the operand it does not cut once more (b for row tiles, a for column tiles), so
@@ -75,11 +81,11 @@ int64_t tiles_wanted() {
 // Spans are multiples of 16, so only an entry's last tile has a ragged edge.
 constexpr int64_t kMinTileSpan = 32, kMinTileMacs = int64_t(1) << 17;
 
-TilePlan plan_tiles(int64_t count, int64_t n, int64_t k, int64_t m) {
+TilePlan plan_tiles(int64_t count, int64_t n, int64_t k, int64_t m, bool cut_independent) {
   TilePlan t;
   t.by_rows = n >= m;
   const int64_t len = t.by_rows ? n : m, other = t.by_rows ? m : n;
-  const int64_t wanted = tiles_wanted(), per_entry = std::max<int64_t>(1, (wanted + count - 1) / count);
+  const int64_t wanted = tiles_wanted(cut_independent), per_entry = std::max<int64_t>(1, (wanted + count - 1) / count);
   int64_t span = (len + per_entry - 1) / per_entry;
   span = std::max({span, kMinTileSpan, kMinTileMacs / std::max<int64_t>(1, k * other)});
   span = (span + 15) / 16 * 16;
@@ -139,7 +145,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, const Shape& batch, const char* 
                  int64_t cols) {
       gemm_tile(library, A.row_major, B.row_major, a0, lda, b0, ldb, c0, ldc, rows, inner, cols, alpha_t, accumulate);
     };
-    const TilePlan plan = plan_tiles(count, n, k, m);
+    const TilePlan plan = plan_tiles(count, n, k, m, gemm_cut_independent(library));
     const int64_t tiles = count * plan.per_entry;
     auto tile = [&](int64_t t) {  // rows (or columns) [s0, s0 + len) of batch entry e's C
       const int64_t e = t / plan.per_entry, s0 = (t % plan.per_entry) * plan.span;

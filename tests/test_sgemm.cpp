@@ -1,19 +1,31 @@
-// cpu::sgemm (bench/sgemm_kernel.h), the float32 GEMM behind attention's products, against a
-// float64 loop reference: odd sizes around its 12×32 tile, k around 64 and past 256, every storage
-// order of A and B, alpha ≠ 1, accumulation, leading dimensions wider than the matrix; then its
-// promise to be bitwise independent of the operands' alignment. Without AVX-512, sgemm is Eigen:
-// the same tests then check the fallback. The library does not call it (bench/sgemm_kernel.h says why).
+// cpu::sgemm (core/cpu/sgemm.h), relgrad's own float32 GEMM, against a float64 loop reference: odd
+// sizes around its 12×32 tile, k around 64 and past its 256-long blocks, every storage order of A and
+// B, alpha ≠ 1, accumulation, leading dimensions wider than the matrix; then its promises: the same
+// bits at any alignment, and in any cut of C into row or column tiles (what lets cpu::matmul cut by
+// the threads in use), also through matmul at 1, 2 and 3 threads. Without AVX-512 the kernel is not
+// offered and these cases report "skipped".
 #include <cmath>
 #include <string>
 #include <vector>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
-#include "bench/sgemm_kernel.h"
+#include "core/cpu/gemm_library.h"
+#include "core/cpu/sgemm.h"
 #include "testing.h"
 
 using namespace relgrad;
 using namespace relgrad::testing;
 
 namespace {
+
+// The kernel's cases start with `if (!have_sgemm()) return;`: without AVX-512 they log "skipped".
+bool have_sgemm() {
+  if (cpu::sgemm_available()) return true;
+  MESSAGE("skipped: relgrad's sgemm needs an AVX-512F build");
+  return false;
+}
 
 // Deterministic values in [-1, 1) (a small LCG: no dependence on the library's RNG).
 std::vector<float> values(size_t count, uint32_t seed) {
@@ -69,10 +81,11 @@ std::string check_product(int64_t n, int64_t k, int64_t m, bool a_row, bool b_ro
 }  // namespace
 
 TEST_CASE("sgemm kernel: odd sizes, k around 64 and past 256, every layout, alpha, accumulate, wide ld") {
+  if (!have_sgemm()) return;
   const std::pair<int64_t, int64_t> nm[] = {{1, 1},   {1, 300},  {300, 1},  {5, 7},    {12, 32},  {13, 33},
                                             {11, 31}, {25, 17},  {24, 64},  {64, 64},  {100, 255}, {255, 100},
                                             {37, 129}, {300, 300}};
-  const int64_t ks[] = {1, 63, 64, 65, 257};
+  const int64_t ks[] = {1, 63, 64, 65, 257, 600};  // 257: blocks of 129 and 128; 600: three of 200
   int cases = 0;
   uint32_t seed = 1;
   for (const auto& shape : nm) {
@@ -97,6 +110,7 @@ TEST_CASE("sgemm kernel: odd sizes, k around 64 and past 256, every layout, alph
 }
 
 TEST_CASE("sgemm kernel: k = 0 gives zeros, or leaves c as it is when accumulating") {
+  if (!have_sgemm()) return;
   std::vector<float> c(6, 3.0f);
   const float dummy = 1.0f;
   cpu::sgemm(&dummy, 1, true, &dummy, 1, true, c.data(), 3, 2.0f, true, 2, 0, 3);
@@ -106,6 +120,7 @@ TEST_CASE("sgemm kernel: k = 0 gives zeros, or leaves c as it is when accumulati
 }
 
 TEST_CASE("sgemm kernel: bitwise the same result whatever the operands' alignment") {
+  if (!have_sgemm()) return;
   const int64_t n = 45, k = 70, m = 53;
   std::vector<float> ref;
   for (int shift = 0; shift < 4; ++shift) {  // operands and output start `shift` floats past a fresh buffer
@@ -118,4 +133,76 @@ TEST_CASE("sgemm kernel: bitwise the same result whatever the operands' alignmen
     if (shift == 0) ref = got;
     else CHECK_MESSAGE(got == ref, "shift " << shift);
   }
+}
+
+TEST_CASE("sgemm kernel: a product cut into row or column tiles gives one call's bits") {
+  if (!have_sgemm()) return;
+  CHECK(cpu::gemm_cut_independent(cpu::GemmLibrary::Relgrad));
+  // shapes of W1's and W0's products (k past one block in two of them), and odd ones
+  struct Shape3 {
+    int64_t n, k, m;
+  };
+  const Shape3 shapes[] = {{4096, 256, 96}, {256, 1100, 200}, {100, 37, 300}, {300, 600, 77}, {17, 16, 17}, {64, 544, 256}};
+  int cuts = 0;
+  for (const Shape3& s : shapes)
+    for (int layout = 0; layout < 4; ++layout) {
+      const bool a_row = layout & 1, b_row = layout & 2, accumulate = layout == 1;
+      const int64_t lda = a_row ? s.k : s.n, ldb = b_row ? s.m : s.k;
+      const std::vector<float> a = values(s.n * s.k, 11 + layout), b = values(s.k * s.m, 12 + layout);
+      const std::vector<float> c0 = values(s.n * s.m, 13);
+      std::vector<float> whole = c0;
+      cpu::sgemm(a.data(), lda, a_row, b.data(), ldb, b_row, whole.data(), s.m, 0.75f, accumulate, s.n, s.k, s.m);
+      for (int64_t span : {1, 5, 12, 16, 33, 100}) {
+        std::vector<float> rows = c0, cols = c0;
+        for (int64_t r = 0; r < s.n; r += span)
+          cpu::sgemm(a.data() + r * (a_row ? lda : 1), lda, a_row, b.data(), ldb, b_row, rows.data() + r * s.m, s.m,
+                     0.75f, accumulate, std::min(span, s.n - r), s.k, s.m);
+        for (int64_t j = 0; j < s.m; j += span)
+          cpu::sgemm(a.data(), lda, a_row, b.data() + j * (b_row ? 1 : ldb), ldb, b_row, cols.data() + j, s.m, 0.75f,
+                     accumulate, s.n, s.k, std::min(span, s.m - j));
+        CHECK_MESSAGE(rows == whole, s.n << "x" << s.k << "x" << s.m << " layout " << layout << " row span " << span);
+        CHECK_MESSAGE(cols == whole, s.n << "x" << s.k << "x" << s.m << " layout " << layout << " column span " << span);
+        cuts += 2;
+      }
+    }
+  CHECK(cuts == 6 * 4 * 6 * 2);
+}
+
+TEST_CASE("sgemm kernel through matmul: the same bits at 1, 2 and 3 threads, and as one call per batch entry") {
+  if (!have_sgemm()) return;
+  struct Restore {
+    cpu::GemmLibrary before = cpu::gemm_library();
+    ~Restore() { cpu::set_gemm_library(before); }
+  } restore;
+  cpu::set_gemm_library(cpu::GemmLibrary::Relgrad);
+  Generator gen(5);
+  // a Linear's tall product (cut into row tiles at 2 and 3 threads) and a batch of attention products
+  const Tensor x = randn({700, 96}, {}, &gen), w = randn({200, 96}, {}, &gen);
+  const Tensor q = randn({3, 4, 40, 16}, {}, &gen), k = randn({3, 4, 40, 16}, {}, &gen);
+  std::vector<float> ref_linear, ref_scores;
+#ifdef _OPENMP
+  const int saved = omp_get_max_threads();
+#endif
+  for (int threads : {1, 2, 3}) {
+#ifdef _OPENMP
+    omp_set_num_threads(threads);
+#endif
+    const std::vector<float> linear = matmul(x, w.transpose(0, 1)).to_vector<float>();
+    const std::vector<float> scores = matmul(q, k.transpose(-1, -2)).to_vector<float>();
+    if (threads == 1) {
+      ref_linear = linear;
+      ref_scores = scores;
+      // one kernel call per batch entry gives the same bits as matmul's tiles
+      std::vector<float> direct(700 * 200);
+      cpu::sgemm(x.data_ptr<float>(), 96, true, w.data_ptr<float>(), 96, false, direct.data(), 200, 1.0f, false, 700,
+                 96, 200);
+      CHECK(direct == linear);
+    } else {
+      CHECK_MESSAGE(linear == ref_linear, threads << " threads");
+      CHECK_MESSAGE(scores == ref_scores, threads << " threads");
+    }
+  }
+#ifdef _OPENMP
+  omp_set_num_threads(saved);
+#endif
 }

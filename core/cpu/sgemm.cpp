@@ -1,4 +1,4 @@
-#include "bench/sgemm_kernel.h"
+#include "core/cpu/sgemm.h"
 
 // GCC 12's AVX-512 intrinsics pass a self-initialised placeholder (`__Y = __Y`) as the unused
 // merge source of unpack/shuffle, which -Wmaybe-uninitialized reports (GCC bug 105593).
@@ -12,9 +12,9 @@
 #include <cstdlib>
 #include <new>
 #include <utility>
-#else
-#include <Eigen/Core>
 #endif
+
+#include "core/base/error.h"
 
 namespace relgrad::cpu {
 
@@ -24,8 +24,10 @@ namespace {
 
 constexpr int kMR = 12;  // rows of C per micro-tile: 12 × 2 accumulators + 2 B vectors + 1 broadcast ≤ 32 zmm
 constexpr int kNR = 32;  // columns of C per micro-tile: two 16-float vectors
+constexpr int64_t kKC = 256;  // the longest k block: a packed B panel is kKC × kNR floats, 32 KiB
+constexpr int64_t kNC = 512;  // columns of B packed at once: kKC × kNC floats, 512 KiB, in L2
 
-// 64-byte aligned buffer that only grows: the packed B of the calling thread.
+// 64-byte aligned buffer that only grows: the packed B (or A) of the calling thread.
 class Scratch {
  public:
   ~Scratch() { std::free(p_); }
@@ -48,7 +50,7 @@ class Scratch {
   size_t cap_ = 0;
 };
 
-thread_local Scratch b_scratch;
+thread_local Scratch b_scratch, a_scratch;
 
 inline __mmask16 first_lanes(int64_t count) {  // the low min(count, 16) lanes; none when count ≤ 0
   return count >= 16 ? __mmask16(0xFFFF) : count <= 0 ? __mmask16(0) : __mmask16((1u << count) - 1u);
@@ -114,9 +116,37 @@ void pack_b(const float* b, int64_t ps, int64_t js, float* dst, int64_t k, int64
   }
 }
 
+// Packs rows [0, rows) of A, element (i, p) at a[i·qs + p·ps] with one of qs, ps equal to 1, over
+// p in [0, kb) into micro-panels of kMR rows: panel t holds at p·kMR, for each p, its rows side by side
+// (a last panel's missing rows are left unset: its tail tile never reads them). Read in place, A's
+// kMR rows at one p lie a whole row (or column) apart, and at strides of 1-4 KiB they fall into a few
+// L1 sets and evict each other; packed, each step of the micro-kernel reads one line.
+void pack_a(const float* a, int64_t qs, int64_t ps, float* dst, int64_t rows, int64_t kb) {
+  for (int64_t r0 = 0; r0 < rows; r0 += kMR) {
+    const int64_t rn = std::min<int64_t>(kMR, rows - r0);
+    float* out = dst + r0 * kb;
+    if (qs == 1) {  // column-major: the panel's rows are side by side at each p already
+      const __mmask16 mk = first_lanes(rn);
+      for (int64_t p = 0; p < kb; ++p)
+        _mm512_mask_storeu_ps(out + p * kMR, mk, _mm512_maskz_loadu_ps(mk, a + r0 + p * ps));
+      continue;
+    }
+    for (int64_t p0 = 0; p0 < kb; p0 += 16) {  // row-major: transpose 16 × 16 blocks (rows past rn are zero)
+      const __mmask16 mk = first_lanes(kb - p0);
+      __m512 r[16];
+      for (int64_t i = 0; i < 16; ++i)
+        r[i] = i < rn ? _mm512_maskz_loadu_ps(mk, a + (r0 + i) * qs + p0) : _mm512_setzero_ps();
+      transpose16(r);
+      for (int64_t p = 0; p < std::min<int64_t>(16, kb - p0); ++p)
+        _mm512_mask_storeu_ps(out + (p0 + p) * kMR, first_lanes(kMR), r[p]);
+    }
+  }
+}
+
 // c (R, 16·NV) = alpha · a (R, k) @ bp (k, kNR packed), or c += that (accumulate); the last
-// vector of each row is stored under `last`. a is read in place: a[r·lda + p] (ARow) or
-// a[r + p·lda]. The accumulators stay in registers for the whole k loop.
+// vector of each row is stored under `last`. a is a[r·lda + p] (ARow: A in place, row-major) or
+// a[r + p·lda] (A in place column-major, or packed with lda = kMR). The accumulators stay in
+// registers for the whole k block: each element is one chain of FMAs over p in order.
 template <int R, int NV, bool ARow>
 __attribute__((always_inline)) inline void micro_kernel(int64_t k, const float* __restrict a, int64_t lda,
                                                         const float* __restrict bp, float* c, int64_t ldc, float alpha,
@@ -204,9 +234,16 @@ PanelFn panel_for(int nv, bool a_row_major) {
   return nv == 2 ? panel<2, false> : panel<1, false>;
 }
 
+// k's blocks: at most kKC long and as even as possible, so a long k has no short last block; the
+// bounds depend on k alone, which keeps every element's arithmetic the same in any cut of C.
+int64_t k_block(int64_t k) {
+  const int64_t blocks = (k + kKC - 1) / kKC;
+  return (k + blocks - 1) / blocks;
+}
+
 }  // namespace
 
-bool sgemm_is_fast() { return true; }
+bool sgemm_available() { return true; }
 
 void sgemm(const float* a, int64_t lda, bool a_row_major, const float* b, int64_t ldb, bool b_row_major, float* c,
            int64_t ldc, float alpha, bool accumulate, int64_t n, int64_t k, int64_t m) {
@@ -216,66 +253,51 @@ void sgemm(const float* a, int64_t lda, bool a_row_major, const float* b, int64_
       for (int64_t i = 0; i < n; ++i) std::fill(c + i * ldc, c + i * ldc + m, 0.0f);
     return;
   }
-  // B, all of it: panels of kNR columns, (k, kNR) each. In L2 for the sizes this kernel serves.
-  const int64_t b_panels = (m + kNR - 1) / kNR;
-  float* bp = b_scratch.get(b_panels * k * kNR);
+  const int64_t kc = k_block(k), nc_max = std::min(m, kNC);
+  float* bp = b_scratch.get((nc_max + kNR - 1) / kNR * kNR * kc);
   const int64_t b_ps = b_row_major ? ldb : 1, b_js = b_row_major ? 1 : ldb;  // b(p, j) = b[p·b_ps + j·b_js]
-  pack_b(b, b_ps, b_js, bp, k, m);
-  // A is read in place, kMR rows per micro-tile; in blocks of mc rows (≈ 64 KiB) so that a block
-  // stays in L2 while each B panel, in L1, meets all of its rows.
-  const int64_t mc = std::max<int64_t>(kMR, (16384 / k + kMR - 1) / kMR * kMR);
-  const int64_t a_qs = a_row_major ? lda : 1;  // a(i, p) = a[i·a_qs + p·(lda or 1)]
-  for (int64_t i0 = 0; i0 < n; i0 += mc) {
-    const int64_t rows = std::min(mc, n - i0);
-    for (int64_t jp = 0; jp < b_panels; ++jp) {
-      const int64_t cols = std::min<int64_t>(kNR, m - jp * kNR);
-      const int nv = cols > 16 ? 2 : 1;
-      const __mmask16 last = first_lanes(cols - 16 * (nv - 1));
-      panel_for(nv, a_row_major)(rows, k, a + i0 * a_qs, lda, a_qs, bp + jp * k * kNR, c + i0 * ldc + jp * kNR, ldc,
-                                 alpha, accumulate, last);
+  const int64_t a_qs = a_row_major ? lda : 1, a_ps = a_row_major ? 1 : lda;  // a(i, p) = a[i·a_qs + p·a_ps]
+  for (int64_t j0 = 0; j0 < m; j0 += kNC) {
+    const int64_t nc = std::min(kNC, m - j0), panels = (nc + kNR - 1) / kNR;
+    // Packing A costs a pass over each block of it; it pays where the block meets at least 4 B panels
+    // (bench: Q·Kᵀ's 256 columns 1.08×, the feed-forward's down projection 1.09×), not with 1 or 2
+    // (dV's 64 columns 0.9×, W0's 16: 0.8×). Packed or not, the arithmetic is the same.
+    const bool pack_a_now = panels >= 4;
+    for (int64_t p0 = 0; p0 < k; p0 += kc) {
+      const int64_t kb = std::min(kc, k - p0);
+      pack_b(b + p0 * b_ps + j0 * b_js, b_ps, b_js, bp, kb, nc);
+      const bool add = accumulate || p0 > 0;  // later k blocks add to what the earlier ones stored
+      // rows of A in blocks of ≈ 64 KiB, so that a block stays in L2 while each B panel meets all its rows
+      const int64_t mc = std::max<int64_t>(kMR, (16384 / kb + kMR - 1) / kMR * kMR);
+      for (int64_t i0 = 0; i0 < n; i0 += mc) {
+        const int64_t rows = std::min(mc, n - i0);
+        const float* ab = a + i0 * a_qs + p0 * a_ps;
+        int64_t ab_ld = lda, ab_qs = a_qs;
+        bool ab_rows = a_row_major;
+        if (pack_a_now) {
+          float* packed = a_scratch.get(mc * kb);
+          pack_a(ab, a_qs, a_ps, packed, rows, kb);
+          ab = packed, ab_ld = kMR, ab_qs = kb, ab_rows = false;
+        }
+        for (int64_t jp = 0; jp < panels; ++jp) {
+          const int64_t cols = std::min<int64_t>(kNR, nc - jp * kNR);
+          const int nv = cols > 16 ? 2 : 1;
+          const __mmask16 last = first_lanes(cols - 16 * (nv - 1));
+          panel_for(nv, ab_rows)(rows, kb, ab, ab_ld, ab_qs, bp + jp * kb * kNR, c + i0 * ldc + j0 + jp * kNR, ldc,
+                                 alpha, add, last);
+        }
+      }
     }
   }
 }
 
-#else  // no AVX-512: Eigen, with the same contract
+#else  // no AVX-512: not offered (core/cpu/gemm_library.cpp asks sgemm_available first)
 
-namespace {
-template <int Order>
-using Map = Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Order>, Eigen::Unaligned,
-                       Eigen::OuterStride<>>;
+bool sgemm_available() { return false; }
 
-template <int OA, int OB>
-void eigen_gemm(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, float alpha,
-                bool accumulate, int64_t n, int64_t k, int64_t m) {
-  Map<OA> A(a, n, k, Eigen::OuterStride<>(lda));
-  Map<OB> B(b, k, m, Eigen::OuterStride<>(ldb));
-  Eigen::Map<Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, Eigen::Unaligned,
-             Eigen::OuterStride<>>
-      C(c, n, m, Eigen::OuterStride<>(ldc));
-  if (accumulate) C.noalias() += (alpha * A) * B;
-  else C.noalias() = (alpha * A) * B;
-}
-}  // namespace
-
-bool sgemm_is_fast() { return false; }
-
-void sgemm(const float* a, int64_t lda, bool a_row_major, const float* b, int64_t ldb, bool b_row_major, float* c,
-           int64_t ldc, float alpha, bool accumulate, int64_t n, int64_t k, int64_t m) {
-  if (n <= 0 || m <= 0) return;
-  if (k <= 0) {
-    if (!accumulate)
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = 0; j < m; ++j) c[i * ldc + j] = 0.0f;
-    return;
-  }
-  constexpr int R = Eigen::RowMajor, C = Eigen::ColMajor;
-  if (a_row_major) {
-    if (b_row_major) eigen_gemm<R, R>(a, lda, b, ldb, c, ldc, alpha, accumulate, n, k, m);
-    else eigen_gemm<R, C>(a, lda, b, ldb, c, ldc, alpha, accumulate, n, k, m);
-  } else {
-    if (b_row_major) eigen_gemm<C, R>(a, lda, b, ldb, c, ldc, alpha, accumulate, n, k, m);
-    else eigen_gemm<C, C>(a, lda, b, ldb, c, ldc, alpha, accumulate, n, k, m);
-  }
+void sgemm(const float*, int64_t, bool, const float*, int64_t, bool, float*, int64_t, float, bool, int64_t, int64_t,
+           int64_t) {
+  throw Error("[gemm] relgrad's sgemm needs AVX-512F, which this build does not have");
 }
 
 #endif

@@ -1,0 +1,32 @@
+// relgrad's own float32 GEMM, one of the libraries behind cpu::matmul's tiles (core/cpu/gemm_library.h:
+// "relgrad", chosen by measurement like the others). AVX-512 only: without it (an AVX2 machine, or a
+// build without -march=native on an AVX-512 one) sgemm_available() is false and it is never chosen.
+//
+// What sets it apart: every element of C is computed the same way whatever part of C a call covers.
+// k is cut into blocks whose bounds depend on k alone (at most kKC long, as even as possible); within a
+// block each element is one chain of FMAs over p in order, in a register, then scaled by alpha and
+// added to C (or stored, for the first block without accumulate). So a product cut into row or column
+// tiles gives the same bits as one call, at any alignment: cpu::matmul can cut it by the threads in
+// use rather than the machine's cores (fewer cuts, each operand packed fewer times) and still give
+// results that do not depend on the thread count (tests/test_sgemm.cpp checks this bitwise).
+//
+// Blocking (per call, single-threaded): B is packed in blocks of 256 (k) × 512 (columns) into panels
+// of 32 columns (each 256 × 32 panel, 32 KiB, meets a block of A's rows from L1); A goes 12 rows per
+// micro-tile (12 × 32 of C in 24 zmm accumulators), in blocks of rows that stay in L2, packed where a
+// block meets enough B panels to pay for it and read in place otherwise.
+#pragma once
+#include <cstdint>
+
+namespace relgrad::cpu {
+
+// True when built with AVX-512F (else sgemm throws and the library is not offered).
+bool sgemm_available();
+
+// c (n, m), row stride ldc = alpha · a (n, k) @ b (k, m)          (accumulate = false)
+//                      or c + alpha · a @ b                       (accumulate = true).
+// a is row-major (a[i·lda + p]) or column-major (a[i + p·lda]); likewise b (b[p·ldb + j] or
+// b[p + j·ldb]). Single-threaded (cpu::matmul shares tiles out, one call each).
+void sgemm(const float* a, int64_t lda, bool a_row_major, const float* b, int64_t ldb, bool b_row_major, float* c,
+           int64_t ldc, float alpha, bool accumulate, int64_t n, int64_t k, int64_t m);
+
+}  // namespace relgrad::cpu
