@@ -84,7 +84,7 @@ TEST_CASE("sgemm kernel: odd sizes, k around 64 and past 256, every layout, alph
   if (!have_sgemm()) return;
   const std::pair<int64_t, int64_t> nm[] = {{1, 1},   {1, 300},  {300, 1},  {5, 7},    {12, 32},  {13, 33},
                                             {11, 31}, {25, 17},  {24, 64},  {64, 64},  {100, 255}, {255, 100},
-                                            {37, 129}, {300, 300}};
+                                            {37, 129}, {300, 300}, {3, 2100}};  // 2,100: two blocks of B
   const int64_t ks[] = {1, 63, 64, 65, 257, 600};  // 257: blocks of 129 and 128; 600: three of 200
   int cases = 0;
   uint32_t seed = 1;
@@ -142,7 +142,8 @@ TEST_CASE("sgemm kernel: a product cut into row or column tiles gives one call's
   struct Shape3 {
     int64_t n, k, m;
   };
-  const Shape3 shapes[] = {{4096, 256, 96}, {256, 1100, 200}, {100, 37, 300}, {300, 600, 77}, {17, 16, 17}, {64, 544, 256}};
+  const Shape3 shapes[] = {{4096, 256, 96}, {256, 1100, 200}, {100, 37, 300},
+                           {300, 600, 77},  {17, 16, 17},    {30, 300, 2100}};
   int cuts = 0;
   for (const Shape3& s : shapes)
     for (int layout = 0; layout < 4; ++layout) {
@@ -165,7 +166,7 @@ TEST_CASE("sgemm kernel: a product cut into row or column tiles gives one call's
         cuts += 2;
       }
     }
-  CHECK(cuts == 6 * 4 * 6 * 2);
+  CHECK(cuts == 6 * 4 * 6 * 2);  // every shape, layout and span was cut both ways
 }
 
 TEST_CASE("sgemm kernel through matmul: the same bits at 1, 2 and 3 threads, and as one call per batch entry") {

@@ -368,11 +368,14 @@ TEST_CASE("user path: the instruments' flags are usage errors when malformed (ex
 }
 
 // The main job's recipe (configs/default.toml; docs/benchmarks.md, "The main job's recipe"): the built-in
-// default run stops at 99.5 % held-out token accuracy by step 800 (650 here; 650-1,050 over eight seeds;
-// Adam's 0.9/0.999 took 850 here, and the recipe before that 2,000), and the model it stops with holds
-// that accuracy on 2,048 fresh held-out sequences (99.61 %). One thread: the steps are the same bits at
-// any thread count; about 15 s.
-TEST_CASE("user path: relgrad train (the main job) reaches 99.5 % held-out token accuracy by step 800") {
+// default run stops at 99.5 % held-out token accuracy by step 1,200, and the model it stops with holds
+// that accuracy on 2,048 fresh held-out sequences (99.6 % here). The exact step is the path's: its bits
+// are those of the GEMM library chosen on the machine (core/cpu/gemm_library.h), so on the 2-core Zen 4
+// the built-in seeds stop at 750 with OpenBLAS and 850 with relgrad's kernel, and the eight seed pairs
+// of docs/benchmarks.md at 750-1,050 and 800-1,100; 1,200 is above every one of those sixteen runs (the
+// recipe before the current one took 2,000). One thread: the steps are the same bits at any thread count;
+// about 15 s.
+TEST_CASE("user path: relgrad train (the main job) reaches 99.5 % held-out token accuracy by step 1,200") {
   TempDir dir;
   const std::string run = dir.file("default");
   CliResult r = run_relgrad({"train", "--train.threads=1", "--train.samples=0", "--train.out_dir=" + run});
@@ -382,7 +385,7 @@ TEST_CASE("user path: relgrad train (the main job) reaches 99.5 % held-out token
                   r.out);
   const int64_t step = std::stoll(m[1]);
   MESSAGE("the main job reached 99.5 % at step ", step);
-  CHECK(step <= 800);
+  CHECK(step <= 1200);
   CliResult fresh = run_relgrad({"eval", run + "/checkpoint.safetensors", "--batches", "64", "--data.seed=1000"});
   CHECK_CLI(fresh, 0);
   REQUIRE_MESSAGE(std::regex_search(fresh.out, m, std::regex("token accuracy ([0-9.]+)% \\(22787 tokens\\)")), fresh.out);

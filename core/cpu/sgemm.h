@@ -10,7 +10,7 @@
 // use rather than the machine's cores (fewer cuts, each operand packed fewer times) and still give
 // results that do not depend on the thread count (tests/test_sgemm.cpp checks this bitwise).
 //
-// Blocking (per call, single-threaded): B is packed in blocks of 256 (k) × 512 (columns) into panels
+// Blocking (per call, single-threaded): B is packed in blocks of 256 (k) × 2,048 (columns) into panels
 // of 32 columns (each 256 × 32 panel, 32 KiB, meets a block of A's rows from L1); A goes 12 rows per
 // micro-tile (12 × 32 of C in 24 zmm accumulators), in blocks of rows that stay in L2, packed where a
 // block meets enough B panels to pay for it and read in place otherwise.
