@@ -1,8 +1,8 @@
 // cpu::sgemm (core/cpu/sgemm.h), relgrad's own float32 GEMM, against a float64 loop reference: odd
 // sizes around its 12×32 tile, k around 64 and past its 256-long blocks, every storage order of A and
 // B, alpha ≠ 1, accumulation, leading dimensions wider than the matrix; then its promises: the same
-// bits at any alignment, and in any cut of C into row or column tiles (what lets cpu::matmul cut by
-// the threads in use), also through matmul at 1, 2 and 3 threads. Without AVX-512 the kernel is not
+// bits at any alignment, in any cut of C into row or column tiles (what lets cpu::matmul cut by the
+// threads in use) and shared by a team (sgemm_shared), also through matmul at 1, 2 and 3 threads. Without AVX-512 the kernel is not
 // offered and these cases report "skipped".
 #include <cmath>
 #include <string>
@@ -135,7 +135,7 @@ TEST_CASE("sgemm kernel: bitwise the same result whatever the operands' alignmen
   }
 }
 
-TEST_CASE("sgemm kernel: a product cut into row or column tiles gives one call's bits") {
+TEST_CASE("sgemm kernel: a product cut into row or column tiles, or shared by 2 or 3 threads, gives one call's bits") {
   if (!have_sgemm()) return;
   CHECK(cpu::gemm_cut_independent(cpu::GemmLibrary::Relgrad));
   // shapes of W1's and W0's products (k past one block in two of them), and odd ones
@@ -153,6 +153,12 @@ TEST_CASE("sgemm kernel: a product cut into row or column tiles gives one call's
       const std::vector<float> c0 = values(s.n * s.m, 13);
       std::vector<float> whole = c0;
       cpu::sgemm(a.data(), lda, a_row, b.data(), ldb, b_row, whole.data(), s.m, 0.75f, accumulate, s.n, s.k, s.m);
+      for (int threads : {2, 3}) {  // one call shared by a team: B packed once, rows handed out
+        std::vector<float> shared = c0;
+        cpu::sgemm_shared(a.data(), lda, a_row, b.data(), ldb, b_row, shared.data(), s.m, 0.75f, accumulate, s.n, s.k,
+                          s.m, threads);
+        CHECK_MESSAGE(shared == whole, s.n << "x" << s.k << "x" << s.m << " layout " << layout << " shared by " << threads);
+      }
       for (int64_t span : {1, 5, 12, 16, 33, 100}) {
         std::vector<float> rows = c0, cols = c0;
         for (int64_t r = 0; r < s.n; r += span)

@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <fstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
 #include "core/cpu/gemm_library.h"
+#include "core/cpu/sgemm.h"
 
 namespace relgrad::cpu {
 
@@ -61,13 +63,22 @@ struct TilePlan {
   bool parallel = false;  // enough work to share out
 };
 
+// The threads a product may use here: the team size unless already inside a parallel region.
+int threads_for_one_product() {
+#ifdef _OPENMP
+  return omp_in_parallel() ? 1 : omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
 // Tiles wanted per product: two per core, so the dynamic schedule can even out a slow core; for a
 // cut-independent library two per thread in use, and one on one thread.
 int64_t tiles_wanted(bool cut_independent) {
 #ifdef _OPENMP
   static const int64_t per_core = std::clamp<int64_t>(2 * omp_get_num_procs(), 2, 64);
   if (!cut_independent) return per_core;
-  const int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const int64_t threads = threads_for_one_product();
   return threads <= 1 ? 1 : std::min<int64_t>(2 * threads, 64);
 #else
   (void)cut_independent;
@@ -94,6 +105,14 @@ TilePlan plan_tiles(int64_t count, int64_t n, int64_t k, int64_t m, bool cut_ind
   t.parallel = count * t.per_entry > 1;
   return t;
 }
+
+// Below this many multiply-adds a product is not worth a team (about 0.1 ms of work on one core).
+constexpr int64_t kMinSharedMacs = int64_t(1) << 22;
+// sgemm_shared packs all of B at once, in a scratch the calling thread keeps: up to 4 MiB, which stays
+// in L3 until it is read; a larger B (a Linear's dY in its weight's gradient: W1's is 12-16 MiB) goes
+// to tiles, each packing its own columns of B just before using them (bench, 2 threads:
+// the shared call on those, 1.0-1.1×).
+constexpr int64_t kMaxSharedB = int64_t(1) << 20;
 
 }  // namespace
 
@@ -145,6 +164,17 @@ Tensor matmul(const Tensor& a, const Tensor& b, const Shape& batch, const char* 
                  int64_t cols) {
       gemm_tile(library, A.row_major, B.row_major, a0, lda, b0, ldb, c0, ldc, rows, inner, cols, alpha_t, accumulate);
     };
+    // One large float32 product on relgrad's kernel and several threads: one shared call, which packs
+    // each block of B once for the team (tiles, separate calls, would each pack B or A again).
+    if constexpr (std::is_same_v<T, float>) {
+      const int threads = threads_for_one_product();
+      if (library == GemmLibrary::Relgrad && count == 1 && threads > 1 && n * k * m >= kMinSharedMacs &&
+          k * m <= kMaxSharedB) {
+        sgemm_shared(ap + A.offsets[0], A.ld, A.row_major, bp + B.offsets[0], B.ld, B.row_major, c, m, alpha_t,
+                     accumulate, n, k, m, threads);
+        return;
+      }
+    }
     const TilePlan plan = plan_tiles(count, n, k, m, gemm_cut_independent(library));
     const int64_t tiles = count * plan.per_entry;
     auto tile = [&](int64_t t) {  // rows (or columns) [s0, s0 + len) of batch entry e's C

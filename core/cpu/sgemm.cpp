@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <exception>
 #include <new>
 #include <utility>
 #endif
@@ -245,54 +246,122 @@ int64_t k_block(int64_t k) {
   return (k + blocks - 1) / blocks;
 }
 
+// One product's blocking: B in blocks of (kb ≤ kc) × (nc ≤ kNC), each packed into `panels` panels;
+// A's rows in blocks of mc. The walk is the same whichever threads do it.
+struct Product {
+  const float* a;
+  const float* b;
+  float* c;
+  int64_t lda, ldb, ldc, n, k, m;
+  bool a_row_major, b_row_major, accumulate;
+  float alpha;
+  int64_t a_qs, a_ps, b_ps, b_js;  // a(i, p) = a[i·a_qs + p·a_ps], b(p, j) = b[p·b_ps + j·b_js]
+  int64_t kc;
+
+  Product(const float* a_, int64_t lda_, bool a_row, const float* b_, int64_t ldb_, bool b_row, float* c_,
+          int64_t ldc_, float alpha_, bool accumulate_, int64_t n_, int64_t k_, int64_t m_)
+      : a(a_), b(b_), c(c_), lda(lda_), ldb(ldb_), ldc(ldc_), n(n_), k(k_), m(m_), a_row_major(a_row),
+        b_row_major(b_row), accumulate(accumulate_), alpha(alpha_), a_qs(a_row ? lda_ : 1), a_ps(a_row ? 1 : lda_),
+        b_ps(b_row ? ldb_ : 1), b_js(b_row ? 1 : ldb_), kc(k_block(k_)) {}
+
+  float* b_buffer() const { return b_scratch.get((std::min(m, kNC) + kNR - 1) / kNR * kNR * kc); }
+
+  // Panels [q0, q1) of the B block at (p0, j0), kb × nc, into bp.
+  void pack_panels(float* bp, int64_t p0, int64_t j0, int64_t kb, int64_t nc, int64_t q0, int64_t q1) const {
+    const int64_t cols = std::min(q1 * kNR, nc) - q0 * kNR;
+    pack_b(b + p0 * b_ps + (j0 + q0 * kNR) * b_js, b_ps, b_js, bp + q0 * kb * kNR, kb, cols);
+  }
+
+  // Rows [i0, i0 + rows) of C against panels [q0, q1) of the packed B block at (p0, j0), kb × nc.
+  void rows_block(const float* bp, int64_t p0, int64_t j0, int64_t kb, int64_t nc, int64_t i0, int64_t rows, int64_t q0,
+                  int64_t q1) const {
+    const float* ab = a + i0 * a_qs + p0 * a_ps;
+    int64_t ab_ld = lda, ab_qs = a_qs;
+    bool ab_rows = a_row_major;
+    // Packing A costs a pass over each block of it; it pays where the block meets at least 4 B panels
+    // (bench: Q·Kᵀ's 256 columns 1.08×, the feed-forward's down projection 1.09×), not with 1 or 2
+    // (dV's 64 columns 0.9×, W0's 16: 0.8×). Packed or not, the arithmetic is the same.
+    if (q1 - q0 >= 4) {
+      float* packed = a_scratch.get((rows + kMR - 1) / kMR * kMR * kb);  // whole panels: pack_a writes kMR lanes
+      pack_a(ab, a_qs, a_ps, packed, rows, kb);
+      ab = packed, ab_ld = kMR, ab_qs = kb, ab_rows = false;  // micro-panels kMR·kb apart
+    }
+    const bool add = accumulate || p0 > 0;  // later k blocks add to what the earlier ones stored
+    for (int64_t jp = q0; jp < q1; ++jp) {
+      const int64_t cols = std::min<int64_t>(kNR, nc - jp * kNR);
+      const int nv = cols > 16 ? 2 : 1;
+      const __mmask16 last = first_lanes(cols - 16 * (nv - 1));
+      panel_for(nv, ab_rows)(rows, kb, ab, ab_ld, ab_qs, bp + jp * kb * kNR, c + i0 * ldc + j0 + jp * kNR, ldc, alpha,
+                             add, last);
+    }
+  }
+
+  // Rows of A per block: ≈ 64 KiB, so that a block stays in L2 while each B panel meets all its rows.
+  static int64_t row_block(int64_t kb) { return std::max<int64_t>(kMR, (16384 / kb + kMR - 1) / kMR * kMR); }
+
+  bool trivial() const {  // nothing to multiply: no work, or an empty sum (zeros, or C as it is)
+    if (n > 0 && m > 0 && k > 0) return false;
+    if (n > 0 && m > 0 && !accumulate)
+      for (int64_t i = 0; i < n; ++i) std::fill(c + i * ldc, c + i * ldc + m, 0.0f);
+    return true;
+  }
+};
+
 }  // namespace
 
 bool sgemm_available() { return true; }
 
 void sgemm(const float* a, int64_t lda, bool a_row_major, const float* b, int64_t ldb, bool b_row_major, float* c,
            int64_t ldc, float alpha, bool accumulate, int64_t n, int64_t k, int64_t m) {
-  if (n <= 0 || m <= 0) return;
-  if (k <= 0) {  // an empty sum
-    if (!accumulate)
-      for (int64_t i = 0; i < n; ++i) std::fill(c + i * ldc, c + i * ldc + m, 0.0f);
-    return;
-  }
-  const int64_t kc = k_block(k), nc_max = std::min(m, kNC);
-  float* bp = b_scratch.get((nc_max + kNR - 1) / kNR * kNR * kc);
-  const int64_t b_ps = b_row_major ? ldb : 1, b_js = b_row_major ? 1 : ldb;  // b(p, j) = b[p·b_ps + j·b_js]
-  const int64_t a_qs = a_row_major ? lda : 1, a_ps = a_row_major ? 1 : lda;  // a(i, p) = a[i·a_qs + p·a_ps]
-  for (int64_t j0 = 0; j0 < m; j0 += kNC) {
-    const int64_t nc = std::min(kNC, m - j0), panels = (nc + kNR - 1) / kNR;
-    // Packing A costs a pass over each block of it; it pays where the block meets at least 4 B panels
-    // (bench: Q·Kᵀ's 256 columns 1.08×, the feed-forward's down projection 1.09×), not with 1 or 2
-    // (dV's 64 columns 0.9×, W0's 16: 0.8×). Packed or not, the arithmetic is the same.
-    const bool pack_a_now = panels >= 4;
-    for (int64_t p0 = 0; p0 < k; p0 += kc) {
-      const int64_t kb = std::min(kc, k - p0);
-      pack_b(b + p0 * b_ps + j0 * b_js, b_ps, b_js, bp, kb, nc);
-      const bool add = accumulate || p0 > 0;  // later k blocks add to what the earlier ones stored
-      // rows of A in blocks of ≈ 64 KiB, so that a block stays in L2 while each B panel meets all its rows
-      const int64_t mc = std::max<int64_t>(kMR, (16384 / kb + kMR - 1) / kMR * kMR);
-      for (int64_t i0 = 0; i0 < n; i0 += mc) {
-        const int64_t rows = std::min(mc, n - i0);
-        const float* ab = a + i0 * a_qs + p0 * a_ps;
-        int64_t ab_ld = lda, ab_qs = a_qs;
-        bool ab_rows = a_row_major;
-        if (pack_a_now) {
-          float* packed = a_scratch.get(mc * kb);
-          pack_a(ab, a_qs, a_ps, packed, rows, kb);
-          ab = packed, ab_ld = kMR, ab_qs = kb, ab_rows = false;  // micro-panels kMR·kb apart
-        }
-        for (int64_t jp = 0; jp < panels; ++jp) {
-          const int64_t cols = std::min<int64_t>(kNR, nc - jp * kNR);
-          const int nv = cols > 16 ? 2 : 1;
-          const __mmask16 last = first_lanes(cols - 16 * (nv - 1));
-          panel_for(nv, ab_rows)(rows, kb, ab, ab_ld, ab_qs, bp + jp * kb * kNR, c + i0 * ldc + j0 + jp * kNR, ldc,
-                                 alpha, add, last);
-        }
-      }
+  const Product P(a, lda, a_row_major, b, ldb, b_row_major, c, ldc, alpha, accumulate, n, k, m);
+  if (P.trivial()) return;
+  float* bp = P.b_buffer();
+  for (int64_t j0 = 0; j0 < m; j0 += kNC)
+    for (int64_t p0 = 0; p0 < k; p0 += P.kc) {
+      const int64_t nc = std::min(kNC, m - j0), kb = std::min(P.kc, k - p0), mc = Product::row_block(kb);
+      const int64_t panels = (nc + kNR - 1) / kNR;
+      P.pack_panels(bp, p0, j0, kb, nc, 0, panels);
+      for (int64_t i0 = 0; i0 < n; i0 += mc) P.rows_block(bp, p0, j0, kb, nc, i0, std::min(mc, n - i0), 0, panels);
     }
+}
+
+void sgemm_shared(const float* a, int64_t lda, bool a_row_major, const float* b, int64_t ldb, bool b_row_major,
+                  float* c, int64_t ldc, float alpha, bool accumulate, int64_t n, int64_t k, int64_t m, int threads) {
+  const Product P(a, lda, a_row_major, b, ldb, b_row_major, c, ldc, alpha, accumulate, n, k, m);
+  if (P.trivial()) return;
+  // All of B packed first, its k blocks one after another, each `panels` panels of kb × kNR: one pass by
+  // the team and one barrier (a barrier per k block cost more than it saved: threads that wait
+  // passively sleep at each). Then each task walks all k blocks of its part of C alone.
+  const int64_t panels = (m + kNR - 1) / kNR, k_blocks = (k + P.kc - 1) / P.kc;
+  float* bp = b_scratch.get(panels * kNR * k);  // the caller's buffer, one for the team
+  // Tasks: blocks of A's rows (whole micro-tiles, as even as possible, at least two per thread), and
+  // where that leaves fewer than four tasks a thread, groups of at least 4 B panels as well.
+  const int64_t micro = (n + kMR - 1) / kMR, mc = Product::row_block(P.kc);
+  const int64_t row_tasks = std::min(micro, std::max<int64_t>((n + mc - 1) / mc, 2 * threads));
+  const int64_t col_tasks =
+      std::clamp<int64_t>((4 * threads + row_tasks - 1) / row_tasks, 1, std::max<int64_t>(1, panels / 4));
+  std::exception_ptr error;  // an allocation that failed in a thread, rethrown here
+#pragma omp parallel num_threads(threads)
+  {
+#pragma omp for schedule(static) collapse(2)
+    for (int64_t kq = 0; kq < k_blocks; ++kq)
+      for (int64_t q = 0; q < panels; ++q) {
+        const int64_t p0 = kq * P.kc;
+        P.pack_panels(bp + p0 * panels * kNR, p0, 0, std::min(P.kc, k - p0), m, q, q + 1);
+      }
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t t = 0; t < row_tasks * col_tasks; ++t) try {
+        const int64_t r = t / col_tasks, q = t % col_tasks;
+        const int64_t i0 = r * micro / row_tasks * kMR, i1 = std::min(n, (r + 1) * micro / row_tasks * kMR);
+        for (int64_t p0 = 0; p0 < k; p0 += P.kc)  // k blocks in order, as sgemm() adds them
+          P.rows_block(bp + p0 * panels * kNR, p0, 0, std::min(P.kc, k - p0), m, i0, i1 - i0, q * panels / col_tasks,
+                       (q + 1) * panels / col_tasks);
+      } catch (...) {
+#pragma omp critical(relgrad_sgemm_error)
+        if (!error) error = std::current_exception();
+      }
   }
+  if (error) std::rethrow_exception(error);
 }
 
 #else  // no AVX-512: not offered (core/cpu/gemm_library.cpp asks sgemm_available first)
@@ -301,6 +370,10 @@ bool sgemm_available() { return false; }
 
 void sgemm(const float*, int64_t, bool, const float*, int64_t, bool, float*, int64_t, float, bool, int64_t, int64_t,
            int64_t) {
+  throw Error("[gemm] relgrad's sgemm needs AVX-512F, which this build does not have");
+}
+void sgemm_shared(const float*, int64_t, bool, const float*, int64_t, bool, float*, int64_t, float, bool, int64_t,
+                  int64_t, int64_t, int) {
   throw Error("[gemm] relgrad's sgemm needs AVX-512F, which this build does not have");
 }
 

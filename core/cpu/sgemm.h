@@ -29,4 +29,12 @@ bool sgemm_available();
 void sgemm(const float* a, int64_t lda, bool a_row_major, const float* b, int64_t ldb, bool b_row_major, float* c,
            int64_t ldc, float alpha, bool accumulate, int64_t n, int64_t k, int64_t m);
 
+// The same product shared by `threads` OpenMP threads (started here; not from inside a parallel
+// region): all of B packed once, by all of them (a scratch of k × m floats, kept by the calling
+// thread), then blocks of C handed out. The same bits as sgemm(), since no element's arithmetic
+// depends on who computes it. cpu::matmul uses it for one large product (a Linear's), where tiles of
+// separate calls would each pack B, or A, again.
+void sgemm_shared(const float* a, int64_t lda, bool a_row_major, const float* b, int64_t ldb, bool b_row_major,
+                  float* c, int64_t ldc, float alpha, bool accumulate, int64_t n, int64_t k, int64_t m, int threads);
+
 }  // namespace relgrad::cpu
