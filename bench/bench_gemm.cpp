@@ -4,10 +4,12 @@
 //             is found here (relgrad: its own AVX-512 kernel, core/cpu/sgemm.h), through
 //             cpu::gemm_tile: one call per batch entry, on the calling thread, as cpu::matmul's tiles
 //             call it;
-//   matmul    relgrad's public matmul (output allocation included) through the library chosen for this
-//             machine (named in the heading; RELGRAD_GEMM overrides it).
+//   matmul <library>  relgrad's public matmul (output allocation included) through each library in
+//             turn (cpu::set_gemm_library), on the OpenMP threads: its tiles, or for relgrad's kernel
+//             one shared call (core/cpu/sgemm.h); the machine's own choice is named in the heading.
 // Batched shapes run their GEMMs in turn on the calling thread (matmul spreads them over the OpenMP
-// threads). GFLOP/s = 2·n·k·m·batch / median time of 15 reps (after 2 warm-up reps).
+// threads). With OMP_NUM_THREADS=2 and the wall clock, the matmul columns compare the libraries at
+// 2 threads. GFLOP/s = 2·n·k·m·batch / median time of 15 reps (after 2 warm-up reps).
 // Clock: RELGRAD_BENCH_CLOCK=wall (default) or cpu — per-thread CPU time, the only fair figure on
 // a machine shared with other jobs; meaningful at OMP_NUM_THREADS=1 (it counts the calling thread).
 //   OMP_NUM_THREADS=1 RELGRAD_BENCH_CLOCK=cpu ./build-bench/bench/bench_gemm
@@ -84,8 +86,9 @@ int main() {
               cpu::gemm_library_name(cpu::gemm_library()), cpu::gemm_choice().how.c_str());
   std::printf("| shape |");
   for (cpu::GemmLibrary library : libraries) std::printf(" %s |", cpu::gemm_library_name(library));
-  std::printf(" matmul |\n|---|");
-  for (size_t i = 0; i < libraries.size() + 1; ++i) std::printf("---:|");
+  for (cpu::GemmLibrary library : libraries) std::printf(" matmul %s |", cpu::gemm_library_name(library));
+  std::printf("\n|---|");
+  for (size_t i = 0; i < 2 * libraries.size(); ++i) std::printf("---:|");
   std::printf("\n");
   for (const Case& s : cases) {
     Generator gen(1);
@@ -99,10 +102,11 @@ int main() {
     const int64_t lda = s.a_transposed ? s.n : s.k, ldb = s.b_transposed ? s.k : s.m;
     const int64_t as = s.n * s.k, bs = s.k * s.m, cs = s.n * s.m;
     const double flop = 2.0 * s.batch * s.n * s.k * s.m;
-    // times[0 .. libraries) each library, then matmul
-    std::vector<std::vector<double>> times(libraries.size() + 1);
+    // times[0 .. L) each library's tiles, then [L .. 2L) matmul through each library
+    const size_t L = libraries.size();
+    std::vector<std::vector<double>> times(2 * L);
     for (int rep = 0; rep < 17; ++rep) {
-      std::vector<double> t(libraries.size() + 1);
+      std::vector<double> t(2 * L);
       for (size_t l = 0; l < libraries.size(); ++l) {
         const double t0 = now();
         for (int64_t e = 0; e < s.batch; ++e)
@@ -110,11 +114,14 @@ int main() {
                          cp + e * cs, s.m, s.n, s.k, s.m, 1.0f, false);
         t[l] = now() - t0;
       }
-      const double t0 = now();
-      {
-        Tensor out = s.batch == 1 ? matmul(a_used.select(0, 0), b_used.select(0, 0)) : matmul(a_used, b_used);
+      for (size_t l = 0; l < L; ++l) {
+        cpu::set_gemm_library(libraries[l]);
+        const double t0 = now();
+        {
+          Tensor out = s.batch == 1 ? matmul(a_used.select(0, 0), b_used.select(0, 0)) : matmul(a_used, b_used);
+        }
+        t[L + l] = now() - t0;
       }
-      t[libraries.size()] = now() - t0;
       if (rep >= 2)
         for (size_t i = 0; i < t.size(); ++i) times[i].push_back(t[i]);
     }

@@ -106,8 +106,9 @@ TilePlan plan_tiles(int64_t count, int64_t n, int64_t k, int64_t m, bool cut_ind
   return t;
 }
 
-// Below this many multiply-adds a product is not worth a team (about 0.1 ms of work on one core).
-constexpr int64_t kMinSharedMacs = int64_t(1) << 22;
+// Below this many multiply-adds (about 0.3 ms on one core) a shared call's two barriers cost more than
+// its packing saves (bench_gemm, 2 threads: W0's 544 × 64 × 256 products at 0.7-0.8× the tiles).
+constexpr int64_t kMinSharedMacs = int64_t(1) << 24;
 // sgemm_shared packs all of B at once, in a scratch the calling thread keeps: up to 4 MiB, which stays
 // in L3 until it is read; a larger B (a Linear's dY in its weight's gradient: W1's is 12-16 MiB) goes
 // to tiles, each packing its own columns of B just before using them (bench, 2 threads:
