@@ -9,8 +9,11 @@
 #include "layers/relative_bias.h"
 #include "testing.h"
 #include "train/instruments/experiment_limits.h"
+#include "train/instruments/experiments_internal.h"
 
 using namespace relgrad;
+using relgrad::experiments::limit_notes;
+using relgrad::experiments::scheme_config;
 
 namespace {
 
@@ -241,4 +244,37 @@ TEST_CASE("experiment limits: D3 holds to 8x the training length for the seed's 
       }
     }
   }
+}
+
+// The experiments' reports note a run whose scheme cannot single out the needed offset in the scheme's
+// own words (SchemeEntry::predict): T5 past its exact buckets, and a scheme registered here, with no
+// scheme named in the report's code.
+TEST_CASE("experiment limits: the report's limit notes come from each scheme's prediction") {
+  auto run = [](const std::string& label, const std::string& scheme, int64_t buckets) {
+    ProbedRun r;
+    r.label = label;
+    r.scheme = scheme;
+    r.positional = scheme_config(scheme);
+    if (buckets > 0) r.positional.num_buckets = buckets;
+    return r;
+  };
+  // 16 buckets (max distance 128), bidirectional: exact up to |δ| ≤ 3 (the D1 limit test's setting)
+  const std::vector<ProbedRun> runs = {run("t5, 16 buckets", "t5", 16), run("seed", "seed", 0), run("rope", "rope", 0)};
+  CHECK(limit_notes(runs, -3, true).empty());
+  const std::string at4 = limit_notes(runs, -4, true);
+  const LimitPrediction t5 = find_scheme("t5")->predict(runs[0].positional, -4, true);
+  REQUIRE_FALSE(t5.holds);
+  CHECK(at4 == "**t5, 16 buckets**: " + t5.why + ", so its term cannot single out δ = −4 (docs/experiment-limits.md).\n\n");
+  // a scheme registered anywhere, with a prediction of its own, is noted the same way
+  SchemeEntry blind{"blind_to_far", {}, nullptr};
+  blind.predict = [](const PositionalConfig&, int64_t expected, bool) -> LimitPrediction {
+    return {std::abs(expected) < 2, "sees only |δ| < 2"};
+  };
+  register_scheme(blind);
+  ProbedRun far = runs[1];
+  far.label = "blind";
+  far.positional.scheme = "blind_to_far";
+  const std::string note = limit_notes({far}, -2, true);
+  unregister_scheme("blind_to_far");
+  CHECK(note == "**blind**: sees only |δ| < 2, so its term cannot single out δ = −2 (docs/experiment-limits.md).\n\n");
 }

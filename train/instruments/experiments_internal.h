@@ -105,6 +105,9 @@ std::string fixed(double v, int digits);
 std::string percent(double v);                // 0.9731 → "97.3 %"
 std::string offset_text(int64_t delta);       // "−3", "+2", "0"
 std::string peak_text(const ProbedRun& run);  // response peak, "≤ −3 (edge row)" for a clipped plateau
+// One paragraph per run whose scheme predicts (SchemeEntry::predict) that its term cannot single out
+// the offset `expected`, in the scheme's own words (bidirectional: a non-causal place); "" when none.
+std::string limit_notes(const std::vector<ProbedRun>& runs, int64_t expected, bool bidirectional);
 std::string seconds_text(double s);
 std::string model_text(const ModelSize& size, bool encoder_decoder);  // one sentence: model and optimizer
 

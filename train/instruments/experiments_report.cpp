@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "core/cpu/matmul.h"
-#include "layers/relative_bias.h"
+#include "layers/schemes.h"
 #include "train/instruments/experiments_internal.h"
 #include "train/plot/plot.h"
 
@@ -144,24 +144,22 @@ std::string summary(const std::vector<ProbedRun>& runs, const std::string& at) {
          " and its response peaks there alone: " + join(items) + ".\n\n";
 }
 
-// T5 runs whose δ* = −k lies past the exact buckets (cross-attention: bidirectional): the mechanism.
-std::string t5_bucket_note(const std::vector<ProbedRun>& runs, int64_t k) {
+}  // namespace
+
+std::string experiments::limit_notes(const std::vector<ProbedRun>& runs, int64_t expected, bool bidirectional) {
   std::string md;
   for (const ProbedRun& r : runs) {
-    if (r.positional.scheme != "t5") continue;
-    const PositionalConfig& p = r.positional;
-    const int64_t exact = t5_exact_reach(true, p.num_buckets, p.max_distance);
-    if (k <= exact) continue;
-    const std::vector<int64_t> shared = t5_bucket_members(-k, true, p.num_buckets, p.max_distance);
-    md += "**" + r.label + "**: with " + std::to_string(p.num_buckets) + " buckets (max distance " +
-          std::to_string(p.max_distance) + ") T5's cross-attention buckets are exact only for |δ| ≤ " +
-          std::to_string(exact) + " (docs/experiment-limits.md); δ = −" + std::to_string(k) +
-          " shares its bucket with " + offset_text(shared.front()) + " … " + offset_text(shared.back()) +
-          ", so the bias cannot single it out (give --buckets " + std::to_string(4 * (k + 1)) +
-          " or more).\n\n";
+    const SchemeEntry* entry = find_scheme(r.positional.scheme);
+    if (!entry || !entry->predict) continue;
+    const LimitPrediction p = entry->predict(r.positional, expected, bidirectional);
+    if (!p.holds)
+      md += "**" + r.label + "**: " + p.why + ", so its term cannot single out δ = " + offset_text(expected) +
+            " (docs/experiment-limits.md).\n\n";
   }
   return md;
 }
+
+namespace {
 
 std::string d1_section(const ShiftResult& d, const ExperimentOptions& o) {
   const std::string k = std::to_string(d.lag), expected = "δ = −" + k;
@@ -188,7 +186,7 @@ std::string d1_section(const ShiftResult& d, const ExperimentOptions& o) {
       "only tell apart by what cross-attention returns (is there a key at δ = −k?); Shaw's value term adds the "
       "attended offset's a^V row to the head's output, a positional signal the other schemes do not return: "
       "compare the two accuracy columns.\n\n";
-  md += summary(d.runs, expected) + t5_bucket_note(d.runs, d.lag);
+  md += summary(d.runs, expected) + limit_notes(d.runs, -d.lag, /*bidirectional=*/true);  // cross-attention
   for (const ProbedRun& r : d.runs)
     if (!finds_offset(r) && r.subset_accuracy >= 0.95)
       md += "**" + r.label + "** copies " + percent(r.subset_accuracy) +
