@@ -213,3 +213,37 @@ TEST_CASE("sgemm kernel through matmul: the same bits at 1, 2 and 3 threads, and
   omp_set_num_threads(saved);
 #endif
 }
+
+// relgrad's float64 tiles are Eigen's, whose elements can depend on the tile: they keep the cores' cut,
+// so float64 products stay the same bits at any thread count with the library chosen.
+TEST_CASE("sgemm kernel chosen: float64 products (Eigen's tiles) the same bits at 1, 2 and 3 threads") {
+  if (!have_sgemm()) return;
+  struct Restore {
+    cpu::GemmLibrary before = cpu::gemm_library();
+    ~Restore() { cpu::set_gemm_library(before); }
+  } restore;
+  cpu::set_gemm_library(cpu::GemmLibrary::Relgrad);
+  Generator gen(9);
+  const std::pair<Tensor, Tensor> products[] = {
+      {randn({100, 37}, TensorOptions(kFloat64), &gen), randn({37, 300}, TensorOptions(kFloat64), &gen)},
+      {randn({256, 64}, TensorOptions(kFloat64), &gen), randn({64, 1000}, TensorOptions(kFloat64), &gen)},
+      {randn({64, 544}, TensorOptions(kFloat64), &gen), randn({544, 256}, TensorOptions(kFloat64), &gen)},
+      {randn({300, 1000}, TensorOptions(kFloat64), &gen), randn({1000, 77}, TensorOptions(kFloat64), &gen)}};
+#ifdef _OPENMP
+  const int saved = omp_get_max_threads();
+#endif
+  for (const auto& [a, b] : products) {
+    std::vector<double> ref;
+    for (int threads : {1, 2, 3}) {
+#ifdef _OPENMP
+      omp_set_num_threads(threads);
+#endif
+      const std::vector<double> got = matmul(a, b).to_vector<double>();
+      if (threads == 1) ref = got;
+      else CHECK_MESSAGE(got == ref, shape_str(a.shape()) << " @ " << shape_str(b.shape()) << ", " << threads << " threads");
+    }
+  }
+#ifdef _OPENMP
+  omp_set_num_threads(saved);
+#endif
+}

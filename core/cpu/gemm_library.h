@@ -95,8 +95,8 @@ GemmLibrary gemm_library();
 // Not while a product runs. Throws relgrad::Error when it is not available.
 void set_gemm_library(GemmLibrary library);
 
-// Whether the library gives every element of C the same bits whichever tile of C a call covers (relgrad's
-// kernel: k blocked by k alone). cpu::matmul then cuts products by the threads in use, not the cores;
+// Whether the library's float32 tiles give every element of C the same bits whichever tile of C a call
+// covers (relgrad's kernel: k blocked by k alone; its float64 tiles are Eigen's, which do not). cpu::matmul then cuts products by the threads in use, not the cores;
 // the others' element results may depend on the tile's shape (OpenBLAS's small-matrix kernels,
 // Eigen's and BLIS's blocking), so their cut depends on the machine alone.
 bool gemm_cut_independent(GemmLibrary library);

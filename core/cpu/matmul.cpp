@@ -176,7 +176,8 @@ Tensor matmul(const Tensor& a, const Tensor& b, const Shape& batch, const char* 
         return;
       }
     }
-    const TilePlan plan = plan_tiles(count, n, k, m, gemm_cut_independent(library));
+    // (relgrad's float64 tiles are Eigen's, which are cut by the cores like the others)
+    const TilePlan plan = plan_tiles(count, n, k, m, std::is_same_v<T, float> && gemm_cut_independent(library));
     const int64_t tiles = count * plan.per_entry;
     auto tile = [&](int64_t t) {  // rows (or columns) [s0, s0 + len) of batch entry e's C
       const int64_t e = t / plan.per_entry, s0 = (t % plan.per_entry) * plan.span;
