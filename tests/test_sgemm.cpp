@@ -232,7 +232,8 @@ TEST_CASE("sgemm kernel chosen: float64 products (Eigen's tiles) the same bits a
 #ifdef _OPENMP
   const int saved = omp_get_max_threads();
 #endif
-  for (const auto& [a, b] : products) {
+  for (const std::pair<Tensor, Tensor>& product : products) {
+    const Tensor &a = product.first, &b = product.second;  // (not a structured binding: CHECK_MESSAGE's lambda captures them)
     std::vector<double> ref;
     for (int threads : {1, 2, 3}) {
 #ifdef _OPENMP
