@@ -27,6 +27,23 @@ bool have_sgemm() {
   return false;
 }
 
+// relgrad's kernel as matmul's library for a scope; the library and the thread count put back after.
+struct KernelChosen {
+  cpu::GemmLibrary before = cpu::gemm_library();
+#ifdef _OPENMP
+  int threads = omp_get_max_threads();
+#endif
+  KernelChosen() { cpu::set_gemm_library(cpu::GemmLibrary::Relgrad); }
+  ~KernelChosen() {
+    cpu::set_gemm_library(before);
+#ifdef _OPENMP
+    omp_set_num_threads(threads);
+#endif
+  }
+  KernelChosen(const KernelChosen&) = delete;
+  KernelChosen& operator=(const KernelChosen&) = delete;
+};
+
 // Deterministic values in [-1, 1) (a small LCG: no dependence on the library's RNG).
 std::vector<float> values(size_t count, uint32_t seed) {
   std::vector<float> v(count);
@@ -177,19 +194,12 @@ TEST_CASE("sgemm kernel: a product cut into row or column tiles, or shared by 2 
 
 TEST_CASE("sgemm kernel through matmul: the same bits at 1, 2 and 3 threads, and as one call per batch entry") {
   if (!have_sgemm()) return;
-  struct Restore {
-    cpu::GemmLibrary before = cpu::gemm_library();
-    ~Restore() { cpu::set_gemm_library(before); }
-  } restore;
-  cpu::set_gemm_library(cpu::GemmLibrary::Relgrad);
+  const KernelChosen chosen;
   Generator gen(5);
   // a Linear's tall product (cut into row tiles at 2 and 3 threads) and a batch of attention products
   const Tensor x = randn({700, 96}, {}, &gen), w = randn({200, 96}, {}, &gen);
   const Tensor q = randn({3, 4, 40, 16}, {}, &gen), k = randn({3, 4, 40, 16}, {}, &gen);
   std::vector<float> ref_linear, ref_scores;
-#ifdef _OPENMP
-  const int saved = omp_get_max_threads();
-#endif
   for (int threads : {1, 2, 3}) {
 #ifdef _OPENMP
     omp_set_num_threads(threads);
@@ -209,29 +219,19 @@ TEST_CASE("sgemm kernel through matmul: the same bits at 1, 2 and 3 threads, and
       CHECK_MESSAGE(scores == ref_scores, threads << " threads");
     }
   }
-#ifdef _OPENMP
-  omp_set_num_threads(saved);
-#endif
 }
 
 // relgrad's float64 tiles are Eigen's, whose elements can depend on the tile: they keep the cores' cut,
 // so float64 products stay the same bits at any thread count with the library chosen.
 TEST_CASE("sgemm kernel chosen: float64 products (Eigen's tiles) the same bits at 1, 2 and 3 threads") {
   if (!have_sgemm()) return;
-  struct Restore {
-    cpu::GemmLibrary before = cpu::gemm_library();
-    ~Restore() { cpu::set_gemm_library(before); }
-  } restore;
-  cpu::set_gemm_library(cpu::GemmLibrary::Relgrad);
+  const KernelChosen chosen;
   Generator gen(9);
   const std::pair<Tensor, Tensor> products[] = {
       {randn({100, 37}, TensorOptions(kFloat64), &gen), randn({37, 300}, TensorOptions(kFloat64), &gen)},
       {randn({256, 64}, TensorOptions(kFloat64), &gen), randn({64, 1000}, TensorOptions(kFloat64), &gen)},
       {randn({64, 544}, TensorOptions(kFloat64), &gen), randn({544, 256}, TensorOptions(kFloat64), &gen)},
       {randn({300, 1000}, TensorOptions(kFloat64), &gen), randn({1000, 77}, TensorOptions(kFloat64), &gen)}};
-#ifdef _OPENMP
-  const int saved = omp_get_max_threads();
-#endif
   for (const std::pair<Tensor, Tensor>& product : products) {
     const Tensor &a = product.first, &b = product.second;  // (not a structured binding: CHECK_MESSAGE's lambda captures them)
     std::vector<double> ref;
@@ -244,7 +244,4 @@ TEST_CASE("sgemm kernel chosen: float64 products (Eigen's tiles) the same bits a
       else CHECK_MESSAGE(got == ref, shape_str(a.shape()) << " @ " << shape_str(b.shape()) << ", " << threads << " threads");
     }
   }
-#ifdef _OPENMP
-  omp_set_num_threads(saved);
-#endif
 }
