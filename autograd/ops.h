@@ -16,6 +16,7 @@
 #include "core/base/activation.h"
 #include "core/rng.h"
 #include "core/tensor.h"
+#include "core/window.h"
 
 namespace relgrad {
 
@@ -202,6 +203,22 @@ Tensor relative_index(int64_t t2, int64_t t1, const RelativeIndexOptions& option
 Tensor relative_gather(const Tensor& P, const Tensor& index, int64_t table_size);
 // The adjoint: P̄ (..., t2, R) with P̄[.., i, r] = Σ_{j: C[i,j] = r} S̄[.., i, j]; row-owned, no atomics.
 Tensor relative_scatter(const Tensor& S, const Tensor& index, int64_t table_size);
+
+// ---- products with a window (autograd/ops/window_matmul.cpp; core/window.h) ----
+// X (.., R, S) counts only inside the window w (R, S): row i at columns [w->lo[i], w->hi[i]). The products
+// skip the rest (on the CPU's float32 kernel about half of a causal product), with the values of the
+// composite: masked_fill of X's outside with 0, then matmul. Batch dims broadcast as matmul's; no
+// autocast form. MatrixWindow::causal(positions, t1) is causal attention's window.
+using WindowPtr = std::shared_ptr<const MatrixWindow>;
+// (init + a @ b) ∘ W: a (.., R, k), b (.., k, S), init (optional) broadcast to (.., R, S); zero outside.
+Tensor window_scores(const Tensor& a, const Tensor& b, const WindowPtr& w, const Tensor& init = Tensor());
+// (x ∘ W) @ b: x (.., R, S), b (.., S, d) → (.., R, d).
+Tensor window_apply(const Tensor& x, const Tensor& b, const WindowPtr& w);
+// (x ∘ W)ᵀ @ b: x (.., R, S), b (.., R, d) → (.., S, d).
+Tensor window_apply_t(const Tensor& x, const Tensor& b, const WindowPtr& w);
+// True where these products skip the window's outside for operands like x (the CPU's float32 kernel,
+// relgrad's, and no autocast); elsewhere they run the composite, slower than a plain product.
+bool window_products_skip(const Tensor& x);
 
 // ---- fused relative attention (autograd/ops/flash_attention.cpp; kernels core/cpu/flash_attention.h,
 // cuda/flash_attention_forward.cu, cuda/flash_attention_backward.cu) ----

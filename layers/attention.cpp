@@ -74,12 +74,14 @@ Tensor causal_mask(const Tensor& positions, int64_t t1) {
 
 AttentionOutput attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, const PositionalScheme* positional,
                                 const AttentionGeometry& g, const Tensor& mask, double dropout_p, bool training,
-                                Generator* generator) {
+                                Generator* generator, const WindowPtr& window) {
   Tensor qc = q, kc = k;
   if (positional) std::tie(qc, kc) = positional->content_qk(q, k, g);
   // (B,H,t2,t1): q·kᵀ, accumulated onto the scheme's score term when it has one (addmm, no add pass)
   Tensor term = positional ? positional->score_term(q, g) : Tensor();
-  Tensor logits = term.defined() ? addmm(term, qc, kc.transpose(-1, -2)) : matmul(qc, kc.transpose(-1, -2));
+  Tensor logits = window                ? window_scores(qc, kc.transpose(-1, -2), window, term)
+                  : term.defined() ? addmm(term, qc, kc.transpose(-1, -2))
+                                   : matmul(qc, kc.transpose(-1, -2));
   // Scale, bias (T5, ALiBi) and mask enter the one fused softmax (its composite twin, the chain of
   // mul, add, masked_fill, softmax, masked_fill, is its test oracle: tests/test_fused.cpp).
   // A row whose keys are all masked gets zero weights, so it outputs 0 with zero gradient.
@@ -87,7 +89,7 @@ AttentionOutput attention_heads(const Tensor& q, const Tensor& k, const Tensor& 
   Tensor bias = positional ? scheme_bias(*positional, q, kc, mask, g) : Tensor();
   Tensor weights = scheme_weights(positional, logits, mask, scale, bias, g);
   Tensor dropped = dropout_p > 0 ? dropout(weights, dropout_p, training, generator) : weights;
-  Tensor out = matmul(dropped, v);  // (B,H,t2,D)
+  Tensor out = window ? window_apply(dropped, v, window) : matmul(dropped, v);  // (B,H,t2,D)
   if (positional) {
     Tensor term = positional->value_term(dropped, g);  // Shaw: the value term uses the dropped weights
     if (term.defined()) out = out + term;
@@ -153,7 +155,13 @@ AttentionOutput MultiHeadAttention::attend(const Tensor& q, const Tensor& k, con
     Tensor pad = o.key_padding_mask.to(q.device()).reshape({B, 1, 1, t1});
     mask = mask.defined() ? where(mask, mask, pad) : pad;  // logical or
   }
-  AttentionOutput a = attention_heads(q, k, v, scheme, g, mask, dropout, is_training(), dropout_generator);
+  WindowPtr window;  // the causal products skip the future where that pays (the mask hides it)
+  if (g.causal && skip_masked_products && window_products_skip(q))
+    window = causal_windows.get(geometry_key(g, {}, kBool, q.device()), [&] {
+      return MatrixWindow::causal(g.positions().to(Device::cpu()).to_vector<int64_t>(), t1, "MultiHeadAttention");
+    });
+  AttentionOutput a =
+      attention_heads(q, k, v, scheme, g, mask, dropout, is_training(), dropout_generator, window);
   Tensor merged = a.output.permute({0, 2, 1, 3}).reshape({B, t2, embed_dim});
   if (forward_hook) forward_hook({q, k, a.weights, g, o.key_padding_mask});
   return {out_proj->forward(merged), o.need_weights ? a.weights : Tensor()};

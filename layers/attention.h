@@ -102,8 +102,15 @@ class MultiHeadAttention : public Module {
   size_t fused_auto_limit_bytes = 0;  // Auto: fused_core_pays' composite_limit_bytes (0: its default)
   // What the last forward ran: true for the fused core (tests, instruments).
   bool last_call_fused = false;
-  // The composite core's causal masks (1, 1, t2, t1) on q's device, by geometry (layers/positional.h).
+  // The composite core's causal products (q·kᵀ and the weights times v, forward and backward) skip
+  // the masked future, about half of each (window_scores, window_apply: autograd/ops.h), where that
+  // pays (window_products_skip: the CPU's float32 kernel); the same values as the dense products.
+  // false: dense products always (tests compare the two).
+  bool skip_masked_products = true;
+  // The composite core's causal masks (1, 1, t2, t1) on q's device, and its causal windows, by geometry
+  // (layers/positional.h).
   LruCache<CacheKey, Tensor> causal_masks{8};
+  LruCache<CacheKey, WindowPtr> causal_windows{8};
 
  private:
   // What every forward shares after the projections: the mask, the core and the head merge.
@@ -115,9 +122,11 @@ class MultiHeadAttention : public Module {
 
 // The attention core on split heads, for schemes and tests: q (B,H,t2,D), k and v (B,H,t1,D) →
 // (output (B,H,t2,D), weights (B,H,t2,t1)). `mask` is bool, broadcastable to (B,H,t2,t1), true = hidden.
+// `window` (optional, (t2, t1)): every key outside it is hidden by `mask`, so the q·kᵀ and weights·v
+// products skip it (window_scores, window_apply).
 AttentionOutput attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, const PositionalScheme* positional,
                                 const AttentionGeometry& geometry, const Tensor& mask, double dropout, bool training,
-                                Generator* generator);
+                                Generator* generator, const WindowPtr& window = nullptr);
 
 // The fused core: the same result as attention_heads without dropout (output only, no weights) through
 // flash_relative_attention, for the schemes it covers (the learned tables of the seed's method, Huang and

@@ -56,6 +56,14 @@ RelativeMap cached_relative_map(const AttentionGeometry& g, const RelativeIndexO
         if (c[k] >= 0) c[k] -= lo;
       m.first_row = lo;
       m.rows = hi - lo + 1;
+      std::vector<int64_t> wlo(static_cast<size_t>(g.t2), 0), whi(static_cast<size_t>(g.t2), 0);
+      for (int64_t i = 0; i < g.t2; ++i) {
+        int64_t rlo = m.rows, rhi = -1;
+        for (int64_t j = 0; j < g.t1; ++j)
+          if (c[i * g.t1 + j] >= 0) rlo = std::min(rlo, c[i * g.t1 + j]), rhi = std::max(rhi, c[i * g.t1 + j]);
+        if (rhi >= 0) wlo[i] = rlo, whi[i] = rhi + 1;
+      }
+      m.window = MatrixWindow::make(g.t2, m.rows, std::move(wlo), std::move(whi), "relative_index");
     }
     m.index = C.to(device);
     return m;

@@ -141,6 +141,9 @@ int64_t key_bits(double v);
 struct RelativeMap {
   Tensor index;  // int64 (t2, t1), −1 = no entry
   int64_t first_row = 0, rows = 0;
+  // (t2, rows): the rows each query reads lie in its window (built with trim, which makes them a band),
+  // so q times the table's rows can skip the rest (window_scores: autograd/ops.h).
+  WindowPtr window;
 };
 // The map cached process-wide by everything relative_index reads (the options and the geometry), so
 // the layers of a stack with the same settings share one copy (t2·t1 int64 each; the 32 most recent).

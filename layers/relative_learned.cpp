@@ -43,7 +43,11 @@ Tensor table_scores(const char* scheme, const Tensor& q, const Tensor& table, in
   // never gathered. Cached: built once per geometry, not at every call.
   const RelativeMap m = cached_relative_map(g, options, q.device(), /*trim=*/true);
   Tensor used = m.first_row > 0 || m.rows < options.table_size() ? table.narrow(-2, m.first_row, m.rows) : table;
-  Tensor P = matmul(q, used.transpose(-1, -2));        // (B,H,t2,D) @ (H?,D,R') → (B,H,t2,R')
+  // (B,H,t2,D) @ (H?,D,R') → (B,H,t2,R'); each query reads a band of the rows (about half of them):
+  // the product skips the rest where that pays.
+  Tensor P = m.window && m.window->density() < 0.75 && window_products_skip(q)
+                 ? window_scores(q, used.transpose(-1, -2), m.window)
+                 : matmul(q, used.transpose(-1, -2));
   return relative_gather(P, m.index, m.rows);          // (B,H,t2,t1)
 }
 

@@ -181,24 +181,34 @@ void check_profiled_run(const std::string& device, int shards = 1) {
   auto per_step = [&](const std::string& op, const char* field) {
     return rows.count(op) ? rows[op].at(field).get<double>() / double(profiled) : 0.0;
   };
-  // GEMM calls: 9 per step (see lm_args), whichever of matmul and addmm each Linear uses.
-  CHECK(per_step("matmul", "calls") + per_step("addmm", "calls") == 9 * shards);
-  CHECK(per_step("matmul.backward", "calls") + per_step("addmm.backward", "calls") == 9 * shards);
+  // GEMM calls: 9 per step (see lm_args), whichever of matmul and addmm each Linear uses; attention's
+  // two causal products are window_scores and window_apply where those skip the future (autograd/ops.h).
+  auto gemms = [&](const std::string& pass, const char* field) {
+    double total = 0;
+    for (const char* op : {"matmul", "addmm", "window_scores", "window_apply"}) total += per_step(op + pass, field);
+    return total;
+  };
+  CHECK(gemms("", "calls") == 9 * shards);
+  CHECK(gemms(".backward", "calls") == 9 * shards);
+  const bool windows = window_products_skip(zeros({1}));  // the same machine and library as the run's
+  CHECK(per_step("window_scores", "calls") == (windows ? shards : 0));
+  CHECK(per_step("window_apply", "calls") == (windows ? shards : 0));
   CHECK(per_step("optimizer.step", "calls") == 1);
   CHECK(per_step("cross_entropy", "calls") == shards);
   CHECK(per_step("layer_norm", "calls") == 2 * shards);           // before attention, the final one
   CHECK(per_step("residual_layer_norm", "calls") == shards);  // the residual add and the norm before the feed-forward
-  // GEMM FLOPs per step, from the shapes by hand: 2·M·N·K each. Every operand needs its gradient, so
-  // the backward does two GEMMs of the same size for each.
+  // GEMM FLOPs per step, from the shapes by hand: 2·M·N·K each, the causal products' times the share of
+  // (query, key) pairs they compute, (T + 1) / 2T, when they skip the future. Every operand needs its
+  // gradient, so the backward does two GEMMs of the same size for each.
   RunConfig c = RunConfig::defaults();
   apply_overrides(c, lm_args(text, run, steps));
   c.derive_from_data();
   const double BT = double(kB * kT), V = double(c.model.vocab_size), Dh = double(kD / kH);
-  const double forward = 4 * 2 * BT * kD * kD + 2 * (2.0 * kB * kH * kT * kT * Dh) + 2 * (2 * BT * kD * kFF) +
-                         2 * BT * kD * V;
-  CHECK(per_step("matmul", "flops") + per_step("addmm", "flops") == doctest::Approx(forward).epsilon(1e-12));
-  CHECK(per_step("matmul.backward", "flops") + per_step("addmm.backward", "flops") ==
-        doctest::Approx(2 * forward).epsilon(1e-12));
+  const double causal_share = windows ? double(kT + 1) / double(2 * kT) : 1.0;
+  const double forward = 4 * 2 * BT * kD * kD + 2 * (2.0 * kB * kH * kT * kT * Dh) * causal_share +
+                         2 * (2 * BT * kD * kFF) + 2 * BT * kD * V;
+  CHECK(gemms("", "flops") == doctest::Approx(forward).epsilon(1e-12));
+  CHECK(gemms(".backward", "flops") == doctest::Approx(2 * forward).epsilon(1e-12));
   CHECK(rows["matmul"].at("gflops_per_s").get<double>() > 0);
   CHECK(rows["layer_norm"].at("gflops_per_s").is_null());
   // Shares: each in [0, 1], adding up to the whole step with the unattributed remainder.

@@ -1,5 +1,7 @@
 // Argument checks shared by the op families, so every op words the same failure the same way.
 #pragma once
+#include <algorithm>
+
 #include "core/tensor.h"
 
 namespace relgrad {
@@ -22,6 +24,21 @@ inline bool broadcasts_to(const Shape& from, const Shape& to) {
   for (size_t i = 0; i < from.size(); ++i)
     if (from[i] != to[lead + i] && from[i] != 1) return false;
   return true;
+}
+
+// The batch dims of a (.., n, k) and b (.., k, m) broadcast together (both at least 2-D).
+inline Shape batch_shape(const Tensor& a, const Tensor& b, const char* op) {
+  Shape ab(a.shape().begin(), a.shape().end() - 2), bb(b.shape().begin(), b.shape().end() - 2);
+  const size_t nb = std::max(ab.size(), bb.size());
+  Shape out(nb);
+  for (size_t i = 0; i < nb; ++i) {  // aligned from the right, as NumPy
+    int64_t da = i + ab.size() >= nb ? ab[i + ab.size() - nb] : 1;
+    int64_t db = i + bb.size() >= nb ? bb[i + bb.size() - nb] : 1;
+    RG_CHECK_T(ShapeError, da == db || da == 1 || db == 1, op, "batch dimensions cannot be broadcast: ",
+               shape_str(a.shape()), " @ ", shape_str(b.shape()));
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
 }
 
 }  // namespace relgrad

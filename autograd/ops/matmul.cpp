@@ -27,21 +27,6 @@ void check_operands(const Tensor& a, const Tensor& b, const char* op) {
   dispatch_float(a.dtype(), op, [](auto) {});  // throws for int64 and bool
 }
 
-// The batch dims of a (.., n, k) and b (.., k, m) broadcast together (both at least 2-D).
-Shape batch_shape(const Tensor& a, const Tensor& b, const char* op) {
-  Shape ab(a.shape().begin(), a.shape().end() - 2), bb(b.shape().begin(), b.shape().end() - 2);
-  const size_t nb = std::max(ab.size(), bb.size());
-  Shape out(nb);
-  for (size_t i = 0; i < nb; ++i) {  // aligned from the right, as NumPy
-    int64_t da = i + ab.size() >= nb ? ab[i + ab.size() - nb] : 1;
-    int64_t db = i + bb.size() >= nb ? bb[i + bb.size() - nb] : 1;
-    RG_CHECK_T(ShapeError, da == db || da == 1 || db == 1, op, "batch dimensions cannot be broadcast: ",
-               shape_str(a.shape()), " @ ", shape_str(b.shape()));
-    out[i] = da == 1 ? db : da;
-  }
-  return out;
-}
-
 // True when the dims before the last of x merge into one with a plain view (x.view({-1, k}) works
 // without a copy), so (B, T, k) @ (k, m) can run as one (B*T, k) @ (k, m) GEMM.
 bool rows_foldable(const Tensor& x) {

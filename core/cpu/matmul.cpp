@@ -198,4 +198,43 @@ Tensor matmul(const Tensor& a, const Tensor& b, const Shape& batch, const char* 
   return out;
 }
 
+bool window_kernel_available(DType dtype) {
+  return dtype == kFloat32 && sgemm_available() && gemm_library() == GemmLibrary::Relgrad;
+}
+
+Tensor window_matmul(const Tensor& a, const Tensor& b, const Shape& batch, const GemmWindow& window, const char* op,
+                     const Tensor& init, double alpha) {
+  RG_CHECK(window_kernel_available(a.dtype()), op, "the windowed CPU product needs float32 on relgrad's kernel");
+  const int64_t n = a.size(-2), k = a.size(-1), m = b.size(-1);
+  Tensor out = empty(matmul_shape(batch, n, m), TensorOptions(a.dtype()));
+  if (out.numel() == 0) return out;
+  const bool accumulate = init.defined();
+  if (accumulate) copy_into(out, init, op);
+  const MatrixLayout A = plan_operand(a, batch, op), B = plan_operand(b, batch, op);
+  const float* ap = A.t.data_ptr<float>();
+  const float* bp = B.t.data_ptr<float>();
+  float* c = out.data_ptr<float>();
+  const int64_t count = shape_numel(batch);
+  // One call per entry: the kernel's elements do not depend on the cut, and each call packs its own
+  // operands once. (Output's elements outside the window are zeroed by the entry's own thread.)
+#pragma omp parallel for schedule(dynamic, 1) if (count > 1 && threads_for_one_product() > 1)
+  for (int64_t e = 0; e < count; ++e) {
+    float* c_e = c + e * n * m;
+    if (k == 0) {
+      if (!accumulate) std::fill(c_e, c_e + n * m, 0.0f);
+    } else {
+      sgemm_window(ap + A.offsets[e], A.ld, A.row_major, bp + B.offsets[e], B.ld, B.row_major, c_e, m,
+                   static_cast<float>(alpha), accumulate, n, k, m, window);
+    }
+    if (window.on == WindowOn::Output)
+      for (int64_t i = 0; i < n; ++i) {
+        float* row = c_e + i * m;
+        const int64_t lo = std::clamp<int64_t>(window.lo[i], 0, m), hi = std::clamp<int64_t>(window.hi[i], lo, m);
+        std::fill(row, row + lo, 0.0f);
+        std::fill(row + hi, row + m, 0.0f);
+      }
+  }
+  return out;
+}
+
 }  // namespace relgrad::cpu

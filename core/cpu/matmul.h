@@ -10,6 +10,7 @@
 #pragma once
 #include <string>
 
+#include "core/cpu/sgemm.h"
 #include "core/tensor.h"
 
 namespace relgrad::cpu {
@@ -28,6 +29,15 @@ namespace relgrad::cpu {
 // one copy instead of a zero fill plus a separate add pass. Without: out = alpha · (a @ b).
 Tensor matmul(const Tensor& a, const Tensor& b, const Shape& batch, const char* op, const Tensor& init = Tensor(),
               double alpha = 1.0);
+
+// The windowed product of core/backend/window_matmul.h on the CPU: float32 operands as matmul's, through
+// relgrad's kernel (sgemm_window), one call per batch entry, entries shared out over the threads, so
+// results do not depend on the thread count. With WindowOn::Output the elements outside the window are
+// set to zero (also over init, which is copied in first as matmul does). Only where
+// window_kernel_available(): core/backend/window_matmul.cpp computes the composite elsewhere.
+bool window_kernel_available(DType dtype);
+Tensor window_matmul(const Tensor& a, const Tensor& b, const Shape& batch, const GemmWindow& window, const char* op,
+                     const Tensor& init = Tensor(), double alpha = 1.0);
 
 // The processor's model name (/proc/cpuinfo), or "unknown CPU".
 std::string cpu_model_name();

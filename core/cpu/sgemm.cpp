@@ -296,6 +296,99 @@ struct Product {
     }
   }
 
+  // rows_block for sgemm_window: each micro-tile of rows [i0, i0 + rows) gets its own range of terms
+  // (Left, LeftTransposed) or of B panels (Output) from the window, and packs only its terms of A,
+  // with zeros where X is outside the window.
+  void rows_block_window(const float* bp, int64_t p0, int64_t j0, int64_t kb, int64_t nc, int64_t i0, int64_t rows,
+                         const GemmWindow& w) const {
+    float* packed = a_scratch.get((rows + kMR - 1) / kMR * kMR * kb);
+    const bool add = accumulate || p0 > 0;
+    for (int64_t t0 = 0; t0 < rows; t0 += kMR) {
+      const int64_t rn = std::min<int64_t>(kMR, rows - t0), r0 = i0 + t0;
+      int64_t klo = 0, khi = k, clo = 0, chi = m;  // the tile's terms and columns, absolute
+      const int64_t* lo = w.on == WindowOn::LeftTransposed ? w.col_lo : w.lo;
+      const int64_t* hi = w.on == WindowOn::LeftTransposed ? w.col_hi : w.hi;
+      int64_t wlo = lo[r0], whi = hi[r0];
+      for (int64_t r = r0 + 1; r < r0 + rn; ++r) wlo = std::min(wlo, lo[r]), whi = std::max(whi, hi[r]);
+      if (w.on == WindowOn::Output) clo = wlo, chi = whi;
+      else klo = wlo, khi = whi;
+      klo = std::clamp<int64_t>(klo - p0, 0, kb), khi = std::clamp<int64_t>(khi - p0, 0, kb);
+      const int64_t q_lo = std::max<int64_t>(0, clo - j0) / kNR;
+      const int64_t q_hi = chi <= j0 ? 0 : (std::min(nc, chi - j0) + kNR - 1) / kNR;
+      if (q_lo >= q_hi) continue;
+      // A's tile: in place where its entries outside the window are zeros already (attention's masked
+      // weights and their gradients are) and it meets few B panels, as sgemm reads it; else packed
+      // (where it is not clean, with zeros put in). The same values either way.
+      const bool clean = klo >= khi || w.on == WindowOn::Output || outside_is_zero(w, r0, rn, p0, klo, khi);
+      const float* at = a + r0 * a_qs + (p0 + klo) * a_ps;
+      int64_t at_ld = lda;
+      bool at_rows = a_row_major;
+      if (klo < khi && (!clean || q_hi - q_lo >= 4)) {
+        float* ap = packed + t0 * kb;
+        pack_a(at, a_qs, a_ps, ap + klo * kMR, rn, khi - klo);
+        if (!clean) zero_outside(ap, w, r0, rn, p0, klo, khi);
+        at = ap + klo * kMR, at_ld = kMR, at_rows = false;
+      }
+      for (int64_t jp = q_lo; jp < q_hi; ++jp) {
+        const int64_t cols = std::min<int64_t>(kNR, nc - jp * kNR);
+        float* ct = c + r0 * ldc + j0 + jp * kNR;
+        if (klo >= khi) {  // no term in this block: the first block still stores C (later ones add to it)
+          if (!add)
+            for (int64_t r = 0; r < rn; ++r) std::fill(ct + r * ldc, ct + r * ldc + cols, 0.0f);
+          continue;
+        }
+        const int nv = cols > 16 ? 2 : 1;
+        panel_for(nv, at_rows)(rn, khi - klo, at, at_ld, 0, bp + jp * kb * kNR + klo * kNR, ct, ldc, alpha, add,
+                               first_lanes(cols - 16 * (nv - 1)));
+      }
+    }
+  }
+
+  // True when A's entries of the tile (C's rows [r0, r0 + rn), terms [klo, khi) of block p0) that lie
+  // outside the window are all zero: then reading them adds nothing.
+  bool outside_is_zero(const GemmWindow& w, int64_t r0, int64_t rn, int64_t p0, int64_t klo, int64_t khi) const {
+    auto at = [&](int64_t t, int64_t p) { return a[(r0 + t) * a_qs + (p0 + p) * a_ps]; };
+    if (w.on == WindowOn::Left) {
+      for (int64_t t = 0; t < rn; ++t) {
+        const int64_t keep_lo = std::clamp<int64_t>(w.lo[r0 + t] - p0, klo, khi);
+        const int64_t keep_hi = std::clamp<int64_t>(w.hi[r0 + t] - p0, keep_lo, khi);
+        for (int64_t p = klo; p < keep_lo; ++p)
+          if (at(t, p) != 0.0f) return false;
+        for (int64_t p = keep_hi; p < khi; ++p)
+          if (at(t, p) != 0.0f) return false;
+      }
+      return true;
+    }
+    for (int64_t p = klo; p < khi; ++p) {
+      const int64_t xlo = w.lo[p0 + p], xhi = w.hi[p0 + p];
+      if (xlo <= r0 && xhi >= r0 + rn) continue;
+      for (int64_t t = 0; t < rn; ++t)
+        if ((r0 + t < xlo || r0 + t >= xhi) && at(t, p) != 0.0f) return false;
+    }
+    return true;
+  }
+
+  // Zeros in the packed micro-panel ap (terms p of block p0 at ap[p·kMR + lane]) where X is outside the
+  // window, over the tile's terms [klo, khi): lane t is C's row r0 + t.
+  static void zero_outside(float* ap, const GemmWindow& w, int64_t r0, int64_t rn, int64_t p0, int64_t klo,
+                           int64_t khi) {
+    if (w.on == WindowOn::Left) {  // X = A: row r keeps terms [lo[r], hi[r])
+      for (int64_t t = 0; t < rn; ++t) {
+        const int64_t keep_lo = std::clamp<int64_t>(w.lo[r0 + t] - p0, klo, khi);
+        const int64_t keep_hi = std::clamp<int64_t>(w.hi[r0 + t] - p0, keep_lo, khi);
+        for (int64_t p = klo; p < keep_lo; ++p) ap[p * kMR + t] = 0.0f;
+        for (int64_t p = keep_hi; p < khi; ++p) ap[p * kMR + t] = 0.0f;
+      }
+      return;
+    }
+    for (int64_t p = klo; p < khi; ++p) {  // X = Aᵀ: term p is X's row p0 + p, which keeps columns [lo, hi)
+      const int64_t xlo = w.lo[p0 + p], xhi = w.hi[p0 + p];
+      if (xlo <= r0 && xhi >= r0 + rn) continue;  // the whole tile inside
+      for (int64_t t = 0; t < rn; ++t)
+        if (r0 + t < xlo || r0 + t >= xhi) ap[p * kMR + t] = 0.0f;
+    }
+  }
+
   // Rows of A per block: ≈ 64 KiB, so that a block stays in L2 while each B panel meets all its rows.
   static int64_t row_block(int64_t kb) { return std::max<int64_t>(kMR, (16384 / kb + kMR - 1) / kMR * kMR); }
 
@@ -322,6 +415,20 @@ void sgemm(const float* a, int64_t lda, bool a_row_major, const float* b, int64_
       const int64_t panels = (nc + kNR - 1) / kNR;
       P.pack_panels(bp, p0, j0, kb, nc, 0, panels);
       for (int64_t i0 = 0; i0 < n; i0 += mc) P.rows_block(bp, p0, j0, kb, nc, i0, std::min(mc, n - i0), 0, panels);
+    }
+}
+
+void sgemm_window(const float* a, int64_t lda, bool a_row_major, const float* b, int64_t ldb, bool b_row_major,
+                  float* c, int64_t ldc, float alpha, bool accumulate, int64_t n, int64_t k, int64_t m,
+                  const GemmWindow& window) {
+  const Product P(a, lda, a_row_major, b, ldb, b_row_major, c, ldc, alpha, accumulate, n, k, m);
+  if (P.trivial()) return;
+  float* bp = P.b_buffer();
+  for (int64_t j0 = 0; j0 < m; j0 += kNC)
+    for (int64_t p0 = 0; p0 < k; p0 += P.kc) {
+      const int64_t nc = std::min(kNC, m - j0), kb = std::min(P.kc, k - p0), mc = Product::row_block(kb);
+      P.pack_panels(bp, p0, j0, kb, nc, 0, (nc + kNR - 1) / kNR);
+      for (int64_t i0 = 0; i0 < n; i0 += mc) P.rows_block_window(bp, p0, j0, kb, nc, i0, std::min(mc, n - i0), window);
     }
 }
 
@@ -374,6 +481,10 @@ void sgemm(const float*, int64_t, bool, const float*, int64_t, bool, float*, int
 }
 void sgemm_shared(const float*, int64_t, bool, const float*, int64_t, bool, float*, int64_t, float, bool, int64_t,
                   int64_t, int64_t, int) {
+  throw Error("[gemm] relgrad's sgemm needs AVX-512F, which this build does not have");
+}
+void sgemm_window(const float*, int64_t, bool, const float*, int64_t, bool, float*, int64_t, float, bool, int64_t,
+                  int64_t, int64_t, const GemmWindow&) {
   throw Error("[gemm] relgrad's sgemm needs AVX-512F, which this build does not have");
 }
 

@@ -17,6 +17,8 @@
 #pragma once
 #include <cstdint>
 
+#include "core/window.h"
+
 namespace relgrad::cpu {
 
 // True when built with AVX-512F (else sgemm throws and the library is not offered).
@@ -36,5 +38,30 @@ void sgemm(const float* a, int64_t lda, bool a_row_major, const float* b, int64_
 // separate calls would each pack B, or A, again.
 void sgemm_shared(const float* a, int64_t lda, bool a_row_major, const float* b, int64_t ldb, bool b_row_major,
                   float* c, int64_t ldc, float alpha, bool accumulate, int64_t n, int64_t k, int64_t m, int threads);
+
+// A product whose operand or result is a matrix X that is zero outside a window (attention's causal
+// scores and weights): row i of X holds its entries at columns [lo[i], hi[i]). sgemm_window computes
+// only the micro-tiles of C and the terms of each sum that the window leaves, with the same arithmetic
+// as sgemm on the rest: the elements it computes equal sgemm's on X with zeros outside the window
+// (as values: a skipped term is a zero that sgemm would have added). X is
+//   Output          C itself: only C's window is computed; C's other elements are left unspecified
+//                   (a tile that straddles the window's edge writes all of itself);
+//   Left            A: C = (A ∘ W) · B, A's entries outside the window never count (they are not read
+//                   as terms: packing puts zeros in their place);
+//   LeftTransposed  Aᵀ: A (n, k) = Xᵀ, X (k, n), C = (X ∘ W)ᵀ · B.
+// For LeftTransposed, col_lo[j] and col_hi[j] bound the rows of X's column j inside the window
+// (every i with lo[i] ≤ j < hi[i] lies in [col_lo[j], col_hi[j]); empty: col_lo ≥ col_hi).
+struct GemmWindow {
+  WindowOn on = WindowOn::Output;
+  const int64_t* lo = nullptr;  // per row of X
+  const int64_t* hi = nullptr;
+  const int64_t* col_lo = nullptr;  // per column of X (LeftTransposed)
+  const int64_t* col_hi = nullptr;
+};
+
+// sgemm of the window's part of the product (above), single-threaded, with sgemm's arguments.
+void sgemm_window(const float* a, int64_t lda, bool a_row_major, const float* b, int64_t ldb, bool b_row_major,
+                  float* c, int64_t ldc, float alpha, bool accumulate, int64_t n, int64_t k, int64_t m,
+                  const GemmWindow& window);
 
 }  // namespace relgrad::cpu
