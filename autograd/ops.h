@@ -216,9 +216,11 @@ Tensor window_scores(const Tensor& a, const Tensor& b, const WindowPtr& w, const
 Tensor window_apply(const Tensor& x, const Tensor& b, const WindowPtr& w);
 // (x ∘ W)ᵀ @ b: x (.., R, S), b (.., R, d) → (.., S, d).
 Tensor window_apply_t(const Tensor& x, const Tensor& b, const WindowPtr& w);
-// True where these products skip the window's outside for operands like x (the CPU's float32 kernel,
-// relgrad's, and no autocast); elsewhere they run the composite, slower than a plain product.
-bool window_products_skip(const Tensor& x);
+// True where these products, with window w, beat the plain product for operands like x: the CPU's
+// float32 kernel (relgrad's), no autocast, and a window that leaves whole tiles out (at least 64
+// columns, at most 3/4 of the entries inside). Elsewhere they run the composite, slower than a plain
+// product, or skip too little to pay for their bookkeeping (a causal 17 × 17: the main job's).
+bool window_products_skip(const Tensor& x, const MatrixWindow& w);
 
 // ---- fused relative attention (autograd/ops/flash_attention.cpp; kernels core/cpu/flash_attention.h,
 // cuda/flash_attention_forward.cu, cuda/flash_attention_backward.cu) ----

@@ -156,10 +156,12 @@ AttentionOutput MultiHeadAttention::attend(const Tensor& q, const Tensor& k, con
     mask = mask.defined() ? where(mask, mask, pad) : pad;  // logical or
   }
   WindowPtr window;  // the causal products skip the future where that pays (the mask hides it)
-  if (g.causal && skip_masked_products && window_products_skip(q))
+  if (g.causal && skip_masked_products) {
     window = causal_windows.get(geometry_key(g, {}, kBool, q.device()), [&] {
       return MatrixWindow::causal(g.positions().to(Device::cpu()).to_vector<int64_t>(), t1, "MultiHeadAttention");
     });
+    if (!window_products_skip(q, *window)) window = nullptr;
+  }
   AttentionOutput a =
       attention_heads(q, k, v, scheme, g, mask, dropout, is_training(), dropout_generator, window);
   Tensor merged = a.output.permute({0, 2, 1, 3}).reshape({B, t2, embed_dim});

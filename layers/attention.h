@@ -104,7 +104,8 @@ class MultiHeadAttention : public Module {
   bool last_call_fused = false;
   // The composite core's causal products (q·kᵀ and the weights times v, forward and backward) skip
   // the masked future, about half of each (window_scores, window_apply: autograd/ops.h), where that
-  // pays (window_products_skip: the CPU's float32 kernel); the same values as the dense products.
+  // pays (window_products_skip: the CPU's float32 kernel, 64 keys or more); the same values as the
+  // dense products.
   // false: dense products always (tests compare the two).
   bool skip_masked_products = true;
   // The composite core's causal masks (1, 1, t2, t1) on q's device, and its causal windows, by geometry

@@ -45,7 +45,7 @@ Tensor table_scores(const char* scheme, const Tensor& q, const Tensor& table, in
   Tensor used = m.first_row > 0 || m.rows < options.table_size() ? table.narrow(-2, m.first_row, m.rows) : table;
   // (B,H,t2,D) @ (H?,D,R') → (B,H,t2,R'); each query reads a band of the rows (about half of them):
   // the product skips the rest where that pays.
-  Tensor P = m.window && m.window->density() < 0.75 && window_products_skip(q)
+  Tensor P = m.window && window_products_skip(q, *m.window)
                  ? window_scores(q, used.transpose(-1, -2), m.window)
                  : matmul(q, used.transpose(-1, -2));
   return relative_gather(P, m.index, m.rows);          // (B,H,t2,t1)
