@@ -242,7 +242,7 @@ PanelFn panel_for(int nv, bool a_row_major) {
 // k's blocks: at most kKC long and as even as possible, so a long k has no short last block; the
 // bounds depend on k alone, which keeps every element's arithmetic the same in any cut of C.
 int64_t k_block(int64_t k) {
-  const int64_t blocks = (k + kKC - 1) / kKC;
+  const int64_t blocks = std::max<int64_t>(1, (k + kKC - 1) / kKC);  // k = 0 (an empty sum) is one empty block
   return (k + blocks - 1) / blocks;
 }
 
