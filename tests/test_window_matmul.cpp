@@ -199,6 +199,11 @@ TEST_CASE("window products: bad windows and operands are refused with their valu
   check_throws_with([&] { window_apply_t(zeros({4, 4}), zeros({3, 2}), w); }, "[window_apply_t] xᵀ @ b needs");
   check_throws_with([&] { window_scores(a, b, nullptr); }, "[window_scores] called without a window");
   check_throws_with([&] { window_scores(a, zeros({3, 4}, kFloat64), w); }, "dtypes differ");
+  {
+    AutocastGuard bf16(kBFloat16);
+    check_throws_with([&] { window_apply(zeros({4, 4}), zeros({4, 2}), w); },
+                      "[window_apply] has no 16-bit (autocast) form; call it outside autocast");
+  }
 }
 
 TEST_CASE("window products: the causal window and its column bounds") {

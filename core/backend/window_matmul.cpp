@@ -49,7 +49,7 @@ bool window_matmul_skips(const Tensor& x) { return x.device().is_cpu() && cpu::w
 Tensor window_matmul(const Tensor& a, const Tensor& b, const Shape& batch, const MatrixWindow& window,
                      WindowOn on, const char* op, const Tensor& init, double alpha) {
   const int64_t n = a.size(-2), k = a.size(-1), m = b.size(-1);
-  const int64_t want_rows = on == WindowOn::Output ? n : on == WindowOn::Left ? n : k;
+  const int64_t want_rows = on == WindowOn::LeftTransposed ? k : n;  // X is out (n, m), a (n, k) or aᵀ (k, n)
   const int64_t want_cols = on == WindowOn::Output ? m : on == WindowOn::Left ? k : n;
   RG_CHECK_T(ShapeError, window.rows == want_rows && window.cols == want_cols, op, "the window is (", window.rows,
              ", ", window.cols, ") but the windowed matrix is (", want_rows, ", ", want_cols, ")");

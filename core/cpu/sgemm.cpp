@@ -392,6 +392,19 @@ struct Product {
   // Rows of A per block: ≈ 64 KiB, so that a block stays in L2 while each B panel meets all its rows.
   static int64_t row_block(int64_t kb) { return std::max<int64_t>(kMR, (16384 / kb + kMR - 1) / kMR * kMR); }
 
+  // One calling thread's walk (sgemm, sgemm_window): for each block of B, packed whole into the
+  // thread's buffer, each block of A's rows, handed to `rows` (bp, p0, j0, kb, nc, i0, rows).
+  template <class Rows>
+  void walk(Rows&& rows) const {
+    float* bp = b_buffer();
+    for (int64_t j0 = 0; j0 < m; j0 += kNC)
+      for (int64_t p0 = 0; p0 < k; p0 += kc) {
+        const int64_t nc = std::min(kNC, m - j0), kb = std::min(kc, k - p0), mc = row_block(kb);
+        pack_panels(bp, p0, j0, kb, nc, 0, (nc + kNR - 1) / kNR);
+        for (int64_t i0 = 0; i0 < n; i0 += mc) rows(bp, p0, j0, kb, nc, i0, std::min(mc, n - i0));
+      }
+  }
+
   bool trivial() const {  // nothing to multiply: no work, or an empty sum (zeros, or C as it is)
     if (n > 0 && m > 0 && k > 0) return false;
     if (n > 0 && m > 0 && !accumulate)
@@ -408,14 +421,9 @@ void sgemm(const float* a, int64_t lda, bool a_row_major, const float* b, int64_
            int64_t ldc, float alpha, bool accumulate, int64_t n, int64_t k, int64_t m) {
   const Product P(a, lda, a_row_major, b, ldb, b_row_major, c, ldc, alpha, accumulate, n, k, m);
   if (P.trivial()) return;
-  float* bp = P.b_buffer();
-  for (int64_t j0 = 0; j0 < m; j0 += kNC)
-    for (int64_t p0 = 0; p0 < k; p0 += P.kc) {
-      const int64_t nc = std::min(kNC, m - j0), kb = std::min(P.kc, k - p0), mc = Product::row_block(kb);
-      const int64_t panels = (nc + kNR - 1) / kNR;
-      P.pack_panels(bp, p0, j0, kb, nc, 0, panels);
-      for (int64_t i0 = 0; i0 < n; i0 += mc) P.rows_block(bp, p0, j0, kb, nc, i0, std::min(mc, n - i0), 0, panels);
-    }
+  P.walk([&](const float* bp, int64_t p0, int64_t j0, int64_t kb, int64_t nc, int64_t i0, int64_t rows) {
+    P.rows_block(bp, p0, j0, kb, nc, i0, rows, 0, (nc + kNR - 1) / kNR);
+  });
 }
 
 void sgemm_window(const float* a, int64_t lda, bool a_row_major, const float* b, int64_t ldb, bool b_row_major,
@@ -423,13 +431,9 @@ void sgemm_window(const float* a, int64_t lda, bool a_row_major, const float* b,
                   const GemmWindow& window) {
   const Product P(a, lda, a_row_major, b, ldb, b_row_major, c, ldc, alpha, accumulate, n, k, m);
   if (P.trivial()) return;
-  float* bp = P.b_buffer();
-  for (int64_t j0 = 0; j0 < m; j0 += kNC)
-    for (int64_t p0 = 0; p0 < k; p0 += P.kc) {
-      const int64_t nc = std::min(kNC, m - j0), kb = std::min(P.kc, k - p0), mc = Product::row_block(kb);
-      P.pack_panels(bp, p0, j0, kb, nc, 0, (nc + kNR - 1) / kNR);
-      for (int64_t i0 = 0; i0 < n; i0 += mc) P.rows_block_window(bp, p0, j0, kb, nc, i0, std::min(mc, n - i0), window);
-    }
+  P.walk([&](const float* bp, int64_t p0, int64_t j0, int64_t kb, int64_t nc, int64_t i0, int64_t rows) {
+    P.rows_block_window(bp, p0, j0, kb, nc, i0, rows, window);
+  });
 }
 
 void sgemm_shared(const float* a, int64_t lda, bool a_row_major, const float* b, int64_t ldb, bool b_row_major,
