@@ -192,6 +192,14 @@ std::vector<Node*> tape_order(Node* root) {
   return order;
 }
 
+// True when `g` (a gradient a backward returned) is the only holder of its data: its TensorImpl held
+// once (by the caller's list) and its storage by it alone, dense from the storage's start.
+bool stealable(const Tensor& g) {
+  const TensorImpl* impl = g.impl();
+  return g.impl_ptr().use_count() == 1 && impl->storage.use_count() == 1 && !impl->grad_fn && impl->offset == 0 &&
+         g.is_contiguous() && impl->storage->nbytes() == static_cast<size_t>(g.numel()) * dtype_size(g.dtype());
+}
+
 void accumulate(Tensor& slot, const Tensor& g) {  // a profile row of its own, as PyTorch's AccumulateGrad
   ProfileScope scope("accumulate_grad");
   slot = slot.defined() ? add(slot, g) : g;
@@ -237,6 +245,7 @@ void walk(const Tensor& root, const Tensor& grad_root, bool retain_graph, Delive
       RG_CHECK(g_in.size() == node->inputs.size(), node->name, "backward returned ", g_in.size(),
                " gradients for ", node->inputs.size(), " inputs");
       if (AnomalyMode::is_enabled()) check_backward(*node, g_in, g_out);
+      g_out = Tensor();  // let go of it: a gradient that is a view of it can then be kept as it is (stealable)
       for (size_t i = 0; i < g_in.size(); ++i) {
         const Edge& e = node->inputs[i];
         if (!e.needs_grad() || !g_in[i].defined()) continue;
@@ -256,9 +265,12 @@ void run_backward(const Tensor& root, const Tensor& grad_root, bool retain_graph
   walk(root, grad_root, retain_graph,
        [](const std::shared_ptr<TensorImpl>& leaf, const Tensor& g) {
          ProfileScope scope("accumulate_grad");
-         // .grad accumulates across backward calls; a fresh tensor, never an alias of g.
+         // .grad accumulates across backward calls, in a tensor nothing else refers to: g itself where
+         // nothing else does (neither g nor its storage is held elsewhere: a view's, a saved tensor's or
+         // another input's gradient), as PyTorch's AccumulateGrad steals it; otherwise a copy.
          Tensor slot(leaf->grad);
-         slot = slot.defined() ? add(slot, g) : g.clone();
+         if (slot.defined()) slot = add(slot, g);
+         else slot = stealable(g) ? g : g.clone();
          leaf->grad = slot.impl_ptr();
        },
        nullptr);

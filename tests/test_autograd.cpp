@@ -44,6 +44,27 @@ TEST_CASE("autograd: diamond and shared subgraph") {
   }
 }
 
+// The engine keeps a leaf's gradient as the backward returned it where nothing else holds that tensor
+// or its storage (else a copy): no two leaves' .grad, and no .grad and a saved tensor, share memory.
+TEST_CASE("autograd: a leaf's .grad shares memory with nothing else") {
+  Tensor a = leaf({1, 2}), b = leaf({3, 4});
+  (a + b).sum().backward();  // add's backward hands one gradient to both
+  a.grad().mul_(10.0);
+  CHECK(b.grad().to_vector<double>() == std::vector<double>{1, 1});
+  Tensor c = leaf({1, 2, 3, 4});
+  Tensor v = c.view({2, 2});
+  (v * v).sum().backward();  // the gradient reaches c through the view's backward (a view of it)
+  CHECK(c.grad().to_vector<double>() == std::vector<double>{2, 4, 6, 8});
+  CHECK(c.grad().is_contiguous());
+  Tensor d = leaf({5, 6}), e = leaf({7, 8});
+  Tensor root = d * e;
+  const Tensor given = from_vector<double>({1, 1}, {2});
+  root.backward(given);  // a gradient the caller holds is not taken as d's or e's
+  d.grad().mul_(0.0);
+  e.grad().mul_(0.0);
+  CHECK(given.to_vector<double>() == std::vector<double>{1, 1});
+}
+
 TEST_CASE("autograd: gradients accumulate over backward calls — zero with set_grad") {
   Tensor a = leaf({1, 2});
   (a * 3.0).sum().backward();

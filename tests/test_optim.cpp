@@ -306,6 +306,32 @@ TEST_CASE("clip_grad_norm_: total norm, scaling only above max_norm, params with
   CHECK(clip_grad_norm_({none}, 1.0) == 0.0);
 }
 
+// The CPU float32 path sums the squares in one pass (core/cpu/reduce.h: sum_of_squares); its twin is
+// the composite it replaced, float64 copy, square, sum, tensor by tensor: the same bits, including
+// non-contiguous gradients (which take the composite) and float32 NaN/Inf.
+TEST_CASE("clip_grad_norm_: the one-pass float32 norm is the composite's bits") {
+  Generator gen(31);
+  TensorList params;
+  for (int64_t n : {1, 7, 1000, 70000}) {
+    Tensor p = zeros({n}, kFloat32).requires_grad_();
+    p.set_grad(mul(randn({n}, {}, &gen), 1.0 + double(n % 13)));
+    params.push_back(p);
+  }
+  Tensor t = zeros({30, 40}, kFloat32).requires_grad_();  // a transposed (non-contiguous) gradient
+  t.set_grad(randn({40, 30}, {}, &gen).transpose(0, 1));
+  params.push_back(t);
+  double composite = 0;
+  for (const Tensor& p : params) {
+    const Tensor g64 = p.grad().to(kFloat64);
+    composite += sum(mul(g64, g64)).item();
+  }
+  CHECK(clip_grad_norm_(params, INFINITY) == std::sqrt(composite));
+  params[1].grad().copy_(full({7}, 3e20, kFloat32));  // squares past float32's range: float64 holds them
+  const double huge = clip_grad_norm_(params, INFINITY);
+  CHECK(std::isfinite(huge));
+  CHECK(huge > 3e20);
+}
+
 TEST_CASE("clip_grad_norm_: float32 grads accumulate in float64 — non-finite norm returned, grads untouched") {
   Tensor big = zeros({2}, kFloat32).requires_grad_();
   big.set_grad(full({2}, 3e20, kFloat32));  // squares overflow float32, not float64

@@ -192,6 +192,95 @@ TEST_CASE("sgemm kernel: a product cut into row or column tiles, or shared by 2 
   CHECK(cuts == 6 * 4 * 6 * 2);  // every shape, layout and span was cut both ways
 }
 
+// c_in: the values C starts from read from elsewhere (a Linear layer's bias, one row for all rows; or a
+// matrix of its own stride), where cpu::matmul would otherwise copy init into C first. The promise is
+// those bits, for sgemm, sgemm_shared and sgemm_window, without C being read (C starts as NaN).
+TEST_CASE("sgemm kernel: C's starting values read from c_in give the bits of copying them into C first") {
+  if (!have_sgemm()) return;
+  struct Shape3 {
+    int64_t n, k, m;
+  };
+  const Shape3 shapes[] = {{37, 300, 77}, {100, 37, 300}, {13, 600, 33}, {40, 40, 40}, {5, 0, 7}};
+  const float nan = std::nanf("");
+  int checked = 0;
+  for (const Shape3& s : shapes)
+    for (int layout = 0; layout < 4; ++layout)
+      for (int64_t ld_in : {int64_t(0), s.m + 3}) {  // a bias row, or a matrix rows m + 3 apart
+        const bool a_row = layout & 1, b_row = layout & 2;
+        const int64_t lda = a_row ? s.k : s.n, ldb = b_row ? s.m : s.k;
+        const std::vector<float> a = values(std::max<int64_t>(1, s.n * s.k), 21 + layout);
+        const std::vector<float> b = values(std::max<int64_t>(1, s.k * s.m), 22 + layout);
+        const std::vector<float> in = values((ld_in ? s.n : 1) * (s.m + 3), 23);
+        std::vector<float> copied(s.n * s.m);  // the old road: c_in copied into C, then accumulate
+        for (int64_t i = 0; i < s.n; ++i)
+          for (int64_t j = 0; j < s.m; ++j) copied[i * s.m + j] = in[i * ld_in + j];
+        std::vector<float> want = copied;
+        cpu::sgemm(a.data(), lda, a_row, b.data(), ldb, b_row, want.data(), s.m, 0.75f, true, s.n, s.k, s.m);
+        std::vector<float> got(s.n * s.m, nan);
+        cpu::sgemm(a.data(), lda, a_row, b.data(), ldb, b_row, got.data(), s.m, 0.75f, true, s.n, s.k, s.m, in.data(),
+                   ld_in);
+        CHECK_MESSAGE(got == want, s.n << "x" << s.k << "x" << s.m << " layout " << layout << " ld_in " << ld_in);
+        std::vector<float> shared(s.n * s.m, nan);
+        cpu::sgemm_shared(a.data(), lda, a_row, b.data(), ldb, b_row, shared.data(), s.m, 0.75f, true, s.n, s.k, s.m,
+                          2, in.data(), ld_in);
+        CHECK_MESSAGE(shared == want, s.n << "x" << s.k << "x" << s.m << " layout " << layout << " shared");
+        // sgemm_window: a causal Output window (compared inside it: outside is unspecified) and a
+        // Left window with empty rows (every element defined; some tiles have no term in a block)
+        std::vector<int64_t> lo(s.n, 0), hi(s.n), lo_left(s.n), hi_left(s.n);
+        for (int64_t i = 0; i < s.n; ++i) {
+          hi[i] = std::min(i + 1, s.m);
+          lo_left[i] = std::min(s.k, (i * 7) % 50);
+          hi_left[i] = i % 5 == 2 ? lo_left[i] : std::min(s.k, lo_left[i] + 1 + (i * 13) % 80);
+        }
+        for (WindowOn on : {WindowOn::Output, WindowOn::Left}) {
+          cpu::GemmWindow w;
+          w.on = on;
+          w.lo = on == WindowOn::Output ? lo.data() : lo_left.data();
+          w.hi = on == WindowOn::Output ? hi.data() : hi_left.data();
+          std::vector<float> window_want = copied, window_got(s.n * s.m, nan);
+          cpu::sgemm_window(a.data(), lda, a_row, b.data(), ldb, b_row, window_want.data(), s.m, 0.75f, true, s.n, s.k,
+                            s.m, w);
+          cpu::sgemm_window(a.data(), lda, a_row, b.data(), ldb, b_row, window_got.data(), s.m, 0.75f, true, s.n, s.k,
+                            s.m, w, in.data(), ld_in);
+          bool same = true;
+          for (int64_t i = 0; i < s.n; ++i)
+            for (int64_t j = 0; j < s.m; ++j)
+              if ((on == WindowOn::Left || j < hi[i]) && !(window_got[i * s.m + j] == window_want[i * s.m + j]))
+                same = false;
+          CHECK_MESSAGE(same, s.n << "x" << s.k << "x" << s.m << " layout " << layout << " window "
+                                  << (on == WindowOn::Output ? "Output" : "Left") << " ld_in " << ld_in);
+          ++checked;
+        }
+      }
+  CHECK(checked == 5 * 4 * 2 * 2);
+}
+
+// Through the ops: init read in place (a contiguous bias; a batch of scores' initial values) against
+// the same values in a layout the kernel does not read in place (column stride 2), which matmul copies
+// into C first.
+TEST_CASE("sgemm kernel through addmm and window_scores: init read in place gives the bits of init copied") {
+  if (!have_sgemm()) return;
+  const KernelChosen chosen;
+  Generator gen(17);
+  const Tensor x = randn({3, 50, 96}, {}, &gen), w = randn({96, 130}, {}, &gen);
+  const Tensor bias_pairs = randn({130, 2}, {}, &gen);
+  const Tensor bias_strided = bias_pairs.select(1, 0), bias = bias_strided.clone();
+  CHECK(bias_strided.stride(0) == 2);
+  CHECK(addmm(bias, x, w).to_vector<float>() == addmm(bias_strided, x, w).to_vector<float>());
+  const Tensor rows = randn({3, 50, 1}, {}, &gen);  // one value per row: column stride 0, copied first
+  CHECK(addmm(rows, x, w).to_vector<float>() == addmm(rows.expand({3, 50, 130}).clone(), x, w).to_vector<float>());
+  const Tensor q = randn({2, 3, 70, 16}, {}, &gen), k = randn({2, 3, 70, 16}, {}, &gen);
+  const Tensor init_pairs = randn({3, 70, 70, 2}, {}, &gen);  // broadcast over the batch's first dim
+  const Tensor init_strided = init_pairs.select(3, 0), init = init_strided.clone();
+  const Tensor kt = k.transpose(-1, -2);
+  CHECK(addmm(init, q, kt).to_vector<float>() == addmm(init_strided, q, kt).to_vector<float>());
+  std::vector<int64_t> positions(70);
+  for (int64_t i = 0; i < 70; ++i) positions[i] = i;
+  const WindowPtr causal = MatrixWindow::causal(positions, 70, "test");
+  CHECK(window_scores(q, kt, causal, init).to_vector<float>() ==
+        window_scores(q, kt, causal, init_strided).to_vector<float>());
+}
+
 TEST_CASE("sgemm kernel through matmul: the same bits at 1, 2 and 3 threads, and as one call per batch entry") {
   if (!have_sgemm()) return;
   const KernelChosen chosen;
@@ -219,6 +308,22 @@ TEST_CASE("sgemm kernel through matmul: the same bits at 1, 2 and 3 threads, and
       CHECK_MESSAGE(scores == ref_scores, threads << " threads");
     }
   }
+}
+
+// A Linear layer's transposed weight gets its gradient in the weight's own layout, (gᵀ·x)ᵀ
+// (autograd/ops/matmul.cpp): dense, so the engine keeps it without a copy, and on relgrad's kernel the
+// same bits as the product xᵀ·g of a contiguous (in, out) weight (each element one chain over the rows).
+TEST_CASE("sgemm kernel: a transposed weight's gradient is dense and the bits of the contiguous weight's") {
+  if (!have_sgemm()) return;
+  const KernelChosen chosen;
+  Generator gen(23);
+  const Tensor x = randn({4, 75, 96}, {}, &gen), g = randn({4, 75, 130}, {}, &gen), bias = randn({130}, {}, &gen);
+  Tensor w = randn({130, 96}, {}, &gen).requires_grad_();           // (out, in), used as wᵀ
+  Tensor w_in_out = w.detach().transpose(0, 1).contiguous().requires_grad_();  // (in, out), used as it is
+  addmm(bias, x, w.transpose(0, 1)).backward(g);
+  addmm(bias, x, w_in_out).backward(g);
+  CHECK(w.grad().is_contiguous());
+  CHECK(w.grad().to_vector<float>() == w_in_out.grad().transpose(0, 1).contiguous().to_vector<float>());
 }
 
 // relgrad's float64 tiles are Eigen's, whose elements can depend on the tile: they keep the cores' cut,

@@ -52,6 +52,12 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, const char* op, const Tensor&
   if (!needs_grad(inputs)) return out;
   const bool need_a = a.requires_grad(), need_b = b.requires_grad(), need_c = init.defined() && init.requires_grad();
   const bool has_c = init.defined();
+  // A column-major 2-D b (a Linear layer's transposed weight) gets its gradient in its own layout,
+  // (gᵀ · a)ᵀ: the same sums (an element is one chain over the rows of g, in order, either way on
+  // relgrad's kernel), and the weight's gradient comes out dense, kept by the engine as it is instead
+  // of copied into place (PyTorch's mm backward does the same).
+  const bool b_column_major = b.dim() == 2 && b.size(0) > 1 && b.size(1) > 1 && b.stride(0) == 1 &&
+                              b.stride(1) == b.size(0);
   // dA needs B and dB needs A: save only what a requested gradient uses.
   return record(out, op, inputs,
                 [=, sa = a.shape(), sb = b.shape(), sc = init.defined() ? init.shape() : Shape(),
@@ -63,7 +69,10 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, const char* op, const Tensor&
                   {  // the backward's products in the forward's precision, whatever autocast is now
                     AutocastGuard products(low);
                     if (need_a) ga = matmul(g, b.get().transpose(-1, -2));
-                    if (need_b) gb = matmul(a.get().transpose(-1, -2), g);
+                    if (need_b)
+                      gb = b_column_major && g.dim() == 2
+                               ? matmul(g.transpose(-1, -2), a.get()).transpose(-1, -2)
+                               : matmul(a.get().transpose(-1, -2), g);
                   }
                   if (need_a) ga = sum_to(scaled(ga), sa);
                   if (need_b) gb = sum_to(scaled(gb), sb);

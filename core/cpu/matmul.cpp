@@ -47,6 +47,33 @@ MatrixLayout plan_operand(const Tensor& x, const Shape& batch, const char* op) {
   return L;
 }
 
+// init (broadcast to the product's shape) read in place by relgrad's kernel as the values C starts from
+// (sgemm's c_in): where each batch entry's matrix has unit column stride, its rows ld apart (0 for a
+// Linear layer's bias, one row for all). Otherwise (other layouts, other libraries, an empty sum) init
+// is copied into C first; the bits are the same either way.
+struct InitLayout {
+  bool in_place = false;
+  const float* data = nullptr;
+  int64_t ld = 0;
+  std::vector<int64_t> offsets;  // per batch entry, from data
+};
+
+InitLayout plan_init(const Tensor& init, const Shape& batch, int64_t n, int64_t k, int64_t m, GemmLibrary library) {
+  InitLayout L;
+  if (!init.defined() || init.dtype() != kFloat32 || k == 0 || library != GemmLibrary::Relgrad) return L;
+  // init's strides against the product's shape (batch..., n, m), aligned to the right; 0 where broadcast
+  const int64_t dims = static_cast<int64_t>(batch.size()) + 2, lead = dims - init.dim();
+  Shape strides(dims, 0);
+  for (int64_t d = std::max<int64_t>(lead, 0); d < dims; ++d)
+    strides[d] = init.size(d - lead) == 1 ? 0 : init.stride(d - lead);
+  if (lead < 0 || (m > 1 && strides[dims - 1] != 1)) return L;
+  L.in_place = true;
+  L.data = init.data_ptr<float>();
+  L.ld = n == 1 ? 0 : strides[dims - 2];
+  L.offsets = strided_offsets(batch, Shape(strides.begin(), strides.end() - 2));
+  return L;
+}
+
 // How a product is cut into tiles: each tile is `span` rows (by_rows) or `span` columns of one batch
 // entry's C, computed by one single-threaded GEMM over the whole of k. The cut depends on the shape
 // and on the machine's core count, never on the thread count, so every element of C is the same sum
@@ -144,7 +171,11 @@ Tensor matmul(const Tensor& a, const Tensor& b, const Shape& batch, const char* 
   Tensor out = empty(out_shape, TensorOptions(a.dtype()));
   if (out.numel() == 0) return out;
   const bool accumulate = init.defined();
-  if (accumulate) copy_into(out, init, op);  // copy_into broadcasts init to the product's shape
+  // The library is read once per product (gemm_library.h: chosen on the first product), so every
+  // tile of one product goes through the same one.
+  const GemmLibrary library = gemm_library();
+  const InitLayout I = plan_init(init, batch, n, k, m, library);
+  if (accumulate && !I.in_place) copy_into(out, init, op);  // copy_into broadcasts init to the product's shape
   const int64_t count = shape_numel(batch);
   dispatch_float(a.dtype(), op, [&](auto zero) {
     using T = decltype(zero);
@@ -158,11 +189,12 @@ Tensor matmul(const Tensor& a, const Tensor& b, const Shape& batch, const char* 
     const T* ap = A.t.template data_ptr<T>();
     const T* bp = B.t.template data_ptr<T>();
     const T alpha_t = static_cast<T>(alpha);
-    // The library is read once per product (gemm_library.h: chosen on the first product), so every
-    // tile of one product goes through the same one.
-    const GemmLibrary library = gemm_library();
+    // c_in: where init's matrix for this tile starts, when it is read in place (then T is float)
     auto f = [&](const T* a0, int64_t lda, const T* b0, int64_t ldb, T* c0, int64_t ldc, int64_t rows, int64_t inner,
-                 int64_t cols) {
+                 int64_t cols, const float* c_in) {
+      if constexpr (std::is_same_v<T, float>)
+        if (c_in) return sgemm(a0, lda, A.row_major, b0, ldb, B.row_major, c0, ldc, alpha_t, true, rows, inner, cols,
+                               c_in, I.ld);
       gemm_tile(library, A.row_major, B.row_major, a0, lda, b0, ldb, c0, ldc, rows, inner, cols, alpha_t, accumulate);
     };
     // One large float32 product on relgrad's kernel and several threads: one shared call, which packs
@@ -172,7 +204,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, const Shape& batch, const char* 
       if (library == GemmLibrary::Relgrad && count == 1 && threads > 1 && n * k * m >= kMinSharedMacs &&
           k * m <= kMaxSharedB) {
         sgemm_shared(ap + A.offsets[0], A.ld, A.row_major, bp + B.offsets[0], B.ld, B.row_major, c, m, alpha_t,
-                     accumulate, n, k, m, threads);
+                     accumulate, n, k, m, threads, I.in_place ? I.data + I.offsets[0] : nullptr, I.ld);
         return;
       }
     }
@@ -184,12 +216,14 @@ Tensor matmul(const Tensor& a, const Tensor& b, const Shape& batch, const char* 
       const T* a_e = ap + A.offsets[e];
       const T* b_e = bp + B.offsets[e];
       T* c_e = c + e * n * m;
+      const float* in_e = I.in_place ? I.data + I.offsets[e] : nullptr;
       if (plan.by_rows) {  // row s0 of a: s0 rows down (row-major storage) or s0 columns along
         const int64_t len = std::min(plan.span, n - s0);
-        f(a_e + s0 * (A.row_major ? A.ld : 1), A.ld, b_e, B.ld, c_e + s0 * m, m, len, k, m);
+        f(a_e + s0 * (A.row_major ? A.ld : 1), A.ld, b_e, B.ld, c_e + s0 * m, m, len, k, m,
+          in_e ? in_e + s0 * I.ld : nullptr);
       } else {  // column s0 of b: s0 along (row-major storage) or s0 columns down
         const int64_t len = std::min(plan.span, m - s0);
-        f(a_e, A.ld, b_e + s0 * (B.row_major ? 1 : B.ld), B.ld, c_e + s0, m, n, k, len);
+        f(a_e, A.ld, b_e + s0 * (B.row_major ? 1 : B.ld), B.ld, c_e + s0, m, n, k, len, in_e ? in_e + s0 : nullptr);
       }
     };
 #pragma omp parallel for schedule(dynamic, 1) if (plan.parallel)
@@ -209,7 +243,8 @@ Tensor window_matmul(const Tensor& a, const Tensor& b, const Shape& batch, const
   Tensor out = empty(matmul_shape(batch, n, m), TensorOptions(a.dtype()));
   if (out.numel() == 0) return out;
   const bool accumulate = init.defined();
-  if (accumulate) copy_into(out, init, op);
+  const InitLayout I = plan_init(init, batch, n, k, m, GemmLibrary::Relgrad);
+  if (accumulate && !I.in_place) copy_into(out, init, op);
   const MatrixLayout A = plan_operand(a, batch, op), B = plan_operand(b, batch, op);
   const float* ap = A.t.data_ptr<float>();
   const float* bp = B.t.data_ptr<float>();
@@ -224,7 +259,8 @@ Tensor window_matmul(const Tensor& a, const Tensor& b, const Shape& batch, const
       if (!accumulate) std::fill(c_e, c_e + n * m, 0.0f);
     } else {
       sgemm_window(ap + A.offsets[e], A.ld, A.row_major, bp + B.offsets[e], B.ld, B.row_major, c_e, m,
-                   static_cast<float>(alpha), accumulate, n, k, m, window);
+                   static_cast<float>(alpha), accumulate, n, k, m, window, I.in_place ? I.data + I.offsets[e] : nullptr,
+                   I.ld);
     }
     if (window.on == WindowOn::Output)
       for (int64_t i = 0; i < n; ++i) {

@@ -90,6 +90,15 @@ void sum_kernel(const T* x, T* out, int64_t outer, int64_t R, int64_t inner, dou
   }
 }
 
+// Σ x[i]² over n contiguous float32 values, as one chain of double adds in index order: the bits of
+// sum(mul(x.to(kFloat64), x.to(kFloat64))) (the composite clip_grad_norm_ computed), in one pass. A
+// float32 square is exact in double, so the compiler fusing square and add into an FMA changes nothing.
+inline double sum_of_squares(const float* x, int64_t n) {
+  double acc = 0;
+  for (int64_t i = 0; i < n; ++i) acc += double(x[i]) * double(x[i]);
+  return acc;
+}
+
 // ---- the kernels below reduce "columns": column (o, i) is the R values x[o, :, i] that give
 // out[o, i]. Columns are taken in blocks of up to kColumnBlock neighbours (i0 .. i0 + w - 1) and a
 // block is walked row by row, so every read is a contiguous run of w values; walking one column at

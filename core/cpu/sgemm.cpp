@@ -148,14 +148,15 @@ void pack_a(const float* a, int64_t qs, int64_t ps, float* dst, int64_t rows, in
   }
 }
 
-// c (R, 16·NV) = alpha · a (R, k) @ bp (k, kNR packed), or c += that (accumulate); the last
-// vector of each row is stored under `last`. a is a[r·lda + p] (ARow: A in place, row-major) or
+// c (R, 16·NV) = alpha · a (R, k) @ bp (k, kNR packed), or c = cin + that (accumulate: cin is c
+// itself, or the values C starts from, rows ldcin apart); the last vector of each row is stored under `last`. a is a[r·lda + p] (ARow: A in place, row-major) or
 // a[r + p·lda] (A in place column-major, or packed with lda = kMR). The accumulators stay in
 // registers for the whole k block: each element is one chain of FMAs over p in order.
 template <int R, int NV, bool ARow>
 __attribute__((always_inline)) inline void micro_kernel(int64_t k, const float* __restrict a, int64_t lda,
-                                                        const float* __restrict bp, float* c, int64_t ldc, float alpha,
-                                                        bool accumulate, __mmask16 last) {
+                                                        const float* __restrict bp, float* c, int64_t ldc,
+                                                        const float* cin, int64_t ldcin, float alpha, bool accumulate,
+                                                        __mmask16 last) {
   const int64_t a_row = ARow ? lda : 1, a_step = ARow ? 1 : lda;
   __m512 acc[R][NV];  // p = 0 initialises them (k ≥ 1), which also keeps them out of memory
   {
@@ -191,9 +192,11 @@ __attribute__((always_inline)) inline void micro_kernel(int64_t k, const float* 
     for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 16
       for (int v = 0; v + 1 < NV; ++v)
-        _mm512_storeu_ps(c + r * ldc + 16 * v, _mm512_fmadd_ps(acc[r][v], va, _mm512_loadu_ps(c + r * ldc + 16 * v)));
-      float* cp = c + r * ldc + 16 * (NV - 1);
-      _mm512_mask_storeu_ps(cp, last, _mm512_fmadd_ps(acc[r][NV - 1], va, _mm512_maskz_loadu_ps(last, cp)));
+        _mm512_storeu_ps(c + r * ldc + 16 * v,
+                         _mm512_fmadd_ps(acc[r][v], va, _mm512_loadu_ps(cin + r * ldcin + 16 * v)));
+      _mm512_mask_storeu_ps(
+          c + r * ldc + 16 * (NV - 1), last,
+          _mm512_fmadd_ps(acc[r][NV - 1], va, _mm512_maskz_loadu_ps(last, cin + r * ldcin + 16 * (NV - 1))));
     }
   } else {
 #pragma GCC unroll 16
@@ -206,32 +209,34 @@ __attribute__((always_inline)) inline void micro_kernel(int64_t k, const float* 
 }
 
 // One B panel against rows [0, rows) of A: full 12-row tiles inline, then the remainder tile.
-using PanelFn = void (*)(int64_t, int64_t, const float*, int64_t, int64_t, const float*, float*, int64_t, float, bool,
-                         __mmask16);
+using PanelFn = void (*)(int64_t, int64_t, const float*, int64_t, int64_t, const float*, float*, int64_t, const float*,
+                         int64_t, float, bool, __mmask16);
 
 template <int NV, bool ARow, int R>
-void tail_tile(int64_t k, const float* a, int64_t lda, const float* bp, float* c, int64_t ldc, float alpha,
-               bool accumulate, __mmask16 last) {
-  micro_kernel<R, NV, ARow>(k, a, lda, bp, c, ldc, alpha, accumulate, last);
+void tail_tile(int64_t k, const float* a, int64_t lda, const float* bp, float* c, int64_t ldc, const float* cin,
+               int64_t ldcin, float alpha, bool accumulate, __mmask16 last) {
+  micro_kernel<R, NV, ARow>(k, a, lda, bp, c, ldc, cin, ldcin, alpha, accumulate, last);
 }
 
 template <int NV, bool ARow, int... R>
-void tail(int r, int64_t k, const float* a, int64_t lda, const float* bp, float* c, int64_t ldc, float alpha,
-          bool accumulate, __mmask16 last, std::integer_sequence<int, R...>) {
-  using Fn = void (*)(int64_t, const float*, int64_t, const float*, float*, int64_t, float, bool, __mmask16);
+void tail(int r, int64_t k, const float* a, int64_t lda, const float* bp, float* c, int64_t ldc, const float* cin,
+          int64_t ldcin, float alpha, bool accumulate, __mmask16 last, std::integer_sequence<int, R...>) {
+  using Fn = void (*)(int64_t, const float*, int64_t, const float*, float*, int64_t, const float*, int64_t, float, bool,
+                      __mmask16);
   constexpr Fn table[] = {tail_tile<NV, ARow, R + 1>...};
-  table[r - 1](k, a, lda, bp, c, ldc, alpha, accumulate, last);
+  table[r - 1](k, a, lda, bp, c, ldc, cin, ldcin, alpha, accumulate, last);
 }
 
 template <int NV, bool ARow>
 void panel(int64_t rows, int64_t k, const float* a, int64_t lda, int64_t a_qs, const float* bp, float* c, int64_t ldc,
-           float alpha, bool accumulate, __mmask16 last) {
+           const float* cin, int64_t ldcin, float alpha, bool accumulate, __mmask16 last) {
   int64_t i = 0;
   for (; i + kMR <= rows; i += kMR)
-    micro_kernel<kMR, NV, ARow>(k, a + i * a_qs, lda, bp, c + i * ldc, ldc, alpha, accumulate, last);
+    micro_kernel<kMR, NV, ARow>(k, a + i * a_qs, lda, bp, c + i * ldc, ldc, cin + i * ldcin, ldcin, alpha, accumulate,
+                                last);
   if (i < rows)
-    tail<NV, ARow>(static_cast<int>(rows - i), k, a + i * a_qs, lda, bp, c + i * ldc, ldc, alpha, accumulate, last,
-                   std::make_integer_sequence<int, kMR - 1>{});
+    tail<NV, ARow>(static_cast<int>(rows - i), k, a + i * a_qs, lda, bp, c + i * ldc, ldc, cin + i * ldcin, ldcin,
+                   alpha, accumulate, last, std::make_integer_sequence<int, kMR - 1>{});
 }
 
 PanelFn panel_for(int nv, bool a_row_major) {
@@ -252,15 +257,18 @@ struct Product {
   const float* a;
   const float* b;
   float* c;
-  int64_t lda, ldb, ldc, n, k, m;
+  const float* cin;  // where accumulate's first k block reads C's starting values: c, or an init (sgemm.h)
+  int64_t lda, ldb, ldc, ldcin, n, k, m;
   bool a_row_major, b_row_major, accumulate;
   float alpha;
   int64_t a_qs, a_ps, b_ps, b_js;  // a(i, p) = a[i·a_qs + p·a_ps], b(p, j) = b[p·b_ps + j·b_js]
   int64_t kc;
 
   Product(const float* a_, int64_t lda_, bool a_row, const float* b_, int64_t ldb_, bool b_row, float* c_,
-          int64_t ldc_, float alpha_, bool accumulate_, int64_t n_, int64_t k_, int64_t m_)
-      : a(a_), b(b_), c(c_), lda(lda_), ldb(ldb_), ldc(ldc_), n(n_), k(k_), m(m_), a_row_major(a_row),
+          int64_t ldc_, float alpha_, bool accumulate_, int64_t n_, int64_t k_, int64_t m_, const float* c_in,
+          int64_t ldc_in)
+      : a(a_), b(b_), c(c_), cin(c_in ? c_in : c_), lda(lda_), ldb(ldb_), ldc(ldc_), ldcin(c_in ? ldc_in : ldc_), n(n_),
+        k(k_), m(m_), a_row_major(a_row),
         b_row_major(b_row), accumulate(accumulate_), alpha(alpha_), a_qs(a_row ? lda_ : 1), a_ps(a_row ? 1 : lda_),
         b_ps(b_row ? ldb_ : 1), b_js(b_row ? 1 : ldb_), kc(k_block(k_)) {}
 
@@ -291,9 +299,16 @@ struct Product {
       const int64_t cols = std::min<int64_t>(kNR, nc - jp * kNR);
       const int nv = cols > 16 ? 2 : 1;
       const __mmask16 last = first_lanes(cols - 16 * (nv - 1));
-      panel_for(nv, ab_rows)(rows, kb, ab, ab_ld, ab_qs, bp + jp * kb * kNR, c + i0 * ldc + j0 + jp * kNR, ldc, alpha,
-                             add, last);
+      const auto [src, ld_src] = start(p0, i0, j0 + jp * kNR);
+      panel_for(nv, ab_rows)(rows, kb, ab, ab_ld, ab_qs, bp + jp * kb * kNR, c + i0 * ldc + j0 + jp * kNR, ldc, src,
+                             ld_src, alpha, add, last);
     }
+  }
+
+  // Where block p0's sums for C's element (i, j) onwards add to: the first block to cin (C itself or
+  // the init), later ones to what the earlier blocks stored in C.
+  std::pair<const float*, int64_t> start(int64_t p0, int64_t i, int64_t j) const {
+    return p0 == 0 ? std::pair(cin + i * ldcin + j, ldcin) : std::pair<const float*, int64_t>(c + i * ldc + j, ldc);
   }
 
   // rows_block for sgemm_window: each micro-tile of rows [i0, i0 + rows) gets its own range of terms
@@ -332,14 +347,16 @@ struct Product {
       for (int64_t jp = q_lo; jp < q_hi; ++jp) {
         const int64_t cols = std::min<int64_t>(kNR, nc - jp * kNR);
         float* ct = c + r0 * ldc + j0 + jp * kNR;
-        if (klo >= khi) {  // no term in this block: the first block still stores C (later ones add to it)
-          if (!add)
-            for (int64_t r = 0; r < rn; ++r) std::fill(ct + r * ldc, ct + r * ldc + cols, 0.0f);
+        const auto [src, ld_src] = start(p0, r0, j0 + jp * kNR);
+        if (klo >= khi) {  // no term in this block: C keeps its starting values (zeros, or cin's)
+          for (int64_t r = 0; r < rn; ++r)
+            if (!add) std::fill(ct + r * ldc, ct + r * ldc + cols, 0.0f);
+            else if (src != ct) std::copy(src + r * ld_src, src + r * ld_src + cols, ct + r * ldc);
           continue;
         }
         const int nv = cols > 16 ? 2 : 1;
-        panel_for(nv, at_rows)(rn, khi - klo, at, at_ld, 0, bp + jp * kb * kNR + klo * kNR, ct, ldc, alpha, add,
-                               first_lanes(cols - 16 * (nv - 1)));
+        panel_for(nv, at_rows)(rn, khi - klo, at, at_ld, 0, bp + jp * kb * kNR + klo * kNR, ct, ldc, src, ld_src,
+                               alpha, add, first_lanes(cols - 16 * (nv - 1)));
       }
     }
   }
@@ -405,10 +422,11 @@ struct Product {
       }
   }
 
-  bool trivial() const {  // nothing to multiply: no work, or an empty sum (zeros, or C as it is)
+  bool trivial() const {  // nothing to multiply: no work, or an empty sum (zeros, or C's starting values)
     if (n > 0 && m > 0 && k > 0) return false;
-    if (n > 0 && m > 0 && !accumulate)
-      for (int64_t i = 0; i < n; ++i) std::fill(c + i * ldc, c + i * ldc + m, 0.0f);
+    for (int64_t i = 0; i < n && m > 0; ++i)
+      if (!accumulate) std::fill(c + i * ldc, c + i * ldc + m, 0.0f);
+      else if (cin != c) std::copy(cin + i * ldcin, cin + i * ldcin + m, c + i * ldc);
     return true;
   }
 };
@@ -418,8 +436,8 @@ struct Product {
 bool sgemm_available() { return true; }
 
 void sgemm(const float* a, int64_t lda, bool a_row_major, const float* b, int64_t ldb, bool b_row_major, float* c,
-           int64_t ldc, float alpha, bool accumulate, int64_t n, int64_t k, int64_t m) {
-  const Product P(a, lda, a_row_major, b, ldb, b_row_major, c, ldc, alpha, accumulate, n, k, m);
+           int64_t ldc, float alpha, bool accumulate, int64_t n, int64_t k, int64_t m, const float* c_in, int64_t ldc_in) {
+  const Product P(a, lda, a_row_major, b, ldb, b_row_major, c, ldc, alpha, accumulate, n, k, m, c_in, ldc_in);
   if (P.trivial()) return;
   P.walk([&](const float* bp, int64_t p0, int64_t j0, int64_t kb, int64_t nc, int64_t i0, int64_t rows) {
     P.rows_block(bp, p0, j0, kb, nc, i0, rows, 0, (nc + kNR - 1) / kNR);
@@ -428,8 +446,8 @@ void sgemm(const float* a, int64_t lda, bool a_row_major, const float* b, int64_
 
 void sgemm_window(const float* a, int64_t lda, bool a_row_major, const float* b, int64_t ldb, bool b_row_major,
                   float* c, int64_t ldc, float alpha, bool accumulate, int64_t n, int64_t k, int64_t m,
-                  const GemmWindow& window) {
-  const Product P(a, lda, a_row_major, b, ldb, b_row_major, c, ldc, alpha, accumulate, n, k, m);
+                  const GemmWindow& window, const float* c_in, int64_t ldc_in) {
+  const Product P(a, lda, a_row_major, b, ldb, b_row_major, c, ldc, alpha, accumulate, n, k, m, c_in, ldc_in);
   if (P.trivial()) return;
   P.walk([&](const float* bp, int64_t p0, int64_t j0, int64_t kb, int64_t nc, int64_t i0, int64_t rows) {
     P.rows_block_window(bp, p0, j0, kb, nc, i0, rows, window);
@@ -437,8 +455,9 @@ void sgemm_window(const float* a, int64_t lda, bool a_row_major, const float* b,
 }
 
 void sgemm_shared(const float* a, int64_t lda, bool a_row_major, const float* b, int64_t ldb, bool b_row_major,
-                  float* c, int64_t ldc, float alpha, bool accumulate, int64_t n, int64_t k, int64_t m, int threads) {
-  const Product P(a, lda, a_row_major, b, ldb, b_row_major, c, ldc, alpha, accumulate, n, k, m);
+                  float* c, int64_t ldc, float alpha, bool accumulate, int64_t n, int64_t k, int64_t m, int threads,
+                  const float* c_in, int64_t ldc_in) {
+  const Product P(a, lda, a_row_major, b, ldb, b_row_major, c, ldc, alpha, accumulate, n, k, m, c_in, ldc_in);
   if (P.trivial()) return;
   // All of B packed first, its k blocks one after another, each `panels` panels of kb × kNR: one pass by
   // the team and one barrier (a barrier per k block cost more than it saved: threads that wait
@@ -480,15 +499,15 @@ void sgemm_shared(const float* a, int64_t lda, bool a_row_major, const float* b,
 bool sgemm_available() { return false; }
 
 void sgemm(const float*, int64_t, bool, const float*, int64_t, bool, float*, int64_t, float, bool, int64_t, int64_t,
-           int64_t) {
+           int64_t, const float*, int64_t) {
   throw Error("[gemm] relgrad's sgemm needs AVX-512F, which this build does not have");
 }
 void sgemm_shared(const float*, int64_t, bool, const float*, int64_t, bool, float*, int64_t, float, bool, int64_t,
-                  int64_t, int64_t, int) {
+                  int64_t, int64_t, int, const float*, int64_t) {
   throw Error("[gemm] relgrad's sgemm needs AVX-512F, which this build does not have");
 }
 void sgemm_window(const float*, int64_t, bool, const float*, int64_t, bool, float*, int64_t, float, bool, int64_t,
-                  int64_t, int64_t, const GemmWindow&) {
+                  int64_t, int64_t, const GemmWindow&, const float*, int64_t) {
   throw Error("[gemm] relgrad's sgemm needs AVX-512F, which this build does not have");
 }
 

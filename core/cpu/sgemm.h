@@ -25,11 +25,16 @@ namespace relgrad::cpu {
 bool sgemm_available();
 
 // c (n, m), row stride ldc = alpha · a (n, k) @ b (k, m)          (accumulate = false)
-//                      or c + alpha · a @ b                       (accumulate = true).
+//                      or c + alpha · a @ b                       (accumulate = true),
+//                      or c_in + alpha · a @ b                    (accumulate, c_in given).
+// c_in (n, m), rows ldc_in apart (0: one row for every row of C, as a Linear layer's bias), holds the
+// values C starts from: the first k block adds to them where it would add to C's own, so the result is
+// the same bits as copying c_in into C first and accumulating, without that pass over C.
 // a is row-major (a[i·lda + p]) or column-major (a[i + p·lda]); likewise b (b[p·ldb + j] or
 // b[p + j·ldb]). Single-threaded (cpu::matmul shares tiles out, one call each).
 void sgemm(const float* a, int64_t lda, bool a_row_major, const float* b, int64_t ldb, bool b_row_major, float* c,
-           int64_t ldc, float alpha, bool accumulate, int64_t n, int64_t k, int64_t m);
+           int64_t ldc, float alpha, bool accumulate, int64_t n, int64_t k, int64_t m, const float* c_in = nullptr,
+           int64_t ldc_in = 0);
 
 // The same product shared by `threads` OpenMP threads (started here; not from inside a parallel
 // region): all of B packed once, by all of them (a scratch of k × m floats, kept by the calling
@@ -37,7 +42,8 @@ void sgemm(const float* a, int64_t lda, bool a_row_major, const float* b, int64_
 // depends on who computes it. cpu::matmul uses it for one large product (a Linear's), where tiles of
 // separate calls would each pack B, or A, again.
 void sgemm_shared(const float* a, int64_t lda, bool a_row_major, const float* b, int64_t ldb, bool b_row_major,
-                  float* c, int64_t ldc, float alpha, bool accumulate, int64_t n, int64_t k, int64_t m, int threads);
+                  float* c, int64_t ldc, float alpha, bool accumulate, int64_t n, int64_t k, int64_t m, int threads,
+                  const float* c_in = nullptr, int64_t ldc_in = 0);
 
 // A product whose operand or result is a matrix X that is zero outside a window (attention's causal
 // scores and weights): row i of X holds its entries at columns [lo[i], hi[i]). sgemm_window computes
@@ -62,6 +68,6 @@ struct GemmWindow {
 // sgemm of the window's part of the product (above), single-threaded, with sgemm's arguments.
 void sgemm_window(const float* a, int64_t lda, bool a_row_major, const float* b, int64_t ldb, bool b_row_major,
                   float* c, int64_t ldc, float alpha, bool accumulate, int64_t n, int64_t k, int64_t m,
-                  const GemmWindow& window);
+                  const GemmWindow& window, const float* c_in = nullptr, int64_t ldc_in = 0);
 
 }  // namespace relgrad::cpu

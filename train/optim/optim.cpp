@@ -12,6 +12,7 @@
 #include "autograd/profiler.h"
 #include "core/base/error.h"
 #include "core/backend/adam.h"
+#include "core/cpu/reduce.h"
 
 namespace relgrad {
 
@@ -290,6 +291,10 @@ double clip_grad_norm_(const TensorList& params, double max_norm) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
     // float64 per tensor and across tensors: float32 grads of a big model would lose digits otherwise.
+    if (g.device().is_cpu() && g.dtype() == kFloat32 && g.is_contiguous()) {  // one pass, the same bits
+      sum_sq += cpu::sum_of_squares(g.data_ptr<float>(), g.numel());
+      continue;
+    }
     Tensor g64 = g.to(kFloat64);
     Tensor s = sum(mul(g64, g64));  // ()
     if (g.device().is_cpu()) {
