@@ -24,16 +24,18 @@ namespace relgrad::cpu {
 // single-threaded GEMM of the library gemm_library() names. So results do not depend on the thread
 // count (each element is the same sum in the same order).
 //
-// With `init` defined (the addmm form): out = init + alpha · (a @ b), init broadcast to out's shape
-// and copied into out first, then the GEMM accumulates onto it — the bias or positional term costs
-// one copy instead of a zero fill plus a separate add pass. Without: out = alpha · (a @ b).
+// With `init` defined (the addmm form): out = init + alpha · (a @ b), init broadcast to out's shape.
+// relgrad's kernel reads init in place as the values C starts from (sgemm's c_in) where its matrices
+// have unit column stride (a bias, a positional term); otherwise init is copied into out first and the
+// GEMM accumulates onto it — the same bits either way, and no zero fill plus separate add pass.
+// Without: out = alpha · (a @ b).
 Tensor matmul(const Tensor& a, const Tensor& b, const Shape& batch, const char* op, const Tensor& init = Tensor(),
               double alpha = 1.0);
 
 // The windowed product of core/backend/window_matmul.h on the CPU: float32 operands as matmul's, through
 // relgrad's kernel (sgemm_window), one call per batch entry, entries shared out over the threads, so
 // results do not depend on the thread count. With WindowOn::Output the elements outside the window are
-// set to zero (also over init, which is copied in first as matmul does). Only where
+// set to zero (also over init, which is read as matmul reads it). Only where
 // window_kernel_available(): core/backend/window_matmul.cpp computes the composite elsewhere.
 bool window_kernel_available(DType dtype);
 Tensor window_matmul(const Tensor& a, const Tensor& b, const Shape& batch, const GemmWindow& window, const char* op,
