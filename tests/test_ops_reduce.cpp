@@ -3,6 +3,9 @@
 // position in the kept dims with plain loops, then reduce each group with std:: math.
 #include <cmath>
 #include <limits>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "op_harness.h"
 
@@ -293,4 +296,29 @@ TEST_CASE("reduce: large inputs (the parallel path) match the reference, run aft
     CHECK_CLOSE(argmax(x, dim), reduce_ref(rx, {dim}, false, ref_argmax).tensor(), 0, 0);
     CHECK(var(x, {dim}).to_vector<double>() == var(x, {dim}).to_vector<double>());
   }
+}
+
+// A bias gradient's sum, (R, N) over dim 0: one output row (outer = 1), its columns shared out in
+// blocks; each column is still one double chain over the rows in order, so the result is that loop's
+// bits at any thread count.
+TEST_CASE("reduce: a sum over the rows of one matrix is each column's chain in row order, at 1, 2 and 3 threads") {
+  const int64_t R = 3000, N = 700;  // 700 columns: three blocks of up to 256
+  const Tensor x = uniform({R, N}, -3, 3, kFloat32, 29);
+  const std::vector<float> xv = x.to_vector<float>();
+  std::vector<float> expected(N);
+  for (int64_t i = 0; i < N; ++i) {
+    double acc = 0;
+    for (int64_t r = 0; r < R; ++r) acc += xv[r * N + i];
+    expected[i] = static_cast<float>(acc);
+  }
+#ifdef _OPENMP
+  const int before = omp_get_max_threads();
+  for (int threads : {1, 2, 3}) {
+    omp_set_num_threads(threads);
+    CHECK_MESSAGE(sum(x, {0}).to_vector<float>() == expected, threads << " threads");
+  }
+  omp_set_num_threads(before);
+#else
+  CHECK(sum(x, {0}).to_vector<float>() == expected);
+#endif
 }

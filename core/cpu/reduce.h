@@ -78,15 +78,20 @@ void sum_kernel(const T* x, T* out, int64_t outer, int64_t R, int64_t inner, dou
     }
     return;
   }
-#pragma omp parallel for schedule(static) if (outer * R * inner > 32768)
-  for (int64_t oi = 0; oi < outer * inner; oi += inner) {  // one output row of `inner` columns
-    int64_t o = oi / inner;
-    std::vector<double> acc(inner, 0.0);
+  // Tasks of up to kColumns neighbouring columns of one output row, so that a single row (a Linear
+  // layer's bias gradient: outer = 1) is shared by the threads too; each column is summed by one
+  // thread over r in order, whatever the cut.
+  constexpr int64_t kColumns = 256;
+  const int64_t per_row = (inner + kColumns - 1) / kColumns;
+#pragma omp parallel for schedule(static) if (outer * R * inner > 32768 && outer * per_row > 1)
+  for (int64_t t = 0; t < outer * per_row; ++t) {
+    const int64_t o = t / per_row, i0 = (t % per_row) * kColumns, w = std::min(kColumns, inner - i0);
+    double acc[kColumns] = {};
     for (int64_t r = 0; r < R; ++r) {
-      const T* src = x + (o * R + r) * inner;
-      for (int64_t i = 0; i < inner; ++i) acc[i] += src[i];
+      const T* src = x + (o * R + r) * inner + i0;
+      for (int64_t i = 0; i < w; ++i) acc[i] += src[i];
     }
-    for (int64_t i = 0; i < inner; ++i) out[o * inner + i] = static_cast<T>(acc[i] * scale);
+    for (int64_t i = 0; i < w; ++i) out[o * inner + i0 + i] = static_cast<T>(acc[i] * scale);
   }
 }
 
