@@ -33,6 +33,15 @@ inline constexpr NameTable<AbsolutePositionKind, 3> kAbsolutePositionNames{
     {{AbsolutePositionKind::None, "none"},
      {AbsolutePositionKind::Sinusoidal, "sinusoidal"},
      {AbsolutePositionKind::Learned, "learned"}}};
+// What each kind is, in a few words, for the benches' tables (as SchemeEntry::summary for the schemes).
+inline const char* absolute_position_summary(AbsolutePositionKind kind) {
+  switch (kind) {
+    case AbsolutePositionKind::None: return "no positional term";
+    case AbsolutePositionKind::Sinusoidal: return "absolute, sinusoids added (Vaswani et al.)";
+    case AbsolutePositionKind::Learned: return "absolute, learned table";
+  }
+  return "";
+}
 // "none", "sinusoidal" or "learned" → the kind; else "[op] unknown absolute_position '<name>' (expected
 // none, sinusoidal or learned)".
 inline AbsolutePositionKind absolute_position_from_name(const std::string& name, const char* op) {

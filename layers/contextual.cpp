@@ -206,6 +206,7 @@ SchemeEntry cope_scheme() {
     if (f.positions > 0) p.cope_positions = f.positions;
     else if (f.rule == FitRule::HalfWindow) p.cope_positions = f.window;
   };
+  e.summary = "contextual positions (CoPE)";
   return e;
 }
 
@@ -216,6 +217,7 @@ SchemeEntry fox_scheme() {
   e.causal_only = e.self_only = true;
   e.parameters = ForgettingAttention::parameters;
   e.extrapolates = true;  // holds its loss to 16 × the training context (docs/extrapolation.md)
+  e.summary = "forgetting gates (FoX)";
   return e;
 }
 
@@ -223,6 +225,7 @@ SchemeEntry stick_breaking_scheme() {
   SchemeEntry e{"stick_breaking", {}, [](const SchemeContext&) { return std::make_shared<StickBreaking>(); }};
   e.causal_only = e.self_only = true;
   e.extrapolates = true;  // holds its loss to 16 × the training context (docs/extrapolation.md)
+  e.summary = "stick-breaking attention";
   return e;
 }
 

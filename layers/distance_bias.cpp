@@ -202,6 +202,7 @@ SchemeEntry kerple_scheme() {
   e.knobs = {SchemeKnob::choice("kerple_variant", "log: −r1·log(1 + r2·|δ|), power: −r1·|δ|^r2", kKerpleVariantNames,
                                 &PositionalConfig::kerple_variant)};
   e.extrapolates = true;  // holds its loss to 16 × the training context (docs/extrapolation.md)
+  e.summary = "relative bias, KERPLE kernel";
   return e;
 }
 
@@ -212,6 +213,7 @@ SchemeEntry sandwich_scheme() {
   e.check = Sandwich::check;
   e.knobs = {SchemeKnob::member("sandwich_dim", "d', the sinusoids' width (even)", &PositionalConfig::sandwich_dim)};
   e.extrapolates = true;  // holds its loss to 16 × the training context (docs/extrapolation.md)
+  e.summary = "relative bias, Sandwich";
   return e;
 }
 
@@ -228,6 +230,7 @@ SchemeEntry dynamic_bias_scheme() {
              SchemeKnob::member("dynamic_bias_log_distance", "the MLP reads sign(x)·log(|x| + 1)",
                                 &PositionalConfig::dynamic_bias_log_distance)};
   e.extrapolates = true;  // holds its loss to 16 × the training context (docs/extrapolation.md)
+  e.summary = "relative bias from an MLP of the distance";
   return e;
 }
 

@@ -158,6 +158,7 @@ SchemeEntry fire_scheme() {
     if (f.rule != FitRule::Window) p.fire_threshold = f.window;
   };
   e.random_positions = true;
+  e.summary = "relative bias, FIRE";
   return e;
 }
 

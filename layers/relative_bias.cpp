@@ -238,12 +238,14 @@ SchemeEntry t5_scheme() {
     return {false, "bucket " + std::to_string(bucket) + " holds " + offsets_text(members) +
                        " (exact only up to |δ| ≤ " + std::to_string(exact) + ")"};
   };
+  e.summary = "relative bias, T5 buckets";
   return e;
 }
 
 SchemeEntry alibi_scheme() {
   SchemeEntry e{"alibi", {}, [](const SchemeContext& c) { return std::make_shared<ALiBi>(c.n_heads, !c.causal); }};
   e.extrapolates = true;  // holds its loss to 16 × the training context (docs/extrapolation.md)
+  e.summary = "relative bias, ALiBi";
   return e;
 }
 

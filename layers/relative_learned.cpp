@@ -255,17 +255,20 @@ SchemeEntry seed_scheme() {
   // The family's table knobs (per_head, shaw's, is declared by shaw's entry).
   e.knobs = {SchemeKnob::member("max_length", "table covers |δ| ≤ max_length − 1", &PositionalConfig::max_length),
              SchemeKnob::choice("out_of_range", "δ beyond the table", kOutOfRangeNames, &PositionalConfig::out_of_range)};
+  e.summary = "relative, the seed's diagonal method";
   return e;
 }
 
 SchemeEntry huang_scheme() {
-  return table_entry(
+  SchemeEntry e = table_entry(
       "huang",
       [](const SchemeContext& c) {
         return std::make_shared<HuangRelativeEmbedding>(c.head_dim, c.config.max_length, c.table_heads(),
                                                         c.config.out_of_range, c.init);
       },
       /*causal_only=*/true, HuangRelativeEmbedding::parameters);
+  e.summary = "relative, Huang et al. (skewed Shaw keys)";
+  return e;
 }
 
 SchemeEntry shaw_scheme() {
@@ -291,6 +294,7 @@ SchemeEntry shaw_scheme() {
     return {false, "every δ " + std::string(expected < 0 ? "≤ " : "≥ ") + signed_offset_text(edge) +
                        " reads the edge row " + clip};
   };
+  e.summary = "relative, Shaw et al. (keys and values)";
   return e;
 }
 

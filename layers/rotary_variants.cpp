@@ -145,6 +145,7 @@ SchemeEntry rope_scheme() {
                                 &P::rope_scaling),
              SchemeKnob::member("rope_scaling_factor", "s ≥ 1: new length / trained length", &P::rope_scaling_factor),
              SchemeKnob::member("rope_original_length", "yarn: the trained context", &P::rope_original_length)};
+  e.summary = "rotary (RoPE)";
   return e;
 }
 
@@ -159,6 +160,7 @@ SchemeEntry xpos_scheme() {
   e.fit = [](PositionalConfig& p, const SchemeFit& f) {
     if (f.rule == FitRule::HalfWindow) p.xpos_scale_base = static_cast<double>(f.window) / 2;
   };
+  e.summary = "rotary with decay (xPos)";
   return e;
 }
 
@@ -168,6 +170,7 @@ SchemeEntry p_rope_scheme() {
                                                  rotary_scaling(c.config));
                 }};
   e.check = PRoPE::check;
+  e.summary = "rotary on part of each head (p-RoPE)";
   return e;
 }
 
@@ -177,6 +180,7 @@ SchemeEntry pope_scheme() {
                 }};
   e.check = PoPE::check;
   e.parameters = PoPE::parameters;
+  e.summary = "polar rotary (PoPE)";
   return e;
 }
 

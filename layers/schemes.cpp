@@ -27,12 +27,18 @@ SchemeEntry fire_scheme();
 
 namespace {
 
+SchemeEntry none_scheme() {
+  SchemeEntry e{"none", {}, nullptr};
+  e.summary = "no positional term";
+  return e;
+}
+
 // One line per scheme, in the order the config and the benches list them: the first zoo, the rotary
 // family (layers/rotary_variants.h), content-dependent positions (layers/contextual.h), the
 // distance-bias family (layers/distance_bias.h) and FIRE (layers/fire.h).
 std::vector<SchemeEntry>& registry() {
   static std::vector<SchemeEntry> r = {
-      {"none", {}, nullptr}, seed_scheme(),  huang_scheme(), shaw_scheme(),    t5_scheme(),
+      none_scheme(),         seed_scheme(),  huang_scheme(), shaw_scheme(),    t5_scheme(),
       alibi_scheme(),        rope_scheme(),  transformer_xl_scheme(),          xpos_scheme(),
       p_rope_scheme(),       pope_scheme(),  cope_scheme(),  fox_scheme(),     stick_breaking_scheme(),
       kerple_scheme(),       sandwich_scheme(), dynamic_bias_scheme(),         fire_scheme(),

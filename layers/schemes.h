@@ -175,6 +175,8 @@ struct SchemeEntry {
   // knobs (measured: docs/extrapolation.md). relgrad sample feeds such a model every token; any other
   // gets a sliding window of its training context by default (train/config/run_options.h).
   bool extrapolates = false;
+  // What it is, in a few words, for the benches' tables ("relative bias, T5 buckets"); "" for none.
+  std::string summary = "";
 };
 
 // Where an entry may serve: the one rule the model (TransformerConfig::validate) and the run config

@@ -130,6 +130,7 @@ SchemeEntry transformer_xl_scheme() {
   e.self_only = true;
   e.check = TransformerXL::check;
   e.extrapolates = true;  // holds its loss to 16 × the training context (docs/extrapolation.md)
+  e.summary = "relative, Transformer-XL (sinusoids with u and v)";
   return e;
 }
 

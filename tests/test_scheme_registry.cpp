@@ -3,6 +3,7 @@
 // like a built-in (the worked example of docs/relative-attention.md); the built-ins' names agree with
 // their registry entries.
 #include <cmath>
+#include <set>
 
 #include "cli_testing.h"
 #include "file_testing.h"
@@ -109,6 +110,13 @@ TEST_CASE("scheme registry: the built-ins, their names and their facts") {
     auto s = make_positional(p, "decoder_self", 16, 2, true, "test");
     CHECK(s->name() == e.name);
   }
+  // Each says what it is in its own words (music-bench's table reads them): none empty, no two alike.
+  std::set<std::string> summaries;
+  for (const SchemeEntry& e : positional_schemes()) {
+    CHECK_MESSAGE(!e.summary.empty(), e.name);
+    CHECK_MESSAGE(summaries.insert(e.summary).second, e.name << ": " << e.summary);
+  }
+  CHECK(find_scheme("t5")->summary == "relative bias, T5 buckets");
   check_throws_with([] { register_scheme({"rope", {}, nullptr}); }, "[register_scheme] a scheme named 'rope' is registered already");
   check_throws_with([] { unregister_scheme("rope"); }, "[unregister_scheme] no scheme named 'rope'");
 }

@@ -4,10 +4,13 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <ostream>
 #include <sstream>
 
 #include "core/base/error.h"
+#include "layers/absolute_position.h"
+#include "layers/schemes.h"
 #include "train/instruments/study_registry.h"
 #include "train/instruments/bench_report.h"
 #include "train/instruments/music_bench.h"
@@ -68,17 +71,12 @@ std::vector<Aggregate> aggregate(const MusicBenchResult& r) {
   return out;
 }
 
-const char* description(const std::string& t) {
-  if (t == "none") return "no positional term";
-  if (t == "sinusoidal") return "absolute, sinusoids added (Vaswani et al.)";
-  if (t == "learned") return "absolute, learned table";
-  if (t == "shaw") return "relative, Shaw et al. (keys and values)";
-  if (t == "huang") return "relative, Huang et al. (skewed Shaw keys)";
-  if (t == "t5") return "relative bias, T5 buckets";
-  if (t == "alibi") return "relative bias, ALiBi";
-  if (t == "rope") return "rotary (RoPE)";
-  if (t == "seed") return "relative, the seed's diagonal method";
-  return "";
+// The table's words for a treatment: the absolute kind's or the registered scheme's own.
+std::string description(const std::string& t) {
+  if (const std::optional<AbsolutePositionKind> kind = kAbsolutePositionNames.find(t))
+    return absolute_position_summary(*kind);
+  const SchemeEntry* scheme = find_scheme(t);
+  return scheme ? scheme->summary : "";
 }
 
 std::string size_text(const MusicBenchSize& s) {

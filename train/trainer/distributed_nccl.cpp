@@ -154,8 +154,8 @@ class NcclCommunicator : public Communicator {
       if (timeout_s_ > 0 && waited > timeout_s_) {
         ncclCommAbort(comm_);
         comm_ = nullptr;
-        throw Error("[distributed] " + where() + ": " + what + " did not complete within " + std::to_string(timeout_s_) +
-                    " s: another rank has failed or stopped (train.collective_timeout_s sets this limit)");
+        throw Error(detail::concat("[distributed] ", where(), ": ", what, " did not complete within ", timeout_s_,
+                                   " s: another rank has failed or stopped (train.collective_timeout_s sets this limit)"));
       }
       timespec ts{0, 50000};
       nanosleep(&ts, nullptr);
