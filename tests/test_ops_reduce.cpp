@@ -299,10 +299,10 @@ TEST_CASE("reduce: large inputs (the parallel path) match the reference, run aft
 }
 
 // A bias gradient's sum, (R, N) over dim 0: one output row (outer = 1), its columns shared out in
-// blocks; each column is still one double chain over the rows in order, so the result is that loop's
+// parts; each column is still one double chain over the rows in order, so the result is that loop's
 // bits at any thread count.
 TEST_CASE("reduce: a sum over the rows of one matrix is each column's chain in row order, at 1, 2 and 3 threads") {
-  const int64_t R = 3000, N = 700;  // 700 columns: three blocks of up to 256
+  const int64_t R = 3000, N = 700;  // 700 columns: cut in two parts at 2 and 3 threads, whole at 1
   const Tensor x = uniform({R, N}, -3, 3, kFloat32, 29);
   const std::vector<float> xv = x.to_vector<float>();
   std::vector<float> expected(N);
