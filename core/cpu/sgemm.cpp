@@ -149,9 +149,10 @@ void pack_a(const float* a, int64_t qs, int64_t ps, float* dst, int64_t rows, in
 }
 
 // c (R, 16·NV) = alpha · a (R, k) @ bp (k, kNR packed), or c = cin + that (accumulate: cin is c
-// itself, or the values C starts from, rows ldcin apart); the last vector of each row is stored under `last`. a is a[r·lda + p] (ARow: A in place, row-major) or
-// a[r + p·lda] (A in place column-major, or packed with lda = kMR). The accumulators stay in
-// registers for the whole k block: each element is one chain of FMAs over p in order.
+// itself, or the values C starts from, rows ldcin apart); the last vector of each row is stored
+// under `last`. a is a[r·lda + p] (ARow: A in place, row-major) or a[r + p·lda] (A in place
+// column-major, or packed with lda = kMR). The accumulators stay in registers for the whole k block:
+// each element is one chain of FMAs over p in order.
 template <int R, int NV, bool ARow>
 __attribute__((always_inline)) inline void micro_kernel(int64_t k, const float* __restrict a, int64_t lda,
                                                         const float* __restrict bp, float* c, int64_t ldc,
@@ -268,8 +269,8 @@ struct Product {
           int64_t ldc_, float alpha_, bool accumulate_, int64_t n_, int64_t k_, int64_t m_, const float* c_in,
           int64_t ldc_in)
       : a(a_), b(b_), c(c_), cin(c_in ? c_in : c_), lda(lda_), ldb(ldb_), ldc(ldc_), ldcin(c_in ? ldc_in : ldc_), n(n_),
-        k(k_), m(m_), a_row_major(a_row),
-        b_row_major(b_row), accumulate(accumulate_), alpha(alpha_), a_qs(a_row ? lda_ : 1), a_ps(a_row ? 1 : lda_),
+        k(k_), m(m_), a_row_major(a_row), b_row_major(b_row), accumulate(accumulate_), alpha(alpha_),
+        a_qs(a_row ? lda_ : 1), a_ps(a_row ? 1 : lda_),
         b_ps(b_row ? ldb_ : 1), b_js(b_row ? 1 : ldb_), kc(k_block(k_)) {}
 
   float* b_buffer() const { return b_scratch.get((std::min(m, kNC) + kNR - 1) / kNR * kNR * kc); }
@@ -436,7 +437,8 @@ struct Product {
 bool sgemm_available() { return true; }
 
 void sgemm(const float* a, int64_t lda, bool a_row_major, const float* b, int64_t ldb, bool b_row_major, float* c,
-           int64_t ldc, float alpha, bool accumulate, int64_t n, int64_t k, int64_t m, const float* c_in, int64_t ldc_in) {
+           int64_t ldc, float alpha, bool accumulate, int64_t n, int64_t k, int64_t m, const float* c_in,
+           int64_t ldc_in) {
   const Product P(a, lda, a_row_major, b, ldb, b_row_major, c, ldc, alpha, accumulate, n, k, m, c_in, ldc_in);
   if (P.trivial()) return;
   P.walk([&](const float* bp, int64_t p0, int64_t j0, int64_t kb, int64_t nc, int64_t i0, int64_t rows) {
