@@ -1,9 +1,10 @@
 // cpu::sgemm (core/cpu/sgemm.h), relgrad's own float32 GEMM, against a float64 loop reference: odd
-// sizes around its 12×32 tile, k around 64 and past its 256-long blocks, every storage order of A and
+// sizes around its 12×32 tile, k around 64 and past one block, every storage order of A and
 // B, alpha ≠ 1, accumulation, leading dimensions wider than the matrix; then its promises: the same
 // bits at any alignment, in any cut of C into row or column tiles (what lets cpu::matmul cut by the
 // threads in use) and shared by a team (sgemm_shared), also through matmul at 1, 2 and 3 threads. Without AVX-512 the kernel is not
 // offered and these cases report "skipped".
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -97,12 +98,12 @@ std::string check_product(int64_t n, int64_t k, int64_t m, bool a_row, bool b_ro
 
 }  // namespace
 
-TEST_CASE("sgemm kernel: odd sizes, k around 64 and past 256, every layout, alpha, accumulate, wide ld") {
+TEST_CASE("sgemm kernel: odd sizes, k around 64 and past one block, every layout, alpha, accumulate, wide ld") {
   if (!have_sgemm()) return;
   const std::pair<int64_t, int64_t> nm[] = {{1, 1},   {1, 300},  {300, 1},  {5, 7},    {12, 32},  {13, 33},
                                             {11, 31}, {25, 17},  {24, 64},  {64, 64},  {100, 255}, {255, 100},
                                             {37, 129}, {300, 300}, {3, 2100}};  // 2,100: two blocks of B
-  const int64_t ks[] = {1, 63, 64, 65, 257, 600};  // 257: blocks of 129 and 128; 600: three of 200
+  const int64_t ks[] = {1, 63, 64, 65, 257, 1025};  // 257: one block; 1,025: five of 205
   int cases = 0;
   uint32_t seed = 1;
   for (const auto& shape : nm) {
@@ -124,6 +125,43 @@ TEST_CASE("sgemm kernel: odd sizes, k around 64 and past 256, every layout, alph
       }
   }
   CHECK(cases > 400);
+}
+
+// The order of the kernel's arithmetic, which fixes every float32 product's bits on this library:
+// each element of C is one chain of FMAs over k in order, its first term a product, where k ≤ 1,024;
+// a longer k is cut into ceil(k / 256) blocks as even as possible (the first ones longer by one), each
+// such a chain, added to C in order: c = acc · alpha for the first (or fma(acc, alpha, c₀) when
+// accumulating), c = fma(acc, alpha, c) for the others. Stated here as a scalar model and compared
+// bit for bit, so that a change of the blocking is a visible change of the promise.
+TEST_CASE("sgemm kernel: each element is one FMA chain for k up to 1,024, blocks of at most 256 beyond, bitwise") {
+  if (!have_sgemm()) return;
+  const int64_t n = 13, m = 37;
+  int checked = 0;
+  for (int64_t k : {1, 2, 255, 256, 257, 700, 1024, 1025, 1300, 2100})
+    for (int form = 0; form < 8; ++form) {
+      const bool a_row = form & 1, b_row = form & 2, accumulate = form & 4;
+      const float alpha = form & 1 ? 0.3f : 1.0f;
+      const int64_t lda = a_row ? k : n, ldb = b_row ? m : k;
+      const std::vector<float> a = values(n * k, 40 + form), b = values(k * m, 50 + form), c0 = values(n * m, 60);
+      std::vector<float> c = c0;
+      cpu::sgemm(a.data(), lda, a_row, b.data(), ldb, b_row, c.data(), m, alpha, accumulate, n, k, m);
+      const int64_t blocks = k <= 1024 ? 1 : (k + 255) / 256, kb = (k + blocks - 1) / blocks;
+      std::vector<float> model = c0;
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < m; ++j) {
+          auto A = [&](int64_t p) { return a_row ? a[i * lda + p] : a[i + p * lda]; };
+          auto B = [&](int64_t p) { return b_row ? b[p * ldb + j] : b[p + j * ldb]; };
+          float& out = model[i * m + j];
+          for (int64_t p0 = 0; p0 < k; p0 += kb) {
+            float acc = A(p0) * B(p0);
+            for (int64_t p = p0 + 1; p < std::min(k, p0 + kb); ++p) acc = std::fmaf(A(p), B(p), acc);
+            out = p0 == 0 && !accumulate ? acc * alpha : std::fmaf(acc, alpha, out);
+          }
+        }
+      CHECK_MESSAGE(c == model, "k " << k << " a_row " << a_row << " b_row " << b_row << " accumulate " << accumulate);
+      ++checked;
+    }
+  CHECK(checked == 80);
 }
 
 TEST_CASE("sgemm kernel: k = 0 gives zeros, or leaves c as it is when accumulating") {
@@ -155,7 +193,7 @@ TEST_CASE("sgemm kernel: bitwise the same result whatever the operands' alignmen
 TEST_CASE("sgemm kernel: a product cut into row or column tiles, or shared by 2 or 3 threads, gives one call's bits") {
   if (!have_sgemm()) return;
   CHECK(cpu::gemm_cut_independent(cpu::GemmLibrary::Relgrad));
-  // shapes of W1's and W0's products (k past one block in two of them), and odd ones
+  // shapes of W1's and W0's products (k past one block in one of them), and odd ones
   struct Shape3 {
     int64_t n, k, m;
   };

@@ -25,10 +25,17 @@ namespace {
 
 constexpr int kMR = 12;  // rows of C per micro-tile: 12 × 2 accumulators + 2 B vectors + 1 broadcast ≤ 32 zmm
 constexpr int kNR = 32;  // columns of C per micro-tile: two 16-float vectors
-constexpr int64_t kKC = 256;  // the longest k block: a packed B panel is kKC × kNR floats, 32 KiB
-// Columns of B packed at once: up to kKC × kNC floats, 2 MiB, in L3 (each 32 KiB panel of it meets a
-// block of A's rows from L1, and A, packed per block of B, is packed once where m ≤ kNC; bench: 512
-// columns, which fit L2, were 0.92× on a Linear's dW of 1,024 columns).
+// k's blocking (k_block): a k up to kOneBlock is one block, a longer one is cut into blocks of at most
+// kKC. Each block ends in a pass that reads and writes C's tile again, which at k = 768-1,024 cost 5-10 %
+// (bench, 1 thread, a Linear's 4,096 × 1,024 × 256 forward and dX products: 91-95 GFLOP/s in blocks of
+// 256, 100-106 in one), while a weight's gradient (k = the batch's 2,048-4,096 tokens) was 2-4 % faster
+// in blocks of 256 than of 1,024. One block of 1,024 packs B panels of 128 KiB, which the micro-kernel
+// reads from L2 (at 256, 32 KiB, from L1) at about 7 bytes a cycle, well within what L2 gives.
+constexpr int64_t kOneBlock = 1024;
+constexpr int64_t kKC = 256;
+// Columns of B packed at once: up to kNC, so kb × kNC floats, 2-8 MiB, in L3 (each panel of it meets a
+// block of A's rows, and A, packed per block of B, is packed once where m ≤ kNC; bench: 512 columns,
+// which fit L2, were 0.92× on a Linear's dW of 1,024 columns, and 0.96-1.0× at k = 1,024).
 constexpr int64_t kNC = 2048;
 
 // 64-byte aligned buffer that only grows: the packed B (or A) of the calling thread.
@@ -245,10 +252,12 @@ PanelFn panel_for(int nv, bool a_row_major) {
   return nv == 2 ? panel<2, false> : panel<1, false>;
 }
 
-// k's blocks: at most kKC long and as even as possible, so a long k has no short last block; the
-// bounds depend on k alone, which keeps every element's arithmetic the same in any cut of C.
+// k's blocks: one up to kOneBlock, else at most kKC long and as even as possible, so a long k has no
+// short last block; the bounds depend on k alone, which keeps every element's arithmetic the same in
+// any cut of C (tests/test_sgemm.cpp states this order as a scalar model and checks it bit for bit).
 int64_t k_block(int64_t k) {
-  const int64_t blocks = std::max<int64_t>(1, (k + kKC - 1) / kKC);  // k = 0 (an empty sum) is one empty block
+  if (k <= kOneBlock) return std::max<int64_t>(k, 1);  // k = 0 (an empty sum) never reaches the walk
+  const int64_t blocks = (k + kKC - 1) / kKC;
   return (k + blocks - 1) / blocks;
 }
 
