@@ -294,7 +294,7 @@ bool gemm_library_available(GemmLibrary library) {
 bool gemm_cut_independent(GemmLibrary library) { return library == GemmLibrary::Relgrad; }
 
 std::string gemm_library_kernel(GemmLibrary library) {
-  if (library == GemmLibrary::Relgrad) return sgemm_available() ? "relgrad AVX-512, 12x32 tiles, k blocks of 256" : "";
+  if (library == GemmLibrary::Relgrad) return sgemm_available() ? "relgrad AVX-512, 12x32 tiles, k in one block up to 1024, else blocks of 256" : "";
   if (library != GemmLibrary::Eigen) return loaded(library).kernel;
   return "Eigen " + std::to_string(EIGEN_WORLD_VERSION) + "." + std::to_string(EIGEN_MAJOR_VERSION) + "." +
          std::to_string(EIGEN_MINOR_VERSION) + ", SIMD: " + Eigen::SimdInstructionSetsInUse();

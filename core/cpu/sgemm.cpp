@@ -35,7 +35,7 @@ constexpr int64_t kOneBlock = 1024;
 constexpr int64_t kKC = 256;
 // Columns of B packed at once: up to kNC, so kb × kNC floats, 2-8 MiB, in L3 (each panel of it meets a
 // block of A's rows, and A, packed per block of B, is packed once where m ≤ kNC; bench: 512 columns,
-// which fit L2, were 0.92× on a Linear's dW of 1,024 columns, and 0.96-1.0× at k = 1,024).
+// which fit L2, were 0.92× on a Linear's dW of 1,024 columns, and 0.92-1.03× at k = 768-1,024).
 constexpr int64_t kNC = 2048;
 
 // 64-byte aligned buffer that only grows: the packed B (or A) of the calling thread.

@@ -3,15 +3,16 @@
 // build without -march=native on an AVX-512 one) sgemm_available() is false and it is never chosen.
 //
 // What sets it apart: every element of C is computed the same way whatever part of C a call covers.
-// k is cut into blocks whose bounds depend on k alone (at most kKC long, as even as possible); within a
+// k is cut into blocks whose bounds depend on k alone (one up to 1,024, else at most 256 long, as even
+// as possible); within a
 // block each element is one chain of FMAs over p in order, in a register, then scaled by alpha and
 // added to C (or stored, for the first block without accumulate). So a product cut into row or column
 // tiles gives the same bits as one call, at any alignment: cpu::matmul can cut it by the threads in
 // use rather than the machine's cores (fewer cuts, each operand packed fewer times) and still give
 // results that do not depend on the thread count (tests/test_sgemm.cpp checks this bitwise).
 //
-// Blocking (per call, single-threaded): B is packed in blocks of 256 (k) × 2,048 (columns) into panels
-// of 32 columns (each 256 × 32 panel, 32 KiB, meets a block of A's rows from L1); A goes 12 rows per
+// Blocking (per call, single-threaded): B is packed in blocks of k's block × 2,048 (columns) into panels
+// of 32 columns (each kb × 32 panel, 32-128 KiB, meets a block of A's rows from L1 or L2); A goes 12 rows per
 // micro-tile (12 × 32 of C in 24 zmm accumulators), in blocks of rows that stay in L2, packed where a
 // block meets enough B panels to pay for it and read in place otherwise.
 #pragma once
