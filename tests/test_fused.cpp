@@ -10,6 +10,7 @@
 #include "core/base/fast_math.h"
 #include "core/base/functors.h"
 #include "testing.h"
+#include "thread_count.h"
 #include "train/optim/optim.h"
 
 using namespace relgrad;
@@ -268,4 +269,58 @@ TEST_CASE("Adam and AdamW: the fused step gives the composite's bits, float32 an
   }
   Tensor p = zeros({4, 4}), g = zeros({4, 4});
   CHECK(!cpu::adam_fusable(p.transpose(0, 1), g, zeros({4, 4}), zeros({4, 4})));  // a view: composite path
+}
+
+// The multi-tensor step (cpu::adam_steps, what Adam and AdamW run once a step): parameters of sizes
+// around its 16,384-element chunks, float32 and float64 together, each with its own hyper-parameters,
+// give one adam_step per parameter's bits at 1, 2 and 3 threads; and an Adam whose step threw part-way
+// applies none of its queued updates later.
+TEST_CASE("Adam and AdamW: every parameter's step in one region gives one adam_step per parameter's bits") {
+  const int64_t sizes[] = {1, 7, 16383, 16384, 16385, 70000, 300};
+  for (int threads : {1, 2, 3}) {
+    ThreadCount guard(threads);
+    std::vector<cpu::AdamJob> jobs;
+    std::vector<Tensor> p_ref, m_ref, v_ref;
+    for (size_t i = 0; i < std::size(sizes); ++i) {
+      const DType dt = i % 3 == 2 ? kFloat64 : kFloat32;
+      cpu::AdamStep s;
+      s.lr = 1e-3 * double(i + 1);
+      s.beta1 = 0.9, s.beta2 = 0.95, s.eps = 1e-8, s.weight_decay = i % 2 ? 0.1 : 0.0, s.decoupled = i % 2 == 0;
+      s.bias_correction1 = 1 - std::pow(s.beta1, 3), s.bias_correction2 = 1 - std::pow(s.beta2, 3);
+      const uint64_t seed = 100 + 10 * i;
+      Tensor p = uniform({sizes[i]}, -1, 1, kFloat64, seed).to(dt), g = uniform({sizes[i]}, -1, 1, kFloat64, seed + 1).to(dt);
+      Tensor m = uniform({sizes[i]}, -1, 1, kFloat64, seed + 2).to(dt), v = uniform({sizes[i]}, 0, 1, kFloat64, seed + 3).to(dt);
+      p_ref.push_back(p.clone()), m_ref.push_back(m.clone()), v_ref.push_back(v.clone());
+      cpu::adam_step(p_ref.back(), g, m_ref.back(), v_ref.back(), s);
+      jobs.push_back(cpu::AdamJob{p, g, m, v, s});
+    }
+    cpu::adam_steps(jobs);
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      CAPTURE(threads);
+      CAPTURE(sizes[i]);
+      CHECK(bitwise_equal(jobs[i].param, p_ref[i]));
+      CHECK(bitwise_equal(jobs[i].m, m_ref[i]));
+      CHECK(bitwise_equal(jobs[i].v, v_ref[i]));
+    }
+  }
+  // A step that throws part-way (a float32 parameter given a float64 gradient, on the composite path)
+  // applies none of its queued updates, then or with the next step: after the next step, the first
+  // parameter's exp_avg holds that step's gradient alone, (1 − β1)·g.
+  Tensor a = uniform({40}, -1, 1, kFloat32, 1), b = uniform({5, 3}, -1, 1, kFloat32, 2);
+  const Tensor a_before = a.clone();
+  AdamW opt({a, b}, AdamWOptions().lr(0.01).betas(0.9, 0.95));
+  a.set_grad(uniform({40}, -1, 1, kFloat32, 3));
+  b.set_grad(uniform({5, 3}, -1, 1, kFloat64, 4));
+  CHECK_THROWS(opt.step());
+  CHECK(bitwise_equal(a, a_before));
+  b.set_grad(Tensor());
+  const Tensor g = uniform({40}, -1, 1, kFloat32, 5);
+  a.set_grad(g);
+  opt.step();
+  CHECK(!bitwise_equal(a, a_before));
+  Tensor exp_avg;
+  for (const auto& [name, t] : opt.state_tensors())
+    if (name == "group0.param0.exp_avg") exp_avg = t;
+  REQUIRE(exp_avg.defined());
+  CHECK(bitwise_equal(exp_avg, mul(g, static_cast<double>(static_cast<float>(1.0 - 0.9)))));
 }

@@ -172,6 +172,34 @@ TEST_CASE("op norm dweight and dbias do not depend on the thread count") {
 #endif
 }
 
+// The kernels sum eight rows' statistics side by side (core/cpu/norm.h, kNormRowGroup); each row's sums
+// stay one chain in element order, so a row normalised among others gives the bits it gets alone:
+// layer_norm and rms_norm, the fused residual norm, and the input's gradient, over 21 rows (two groups of
+// eight and five rows alone), float32 and float64.
+TEST_CASE("op norm kernels: a row among others gets the bits it gets alone, forward and backward") {
+  const int64_t R = 21, N = 300;
+  for (bool rms : {false, true})
+    for (DType dt : {kFloat32, kFloat64}) {
+      INFO("rms ", rms, " dtype ", dtype_name(dt));
+      Tensor x = uniform({R, N}, -3, 3, dt, 11), branch = uniform({R, N}, -1, 1, dt, 12);
+      Tensor w = uniform({N}, 0.5, 1.5, dt, 13), b = uniform({N}, -1, 1, dt, 14), g = uniform({R, N}, -1, 1, dt, 15);
+      auto norm = [&](const Tensor& in) { return rms ? rms_norm(in, {N}, w, 1e-5) : layer_norm(in, {N}, w, b, 1e-5); };
+      Tensor xg = x.clone().requires_grad_();
+      Tensor all = norm(xg);
+      all.backward(g);
+      Tensor fused = rms ? residual_rms_norm(x, branch, {N}, w, 1e-5).out : residual_layer_norm(x, branch, {N}, w, b, 1e-5).out;
+      for (int64_t r = 0; r < R; ++r) {
+        Tensor row = x.slice(0, r, r + 1).clone().requires_grad_();
+        Tensor alone = norm(row);
+        alone.backward(g.slice(0, r, r + 1).clone());
+        CHECK_MESSAGE(bitwise_equal(all.detach().slice(0, r, r + 1).contiguous(), alone.detach()), "row " << r);
+        CHECK_MESSAGE(bitwise_equal(xg.grad().slice(0, r, r + 1).contiguous(), row.grad()), "dx row " << r);
+        Tensor sum_row = add(x.slice(0, r, r + 1), branch.slice(0, r, r + 1));
+        CHECK_MESSAGE(bitwise_equal(fused.slice(0, r, r + 1).contiguous(), norm(sum_row).detach()), "fused row " << r);
+      }
+    }
+}
+
 TEST_CASE("op norm saved tensors: modifying the input in place is caught") {
   // Inputs that need no copy are saved as aliases, so autograd's version check applies.
   Tensor x = f64({2, 4}).requires_grad_();

@@ -30,4 +30,12 @@ void adam_step(const Tensor& param, const Tensor& grad, const Tensor& m, const T
                   param.device().index);
 }
 
+void adam_steps(const std::vector<AdamJob>& jobs) {
+  std::vector<AdamJob> on_cpu;
+  for (const AdamJob& j : jobs)
+    if (j.param.device().is_cuda()) backend::adam_step(j.param, j.grad, j.m, j.v, j.step);
+    else on_cpu.push_back(j);
+  if (!on_cpu.empty()) cpu::adam_steps(on_cpu);
+}
+
 }  // namespace relgrad::backend

@@ -3,6 +3,8 @@
 // is the path for other layouts and the test oracle: tests/test_optim.cpp checks the two agree bit
 // for bit.
 #pragma once
+#include <vector>
+
 #include "core/tensor.h"
 
 namespace relgrad::cpu {
@@ -23,5 +25,16 @@ bool adam_fusable(const Tensor& param, const Tensor& grad, const Tensor& m, cons
 //   m = m · β1 + g · (1 − β1);  v = v · β2 + (g · (1 − β2)) · g
 //   p = p + (m / (sqrt(v) / sqrt(bc2) + eps)) · (−lr / bc1)
 void adam_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const AdamStep& s);
+
+// One parameter's update, for adam_steps (adam_fusable must hold for its four tensors).
+struct AdamJob {
+  Tensor param, grad, m, v;
+  AdamStep step;
+};
+
+// Every job's update in one parallel region, the parameters cut into chunks shared out among the
+// threads (PyTorch's multi-tensor `foreach` Adam): each element's arithmetic is adam_step's, so the
+// bits are the same at any thread count and as one adam_step per parameter.
+void adam_steps(const std::vector<AdamJob>& jobs);
 
 }  // namespace relgrad::cpu

@@ -4,7 +4,7 @@
 // Each does the IEEE operations of its composite twin in the same order, so the results are the same
 // bits: x + b rounded to T before f (the functors of core/base/functors.h, as the unary kernels),
 // db summed in double over the rows in row order (as cpu::sum_kernel does for the composite's
-// sum_to), the norm row by norm_forward_row (core/cpu/norm.h). f's backward rule grad(x, y, gy) must
+// sum_to), the norm rows by norm_forward_rows (core/cpu/norm.h). f's backward rule grad(x, y, gy) must
 // use x only (true of relu, gelu and gelu_tanh): y is not kept.
 #pragma once
 #include <algorithm>
@@ -99,13 +99,12 @@ void bias_activation_backward(const T* gy, const T* x, const T* b, T* dx, T* db,
 template <class T>
 void residual_norm_forward(const T* residual, const T* branch, const T* w, const T* b, T* sum, T* y, T* mean, T* rstd,
                            int64_t R, int64_t N, double eps) {
-#pragma omp parallel for schedule(static) if (R * N >= kParallelGrain && R > 1)
-  for (int64_t r = 0; r < R; ++r) {
-    const T* ar = residual + r * N;
-    const T* br = branch + r * N;
-    T* sr = sum + r * N;
-    for (int64_t i = 0; i < N; ++i) sr[i] = ar[i] + br[i];
-    norm_forward_row(sr, w, b, y + r * N, mean ? mean + r : nullptr, rstd + r, N, eps);
+  const int64_t groups = (R + kNormRowGroup - 1) / kNormRowGroup;
+#pragma omp parallel for schedule(static) if (R * N >= kParallelGrain && groups > 1)
+  for (int64_t q = 0; q < groups; ++q) {
+    const int64_t r0 = q * kNormRowGroup, rows = std::min<int64_t>(kNormRowGroup, R - r0);
+    for (int64_t i = r0 * N; i < (r0 + rows) * N; ++i) sum[i] = residual[i] + branch[i];
+    norm_forward_rows(sum, w, b, y, mean, rstd, r0, rows, N, eps);
   }
 }
 

@@ -73,16 +73,22 @@ void Optimizer::step() {
   ProfileScope profile("optimizer.step");  // one row of the op profiler (autograd/profiler.h)
   NoGradGuard no_grad;
   for (size_t g = 0; g < groups_.size(); ++g) check_group(groups_[g], g);  // a schedule may have set lr
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    for (size_t i = 0; i < groups_[g].params.size(); ++i) {
-      Tensor& p = groups_[g].params[i];
-      Tensor grad = p.grad();
-      if (!grad.defined()) continue;
-      ParamState& state = state_[g][i];
-      ++state.step;
-      update(groups_[g], p, grad, state);
+  try {
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      for (size_t i = 0; i < groups_[g].params.size(); ++i) {
+        Tensor& p = groups_[g].params[i];
+        Tensor grad = p.grad();
+        if (!grad.defined()) continue;
+        ParamState& state = state_[g][i];
+        ++state.step;
+        update(groups_[g], p, grad, state);
+      }
     }
+  } catch (...) {
+    finish_step(false);
+    throw;
   }
+  finish_step(true);
   ++step_count_;
 }
 
@@ -233,11 +239,19 @@ void Adam::update(const ParamGroup& group, Tensor& param, const Tensor& grad, Pa
   s.bias_correction1 = 1 - std::pow(o.beta1_, t);
   s.bias_correction2 = 1 - std::pow(o.beta2_, t);
   s.decoupled = decoupled_;
-  // One fused pass on the parameter's device (core/backend/adam.h) where the layout allows; same
-  // bits as the composite.
+  // One fused pass on the parameter's device (core/backend/adam.h) where the layout allows, queued so
+  // that finish_step runs every parameter's in one go; same bits as the composite.
   if (!backend::adam_fusable(param, grad, m, v)) return adam_composite_update(param, grad, m, v, s);
-  backend::adam_step(param, grad, m, v, s);
-  for (Tensor* t : {&param, &m, &v}) t->bump_version();
+  queued_.push_back(backend::AdamJob{param, grad, m, v, s});
+}
+
+void Adam::finish_step(bool completed) {
+  std::vector<backend::AdamJob> jobs = std::move(queued_);
+  queued_.clear();
+  if (!completed) return;
+  backend::adam_steps(jobs);
+  for (backend::AdamJob& j : jobs)
+    for (Tensor* t : {&j.param, &j.m, &j.v}) t->bump_version();
 }
 
 // ---- positional parameter groups ------------------------------------------------------------------

@@ -82,6 +82,9 @@ class Optimizer {
   };
   // Updates `param` (in place, grad mode is off) from `grad`; state.step was already incremented.
   virtual void update(const ParamGroup& group, Tensor& param, const Tensor& grad, ParamState& state) = 0;
+  // Called once after the step's update() calls: an optimizer that queued its updates runs them here
+  // (completed), or drops them when an update threw (none of them is then left for a later step).
+  virtual void finish_step(bool completed) { (void)completed; }
   // Checks that a group's lr and weight_decay are valid ("[<name>] invalid learning rate ...").
   void check_group(const ParamGroup& group, size_t index) const;
 
@@ -207,10 +210,12 @@ class Adam : public Optimizer {
  protected:
   Adam(const char* name, std::vector<ParamGroup> groups, AdamOptions options, bool decoupled);
   void update(const ParamGroup& group, Tensor& param, const Tensor& grad, ParamState& state) override;
+  void finish_step(bool completed) override;
 
  private:
   AdamOptions options_;
   bool decoupled_;  // AdamW
+  std::vector<backend::AdamJob> queued_;  // this step's fused updates, run together by finish_step
 };
 
 class AdamW : public Adam {
