@@ -197,7 +197,10 @@ TEST_CASE("kill save: SIGKILL at random moments never leaves an unreadable or ol
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   MESSAGE("kill save: ", kKills, " SIGKILLs, ", mid_save, " of them inside a save (temp file present), one save ",
           save_ms, " ms, file ", fs::file_size(path), " bytes, last step ", last_step, ", ", seconds, " s");
-  CHECK(mid_save >= kKills / 4);  // the kills really do land inside saves
+  // The kills really do land inside saves: a dozen at least. (How many depends on the save's share of
+  // the child's step-and-save cycle: 36-41 of 100 in a release build, 24 once under ASan+UBSan beside
+  // another test, where a bound of 25 failed; so the bound is one that holds by a wide margin on both.)
+  CHECK(mid_save >= kKills / 8);
 }
 
 TEST_CASE("disk full: a save under a file-size limit fails cleanly at every size and keeps the previous checkpoint") {
