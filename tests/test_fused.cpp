@@ -273,9 +273,9 @@ TEST_CASE("Adam and AdamW: the fused step gives the composite's bits, float32 an
 
 // The multi-tensor step (cpu::adam_steps, what Adam and AdamW run once a step): parameters of sizes
 // around its 16,384-element chunks, float32 and float64 together, each with its own hyper-parameters,
-// give one adam_step per parameter's bits at 1, 2 and 3 threads; and an Adam whose step threw part-way
-// applies none of its queued updates later.
-TEST_CASE("Adam and AdamW: every parameter's step in one region gives one adam_step per parameter's bits") {
+// give each parameter the bits of the composite twin (adam_composite_update) at 1, 2 and 3 threads;
+// and an Adam whose step threw part-way applies none of its queued updates later.
+TEST_CASE("Adam and AdamW: every parameter's step in one region gives each parameter the composite's bits") {
   const int64_t sizes[] = {1, 7, 16383, 16384, 16385, 70000, 300};
   for (int threads : {1, 2, 3}) {
     ThreadCount guard(threads);
@@ -291,7 +291,7 @@ TEST_CASE("Adam and AdamW: every parameter's step in one region gives one adam_s
       Tensor p = uniform({sizes[i]}, -1, 1, kFloat64, seed).to(dt), g = uniform({sizes[i]}, -1, 1, kFloat64, seed + 1).to(dt);
       Tensor m = uniform({sizes[i]}, -1, 1, kFloat64, seed + 2).to(dt), v = uniform({sizes[i]}, 0, 1, kFloat64, seed + 3).to(dt);
       p_ref.push_back(p.clone()), m_ref.push_back(m.clone()), v_ref.push_back(v.clone());
-      cpu::adam_step(p_ref.back(), g, m_ref.back(), v_ref.back(), s);
+      adam_composite_update(p_ref.back(), g, m_ref.back(), v_ref.back(), s);
       jobs.push_back(cpu::AdamJob{p, g, m, v, s});
     }
     cpu::adam_steps(jobs);

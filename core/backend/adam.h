@@ -13,10 +13,8 @@ using cpu::AdamJob;   // one parameter's four tensors and its step
 // True when the fused kernel can run: param, grad, m, v on one device (CPU or GPU), contiguous,
 // one float dtype, one shape.
 bool adam_fusable(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v);
-// One fused step over a parameter (any shape; param, m and v updated in place); adam_fusable must hold.
-void adam_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const AdamStep& s);
-// Several parameters' fused steps: the CPU ones in one parallel region (cpu::adam_steps), the GPU ones
-// one launch each. adam_fusable must hold for every job.
+// Several parameters' fused steps (any shapes; param, m and v updated in place): the CPU ones in one
+// parallel region (cpu::adam_steps), the GPU ones one launch each. adam_fusable must hold for every job.
 void adam_steps(const std::vector<AdamJob>& jobs);
 
 }  // namespace relgrad::backend
