@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
       for (std::string item; std::getline(in, item, ',');) lengths.push_back(std::stoll(item));
     }
   if (!cpu::sgemm_available()) {
-    std::printf("relgrad's kernel needs AVX-512F: the window products compute the dense composite here\n");
+    std::printf("relgrad's kernel needs AVX-512F or AVX2 + FMA: the window products compute the dense composite here\n");
     return 0;
   }
   cpu::set_gemm_library(cpu::GemmLibrary::Relgrad);

@@ -167,7 +167,7 @@ TEST_CASE("gemm library: RELGRAD_GEMM names a library, or is refused naming itse
   for (GemmLibrary library : cpu::kGemmLibraries)
     if (!cpu::gemm_library_available(library))
       CHECK_THROWS_WITH_AS(cpu::choose_gemm_library(cpu::gemm_library_name(library), ""),
-                           doctest::Contains(library == GemmLibrary::Relgrad ? "needs an AVX-512F build"
+                           doctest::Contains(library == GemmLibrary::Relgrad ? "needs an AVX-512F or AVX2 + FMA build"
                                                                              : "could not be loaded (Debian: apt-get install"),
                            Error);
   // The relgrad command reports it as an error (exit code 1), and --help does not choose at all.

@@ -1,8 +1,8 @@
 // cpu::sgemm (core/cpu/sgemm.h), relgrad's own float32 GEMM, against a float64 loop reference: odd
-// sizes around its 12×32 tile, k around 64 and past one block, every storage order of A and
+// sizes around its tile (12×32 on AVX-512, 6×16 on AVX2), k around 64 and past one block, every storage order of A and
 // B, alpha ≠ 1, accumulation, leading dimensions wider than the matrix; then its promises: the same
 // bits at any alignment, in any cut of C into row or column tiles (what lets cpu::matmul cut by the
-// threads in use) and shared by a team (sgemm_shared), also through matmul at 1, 2 and 3 threads. Without AVX-512 the kernel is not
+// threads in use) and shared by a team (sgemm_shared), also through matmul at 1, 2 and 3 threads. Without AVX-512 or AVX2 + FMA the kernel is not
 // offered and these cases report "skipped".
 #include <algorithm>
 #include <cmath>
@@ -21,10 +21,10 @@ using namespace relgrad::testing;
 
 namespace {
 
-// The kernel's cases start with `if (!have_sgemm()) return;`: without AVX-512 they log "skipped".
+// The kernel's cases start with `if (!have_sgemm()) return;`: without AVX-512 or AVX2 + FMA they log "skipped".
 bool have_sgemm() {
   if (cpu::sgemm_available()) return true;
-  MESSAGE("skipped: relgrad's sgemm needs an AVX-512F build");
+  MESSAGE("skipped: relgrad's sgemm needs an AVX-512F or AVX2 + FMA build");
   return false;
 }
 
@@ -102,7 +102,8 @@ TEST_CASE("sgemm kernel: odd sizes, k around 64 and past one block, every layout
   if (!have_sgemm()) return;
   const std::pair<int64_t, int64_t> nm[] = {{1, 1},   {1, 300},  {300, 1},  {5, 7},    {12, 32},  {13, 33},
                                             {11, 31}, {25, 17},  {24, 64},  {64, 64},  {100, 255}, {255, 100},
-                                            {37, 129}, {300, 300}, {3, 2100}};  // 2,100: two blocks of B
+                                            {37, 129}, {300, 300}, {3, 2100},   // 2,100: two blocks of B
+                                            {6, 16},  {7, 9},    {18, 8}};  // AVX2's 6×16 tile, one 8-lane vector
   const int64_t ks[] = {1, 63, 64, 65, 257, 1025};  // 257: one block; 1,025: five of 205
   int cases = 0;
   uint32_t seed = 1;
@@ -132,7 +133,8 @@ TEST_CASE("sgemm kernel: odd sizes, k around 64 and past one block, every layout
 // a longer k is cut into ceil(k / 256) blocks as even as possible (the first ones longer by one), each
 // such a chain, added to C in order: c = acc · alpha for the first (or fma(acc, alpha, c₀) when
 // accumulating), c = fma(acc, alpha, c) for the others. Stated here as a scalar model and compared
-// bit for bit, so that a change of the blocking is a visible change of the promise.
+// bit for bit, so that a change of the blocking is a visible change of the promise. The model has no
+// vector width: an AVX2 build and an AVX-512 one pass it alike, so they give the same bits.
 TEST_CASE("sgemm kernel: each element is one FMA chain for k up to 1,024, blocks of at most 256 beyond, bitwise") {
   if (!have_sgemm()) return;
   const int64_t n = 13, m = 37;

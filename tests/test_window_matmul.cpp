@@ -31,7 +31,7 @@ struct KernelChosen {
 
 bool have_kernel() {
   if (cpu::sgemm_available()) return true;
-  MESSAGE("skipped: the windowed kernel needs an AVX-512F build (elsewhere the composite runs, tested below)");
+  MESSAGE("skipped: the windowed kernel needs an AVX-512F or AVX2 + FMA build (elsewhere the composite runs, tested below)");
   return false;
 }
 

@@ -294,7 +294,7 @@ bool gemm_library_available(GemmLibrary library) {
 bool gemm_cut_independent(GemmLibrary library) { return library == GemmLibrary::Relgrad; }
 
 std::string gemm_library_kernel(GemmLibrary library) {
-  if (library == GemmLibrary::Relgrad) return sgemm_available() ? "relgrad AVX-512, 12x32 tiles, k in one block up to 1024, else blocks of 256" : "";
+  if (library == GemmLibrary::Relgrad) return sgemm_kernel();
   if (library != GemmLibrary::Eigen) return loaded(library).kernel;
   return "Eigen " + std::to_string(EIGEN_WORLD_VERSION) + "." + std::to_string(EIGEN_MAJOR_VERSION) + "." +
          std::to_string(EIGEN_MINOR_VERSION) + ", SIMD: " + Eigen::SimdInstructionSetsInUse();
@@ -366,7 +366,7 @@ GemmChoice choose_gemm_library(const char* requested, const std::string& cache_d
       throw Error(std::string("[gemm] RELGRAD_GEMM=") + requested + ": expected auto, eigen, openblas, blis or relgrad");
     if (!gemm_library_available(*library))
       throw Error(std::string("[gemm] RELGRAD_GEMM=") + requested +
-                  (*library == GemmLibrary::Relgrad ? ": relgrad's kernel needs an AVX-512F build (-march=native on such a CPU)"
+                  (*library == GemmLibrary::Relgrad ? ": relgrad's kernel needs an AVX-512F or AVX2 + FMA build (-march=native on such a CPU)"
                    : std::string(": the library could not be loaded (Debian: ") +
                          (*library == GemmLibrary::OpenBLAS ? "apt-get install libopenblas0" : "apt-get install libblis4-serial") +
                          ")"));

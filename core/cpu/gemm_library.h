@@ -1,6 +1,6 @@
 // The library behind each GEMM tile of cpu::matmul (core/cpu/matmul.cpp), chosen by measurement.
 //
-// Eigen's GEMM and relgrad's own (core/cpu/sgemm.h, AVX-512 builds) are compiled in. OpenBLAS (Debian: libopenblas0) and BLIS (libblis4-serial) are loaded
+// Eigen's GEMM and relgrad's own (core/cpu/sgemm.h, AVX-512 or AVX2 + FMA builds) are compiled in. OpenBLAS (Debian: libopenblas0) and BLIS (libblis4-serial) are loaded
 // at run time with dlopen when installed, so a build needs neither and a machine may have either.
 // Which one a process uses is decided once, on the first product:
 //   1. RELGRAD_GEMM=eigen|openblas|blis|relgrad in the environment: that one (an error if it cannot be loaded);
@@ -29,8 +29,8 @@
 
 namespace relgrad::cpu {
 
-// Relgrad: relgrad's own AVX-512 kernel (core/cpu/sgemm.h), float32 only (its double tiles are Eigen's),
-// offered where the build has AVX-512F.
+// Relgrad: relgrad's own kernel (core/cpu/sgemm.h), float32 only (its double tiles are Eigen's),
+// offered where the build has AVX-512F or AVX2 with FMA.
 enum class GemmLibrary { Eigen, OpenBLAS, BLIS, Relgrad };
 inline constexpr GemmLibrary kGemmLibraries[] = {GemmLibrary::Eigen, GemmLibrary::OpenBLAS, GemmLibrary::BLIS,
                                                  GemmLibrary::Relgrad};

@@ -5,9 +5,8 @@
 #if defined(__GNUC__) && !defined(__clang__)  // clang has no such warning
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-#ifdef __AVX512F__
-#include <immintrin.h>
-
+#include "core/cpu/sgemm_simd.h"
+#ifdef RELGRAD_SGEMM_SIMD
 #include <algorithm>
 #include <cstdlib>
 #include <exception>
@@ -19,12 +18,16 @@
 
 namespace relgrad::cpu {
 
-#ifdef __AVX512F__
+#ifdef RELGRAD_SGEMM_SIMD
 
 namespace {
 
-constexpr int kMR = 12;  // rows of C per micro-tile: 12 × 2 accumulators + 2 B vectors + 1 broadcast ≤ 32 zmm
-constexpr int kNR = 32;  // columns of C per micro-tile: two 16-float vectors
+using simd::first_lanes;
+using simd::kLanes;
+using simd::kMR;  // rows of C per micro-tile (core/cpu/sgemm_simd.h): 12 on AVX-512, 6 on AVX2
+using simd::Mask;
+using simd::Vec;
+constexpr int kNR = 2 * kLanes;  // columns of C per micro-tile: two vectors (32 on AVX-512, 16 on AVX2)
 // k's blocking (k_block): a k up to kOneBlock is one block, a longer one is cut into blocks of at most
 // kKC. Each block ends in a pass that reads and writes C's tile again, which at k = 768-1,024 cost 5-10 %
 // (bench, 1 thread, a Linear's 4,096 × 1,024 × 256 forward and dX products: 91-95 GFLOP/s in blocks of
@@ -37,6 +40,10 @@ constexpr int64_t kKC = 256;
 // block of A's rows, and A, packed per block of B, is packed once where m ≤ kNC; bench: 512 columns,
 // which fit L2, were 0.92× on a Linear's dW of 1,024 columns, and 0.92-1.03× at k = 768-1,024).
 constexpr int64_t kNC = 2048;
+// A block of A's rows is packed (pack_a) where it meets at least this many columns of B, else read in
+// place (AVX-512 bench: Q·Kᵀ's 256 columns 1.08×, the feed-forward's down projection 1.09×; dV's 64
+// columns 0.9×, W0's 16: 0.8×).
+constexpr int64_t kPackAColumns = 128;
 
 // 64-byte aligned buffer that only grows: the packed B (or A) of the calling thread.
 class Scratch {
@@ -63,73 +70,44 @@ class Scratch {
 
 thread_local Scratch b_scratch, a_scratch;
 
-inline __mmask16 first_lanes(int64_t count) {  // the low min(count, 16) lanes; none when count ≤ 0
-  return count >= 16 ? __mmask16(0xFFFF) : count <= 0 ? __mmask16(0) : __mmask16((1u << count) - 1u);
-}
-
-// In-register transpose: r[i] holds row i of a 16×16 block; afterwards r[j] holds column j.
-inline void transpose16(__m512 r[16]) {
-  __m512 t[16];
-  for (int i = 0; i < 8; ++i) {  // per 128-bit lane: a0 b0 a1 b1 | a2 b2 a3 b3
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  __m512 u[16];  // u[4g + j], lane L: rows 4g..4g+3 of column 4L + j
-  for (int g = 0; g < 4; ++g) {
-    const __m512d t0 = _mm512_castps_pd(t[4 * g]), t1 = _mm512_castps_pd(t[4 * g + 1]);
-    const __m512d t2 = _mm512_castps_pd(t[4 * g + 2]), t3 = _mm512_castps_pd(t[4 * g + 3]);
-    u[4 * g + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
-    u[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
-    u[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
-    u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
-  }
-  for (int j = 0; j < 4; ++j) {  // gather lane L of the four row groups into column 4L + j
-    const __m512 v0 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88), v1 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xdd);
-    const __m512 v2 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88);
-    const __m512 v3 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xdd);
-    r[j] = _mm512_shuffle_f32x4(v0, v2, 0x88);
-    r[8 + j] = _mm512_shuffle_f32x4(v0, v2, 0xdd);
-    r[4 + j] = _mm512_shuffle_f32x4(v1, v3, 0x88);
-    r[12 + j] = _mm512_shuffle_f32x4(v1, v3, 0xdd);
-  }
-}
-
 // Packs B (k, m), element (p, j) at b[p·ps + j·js] with one of ps, js equal to 1, into
 // ceil(m / kNR) panels of (k, kNR), row-major, one after another from dst; columns past m are zero.
-// B is read in its own storage order (whole rows, or 16 columns at a time), so every cache line it
+// B is read in its own storage order (whole rows, or kLanes columns at a time), so every cache line it
 // touches is used at once; it is often cold (a fresh activation), hence the prefetches.
 void pack_b(const float* b, int64_t ps, int64_t js, float* dst, int64_t k, int64_t m) {
   const int64_t panels = (m + kNR - 1) / kNR, panel_size = k * kNR;
   if (js == 1) {  // rows of B are contiguous: copy each row across all panels
     for (int64_t p = 0; p < k; ++p) {
       if (p + 4 < k)
-        for (int64_t j = 0; j < m; j += 16) __builtin_prefetch(b + (p + 4) * ps + j, 0, 3);
-      for (int64_t j = 0; j < panels * kNR; j += 16)
-        _mm512_store_ps(dst + (j / kNR) * panel_size + p * kNR + j % kNR,
-                        _mm512_maskz_loadu_ps(first_lanes(m - j), b + p * ps + j));
+        for (int64_t j = 0; j < m; j += 16) __builtin_prefetch(b + (p + 4) * ps + j, 0, 3);  // a line each
+      for (int64_t j = 0; j < panels * kNR; j += kLanes)
+        simd::store(dst + (j / kNR) * panel_size + p * kNR + j % kNR,
+                        simd::load_masked(first_lanes(m - j), b + p * ps + j));
     }
     return;
   }
-  // columns of B are contiguous (ps == 1): transpose 16×16 blocks
-  for (int64_t j = 0; j < panels * kNR; j += 16) {
-    const int64_t jn = std::min<int64_t>(16, m - j);  // may be ≤ 0: a block of zero padding
+  // columns of B are contiguous (ps == 1): transpose kLanes × kLanes blocks
+  for (int64_t j = 0; j < panels * kNR; j += kLanes) {
+    const int64_t jn = std::min<int64_t>(kLanes, m - j);  // may be ≤ 0: a block of zero padding
     float* out = dst + (j / kNR) * panel_size + j % kNR;
-    for (int64_t p0 = 0; p0 < k; p0 += 16) {
-      const __mmask16 mk = first_lanes(k - p0);
+    for (int64_t p0 = 0; p0 < k; p0 += kLanes) {
+      const Mask mk = first_lanes(k - p0);
       if (p0 + 32 < k)
         for (int64_t i = 0; i < jn; ++i) __builtin_prefetch(b + (j + i) * js + p0 + 32, 0, 3);
-      __m512 r[16];
-      for (int64_t i = 0; i < 16; ++i)
-        r[i] = i < jn ? _mm512_maskz_loadu_ps(mk, b + (j + i) * js + p0) : _mm512_setzero_ps();
-      transpose16(r);
-      for (int64_t p = 0; p < std::min<int64_t>(16, k - p0); ++p) _mm512_store_ps(out + (p0 + p) * kNR, r[p]);
+      Vec r[kLanes];
+      for (int64_t i = 0; i < kLanes; ++i)
+        r[i] = i < jn ? simd::load_masked(mk, b + (j + i) * js + p0) : simd::zero();
+      simd::transpose(r);
+      for (int64_t p = 0; p < std::min<int64_t>(kLanes, k - p0); ++p) simd::store(out + (p0 + p) * kNR, r[p]);
     }
   }
 }
 
 // Packs rows [0, rows) of A, element (i, p) at a[i·qs + p·ps] with one of qs, ps equal to 1, over
 // p in [0, kb) into micro-panels of kMR rows: panel t holds at p·kMR, for each p, its rows side by side
-// (a last panel's missing rows are left unset: its tail tile never reads them). Read in place, the
+// (a last panel's missing rows are left unset: its tail tile never reads them). Each p's store may
+// run kLanes - kMR floats past its kMR (simd::store_panel), into the next p's place, written after
+// it, or past the buffer's end: dst has kLanes floats to spare (a_buffer). Read in place, the
 // micro-kernel's kMR rows at one p lie a whole row (or column) apart; packed, each of its steps reads
 // one line (bench: 1.04-1.08× on W1's Linear and Q·Kᵀ products, the packing included, against
 // copying row-major rows densely instead of transposing them).
@@ -138,24 +116,22 @@ void pack_a(const float* a, int64_t qs, int64_t ps, float* dst, int64_t rows, in
     const int64_t rn = std::min<int64_t>(kMR, rows - r0);
     float* out = dst + r0 * kb;
     if (qs == 1) {  // column-major: the panel's rows are side by side at each p already
-      const __mmask16 mk = first_lanes(rn);
-      for (int64_t p = 0; p < kb; ++p)
-        _mm512_mask_storeu_ps(out + p * kMR, mk, _mm512_maskz_loadu_ps(mk, a + r0 + p * ps));
+      const Mask mk = first_lanes(rn);
+      for (int64_t p = 0; p < kb; ++p) simd::store_panel(out + p * kMR, simd::load_masked(mk, a + r0 + p * ps));
       continue;
     }
-    for (int64_t p0 = 0; p0 < kb; p0 += 16) {  // row-major: transpose 16 × 16 blocks (rows past rn are zero)
-      const __mmask16 mk = first_lanes(kb - p0);
-      __m512 r[16];
-      for (int64_t i = 0; i < 16; ++i)
-        r[i] = i < rn ? _mm512_maskz_loadu_ps(mk, a + (r0 + i) * qs + p0) : _mm512_setzero_ps();
-      transpose16(r);
-      for (int64_t p = 0; p < std::min<int64_t>(16, kb - p0); ++p)
-        _mm512_mask_storeu_ps(out + (p0 + p) * kMR, first_lanes(kMR), r[p]);
+    for (int64_t p0 = 0; p0 < kb; p0 += kLanes) {  // row-major: transpose kLanes × kLanes blocks (rows past rn are zero)
+      const Mask mk = first_lanes(kb - p0);
+      Vec r[kLanes];
+      for (int64_t i = 0; i < kLanes; ++i)
+        r[i] = i < rn ? simd::load_masked(mk, a + (r0 + i) * qs + p0) : simd::zero();
+      simd::transpose(r);
+      for (int64_t p = 0; p < std::min<int64_t>(kLanes, kb - p0); ++p) simd::store_panel(out + (p0 + p) * kMR, r[p]);
     }
   }
 }
 
-// c (R, 16·NV) = alpha · a (R, k) @ bp (k, kNR packed), or c = cin + that (accumulate: cin is c
+// c (R, kLanes·NV) = alpha · a (R, k) @ bp (k, kNR packed), or c = cin + that (accumulate: cin is c
 // itself, or the values C starts from, rows ldcin apart); the last vector of each row is stored
 // under `last`. a is a[r·lda + p] (ARow: A in place, row-major) or a[r + p·lda] (A in place
 // column-major, or packed with lda = kMR). The accumulators stay in registers for the whole k block:
@@ -164,80 +140,80 @@ template <int R, int NV, bool ARow>
 __attribute__((always_inline)) inline void micro_kernel(int64_t k, const float* __restrict a, int64_t lda,
                                                         const float* __restrict bp, float* c, int64_t ldc,
                                                         const float* cin, int64_t ldcin, float alpha, bool accumulate,
-                                                        __mmask16 last) {
+                                                        Mask last) {
   const int64_t a_row = ARow ? lda : 1, a_step = ARow ? 1 : lda;
-  __m512 acc[R][NV];  // p = 0 initialises them (k ≥ 1), which also keeps them out of memory
+  Vec acc[R][NV];  // p = 0 initialises them (k ≥ 1), which also keeps them out of memory
   {
-    __m512 b[NV];
+    Vec b[NV];
 #pragma GCC unroll 16
-    for (int v = 0; v < NV; ++v) b[v] = _mm512_load_ps(bp + 16 * v);
+    for (int v = 0; v < NV; ++v) b[v] = simd::load(bp + kLanes * v);
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
-      const __m512 x = _mm512_set1_ps(a[r * a_row]);
+      const Vec x = simd::broadcast(a[r * a_row]);
 #pragma GCC unroll 16
-      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_mul_ps(x, b[v]);
+      for (int v = 0; v < NV; ++v) acc[r][v] = simd::mul(x, b[v]);
     }
     a += a_step;
     bp += kNR;
   }
   for (int64_t p = 1; p < k; ++p) {
     if (!ARow) __builtin_prefetch(a + 8 * lda, 0, 3);  // rows of A lie lda apart: the prefetcher may not see them
-    __m512 b[NV];
+    Vec b[NV];
 #pragma GCC unroll 16
-    for (int v = 0; v < NV; ++v) b[v] = _mm512_load_ps(bp + 16 * v);
+    for (int v = 0; v < NV; ++v) b[v] = simd::load(bp + kLanes * v);
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
-      const __m512 x = _mm512_set1_ps(a[r * a_row]);
+      const Vec x = simd::broadcast(a[r * a_row]);
 #pragma GCC unroll 16
-      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(x, b[v], acc[r][v]);
+      for (int v = 0; v < NV; ++v) acc[r][v] = simd::fmadd(x, b[v], acc[r][v]);
     }
     a += a_step;
     bp += kNR;
   }
-  const __m512 va = _mm512_set1_ps(alpha);
+  const Vec va = simd::broadcast(alpha);
   if (accumulate) {
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 16
       for (int v = 0; v + 1 < NV; ++v)
-        _mm512_storeu_ps(c + r * ldc + 16 * v,
-                         _mm512_fmadd_ps(acc[r][v], va, _mm512_loadu_ps(cin + r * ldcin + 16 * v)));
-      _mm512_mask_storeu_ps(
-          c + r * ldc + 16 * (NV - 1), last,
-          _mm512_fmadd_ps(acc[r][NV - 1], va, _mm512_maskz_loadu_ps(last, cin + r * ldcin + 16 * (NV - 1))));
+        simd::storeu(c + r * ldc + kLanes * v,
+                         simd::fmadd(acc[r][v], va, simd::loadu(cin + r * ldcin + kLanes * v)));
+      simd::store_masked(
+          c + r * ldc + kLanes * (NV - 1), last,
+          simd::fmadd(acc[r][NV - 1], va, simd::load_masked(last, cin + r * ldcin + kLanes * (NV - 1))));
     }
   } else {
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 16
-      for (int v = 0; v + 1 < NV; ++v) _mm512_storeu_ps(c + r * ldc + 16 * v, _mm512_mul_ps(acc[r][v], va));
-      _mm512_mask_storeu_ps(c + r * ldc + 16 * (NV - 1), last, _mm512_mul_ps(acc[r][NV - 1], va));
+      for (int v = 0; v + 1 < NV; ++v) simd::storeu(c + r * ldc + kLanes * v, simd::mul(acc[r][v], va));
+      simd::store_masked(c + r * ldc + kLanes * (NV - 1), last, simd::mul(acc[r][NV - 1], va));
     }
   }
 }
 
 // One B panel against rows [0, rows) of A: full 12-row tiles inline, then the remainder tile.
 using PanelFn = void (*)(int64_t, int64_t, const float*, int64_t, int64_t, const float*, float*, int64_t, const float*,
-                         int64_t, float, bool, __mmask16);
+                         int64_t, float, bool, Mask);
 
 template <int NV, bool ARow, int R>
 void tail_tile(int64_t k, const float* a, int64_t lda, const float* bp, float* c, int64_t ldc, const float* cin,
-               int64_t ldcin, float alpha, bool accumulate, __mmask16 last) {
+               int64_t ldcin, float alpha, bool accumulate, Mask last) {
   micro_kernel<R, NV, ARow>(k, a, lda, bp, c, ldc, cin, ldcin, alpha, accumulate, last);
 }
 
 template <int NV, bool ARow, int... R>
 void tail(int r, int64_t k, const float* a, int64_t lda, const float* bp, float* c, int64_t ldc, const float* cin,
-          int64_t ldcin, float alpha, bool accumulate, __mmask16 last, std::integer_sequence<int, R...>) {
+          int64_t ldcin, float alpha, bool accumulate, Mask last, std::integer_sequence<int, R...>) {
   using Fn = void (*)(int64_t, const float*, int64_t, const float*, float*, int64_t, const float*, int64_t, float, bool,
-                      __mmask16);
+                      Mask);
   constexpr Fn table[] = {tail_tile<NV, ARow, R + 1>...};
   table[r - 1](k, a, lda, bp, c, ldc, cin, ldcin, alpha, accumulate, last);
 }
 
 template <int NV, bool ARow>
 void panel(int64_t rows, int64_t k, const float* a, int64_t lda, int64_t a_qs, const float* bp, float* c, int64_t ldc,
-           const float* cin, int64_t ldcin, float alpha, bool accumulate, __mmask16 last) {
+           const float* cin, int64_t ldcin, float alpha, bool accumulate, Mask last) {
   int64_t i = 0;
   for (; i + kMR <= rows; i += kMR)
     micro_kernel<kMR, NV, ARow>(k, a + i * a_qs, lda, bp, c + i * ldc, ldc, cin + i * ldcin, ldcin, alpha, accumulate,
@@ -282,6 +258,9 @@ struct Product {
         a_qs(a_row ? lda_ : 1), a_ps(a_row ? 1 : lda_),
         b_ps(b_row ? ldb_ : 1), b_js(b_row ? 1 : ldb_), kc(k_block(k_)) {}
 
+  // Room for pack_a's panels of `rows` rows and kb terms: whole panels, and kLanes floats to spare.
+  static float* a_buffer(int64_t rows, int64_t kb) { return a_scratch.get((rows + kMR - 1) / kMR * kMR * kb + kLanes); }
+
   float* b_buffer() const { return b_scratch.get((std::min(m, kNC) + kNR - 1) / kNR * kNR * kc); }
 
   // Panels [q0, q1) of the B block at (p0, j0), kb × nc, into bp.
@@ -296,19 +275,18 @@ struct Product {
     const float* ab = a + i0 * a_qs + p0 * a_ps;
     int64_t ab_ld = lda, ab_qs = a_qs;
     bool ab_rows = a_row_major;
-    // Packing A costs a pass over each block of it; it pays where the block meets at least 4 B panels
-    // (bench: Q·Kᵀ's 256 columns 1.08×, the feed-forward's down projection 1.09×), not with 1 or 2
-    // (dV's 64 columns 0.9×, W0's 16: 0.8×). Packed or not, the arithmetic is the same.
-    if (q1 - q0 >= 4) {
-      float* packed = a_scratch.get((rows + kMR - 1) / kMR * kMR * kb);  // whole panels: pack_a writes kMR lanes
+    // Packing A costs a pass over each block of it; it pays where the block meets kPackAColumns of B
+    // or more. Packed or not, the arithmetic is the same.
+    if ((q1 - q0) * kNR >= kPackAColumns) {
+      float* packed = a_buffer(rows, kb);
       pack_a(ab, a_qs, a_ps, packed, rows, kb);
       ab = packed, ab_ld = kMR, ab_qs = kb, ab_rows = false;  // micro-panels kMR·kb apart
     }
     const bool add = accumulate || p0 > 0;  // later k blocks add to what the earlier ones stored
     for (int64_t jp = q0; jp < q1; ++jp) {
       const int64_t cols = std::min<int64_t>(kNR, nc - jp * kNR);
-      const int nv = cols > 16 ? 2 : 1;
-      const __mmask16 last = first_lanes(cols - 16 * (nv - 1));
+      const int nv = cols > kLanes ? 2 : 1;
+      const Mask last = first_lanes(cols - kLanes * (nv - 1));
       const auto [src, ld_src] = start(p0, i0, j0 + jp * kNR);
       panel_for(nv, ab_rows)(rows, kb, ab, ab_ld, ab_qs, bp + jp * kb * kNR, c + i0 * ldc + j0 + jp * kNR, ldc, src,
                              ld_src, alpha, add, last);
@@ -326,7 +304,7 @@ struct Product {
   // with zeros where X is outside the window.
   void rows_block_window(const float* bp, int64_t p0, int64_t j0, int64_t kb, int64_t nc, int64_t i0, int64_t rows,
                          const GemmWindow& w) const {
-    float* packed = a_scratch.get((rows + kMR - 1) / kMR * kMR * kb);
+    float* packed = a_buffer(rows, kb);
     const bool add = accumulate || p0 > 0;
     for (int64_t t0 = 0; t0 < rows; t0 += kMR) {
       const int64_t rn = std::min<int64_t>(kMR, rows - t0), r0 = i0 + t0;
@@ -348,7 +326,7 @@ struct Product {
       const float* at = a + r0 * a_qs + (p0 + klo) * a_ps;
       int64_t at_ld = lda;
       bool at_rows = a_row_major;
-      if (klo < khi && (!clean || q_hi - q_lo >= 4)) {
+      if (klo < khi && (!clean || (q_hi - q_lo) * kNR >= kPackAColumns)) {
         float* ap = packed + t0 * kb;
         pack_a(at, a_qs, a_ps, ap + klo * kMR, rn, khi - klo);
         if (!clean) zero_outside(ap, w, r0, rn, p0, klo, khi);
@@ -364,9 +342,9 @@ struct Product {
             else if (src != ct) std::copy(src + r * ld_src, src + r * ld_src + cols, ct + r * ldc);
           continue;
         }
-        const int nv = cols > 16 ? 2 : 1;
+        const int nv = cols > kLanes ? 2 : 1;
         panel_for(nv, at_rows)(rn, khi - klo, at, at_ld, 0, bp + jp * kb * kNR + klo * kNR, ct, ldc, src, ld_src,
-                               alpha, add, first_lanes(cols - 16 * (nv - 1)));
+                               alpha, add, first_lanes(cols - kLanes * (nv - 1)));
       }
     }
   }
@@ -445,6 +423,11 @@ struct Product {
 
 bool sgemm_available() { return true; }
 
+std::string sgemm_kernel() {
+  return std::string("relgrad ") + simd::kIsa + ", " + std::to_string(kMR) + "x" + std::to_string(kNR) +
+         " tiles, k in one block up to 1024, else blocks of 256";
+}
+
 void sgemm(const float* a, int64_t lda, bool a_row_major, const float* b, int64_t ldb, bool b_row_major, float* c,
            int64_t ldc, float alpha, bool accumulate, int64_t n, int64_t k, int64_t m, const float* c_in,
            int64_t ldc_in) {
@@ -505,21 +488,22 @@ void sgemm_shared(const float* a, int64_t lda, bool a_row_major, const float* b,
   if (error) std::rethrow_exception(error);
 }
 
-#else  // no AVX-512: not offered (core/cpu/gemm_library.cpp asks sgemm_available first)
+#else  // neither AVX-512 nor AVX2 with FMA: not offered (core/cpu/gemm_library.cpp asks sgemm_available first)
 
 bool sgemm_available() { return false; }
+std::string sgemm_kernel() { return ""; }
 
 void sgemm(const float*, int64_t, bool, const float*, int64_t, bool, float*, int64_t, float, bool, int64_t, int64_t,
            int64_t, const float*, int64_t) {
-  throw Error("[gemm] relgrad's sgemm needs AVX-512F, which this build does not have");
+  throw Error("[gemm] relgrad's sgemm needs AVX-512F or AVX2 with FMA, which this build has neither of");
 }
 void sgemm_shared(const float*, int64_t, bool, const float*, int64_t, bool, float*, int64_t, float, bool, int64_t,
                   int64_t, int64_t, int, const float*, int64_t) {
-  throw Error("[gemm] relgrad's sgemm needs AVX-512F, which this build does not have");
+  throw Error("[gemm] relgrad's sgemm needs AVX-512F or AVX2 with FMA, which this build has neither of");
 }
 void sgemm_window(const float*, int64_t, bool, const float*, int64_t, bool, float*, int64_t, float, bool, int64_t,
                   int64_t, int64_t, const GemmWindow&, const float*, int64_t) {
-  throw Error("[gemm] relgrad's sgemm needs AVX-512F, which this build does not have");
+  throw Error("[gemm] relgrad's sgemm needs AVX-512F or AVX2 with FMA, which this build has neither of");
 }
 
 #endif

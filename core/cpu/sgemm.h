@@ -1,6 +1,7 @@
 // relgrad's own float32 GEMM, one of the libraries behind cpu::matmul's tiles (core/cpu/gemm_library.h:
-// "relgrad", chosen by measurement like the others). AVX-512 only: without it (an AVX2 machine, or a
-// build without -march=native on an AVX-512 one) sgemm_available() is false and it is never chosen.
+// "relgrad", chosen by measurement like the others). Built for AVX-512F or for AVX2 with FMA
+// (core/cpu/sgemm_simd.h); with neither (a build without -march=native) sgemm_available() is false and
+// it is never chosen. Both widths give the same bits: the arithmetic below does not depend on the width.
 //
 // What sets it apart: every element of C is computed the same way whatever part of C a call covers.
 // k is cut into blocks whose bounds depend on k alone (one up to 1,024, else at most 256 long, as even
@@ -12,18 +13,22 @@
 // results that do not depend on the thread count (tests/test_sgemm.cpp checks this bitwise).
 //
 // Blocking (per call, single-threaded): B is packed in blocks of k's block × 2,048 (columns) into panels
-// of 32 columns (each kb × 32 panel, 32-128 KiB, meets a block of A's rows from L1 or L2); A goes 12 rows per
-// micro-tile (12 × 32 of C in 24 zmm accumulators), in blocks of rows that stay in L2, packed where a
-// block meets enough B panels to pay for it and read in place otherwise.
+// of kNR columns (AVX-512 32, AVX2 16; each kb × kNR panel meets a block of A's rows from L1 or L2); A
+// goes kMR rows per micro-tile (AVX-512: 12 × 32 of C in 24 zmm accumulators; AVX2: 6 × 16 in 12 ymm), in
+// blocks of rows that stay in L2, packed where a block meets enough B panels to pay for it and read in
+// place otherwise.
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include "core/window.h"
 
 namespace relgrad::cpu {
 
-// True when built with AVX-512F (else sgemm throws and the library is not offered).
+// True when built with AVX-512F or AVX2 + FMA (else sgemm throws and the library is not offered).
 bool sgemm_available();
+// What runs: "relgrad AVX-512, 12x32 tiles, …" or "relgrad AVX2, 6x16 tiles, …"; "" where not available.
+std::string sgemm_kernel();
 
 // c (n, m), row stride ldc = alpha · a (n, k) @ b (k, m)          (accumulate = false)
 //                      or c + alpha · a @ b                       (accumulate = true),
