@@ -44,6 +44,10 @@ constexpr int64_t kNC = 2048;
 // place (AVX-512 bench: Q·Kᵀ's 256 columns 1.08×, the feed-forward's down projection 1.09×; dV's 64
 // columns 0.9×, W0's 16: 0.8×).
 constexpr int64_t kPackAColumns = 128;
+// A product of at most this many rows reads a row-major B in place rather than packing it
+// (Product::b_read_in_place; AVX2 bench, 1 thread, products one after another: 17 rows 1.30×, 32 rows
+// 1.11×, 48 rows 1.06×, 64 rows 0.95×, 256 rows 0.85×).
+constexpr int64_t kBInPlaceRows = 48;
 
 // 64-byte aligned buffer that only grows: the packed B (or A) of the calling thread.
 class Scratch {
@@ -131,22 +135,32 @@ void pack_a(const float* a, int64_t qs, int64_t ps, float* dst, int64_t rows, in
   }
 }
 
-// c (R, kLanes·NV) = alpha · a (R, k) @ bp (k, kNR packed), or c = cin + that (accumulate: cin is c
+// One term's row of a B panel: packed (BPacked: kNR floats, aligned, zeros past m), or B's own row
+// in place, whose last vector is read under `last` (nothing past the matrix is touched).
+template <int NV, bool BPacked>
+__attribute__((always_inline)) inline void load_b_row(const float* bp, Mask last, Vec b[NV]) {
+#pragma GCC unroll 16
+  for (int v = 0; v < NV; ++v)
+    b[v] = BPacked ? simd::load(bp + kLanes * v) : v + 1 < NV ? simd::loadu(bp + kLanes * v)
+                                                               : simd::load_masked(last, bp + kLanes * v);
+}
+
+// c (R, kLanes·NV) = alpha · a (R, k) @ b (k, kLanes·NV), or c = cin + that (accumulate: cin is c
 // itself, or the values C starts from, rows ldcin apart); the last vector of each row is stored
 // under `last`. a is a[r·lda + p] (ARow: A in place, row-major) or a[r + p·lda] (A in place
-// column-major, or packed with lda = kMR). The accumulators stay in registers for the whole k block:
-// each element is one chain of FMAs over p in order.
-template <int R, int NV, bool ARow>
+// column-major, or packed with lda = kMR); b is a packed panel (BPacked, rows kNR apart) or B in place
+// (rows ldb apart). The accumulators stay in registers for the whole k block: each element is one
+// chain of FMAs over p in order.
+template <int R, int NV, bool ARow, bool BPacked>
 __attribute__((always_inline)) inline void micro_kernel(int64_t k, const float* __restrict a, int64_t lda,
-                                                        const float* __restrict bp, float* c, int64_t ldc,
+                                                        const float* __restrict bp, int64_t ldb, float* c, int64_t ldc,
                                                         const float* cin, int64_t ldcin, float alpha, bool accumulate,
                                                         Mask last) {
-  const int64_t a_row = ARow ? lda : 1, a_step = ARow ? 1 : lda;
+  const int64_t a_row = ARow ? lda : 1, a_step = ARow ? 1 : lda, b_step = BPacked ? kNR : ldb;
   Vec acc[R][NV];  // p = 0 initialises them (k ≥ 1), which also keeps them out of memory
   {
     Vec b[NV];
-#pragma GCC unroll 16
-    for (int v = 0; v < NV; ++v) b[v] = simd::load(bp + kLanes * v);
+    load_b_row<NV, BPacked>(bp, last, b);
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const Vec x = simd::broadcast(a[r * a_row]);
@@ -154,13 +168,12 @@ __attribute__((always_inline)) inline void micro_kernel(int64_t k, const float* 
       for (int v = 0; v < NV; ++v) acc[r][v] = simd::mul(x, b[v]);
     }
     a += a_step;
-    bp += kNR;
+    bp += b_step;
   }
   for (int64_t p = 1; p < k; ++p) {
     if (!ARow) __builtin_prefetch(a + 8 * lda, 0, 3);  // rows of A lie lda apart: the prefetcher may not see them
     Vec b[NV];
-#pragma GCC unroll 16
-    for (int v = 0; v < NV; ++v) b[v] = simd::load(bp + kLanes * v);
+    load_b_row<NV, BPacked>(bp, last, b);
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const Vec x = simd::broadcast(a[r * a_row]);
@@ -168,7 +181,7 @@ __attribute__((always_inline)) inline void micro_kernel(int64_t k, const float* 
       for (int v = 0; v < NV; ++v) acc[r][v] = simd::fmadd(x, b[v], acc[r][v]);
     }
     a += a_step;
-    bp += kNR;
+    bp += b_step;
   }
   const Vec va = simd::broadcast(alpha);
   if (accumulate) {
@@ -192,40 +205,46 @@ __attribute__((always_inline)) inline void micro_kernel(int64_t k, const float* 
   }
 }
 
-// One B panel against rows [0, rows) of A: full 12-row tiles inline, then the remainder tile.
-using PanelFn = void (*)(int64_t, int64_t, const float*, int64_t, int64_t, const float*, float*, int64_t, const float*,
-                         int64_t, float, bool, Mask);
+// One B panel (rows ldb apart where read in place) against rows [0, rows) of A: full kMR-row tiles
+// inline, then the remainder tile.
+using PanelFn = void (*)(int64_t, int64_t, const float*, int64_t, int64_t, const float*, int64_t, float*, int64_t,
+                         const float*, int64_t, float, bool, Mask);
 
-template <int NV, bool ARow, int R>
-void tail_tile(int64_t k, const float* a, int64_t lda, const float* bp, float* c, int64_t ldc, const float* cin,
-               int64_t ldcin, float alpha, bool accumulate, Mask last) {
-  micro_kernel<R, NV, ARow>(k, a, lda, bp, c, ldc, cin, ldcin, alpha, accumulate, last);
+template <int NV, bool ARow, bool BPacked, int R>
+void tail_tile(int64_t k, const float* a, int64_t lda, const float* bp, int64_t ldb, float* c, int64_t ldc,
+               const float* cin, int64_t ldcin, float alpha, bool accumulate, Mask last) {
+  micro_kernel<R, NV, ARow, BPacked>(k, a, lda, bp, ldb, c, ldc, cin, ldcin, alpha, accumulate, last);
 }
 
-template <int NV, bool ARow, int... R>
-void tail(int r, int64_t k, const float* a, int64_t lda, const float* bp, float* c, int64_t ldc, const float* cin,
-          int64_t ldcin, float alpha, bool accumulate, Mask last, std::integer_sequence<int, R...>) {
-  using Fn = void (*)(int64_t, const float*, int64_t, const float*, float*, int64_t, const float*, int64_t, float, bool,
-                      Mask);
-  constexpr Fn table[] = {tail_tile<NV, ARow, R + 1>...};
-  table[r - 1](k, a, lda, bp, c, ldc, cin, ldcin, alpha, accumulate, last);
+template <int NV, bool ARow, bool BPacked, int... R>
+void tail(int r, int64_t k, const float* a, int64_t lda, const float* bp, int64_t ldb, float* c, int64_t ldc,
+          const float* cin, int64_t ldcin, float alpha, bool accumulate, Mask last, std::integer_sequence<int, R...>) {
+  using Fn = void (*)(int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t, const float*, int64_t,
+                      float, bool, Mask);
+  constexpr Fn table[] = {tail_tile<NV, ARow, BPacked, R + 1>...};
+  table[r - 1](k, a, lda, bp, ldb, c, ldc, cin, ldcin, alpha, accumulate, last);
 }
 
-template <int NV, bool ARow>
-void panel(int64_t rows, int64_t k, const float* a, int64_t lda, int64_t a_qs, const float* bp, float* c, int64_t ldc,
-           const float* cin, int64_t ldcin, float alpha, bool accumulate, Mask last) {
+template <int NV, bool ARow, bool BPacked>
+void panel(int64_t rows, int64_t k, const float* a, int64_t lda, int64_t a_qs, const float* bp, int64_t ldb, float* c,
+           int64_t ldc, const float* cin, int64_t ldcin, float alpha, bool accumulate, Mask last) {
   int64_t i = 0;
   for (; i + kMR <= rows; i += kMR)
-    micro_kernel<kMR, NV, ARow>(k, a + i * a_qs, lda, bp, c + i * ldc, ldc, cin + i * ldcin, ldcin, alpha, accumulate,
-                                last);
+    micro_kernel<kMR, NV, ARow, BPacked>(k, a + i * a_qs, lda, bp, ldb, c + i * ldc, ldc, cin + i * ldcin, ldcin, alpha,
+                                         accumulate, last);
   if (i < rows)
-    tail<NV, ARow>(static_cast<int>(rows - i), k, a + i * a_qs, lda, bp, c + i * ldc, ldc, cin + i * ldcin, ldcin,
-                   alpha, accumulate, last, std::make_integer_sequence<int, kMR - 1>{});
+    tail<NV, ARow, BPacked>(static_cast<int>(rows - i), k, a + i * a_qs, lda, bp, ldb, c + i * ldc, ldc,
+                            cin + i * ldcin, ldcin, alpha, accumulate, last, std::make_integer_sequence<int, kMR - 1>{});
 }
 
+template <bool BPacked>
 PanelFn panel_for(int nv, bool a_row_major) {
-  if (a_row_major) return nv == 2 ? panel<2, true> : panel<1, true>;
-  return nv == 2 ? panel<2, false> : panel<1, false>;
+  if (a_row_major) return nv == 2 ? panel<2, true, BPacked> : panel<1, true, BPacked>;
+  return nv == 2 ? panel<2, false, BPacked> : panel<1, false, BPacked>;
+}
+
+PanelFn panel_for(int nv, bool a_row_major, bool b_packed) {
+  return b_packed ? panel_for<true>(nv, a_row_major) : panel_for<false>(nv, a_row_major);
 }
 
 // k's blocks: one up to kOneBlock, else at most kKC long and as even as possible, so a long k has no
@@ -249,6 +268,7 @@ struct Product {
   float alpha;
   int64_t a_qs, a_ps, b_ps, b_js;  // a(i, p) = a[i·a_qs + p·a_ps], b(p, j) = b[p·b_ps + j·b_js]
   int64_t kc;
+  bool b_in_place;  // the micro-kernel reads B's rows where they are (b_read_in_place), not packed
 
   Product(const float* a_, int64_t lda_, bool a_row, const float* b_, int64_t ldb_, bool b_row, float* c_,
           int64_t ldc_, float alpha_, bool accumulate_, int64_t n_, int64_t k_, int64_t m_, const float* c_in,
@@ -256,7 +276,20 @@ struct Product {
       : a(a_), b(b_), c(c_), cin(c_in ? c_in : c_), lda(lda_), ldb(ldb_), ldc(ldc_), ldcin(c_in ? ldc_in : ldc_), n(n_),
         k(k_), m(m_), a_row_major(a_row), b_row_major(b_row), accumulate(accumulate_), alpha(alpha_),
         a_qs(a_row ? lda_ : 1), a_ps(a_row ? 1 : lda_),
-        b_ps(b_row ? ldb_ : 1), b_js(b_row ? 1 : ldb_), kc(k_block(k_)) {}
+        b_ps(b_row ? ldb_ : 1), b_js(b_row ? 1 : ldb_), kc(k_block(k_)), b_in_place(b_read_in_place(b_row, n_)) {}
+
+  // Packing B costs a pass over it, which pays where each panel meets many tiles of A's rows. A
+  // product of few rows (attention's per-head products of short sequences, 17 × 16 × 17 in the main
+  // job) reads B in place instead where its rows are contiguous: the same values in the same order.
+  static bool b_read_in_place(bool b_row_major, int64_t n) { return b_row_major && n <= kBInPlaceRows; }
+
+  // Where the micro-kernel reads panel jp of the B block at (p0, j0), terms from klo on, and the
+  // distance between its rows: bp's packed panels, or B itself.
+  std::pair<const float*, int64_t> b_panel(const float* bp, int64_t p0, int64_t j0, int64_t kb, int64_t jp,
+                                           int64_t klo) const {
+    if (b_in_place) return {b + (p0 + klo) * b_ps + j0 + jp * kNR, b_ps};
+    return {bp + jp * kb * kNR + klo * kNR, kNR};
+  }
 
   // Room for pack_a's panels of `rows` rows and kb terms: whole panels, and kLanes floats to spare.
   static float* a_buffer(int64_t rows, int64_t kb) { return a_scratch.get((rows + kMR - 1) / kMR * kMR * kb + kLanes); }
@@ -288,8 +321,9 @@ struct Product {
       const int nv = cols > kLanes ? 2 : 1;
       const Mask last = first_lanes(cols - kLanes * (nv - 1));
       const auto [src, ld_src] = start(p0, i0, j0 + jp * kNR);
-      panel_for(nv, ab_rows)(rows, kb, ab, ab_ld, ab_qs, bp + jp * kb * kNR, c + i0 * ldc + j0 + jp * kNR, ldc, src,
-                             ld_src, alpha, add, last);
+      const auto [bq, ldbq] = b_panel(bp, p0, j0, kb, jp, 0);
+      panel_for(nv, ab_rows, !b_in_place)(rows, kb, ab, ab_ld, ab_qs, bq, ldbq, c + i0 * ldc + j0 + jp * kNR, ldc,
+                                          src, ld_src, alpha, add, last);
     }
   }
 
@@ -343,8 +377,9 @@ struct Product {
           continue;
         }
         const int nv = cols > kLanes ? 2 : 1;
-        panel_for(nv, at_rows)(rn, khi - klo, at, at_ld, 0, bp + jp * kb * kNR + klo * kNR, ct, ldc, src, ld_src,
-                               alpha, add, first_lanes(cols - kLanes * (nv - 1)));
+        const auto [bq, ldbq] = b_panel(bp, p0, j0, kb, jp, klo);
+        panel_for(nv, at_rows, !b_in_place)(rn, khi - klo, at, at_ld, 0, bq, ldbq, ct, ldc, src, ld_src, alpha, add,
+                                            first_lanes(cols - kLanes * (nv - 1)));
       }
     }
   }
@@ -401,11 +436,11 @@ struct Product {
   // thread's buffer, each block of A's rows, handed to `rows` (bp, p0, j0, kb, nc, i0, rows).
   template <class Rows>
   void walk(Rows&& rows) const {
-    float* bp = b_buffer();
+    float* bp = b_in_place ? nullptr : b_buffer();
     for (int64_t j0 = 0; j0 < m; j0 += kNC)
       for (int64_t p0 = 0; p0 < k; p0 += kc) {
         const int64_t nc = std::min(kNC, m - j0), kb = std::min(kc, k - p0), mc = row_block(kb);
-        pack_panels(bp, p0, j0, kb, nc, 0, (nc + kNR - 1) / kNR);
+        if (!b_in_place) pack_panels(bp, p0, j0, kb, nc, 0, (nc + kNR - 1) / kNR);
         for (int64_t i0 = 0; i0 < n; i0 += mc) rows(bp, p0, j0, kb, nc, i0, std::min(mc, n - i0));
       }
   }
@@ -451,8 +486,9 @@ void sgemm_window(const float* a, int64_t lda, bool a_row_major, const float* b,
 void sgemm_shared(const float* a, int64_t lda, bool a_row_major, const float* b, int64_t ldb, bool b_row_major,
                   float* c, int64_t ldc, float alpha, bool accumulate, int64_t n, int64_t k, int64_t m, int threads,
                   const float* c_in, int64_t ldc_in) {
-  const Product P(a, lda, a_row_major, b, ldb, b_row_major, c, ldc, alpha, accumulate, n, k, m, c_in, ldc_in);
+  Product P(a, lda, a_row_major, b, ldb, b_row_major, c, ldc, alpha, accumulate, n, k, m, c_in, ldc_in);
   if (P.trivial()) return;
+  P.b_in_place = false;  // the team packs B below
   // All of B packed first, its k blocks one after another, each `panels` panels of kb × kNR: one pass by
   // the team and one barrier (a barrier per k block cost more than it saved: threads that wait
   // passively sleep at each). Then each task walks all k blocks of its part of C alone.
