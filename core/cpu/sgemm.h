@@ -16,7 +16,8 @@
 // of kNR columns (AVX-512 32, AVX2 16; each kb × kNR panel meets a block of A's rows from L1 or L2); A
 // goes kMR rows per micro-tile (AVX-512: 12 × 32 of C in 24 zmm accumulators; AVX2: 6 × 16 in 12 ymm), in
 // blocks of rows that stay in L2, packed where a block meets enough B panels to pay for it and read in
-// place otherwise.
+// place otherwise. A product of at most 48 rows reads a row-major B in place too (its panels would meet
+// too few tiles of A to pay for packing).
 #pragma once
 #include <cstdint>
 #include <string>
