@@ -270,13 +270,15 @@ struct Product {
   int64_t kc;
   bool b_in_place;  // the micro-kernel reads B's rows where they are (b_read_in_place), not packed
 
+  // b_may_stay: B may be read in place (sgemm_shared packs it for its team, so says false).
   Product(const float* a_, int64_t lda_, bool a_row, const float* b_, int64_t ldb_, bool b_row, float* c_,
           int64_t ldc_, float alpha_, bool accumulate_, int64_t n_, int64_t k_, int64_t m_, const float* c_in,
-          int64_t ldc_in)
+          int64_t ldc_in, bool b_may_stay = true)
       : a(a_), b(b_), c(c_), cin(c_in ? c_in : c_), lda(lda_), ldb(ldb_), ldc(ldc_), ldcin(c_in ? ldc_in : ldc_), n(n_),
         k(k_), m(m_), a_row_major(a_row), b_row_major(b_row), accumulate(accumulate_), alpha(alpha_),
         a_qs(a_row ? lda_ : 1), a_ps(a_row ? 1 : lda_),
-        b_ps(b_row ? ldb_ : 1), b_js(b_row ? 1 : ldb_), kc(k_block(k_)), b_in_place(b_read_in_place(b_row, n_)) {}
+        b_ps(b_row ? ldb_ : 1), b_js(b_row ? 1 : ldb_), kc(k_block(k_)),
+        b_in_place(b_may_stay && b_read_in_place(b_row, n_)) {}
 
   // Packing B costs a pass over it, which pays where each panel meets many tiles of A's rows. A
   // product of few rows (attention's per-head products of short sequences, 17 × 16 × 17 in the main
@@ -460,7 +462,7 @@ bool sgemm_available() { return true; }
 
 std::string sgemm_kernel() {
   return std::string("relgrad ") + simd::kIsa + ", " + std::to_string(kMR) + "x" + std::to_string(kNR) +
-         " tiles, k in one block up to 1024, else blocks of 256";
+         " tiles, k in one block up to " + std::to_string(kOneBlock) + ", else blocks of " + std::to_string(kKC);
 }
 
 void sgemm(const float* a, int64_t lda, bool a_row_major, const float* b, int64_t ldb, bool b_row_major, float* c,
@@ -486,9 +488,9 @@ void sgemm_window(const float* a, int64_t lda, bool a_row_major, const float* b,
 void sgemm_shared(const float* a, int64_t lda, bool a_row_major, const float* b, int64_t ldb, bool b_row_major,
                   float* c, int64_t ldc, float alpha, bool accumulate, int64_t n, int64_t k, int64_t m, int threads,
                   const float* c_in, int64_t ldc_in) {
-  Product P(a, lda, a_row_major, b, ldb, b_row_major, c, ldc, alpha, accumulate, n, k, m, c_in, ldc_in);
+  const Product P(a, lda, a_row_major, b, ldb, b_row_major, c, ldc, alpha, accumulate, n, k, m, c_in, ldc_in,
+                  /*b_may_stay=*/false);  // the team packs B below
   if (P.trivial()) return;
-  P.b_in_place = false;  // the team packs B below
   // All of B packed first, its k blocks one after another, each `panels` panels of kb × kNR: one pass by
   // the team and one barrier (a barrier per k block cost more than it saved: threads that wait
   // passively sleep at each). Then each task walks all k blocks of its part of C alone.
