@@ -53,10 +53,17 @@ std::string bytes_text(size_t n) {
       " at peak; reduce the batch size, the sequence length or the model size"));
 }
 
-// Large sizes round up to whole pages so that near-equal requests share blocks; all sizes to a
-// multiple of 64 (aligned_alloc requires a multiple of the alignment).
+// Cached sizes round up to one of eight sizes per doubling, so that near-equal requests share blocks
+// at most 1/8 larger than they ask: a step whose shapes vary a little from step to step (the shard
+// widths of train.shard_by_length) reuses its blocks. All sizes to a multiple of 64 (aligned_alloc
+// requires a multiple of the alignment; kCacheMinBytes / 8 is one).
 size_t rounded(size_t nbytes) {
-  if (nbytes >= kCacheMinBytes) return (nbytes + 4095) / 4096 * 4096;
+  if (nbytes >= kCacheMinBytes) {
+    size_t octave = kCacheMinBytes;  // the largest power of two not above nbytes
+    while (octave <= nbytes / 2) octave *= 2;
+    const size_t step = octave / 8;
+    return (nbytes + step - 1) / step * step;
+  }
   return nbytes == 0 ? 64 : (nbytes + 63) / 64 * 64;
 }
 

@@ -131,9 +131,27 @@ TEST_CASE("cpu allocator: large blocks are reused, statistics, out-of-memory mes
   cpu_allocator::empty_cache();
   CHECK(cpu_allocator::stats().cached_bytes == 0);
   CHECK(cpu_allocator::stats().allocated_bytes == before.allocated_bytes);
-  // small blocks are not cached
+  // small blocks are not cached; from 4 KiB on they are
   { Tensor s = empty({16}); }
   CHECK(cpu_allocator::stats().cached_bytes == 0);
+  { Tensor s = empty({1024}); }
+  CHECK(cpu_allocator::stats().cached_bytes == 4096);
+  cpu_allocator::empty_cache();
+  // sizes round up to eight per doubling: 1 MiB + 4 bytes and 1 MiB + 100 KiB share a block of
+  // 1.125 MiB, and 1.125 MiB + 4 bytes takes the next size, 1.25 MiB
+  {
+    Tensor a = empty({(1 << 18) + 1});
+    first = a.raw_data();
+    CHECK(cpu_allocator::stats().allocated_bytes == before.allocated_bytes + (size_t(9) << 17));
+  }
+  {
+    Tensor b = empty({(1 << 18) + 25600});
+    CHECK(b.raw_data() == first);
+    Tensor c = empty({(9 << 15) + 1});
+    CHECK(cpu_allocator::stats().allocated_bytes == before.allocated_bytes + (size_t(9) << 17) + (size_t(10) << 17));
+  }
+  cpu_allocator::empty_cache();
+  CHECK(cpu_allocator::stats().allocated_bytes == before.allocated_bytes);
   // a request beyond the address space fails with the byte count, and nothing leaks
   check_throws_with([] { empty({int64_t(1) << 48}); }, "[alloc] out of memory: could not allocate 1125899906842624 bytes");
   check_throws_with([] { empty({int64_t(1) << 40, int64_t(1) << 40}); }, "[empty] shape (1099511627776,1099511627776) of float32 is too large");

@@ -31,7 +31,8 @@ inline RunConfig tiny_ed(const std::string& out_dir) {
   c.optim.positional_lr_scale = 1.0;  // one lr for every parameter (the default run trains its tables at 10x)
   c.optim.beta1 = 0.9, c.optim.beta2 = 0.999;  // PyTorch's betas (the default run's are 0.8/0.95)
   c.train.steps = 20;
-  c.train.batch_shards = 1;  // the whole batch on one replica (the default run cuts it in two)
+  c.train.batch_shards = 1;  // the whole batch on one replica (the default run cuts it in two, by length)
+  c.train.shard_by_length = false;
   c.train.log_every = 1;
   c.train.eval_every = 0;
   c.train.eval_batches = 2;

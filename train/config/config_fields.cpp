@@ -142,6 +142,10 @@ std::vector<Field> build_table() {
              "each micro-batch's rows cut into this many shards (at most one row each), run side by side on replicas "
              "sharing the weights, one thread each (the same bits at any train.threads; 1 = no cut)",
              &R::train, &T::batch_shards),
+      member("train.shard_by_length",
+             "with batch_shards > 1: the rows ordered by length and cut where the shards' padded costs are most even, "
+             "each shard padded only to its own longest row (fewer padded positions; dropout masks are other draws)",
+             &R::train, &T::shard_by_length),
       member("train.log_every", "progress/log every n steps", &R::train, &T::log_every),
       member("train.eval_every", "evaluate every n steps (0 = at the end)", &R::train, &T::eval_every),
       member("train.eval_batches", "held-out batches per evaluation", &R::train, &T::eval_batches),

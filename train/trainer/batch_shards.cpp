@@ -7,6 +7,7 @@
 #include <exception>
 
 #include "autograd/grad_mode.h"
+#include "autograd/ops.h"
 #include "core/base/error.h"
 #include "core/parallel_tasks.h"
 #include "core/rng.h"
@@ -19,7 +20,8 @@ bool BatchShards::side_by_side_allowed() {
   return ::getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY;
 }
 
-BatchShards::BatchShards(RunModel& model, const ModelOptions& options, int64_t shards) {
+BatchShards::BatchShards(RunModel& model, const ModelOptions& options, int64_t shards, bool by_length)
+    : by_length_(by_length) {
   RG_CHECK(shards >= 1, "train", "train.batch_shards must be >= 1, got ", shards);
   replicas_.push_back(std::shared_ptr<RunModel>(&model, [](RunModel*) {}));
   params_.push_back(model.module->parameters());
@@ -60,10 +62,26 @@ double BatchShards::forward_backward(const Batch& batch, int64_t first_row, int 
   Generator& step_generator = default_generator();
   std::vector<Generator> generators(static_cast<size_t>(n), step_generator);
   std::vector<Batch> shards(static_cast<size_t>(n));
-  for (int64_t s = 0; s < n; ++s) {
-    const RowRange part = shard_rows(batch_rows, static_cast<int>(s), static_cast<int>(n));
-    shards[s] = shard_batch(batch, part);
-    generators[s].set_row_shard(first_row + part.begin, part.rows());
+  if (by_length_) {
+    const bool lm = batch.decoder_only();
+    const std::vector<int64_t> src = lm ? std::vector<int64_t>(static_cast<size_t>(batch_rows), 0)
+                                        : row_lengths(batch.src_padding_mask, batch_rows, batch.src.size(1));
+    const std::vector<int64_t> tgt = lm ? row_lengths(batch.padding_mask, batch_rows, batch.tokens.size(1))
+                                        : row_lengths(batch.tgt_padding_mask, batch_rows, batch.tgt_in.size(1));
+    int64_t begin = 0;  // the shard's first place in the length order, which numbers its dropout rows
+    const std::vector<std::vector<int64_t>> plan = shards_by_length(src, tgt, n);
+    for (int64_t s = 0; s < n; ++s) {
+      shards[s] = gather_rows(batch, plan[s]);
+      const int64_t rows = static_cast<int64_t>(plan[s].size());
+      generators[s].set_row_shard(first_row + begin, rows);
+      begin += rows;
+    }
+  } else {
+    for (int64_t s = 0; s < n; ++s) {
+      const RowRange part = shard_rows(batch_rows, static_cast<int>(s), static_cast<int>(n));
+      shards[s] = shard_batch(batch, part);
+      generators[s].set_row_shard(first_row + part.begin, part.rows());
+    }
   }
   std::vector<double> losses(static_cast<size_t>(n), 0.0);
   parallel_tasks(n, threads, [&](int64_t s, int) {
@@ -108,6 +126,111 @@ EvalResult BatchShards::evaluate(const Dataset& data, int64_t batches, Communica
                    scores[i] = score_batch(*replicas_[static_cast<size_t>(thread)], held_out[i]);
                  });
   return eval_result(scores, data.rows_are_examples(), comm);
+}
+
+std::vector<int64_t> row_lengths(const Tensor& padding_mask, int64_t rows, int64_t width) {
+  std::vector<int64_t> lengths(static_cast<size_t>(rows), width);
+  if (!padding_mask.defined()) return lengths;
+  RG_CHECK(padding_mask.dim() == 2 && padding_mask.size(0) == rows && padding_mask.size(1) == width, "train",
+           "train.shard_by_length: a padding mask of shape ", shape_str(padding_mask.shape()), " for ", rows,
+           " rows of ", width, " positions");
+  const std::vector<int64_t> pad = padding_mask.to(kInt64).contiguous().to_vector<int64_t>();
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t n = width;
+    while (n > 0 && pad[static_cast<size_t>(r * width + n - 1)] != 0) --n;
+    lengths[static_cast<size_t>(r)] = n;
+  }
+  return lengths;
+}
+
+std::vector<std::vector<int64_t>> shards_by_length(const std::vector<int64_t>& src_lengths,
+                                                   const std::vector<int64_t>& tgt_lengths, int64_t shards) {
+  const int64_t rows = static_cast<int64_t>(src_lengths.size());
+  RG_CHECK(static_cast<int64_t>(tgt_lengths.size()) == rows && shards >= 1 && shards <= rows, "train",
+           "train.shard_by_length: ", rows, " source and ", tgt_lengths.size(), " target lengths cut into ", shards,
+           " shards (at least one row each)");
+  std::vector<int64_t> order(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) order[static_cast<size_t>(r)] = r;
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return src_lengths[a] + tgt_lengths[a] < src_lengths[b] + tgt_lengths[b];
+  });
+  // Runs made greedily, each as long as its cost stays within `limit` (a run's cost only grows as it
+  // takes the next row, so the greedy cut has the fewest runs under the limit); their first places.
+  auto cut = [&](int64_t limit) {
+    std::vector<int64_t> starts{0};
+    int64_t longest_src = 0, longest_tgt = 0;
+    for (int64_t i = 0; i < rows; ++i) {
+      const int64_t r = order[static_cast<size_t>(i)];
+      const int64_t s = std::max(longest_src, src_lengths[r]), t = std::max(longest_tgt, tgt_lengths[r]);
+      if ((i - starts.back() + 1) * (s + t) > limit && i > starts.back()) {
+        starts.push_back(i);
+        longest_src = src_lengths[r], longest_tgt = tgt_lengths[r];
+      } else {
+        longest_src = s, longest_tgt = t;
+      }
+    }
+    return starts;
+  };
+  // The least limit that needs at most `shards` runs: a binary search up to the whole batch's cost.
+  const int64_t longest_src = *std::max_element(src_lengths.begin(), src_lengths.end());
+  const int64_t longest_tgt = *std::max_element(tgt_lengths.begin(), tgt_lengths.end());
+  int64_t lo = 0, hi = rows * (longest_src + longest_tgt);
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (static_cast<int64_t>(cut(mid).size()) <= shards) hi = mid;
+    else lo = mid + 1;
+  }
+  std::vector<int64_t> starts = cut(lo);
+  // Fewer runs than shards (a cut of fewer runs can be as even): the run of most rows is halved until
+  // there are enough; halving a run lowers no other run's cost and raises none.
+  while (static_cast<int64_t>(starts.size()) < shards) {
+    size_t widest = 0;
+    int64_t widest_rows = 0;
+    for (size_t k = 0; k < starts.size(); ++k) {
+      const int64_t end = k + 1 < starts.size() ? starts[k + 1] : rows;
+      if (end - starts[k] > widest_rows) widest = k, widest_rows = end - starts[k];
+    }
+    starts.insert(starts.begin() + static_cast<std::ptrdiff_t>(widest) + 1, starts[widest] + (widest_rows + 1) / 2);
+  }
+  std::vector<std::vector<int64_t>> runs;
+  for (size_t k = 0; k < starts.size(); ++k) {
+    const int64_t end = k + 1 < starts.size() ? starts[k + 1] : rows;
+    runs.emplace_back(order.begin() + starts[k], order.begin() + end);
+  }
+  return runs;
+}
+
+Batch gather_rows(const Batch& batch, const std::vector<int64_t>& rows) {
+  const Tensor index = from_vector<int64_t>(rows, {static_cast<int64_t>(rows.size())});
+  // The rows, cut to `width` positions (contiguous: a shard's tensors are its own, as shard_batch's views
+  // of whole rows are laid out).
+  auto take = [&](const Tensor& t, int64_t width) {
+    return t.defined() ? index_select(t, 0, index).narrow(1, 0, width).contiguous() : t;
+  };
+  auto longest = [&](const Tensor& mask, const Tensor& ids) {
+    const std::vector<int64_t> all = row_lengths(mask, ids.size(0), ids.size(1));
+    int64_t w = 0;
+    for (int64_t r : rows) w = std::max(w, all[static_cast<size_t>(r)]);
+    return std::min(std::max<int64_t>(w, 1), ids.size(1));  // a position kept where every row is empty
+  };
+  Batch s;
+  if (batch.decoder_only()) {
+    const int64_t T = longest(batch.padding_mask, batch.tokens);
+    s.tokens = take(batch.tokens, T);
+    s.targets = take(batch.targets, T);
+    s.padding_mask = take(batch.padding_mask, T);
+  } else {
+    const int64_t t1 = longest(batch.src_padding_mask, batch.src), t2 = longest(batch.tgt_padding_mask, batch.tgt_in);
+    s.src = take(batch.src, t1);
+    s.src_padding_mask = take(batch.src_padding_mask, t1);
+    s.tgt_in = take(batch.tgt_in, t2);
+    s.tgt_out = take(batch.tgt_out, t2);
+    s.tgt_padding_mask = take(batch.tgt_padding_mask, t2);
+    s.tgt_positions = batch.tgt_positions.defined() ? batch.tgt_positions.narrow(0, 0, t2) : batch.tgt_positions;
+  }
+  const std::vector<int64_t> t = (s.decoder_only() ? s.targets : s.tgt_out).contiguous().to_vector<int64_t>();
+  s.num_targets = std::count_if(t.begin(), t.end(), [](int64_t v) { return v != kIgnoreIndex; });
+  return s;
 }
 
 }  // namespace relgrad

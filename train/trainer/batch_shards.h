@@ -14,6 +14,16 @@
 // the gradients and losses are summed in shard order, and each shard draws its dropout masks from its
 // own copy of the step's generator, numbered by the shard's rows as in the whole batch (core/rng.h,
 // set_row_shard). Against batch_shards = 1 only the order of the sums over rows differs.
+//
+// train.shard_by_length: a batch is padded to its longest row, so a shard of rows cut in batch order
+// computes nearly the whole batch's padded width too. Ordered by length instead (stable), the rows are
+// cut into runs whose padded costs, rows × (longest source + longest target), are as even as they can
+// be, and each shard is padded only to its own longest row: the short rows share one shard, and the
+// step computes fewer padded positions (the default run's: about 0.85x). Each row's outputs are
+// those of the whole batch where they do not depend on the batch's padded lengths (RunConfig::validate
+// refuses the settings where they do; tests/test_batch_shards.cpp sweeps the schemes). Dropout masks
+// are numbered by a row's place in the length order and by the shard's own widths: other draws than
+// the whole batch's, the same at any thread count.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -32,7 +42,8 @@ class BatchShards {
   using ShardStep = std::function<double(RunModel& replica, const Batch& shard)>;
 
   // Replica 0 is `model` itself; builds `shards` - 1 more from `options` (the model's own) on its device.
-  BatchShards(RunModel& model, const ModelOptions& options, int64_t shards);
+  // `by_length`: train.shard_by_length (above).
+  BatchShards(RunModel& model, const ModelOptions& options, int64_t shards, bool by_length = false);
   int64_t count() const { return static_cast<int64_t>(replicas_.size()); }
 
   // Whether the shards may run side by side in this process: not under an address-space limit
@@ -61,6 +72,20 @@ class BatchShards {
  private:
   std::vector<std::shared_ptr<RunModel>> replicas_;  // [0] does not own: it is the model itself
   std::vector<TensorList> params_;                   // params_[s]: replica s's, in the model's order
+  bool by_length_ = false;
 };
+
+// Each row's length under its padding mask (bool (B, T), true = PAD): one past its last real token; T
+// for every row where the mask is undefined.
+std::vector<int64_t> row_lengths(const Tensor& padding_mask, int64_t rows, int64_t width);
+// train.shard_by_length's cut of rows with these source and target lengths (decoder-only: sources of
+// 0) into `shards` runs, each of at least one row: the rows ordered by source + target length (ties in
+// row order), then cut into contiguous runs of that order so that the largest run's padded cost,
+// rows × (its longest source + its longest target), is the least any such cut gives. Each run's rows
+// in that order.
+std::vector<std::vector<int64_t>> shards_by_length(const std::vector<int64_t>& src_lengths,
+                                                   const std::vector<int64_t>& tgt_lengths, int64_t shards);
+// The rows of `batch` named by `rows`, in that order, every tensor cut to the longest of them.
+Batch gather_rows(const Batch& batch, const std::vector<int64_t>& rows);
 
 }  // namespace relgrad

@@ -54,6 +54,8 @@ struct TrainLoopConfig {
   int64_t batch_shards = 1;     // each micro-batch's rows cut into this many shards (at most one row each), run side by side on
                                 // replicas of the model (train/trainer/batch_shards.h); the same bits at any
                                 // thread count, not the same as another shard count (sums over rows)
+  bool shard_by_length = false;  // with batch_shards > 1: rows ordered by length, cut where the shards' padded costs are
+                                 // most even, each shard padded only to its own longest row (batch_shards.h)
   int64_t log_every = 10;       // progress line + log record every n steps
   int64_t eval_every = 250;     // held-out evaluation every n steps (and at the end); 0 = only at the end
   int64_t eval_batches = 8;     // held-out batches per evaluation

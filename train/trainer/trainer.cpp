@@ -175,7 +175,8 @@ Trainer::Trainer(TrainerOptions options, std::ostream* out, Communicator* comm)
   // cut into single rows, the same cut every step.
   const int64_t rows = reducer_ ? rows_.rows() : options_.data->batch_size();
   if (std::min(options_.train.batch_shards, rows) > 1) {
-    shards_ = std::make_unique<BatchShards>(*model_, options_.model, std::min(options_.train.batch_shards, rows));
+    shards_ = std::make_unique<BatchShards>(*model_, options_.model, std::min(options_.train.batch_shards, rows),
+                                            options_.train.shard_by_length);
     shards_side_by_side_ = BatchShards::side_by_side_allowed();
   }
 }
