@@ -4,7 +4,7 @@
 // evaluation bit for bit evaluate()'s, a bit-identical resume, single rows for a batch smaller than
 // the shard count, and one after another under an address-space limit. train.shard_by_length: the
 // cut by length, each shard's rows and widths, the whole batch's gradient for every positional scheme
-// in every place it fits, the same bits at any thread count, and the settings it refuses.
+// in every place it fits, the same bits at any thread count, and the settings where it cuts in order.
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -357,17 +357,19 @@ TEST_CASE("shard by length: each step's gradient is the whole batch's, for every
     if (alignment == CrossAlignment::Left) CHECK(gap < 1e-12);
     else CHECK(gap > 1e-3);
   }
+  // So there the rows are cut in order, as without the option: the same bits as train.shard_by_length = false.
   RunConfig right = exact_config(dir.file("right"));
   right.model.cross_alignment = CrossAlignment::Right;
   right.train.batch_shards = 2;
+  CHECK(!BatchShards::by_length_applies(trainer_options(right).model));
+  CHECK(BatchShards::by_length_applies(trainer_options(exact_config(dir.file("left"))).model));
   right.train.shard_by_length = true;
-  check_throws_with([&] { right.validate(); },
-                    "train.shard_by_length = true needs model.cross_alignment = \"left\": under \"right\"");
-  right.train.batch_shards = 1;  // no cut, nothing to refuse
-  CHECK_NOTHROW(right.validate());
+  const std::vector<NamedTensors> asked = gradients_of_steps(right, 2);
+  right.train.shard_by_length = false;
+  CHECK(largest_relative_gap(asked, gradients_of_steps(right, 2)) == 0.0);
 }
 
-TEST_CASE("shard by length: the same bits at 1 and 2 threads (dropout on), refused where positions are drawn") {
+TEST_CASE("shard by length: the same bits at 1 and 2 threads (dropout on), and not where positions are drawn") {
   TempDir dir;
   RunConfig c = tiny_ed(dir.file("run"));
   c.data.batch_size = 6;
@@ -388,9 +390,7 @@ TEST_CASE("shard by length: the same bits at 1 and 2 threads (dropout on), refus
   lm.model_type = ModelKind::DecoderOnly;
   lm.model.decoder_self = PositionalConfig{"rope"};
   lm.model.random_positions_max = 64;
-  lm.train.batch_shards = 2;
-  lm.train.shard_by_length = true;
-  check_throws_with([&] { lm.validate(); }, "train.shard_by_length = true needs model.random_positions_max = 0");
-  lm.train.batch_shards = 1;  // no cut, nothing to refuse
-  CHECK_NOTHROW(lm.validate());
+  CHECK(!BatchShards::by_length_applies(trainer_options(lm).model));  // positions drawn for the batch's length
+  lm.model.random_positions_max = 0;
+  CHECK(BatchShards::by_length_applies(trainer_options(lm).model));
 }

@@ -300,7 +300,7 @@ TEST_CASE("distributed mpi: 2 ranks of 2 batch shards each, float64, dropout: ev
   SKIP_WITHOUT_MPI();
   // Each rank's 3 rows cut again into shards of 1 and 2 rows: every row must still draw its dropout
   // mask as in the whole batch of 6 (rank 1's shards begin at rows 3 and 4), or the weights part at once.
-  check_ranks_agree_with_one_process(2, 6, {"--train.batch_shards=2", "--train.threads=2"});
+  check_ranks_agree_with_one_process(2, 6, {"--train.batch_shards=2", "--train.shard_by_length=false", "--train.threads=2"});
 }
 
 TEST_CASE("distributed mpi: a 2-rank run resumed at step 10 equals one that ran 20 steps, bit for bit") {

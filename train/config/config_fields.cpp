@@ -144,7 +144,8 @@ std::vector<Field> build_table() {
              &R::train, &T::batch_shards),
       member("train.shard_by_length",
              "with batch_shards > 1: the rows ordered by length and cut where the shards' padded costs are most even, "
-             "each shard padded only to its own longest row (fewer padded positions; dropout masks are other draws)",
+             "each shard padded only to its own longest row (fewer padded positions; dropout masks are other draws; "
+             "cut in order under cross_alignment right, scaled or explicit and random positions)",
              &R::train, &T::shard_by_length),
       member("train.log_every", "progress/log every n steps", &R::train, &T::log_every),
       member("train.eval_every", "evaluate every n steps (0 = at the end)", &R::train, &T::eval_every),

@@ -130,19 +130,6 @@ void RunConfig::validate() const {
   check(!optim.nesterov || optim.momentum > 0.0, "optim.nesterov needs optim.momentum > 0");
   check(train.grad_accum >= 1, "train.grad_accum must be >= 1, got " + std::to_string(train.grad_accum));
   check(train.batch_shards >= 1, "train.batch_shards must be >= 1, got " + std::to_string(train.batch_shards));
-  // A shard padded to its own longest row computes each row as the whole batch does only where a row's
-  // outputs do not depend on the batch's padded lengths (tests/test_batch_shards.cpp sweeps the schemes).
-  if (train.shard_by_length && train.batch_shards > 1) {
-    if (model_type == ModelKind::EncoderDecoder)
-      check(model.cross_alignment == CrossAlignment::Left,
-            std::string("train.shard_by_length = true needs model.cross_alignment = \"left\": under \"") +
-                kCrossAlignmentNames.name(model.cross_alignment) +
-                "\" the queries' places depend on the batch's padded lengths, which a shard's own would change");
-    check(model.random_positions_max == 0,
-          "train.shard_by_length = true needs model.random_positions_max = 0: the positions drawn for a batch "
-          "depend on its padded length, which a shard's own would change (got " +
-              std::to_string(model.random_positions_max) + ")");
-  }
   check(train.log_every >= 1, "train.log_every must be >= 1");
   check(train.eval_every >= 0 && train.save_every >= 0, "train.eval_every and train.save_every must be >= 0");
   check(train.eval_batches >= 1, "train.eval_batches must be >= 1");

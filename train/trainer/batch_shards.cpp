@@ -20,8 +20,13 @@ bool BatchShards::side_by_side_allowed() {
   return ::getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY;
 }
 
+bool BatchShards::by_length_applies(const ModelOptions& options) {
+  if (options.config.random_positions_max > 0) return false;
+  return options.type == ModelKind::DecoderOnly || options.config.cross_alignment == CrossAlignment::Left;
+}
+
 BatchShards::BatchShards(RunModel& model, const ModelOptions& options, int64_t shards, bool by_length)
-    : by_length_(by_length) {
+    : by_length_(by_length && by_length_applies(options)) {
   RG_CHECK(shards >= 1, "train", "train.batch_shards must be >= 1, got ", shards);
   replicas_.push_back(std::shared_ptr<RunModel>(&model, [](RunModel*) {}));
   params_.push_back(model.module->parameters());

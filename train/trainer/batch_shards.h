@@ -20,10 +20,12 @@
 // cut into runs whose padded costs, rows × (longest source + longest target), are as even as they can
 // be, and each shard is padded only to its own longest row: the short rows share one shard, and the
 // step computes fewer padded positions (the default run's: about 0.85x). Each row's outputs are
-// those of the whole batch where they do not depend on the batch's padded lengths (RunConfig::validate
-// refuses the settings where they do; tests/test_batch_shards.cpp sweeps the schemes). Dropout masks
-// are numbered by a row's place in the length order and by the shard's own widths: other draws than
-// the whole batch's, the same at any thread count.
+// those of the whole batch where they do not depend on the batch's padded lengths: every positional
+// scheme in every place (tests/test_batch_shards.cpp sweeps them), but not cross-attention aligned right
+// or scaled (π(i) = i + t1 − t2 or i · t1 / t2: the padded lengths), explicit target positions (laid on
+// the whole batch's axis) or random positions (drawn for the batch's length). There the rows are cut in
+// order, as without it (by_length_applies). Dropout masks are numbered by a row's place in the length
+// order and by the shard's own widths: other draws than the whole batch's, the same at any thread count.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -42,7 +44,7 @@ class BatchShards {
   using ShardStep = std::function<double(RunModel& replica, const Batch& shard)>;
 
   // Replica 0 is `model` itself; builds `shards` - 1 more from `options` (the model's own) on its device.
-  // `by_length`: train.shard_by_length (above).
+  // `by_length`: train.shard_by_length (above), where by_length_applies.
   BatchShards(RunModel& model, const ModelOptions& options, int64_t shards, bool by_length = false);
   int64_t count() const { return static_cast<int64_t>(replicas_.size()); }
 
@@ -53,6 +55,8 @@ class BatchShards {
   // instead of ending with relgrad's out-of-memory error (tests/test_oom.cpp). One after another, the
   // same bits.
   static bool side_by_side_allowed();
+  // Whether train.shard_by_length can cut this model's batches by length (above).
+  static bool by_length_applies(const ModelOptions& options);
 
   // Before a step: the replicas (not the model: the optimizer zeroes its .grad) drop their
   // gradients and take the model's training mode.
