@@ -285,7 +285,9 @@ TEST_CASE("shard by length: a shard holds its rows, cut to its own longest sourc
       for (int64_t t = lengths[r]; t < ids.size(1); ++t) CHECK(pad[static_cast<size_t>(r * ids.size(1) + t)]);
     }
     const std::vector<int64_t> rows{6, 2, 4};
-    const Batch part = gather_rows(whole, rows);
+    const std::vector<int64_t> src_lengths =
+        decoder_only ? std::vector<int64_t>(7, 0) : row_lengths(whole.src_padding_mask, 7, whole.src.size(1));
+    const Batch part = gather_rows(whole, rows, src_lengths, lengths);
     const int64_t width = std::max({lengths[6], lengths[2], lengths[4]});
     const Tensor& targets = RunModel::targets(part);
     CHECK(targets.size(0) == 3);
@@ -305,6 +307,8 @@ TEST_CASE("shard by length: a shard holds its rows, cut to its own longest sourc
     }
   }
   CHECK(row_lengths(Tensor(), 3, 5) == std::vector<int64_t>{5, 5, 5});  // no mask: every row whole
+  check_throws_with([] { row_lengths(full({3, 4}, 1.0, TensorOptions(kBool)), 3, 5); },
+                    "train.shard_by_length: a padding mask of shape (3,4) for 3 rows of 5 positions");
 }
 
 TEST_CASE("shard by length: each step's gradient is the whole batch's, for every scheme in every place it fits") {

@@ -228,6 +228,8 @@ TEST_CASE("config: a value of the wrong type names the key and the value") {
   check_throws_with([&] { set_config_value(c, "optim.lr", "1e999"); }, "optim.lr");
   check_throws_with([&] { set_config_value(c, "model.pre_norm", "yes"); }, "model.pre_norm: expected true or false, got 'yes'");
   check_throws_with([&] { set_config_value(c, "model.pre_norm", "2"); }, "model.pre_norm: expected true or false");
+  check_throws_with([&] { set_config_value(c, "train.shard_by_length", "maybe"); },
+                    "train.shard_by_length: expected true or false, got 'maybe'");
   CHECK(config_to_json(c) == config_to_json(RunConfig::defaults()));  // nothing was set by a failed call
 
   TempDir dir;

@@ -31,11 +31,11 @@ Tensor int_tensor(const std::vector<int64_t>& values, int64_t rows, int64_t cols
   return from_vector<int64_t>(values, {rows, cols}, kInt64);
 }
 
+}  // namespace
+
 int64_t count_targets(const std::vector<int64_t>& targets) {
   return std::count_if(targets.begin(), targets.end(), [](int64_t t) { return t != kIgnoreIndex; });
 }
-
-}  // namespace
 
 // ---- streams and batches --------------------------------------------------------------------------
 

@@ -106,6 +106,9 @@ CounterStream experiment_row_stream(uint64_t seed, uint32_t stream, Split split,
 // batch size changes. (Music uses it with a tag in place of the row.)
 CounterStream row_stream(uint64_t seed, Split split, int64_t index, uint32_t row);
 
+// The targets that are not -100 (kIgnoreIndex): a batch's num_targets.
+int64_t count_targets(const std::vector<int64_t>& targets);
+
 // Right-padded batches from unpadded rows: inputs filled with PAD, targets with -100, bool masks
 // true at the padding, num_targets counted. Encoder–decoder: src, tgt_in, tgt_out (tgt_in and tgt_out
 // rows of equal length); decoder-only: tokens and targets (rows of equal length).

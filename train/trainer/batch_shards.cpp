@@ -76,7 +76,7 @@ double BatchShards::forward_backward(const Batch& batch, int64_t first_row, int 
     int64_t begin = 0;  // the shard's first place in the length order, which numbers its dropout rows
     const std::vector<std::vector<int64_t>> plan = shards_by_length(src, tgt, n);
     for (int64_t s = 0; s < n; ++s) {
-      shards[s] = gather_rows(batch, plan[s]);
+      shards[s] = gather_rows(batch, plan[s], src, tgt);
       const int64_t rows = static_cast<int64_t>(plan[s].size());
       generators[s].set_row_shard(first_row + begin, rows);
       begin += rows;
@@ -205,36 +205,32 @@ std::vector<std::vector<int64_t>> shards_by_length(const std::vector<int64_t>& s
   return runs;
 }
 
-Batch gather_rows(const Batch& batch, const std::vector<int64_t>& rows) {
+Batch gather_rows(const Batch& batch, const std::vector<int64_t>& rows, const std::vector<int64_t>& src_lengths,
+                  const std::vector<int64_t>& tgt_lengths) {
   const Tensor index = from_vector<int64_t>(rows, {static_cast<int64_t>(rows.size())});
-  // The rows, cut to `width` positions (contiguous: a shard's tensors are its own, as shard_batch's views
-  // of whole rows are laid out).
-  auto take = [&](const Tensor& t, int64_t width) {
-    return t.defined() ? index_select(t, 0, index).narrow(1, 0, width).contiguous() : t;
-  };
-  auto longest = [&](const Tensor& mask, const Tensor& ids) {
-    const std::vector<int64_t> all = row_lengths(mask, ids.size(0), ids.size(1));
-    int64_t w = 0;
-    for (int64_t r : rows) w = std::max(w, all[static_cast<size_t>(r)]);
-    return std::min(std::max<int64_t>(w, 1), ids.size(1));  // a position kept where every row is empty
+  // The rows, cut to the longest of `lengths` among them (at least one position, where every row is
+  // empty), contiguous: a shard's tensors are its own, as shard_batch's views of whole rows are laid out.
+  auto take = [&](const Tensor& t, const std::vector<int64_t>& lengths) {
+    if (!t.defined()) return t;
+    int64_t width = 1;
+    for (int64_t r : rows) width = std::max(width, lengths[static_cast<size_t>(r)]);
+    return index_select(t, 0, index).narrow(1, 0, std::min(width, t.size(1))).contiguous();
   };
   Batch s;
   if (batch.decoder_only()) {
-    const int64_t T = longest(batch.padding_mask, batch.tokens);
-    s.tokens = take(batch.tokens, T);
-    s.targets = take(batch.targets, T);
-    s.padding_mask = take(batch.padding_mask, T);
+    s.tokens = take(batch.tokens, tgt_lengths);
+    s.targets = take(batch.targets, tgt_lengths);
+    s.padding_mask = take(batch.padding_mask, tgt_lengths);
   } else {
-    const int64_t t1 = longest(batch.src_padding_mask, batch.src), t2 = longest(batch.tgt_padding_mask, batch.tgt_in);
-    s.src = take(batch.src, t1);
-    s.src_padding_mask = take(batch.src_padding_mask, t1);
-    s.tgt_in = take(batch.tgt_in, t2);
-    s.tgt_out = take(batch.tgt_out, t2);
-    s.tgt_padding_mask = take(batch.tgt_padding_mask, t2);
-    s.tgt_positions = batch.tgt_positions.defined() ? batch.tgt_positions.narrow(0, 0, t2) : batch.tgt_positions;
+    s.src = take(batch.src, src_lengths);
+    s.src_padding_mask = take(batch.src_padding_mask, src_lengths);
+    s.tgt_in = take(batch.tgt_in, tgt_lengths);
+    s.tgt_out = take(batch.tgt_out, tgt_lengths);
+    s.tgt_padding_mask = take(batch.tgt_padding_mask, tgt_lengths);
+    s.tgt_positions = batch.tgt_positions.defined() ? batch.tgt_positions.narrow(0, 0, s.tgt_in.size(1))
+                                                    : batch.tgt_positions;
   }
-  const std::vector<int64_t> t = (s.decoder_only() ? s.targets : s.tgt_out).contiguous().to_vector<int64_t>();
-  s.num_targets = std::count_if(t.begin(), t.end(), [](int64_t v) { return v != kIgnoreIndex; });
+  s.num_targets = count_targets((s.decoder_only() ? s.targets : s.tgt_out).contiguous().to_vector<int64_t>());
   return s;
 }
 

@@ -90,7 +90,9 @@ std::vector<int64_t> row_lengths(const Tensor& padding_mask, int64_t rows, int64
 // in that order.
 std::vector<std::vector<int64_t>> shards_by_length(const std::vector<int64_t>& src_lengths,
                                                    const std::vector<int64_t>& tgt_lengths, int64_t shards);
-// The rows of `batch` named by `rows`, in that order, every tensor cut to the longest of them.
-Batch gather_rows(const Batch& batch, const std::vector<int64_t>& rows);
+// The rows of `batch` named by `rows`, in that order, every tensor cut to the longest of them:
+// `src_lengths` and `tgt_lengths` are every row's (row_lengths; decoder-only: tgt_lengths alone).
+Batch gather_rows(const Batch& batch, const std::vector<int64_t>& rows, const std::vector<int64_t>& src_lengths,
+                  const std::vector<int64_t>& tgt_lengths);
 
 }  // namespace relgrad

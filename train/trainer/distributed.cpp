@@ -190,8 +190,7 @@ Batch shard_batch(const Batch& batch, RowRange range) {
   s.targets = rows(batch.targets);
   s.padding_mask = rows(batch.padding_mask);
   const Tensor& targets = s.decoder_only() ? s.targets : s.tgt_out;
-  std::vector<int64_t> t = targets.contiguous().to_vector<int64_t>();
-  s.num_targets = std::count_if(t.begin(), t.end(), [](int64_t v) { return v != kIgnoreIndex; });
+  s.num_targets = count_targets(targets.contiguous().to_vector<int64_t>());
   return s;
 }
 
