@@ -11,6 +11,7 @@
 
 #include "core/safetensors.h"
 #include "testing.h"
+#include "thread_count.h"
 #include "train/optim/optim.h"
 #include "train/optim/schedule.h"
 
@@ -330,6 +331,58 @@ TEST_CASE("clip_grad_norm_: the one-pass float32 norm is the composite's bits") 
   const double huge = clip_grad_norm_(params, INFINITY);
   CHECK(std::isfinite(huge));
   CHECK(huge > 3e20);
+}
+
+// From 32,768 CPU gradient elements the tensors' sums and scaling are shared out to the threads
+// (train/optim/optim.cpp); the sums still add up in the parameters' order, so the norm and the clipped
+// gradients are the same bits at any thread count, with a float64 and a transposed gradient (the
+// composite) and a parameter without one between the shared ones.
+TEST_CASE("clip_grad_norm_: the same norm and clipped gradients at 1, 2 and 3 threads") {
+  auto make = [] {
+    Generator gen(47);
+    TensorList params;
+    for (int64_t n : {40000, 3, 20000, 1, 9000}) {
+      Tensor p = zeros({n}, kFloat32).requires_grad_();
+      p.set_grad(mul(randn({n}, {}, &gen), 1.0 + double(n % 7)));
+      params.push_back(p);
+    }
+    params.insert(params.begin() + 2, zeros({3}, kFloat32).requires_grad_());  // no gradient
+    Tensor d = zeros({500}, kFloat64).requires_grad_();
+    d.set_grad(randn({500}, TensorOptions(kFloat64), &gen));
+    params.insert(params.begin() + 1, d);
+    Tensor t = zeros({30, 40}, kFloat32).requires_grad_();
+    t.set_grad(randn({40, 30}, {}, &gen).transpose(0, 1));
+    params.insert(params.begin() + 4, t);
+    return params;
+  };
+  std::vector<double> norms;
+  std::vector<TensorList> clipped;
+  for (int threads : {1, 2, 3}) {
+    testing::ThreadCount count(threads);
+    TensorList params = make();
+    norms.push_back(clip_grad_norm_(params, 1.0));
+    clipped.push_back(params);
+  }
+  // The composite on one thread: the reference the fast path must equal.
+  TensorList reference = make();
+  double composite = 0;
+  for (const Tensor& p : reference)
+    if (p.grad().defined()) {
+      const Tensor g64 = p.grad().to(kFloat64);
+      composite += sum(mul(g64, g64)).item();
+    }
+  CHECK(norms[0] == std::sqrt(composite));
+  REQUIRE(norms[0] > 1.0);  // so the gradients were scaled
+  for (size_t k = 1; k < norms.size(); ++k) {
+    CHECK(norms[k] == norms[0]);
+    for (size_t i = 0; i < clipped[0].size(); ++i) {
+      const Tensor a = clipped[0][i].grad(), b = clipped[k][i].grad();
+      REQUIRE(a.defined() == b.defined());
+      if (a.defined()) CHECK(testing::bitwise_equal(a, b));
+    }
+  }
+  const double scale = 1.0 / (std::sqrt(composite) + 1e-6);
+  CHECK(testing::bitwise_equal(clipped[2][0].grad(), mul(reference[0].grad(), scale)));
 }
 
 TEST_CASE("clip_grad_norm_: float32 grads accumulate in float64 — non-finite norm returned, grads untouched") {

@@ -20,7 +20,8 @@ stamp() { echo "relgrad setup [$((SECONDS - started)) s]: $*"; }
 # libopenmpi-dev openmpi-bin: `mpirun -np N relgrad train` (docs/distributed.md) and its tests.
 # libopenblas0-pthread libblis4-serial: the GEMM libraries relgrad measures against Eigen's on its first
 # product and uses when faster here (core/cpu/gemm_library.h); loaded at run time, nothing to build against.
-packages="cmake g++ make ninja-build pkg-config libeigen3-dev doctest-dev nlohmann-json3-dev libpng-dev libtomlplusplus-dev libcli11-dev bible-kjv libopenmpi-dev openmpi-bin libopenblas0-pthread libblis4-serial"
+# libtcmalloc-minimal4: the malloc the programs built here link (CMakeLists.txt, RELGRAD_TCMALLOC).
+packages="cmake g++ make ninja-build pkg-config libeigen3-dev doctest-dev nlohmann-json3-dev libpng-dev libtomlplusplus-dev libcli11-dev bible-kjv libopenmpi-dev openmpi-bin libopenblas0-pthread libblis4-serial libtcmalloc-minimal4"
 missing=""
 for p in $packages; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then

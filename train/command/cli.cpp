@@ -3,6 +3,7 @@
 #include "train/command/cli.h"
 
 #include <CLI/CLI.hpp>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -45,6 +46,19 @@ std::string gemm_text() {
   return text + ")";
 }
 
+// The malloc this process runs on, looked up rather than assumed: tcmalloc where the programs built
+// here link it (CMakeLists.txt, RELGRAD_TCMALLOC) or it is preloaded, else the C library's.
+std::string malloc_text() {
+  using TcVersion = const char* (*)(int*, int*, const char**);
+  if (const auto tc_version = reinterpret_cast<TcVersion>(dlsym(RTLD_DEFAULT, "tc_version"))) {
+    int major = 0, minor = 0;
+    const char* patch = nullptr;
+    return std::string("tcmalloc (") + tc_version(&major, &minor, &patch) + ")";
+  }
+  if (dlsym(RTLD_DEFAULT, "mallctl")) return "jemalloc";
+  return "the C library's";
+}
+
 std::string version_text() {
 #ifndef RELGRAD_VERSION
 #define RELGRAD_VERSION "unknown"
@@ -55,7 +69,7 @@ std::string version_text() {
   auto yes = [](bool built) { return built ? "yes" : "no"; };
   return std::string("relgrad ") + RELGRAD_VERSION + "\nbuild type: " + RELGRAD_BUILD_TYPE +
          "\nCUDA: " + yes(cuda_built()) + "\nMPI: " + yes(mpi_built()) + "\nNCCL: " + yes(nccl_built()) +
-         "\nCPU: " + cpu::cpu_model_name() + "\nGEMM: " + gemm_text();
+         "\nCPU: " + cpu::cpu_model_name() + "\nGEMM: " + gemm_text() + "\nmalloc: " + malloc_text();
 }
 
 // " (did you mean 'train'?)" for a command two edits or fewer from a known one, else "".

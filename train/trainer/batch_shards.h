@@ -67,8 +67,9 @@ class BatchShards {
   // to `threads` threads, and returns the sum of their losses in shard order. A shard's error is
   // rethrown once every shard has finished (the lowest shard's).
   double forward_backward(const Batch& batch, int64_t first_row, int threads, const ShardStep& step);
-  // After the step's micro-batches: every replica's .grad added into the model's, in shard order.
-  void sum_gradients();
+  // After the step's micro-batches: every replica's .grad added into the model's, in shard order,
+  // the parameters shared out to up to `threads` threads (each sum elementwise: the same bits on any).
+  void sum_gradients(int threads);
   // evaluate() (train/trainer/run.h) with the held-out batches scored side by side on the replicas,
   // up to `threads` at once: the same result, bit for bit (each batch is scored as on one thread, the
   // scores added in batch order).

@@ -265,7 +265,7 @@ double Trainer::run_step() {
   } catch (const NonFiniteError& e) {  // anomaly detection named the op; add the step
     throw NonFiniteError(detail::concat("[train] step ", step_, " at lr ", lr, ": ", e.what()));
   }
-  if (shards_) shards_->sum_gradients();
+  if (shards_) shards_->sum_gradients(shard_threads_now());
   if (reducer_) {  // several ranks: the step's gradient and loss are sums over every rank's rows
     reducer_->reduce();
     loss_value = comm_->all_reduce_sum(loss_value);
