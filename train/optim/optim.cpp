@@ -4,10 +4,9 @@
 // Adam through tensor ops, the fused Adam step through core/backend/adam.h.
 #include "train/optim/optim.h"
 
-#include <cmath>
-#ifdef _OPENMP
 #include <omp.h>
-#endif
+
+#include <cmath>
 #include <map>
 #include <set>
 

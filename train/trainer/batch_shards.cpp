@@ -106,7 +106,7 @@ double BatchShards::forward_backward(const Batch& batch, int64_t first_row, int 
 void BatchShards::sum_gradients(int threads) {
   TensorList& mine = params_[0];
   // One parameter a task: most are too small to share out inside, and side by side the default run's
-  // sums took 0.5x the time of one after another.
+  // sums took 0.6-0.7x the time of one after another (docs/benchmarks.md, "The programs' malloc").
   parallel_tasks(static_cast<int64_t>(mine.size()), threads, [&](int64_t i, int) {
     NoGradGuard no_grad;  // grad mode is per thread
     for (size_t s = 1; s < params_.size(); ++s) {
