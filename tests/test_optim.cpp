@@ -333,10 +333,10 @@ TEST_CASE("clip_grad_norm_: the one-pass float32 norm is the composite's bits") 
   CHECK(huge > 3e20);
 }
 
-// From 32,768 CPU gradient elements the tensors' sums and scaling are shared out to the threads
-// (train/optim/optim.cpp); the sums still add up in the parameters' order, so the norm and the clipped
-// gradients are the same bits at any thread count, with a float64 and a transposed gradient (the
-// composite) and a parameter without one between the shared ones.
+// Above 32,768 CPU gradient elements (kParallelGrain) the tensors' sums and scaling are shared out to
+// the threads (train/optim/optim.cpp); the sums still add up in the parameters' order, so the norm and
+// the clipped gradients are the same bits at any thread count, with a float64 and a transposed
+// gradient (the composite) and a parameter without one between the shared ones.
 TEST_CASE("clip_grad_norm_: the same norm and clipped gradients at 1, 2 and 3 threads") {
   auto make = [] {
     Generator gen(47);

@@ -291,10 +291,6 @@ void set_scheduled_lr(Optimizer& optimizer, double lr, const std::vector<double>
 }
 
 // ---- clip_grad_norm_ ------------------------------------------------------------------------------
-// From this many CPU gradient elements in all, the tensors' sums and scaling are shared out to the
-// OpenMP threads (below it, starting them costs more than it saves).
-constexpr int64_t kClipParallelElements = int64_t(1) << 15;
-
 double clip_grad_norm_(const TensorList& params, double max_norm) {
   RG_PROFILE_OP("clip_grad_norm_");
   RG_CHECK(max_norm >= 0, "clip_grad_norm_", "invalid max_norm ", max_norm, " (must be >= 0)");
@@ -310,27 +306,26 @@ double clip_grad_norm_(const TensorList& params, double max_norm) {
   };
   // CPU float32 gradients: each tensor's sum (one chain of float64 adds) on one thread, the tensors
   // side by side, added below in the parameters' order: the same bits as one thread. A sum is a
-  // chain whose adds wait on each other, so the default run's 0.24 M took 0.3 ms on one thread.
+  // chain whose adds wait on each other, so the default run's 0.24 M took 0.3 ms on one thread. The
+  // threads are shared out above kParallelGrain elements in all (core/strided.h), as the kernels do.
   const int64_t count = static_cast<int64_t>(params.size());
-  std::vector<double> cpu_sum(params.size(), 0.0);
-  std::vector<char> cpu_done(params.size(), 0);
   auto summed_on_cpu = [](const Tensor& g) {
     return g.defined() && g.device().is_cpu() && g.dtype() == kFloat32 && g.is_contiguous();
   };
   int64_t cpu_elements = 0;
   for (const Tensor& p : params)
     if (summed_on_cpu(p.grad())) cpu_elements += p.grad().numel();
-  parallel_tasks(count, cpu_elements >= kClipParallelElements ? omp_get_max_threads() : 1, [&](int64_t i, int) {
+  const int threads = cpu_elements > cpu::kParallelGrain ? omp_get_max_threads() : 1;
+  std::vector<double> cpu_sum(params.size(), 0.0);
+  parallel_tasks(count, threads, [&](int64_t i, int) {
     const Tensor g = params[static_cast<size_t>(i)].grad();
-    if (!summed_on_cpu(g)) return;
-    cpu_sum[static_cast<size_t>(i)] = cpu::sum_of_squares(g.data_ptr<float>(), g.numel());
-    cpu_done[static_cast<size_t>(i)] = 1;
+    if (summed_on_cpu(g)) cpu_sum[static_cast<size_t>(i)] = cpu::sum_of_squares(g.data_ptr<float>(), g.numel());
   });
   for (int64_t i = 0; i < count; ++i) {
     Tensor g = params[static_cast<size_t>(i)].grad();
     if (!g.defined()) continue;
     // float64 per tensor and across tensors: float32 grads of a big model would lose digits otherwise.
-    if (cpu_done[static_cast<size_t>(i)]) {
+    if (summed_on_cpu(g)) {
       sum_sq += cpu_sum[static_cast<size_t>(i)];
       continue;
     }
@@ -350,7 +345,7 @@ double clip_grad_norm_(const TensorList& params, double max_norm) {
   if (scale < 1.0) {
     // Each CPU tensor scaled on one thread (elementwise: the same bits on any); the others queued
     // from this thread.
-    parallel_tasks(count, cpu_elements >= kClipParallelElements ? omp_get_max_threads() : 1, [&](int64_t i, int) {
+    parallel_tasks(count, threads, [&](int64_t i, int) {
       NoGradGuard no_grad_here;  // grad mode is per thread
       Tensor g = params[static_cast<size_t>(i)].grad();
       if (g.defined() && g.device().is_cpu()) g.mul_(scale);
