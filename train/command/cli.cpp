@@ -31,7 +31,7 @@ using namespace cli_detail;  // UsageError, the subcommand table
 namespace {
 
 // `relgrad --version`: the project's version (CMakeLists.txt), what this binary was built with, and
-// the processor and GEMM kernels it runs on here (bench/run_train.sh records them beside PyTorch's).
+// the processor, GEMM kernels and malloc it runs on here (bench/run_train.sh records them beside PyTorch's).
 // The GEMM library the CPU's products use, how it was chosen, and the measured rates
 // (core/cpu/gemm_library.h): "OpenBLAS 0.3.21 …, core: Zen (measured, cached in …; GFLOP/s: eigen 151,
 // openblas 224)".
