@@ -11,15 +11,22 @@ int64_t shape_numel(const Shape& shape) {
 }
 
 std::vector<int64_t> strided_offsets(const Shape& shape, const Shape& strides) {
-  const int64_t nd = static_cast<int64_t>(shape.size());
   std::vector<int64_t> offsets(shape_numel(shape));
+  // An odometer over the index, last dim fastest: each step adds one stride, or rolls dims back to 0
+  // (the division of each element's number by each dim, 2 integer divisions an element and dim, was
+  // a sixth of attention's fused softmax at the main job's sizes: docs/benchmarks.md, "The roofline").
+  Shape index(shape.size(), 0);
+  int64_t off = 0;
   for (size_t e = 0; e < offsets.size(); ++e) {
-    int64_t rem = static_cast<int64_t>(e), off = 0;
-    for (int64_t d = nd - 1; d >= 0; --d) {
-      off += (rem % shape[d]) * strides[d];
-      rem /= shape[d];
-    }
     offsets[e] = off;
+    for (size_t d = shape.size(); d-- > 0;) {
+      if (++index[d] < shape[d]) {
+        off += strides[d];
+        break;
+      }
+      off -= (shape[d] - 1) * strides[d];
+      index[d] = 0;
+    }
   }
   return offsets;
 }

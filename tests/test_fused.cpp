@@ -193,6 +193,38 @@ TEST_CASE("masked_softmax: a NaN input gives a NaN row, as the composite does") 
   for (int64_t c = 0; c < 6; ++c) CHECK(std::isnan(y.select(0, 1).select(0, c).item()));
 }
 
+TEST_CASE("masked_softmax: rows over many blocks and a row longer than a block, at 1, 2 and 3 threads") {
+  // core/cpu/softmax.h takes rows in blocks of up to 4,096 elements (whole rows): the exps of a block
+  // in one loop, the masks of unit stride applied by the block. (3, 5, 300, 30): 4,500 rows of 30 in
+  // 34 blocks, fully masked rows (batch 1's keys all padded) and a NaN row among them; (3, 1, 2, 5000):
+  // rows longer than a block, each its own. The composite's values, and the same bits at any thread count.
+  struct Case {
+    int64_t B, H, T, C;
+  };
+  for (const Case& c : {Case{3, 5, 300, 30}, Case{3, 1, 2, 5000}}) {
+    CAPTURE(c.C);
+    Tensor x = uniform({c.B, c.H, c.T, c.C}, -3, 3, kFloat32, 31);
+    x.select(0, 0).select(0, 0).select(0, 1).narrow(0, 4, 1).fill_(NAN);  // a NaN in an unmasked row: all NaN
+    Tensor bias = uniform({1, c.H, c.T, c.C}, -1, 1, kFloat32, 32);
+    std::vector<double> pad(c.B * c.C);
+    for (int64_t b = 0; b < c.B; ++b)
+      for (int64_t j = 0; j < c.C; ++j) pad[b * c.C + j] = (b == 1 || j >= c.C - b) ? 1.0 : 0.0;  // b = 0 none, b = 2 two
+    Tensor mask = ne(from_vector(pad, {c.B, 1, 1, c.C}, kFloat64), 0.0);
+    Tensor want = composite_masked_softmax(x, mask, 0.37, bias);
+    std::vector<Tensor> got;
+    for (int threads : {1, 2, 3}) {
+      const ThreadCount n(threads);
+      got.push_back(masked_softmax(x, mask, 0.37, bias));
+    }
+    // The NaN row is NaN in both (compare() asks NaN for NaN); batch 1's rows all 0.
+    CHECK(compare(got[0], want, 2e-6, 2e-6) == "");
+    CHECK(std::isnan(got[0].select(0, 0).select(0, 0).select(0, 1).select(0, 0).item()));
+    CHECK(sum(abs(got[0].select(0, 1))).item() == 0.0);
+    CHECK(bitwise_equal(got[0], got[1]));
+    CHECK(bitwise_equal(got[0], got[2]));
+  }
+}
+
 TEST_CASE("softmax rows: long rows (vector lanes and tail) match the float64 reference") {
   for (int64_t C : {1, 7, 8, 9, 300}) {
     Tensor x = uniform({5, C}, -20, 20, kFloat64, 21);

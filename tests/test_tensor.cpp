@@ -1,4 +1,6 @@
 // Tensors: factories, dtypes, item/to_vector, printing, the seeded generator, errors.
+#include <random>
+
 #include "testing.h"
 
 using namespace relgrad;
@@ -156,4 +158,30 @@ TEST_CASE("cpu allocator: large blocks are reused, statistics, out-of-memory mes
   check_throws_with([] { empty({int64_t(1) << 48}); }, "[alloc] out of memory: could not allocate 1125899906842624 bytes");
   check_throws_with([] { empty({int64_t(1) << 40, int64_t(1) << 40}); }, "[empty] shape (1099511627776,1099511627776) of float32 is too large");
   CHECK(cpu_allocator::stats().allocated_bytes == before.allocated_bytes);
+}
+
+TEST_CASE("strided_offsets: every index's offset, against the element number divided out dim by dim") {
+  // core/shape.cpp walks the index as an odometer; the reference divides each element's number by the
+  // dims. Shapes of 0-4 dims with sizes 0-4 (a 0 dim: no offsets), strides -3..7 (0: a broadcast dim).
+  std::mt19937 rng(7);
+  int64_t checked = 0;
+  for (int trial = 0; trial < 2000; ++trial) {
+    const int nd = static_cast<int>(rng() % 5);
+    Shape shape(nd), strides(nd);
+    for (int d = 0; d < nd; ++d) shape[d] = static_cast<int64_t>(rng() % 5), strides[d] = static_cast<int64_t>(rng() % 11) - 3;
+    const std::vector<int64_t> got = strided_offsets(shape, strides);
+    REQUIRE(static_cast<int64_t>(got.size()) == shape_numel(shape));
+    for (int64_t e = 0; e < shape_numel(shape); ++e) {
+      int64_t rem = e, want = 0;
+      for (int d = nd - 1; d >= 0; --d) want += (rem % shape[d]) * strides[d], rem /= shape[d];
+      if (got[static_cast<size_t>(e)] != want) {
+        const std::string where = shape_str(shape) + " element " + std::to_string(e);
+        CAPTURE(where);
+        CHECK(got[static_cast<size_t>(e)] == want);
+        break;
+      }
+      ++checked;
+    }
+  }
+  CHECK(checked > 10000);
 }

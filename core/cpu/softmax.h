@@ -3,8 +3,10 @@
 // class dim is the last one). Columns go in blocks of w neighbours (see for_each_column_block in
 // core/cpu/reduce.h); sums are taken in double, in a fixed order, by one thread per column.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "core/base/fast_math.h"
 #include "core/base/softmax_layout.h"
@@ -150,16 +152,32 @@ void softmax_backward(const T* y, const T* g, T* gx, const SoftmaxLayout& L) {
 // broadcast: row r's values are bias[bias_row[r] + c * bias_step] and mask[mask_row[r] + c * mask_step].
 //   y = softmax(scale * x + bias) over the unmasked c; masked c get 0; a fully masked row is all 0.
 // Equal to the composite masked_fill(softmax(masked_fill(scale * x + bias, mask, lowest)), mask, 0).
+//
+// Rows go in blocks (kSoftmaxBlock elements at most, whole rows): per row, z = scale * x + bias with
+// the mask's -inf, its max subtracted; then exp over the whole block as one flat loop; then per row the
+// sum and the scaling. An attention row is short (the main job's: 4-17 keys), and a loop over one row
+// is mostly its scalar remainder, which for exp costs some 25 scalar operations an element: the flat
+// loop takes every element in vector lanes (docs/benchmarks.md, "The roofline of the main job's step").
+// Each element's operations are the same wherever it lands (core/base/fast_math.h), so the bits do
+// not depend on the blocking or the thread count.
+inline constexpr int64_t kSoftmaxBlock = 4096;
+
 template <class T>
 void masked_softmax_forward(const T* x, double scale, const T* bias, const int64_t* bias_row, int64_t bias_step,
                             const bool* mask, const int64_t* mask_row, int64_t mask_step, T* y, int64_t rows,
                             int64_t C) {
-  for_each_row(rows, C, [=](int64_t r) {
+  if (rows == 0 || C == 0) return;
+  const int64_t per_block = std::max<int64_t>(1, kSoftmaxBlock / C), blocks = (rows + per_block - 1) / per_block;
+  const T sc = static_cast<T>(scale);
+  // Row r's z, its max subtracted: kLive. A row with every entry masked (its max is -inf) gives 0s, or
+  // NaNs where some z is NaN (as the composite): kZeros or kNaNs, written after the block's exps.
+  enum RowKind : uint8_t { kLive, kZeros, kNaNs };
+  const bool block_masks = mask && mask_step == 1 && C <= kSoftmaxBlock;  // (a row longer than a block: its own)
+  auto scaled = [=](int64_t r, int64_t block_first, uint8_t* block_mask) {
     const T* xr = x + r * C;
     T* yr = y + r * C;
     const T* br = bias ? bias + bias_row[r] : nullptr;
     const bool* mr = mask ? mask + mask_row[r] : nullptr;
-    const T sc = static_cast<T>(scale);
     // z = scale * x + bias, written to y; masked entries become -inf (exp gives exactly 0). One
     // simple loop per step, so that each vectorises (the row is in L1 throughout).
     for (int64_t c = 0; c < C; ++c) yr[c] = sc * xr[c];
@@ -167,24 +185,51 @@ void masked_softmax_forward(const T* x, double scale, const T* bias, const int64
       for (int64_t c = 0; c < C; ++c) yr[c] += br[c];
     else if (br)
       for (int64_t c = 0; c < C; ++c) yr[c] += br[c * bias_step];
-    // The mask read as bytes: a select on a bool load does not vectorise, one on a byte does.
+    // The mask read as bytes: a select on a bool load does not vectorise, one on a byte does. A row's
+    // mask of unit stride is applied by the block (below), as one flat loop: over one short row the
+    // vector loop never starts (it takes 32 bytes at a time) and the scalar one branches on each byte.
     const uint8_t* m8 = reinterpret_cast<const uint8_t*>(mr);
-    if (m8 && mask_step == 1)
+    if (block_masks)
+      std::memcpy(block_mask + (r - block_first) * C, m8, static_cast<size_t>(C));
+    else if (m8 && mask_step == 1)
       for (int64_t c = 0; c < C; ++c) yr[c] = m8[c] != 0 ? T(-INFINITY) : yr[c];
     else if (m8)
       for (int64_t c = 0; c < C; ++c) yr[c] = m8[c * mask_step] != 0 ? T(-INFINITY) : yr[c];
+  };
+  auto finish = [=](int64_t r) {
+    T* yr = y + r * C;
     const T m = lane_max(yr, C);
-    if (m == T(-INFINITY)) {  // every entry masked (→ 0), unless some are NaN (→ NaN, as the composite)
+    if (m == T(-INFINITY)) {
       bool nan = false;
       for (int64_t c = 0; c < C; ++c) nan = nan || yr[c] != yr[c];
-      for (int64_t c = 0; c < C; ++c) yr[c] = nan ? T(NAN) : T(0);
-      return;
+      return nan ? kNaNs : kZeros;
     }
-    for (int64_t c = 0; c < C; ++c) yr[c] = fn::rg_exp(T(yr[c] - m));
-    const double s = lane_sum<T>(yr, nullptr, C);
-    const T inv = static_cast<T>(1.0 / s);
-    for (int64_t c = 0; c < C; ++c) yr[c] *= inv;
-  });
+    for (int64_t c = 0; c < C; ++c) yr[c] = T(yr[c] - m);
+    return kLive;
+  };
+#pragma omp parallel for schedule(static) if (rows * C > kParallelGrain && blocks > 1)
+  for (int64_t q = 0; q < blocks; ++q) {
+    const int64_t r0 = q * per_block, r1 = std::min(rows, r0 + per_block);
+    RowKind kind[kSoftmaxBlock];
+    uint8_t block_mask[kSoftmaxBlock];  // the rows' masks of unit stride, as y's block lays them out
+    for (int64_t r = r0; r < r1; ++r) scaled(r, r0, block_mask);
+    T* yb = y + r0 * C;
+    if (block_masks)
+      for (int64_t i = 0; i < (r1 - r0) * C; ++i) yb[i] = block_mask[i] != 0 ? T(-INFINITY) : yb[i];
+    for (int64_t r = r0; r < r1; ++r) kind[r - r0] = finish(r);
+    for (int64_t i = 0; i < (r1 - r0) * C; ++i) yb[i] = fn::rg_exp(yb[i]);  // the block's exps in one loop
+    for (int64_t r = r0; r < r1; ++r) {
+      T* yr = y + r * C;
+      if (kind[r - r0] != kLive) {
+        const T fill = kind[r - r0] == kNaNs ? T(NAN) : T(0);
+        for (int64_t c = 0; c < C; ++c) yr[c] = fill;
+        continue;
+      }
+      const double s = lane_sum<T>(yr, nullptr, C);
+      const T inv = static_cast<T>(1.0 / s);
+      for (int64_t c = 0; c < C; ++c) yr[c] *= inv;
+    }
+  }
 }
 
 // Backward of masked_softmax_forward for rows of C: gz = y * (g - Σ g y) (0 where y is 0: masked
