@@ -97,9 +97,22 @@ inline Mask first_lanes(int64_t count) {  // the low min(count, 8) lanes; none w
 inline Vec load_masked(Mask m, const float* p) {
   return m.count == 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m.lanes);
 }
+// The first m.count lanes as plain stores of 4, 2 and 1 floats: AMD's cores run vmaskmovps to memory
+// as microcode, some 12 cycles or more, where a product of 14 columns (an attention row of 14 keys)
+// stores one such partial vector a row.
 inline void store_masked(float* p, Mask m, Vec v) {
-  if (m.count == 8) _mm256_storeu_ps(p, v);
-  else _mm256_maskstore_ps(p, m.lanes, v);
+  if (m.count == 8) return _mm256_storeu_ps(p, v);
+  __m128 part = _mm256_castps256_ps128(v);  // lanes 0-3, then 4-7
+  int n = m.count;
+  if (n >= 4) {
+    _mm_storeu_ps(p, part);
+    part = _mm256_extractf128_ps(v, 1), p += 4, n -= 4;
+  }
+  if (n >= 2) {
+    _mm_storel_pi(reinterpret_cast<__m64*>(p), part);
+    part = _mm_movehl_ps(part, part), p += 2, n -= 2;
+  }
+  if (n == 1) _mm_store_ss(p, part);
 }
 // Lanes [0, kMR) of v at p (a row of packed A): all 8 lanes are stored, the last two past the row, so
 // that packing takes no masked store; the caller's buffer has room (core/cpu/sgemm.cpp, pack_a).
