@@ -25,6 +25,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -125,12 +126,25 @@ struct OpRow {
   double flops_forward = 0, flops_backward = 0;          // 0: not a product
 };
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// The two ceilings, measured once a round (the machine's speed drifts between rounds: the medians).
 struct Ceilings {
-  double peak = 0;
-  std::function<double(double)> bandwidth;  // GB/s at a working set of that many bytes
+  std::vector<double> peaks;
+  std::map<double, std::vector<double>> bandwidths;  // working set (bytes) → GB/s, one a round
+  void measure(const std::vector<double>& sizes) {
+    peaks.push_back(fma_peak());
+    for (double bytes : sizes) bandwidths[bytes].push_back(triad_bandwidth(bytes));
+  }
+  double peak() const { return median(peaks); }
+  double bandwidth(double bytes) const { return median(bandwidths.at(bytes)); }
 };
 
-void print_row(const OpRow& op, const Ceilings& c, int reps) {
+// One round's forward and backward seconds of `op`: medians of `reps` alternate calls.
+std::pair<double, double> measure_row(const OpRow& op, int reps) {
   const TensorList in = op.inputs();
   Tensor grad_out;
   auto fwd = [&] {
@@ -144,7 +158,10 @@ void print_row(const OpRow& op, const Ceilings& c, int reps) {
   };
   fwd();
   const auto [t_f, t_fb] = median_pair(fwd, fwd_bwd, reps);
-  const double t_b = std::max(t_fb - t_f, 1e-9);
+  return {t_f, std::max(t_fb - t_f, 1e-9)};
+}
+
+void print_row(const OpRow& op, const Ceilings& c, double t_f, double t_b) {
   auto share = [](double x, double ceiling) {
     char s[32];
     if (ceiling > 0) std::snprintf(s, sizeof s, "%.0f %%", 100.0 * x / ceiling);
@@ -154,7 +171,7 @@ void print_row(const OpRow& op, const Ceilings& c, int reps) {
   auto rate = [&](double flops, double t) {
     if (flops <= 0) return std::string("-");
     char s[48];
-    std::snprintf(s, sizeof s, "%.1f (%s)", flops / t / 1e9, share(flops / t / 1e9, c.peak).c_str());
+    std::snprintf(s, sizeof s, "%.1f (%s)", flops / t / 1e9, share(flops / t / 1e9, c.peak()).c_str());
     return std::string(s);
   };
   auto traffic = [&](double bytes, double t) {
@@ -190,19 +207,9 @@ int main(int argc, char** argv) {
               " d_ff %lld; %s\n",
               (long long)B, (long long)L, (long long)T, (long long)d, (long long)H, (long long)D, (long long)ff,
               cpu::cpu_model_name().c_str());
-  Ceilings c;
-  c.peak = only.empty() ? fma_peak() : 0;
-  std::vector<std::pair<double, double>> measured;  // (bytes, GB/s), filled as sizes are asked for
-  c.bandwidth = [&](double bytes) {
-    for (const auto& [b, g] : measured)
-      if (b == bytes) return g;
-    measured.emplace_back(bytes, triad_bandwidth(bytes));
-    return measured.back().second;
-  };
+  const int rounds = 5;
   if (only.empty())
-    std::printf("FMA peak (1 thread): %.1f GFLOP/s; triad bandwidth (1 thread): 32 KiB %.0f, 256 KiB %.0f, 2 MiB %.0f, "
-              "64 MiB %.0f GB/s\n\n",
-              c.peak, c.bandwidth(32768), c.bandwidth(262144), c.bandwidth(2097152), c.bandwidth(67108864));
+    std::printf("%d rounds: each op's median time in each, then the median of those (as for the ceilings)\n", rounds);
 
   Generator gen(1);
   auto leaf = [&](const Shape& s, bool grad = true) {
@@ -319,8 +326,6 @@ int main(int argc, char** argv) {
     rows.push_back(r);
   }
 
-  std::printf("| op | shape | µs forward | µs backward | GFLOP/s forward (of peak) | backward | working set |"
-              " GB/s forward (of the triad's at that size) | backward |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
   if (!only.empty()) {  // one op's forward over and over, for a profiler (perf record) to read
     for (const OpRow& r : rows)
       if (r.name.find(only) != std::string::npos) {
@@ -329,8 +334,6 @@ int main(int argc, char** argv) {
       }
     return 0;
   }
-  for (const OpRow& r : rows) print_row(r, c, 101);
-
   // The optimizer step over the default model's 0.24 M parameters, in tensors of its shapes: AdamW reads
   // param, grad, m and v and writes param, m and v (7 floats a parameter).
   TensorList params;
@@ -341,16 +344,42 @@ int main(int argc, char** argv) {
   for (Tensor& p : params) p.set_grad(randn(p.shape(), kFloat32, &gen)), count += p.numel();
   AdamW opt(params, AdamWOptions(3e-3).betas(0.8, 0.95));
   opt.step();
-  std::vector<double> t;
-  for (int i = 0; i < 101; ++i) {
-    const double t0 = now();
-    opt.step();
-    t.push_back(now() - t0);
+  const double adam_bytes = 7.0 * count * f4;
+
+  // Rounds: the ceilings, then every op, then the optimizer step, each round; so a slow spell of the
+  // machine lands on one round of everything rather than on a few ops.
+  const std::vector<double> reference{32768, 262144, 2097152, 67108864};
+  std::vector<double> sizes = reference;
+  for (const OpRow& r : rows) sizes.push_back(r.bytes_forward), sizes.push_back(r.bytes_backward);
+  sizes.push_back(adam_bytes);
+  Ceilings c;
+  std::vector<std::vector<double>> t_f(rows.size()), t_b(rows.size());
+  std::vector<double> t_adam;
+  for (int round = 0; round < rounds; ++round) {
+    c.measure(sizes);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const auto [f, b] = measure_row(rows[i], 21);
+      t_f[i].push_back(f), t_b[i].push_back(b);
+    }
+    std::vector<double> t;
+    for (int i = 0; i < 21; ++i) {
+      const double t0 = now();
+      opt.step();
+      t.push_back(now() - t0);
+    }
+    t_adam.push_back(median(t));
   }
-  std::sort(t.begin(), t.end());
-  const double bytes = 7.0 * count * f4, ts = t[t.size() / 2];
+  std::printf("FMA peak (1 thread): %.1f GFLOP/s (rounds %.1f-%.1f); triad bandwidth (1 thread): 32 KiB %.0f, "
+              "256 KiB %.0f, 2 MiB %.0f, 64 MiB %.0f GB/s\n\n",
+              c.peak(), *std::min_element(c.peaks.begin(), c.peaks.end()),
+              *std::max_element(c.peaks.begin(), c.peaks.end()), c.bandwidth(reference[0]), c.bandwidth(reference[1]),
+              c.bandwidth(reference[2]), c.bandwidth(reference[3]));
+  std::printf("| op | shape | µs forward | µs backward | GFLOP/s forward (of peak) | backward | working set |"
+              " GB/s forward (of the triad's at that size) | backward |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (size_t i = 0; i < rows.size(); ++i) print_row(rows[i], c, median(t_f[i]), median(t_b[i]));
+  const double ts = median(t_adam);
   std::printf("| AdamW step | %lld parameters in %zu tensors | %.1f | | | | %.0f KiB | %.1f (%.0f %% of %.0f) | |\n",
-              (long long)count, params.size(), ts * 1e6, bytes / 1024, bytes / ts / 1e9,
-              100.0 * bytes / ts / 1e9 / c.bandwidth(bytes), c.bandwidth(bytes));
+              (long long)count, params.size(), ts * 1e6, adam_bytes / 1024, adam_bytes / ts / 1e9,
+              100.0 * adam_bytes / ts / 1e9 / c.bandwidth(adam_bytes), c.bandwidth(adam_bytes));
   return 0;
 }
