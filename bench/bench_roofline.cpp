@@ -2,7 +2,7 @@
 // runs, at one batch shard's sizes, timed forward and backward on the calling thread and set against
 // the two ceilings of this machine measured in the same run:
 //   - the FMA peak: 12 independent FMA chains at the build's vector width (AVX-512 or AVX2; as
-//     shared/bench's peak_fma), in GFLOP/s;
+//     the classic peak-FMA loop), in GFLOP/s;
 //   - the bandwidth at the op's working set: a triad (y = a + s·b) over three arrays of the op's
 //     bytes in all, repeated, so that it runs from the cache level where the op's tensors live (the
 //     main job's tensors are tens to hundreds of KiB: L1 and L2, not DRAM).
@@ -41,7 +41,7 @@ double now() { return std::chrono::duration<double>(std::chrono::steady_clock::n
 
 // The FMA peak of one thread in GFLOP/s: 12 independent chains of vfmadd231ps (more than FMA latency ×
 // pipes on every kind measured) on the widest vectors the build has, written in assembly as
-// shared/bench's peak_fma writes them, so that no compiler keeps them anywhere but in registers.
+// the classic peak-FMA loop writes them, so that no compiler keeps them anywhere but in registers.
 #define RG_FMA12(R)                                                                                            \
   asm volatile("vfmadd231ps %%" R "14, %%" R "15, %%" R "0\n\tvfmadd231ps %%" R "14, %%" R "15, %%" R "1\n\t"     \
                "vfmadd231ps %%" R "14, %%" R "15, %%" R "2\n\tvfmadd231ps %%" R "14, %%" R "15, %%" R "3\n\t"    \
