@@ -6,6 +6,7 @@
 #include <omp.h>
 #endif
 
+#include "core/backend/matmul.h"
 #include "op_harness.h"
 
 using namespace relgrad;
@@ -249,4 +250,62 @@ TEST_CASE("op matmul tiles: every layout and cut against the reference, bit-iden
       }
     }
   }
+}
+
+TEST_CASE("op matmul: gradients of head views come back in their layout, the same bits as through copies") {
+  // Attention's q, k, v are (B, H, L, D) views of (B, L, H·D) projections; matmul's backward writes dq,
+  // dk (from kᵀ) and dv in those views' layout (autograd/ops/matmul.cpp), so the permute's and the
+  // reshape's backwards are views, not copies. The twin: the same graph with each head view copied
+  // (contiguous) before the products, whose gradients come back contiguous. float32 and float64.
+  const int64_t B = 2, L = 5, H = 3, D = 4;
+  for (DType dt : {kFloat32, kFloat64}) {
+    CAPTURE(dtype_name(dt));
+    Tensor x = uniform({3, B, L, H * D}, -1, 1, dt, 11);  // the q, k and v projections' outputs
+    Tensor g = uniform({B, L, H * D}, -1, 1, dt, 12);
+    auto attend = [&](const Tensor& xl, bool copies) {
+      auto head = [&](int64_t i) {
+        Tensor h = xl.select(0, i).reshape({B, L, H, D}).permute({0, 2, 1, 3});
+        return copies ? h.contiguous() : h;
+      };
+      Tensor q = head(0), k = head(1), v = head(2);
+      Tensor out = matmul(softmax(matmul(q, k.transpose(-1, -2)), -1), v);  // (B, H, L, D)
+      return out.permute({0, 2, 1, 3}).reshape({B, L, H * D});
+    };
+    Tensor x1 = x.clone().requires_grad_(), x2 = x.clone().requires_grad_();
+    sum(mul(attend(x1, false), g)).backward();
+    sum(mul(attend(x2, true), g)).backward();
+    CHECK(bitwise_equal(x1.grad(), x2.grad()));
+    // The gradients reaching the head views themselves (grad(), which hands them over as the
+    // backwards made them): dense in the views' layout, not contiguous; the twin's contiguous.
+    Tensor x3 = x.clone().requires_grad_();
+    Tensor q = x3.select(0, 0).reshape({B, L, H, D}).permute({0, 2, 1, 3});
+    Tensor k = x3.select(0, 1).reshape({B, L, H, D}).permute({0, 2, 1, 3});
+    const TensorList dqk = grad(sum(matmul(q, k.transpose(-1, -2))), {q, k}, Tensor(), /*retain_graph=*/true);
+    CHECK(dqk[0].strides() == q.strides());
+    CHECK(dqk[1].strides() == k.strides());
+    CHECK_FALSE(dqk[0].is_contiguous());
+    const Tensor qc = q.contiguous(), kc = k.contiguous();
+    const TensorList twin = grad(sum(matmul(qc, kc.transpose(-1, -2))), {qc, kc});
+    CHECK(twin[0].is_contiguous());
+    CHECK(bitwise_equal(dqk[0].contiguous(), twin[0]));
+    CHECK(bitwise_equal(dqk[1].contiguous(), twin[1]));
+  }
+}
+
+TEST_CASE("backend matmul: the output to write into has the product's shape and unit column stride") {
+  // The backward's gradients in their operand's layout go through it (autograd/ops/matmul.cpp).
+  Tensor a = uniform({2, 3}, -1, 1, kFloat64, 21), b = uniform({3, 4}, -1, 1, kFloat64, 22);
+  // (2, 4), rows 16 apart, each starting on a 64-byte line as a fresh tensor does (Eigen's small
+  // products round an element by where the output starts: core/cpu/matmul.h)
+  Tensor rows_apart = zeros({2, 16}, TensorOptions(kFloat64)).narrow(1, 8, 4);
+  Tensor got = backend::matmul(a, b, {}, "matmul", Tensor(), 1.0, kFloat32, rows_apart);
+  CHECK(got.data_ptr<double>() == rows_apart.data_ptr<double>());
+  CHECK(bitwise_equal(got.contiguous(), matmul(a, b)));
+  check_throws_with([&] { backend::matmul(a, b, {}, "matmul", Tensor(), 1.0, kFloat32, zeros({4, 2}, TensorOptions(kFloat64))); },
+                    "[matmul] an output of shape (2,4) and unit column stride, without init, got (4,2)");
+  check_throws_with([&] {
+    backend::matmul(a, b, {}, "matmul", Tensor(), 1.0, kFloat32, zeros({4, 2}, TensorOptions(kFloat64)).transpose(0, 1));
+  }, "[matmul] an output of shape (2,4) and unit column stride, without init, got (2,4)");
+  check_throws_with([&] { backend::matmul(a, b, {}, "matmul", zeros({4}, TensorOptions(kFloat64)), 1.0, kFloat32, rows_apart); },
+                    "[matmul] an output of shape (2,4) and unit column stride, without init");
 }

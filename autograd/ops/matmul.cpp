@@ -2,7 +2,8 @@
 // on the GPU), which reads transposed and broadcast operands in place. Backward is two more
 // matmuls on transposed views (so it runs on the operands' device too):
 //   C = A @ B   →   dA = dC @ Bᵀ,   dB = Aᵀ @ dC,
-// each summed over the batch dims its operand was broadcast along (sum_to).
+// each summed over the batch dims its operand was broadcast along (sum_to). An operand laid out as a
+// permuted dense tensor (attention's heads) gets its gradient in that layout (empty_in_layout below).
 // Under autocast (autograd/autocast.h) the three products take 16-bit-rounded operands, forward and
 // backward: the backend rounds them (core/backend/matmul.h: on the GPU, 16-bit copies fed to the
 // tensor cores), so A and B are saved as they are — no rounded copy is kept for the backward, whose
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "autograd/autocast.h"
+#include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "autograd/ops/checks.h"
@@ -39,6 +41,36 @@ bool rows_foldable(const Tensor& x) {
   return true;
 }
 
+// Where an operand is a permutation of a dense tensor with unit last stride but not contiguous
+// (attention's heads: q, k, v are (B, H, L, D) views of a (B, L, H, D) projection), its gradient is
+// written in that same layout: the permute's and the reshape's backwards that follow are then views,
+// where a contiguous gradient cost a copy each (three a head split, docs/benchmarks.md, "The roofline
+// of the main job's step"). Returns an empty tensor of that shape and those strides, or an undefined
+// one where the layout is another (contiguous, broadcast, overlapping, a non-unit last stride).
+Tensor empty_in_layout(const Shape& shape, const Shape& strides, TensorOptions options) {
+  const int64_t nd = static_cast<int64_t>(shape.size());
+  if (nd < 2 || strides.back() != 1) return Tensor();
+  Shape order(static_cast<size_t>(nd));  // dims outermost first
+  for (int64_t d = 0; d < nd; ++d) order[static_cast<size_t>(d)] = d;
+  std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return strides[x] > strides[y]; });
+  int64_t expected = 1;
+  bool contiguous = true;
+  for (int64_t i = nd - 1; i >= 0; --i) {
+    const int64_t d = order[static_cast<size_t>(i)];
+    if (shape[d] == 1) continue;
+    if (strides[d] != expected) return Tensor();
+    expected *= shape[d];
+  }
+  for (int64_t i = 0; i < nd; ++i) contiguous = contiguous && (order[static_cast<size_t>(i)] == i || shape[i] == 1);
+  if (contiguous || expected == 0) return Tensor();
+  Shape sizes(static_cast<size_t>(nd)), inverse(static_cast<size_t>(nd));
+  for (int64_t i = 0; i < nd; ++i) {
+    sizes[static_cast<size_t>(i)] = shape[order[static_cast<size_t>(i)]];
+    inverse[order[static_cast<size_t>(i)]] = i;
+  }
+  return empty(sizes, options).permute(inverse);
+}
+
 // The differentiable core, both operands at least 2-D: a (.., n, k) @ b (.., k, m) → (batch.., n, m),
 // or with init (addmm): init + alpha · (a @ b), init broadcast to the product's shape.
 Tensor matmul_nd(const Tensor& a, const Tensor& b, const char* op, const Tensor& init = Tensor(), double alpha = 1.0) {
@@ -58,6 +90,11 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, const char* op, const Tensor&
   // of copied into place (PyTorch's mm backward does the same).
   const bool b_column_major = b.dim() == 2 && b.size(0) > 1 && b.size(1) > 1 && b.stride(0) == 1 &&
                               b.stride(1) == b.size(0);
+  // Gradients in their operand's layout (empty_in_layout above): on the CPU, in float32 products, for
+  // operands not broadcast over the batch (their gradient needs no sum). The same elements as a fresh
+  // output on relgrad's kernel (core/cpu/matmul.h says where Eigen's may round one differently).
+  const bool in_layout = a.device().is_cpu() && low == kFloat32 && alpha == 1.0;
+  const Shape a_strides = a.strides(), b_strides = b.strides();
   // dA needs B and dB needs A: save only what a requested gradient uses.
   return record(out, op, inputs,
                 [=, sa = a.shape(), sb = b.shape(), sc = init.defined() ? init.shape() : Shape(),
@@ -66,11 +103,40 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, const char* op, const Tensor&
                   // g (batch.., n, m); the transposes are views, read in place by the GEMM.
                   auto scaled = [alpha](const Tensor& t) { return alpha == 1.0 ? t : mul(t, alpha); };
                   Tensor ga, gb;
+                  // The layouts: a's own for ga; b's own for gb, or bᵀ's (k in q·kᵀ), computed as
+                  // (gᵀ · a)ᵀ, the same sums as b_column_major's below. Not when building a graph.
+                  const bool layouts = in_layout && !GradMode::is_enabled() && g.device().is_cpu();
+                  auto full = [&](const Shape& s) {  // s's matrix over the whole batch: no broadcast dims
+                    Shape f = batch;
+                    f.insert(f.end(), s.end() - 2, s.end());
+                    return f;
+                  };
+                  const Shape a_full = full(sa), b_full = full(sb);
+                  const TensorOptions options = TensorOptions(g.dtype());
+                  Tensor ga_into = layouts && need_a && sa == a_full ? empty_in_layout(sa, a_strides, options) : Tensor();
+                  Tensor gb_into, gbt_into;
+                  if (layouts && need_b && sb == b_full) {
+                    gb_into = empty_in_layout(sb, b_strides, options);
+                    if (!gb_into.defined()) {
+                      Shape st = sb, tt = b_strides;
+                      std::swap(st[st.size() - 1], st[st.size() - 2]);
+                      std::swap(tt[tt.size() - 1], tt[tt.size() - 2]);
+                      gbt_into = empty_in_layout(st, tt, options);
+                    }
+                  }
+                  auto into = [&](const Tensor& x, const Tensor& y, const Tensor& out) {
+                    add_profiled_flops(2.0 * double(out.numel()) * double(x.size(-1)));
+                    return backend::matmul(x, y, batch, op, Tensor(), 1.0, kFloat32, out);
+                  };
                   {  // the backward's products in the forward's precision, whatever autocast is now
                     AutocastGuard products(low);
-                    if (need_a) ga = matmul(g, b.get().transpose(-1, -2));
+                    if (need_a)
+                      ga = ga_into.defined() ? into(g, b.get().transpose(-1, -2), ga_into)
+                                             : matmul(g, b.get().transpose(-1, -2));
                     if (need_b)
-                      gb = b_column_major && g.dim() == 2
+                      gb = gb_into.defined()    ? into(a.get().transpose(-1, -2), g, gb_into)
+                           : gbt_into.defined() ? into(g.transpose(-1, -2), a.get(), gbt_into).transpose(-1, -2)
+                           : b_column_major && g.dim() == 2
                                ? matmul(g.transpose(-1, -2), a.get()).transpose(-1, -2)
                                : matmul(a.get().transpose(-1, -2), g);
                   }

@@ -61,18 +61,22 @@ Tensor cast_operand(const Tensor& x, DType dtype) {
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b, const Shape& batch, const char* op, const Tensor& init, double alpha,
-              DType products) {
+              DType products, const Tensor& into) {
   RG_CHECK_T(DTypeError, products == kFloat32 || (is_16bit_float(products) && a.dtype() == kFloat32), op,
              "products in ", dtype_name(products), " take float32 operands, got ", dtype_name(a.dtype()));
   if (a.device().is_cuda()) {
-    if (products == kFloat32) return cuda_matmul(a, b, batch, op, init, alpha);
     // The tensor cores' operands: 16-bit copies (a (.., n, k), b (.., k, m)), one cast kernel each.
-    return cuda_matmul(cast_operand(a, products), cast_operand(b, products), batch, op, init, alpha);
+    Tensor out = products == kFloat32
+                     ? cuda_matmul(a, b, batch, op, init, alpha)
+                     : cuda_matmul(cast_operand(a, products), cast_operand(b, products), batch, op, init, alpha);
+    if (!into.defined()) return out;
+    copy_into(into, out, op);
+    return into;
   }
-  if (products == kFloat32) return cpu::matmul(a, b, batch, op, init, alpha);
+  if (products == kFloat32) return cpu::matmul(a, b, batch, op, init, alpha, into);
   // The CPU has no 16-bit GEMM worth calling: float32 on the rounded values computes the same products.
   auto rounded = [products](const Tensor& x) { return cast_operand(cast_operand(x, products), kFloat32); };
-  return cpu::matmul(rounded(a), rounded(b), batch, op, init, alpha);
+  return cpu::matmul(rounded(a), rounded(b), batch, op, init, alpha, into);
 }
 
 void set_allow_tf32(bool allow) { cuda::set_allow_tf32(allow); }

@@ -14,8 +14,10 @@ namespace relgrad::backend {
 // sums and a float32 result, as the tensor cores do. On the CPU that is the float32 GEMM of the rounded
 // values; on the GPU, cuBLAS's 16-bit GEMM (cuda/blas.h) of 16-bit copies. The two differ only in
 // the order of the float32 sums.
+// `into` (optional, without init): out written there and returned, as cpu::matmul's (its shape, unit
+// column stride, any other strides); on the GPU the product is computed fresh and copied into it.
 Tensor matmul(const Tensor& a, const Tensor& b, const Shape& batch, const char* op, const Tensor& init = Tensor(),
-              double alpha = 1.0, DType products = kFloat32);
+              double alpha = 1.0, DType products = kFloat32, const Tensor& into = Tensor());
 
 // x (float32) cast to `dtype` (a 16-bit storage dtype, or float32 again): a new tensor on x's device. A
 // transposed matrix view (kᵀ, Wᵀ: its last two dims column-major and dense) stays transposed, so a

@@ -165,11 +165,19 @@ std::vector<int64_t> batch_offsets(const Tensor& x, const Shape& batch) {
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b, const Shape& batch, const char* op, const Tensor& init,
-              double alpha) {
+              double alpha, const Tensor& into) {
   const int64_t n = a.size(-2), k = a.size(-1), m = b.size(-1);
   const Shape out_shape = matmul_shape(batch, n, m);
-  Tensor out = empty(out_shape, TensorOptions(a.dtype()));
+  RG_CHECK(!into.defined() || (!init.defined() && into.shape() == out_shape && into.dtype() == a.dtype() &&
+                               into.device().is_cpu() && (into.stride(-1) == 1 || m <= 1)),
+           op, "an output of shape ", shape_str(out_shape), " and unit column stride, without init, got ",
+           into.defined() ? shape_str(into.shape()) : std::string("()"));
+  Tensor out = into.defined() ? into : empty(out_shape, TensorOptions(a.dtype()));
   if (out.numel() == 0) return out;
+  // Where each batch entry's matrix starts in out, and its rows' stride: out's own when given.
+  const std::vector<int64_t> out_offsets = into.defined() ? batch_offsets(out, batch) : std::vector<int64_t>();
+  const int64_t out_ld = into.defined() ? out.stride(-2) : m;
+  auto entry = [&](int64_t e) { return into.defined() ? out_offsets[static_cast<size_t>(e)] : e * n * m; };
   const bool accumulate = init.defined();
   // The library is read once per product (gemm_library.h: chosen on the first product), so every
   // tile of one product goes through the same one.
@@ -182,7 +190,9 @@ Tensor matmul(const Tensor& a, const Tensor& b, const Shape& batch, const char* 
     T* c = out.data_ptr<T>();
     if (k == 0) {  // an empty sum: zeros or init (and no zero-sized maps handed to Eigen)
       if (!accumulate)
-        for (int64_t i = 0; i < out.numel(); ++i) c[i] = T(0);
+        for (int64_t e = 0; e < shape_numel(batch); ++e)
+          for (int64_t i = 0; i < n; ++i)
+            for (int64_t j = 0; j < m; ++j) c[entry(e) + i * out_ld + j] = T(0);
       return;
     }
     MatrixLayout A = plan_operand(a, batch, op), B = plan_operand(b, batch, op);
@@ -203,8 +213,8 @@ Tensor matmul(const Tensor& a, const Tensor& b, const Shape& batch, const char* 
       const int threads = threads_for_one_product();
       if (library == GemmLibrary::Relgrad && count == 1 && threads > 1 && n * k * m >= kMinSharedMacs &&
           k * m <= kMaxSharedB) {
-        sgemm_shared(ap + A.offsets[0], A.ld, A.row_major, bp + B.offsets[0], B.ld, B.row_major, c, m, alpha_t,
-                     accumulate, n, k, m, threads, I.in_place ? I.data + I.offsets[0] : nullptr, I.ld);
+        sgemm_shared(ap + A.offsets[0], A.ld, A.row_major, bp + B.offsets[0], B.ld, B.row_major, c + entry(0), out_ld,
+                     alpha_t, accumulate, n, k, m, threads, I.in_place ? I.data + I.offsets[0] : nullptr, I.ld);
         return;
       }
     }
@@ -215,15 +225,15 @@ Tensor matmul(const Tensor& a, const Tensor& b, const Shape& batch, const char* 
       const int64_t e = t / plan.per_entry, s0 = (t % plan.per_entry) * plan.span;
       const T* a_e = ap + A.offsets[e];
       const T* b_e = bp + B.offsets[e];
-      T* c_e = c + e * n * m;
+      T* c_e = c + entry(e);
       const float* in_e = I.in_place ? I.data + I.offsets[e] : nullptr;
       if (plan.by_rows) {  // row s0 of a: s0 rows down (row-major storage) or s0 columns along
         const int64_t len = std::min(plan.span, n - s0);
-        f(a_e + s0 * (A.row_major ? A.ld : 1), A.ld, b_e, B.ld, c_e + s0 * m, m, len, k, m,
+        f(a_e + s0 * (A.row_major ? A.ld : 1), A.ld, b_e, B.ld, c_e + s0 * out_ld, out_ld, len, k, m,
           in_e ? in_e + s0 * I.ld : nullptr);
       } else {  // column s0 of b: s0 along (row-major storage) or s0 columns down
         const int64_t len = std::min(plan.span, m - s0);
-        f(a_e, A.ld, b_e + s0 * (B.row_major ? 1 : B.ld), B.ld, c_e + s0, m, n, k, len, in_e ? in_e + s0 : nullptr);
+        f(a_e, A.ld, b_e + s0 * (B.row_major ? 1 : B.ld), B.ld, c_e + s0, out_ld, n, k, len, in_e ? in_e + s0 : nullptr);
       }
     };
 #pragma omp parallel for schedule(dynamic, 1) if (plan.parallel)

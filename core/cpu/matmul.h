@@ -29,8 +29,12 @@ namespace relgrad::cpu {
 // have unit column stride (a bias, a positional term); otherwise init is copied into out first and the
 // GEMM accumulates onto it — the same bits either way, and no zero fill plus separate add pass.
 // Without: out = alpha · (a @ b).
+// `into` (optional, without init): out is written there instead of a fresh contiguous tensor, and
+// returned: its shape (batch..., n, m), its last dim of unit stride, its rows and batch entries at any
+// strides (a gradient laid out as its operand is: autograd/ops/matmul.cpp). The same elements on
+// relgrad's kernel; Eigen's small products round an element by where its row starts (aligned or not).
 Tensor matmul(const Tensor& a, const Tensor& b, const Shape& batch, const char* op, const Tensor& init = Tensor(),
-              double alpha = 1.0);
+              double alpha = 1.0, const Tensor& into = Tensor());
 
 // The windowed product of core/backend/window_matmul.h on the CPU: float32 operands as matmul's, through
 // relgrad's kernel (sgemm_window), one call per batch entry, entries shared out over the threads, so
