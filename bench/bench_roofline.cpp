@@ -100,7 +100,12 @@ double triad_bandwidth(double bytes) {
   return best;
 }
 
-// Medians of f and g timed alternately (f, g, f, g, ...) after `warmup` pairs.
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Medians of f and g timed alternately (f, g, f, g, ...) after 5 untimed pairs.
 std::pair<double, double> median_pair(const std::function<void()>& f, const std::function<void()>& g, int reps) {
   for (int i = 0; i < 5; ++i) f(), g();
   std::vector<double> tf, tg;
@@ -112,9 +117,7 @@ std::pair<double, double> median_pair(const std::function<void()>& f, const std:
     g();
     tg.push_back(now() - t0);
   }
-  std::sort(tf.begin(), tf.end());
-  std::sort(tg.begin(), tg.end());
-  return {tf[tf.size() / 2], tg[tg.size() / 2]};
+  return {median(tf), median(tg)};
 }
 
 // One op of the step: its forward on fresh leaves, and the compulsory traffic and FLOPs each way.
@@ -126,10 +129,6 @@ struct OpRow {
   double flops_forward = 0, flops_backward = 0;          // 0: not a product
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
 
 // The two ceilings, measured once a round (the machine's speed drifts between rounds: the medians).
 struct Ceilings {

@@ -54,14 +54,15 @@ Tensor empty_in_layout(const Shape& shape, const Shape& strides, TensorOptions o
   for (int64_t d = 0; d < nd; ++d) order[static_cast<size_t>(d)] = d;
   std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return strides[x] > strides[y]; });
   int64_t expected = 1;
-  bool contiguous = true;
   for (int64_t i = nd - 1; i >= 0; --i) {
     const int64_t d = order[static_cast<size_t>(i)];
     if (shape[d] == 1) continue;
     if (strides[d] != expected) return Tensor();
     expected *= shape[d];
   }
-  for (int64_t i = 0; i < nd; ++i) contiguous = contiguous && (order[static_cast<size_t>(i)] == i || shape[i] == 1);
+  const Shape plain = contiguous_strides(shape);  // a size-1 dim's stride says nothing
+  bool contiguous = true;
+  for (int64_t d = 0; d < nd; ++d) contiguous = contiguous && (shape[d] == 1 || strides[d] == plain[d]);
   if (contiguous || expected == 0) return Tensor();
   Shape sizes(static_cast<size_t>(nd)), inverse(static_cast<size_t>(nd));
   for (int64_t i = 0; i < nd; ++i) {
