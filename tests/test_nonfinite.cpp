@@ -102,6 +102,32 @@ void poison_grad(const Tensor& p, double value) {
 
 // ---- stop (the default) ----------------------------------------------------------------------------
 
+// count_nonfinite reads a contiguous CPU tensor where it lies (all_finite runs it on every weight
+// each step) and copies any other layout first: the same counts for a whole tensor, a narrowed view
+// that starts inside its storage, a transposed view, float64, and none for integers.
+TEST_CASE("nonfinite: count_nonfinite counts in place and in copies alike, at any offset") {
+  Tensor x = zeros({6, 5}, kFloat32);
+  x.narrow(0, 3, 1).fill_(NAN);            // row 3: 5 NaN
+  x.narrow(1, 4, 1).narrow(0, 0, 2).fill_(INFINITY);  // rows 0-1, column 4: 2 Inf
+  const NonFiniteCount whole = count_nonfinite(x);
+  CHECK(whole.nan == 5);
+  CHECK(whole.inf == 2);
+  const NonFiniteCount rows = count_nonfinite(x.narrow(0, 2, 3));  // rows 2-4: contiguous, offset 10
+  CHECK(rows.nan == 5);
+  CHECK(rows.inf == 0);
+  const NonFiniteCount first = count_nonfinite(x.narrow(0, 0, 2));
+  CHECK(first.nan == 0);
+  CHECK(first.inf == 2);
+  const NonFiniteCount t = count_nonfinite(x.transpose(0, 1));
+  CHECK(t.nan == 5);
+  CHECK(t.inf == 2);
+  const NonFiniteCount d = count_nonfinite(x.to(kFloat64).narrow(0, 1, 3));  // rows 1-3
+  CHECK(d.nan == 5);
+  CHECK(d.inf == 1);
+  CHECK(count_nonfinite(ones({4}, kInt64)).total() == 0);
+  CHECK(count_nonfinite(x.narrow(0, 4, 2)).total() == 0);
+}
+
 TEST_CASE("nonfinite: a NaN weight stops at that step, naming the step, the lr and the weight — checkpoint intact") {
   Run run;
   auto t = run.resumed();

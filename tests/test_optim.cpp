@@ -4,11 +4,13 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
 
+#include "core/cpu/reduce.h"
 #include "core/safetensors.h"
 #include "testing.h"
 #include "thread_count.h"
@@ -381,8 +383,45 @@ TEST_CASE("clip_grad_norm_: the same norm and clipped gradients at 1, 2 and 3 th
       if (a.defined()) CHECK(testing::bitwise_equal(a, b));
     }
   }
+  // Every gradient scaled as mul_ scales it, the float32 ones (scaled in place by the threads) too.
   const double scale = 1.0 / (std::sqrt(composite) + 1e-6);
-  CHECK(testing::bitwise_equal(clipped[2][0].grad(), mul(reference[0].grad(), scale)));
+  for (size_t i = 0; i < reference.size(); ++i)
+    if (reference[i].grad().defined()) {
+      CAPTURE(i);
+      CHECK(testing::bitwise_equal(clipped[2][i].grad(), mul(reference[i].grad(), scale)));
+    }
+}
+
+// clip_grad_norm_'s sums, four chains side by side (core/cpu/reduce.h): each tensor's sum is
+// sum_of_squares' chain, bit for bit, whatever the sizes around it (empty, shorter, equal, longer)
+// and however many tensors share the chains.
+TEST_CASE("clip_grad_norm_: sums of squares side by side are each tensor's own chain") {
+  Generator gen(5);
+  const std::vector<int64_t> sizes = {0, 1, 5000, 3, 5000, 17, 12345, 0, 2, 999, 4096, 1, 6};
+  std::vector<Tensor> xs;
+  std::vector<const float*> data;
+  for (int64_t n : sizes) {
+    xs.push_back(mul(randn({n}, {}, &gen), 1.0 + double(n % 5)));
+    data.push_back(xs.back().data_ptr<float>());
+  }
+  for (size_t count : {size_t(1), size_t(3), size_t(4), size_t(5), sizes.size()}) {
+    CAPTURE(count);
+    std::vector<double> out(count, -1.0);
+    cpu::sums_of_squares(data.data(), sizes.data(), out.data(), static_cast<int64_t>(count));
+    for (size_t t = 0; t < count; ++t) {
+      CAPTURE(t);
+      const double one = cpu::sum_of_squares(data[t], sizes[t]);
+      CHECK(std::memcmp(&out[t], &one, sizeof one) == 0);
+    }
+  }
+  // Reversing each chain's order changes the bits of at least one of these sums: the test can tell.
+  bool order_matters = false;
+  for (size_t t = 0; t < sizes.size(); ++t) {
+    double reversed = 0;
+    for (int64_t i = sizes[t] - 1; i >= 0; --i) reversed += double(data[t][i]) * double(data[t][i]);
+    order_matters = order_matters || reversed != cpu::sum_of_squares(data[t], sizes[t]);
+  }
+  CHECK(order_matters);
 }
 
 TEST_CASE("clip_grad_norm_: float32 grads accumulate in float64 — non-finite norm returned, grads untouched") {

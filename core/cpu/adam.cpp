@@ -49,9 +49,6 @@ void adam_chunk(const AdamJob& job, int64_t begin, int64_t end) {
   });
 }
 
-// Elements per task of adam_steps: large enough that a task outweighs handing it out.
-constexpr int64_t kAdamChunk = 16384;
-
 }  // namespace
 
 void adam_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const AdamStep& s) {
@@ -59,21 +56,26 @@ void adam_step(const Tensor& param, const Tensor& grad, const Tensor& m, const T
 }
 
 void adam_steps(const std::vector<AdamJob>& jobs) {
-  // Tasks: each parameter cut into chunks of kAdamChunk elements, all parameters' chunks in one list,
-  // so the whole step is one parallel region (a region per parameter woke the other threads each time,
-  // and a parameter under the grain ran on one thread).
-  std::vector<std::pair<size_t, int64_t>> tasks;  // (job, first element)
-  int64_t total = 0;
-  for (size_t j = 0; j < jobs.size(); ++j) {
-    const int64_t n = jobs[j].param.numel();
-    total += n;
-    for (int64_t begin = 0; begin < n; begin += kAdamChunk) tasks.emplace_back(j, begin);
-  }
-  const int64_t count = static_cast<int64_t>(tasks.size());
-#pragma omp parallel for schedule(static) if (total > kParallelGrain && count > 1)
-  for (int64_t t = 0; t < count; ++t) {
-    const auto [j, begin] = tasks[t];
-    adam_chunk(jobs[j], begin, std::min(begin + kAdamChunk, jobs[j].param.numel()));
+  // The parameters end to end as one range of elements, cut into one equal part per thread: the whole
+  // step is one parallel region (a region per parameter woke the other threads each time) and every
+  // thread updates the same number of elements (tasks of a parameter or a chunk of one, shared out
+  // by count, gave a thread more elements than another wherever the sizes differ).
+  std::vector<int64_t> first(jobs.size() + 1, 0);  // where job j starts in that range
+  for (size_t j = 0; j < jobs.size(); ++j) first[j + 1] = first[j] + jobs[j].param.numel();
+  const int64_t total = first.back();
+#ifdef _OPENMP
+  const int parts = total > kParallelGrain ? std::max(1, omp_get_max_threads()) : 1;
+#else
+  const int parts = 1;
+#endif
+#pragma omp parallel for schedule(static) if (parts > 1)
+  for (int part = 0; part < parts; ++part) {
+    const int64_t lo = total * part / parts, hi = total * (part + 1) / parts;
+    size_t j = static_cast<size_t>(std::upper_bound(first.begin(), first.end(), lo) - first.begin()) - 1;
+    for (; j < jobs.size() && first[j] < hi; ++j) {
+      const int64_t begin = std::max(lo, first[j]) - first[j], end = std::min(hi, first[j + 1]) - first[j];
+      if (begin < end) adam_chunk(jobs[j], begin, end);
+    }
   }
 }
 

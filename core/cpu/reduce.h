@@ -108,6 +108,56 @@ inline double sum_of_squares(const float* x, int64_t n) {
   return acc;
 }
 
+// sum_of_squares of several tensors: out[t] = Σ x[t][i]² over n[t] values, each the same chain as
+// sum_of_squares (the same bits), four chains side by side. One chain waits an add's latency (3-4
+// cycles) per element; four of them hide it. Tensors are taken longest first, so that the long ones
+// run together and only short ones are left to run alone at the end.
+inline void sums_of_squares(const float* const* x, const int64_t* n, double* out, int64_t count) {
+  std::vector<int64_t> order(static_cast<size_t>(count));
+  for (int64_t t = 0; t < count; ++t) order[static_cast<size_t>(t)] = t;
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return n[a] > n[b]; });
+  struct Chain {
+    const float* p;
+    int64_t left, slot;
+    double acc;
+  };
+  Chain c[4];
+  int active = 0;
+  size_t next = 0;
+  for (;;) {
+    while (active < 4 && next < order.size()) {
+      const int64_t t = order[next++];
+      c[active++] = Chain{x[t], n[t], t, 0.0};
+    }
+    if (active == 0) return;
+    int64_t m = c[0].left;
+    for (int k = 1; k < active; ++k) m = std::min(m, c[k].left);
+    if (active == 4) {
+      double a0 = c[0].acc, a1 = c[1].acc, a2 = c[2].acc, a3 = c[3].acc;
+      const float *p0 = c[0].p, *p1 = c[1].p, *p2 = c[2].p, *p3 = c[3].p;
+      for (int64_t i = 0; i < m; ++i) {
+        a0 += double(p0[i]) * double(p0[i]);
+        a1 += double(p1[i]) * double(p1[i]);
+        a2 += double(p2[i]) * double(p2[i]);
+        a3 += double(p3[i]) * double(p3[i]);
+      }
+      c[0].acc = a0, c[1].acc = a1, c[2].acc = a2, c[3].acc = a3;
+    } else {
+      for (int k = 0; k < active; ++k)
+        for (int64_t i = 0; i < m; ++i) c[k].acc += double(c[k].p[i]) * double(c[k].p[i]);
+    }
+    for (int k = 0; k < active;) {
+      c[k].p += m, c[k].left -= m;
+      if (c[k].left > 0) {
+        ++k;
+        continue;
+      }
+      out[c[k].slot] = c[k].acc;
+      c[k] = c[--active];
+    }
+  }
+}
+
 // ---- the kernels below reduce "columns": column (o, i) is the R values x[o, :, i] that give
 // out[o, i]. Columns are taken in blocks of up to kColumnBlock neighbours (i0 .. i0 + w - 1) and a
 // block is walked row by row, so every read is a contiguous run of w values; walking one column at

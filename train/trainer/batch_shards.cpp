@@ -54,7 +54,7 @@ BatchShards::BatchShards(RunModel& model, const ModelOptions& options, int64_t s
 
 void BatchShards::start_step() {
   for (size_t s = 1; s < replicas_.size(); ++s) {
-    replicas_[s]->module->zero_grad();
+    for (Tensor& p : params_[s]) p.set_grad(Tensor());  // Module::zero_grad, without listing them again
     replicas_[s]->module->train();
   }
 }
@@ -103,6 +103,15 @@ double BatchShards::forward_backward(const Batch& batch, int64_t first_row, int 
   return total;
 }
 
+namespace {
+// Two CPU float32 gradients of one layout, which sum_gradients adds element by element itself: the
+// default run's 92 parameters as add_ ops took 0.3 ms a step, most of it the ops' dispatch.
+bool adds_in_place(const Tensor& sum, const Tensor& g) {
+  return sum.device().is_cpu() && g.device().is_cpu() && sum.dtype() == kFloat32 && g.dtype() == kFloat32 &&
+         sum.is_contiguous() && g.is_contiguous() && sum.shape() == g.shape();
+}
+}  // namespace
+
 void BatchShards::sum_gradients(int threads) {
   TensorList& mine = params_[0];
   // One parameter a task: most are too small to share out inside, and side by side the default run's
@@ -113,8 +122,16 @@ void BatchShards::sum_gradients(int threads) {
       const Tensor g = params_[s][static_cast<size_t>(i)].grad();
       if (!g.defined()) continue;  // no gradient in that shard (as a parameter no loss reached)
       Tensor sum = mine[static_cast<size_t>(i)].grad();
-      if (sum.defined()) sum.add_(g);
-      else mine[static_cast<size_t>(i)].set_grad(g.clone());
+      if (!sum.defined()) {
+        mine[static_cast<size_t>(i)].set_grad(g.clone());
+      } else if (adds_in_place(sum, g)) {  // add_'s arithmetic (float32 a + b), without an op's dispatch
+        float* to = sum.data_ptr<float>();
+        const float* from = g.data_ptr<float>();
+        for (int64_t k = 0, n = sum.numel(); k < n; ++k) to[k] += from[k];
+        sum.bump_version();
+      } else {
+        sum.add_(g);
+      }
     }
   });
 }

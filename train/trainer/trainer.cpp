@@ -152,6 +152,7 @@ Trainer::Trainer(TrainerOptions options, std::ostream* out, Communicator* comm)
   Generator init(options_.train.seed);
   model_ = build_model(options_.model, &init);
   model_->to(device);  // before the optimizer: its state is allocated beside the weights
+  params_ = model_->module->parameters();
   // train.tf32: cuBLAS's float32 GEMMs in TF32 for this Trainer's life (a GPU setting; no effect on the CPU).
   tf32_before_ = backend::allow_tf32();
   backend::set_allow_tf32(options_.train.tf32);
@@ -271,7 +272,7 @@ double Trainer::run_step() {
     loss_value = comm_->all_reduce_sum(loss_value);
   }
   if (after_backward_) after_backward_(*this);
-  const TensorList params = model_->module->parameters();
+  const TensorList& params = params_;
   if (scaler_) {  // fp16: the true gradients back; an overflow (finite loss, inf/NaN grads) skips the step
     scaler_->unscale_(params);
     if (scaler_->found_inf() && std::isfinite(loss_value)) return skip_for_scaler(lr, loss_value);

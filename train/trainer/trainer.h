@@ -163,6 +163,7 @@ class Trainer {
   std::unique_ptr<BatchShards> shards_;       // train.batch_shards > 1 only
   bool shards_side_by_side_ = true;           // BatchShards::side_by_side_allowed()
   std::shared_ptr<RunModel> model_;
+  TensorList params_;  // model_'s parameters, listed once: Module::parameters() walks the tree by name
   std::unique_ptr<Optimizer> optimizer_;
   LrSchedule schedule_;
   std::vector<double> group_lr_scale_;  // per optimizer group: its lr = the schedule's × this
