@@ -289,6 +289,20 @@ TEST_CASE("op matmul: gradients of head views come back in their layout, the sam
     CHECK(twin[0].is_contiguous());
     CHECK(bitwise_equal(dqk[0].contiguous(), twin[0]));
     CHECK(bitwise_equal(dqk[1].contiguous(), twin[1]));
+    // The forward: P·V with v a head view comes out in v's layout, (B, H, L, D) over (B, L, H, D)
+    // memory, so the heads' merge is a view; the same bits as the twin's contiguous product. A right
+    // operand broadcast over the batch, or contiguous, gives a contiguous product as before.
+    Tensor v = x.select(0, 2).reshape({B, L, H, D}).permute({0, 2, 1, 3});
+    Tensor p = uniform({B, H, L, L}, -1, 1, dt, 13);
+    const Tensor pv = matmul(p, v), pv_twin = matmul(p, v.contiguous());
+    CHECK(pv.strides() == v.strides());
+    CHECK(pv.permute({0, 2, 1, 3}).is_contiguous());
+    CHECK(pv_twin.is_contiguous());
+    CHECK(bitwise_equal(pv.contiguous(), pv_twin));
+    Tensor p_wide = uniform({B, H, 2, L}, -1, 1, dt, 14);  // fewer query rows than key rows
+    CHECK(matmul(p_wide, v).permute({0, 2, 1, 3}).is_contiguous());
+    CHECK(bitwise_equal(matmul(p_wide, v).contiguous(), matmul(p_wide, v.contiguous())));
+    CHECK(matmul(uniform({2, B, H, L, L}, -1, 1, dt, 15), v).is_contiguous());  // v broadcast over a batch dim
   }
 }
 
