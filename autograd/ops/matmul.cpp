@@ -93,19 +93,13 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, const char* op, const Tensor&
   Shape batch = batch_shape(a, b, op);
   const DType low = autocast_dtype_for(a);  // kFloat32: no rounding (a and b share a dtype)
   // The product in b's layout where b is a permuted dense tensor of the product's batch (attention's
-  // v: P·V then lies in (B, L, H, D) memory, and the heads' merge that follows is a view, not a copy).
-  // Elements are the same bits wherever they are written (core/cpu/matmul.h's `into`).
-  Tensor into;
-  if (a.device().is_cpu() && !init.defined() && b.dim() == static_cast<int64_t>(batch.size()) + 2 &&
-      std::equal(batch.begin(), batch.end(), b.shape().begin())) {
-    const Shape order = dense_order(b.shape(), b.strides());
-    if (!order.empty() && order.back() == b.dim() - 1) {
-      Shape out_shape = batch;
-      out_shape.push_back(a.size(-2));
-      out_shape.push_back(b.size(-1));
-      into = empty_in_order(out_shape, order, TensorOptions(a.dtype()));
-    }
-  }
+  // v: P·V then lies in (B, L, H, D) memory, and the heads' merge after it is a view, not a copy).
+  Shape out_shape = batch, order;
+  out_shape.insert(out_shape.end(), {a.size(-2), b.size(-1)});
+  if (a.device().is_cpu() && !init.defined() && b.shape().size() == out_shape.size() &&
+      std::equal(batch.begin(), batch.end(), b.shape().begin()))
+    order = dense_order(b.shape(), b.strides());
+  const Tensor into = order.empty() ? Tensor() : empty_in_order(out_shape, order, TensorOptions(a.dtype()));
   Tensor out = backend::matmul(a, b, batch, op, init, alpha, low, into);
   add_profiled_flops(2.0 * double(out.numel()) * double(a.size(-1)));  // 2·M·N·K over the batch
   TensorList inputs{a, b};
