@@ -4,7 +4,10 @@
 // its composite twin — the same bits on the CPU, forward and backward — alone and inside the layers
 // that use them (FeedForward, EncoderBlock, DecoderBlock, dropout on).
 #include <cmath>
+#include <cstring>
 
+#include "core/backend/fused.h"
+#include "core/base/fast_math.h"
 #include "layers/blocks.h"
 #include "op_harness.h"
 #include "thread_count.h"
@@ -171,6 +174,41 @@ TEST_CASE("op bias_activation: the same bits as act(x + bias), forward and backw
       check_grad(f[1].grad(), c[1].grad(), "dbias", bits, 4 * rows);
     }
   }
+}
+
+// gelu on the CPU keeps erf((x + b) / √2) from the forward for its backward (core/backend/fused.h):
+// the backward given it equals the backward that computes it again, bit for bit, float32 and float64,
+// at 1 and 2 threads; the other activations and a forward without a backward to come keep nothing.
+TEST_CASE("op bias_activation: gelu's kept erf gives the backward of recomputing it, bit for bit") {
+  for (DType dt : {kFloat32, kFloat64})
+    for (int threads : {1, 2}) {
+      CAPTURE(dtype_name(dt));
+      CAPTURE(threads);
+      ThreadCount count(threads);
+      const Tensor x = uniform({300, 257}, -5, 5, dt, 4), b = uniform({257}, -1, 1, dt, 5);
+      const Tensor gy = uniform({300, 257}, -1, 1, dt, 6);
+      Tensor kept;
+      const Tensor y = backend::bias_activation_forward(x, b, Activation::Gelu, 300, 257, &kept);
+      REQUIRE(kept.defined());
+      CHECK(bitwise_equal(y, backend::bias_activation_forward(x, b, Activation::Gelu, 300, 257)));
+      dispatch_float(dt, "test", [&](auto zero) {  // kept is erf(z / √2) of z = x + b rounded to the dtype
+        using T = decltype(zero);
+        const std::vector<T> xs = x.to_vector<T>(), bs = b.to_vector<T>(), ks = kept.to_vector<T>();
+        int64_t differ = 0;
+        for (size_t i = 0; i < xs.size(); ++i) {
+          const T z = static_cast<T>(xs[i] + bs[i % 257]), e = fn::rg_erf(z * T(0.70710678118654752440));
+          differ += std::memcmp(&e, &ks[i], sizeof e) != 0;
+        }
+        CHECK(differ == 0);
+      });
+      const backend::BiasActivationGrads with = backend::bias_activation_backward(gy, x, b, Activation::Gelu, true, 300, 257, kept);
+      const backend::BiasActivationGrads without = backend::bias_activation_backward(gy, x, b, Activation::Gelu, true, 300, 257);
+      CHECK(bitwise_equal(with.dx, without.dx));
+      CHECK(bitwise_equal(with.db, without.db));
+      Tensor none;
+      backend::bias_activation_forward(x, b, Activation::Relu, 300, 257, &none);
+      CHECK_FALSE(none.defined());
+    }
 }
 
 TEST_CASE("op bias_activation: only x or only the bias needs a gradient") {

@@ -85,15 +85,17 @@ Tensor bias_activation(const Tensor& x, const Tensor& bias, Activation activatio
   check_same_dtype(x, bias, op);
   check_same_device(x, bias, op);
   const int64_t N = bias.size(0), R = N == 0 ? 0 : x.numel() / N;
-  Tensor xc = dense(x), bc = dense(bias);
-  Tensor y = backend::bias_activation_forward(xc, bc, activation, R, N);
-  if (!needs_grad({x, bias})) return y;
-  // The backward recomputes x + b (one add) rather than saving it: x is saved anyway.
+  Tensor xc = dense(x), bc = dense(bias), kept;
+  const bool backward = needs_grad({x, bias});
+  Tensor y = backend::bias_activation_forward(xc, bc, activation, R, N, backward ? &kept : nullptr);
+  if (!backward) return y;
+  // The backward recomputes x + b (one add) rather than saving it: x is saved anyway. gelu on the CPU
+  // keeps its erf as well (kept), a third of its backward's arithmetic (core/cpu/fused.h).
   return record(y, op, {x, bias},
-                [activation, R, N, need_b = bias.requires_grad(), x = SavedTensor(xc),
-                 b = SavedTensor(bc)](const Tensor& g) -> TensorList {
-                  backend::BiasActivationGrads d =
-                      backend::bias_activation_backward(dense(g), x.get(), b.get(), activation, need_b, R, N);
+                [activation, R, N, need_b = bias.requires_grad(), x = SavedTensor(xc), b = SavedTensor(bc),
+                 kept = SavedTensor(kept)](const Tensor& g) -> TensorList {
+                  backend::BiasActivationGrads d = backend::bias_activation_backward(
+                      dense(g), x.get(), b.get(), activation, need_b, R, N, kept.get());
                   return {d.dx, d.db};
                 });
 }

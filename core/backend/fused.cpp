@@ -23,12 +23,20 @@ decltype(auto) with_activation(Activation act, F f) {
 
 }  // namespace
 
-Tensor bias_activation_forward(const Tensor& x, const Tensor& b, Activation act, int64_t R, int64_t N) {
+Tensor bias_activation_forward(const Tensor& x, const Tensor& b, Activation act, int64_t R, int64_t N,
+                               Tensor* kept) {
   Tensor y = empty_on(x, x.shape(), x.dtype());
+  if (kept) *kept = Tensor();
   dispatch_float(x.dtype(), "bias_activation", [&](auto zero) {
     using T = decltype(zero);
     if (x.device().is_cuda()) {
       cuda::bias_activation_forward(act, x.dtype(), x.raw_data(), b.raw_data(), y.raw_data(), R, N, x.device().index);
+      return;
+    }
+    if (kept && act == Activation::Gelu) {
+      *kept = empty_on(x, x.shape(), x.dtype());
+      cpu::bias_gelu_forward_keeping_erf<T>(x.data_ptr<T>(), b.data_ptr<T>(), y.data_ptr<T>(), kept->data_ptr<T>(), R,
+                                            N);
       return;
     }
     with_activation(act, [&](auto f) {
@@ -39,13 +47,18 @@ Tensor bias_activation_forward(const Tensor& x, const Tensor& b, Activation act,
 }
 
 BiasActivationGrads bias_activation_backward(const Tensor& gy, const Tensor& x, const Tensor& b, Activation act,
-                                             bool need_b, int64_t R, int64_t N) {
+                                             bool need_b, int64_t R, int64_t N, const Tensor& kept) {
   BiasActivationGrads d{empty_on(x, x.shape(), x.dtype()), need_b ? empty_on(x, b.shape(), x.dtype()) : Tensor()};
   dispatch_float(x.dtype(), "bias_activation", [&](auto zero) {
     using T = decltype(zero);
     if (x.device().is_cuda()) {
       cuda::bias_activation_backward(act, x.dtype(), gy.raw_data(), x.raw_data(), b.raw_data(), d.dx.raw_data(),
                                      raw_or_null(d.db), R, N, x.device().index);
+      return;
+    }
+    if (kept.defined() && act == Activation::Gelu) {
+      cpu::bias_activation_backward<T>(gy.data_ptr<T>(), x.data_ptr<T>(), b.data_ptr<T>(), d.dx.data_ptr<T>(),
+                                       ptr_or_null<T>(d.db), R, N, cpu::GeluFromErf{}, kept.data_ptr<T>());
       return;
     }
     with_activation(act, [&](auto f) {
