@@ -8,6 +8,7 @@
 
 #include "core/backend/fused.h"
 #include "core/base/fast_math.h"
+#include "core/cpu/fused.h"
 #include "layers/blocks.h"
 #include "op_harness.h"
 #include "thread_count.h"
@@ -178,7 +179,8 @@ TEST_CASE("op bias_activation: the same bits as act(x + bias), forward and backw
 
 // gelu on the CPU keeps erf((x + b) / √2) from the forward for its backward (core/backend/fused.h):
 // the backward given it equals the backward that computes it again, bit for bit, float32 and float64,
-// at 1 and 2 threads; the other activations and a forward without a backward to come keep nothing.
+// at 1 and 2 threads; the other activations, an x over cpu::kKeepErfBytes and a forward without a
+// backward to come keep nothing.
 TEST_CASE("op bias_activation: gelu's kept erf gives the backward of recomputing it, bit for bit") {
   for (DType dt : {kFloat32, kFloat64})
     for (int threads : {1, 2}) {
@@ -207,6 +209,9 @@ TEST_CASE("op bias_activation: gelu's kept erf gives the backward of recomputing
       CHECK(bitwise_equal(with.db, without.db));
       Tensor none;
       backend::bias_activation_forward(x, b, Activation::Relu, 300, 257, &none);
+      CHECK_FALSE(none.defined());
+      const int64_t big_rows = cpu::kKeepErfBytes / (257 * int64_t(dt == kFloat32 ? 4 : 8)) + 1;  // over the limit
+      backend::bias_activation_forward(uniform({big_rows, 257}, -5, 5, dt, 7), b, Activation::Gelu, big_rows, 257, &none);
       CHECK_FALSE(none.defined());
     }
 }

@@ -33,7 +33,7 @@ Tensor bias_activation_forward(const Tensor& x, const Tensor& b, Activation act,
       cuda::bias_activation_forward(act, x.dtype(), x.raw_data(), b.raw_data(), y.raw_data(), R, N, x.device().index);
       return;
     }
-    if (kept && act == Activation::Gelu) {
+    if (kept && act == Activation::Gelu && x.numel() * int64_t(sizeof(T)) <= cpu::kKeepErfBytes) {
       *kept = empty_on(x, x.shape(), x.dtype());
       cpu::bias_gelu_forward_keeping_erf<T>(x.data_ptr<T>(), b.data_ptr<T>(), y.data_ptr<T>(), kept->data_ptr<T>(), R,
                                             N);

@@ -8,8 +8,9 @@
 namespace relgrad::backend {
 
 // x (R·N elements, any shape (..., N)), b (N) → y = act(x + b), x's shape. With `kept` (a backward to
-// come), gelu on the CPU also sets *kept to erf((x + b) / √2), x's shape, which the backward then reads
-// instead of computing it again (core/cpu/fused.h); otherwise *kept is left undefined.
+// come), gelu on the CPU, x up to cpu::kKeepErfBytes, also sets *kept to erf((x + b) / √2), x's shape,
+// which the backward then reads instead of computing it again (core/cpu/fused.h); otherwise *kept is
+// left undefined.
 Tensor bias_activation_forward(const Tensor& x, const Tensor& b, Activation act, int64_t R, int64_t N,
                                Tensor* kept = nullptr);
 // gy, x (x's shape), b (N), kept (the forward's, or undefined) → dx (x's shape) and, when need_b,
