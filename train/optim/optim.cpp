@@ -363,8 +363,8 @@ double clip_grad_norm_(const TensorList& params, double max_norm) {
   double scale = max_norm / (total + 1e-6);
   if (scale < 1.0) {
     // The CPU float32 gradients scaled by the threads, group by group, element by element with mul_'s
-    // arithmetic (a float32 product with the scale rounded to float32) but without 92 ops' dispatch
-    // and write-back (0.1 ms a step in the default run); the others by mul_ from this thread.
+    // arithmetic (a float32 product with the scale rounded to float32) but without an op's dispatch
+    // and write-back per tensor; the others by mul_ from this thread.
     const float scale32 = static_cast<float>(scale);
     parallel_tasks(threads, threads, [&](int64_t q, int) {
       for (int64_t i : groups[static_cast<size_t>(q)]) {
