@@ -4,7 +4,7 @@
 //   C = A @ B   →   dA = dC @ Bᵀ,   dB = Aᵀ @ dC,
 // each summed over the batch dims its operand was broadcast along (sum_to). An operand laid out as a
 // permuted dense tensor (attention's heads) gets its gradient in that layout (empty_in_layout below),
-// and a right operand so laid out (attention's v) gives the product in its layout (matmul_nd).
+// and matmul_in_rhs_layout gives the product in such a right operand's layout (attention's P·V).
 // Under autocast (autograd/autocast.h) the three products take 16-bit-rounded operands, forward and
 // backward: the backend rounds them (core/backend/matmul.h: on the GPU, 16-bit copies fed to the
 // tensor cores), so A and B are saved as they are — no rounded copy is kept for the backward, whose
@@ -88,15 +88,15 @@ Tensor empty_in_layout(const Shape& shape, const Shape& strides, TensorOptions o
 
 // The differentiable core, both operands at least 2-D: a (.., n, k) @ b (.., k, m) → (batch.., n, m),
 // or with init (addmm): init + alpha · (a @ b), init broadcast to the product's shape.
-Tensor matmul_nd(const Tensor& a, const Tensor& b, const char* op, const Tensor& init = Tensor(), double alpha = 1.0) {
+Tensor matmul_nd(const Tensor& a, const Tensor& b, const char* op, const Tensor& init = Tensor(), double alpha = 1.0,
+                 bool rhs_layout = false) {
   RG_PROFILE_OP(op);  // the views and checks around it do no work worth a row
   Shape batch = batch_shape(a, b, op);
   const DType low = autocast_dtype_for(a);  // kFloat32: no rounding (a and b share a dtype)
-  // The product in b's layout where b is a permuted dense tensor of the product's batch (attention's
-  // v: P·V then lies in (B, L, H, D) memory, and the heads' merge after it is a view, not a copy).
+  // rhs_layout (matmul_in_rhs_layout): the product in b's layout where b is permuted dense (attention's v).
   Shape out_shape = batch, order;
   out_shape.insert(out_shape.end(), {a.size(-2), b.size(-1)});
-  if (a.device().is_cpu() && !init.defined() && b.shape().size() == out_shape.size() &&
+  if (rhs_layout && a.device().is_cpu() && !init.defined() && b.shape().size() == out_shape.size() &&
       std::equal(batch.begin(), batch.end(), b.shape().begin()))
     order = dense_order(b.shape(), b.strides());
   const Tensor into = order.empty() ? Tensor() : empty_in_order(out_shape, order, TensorOptions(a.dtype()));
@@ -225,6 +225,15 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   RG_CHECK_T(ShapeError, a.size(2) == b.size(1), op, "inner dimensions differ: ", shape_str(a.shape()), " @ ",
              shape_str(b.shape()));
   return matmul_nd(a, b, op);
+}
+
+Tensor matmul_in_rhs_layout(const Tensor& a, const Tensor& b) {
+  if (a.dim() < 2 || b.dim() < 2) return matmul(a, b);
+  const char* op = "matmul";
+  check_operands(a, b, op);
+  RG_CHECK_T(ShapeError, a.size(-1) == b.size(-2), op, "inner dimensions differ: ", shape_str(a.shape()), " @ ",
+             shape_str(b.shape()));
+  return matmul_nd(a, b, op, Tensor(), 1.0, /*rhs_layout=*/true);
 }
 
 }  // namespace relgrad
