@@ -107,11 +107,6 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // attention's positional term). a and b at least 2-D.
 Tensor addmm(const Tensor& c, const Tensor& a, const Tensor& b, double alpha = 1.0);
 Tensor bmm(const Tensor& a, const Tensor& b);  // strictly (B,n,k) @ (B,k,m)
-// matmul (both operands at least 2-D), its product laid out as b is where b is a permuted dense tensor
-// of the product's batch dims (attention's v, a (B, H, L, D) view of a (B, L, H, D) projection: P·V
-// then lies in (B, L, H, D) memory, so the heads' merge after it is a view, not a copy). The same
-// values as matmul, whose products stay contiguous, as PyTorch's.
-Tensor matmul_in_rhs_layout(const Tensor& a, const Tensor& b);
 
 // ---- reductions (autograd/ops/reduce.cpp); dims may be negative; empty dims = all dims ----
 Tensor sum(const Tensor& x);

@@ -89,7 +89,7 @@ AttentionOutput attention_heads(const Tensor& q, const Tensor& k, const Tensor& 
   Tensor bias = positional ? scheme_bias(*positional, q, kc, mask, g) : Tensor();
   Tensor weights = scheme_weights(positional, logits, mask, scale, bias, g);
   Tensor dropped = dropout_p > 0 ? dropout(weights, dropout_p, training, generator) : weights;
-  Tensor out = window ? window_apply(dropped, v, window) : matmul_in_rhs_layout(dropped, v);  // (B,H,t2,D)
+  Tensor out = window ? window_apply(dropped, v, window) : matmul(dropped, v);  // (B,H,t2,D)
   if (positional) {
     Tensor term = positional->value_term(dropped, g);  // Shaw: the value term uses the dropped weights
     if (term.defined()) out = out + term;

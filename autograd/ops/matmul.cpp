@@ -3,8 +3,7 @@
 // matmuls on transposed views (so it runs on the operands' device too):
 //   C = A @ B   →   dA = dC @ Bᵀ,   dB = Aᵀ @ dC,
 // each summed over the batch dims its operand was broadcast along (sum_to). An operand laid out as a
-// permuted dense tensor (attention's heads) gets its gradient in that layout (empty_in_layout below),
-// and matmul_in_rhs_layout gives the product in such a right operand's layout (attention's P·V).
+// permuted dense tensor (attention's heads) gets its gradient in that layout (empty_in_layout below).
 // Under autocast (autograd/autocast.h) the three products take 16-bit-rounded operands, forward and
 // backward: the backend rounds them (core/backend/matmul.h: on the GPU, 16-bit copies fed to the
 // tensor cores), so A and B are saved as they are — no rounded copy is kept for the backward, whose
@@ -46,12 +45,11 @@ bool rows_foldable(const Tensor& x) {
 // (attention's heads: q, k, v are (B, H, L, D) views of a (B, L, H, D) projection), its gradient is
 // written in that same layout: the permute's and the reshape's backwards that follow are then views,
 // where a contiguous gradient cost a copy each (three a head split, docs/benchmarks.md, "The roofline
-// of the main job's step"). dense_order gives the order of such a tensor's dims in memory (outermost
-// first), or an empty Shape where the layout is another (contiguous, broadcast, overlapping, a
-// non-unit last stride).
-Shape dense_order(const Shape& shape, const Shape& strides) {
+// of the main job's step"). Returns an empty tensor of that shape and those strides, or an undefined
+// one where the layout is another (contiguous, broadcast, overlapping, a non-unit last stride).
+Tensor empty_in_layout(const Shape& shape, const Shape& strides, TensorOptions options) {
   const int64_t nd = static_cast<int64_t>(shape.size());
-  if (nd < 2 || strides.back() != 1) return {};
+  if (nd < 2 || strides.back() != 1) return Tensor();
   Shape order(static_cast<size_t>(nd));  // dims outermost first
   for (int64_t d = 0; d < nd; ++d) order[static_cast<size_t>(d)] = d;
   std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return strides[x] > strides[y]; });
@@ -59,19 +57,13 @@ Shape dense_order(const Shape& shape, const Shape& strides) {
   for (int64_t i = nd - 1; i >= 0; --i) {
     const int64_t d = order[static_cast<size_t>(i)];
     if (shape[d] == 1) continue;
-    if (strides[d] != expected) return {};
+    if (strides[d] != expected) return Tensor();
     expected *= shape[d];
   }
   const Shape plain = contiguous_strides(shape);  // a size-1 dim's stride says nothing
   bool contiguous = true;
   for (int64_t d = 0; d < nd; ++d) contiguous = contiguous && (shape[d] == 1 || strides[d] == plain[d]);
-  if (contiguous || expected == 0) return {};
-  return order;
-}
-
-// An empty tensor of `shape` whose dims lie in memory in `order` (outermost first), densely.
-Tensor empty_in_order(const Shape& shape, const Shape& order, TensorOptions options) {
-  const int64_t nd = static_cast<int64_t>(shape.size());
+  if (contiguous || expected == 0) return Tensor();
   Shape sizes(static_cast<size_t>(nd)), inverse(static_cast<size_t>(nd));
   for (int64_t i = 0; i < nd; ++i) {
     sizes[static_cast<size_t>(i)] = shape[order[static_cast<size_t>(i)]];
@@ -80,27 +72,13 @@ Tensor empty_in_order(const Shape& shape, const Shape& order, TensorOptions opti
   return empty(sizes, options).permute(inverse);
 }
 
-// An empty tensor of `shape` laid out as `strides` are, where that is a permuted dense layout.
-Tensor empty_in_layout(const Shape& shape, const Shape& strides, TensorOptions options) {
-  const Shape order = dense_order(shape, strides);
-  return order.empty() ? Tensor() : empty_in_order(shape, order, options);
-}
-
 // The differentiable core, both operands at least 2-D: a (.., n, k) @ b (.., k, m) → (batch.., n, m),
 // or with init (addmm): init + alpha · (a @ b), init broadcast to the product's shape.
-Tensor matmul_nd(const Tensor& a, const Tensor& b, const char* op, const Tensor& init = Tensor(), double alpha = 1.0,
-                 bool rhs_layout = false) {
+Tensor matmul_nd(const Tensor& a, const Tensor& b, const char* op, const Tensor& init = Tensor(), double alpha = 1.0) {
   RG_PROFILE_OP(op);  // the views and checks around it do no work worth a row
   Shape batch = batch_shape(a, b, op);
   const DType low = autocast_dtype_for(a);  // kFloat32: no rounding (a and b share a dtype)
-  // rhs_layout (matmul_in_rhs_layout): the product in b's layout where b is permuted dense (attention's v).
-  Shape out_shape = batch, order;
-  out_shape.insert(out_shape.end(), {a.size(-2), b.size(-1)});
-  if (rhs_layout && a.device().is_cpu() && !init.defined() && b.shape().size() == out_shape.size() &&
-      std::equal(batch.begin(), batch.end(), b.shape().begin()))
-    order = dense_order(b.shape(), b.strides());
-  const Tensor into = order.empty() ? Tensor() : empty_in_order(out_shape, order, TensorOptions(a.dtype()));
-  Tensor out = backend::matmul(a, b, batch, op, init, alpha, low, into);
+  Tensor out = backend::matmul(a, b, batch, op, init, alpha, low);
   add_profiled_flops(2.0 * double(out.numel()) * double(a.size(-1)));  // 2·M·N·K over the batch
   TensorList inputs{a, b};
   if (init.defined()) inputs.push_back(init);
@@ -225,15 +203,6 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   RG_CHECK_T(ShapeError, a.size(2) == b.size(1), op, "inner dimensions differ: ", shape_str(a.shape()), " @ ",
              shape_str(b.shape()));
   return matmul_nd(a, b, op);
-}
-
-Tensor matmul_in_rhs_layout(const Tensor& a, const Tensor& b) {
-  if (a.dim() < 2 || b.dim() < 2) return matmul(a, b);
-  const char* op = "matmul";
-  check_operands(a, b, op);
-  RG_CHECK_T(ShapeError, a.size(-1) == b.size(-2), op, "inner dimensions differ: ", shape_str(a.shape()), " @ ",
-             shape_str(b.shape()));
-  return matmul_nd(a, b, op, Tensor(), 1.0, /*rhs_layout=*/true);
 }
 
 }  // namespace relgrad
