@@ -63,12 +63,17 @@ struct Silu {  // x * sigmoid(x)
   }
 };
 struct Gelu {  // exact form: x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2))
-  template <class T> RG_HD T operator()(T x) const { return T(0.5) * x * (T(1) + rg_erf(x * T(0.70710678118654752440))); }
-  template <class T> RG_HD T grad(T x, T, T gy) const {
-    T cdf = T(0.5) * (T(1) + rg_erf(x * T(0.70710678118654752440)));
+  // Both rules in terms of e = erf(x / sqrt 2), so a forward that keeps e (core/cpu/fused.h) hands the
+  // backward the same operations on the same values without computing it again.
+  template <class T> RG_HD static T erf_of(T x) { return rg_erf(x * T(0.70710678118654752440)); }
+  template <class T> RG_HD static T from_erf(T x, T e) { return T(0.5) * x * (T(1) + e); }
+  template <class T> RG_HD static T grad_from_erf(T x, T e, T gy) {
+    T cdf = T(0.5) * (T(1) + e);
     T pdf = T(0.39894228040143267794) * rg_exp(T(-0.5) * x * x);
     return gy * (cdf + x * pdf);
   }
+  template <class T> RG_HD T operator()(T x) const { return from_erf(x, erf_of(x)); }
+  template <class T> RG_HD T grad(T x, T, T gy) const { return grad_from_erf(x, erf_of(x), gy); }
 };
 struct GeluTanh {  // approximate='tanh': 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
   template <class T> RG_HD T operator()(T x) const {

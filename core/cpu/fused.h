@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/base/fast_math.h"
+#include "core/base/functors.h"
 #include "core/cpu/norm.h"
 #include "core/strided.h"
 
@@ -43,23 +44,18 @@ void bias_gelu_forward_keeping_erf(const T* x, const T* b, T* y, T* e, int64_t R
     T* er = e + r * N;
     for (int64_t i = 0; i < N; ++i) {
       const T z = static_cast<T>(xr[i] + b[i]);
-      const T erf = fn::rg_erf(z * T(0.70710678118654752440));
-      er[i] = erf;
-      yr[i] = T(0.5) * z * (T(1) + erf);  // fn::Gelu's operations, in its order
+      er[i] = fn::Gelu::erf_of(z);
+      yr[i] = fn::Gelu::from_erf(z, er[i]);
     }
   }
 }
 
-// fn::Gelu's backward rule with erf(x / √2) given in y's place (the forward's kept e): the same
-// operations on the same values, without the erf, which was a third of the backward's arithmetic
-// (224 × 256, 1 thread: 0.67x the time). For bias_activation_backward's `kept`.
+// fn::Gelu's backward rule with erf(x / √2) given in y's place (the forward's kept e), without the
+// erf, which was a third of the backward's arithmetic (224 × 256, 1 thread: 0.67x the time). For
+// bias_activation_backward's `kept`.
 struct GeluFromErf {
   template <class T>
-  RG_FORCE_INLINE T grad(T x, T erf, T gy) const {
-    T cdf = T(0.5) * (T(1) + erf);
-    T pdf = T(0.39894228040143267794) * fn::rg_exp(T(-0.5) * x * x);
-    return gy * (cdf + x * pdf);
-  }
+  RG_FORCE_INLINE T grad(T x, T erf, T gy) const { return fn::Gelu::grad_from_erf(x, erf, gy); }
 };
 
 // Columns per task of the backward: a block of columns is walked row by row, so each column's
