@@ -13,10 +13,11 @@
 // per-call cost (dispatch, allocation, the tape) and latency. docs/benchmarks.md, "The roofline of
 // the main job's step", reads the table.
 //
-//   OMP_NUM_THREADS=1 ./build/bench/bench_roofline [rows=16] [length=14] [op]
+//   OMP_NUM_THREADS=1 ./build/bench/bench_roofline [rows=16] [length=14] [op] [repeats=20000]
 // rows × length: one shard's sequences and their padded length (the default run's shards: 12-20 rows
 // of 9-17 positions). One thread, as each shard runs (train/trainer/batch_shards.h). With `op` (a part
-// of an op's name: "softmax"), only that op's forward, 20,000 times and no table: for perf record.
+// of an op's name: "softmax"), only that op's forward, `repeats` times (and, with a fifth argument
+// `backward`, its backward after each), and no table: for perf record.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -195,6 +196,8 @@ std::string dims(std::initializer_list<int64_t> d) {
 int main(int argc, char** argv) {
   const int64_t B = argc > 1 ? std::atoll(argv[1]) : 16, L = argc > 2 ? std::atoll(argv[2]) : 14;
   const std::string only = argc > 3 ? argv[3] : "";
+  const int64_t repeats = argc > 4 ? std::atoll(argv[4]) : 20000;
+  const bool with_backward = argc > 5 && std::string(argv[5]) == "backward";
   if (B < 1 || L < 1) {
     std::fprintf(stderr, "usage: bench_roofline [rows >= 1] [length >= 1] [op: a part of its name]\n");
     return 2;
@@ -329,7 +332,10 @@ int main(int argc, char** argv) {
     for (const OpRow& r : rows)
       if (r.name.find(only) != std::string::npos) {
         const TensorList in = r.inputs();
-        for (int i = 0; i < 20000; ++i) r.forward(in);
+        for (int64_t i = 0; i < repeats; ++i) {
+          Tensor y = r.forward(in);
+          if (with_backward) sum(y).backward();
+        }
       }
     return 0;
   }

@@ -18,6 +18,7 @@
 #include <omp.h>
 #endif
 
+#include "core/parallel_for.h"
 #include "core/shape.h"
 
 namespace relgrad::cpu {
@@ -78,21 +79,20 @@ void strided_for_each(const Shape& shape, const std::array<const Shape*, N>& str
       body(off, row_len, inner);
     }
   };
-  if (numel < kParallelGrain || rows == 1) {
-    if (rows == 1 && numel >= kParallelGrain) {
-      // One long row: split it into chunks so threads still share the work.
-      int64_t chunks = (numel + kParallelGrain - 1) / kParallelGrain;
-#pragma omp parallel for schedule(static)
-      for (int64_t c = 0; c < chunks; ++c) {
-        int64_t start = c * kParallelGrain;
-        int64_t len = std::min(kParallelGrain, row_len - start);
-        std::array<int64_t, N> off;
-        for (size_t k = 0; k < N; ++k) off[k] = start * inner[k];
-        body(off, len, inner);
-      }
-      return;
-    }
+  if (numel < kParallelGrain || !team_would_share()) {  // no region for a team of one (core/parallel_for.h)
     run_rows(0, rows);
+    return;
+  }
+  if (rows == 1) {  // one long row: split it into chunks so threads still share the work
+    int64_t chunks = (numel + kParallelGrain - 1) / kParallelGrain;
+#pragma omp parallel for schedule(static)
+    for (int64_t c = 0; c < chunks; ++c) {
+      int64_t start = c * kParallelGrain;
+      int64_t len = std::min(kParallelGrain, row_len - start);
+      std::array<int64_t, N> off;
+      for (size_t k = 0; k < N; ++k) off[k] = start * inner[k];
+      body(off, len, inner);
+    }
     return;
   }
 #pragma omp parallel

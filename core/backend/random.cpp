@@ -4,6 +4,7 @@
 
 #include "core/backend/dense.h"
 #include "core/base/philox.h"
+#include "core/parallel_for.h"
 #include "cuda/random.h"
 
 namespace relgrad::backend {
@@ -19,8 +20,8 @@ Tensor draw_on_host(const Shape& shape, TensorOptions options, uint64_t seed, ui
     using T = decltype(zero);
     T* p = host.data_ptr<T>();
     const int64_t n = host.numel();
-#pragma omp parallel for schedule(static) if (n > 65536)
-    for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(value(philox::draw(seed, offset, static_cast<uint64_t>(i))));
+    parallel_for(n, n > 65536,
+                 [&](int64_t i) { p[i] = static_cast<T>(value(philox::draw(seed, offset, static_cast<uint64_t>(i)))); });
   });
   if (options.device_.is_cpu()) return host;
   return copy_as(host, TensorOptions(options.dtype_).device(options.device_));
@@ -71,8 +72,7 @@ DropoutForward dropout_forward(const Tensor& x, double p, bool drop_all, uint64_
     T* op_ = f.out.data_ptr<T>();
     T* mp = f.mask.data_ptr<T>();
     const int64_t n = x.numel();
-#pragma omp parallel for schedule(static) if (n > 65536)
-    for (int64_t i = 0; i < n; ++i) {
+    parallel_for(n, n > 65536, [&](int64_t i) {
       bool keep = false;
       if (!drop_all) {
         philox::Block b = philox::draw(seed, offset, base + static_cast<uint64_t>(i));
@@ -80,7 +80,7 @@ DropoutForward dropout_forward(const Tensor& x, double p, bool drop_all, uint64_
       }
       mp[i] = keep ? scale : T(0);
       op_[i] = keep ? xp[i] * scale : T(0);
-    }
+    });
   });
   return f;
 }

@@ -6,6 +6,7 @@
 #include "core/backend/elementwise.h"
 #include "core/backend/matmul.h"
 #include "core/cpu/matmul.h"
+#include "core/parallel_for.h"
 
 namespace relgrad::backend {
 
@@ -30,8 +31,7 @@ Tensor window_inside(const Tensor& x, const MatrixWindow& window, const char* op
     using T = decltype(zero);
     const T* src = in.template data_ptr<T>();
     T* dst = out.template data_ptr<T>();
-#pragma omp parallel for schedule(static) if (count * R * S >= (int64_t(1) << 18))
-    for (int64_t e = 0; e < count; ++e)
+    parallel_for(count, count * R * S >= (int64_t(1) << 18), [&](int64_t e) {
       for (int64_t i = 0; i < R; ++i) {
         const T* s = src + (e * R + i) * S;
         T* d = dst + (e * R + i) * S;
@@ -40,6 +40,7 @@ Tensor window_inside(const Tensor& x, const MatrixWindow& window, const char* op
         std::copy(s + lo, s + hi, d + lo);
         std::fill(d + hi, d + S, T(0));
       }
+    });
   });
   return out;
 }

@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/parallel_for.h"
 #include "core/strided.h"
 
 namespace relgrad::cpu {
@@ -68,15 +69,14 @@ void adam_steps(const std::vector<AdamJob>& jobs) {
 #else
   const int parts = 1;
 #endif
-#pragma omp parallel for schedule(static) if (parts > 1)
-  for (int part = 0; part < parts; ++part) {
+  parallel_for(parts, parts > 1, [&](int64_t part) {
     const int64_t lo = total * part / parts, hi = total * (part + 1) / parts;
     size_t j = static_cast<size_t>(std::upper_bound(first.begin(), first.end(), lo) - first.begin()) - 1;
     for (; j < jobs.size() && first[j] < hi; ++j) {
       const int64_t begin = std::max(lo, first[j]) - first[j], end = std::min(hi, first[j + 1]) - first[j];
       if (begin < end) adam_chunk(jobs[j], begin, end);
     }
-  }
+  });
 }
 
 }  // namespace relgrad::cpu

@@ -10,6 +10,7 @@
 
 #include "core/cpu/flash_attention.h"
 #include "core/cpu/flash_tiles.h"
+#include "core/parallel_for.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -136,8 +137,7 @@ struct TaskBuffers {
   void fold(const FlashProblem<T>& p, T* gbd, T* dE) const {
     const int64_t W = p.W, nwc = (W + kFlashBlockDelta - 1) / kFlashBlockDelta;
     const int64_t nrc = (p.R + kFlashBlockDelta - 1) / kFlashBlockDelta;
-#pragma omp parallel for schedule(static)
-    for (int64_t item = 0; item < (bias ? p.H * nwc : 0); ++item) {  // (head, chunk of distances) of gbd
+    parallel_for((bias ? p.H * nwc : 0), true, [&](int64_t item) {  // (head, chunk of distances) of gbd
       const int64_t h = item / nwc, w0 = (item % nwc) * kFlashBlockDelta, w1 = std::min(w0 + kFlashBlockDelta, W);
       for (int64_t task = t0; task < t1; ++task) {
         if ((task / nqt) % p.H != h) continue;
@@ -146,9 +146,8 @@ struct TaskBuffers {
         const int64_t x0 = p.min_delta - tw.dlo;     // the offset of w = 0
         for (int64_t w = std::max(w0, -x0); w < std::min(w1, tw.nd - x0); ++w) gbd[h * W + w] += src[x0 + w];
       }
-    }
-#pragma omp parallel for schedule(static)
-    for (int64_t item = 0; item < (table ? p.E_heads * nrc : 0); ++item) {  // (table head, chunk of rows) of dE
+    });
+    parallel_for((table ? p.E_heads * nrc : 0), true, [&](int64_t item) {  // (table head, chunk of rows) of dE
       const int64_t eh = item / nrc, r0 = (item % nrc) * kFlashBlockDelta, r1 = std::min(r0 + kFlashBlockDelta, p.R);
       for (int64_t task = t0; task < t1; ++task) {
         if (p.E_heads != 1 && (task / nqt) % p.H != eh) continue;
@@ -160,7 +159,7 @@ struct TaskBuffers {
           for (int64_t d = 0; d < D; ++d) g[d] += x[d];
         }
       }
-    }
+    });
   }
 };
 
@@ -319,14 +318,13 @@ void flash_backward(const FlashProblem<T>& p, const T* out, const T* lse, const 
   const bool one_pass = flash_backward_choice(p.B, p.H) == FlashBackward::OnePass;
   // Drow_i = dO_i · O_i (softmax backward's row term), (B, H, t2).
   std::vector<T> Drow(static_cast<size_t>(BH * p.t2));
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < BH * p.t2; ++r) {
+  parallel_for(BH * p.t2, true, [&](int64_t r) {
     const int64_t b = r / p.t2 / p.H, h = r / p.t2 % p.H, i = r % p.t2;
     const T *dO = dout + p.layout.dout.at(b, h, i), *O = out + p.layout.out.at(b, h, i);
     T acc = 0;
     for (int64_t d = 0; d < D; ++d) acc += dO[d] * O[d];
     Drow[r] = acc;
-  }
+  });
 
   // The table gradients' running sums, each added to in increasing task order: gbd (H, W) per
   // distance, dE (E_heads, R, D) per row.

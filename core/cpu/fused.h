@@ -14,6 +14,7 @@
 #include "core/base/fast_math.h"
 #include "core/base/functors.h"
 #include "core/cpu/norm.h"
+#include "core/parallel_for.h"
 #include "core/strided.h"
 
 namespace relgrad::cpu {
@@ -21,12 +22,11 @@ namespace relgrad::cpu {
 // x, y (R, N); b (N).
 template <class T, class F>
 void bias_activation_forward(const T* x, const T* b, T* y, int64_t R, int64_t N, F f) {
-#pragma omp parallel for schedule(static) if (R * N >= kParallelGrain && R > 1)
-  for (int64_t r = 0; r < R; ++r) {
+  parallel_for(R, R * N >= kParallelGrain && R > 1, [&](int64_t r) {
     const T* xr = x + r * N;
     T* yr = y + r * N;
     for (int64_t i = 0; i < N; ++i) yr[i] = f(static_cast<T>(xr[i] + b[i]));  // a loop the compiler vectorises
-  }
+  });
 }
 
 // gelu's forward that also keeps e = erf(z / √2), z = x + b, for its backward (bias_activation saves
@@ -37,8 +37,7 @@ void bias_activation_forward(const T* x, const T* b, T* y, int64_t R, int64_t N,
 inline constexpr int64_t kKeepErfBytes = int64_t(1) << 20;
 template <class T>
 void bias_gelu_forward_keeping_erf(const T* x, const T* b, T* y, T* e, int64_t R, int64_t N) {
-#pragma omp parallel for schedule(static) if (R * N >= kParallelGrain && R > 1)
-  for (int64_t r = 0; r < R; ++r) {
+  parallel_for(R, R * N >= kParallelGrain && R > 1, [&](int64_t r) {
     const T* xr = x + r * N;
     T* yr = y + r * N;
     T* er = e + r * N;
@@ -47,7 +46,7 @@ void bias_gelu_forward_keeping_erf(const T* x, const T* b, T* y, T* e, int64_t R
       er[i] = fn::Gelu::erf_of(z);
       yr[i] = fn::Gelu::from_erf(z, er[i]);
     }
-  }
+  });
 }
 
 // fn::Gelu's backward rule with erf(x / √2) given in y's place (the forward's kept e), without the
@@ -103,7 +102,7 @@ void bias_activation_backward(const T* gy, const T* x, const T* b, T* dx, T* db,
   const int64_t blocks = (N + kBiasGradColumns - 1) / kBiasGradColumns;
   const bool parallel = R * N >= kParallelGrain;
 #ifdef _OPENMP
-  if (blocks == 1 && parallel && R > 1 && omp_get_max_threads() > 1 && !omp_in_parallel()) {
+  if (team_would_share(blocks == 1 && parallel && R > 1)) {
 #pragma omp parallel
     {
 #pragma omp for schedule(static)
@@ -119,8 +118,7 @@ void bias_activation_backward(const T* gy, const T* x, const T* b, T* dx, T* db,
     return;
   }
 #endif
-#pragma omp parallel for schedule(static) if (parallel && blocks > 1)
-  for (int64_t c = 0; c < blocks; ++c) {
+  parallel_for(blocks, parallel && blocks > 1, [&](int64_t c) {
     const int64_t i0 = c * kBiasGradColumns, w = std::min(kBiasGradColumns, N - i0);
     std::vector<double> acc(w, 0.0);
     for (int64_t r = 0; r < R; ++r) {
@@ -130,7 +128,7 @@ void bias_activation_backward(const T* gy, const T* x, const T* b, T* dx, T* db,
     }
     if (db)
       for (int64_t j = 0; j < w; ++j) db[i0 + j] = static_cast<T>(acc[j]);
-  }
+  });
 }
 
 // residual, branch, sum, y (R, N); w, b (N) or null; mean (R) (null for rms_norm) and rstd (R) as
@@ -139,12 +137,11 @@ template <class T>
 void residual_norm_forward(const T* residual, const T* branch, const T* w, const T* b, T* sum, T* y, T* mean, T* rstd,
                            int64_t R, int64_t N, double eps) {
   const int64_t groups = (R + kNormRowGroup - 1) / kNormRowGroup;
-#pragma omp parallel for schedule(static) if (R * N >= kParallelGrain && groups > 1)
-  for (int64_t q = 0; q < groups; ++q) {
+  parallel_for(groups, R * N >= kParallelGrain && groups > 1, [&](int64_t q) {
     const int64_t r0 = q * kNormRowGroup, rows = std::min<int64_t>(kNormRowGroup, R - r0);
     for (int64_t i = r0 * N; i < (r0 + rows) * N; ++i) sum[i] = residual[i] + branch[i];
     norm_forward_rows(sum, w, b, y, mean, rstd, r0, rows, N, eps);
-  }
+  });
 }
 
 }  // namespace relgrad::cpu

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/parallel_for.h"
 #include "core/strided.h"
 #include "core/tensor.h"
 
@@ -63,8 +64,7 @@ void scatter_add_kernel(const T* g, const int64_t* index, const std::array<int64
                         int64_t O, int64_t K, int64_t n, int64_t I, int64_t skip) {
   const int64_t blocks = (I + kScatterBlock - 1) / kScatterBlock;
   const int64_t tasks = O * blocks;
-#pragma omp parallel for schedule(static) if (O * K * I > kParallelGrain && tasks > 1)
-  for (int64_t t = 0; t < tasks; ++t) {
+  parallel_for(tasks, O * K * I > kParallelGrain && tasks > 1, [&](int64_t t) {
     const int64_t o = t / blocks, i0 = (t % blocks) * kScatterBlock, i1 = std::min(I, i0 + kScatterBlock);
     for (int64_t k = 0; k < K; ++k) {
       const T* grow = g + (o * K + k) * I;
@@ -81,7 +81,7 @@ void scatter_add_kernel(const T* g, const int64_t* index, const std::array<int64
         }
       }
     }
-  }
+  });
 }
 
 // out = cond ? a : b over `shape` (out contiguous); cs, as, bs are the operands' strides broadcast to

@@ -11,6 +11,7 @@
 
 #include "core/cpu/gemm_library.h"
 #include "core/cpu/sgemm.h"
+#include "core/parallel_for.h"
 
 namespace relgrad::cpu {
 
@@ -236,8 +237,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, const Shape& batch, const char* 
         f(a_e, A.ld, b_e + s0 * (B.row_major ? 1 : B.ld), B.ld, c_e + s0, out_ld, n, k, len, in_e ? in_e + s0 : nullptr);
       }
     };
-#pragma omp parallel for schedule(dynamic, 1) if (plan.parallel)
-    for (int64_t t = 0; t < tiles; ++t) tile(t);
+    parallel_for_dynamic(tiles, plan.parallel, tile);
   });
   return out;
 }
@@ -262,8 +262,7 @@ Tensor window_matmul(const Tensor& a, const Tensor& b, const Shape& batch, const
   const int64_t count = shape_numel(batch);
   // One call per entry: the kernel's elements do not depend on the cut, and each call packs its own
   // operands once. (Output's elements outside the window are zeroed by the entry's own thread.)
-#pragma omp parallel for schedule(dynamic, 1) if (count > 1 && threads_for_one_product() > 1)
-  for (int64_t e = 0; e < count; ++e) {
+  parallel_for_dynamic(count, count > 1 && threads_for_one_product() > 1, [&](int64_t e) {
     float* c_e = c + e * n * m;
     if (k == 0) {
       if (!accumulate) std::fill(c_e, c_e + n * m, 0.0f);
@@ -279,7 +278,7 @@ Tensor window_matmul(const Tensor& a, const Tensor& b, const Shape& batch, const
         std::fill(row, row + lo, 0.0f);
         std::fill(row + hi, row + m, 0.0f);
       }
-  }
+  });
   return out;
 }
 

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/parallel_for.h"
 #include "core/strided.h"
 
 namespace relgrad::cpu {
@@ -72,11 +73,10 @@ void norm_forward_rows(const T* x, const T* w, const T* b, T* y, T* mean, T* rst
 template <class T>
 void norm_forward(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, int64_t R, int64_t N, double eps) {
   const int64_t groups = (R + kNormRowGroup - 1) / kNormRowGroup;
-#pragma omp parallel for schedule(static) if (R * N >= kParallelGrain && groups > 1)
-  for (int64_t q = 0; q < groups; ++q) {
+  parallel_for(groups, R * N >= kParallelGrain && groups > 1, [&](int64_t q) {
     const int64_t r0 = q * kNormRowGroup;
     norm_forward_rows(x, w, b, y, mean, rstd, r0, std::min<int64_t>(kNormRowGroup, R - r0), N, eps);
-  }
+  });
 }
 
 // Rows per chunk of the dw/db reduction. It depends on R only, never on the thread count, so the
@@ -114,8 +114,7 @@ void norm_backward(const T* dy, const T* x, const T* mean, const T* rstd, const 
                    int64_t N) {
   const int64_t chunk = norm_chunk_rows(R), chunks = (R + chunk - 1) / chunk;
   std::vector<double> part_w(dw ? chunks * N : 0, 0.0), part_b(db ? chunks * N : 0, 0.0);
-#pragma omp parallel for schedule(static) if (R * N >= kParallelGrain && chunks > 1)
-  for (int64_t c = 0; c < chunks; ++c) {
+  parallel_for(chunks, R * N >= kParallelGrain && chunks > 1, [&](int64_t c) {
     double* pw = dw ? part_w.data() + c * N : nullptr;
     double* pb = db ? part_b.data() + c * N : nullptr;
     const int64_t end = std::min(R, (c + 1) * chunk);
@@ -146,7 +145,7 @@ void norm_backward(const T* dy, const T* x, const T* mean, const T* rstd, const 
       }
       r0 += g;
     }
-  }
+  });
   // (chunks, N) partials → (N), always in chunk order.
   auto reduce = [&](const std::vector<double>& part, T* out) {
     std::vector<double> acc(N, 0.0);

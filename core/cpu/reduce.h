@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/parallel_for.h"
 #include "core/strided.h"
 #include "core/tensor.h"
 
@@ -69,13 +70,12 @@ void sum_kernel(const T* x, T* out, int64_t outer, int64_t R, int64_t inner, dou
   // No output: nothing to do, and the loop below steps by inner (OpenMP's trip count would divide by 0).
   if (outer * inner == 0) return;
   if (inner == 1) {
-#pragma omp parallel for schedule(static) if (outer * R > 32768 && outer > 1)
-    for (int64_t o = 0; o < outer; ++o) {
+    parallel_for(outer, outer * R > 32768 && outer > 1, [&](int64_t o) {
       const T* row = x + o * R;
       double acc = 0;
       for (int64_t r = 0; r < R; ++r) acc += row[r];
       out[o] = static_cast<T>(acc * scale);
-    }
+    });
     return;
   }
   // Each output row's columns in contiguous parts, one per thread where the rows alone cannot keep the
@@ -87,8 +87,7 @@ void sum_kernel(const T* x, T* out, int64_t outer, int64_t R, int64_t inner, dou
   const int64_t threads = parallel ? omp_get_max_threads() : 1;
   const int64_t parts = outer >= threads ? 1 : std::clamp<int64_t>(inner / 256, 1, threads);
   const int64_t width = ((inner + parts - 1) / parts + 15) / 16 * 16, per_row = (inner + width - 1) / width;
-#pragma omp parallel for schedule(static) if (parallel && outer * per_row > 1)
-  for (int64_t t = 0; t < outer * per_row; ++t) {
+  parallel_for(outer * per_row, parallel && outer * per_row > 1, [&](int64_t t) {
     const int64_t o = t / per_row, i0 = (t % per_row) * width, w = std::min(width, inner - i0);
     std::vector<double> acc(w, 0.0);
     for (int64_t r = 0; r < R; ++r) {
@@ -96,7 +95,7 @@ void sum_kernel(const T* x, T* out, int64_t outer, int64_t R, int64_t inner, dou
       for (int64_t i = 0; i < w; ++i) acc[i] += src[i];
     }
     for (int64_t i = 0; i < w; ++i) out[o * inner + i0 + i] = static_cast<T>(acc[i] * scale);
-  }
+  });
 }
 
 // Σ x[i]² over n contiguous float32 values, as one chain of double adds in index order: the bits of
@@ -172,11 +171,10 @@ inline constexpr int64_t kColumnBlock = 32;
 template <class F>
 void for_each_column_block(int64_t outer, int64_t R, int64_t inner, F f) {
   const int64_t per_row = (inner + kColumnBlock - 1) / kColumnBlock, blocks = outer * per_row;
-#pragma omp parallel for schedule(static) if (outer * R * inner > kParallelGrain && blocks > 1)
-  for (int64_t b = 0; b < blocks; ++b) {
+  parallel_for(blocks, outer * R * inner > kParallelGrain && blocks > 1, [&](int64_t b) {
     const int64_t o = b / per_row, i0 = (b % per_row) * kColumnBlock;
     f(o, i0, std::min(kColumnBlock, inner - i0));
-  }
+  });
 }
 
 // True when v should replace `best` as the running max (kMax) or min. NaN wins, as in PyTorch,

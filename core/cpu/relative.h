@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "core/base/relative_layout.h"
+#include "core/parallel_for.h"
 
 namespace relgrad::cpu {
 
@@ -17,14 +18,13 @@ namespace relgrad::cpu {
 template <class T>
 void relative_gather_kernel(const RelativeLayout& l, const T* P, const int64_t* C, T* S) {
   const int64_t N = l.N, t2 = l.t2, t1 = l.t1, batch_stride = l.batch_stride, row_stride = l.row_stride;
-#pragma omp parallel for schedule(static) if (N * t2 * t1 > 32768)
-  for (int64_t row = 0; row < N * t2; ++row) {
+  parallel_for(N * t2, N * t2 * t1 > 32768, [&](int64_t row) {
     const int64_t n = row / t2, i = row % t2;
     const T* p = P + n * batch_stride + i * row_stride;
     const int64_t* c = C + i * t1;
     T* s = S + row * t1;
     for (int64_t j = 0; j < t1; ++j) s[j] = c[j] >= 0 ? p[c[j]] : T(0);
-  }
+  });
 }
 
 // P̄ (N, t2, R) = Cᵀ applied to S̄ (N, t2, t1): P̄[n,i,r] = Σ_{j: C[i,j] = r} S̄[n,i,j].
@@ -33,8 +33,7 @@ void relative_gather_kernel(const RelativeLayout& l, const T* P, const int64_t* 
 template <class T>
 void relative_scatter_kernel(const RelativeLayout& l, const T* S, const int64_t* C, T* P) {
   const int64_t N = l.N, t2 = l.t2, t1 = l.t1, R = l.R;
-#pragma omp parallel for schedule(static) if (N * t2 * (t1 + R) > 32768)
-  for (int64_t row = 0; row < N * t2; ++row) {
+  parallel_for(N * t2, N * t2 * (t1 + R) > 32768, [&](int64_t row) {
     const int64_t i = row % t2;
     const int64_t* c = C + i * t1;
     const T* s = S + row * t1;
@@ -42,7 +41,7 @@ void relative_scatter_kernel(const RelativeLayout& l, const T* S, const int64_t*
     for (int64_t r = 0; r < R; ++r) p[r] = T(0);
     for (int64_t j = 0; j < t1; ++j)
       if (c[j] >= 0) p[c[j]] += s[j];
-  }
+  });
 }
 
 }  // namespace relgrad::cpu

@@ -11,6 +11,7 @@
 #include "core/base/fast_math.h"
 #include "core/base/softmax_layout.h"
 #include "core/cpu/reduce.h"
+#include "core/parallel_for.h"
 
 namespace relgrad::cpu {
 
@@ -55,8 +56,7 @@ RG_FORCE_INLINE T lane_max(const T* v, int64_t n) {
 // Calls f(r) for r in [0, rows), in parallel when the work pays. f must not throw.
 template <class F>
 void for_each_row(int64_t rows, int64_t C, F f) {
-#pragma omp parallel for schedule(static) if (rows * C > kParallelGrain && rows > 1)
-  for (int64_t r = 0; r < rows; ++r) f(r);
+  parallel_for(rows, rows * C > kParallelGrain && rows > 1, f);
 }
 
 // One row of C values: y = softmax(x) or log_softmax(x) (log_).
@@ -203,8 +203,7 @@ void masked_softmax_forward(const T* x, double scale, const T* bias, const int64
     for (int64_t c = 0; c < C; ++c) yr[c] = T(yr[c] - m);
     return kLive;
   };
-#pragma omp parallel for schedule(static) if (rows * C > kParallelGrain && blocks > 1)
-  for (int64_t q = 0; q < blocks; ++q) {
+  parallel_for(blocks, rows * C > kParallelGrain && blocks > 1, [&](int64_t q) {
     const int64_t r0 = q * per_block, r1 = std::min(rows, r0 + per_block), n = (r1 - r0) * C;
     RowKind kind[kSoftmaxBlock];
     uint8_t block_mask[kSoftmaxBlock];  // the rows' masks of unit stride, as y's block lays them out
@@ -247,7 +246,7 @@ void masked_softmax_forward(const T* x, double scale, const T* bias, const int64
       const T v = inv[r - r0];
       for (int64_t c = 0; c < C; ++c) yr[c] *= v;
     }
-  }
+  });
 }
 
 // Backward of masked_softmax_forward for rows of C: gz = y * (g - Σ g y) (0 where y is 0: masked
