@@ -198,8 +198,9 @@ int main(int argc, char** argv) {
   const std::string only = argc > 3 ? argv[3] : "";
   const int64_t repeats = argc > 4 ? std::atoll(argv[4]) : 20000;
   const bool with_backward = argc > 5 && std::string(argv[5]) == "backward";
-  if (B < 1 || L < 1) {
-    std::fprintf(stderr, "usage: bench_roofline [rows >= 1] [length >= 1] [op: a part of its name]\n");
+  if (B < 1 || L < 1 || repeats < 1 || (argc > 5 && !with_backward)) {
+    std::fprintf(stderr,
+                 "usage: bench_roofline [rows >= 1] [length >= 1] [op: a part of its name] [repeats >= 1] [backward]\n");
     return 2;
   }
   const int64_t d = 64, H = 4, D = 16, ff = 256, T = B * L;  // configs/default.toml's model

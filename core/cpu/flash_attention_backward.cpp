@@ -137,7 +137,7 @@ struct TaskBuffers {
   void fold(const FlashProblem<T>& p, T* gbd, T* dE) const {
     const int64_t W = p.W, nwc = (W + kFlashBlockDelta - 1) / kFlashBlockDelta;
     const int64_t nrc = (p.R + kFlashBlockDelta - 1) / kFlashBlockDelta;
-    parallel_for((bias ? p.H * nwc : 0), true, [&](int64_t item) {  // (head, chunk of distances) of gbd
+    parallel_for(bias ? p.H * nwc : 0, true, [&](int64_t item) {  // (head, chunk of distances) of gbd
       const int64_t h = item / nwc, w0 = (item % nwc) * kFlashBlockDelta, w1 = std::min(w0 + kFlashBlockDelta, W);
       for (int64_t task = t0; task < t1; ++task) {
         if ((task / nqt) % p.H != h) continue;
@@ -147,7 +147,7 @@ struct TaskBuffers {
         for (int64_t w = std::max(w0, -x0); w < std::min(w1, tw.nd - x0); ++w) gbd[h * W + w] += src[x0 + w];
       }
     });
-    parallel_for((table ? p.E_heads * nrc : 0), true, [&](int64_t item) {  // (table head, chunk of rows) of dE
+    parallel_for(table ? p.E_heads * nrc : 0, true, [&](int64_t item) {  // (table head, chunk of rows) of dE
       const int64_t eh = item / nrc, r0 = (item % nrc) * kFlashBlockDelta, r1 = std::min(r0 + kFlashBlockDelta, p.R);
       for (int64_t task = t0; task < t1; ++task) {
         if (p.E_heads != 1 && (task / nqt) % p.H != eh) continue;

@@ -91,10 +91,11 @@ struct TilePlan {
   bool parallel = false;  // enough work to share out
 };
 
-// The threads a product may use here: the team size unless already inside a parallel region.
+// The threads a product may use here: the team size where a region would share out (parallel_for.h's
+// rule: not inside a parallel region, nor a shard's task), else one.
 int threads_for_one_product() {
 #ifdef _OPENMP
-  return omp_in_parallel() ? 1 : omp_get_max_threads();
+  return team_would_share() ? omp_get_max_threads() : 1;
 #else
   return 1;
 #endif
@@ -262,7 +263,7 @@ Tensor window_matmul(const Tensor& a, const Tensor& b, const Shape& batch, const
   const int64_t count = shape_numel(batch);
   // One call per entry: the kernel's elements do not depend on the cut, and each call packs its own
   // operands once. (Output's elements outside the window are zeroed by the entry's own thread.)
-  parallel_for_dynamic(count, count > 1 && threads_for_one_product() > 1, [&](int64_t e) {
+  parallel_for_dynamic(count, true, [&](int64_t e) {
     float* c_e = c + e * n * m;
     if (k == 0) {
       if (!accumulate) std::fill(c_e, c_e + n * m, 0.0f);
